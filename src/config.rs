@@ -1,0 +1,558 @@
+//! Settings: code defaults, then an optional TOML file, then `MCP_CONNECT_…`
+//! environment variables (each also as `…_FILE`, read from a file — the way
+//! container secrets arrive). Loaded once in `main` and passed down; nothing
+//! here is global.
+//!
+//! Environment names map onto the TOML keys: `MCP_CONNECT_PUBLIC_URL` is
+//! `public_url`, and a double underscore descends into a table, so
+//! `MCP_CONNECT_AUTH__ISSUER` is `[auth] issuer`. Unknown keys, in the file or
+//! the environment, stop start-up with a message that names them.
+
+use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
+
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Deserializer, de::Error as _};
+use url::Url;
+
+/// Prefix of every environment variable this service reads.
+pub const ENV_PREFIX: &str = "MCP_CONNECT_";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the configuration file {path}: {source}")]
+    ReadFile { path: String, source: std::io::Error },
+    #[error("cannot read {var} (the file it names, {path}): {source}")]
+    ReadSecretFile { var: String, path: String, source: std::io::Error },
+    #[error("{var} is not valid UTF-8")]
+    NotUnicode { var: String },
+    #[error("the configuration file {path} is not valid TOML: {message}")]
+    Toml { path: String, message: String },
+    #[error("setting `{key}`: {message}")]
+    Invalid { key: String, message: String },
+    #[error("setting `{key}` is required (set it in the file or as {env})")]
+    Missing { key: String, env: String },
+}
+
+/// Everything the service needs to run.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// The public base URL of this service, e.g. `https://connect.example.com`.
+    /// The MCP endpoint is `<public_url>/mcp`; that is also the resource
+    /// (token audience) this server accepts.
+    pub public_url: Url,
+    /// Address to listen on.
+    #[serde(default = "defaults::bind")]
+    pub bind: SocketAddr,
+    /// Postgres connection string.
+    pub database_url: SecretString,
+    /// Upper bound of pooled database connections.
+    #[serde(default = "defaults::db_max_connections", deserialize_with = "lenient::number")]
+    pub database_max_connections: u32,
+    /// AES-256-GCM keys as `kid:base64` entries; the first seals, all open.
+    #[serde(deserialize_with = "lenient::secret_list")]
+    pub keys: Vec<SecretString>,
+    /// `Host` header values accepted on `/mcp` (DNS-rebinding protection).
+    /// Empty means: the host of `public_url` only.
+    #[serde(default, deserialize_with = "lenient::list")]
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted on `/mcp`. Empty means: the origin of
+    /// `public_url` only. Requests without `Origin` (non-browser clients) pass.
+    #[serde(default, deserialize_with = "lenient::list")]
+    pub allowed_origins: Vec<String>,
+    /// Largest accepted request body on `/mcp`, in bytes.
+    #[serde(default = "defaults::max_body_bytes", deserialize_with = "lenient::number")]
+    pub max_body_bytes: usize,
+    /// `json` (one object per line) or `pretty`.
+    #[serde(default = "defaults::log_format")]
+    pub log_format: LogFormat,
+    /// `true` only in plain-http development: cookies lose `Secure`.
+    #[serde(default, deserialize_with = "lenient::boolean")]
+    pub insecure_http: bool,
+    /// How bearer tokens for `/mcp` are checked.
+    pub auth: AuthSettings,
+    /// Lifetimes of the one-time values of the connect flow.
+    #[serde(default)]
+    pub flow: FlowSettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSettings {
+    /// The authorization server that issues tokens for this MCP server; its
+    /// metadata is discovered from here.
+    pub issuer: Url,
+    /// The JWKS URL; discovered from the issuer's metadata when absent.
+    #[serde(default)]
+    pub jwks_url: Option<Url>,
+    /// The claim that names the user (`sub`; `oid` for Microsoft Entra).
+    #[serde(default = "defaults::subject_claim")]
+    pub subject_claim: String,
+    /// Scopes advertised in protected resource metadata.
+    #[serde(default, deserialize_with = "lenient::list")]
+    pub scopes_supported: Vec<String>,
+    /// Clock skew tolerated on `exp` and `nbf`, in seconds.
+    #[serde(default = "defaults::leeway_secs", deserialize_with = "lenient::number")]
+    pub leeway_secs: u64,
+    /// RFC 7662 introspection, for opaque (non-JWT) access tokens.
+    #[serde(default)]
+    pub introspection: Option<IntrospectionSettings>,
+    /// OAuth client used to sign people in on the web pages (OpenID Connect).
+    #[serde(default)]
+    pub web_client_id: Option<String>,
+    #[serde(default)]
+    pub web_client_secret: Option<SecretString>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntrospectionSettings {
+    pub url: Url,
+    pub client_id: String,
+    pub client_secret: SecretString,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowSettings {
+    /// Lifetime of a connect ticket, in seconds.
+    #[serde(default = "defaults::ticket_ttl_secs", deserialize_with = "lenient::number")]
+    pub ticket_ttl_secs: u64,
+    /// Lifetime of one round of `requestState`, in seconds.
+    #[serde(default = "defaults::request_state_ttl_secs", deserialize_with = "lenient::number")]
+    pub request_state_ttl_secs: u64,
+    /// How long a retry waits for a connection to appear, in milliseconds.
+    #[serde(default = "defaults::connect_wait_ms", deserialize_with = "lenient::number")]
+    pub connect_wait_ms: u64,
+}
+
+impl Default for FlowSettings {
+    fn default() -> Self {
+        Self {
+            ticket_ttl_secs: defaults::ticket_ttl_secs(),
+            request_state_ttl_secs: defaults::request_state_ttl_secs(),
+            connect_wait_ms: defaults::connect_wait_ms(),
+        }
+    }
+}
+
+impl FlowSettings {
+    pub fn ticket_ttl(&self) -> Duration {
+        Duration::from_secs(self.ticket_ttl_secs)
+    }
+    pub fn request_state_ttl(&self) -> Duration {
+        Duration::from_secs(self.request_state_ttl_secs)
+    }
+    pub fn connect_wait(&self) -> Duration {
+        Duration::from_millis(self.connect_wait_ms)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Json,
+    Pretty,
+}
+
+mod defaults {
+    use super::LogFormat;
+    use std::net::SocketAddr;
+
+    pub fn bind() -> SocketAddr {
+        SocketAddr::from(([0, 0, 0, 0], 8080))
+    }
+    pub fn db_max_connections() -> u32 {
+        20
+    }
+    pub fn max_body_bytes() -> usize {
+        1024 * 1024
+    }
+    pub fn log_format() -> LogFormat {
+        LogFormat::Json
+    }
+    pub fn subject_claim() -> String {
+        "sub".to_owned()
+    }
+    pub fn leeway_secs() -> u64 {
+        30
+    }
+    pub fn ticket_ttl_secs() -> u64 {
+        600
+    }
+    pub fn request_state_ttl_secs() -> u64 {
+        600
+    }
+    pub fn connect_wait_ms() -> u64 {
+        5000
+    }
+}
+
+/// Deserializers that accept both native TOML values and the strings that
+/// environment variables always are.
+mod lenient {
+    use super::*;
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum StrOr<T> {
+        Native(T),
+        Str(String),
+    }
+
+    pub fn number<'de, D, T>(d: D) -> Result<T, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: Deserialize<'de> + std::str::FromStr,
+    {
+        match StrOr::<T>::deserialize(d)? {
+            StrOr::Native(n) => Ok(n),
+            StrOr::Str(s) => s
+                .trim()
+                .parse()
+                .map_err(|_| D::Error::custom(format!("expected a whole number, got {s:?}"))),
+        }
+    }
+
+    pub fn boolean<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+        match StrOr::<bool>::deserialize(d)? {
+            StrOr::Native(b) => Ok(b),
+            StrOr::Str(s) => match s.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" => Ok(true),
+                "false" | "0" | "no" | "" => Ok(false),
+                _ => Err(D::Error::custom(format!("expected true or false, got {s:?}"))),
+            },
+        }
+    }
+
+    /// A list: a TOML array, or a comma-separated string.
+    pub fn list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+        Ok(match StrOr::<Vec<String>>::deserialize(d)? {
+            StrOr::Native(v) => v,
+            StrOr::Str(s) => split_list(&s),
+        })
+    }
+
+    pub fn secret_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<SecretString>, D::Error> {
+        Ok(list(d)?.into_iter().map(SecretString::from).collect())
+    }
+
+    pub(super) fn split_list(s: &str) -> Vec<String> {
+        s.split([',', '\n'])
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl Settings {
+    /// Loads settings from the optional file and the process environment.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        let vars: Vec<(String, String)> = std::env::vars_os()
+            .filter_map(|(k, v)| {
+                let k = k.into_string().ok()?;
+                k.starts_with(ENV_PREFIX).then_some((k, v))
+            })
+            .map(|(k, v)| match v.into_string() {
+                Ok(v) => Ok((k, v)),
+                Err(_) => Err(ConfigError::NotUnicode { var: k }),
+            })
+            .collect::<Result<_, _>>()?;
+        Self::from_sources(file, vars, toml::Table::new())
+    }
+
+    /// Layers `base` (code-supplied values, e.g. dev mode's), then the file,
+    /// then the given environment, and validates the result.
+    pub fn from_sources(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+        base: toml::Table,
+    ) -> Result<Self, ConfigError> {
+        let mut table = base;
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ReadFile {
+                path: path.display().to_string(),
+                source,
+            })?;
+            let file_table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+                ConfigError::Toml { path: path.display().to_string(), message: e.to_string() }
+            })?;
+            merge(&mut table, file_table);
+        }
+        for (key_path, value) in env_entries(env)? {
+            insert_path(&mut table, &key_path, toml::Value::String(value));
+        }
+        // Present the required table so a missing key inside it is named precisely.
+        table.entry("auth").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let settings: Settings = deserialize(table)?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid { key: key.to_owned(), message };
+        if !matches!(self.public_url.scheme(), "http" | "https") || self.public_url.host().is_none() {
+            return Err(invalid("public_url", "must be an http(s) URL with a host".into()));
+        }
+        if self.public_url.query().is_some() || self.public_url.fragment().is_some() {
+            return Err(invalid("public_url", "must not carry a query or fragment".into()));
+        }
+        if self.public_url.scheme() == "http" && !self.insecure_http && !is_loopback(&self.public_url) {
+            return Err(invalid(
+                "public_url",
+                "must be https (plain http is accepted only on loopback or with insecure_http = true)".into(),
+            ));
+        }
+        if self.keys.is_empty() {
+            return Err(ConfigError::Missing { key: "keys".into(), env: env_name("keys") });
+        }
+        crate::crypto::KeyRing::from_entries(self.keys.iter().map(|k| k.expose_secret()))
+            .map_err(|e| invalid("keys", e.to_string()))?;
+        if self.max_body_bytes < 1024 {
+            return Err(invalid("max_body_bytes", "must be at least 1024".into()));
+        }
+        if self.auth.subject_claim.trim().is_empty() {
+            return Err(invalid("auth.subject_claim", "must not be empty".into()));
+        }
+        if self.flow.ticket_ttl_secs == 0 || self.flow.request_state_ttl_secs == 0 {
+            return Err(invalid("flow", "lifetimes must be greater than zero".into()));
+        }
+        Ok(())
+    }
+
+    /// The base URL without a trailing slash, for joining paths.
+    pub fn base_url(&self) -> String {
+        self.public_url.as_str().trim_end_matches('/').to_owned()
+    }
+
+    /// The canonical resource URI of the MCP endpoint: the audience bearer
+    /// tokens must carry and the audience of every sealed `requestState`.
+    pub fn mcp_resource(&self) -> String {
+        format!("{}/mcp", self.base_url())
+    }
+
+    /// The `Host` values `/mcp` accepts.
+    pub fn effective_allowed_hosts(&self) -> Vec<String> {
+        if !self.allowed_hosts.is_empty() {
+            return self.allowed_hosts.clone();
+        }
+        let host = self.public_url.host_str().unwrap_or_default().to_owned();
+        match self.public_url.port() {
+            Some(port) => vec![host.clone(), format!("{host}:{port}")],
+            None => vec![host],
+        }
+    }
+
+    /// The browser origins `/mcp` accepts.
+    pub fn effective_allowed_origins(&self) -> Vec<String> {
+        if !self.allowed_origins.is_empty() {
+            return self.allowed_origins.clone();
+        }
+        vec![self.public_url.origin().ascii_serialization()]
+    }
+}
+
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(d)) => d == "localhost",
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+/// The environment variable that sets a dotted key path.
+pub fn env_name(key_path: &str) -> String {
+    format!("{ENV_PREFIX}{}", key_path.replace('.', "__").to_ascii_uppercase())
+}
+
+/// Turns `MCP_CONNECT_…` variables into key paths, resolving `…_FILE`.
+fn env_entries(
+    env: impl IntoIterator<Item = (String, String)>,
+) -> Result<Vec<(Vec<String>, String)>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for (var, value) in env {
+        let Some(rest) = var.strip_prefix(ENV_PREFIX) else { continue };
+        let (rest, value) = match rest.strip_suffix("_FILE") {
+            Some(rest) => {
+                let text = std::fs::read_to_string(&value).map_err(|source| {
+                    ConfigError::ReadSecretFile { var: var.clone(), path: value.clone(), source }
+                })?;
+                (rest, text.trim_end_matches(['\n', '\r']).to_owned())
+            }
+            None => (rest, value),
+        };
+        let path: Vec<String> = rest.split("__").map(str::to_ascii_lowercase).collect();
+        if path.iter().any(String::is_empty) {
+            return Err(ConfigError::Invalid { key: var, message: "malformed variable name".into() });
+        }
+        out.insert(path, value);
+    }
+    Ok(out.into_iter().collect())
+}
+
+fn insert_path(table: &mut toml::Table, path: &[String], value: toml::Value) {
+    let Some((last, parents)) = path.split_last() else { return };
+    let mut current = table;
+    for key in parents {
+        let entry = current
+            .entry(key.clone())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if !entry.is_table() {
+            *entry = toml::Value::Table(toml::Table::new());
+        }
+        let toml::Value::Table(next) = entry else { return };
+        current = next;
+    }
+    current.insert(last.clone(), value);
+}
+
+fn merge(into: &mut toml::Table, from: toml::Table) {
+    for (key, value) in from {
+        match (into.get_mut(&key), value) {
+            (Some(toml::Value::Table(a)), toml::Value::Table(b)) => merge(a, b),
+            (_, value) => {
+                into.insert(key, value);
+            }
+        }
+    }
+}
+
+fn deserialize(table: toml::Table) -> Result<Settings, ConfigError> {
+    let value = toml::Value::Table(table);
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let key = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        // serde names a missing field only in its message; lift it into the key.
+        if let Some(field) = inner.strip_prefix("missing field `").and_then(|s| s.split('`').next()) {
+            let key = if key == "." { field.to_owned() } else { format!("{key}.{field}") };
+            return ConfigError::Missing { env: env_name(&key), key };
+        }
+        if let Some(field) = inner.strip_prefix("unknown field `").and_then(|s| s.split('`').next()) {
+            let key = if key == "." { field.to_owned() } else { format!("{key}.{field}") };
+            return ConfigError::Invalid {
+                message: format!("unknown setting (from the file, or {})", env_name(&key)),
+                key,
+            };
+        }
+        ConfigError::Invalid { key, message: inner }
+    })
+}
+
+/// Builds a list setting from a string the way the environment does.
+pub fn parse_list(s: &str) -> Vec<String> {
+    lenient::split_list(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    const KEY: &str = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+    fn minimal() -> Vec<(String, String)> {
+        env(&[
+            ("MCP_CONNECT_PUBLIC_URL", "https://connect.example.com"),
+            ("MCP_CONNECT_DATABASE_URL", "postgres://localhost/x"),
+            ("MCP_CONNECT_KEYS", KEY),
+            ("MCP_CONNECT_AUTH__ISSUER", "https://idp.example.com"),
+        ])
+    }
+
+    #[test]
+    fn minimal_environment_loads_with_defaults() {
+        let s = Settings::from_sources(None, minimal(), toml::Table::new()).unwrap();
+        assert_eq!(s.mcp_resource(), "https://connect.example.com/mcp");
+        assert_eq!(s.max_body_bytes, 1024 * 1024);
+        assert_eq!(s.auth.subject_claim, "sub");
+        assert_eq!(s.flow.ticket_ttl_secs, 600);
+        assert_eq!(s.effective_allowed_hosts(), vec!["connect.example.com".to_string()]);
+        assert_eq!(s.effective_allowed_origins(), vec!["https://connect.example.com".to_string()]);
+    }
+
+    #[test]
+    fn missing_required_setting_is_named_with_its_variable() {
+        let mut vars = minimal();
+        vars.retain(|(k, _)| k != "MCP_CONNECT_AUTH__ISSUER");
+        let err = Settings::from_sources(None, vars, toml::Table::new()).unwrap_err().to_string();
+        assert!(err.contains("auth.issuer"), "{err}");
+        assert!(err.contains("MCP_CONNECT_AUTH__ISSUER"), "{err}");
+    }
+
+    #[test]
+    fn unknown_variable_is_rejected_by_name() {
+        let mut vars = minimal();
+        vars.push(("MCP_CONNECT_PUBLIK_URL".into(), "x".into()));
+        let err = Settings::from_sources(None, vars, toml::Table::new()).unwrap_err().to_string();
+        assert!(err.contains("publik_url"), "{err}");
+        assert!(err.contains("MCP_CONNECT_PUBLIK_URL"), "{err}");
+    }
+
+    #[test]
+    fn bad_number_names_the_setting() {
+        let mut vars = minimal();
+        vars.push(("MCP_CONNECT_MAX_BODY_BYTES".into(), "lots".into()));
+        let err = Settings::from_sources(None, vars, toml::Table::new()).unwrap_err().to_string();
+        assert!(err.contains("max_body_bytes"), "{err}");
+    }
+
+    #[test]
+    fn plain_http_is_refused_off_loopback() {
+        let mut vars = minimal();
+        vars[0].1 = "http://connect.example.com".into();
+        let err = Settings::from_sources(None, vars, toml::Table::new()).unwrap_err().to_string();
+        assert!(err.contains("public_url"), "{err}");
+    }
+
+    #[test]
+    fn short_key_is_refused() {
+        let mut vars = minimal();
+        vars[2].1 = "k1:c2hvcnQ=".into();
+        let err = Settings::from_sources(None, vars, toml::Table::new()).unwrap_err().to_string();
+        assert!(err.contains("keys"), "{err}");
+    }
+
+    #[test]
+    fn file_variant_reads_the_secret_and_env_beats_file() {
+        let dir = std::env::temp_dir().join(format!("mcp-connect-cfg-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let secret = dir.join("db");
+        std::fs::write(&secret, "postgres://from-file/db\n").unwrap();
+        let file = dir.join("c.toml");
+        std::fs::write(&file, "max_body_bytes = 4096\n[auth]\nissuer = \"https://file.example\"\n").unwrap();
+        let mut vars = minimal();
+        vars.retain(|(k, _)| k != "MCP_CONNECT_DATABASE_URL");
+        vars.push(("MCP_CONNECT_DATABASE_URL_FILE".into(), secret.display().to_string()));
+        let s = Settings::from_sources(Some(&file), vars, toml::Table::new()).unwrap();
+        assert_eq!(s.database_url.expose_secret(), "postgres://from-file/db");
+        assert_eq!(s.max_body_bytes, 4096);
+        assert_eq!(s.auth.issuer.as_str(), "https://idp.example.com/");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn unknown_file_key_is_rejected() {
+        let dir = std::env::temp_dir().join(format!("mcp-connect-cfg-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.toml");
+        std::fs::write(&file, "[auth]\nissuer = \"https://x\"\nsubjekt_claim = \"oid\"\n").unwrap();
+        let err = Settings::from_sources(Some(&file), minimal(), toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("auth.subjekt_claim"), "{err}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_debug() {
+        let s = Settings::from_sources(None, minimal(), toml::Table::new()).unwrap();
+        let shown = format!("{s:?}");
+        assert!(!shown.contains("postgres://localhost/x"), "{shown}");
+        assert!(!shown.contains("AAECAwQF"), "{shown}");
+    }
+}

@@ -1,0 +1,280 @@
+//! The AES-256-GCM key ring. Every secret this service keeps at rest or hands
+//! out sealed (third-party tokens, PKCE verifiers, `requestState`) goes
+//! through here.
+//!
+//! - Keys are configured as `kid:base64` entries of at least 32 bytes (the
+//!   first 32 are used). The first key seals; every key opens. Rotation is
+//!   three phases: add the new key second, promote it first, retire the old
+//!   one after the longest lifetime of anything it sealed.
+//! - A [`Purpose`] is bound as associated data, so a value sealed for one
+//!   purpose never opens for another, and callers add their own binding
+//!   (e.g. the connection a token belongs to).
+//! - A fresh random 96-bit nonce per seal.
+
+use aes_gcm::{
+    Aes256Gcm, KeyInit, Nonce,
+    aead::{Aead, Payload},
+};
+use base64::{Engine, engine::general_purpose::STANDARD, engine::general_purpose::URL_SAFE_NO_PAD};
+use rand::RngCore;
+
+const NONCE_LEN: usize = 12;
+const KEY_LEN: usize = 32;
+
+/// What a sealed value is for; part of the associated data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    RequestState,
+    Token,
+    Cookie,
+    PkceVerifier,
+}
+
+impl Purpose {
+    fn label(self) -> &'static [u8] {
+        match self {
+            Purpose::RequestState => b"mcp-connect/request-state",
+            Purpose::Token => b"mcp-connect/token",
+            Purpose::Cookie => b"mcp-connect/cookie",
+            Purpose::PkceVerifier => b"mcp-connect/pkce-verifier",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CryptoError {
+    #[error("a key entry must look like `kid:base64` (entry {0})")]
+    Malformed(usize),
+    #[error("key id `{0}` must be 1 to 32 characters of letters, digits, `-` or `_`")]
+    BadKeyId(String),
+    #[error("key `{0}` is not valid base64")]
+    NotBase64(String),
+    #[error("key `{0}` is shorter than 32 bytes")]
+    TooShort(String),
+    #[error("key id `{0}` appears twice")]
+    DuplicateKeyId(String),
+    #[error("no keys configured")]
+    Empty,
+    #[error("sealed by unknown key `{0}`")]
+    UnknownKey(String),
+    #[error("sealed value is malformed")]
+    BadEnvelope,
+    #[error("sealed value does not authenticate")]
+    Tampered,
+}
+
+/// A value sealed by one key of the ring.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sealed {
+    pub key_id: String,
+    /// nonce ‖ ciphertext ‖ tag
+    pub bytes: Vec<u8>,
+}
+
+struct Key {
+    id: String,
+    cipher: Aes256Gcm,
+}
+
+/// The configured keys. Cheap to share behind an `Arc`.
+pub struct KeyRing {
+    keys: Vec<Key>,
+}
+
+impl std::fmt::Debug for KeyRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ids: Vec<&str> = self.keys.iter().map(|k| k.id.as_str()).collect();
+        f.debug_struct("KeyRing").field("key_ids", &ids).finish()
+    }
+}
+
+impl KeyRing {
+    /// Parses `kid:base64` entries (standard or URL-safe base64).
+    pub fn from_entries<'a>(entries: impl IntoIterator<Item = &'a str>) -> Result<Self, CryptoError> {
+        let mut keys: Vec<Key> = Vec::new();
+        for (index, entry) in entries.into_iter().enumerate() {
+            let (id, b64) = entry.trim().split_once(':').ok_or(CryptoError::Malformed(index + 1))?;
+            let valid_id = !id.is_empty()
+                && id.len() <= 32
+                && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if !valid_id {
+                return Err(CryptoError::BadKeyId(id.to_owned()));
+            }
+            let raw = STANDARD
+                .decode(b64.trim())
+                .or_else(|_| URL_SAFE_NO_PAD.decode(b64.trim().trim_end_matches('=')))
+                .map_err(|_| CryptoError::NotBase64(id.to_owned()))?;
+            if raw.len() < KEY_LEN {
+                return Err(CryptoError::TooShort(id.to_owned()));
+            }
+            if keys.iter().any(|k| k.id == id) {
+                return Err(CryptoError::DuplicateKeyId(id.to_owned()));
+            }
+            let cipher = Aes256Gcm::new_from_slice(&raw[..KEY_LEN]).map_err(|_| CryptoError::TooShort(id.to_owned()))?;
+            keys.push(Key { id: id.to_owned(), cipher });
+        }
+        if keys.is_empty() {
+            return Err(CryptoError::Empty);
+        }
+        Ok(Self { keys })
+    }
+
+    /// A new random key entry, `kid:base64`, for configuration.
+    pub fn generate_entry(key_id: &str) -> String {
+        let mut raw = [0u8; KEY_LEN];
+        rand::rng().fill_bytes(&mut raw);
+        format!("{key_id}:{}", STANDARD.encode(raw))
+    }
+
+    /// The id of the key that seals.
+    pub fn current_key_id(&self) -> &str {
+        &self.keys[0].id
+    }
+
+    pub fn seal(&self, purpose: Purpose, context: &[u8], plaintext: &[u8]) -> Sealed {
+        let key = &self.keys[0];
+        let mut nonce = [0u8; NONCE_LEN];
+        rand::rng().fill_bytes(&mut nonce);
+        let aad = associated_data(purpose, &key.id, context);
+        // Encryption with a valid key and nonce size cannot fail.
+        let ciphertext = key
+            .cipher
+            .encrypt(Nonce::from_slice(&nonce), Payload { msg: plaintext, aad: &aad })
+            .unwrap_or_default();
+        let mut bytes = Vec::with_capacity(NONCE_LEN + ciphertext.len());
+        bytes.extend_from_slice(&nonce);
+        bytes.extend_from_slice(&ciphertext);
+        Sealed { key_id: key.id.clone(), bytes }
+    }
+
+    pub fn open(&self, purpose: Purpose, context: &[u8], sealed: &Sealed) -> Result<Vec<u8>, CryptoError> {
+        let key = self
+            .keys
+            .iter()
+            .find(|k| k.id == sealed.key_id)
+            .ok_or_else(|| CryptoError::UnknownKey(sealed.key_id.clone()))?;
+        if sealed.bytes.len() < NONCE_LEN + 16 {
+            return Err(CryptoError::BadEnvelope);
+        }
+        let (nonce, ciphertext) = sealed.bytes.split_at(NONCE_LEN);
+        let aad = associated_data(purpose, &key.id, context);
+        key.cipher
+            .decrypt(Nonce::from_slice(nonce), Payload { msg: ciphertext, aad: &aad })
+            .map_err(|_| CryptoError::Tampered)
+    }
+
+    /// Seals into one printable token: `kid.base64url(nonce‖ciphertext‖tag)`.
+    pub fn seal_to_string(&self, purpose: Purpose, context: &[u8], plaintext: &[u8]) -> String {
+        let sealed = self.seal(purpose, context, plaintext);
+        format!("{}.{}", sealed.key_id, URL_SAFE_NO_PAD.encode(sealed.bytes))
+    }
+
+    pub fn open_string(&self, purpose: Purpose, context: &[u8], token: &str) -> Result<Vec<u8>, CryptoError> {
+        let (key_id, body) = token.split_once('.').ok_or(CryptoError::BadEnvelope)?;
+        let bytes = URL_SAFE_NO_PAD.decode(body).map_err(|_| CryptoError::BadEnvelope)?;
+        self.open(purpose, context, &Sealed { key_id: key_id.to_owned(), bytes })
+    }
+
+    /// Re-seals a value under the current key (for `tokens rekey`).
+    pub fn reseal(&self, purpose: Purpose, context: &[u8], sealed: &Sealed) -> Result<Sealed, CryptoError> {
+        let plain = self.open(purpose, context, sealed)?;
+        Ok(self.seal(purpose, context, &plain))
+    }
+}
+
+/// purpose label ‖ 0 ‖ key id ‖ 0 ‖ caller context. The key id is bound so an
+/// envelope cannot be relabelled to another key of the ring.
+fn associated_data(purpose: Purpose, key_id: &str, context: &[u8]) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(64 + context.len());
+    aad.extend_from_slice(purpose.label());
+    aad.push(0);
+    aad.extend_from_slice(key_id.as_bytes());
+    aad.push(0);
+    aad.extend_from_slice(context);
+    aad
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ring(entries: &[&str]) -> KeyRing {
+        KeyRing::from_entries(entries.iter().copied()).unwrap()
+    }
+
+    fn entry(id: &str, byte: u8) -> String {
+        format!("{id}:{}", STANDARD.encode([byte; 32]))
+    }
+
+    #[test]
+    fn round_trip() {
+        let r = ring(&[&entry("a", 1)]);
+        let s = r.seal(Purpose::Token, b"ctx", b"secret");
+        assert_ne!(s.bytes[NONCE_LEN..], b"secret"[..]);
+        assert_eq!(r.open(Purpose::Token, b"ctx", &s).unwrap(), b"secret");
+        let t = r.seal_to_string(Purpose::RequestState, b"", b"hello");
+        assert!(t.starts_with("a."));
+        assert_eq!(r.open_string(Purpose::RequestState, b"", &t).unwrap(), b"hello");
+    }
+
+    #[test]
+    fn nonces_differ() {
+        let r = ring(&[&entry("a", 1)]);
+        assert_ne!(r.seal(Purpose::Token, b"", b"x").bytes, r.seal(Purpose::Token, b"", b"x").bytes);
+    }
+
+    #[test]
+    fn wrong_purpose_or_context_fails() {
+        let r = ring(&[&entry("a", 1)]);
+        let s = r.seal(Purpose::Token, b"ctx", b"secret");
+        assert_eq!(r.open(Purpose::RequestState, b"ctx", &s), Err(CryptoError::Tampered));
+        assert_eq!(r.open(Purpose::Token, b"other", &s), Err(CryptoError::Tampered));
+    }
+
+    #[test]
+    fn tamper_fails() {
+        let r = ring(&[&entry("a", 1)]);
+        let mut s = r.seal(Purpose::Token, b"", b"secret");
+        let last = s.bytes.len() - 1;
+        s.bytes[last] ^= 1;
+        assert_eq!(r.open(Purpose::Token, b"", &s), Err(CryptoError::Tampered));
+        s.bytes.truncate(10);
+        assert_eq!(r.open(Purpose::Token, b"", &s), Err(CryptoError::BadEnvelope));
+    }
+
+    #[test]
+    fn unknown_kid_fails_and_relabel_fails() {
+        let r = ring(&[&entry("a", 1), &entry("b", 1)]);
+        let mut s = r.seal(Purpose::Token, b"", b"secret");
+        s.key_id = "zzz".into();
+        assert_eq!(r.open(Purpose::Token, b"", &s), Err(CryptoError::UnknownKey("zzz".into())));
+        // Same key material under another id must not open: the id is bound.
+        s.key_id = "b".into();
+        assert_eq!(r.open(Purpose::Token, b"", &s), Err(CryptoError::Tampered));
+    }
+
+    #[test]
+    fn rotation_first_seals_all_open() {
+        let old = ring(&[&entry("old", 1)]);
+        let sealed_old = old.seal(Purpose::Token, b"", b"v");
+        let rotated = ring(&[&entry("new", 2), &entry("old", 1)]);
+        assert_eq!(rotated.open(Purpose::Token, b"", &sealed_old).unwrap(), b"v");
+        let resealed = rotated.reseal(Purpose::Token, b"", &sealed_old).unwrap();
+        assert_eq!(resealed.key_id, "new");
+        let retired = ring(&[&entry("new", 2)]);
+        assert_eq!(retired.open(Purpose::Token, b"", &resealed).unwrap(), b"v");
+    }
+
+    #[test]
+    fn bad_entries_are_refused() {
+        assert!(matches!(KeyRing::from_entries(["nocolon"]), Err(CryptoError::Malformed(1))));
+        assert!(matches!(KeyRing::from_entries(["a:c2hvcnQ="]), Err(CryptoError::TooShort(_))));
+        assert!(matches!(KeyRing::from_entries(["a:!!!"]), Err(CryptoError::NotBase64(_))));
+        assert!(matches!(KeyRing::from_entries(["a b:AAAA"]), Err(CryptoError::BadKeyId(_))));
+        let e = entry("a", 1);
+        assert!(matches!(KeyRing::from_entries([e.as_str(), e.as_str()]), Err(CryptoError::DuplicateKeyId(_))));
+        assert!(matches!(KeyRing::from_entries(std::iter::empty()), Err(CryptoError::Empty)));
+        let generated = KeyRing::generate_entry("fresh");
+        assert!(KeyRing::from_entries([generated.as_str()]).is_ok());
+    }
+}

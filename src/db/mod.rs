@@ -1,0 +1,90 @@
+//! Postgres: the pool, migrations, and one module per table with free async
+//! functions taking `impl PgExecutor`, so callers pass a pool or a transaction.
+
+pub mod dev_secrets;
+
+use secrecy::{ExposeSecret, SecretString};
+use sqlx::{
+    ConnectOptions, Connection, PgPool,
+    migrate::Migrator,
+    postgres::{PgConnectOptions, PgPoolOptions},
+};
+use std::{str::FromStr, time::Duration};
+
+/// The migrations in `migrations/`, embedded in the binary.
+pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbSetupError {
+    #[error("the database URL is not valid: {0}")]
+    BadUrl(sqlx::Error),
+    #[error("cannot reach Postgres: {0}")]
+    Connect(sqlx::Error),
+    #[error("cannot create database {name}: {source}")]
+    Create { name: String, source: sqlx::Error },
+    #[error("migrations failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+pub fn connect_options(url: &SecretString) -> Result<PgConnectOptions, DbSetupError> {
+    PgConnectOptions::from_str(url.expose_secret())
+        .map(|o| o.log_statements(tracing::log::LevelFilter::Trace))
+        .map_err(DbSetupError::BadUrl)
+}
+
+/// A lazily connecting pool: the service starts (and `/readyz` reports) even
+/// while Postgres is briefly away.
+pub fn pool(options: PgConnectOptions, max_connections: u32) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_lazy_with(options)
+}
+
+/// Creates the target database if it does not exist, connecting to the
+/// `postgres` maintenance database of the same server to do it.
+pub async fn create_database_if_missing(options: &PgConnectOptions) -> Result<(), DbSetupError> {
+    let name = options.get_database().unwrap_or("postgres").to_owned();
+    let mut conn = options
+        .clone()
+        .database("postgres")
+        .connect()
+        .await
+        .map_err(DbSetupError::Connect)?;
+    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+        .bind(&name)
+        .fetch_one(&mut conn)
+        .await
+        .map_err(DbSetupError::Connect)?;
+    if !exists {
+        let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+        let created = sqlx::query(&format!("CREATE DATABASE {quoted}")).execute(&mut conn).await;
+        // Another instance may have created it in the meantime.
+        if let Err(e) = created {
+            let already = e
+                .as_database_error()
+                .and_then(|d| d.code())
+                .is_some_and(|c| c == "42P04");
+            if !already {
+                return Err(DbSetupError::Create { name, source: e });
+            }
+        }
+        tracing::info!(database = %name, "created database");
+    }
+    let _ = conn.close().await;
+    Ok(())
+}
+
+pub async fn migrate(pool: &PgPool) -> Result<(), DbSetupError> {
+    MIGRATOR.run(pool).await?;
+    Ok(())
+}
+
+/// True when every embedded migration has been applied successfully.
+pub async fn migrations_applied(pool: &PgPool) -> Result<bool, sqlx::Error> {
+    let applied: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
+            .fetch_all(pool)
+            .await?;
+    Ok(MIGRATOR.iter().filter(|m| m.migration_type.is_up_migration()).all(|m| applied.contains(&m.version)))
+}

@@ -1,0 +1,14 @@
+//! mcp-connect: an MCP server that lets MCP clients use a person's
+//! third-party accounts without the client or the model ever seeing a
+//! third-party credential. See README.md for the whole picture.
+
+pub mod auth;
+pub mod config;
+pub mod crypto;
+pub mod db;
+pub mod dev;
+pub mod error;
+pub mod mcp;
+pub mod startup;
+pub mod telemetry;
+pub mod web;

@@ -1,0 +1,142 @@
+//! Builds the application from settings: the pool, the key ring, the token
+//! verifier, the routes. `Application::build` binds (port 0 works) and
+//! `run_until_stopped` serves, so tests boot the real thing in-process.
+
+use std::{net::TcpListener, sync::Arc};
+
+use actix_web::{App, HttpServer, dev::Server, web};
+use secrecy::ExposeSecret;
+use sqlx::PgPool;
+
+use crate::{
+    auth::TokenVerifier,
+    config::Settings,
+    crypto::KeyRing,
+    db,
+    dev::DevServices,
+    mcp::McpEndpoint,
+    web as pages,
+};
+
+/// What every request handler may use. Cheap to clone (all `Arc`s).
+#[derive(Clone)]
+pub struct AppState {
+    pub settings: Arc<Settings>,
+    pub db: PgPool,
+    pub keys: Arc<KeyRing>,
+    pub verifier: Arc<TokenVerifier>,
+    /// Outbound HTTP (issuer metadata, JWKS, providers). Never follows redirects.
+    pub http: reqwest::Client,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error(transparent)]
+    Db(#[from] db::DbSetupError),
+    #[error("invalid keys: {0}")]
+    Keys(#[from] crate::crypto::CryptoError),
+    #[error("cannot listen: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("cannot build the HTTP client: {0}")]
+    Http(#[from] reqwest::Error),
+}
+
+pub struct Application {
+    port: u16,
+    server: Server,
+    state: AppState,
+}
+
+impl Application {
+    /// Binds `settings.bind` and builds the app.
+    pub async fn build(settings: Settings) -> Result<Self, StartupError> {
+        let listener = TcpListener::bind(settings.bind)?;
+        Self::build_with_listener(settings, listener, None).await
+    }
+
+    /// Builds the app on an already bound listener (tests and dev mode bind
+    /// first, because the public URL must name the real port). `dev` mounts
+    /// the dev identity provider and demo provider.
+    pub async fn build_with_listener(
+        settings: Settings,
+        listener: TcpListener,
+        dev: Option<DevServices>,
+    ) -> Result<Self, StartupError> {
+        let options = db::connect_options(&settings.database_url)?;
+        db::create_database_if_missing(&options).await?;
+        let pool = db::pool(options, settings.database_max_connections);
+        db::migrate(&pool).await?;
+        let state = build_state(settings, pool)?;
+        let port = listener.local_addr()?.port();
+        let server = serve(state.clone(), listener, dev)?;
+        Ok(Self { port, server, state })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    pub async fn run_until_stopped(self) -> Result<(), std::io::Error> {
+        self.server.await
+    }
+
+    /// The server handle, to stop it gracefully.
+    pub fn handle(&self) -> actix_web::dev::ServerHandle {
+        self.server.handle()
+    }
+}
+
+pub fn outbound_http_client() -> Result<reqwest::Client, reqwest::Error> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .timeout(std::time::Duration::from_secs(15))
+        .user_agent(concat!("mcp-connect/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, StartupError> {
+    let keys = KeyRing::from_entries(settings.keys.iter().map(|k| k.expose_secret()))?;
+    let http = outbound_http_client()?;
+    let verifier = TokenVerifier::new(&settings.auth, settings.mcp_resource(), http.clone());
+    Ok(AppState {
+        settings: Arc::new(settings),
+        db: pool,
+        keys: Arc::new(keys),
+        verifier: Arc::new(verifier),
+        http,
+    })
+}
+
+fn serve(state: AppState, listener: TcpListener, dev: Option<DevServices>) -> Result<Server, std::io::Error> {
+    let mcp = web::Data::new(McpEndpoint::new(&state));
+    let data = web::Data::new(state);
+    let dev = dev.map(web::Data::new);
+    let server = HttpServer::new(move || {
+        let app = App::new()
+            .wrap(tracing_actix_web_lite())
+            .app_data(data.clone())
+            .app_data(mcp.clone())
+            .configure(crate::mcp::configure)
+            .configure(crate::auth::configure)
+            .configure(pages::configure);
+        match &dev {
+            Some(dev) => app.app_data(dev.clone()).configure(crate::dev::configure),
+            None => app,
+        }
+    })
+    .listen(listener)?
+    .shutdown_timeout(10)
+    .run();
+    Ok(server)
+}
+
+/// Request logging without query strings: `/connect?ticket=…` and OAuth
+/// callbacks carry one-time secrets in the query, which must never be logged.
+fn tracing_actix_web_lite() -> actix_web::middleware::Logger {
+    actix_web::middleware::Logger::new(r#"%{r}a "%m %U" %s %b %Dms"#)
+}

@@ -1,0 +1,30 @@
+//! `/healthz` (the process is up) and `/readyz` (it can serve: the database
+//! answers and every migration is applied).
+
+use actix_web::{HttpResponse, get, web};
+
+use crate::{db, startup::AppState};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(healthz).service(readyz);
+}
+
+#[get("/healthz")]
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(serde_json::json!({ "status": "ok" }))
+}
+
+#[get("/readyz")]
+async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+    match db::migrations_applied(&state.db).await {
+        Ok(true) => HttpResponse::Ok().json(serde_json::json!({ "status": "ready" })),
+        Ok(false) => {
+            tracing::warn!("readiness: migrations pending");
+            HttpResponse::ServiceUnavailable().json(serde_json::json!({ "status": "migrations pending" }))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness: database unreachable");
+            HttpResponse::ServiceUnavailable().json(serde_json::json!({ "status": "database unreachable" }))
+        }
+    }
+}
