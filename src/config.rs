@@ -20,9 +20,16 @@ pub const ENV_PREFIX: &str = "MCP_CONNECT_";
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read the configuration file {path}: {source}")]
-    ReadFile { path: String, source: std::io::Error },
+    ReadFile {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("cannot read {var} (the file it names, {path}): {source}")]
-    ReadSecretFile { var: String, path: String, source: std::io::Error },
+    ReadSecretFile {
+        var: String,
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{var} is not valid UTF-8")]
     NotUnicode { var: String },
     #[error("the configuration file {path} is not valid TOML: {message}")]
@@ -47,7 +54,10 @@ pub struct Settings {
     /// Postgres connection string.
     pub database_url: SecretString,
     /// Upper bound of pooled database connections.
-    #[serde(default = "defaults::db_max_connections", deserialize_with = "lenient::number")]
+    #[serde(
+        default = "defaults::db_max_connections",
+        deserialize_with = "lenient::number"
+    )]
     pub database_max_connections: u32,
     /// AES-256-GCM keys as `kid:base64` entries; the first seals, all open.
     #[serde(deserialize_with = "lenient::secret_list")]
@@ -61,7 +71,10 @@ pub struct Settings {
     #[serde(default, deserialize_with = "lenient::list")]
     pub allowed_origins: Vec<String>,
     /// Largest accepted request body on `/mcp`, in bytes.
-    #[serde(default = "defaults::max_body_bytes", deserialize_with = "lenient::number")]
+    #[serde(
+        default = "defaults::max_body_bytes",
+        deserialize_with = "lenient::number"
+    )]
     pub max_body_bytes: usize,
     /// `json` (one object per line) or `pretty`.
     #[serde(default = "defaults::log_format")]
@@ -74,6 +87,84 @@ pub struct Settings {
     /// Lifetimes of the one-time values of the connect flow.
     #[serde(default)]
     pub flow: FlowSettings,
+    /// The browser side: sessions.
+    #[serde(default)]
+    pub web: WebSettings,
+    /// Third-party providers users can connect, by name (`[providers.github]`).
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderSettings>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebSettings {
+    /// How long a browser sign-in lasts, in seconds.
+    #[serde(
+        default = "defaults::session_ttl_secs",
+        deserialize_with = "lenient::number"
+    )]
+    pub session_ttl_secs: u64,
+}
+
+impl Default for WebSettings {
+    fn default() -> Self {
+        Self {
+            session_ttl_secs: defaults::session_ttl_secs(),
+        }
+    }
+}
+
+/// One third-party provider. A preset (`github`, `google`, `slack`, `demo`)
+/// supplies everything but the client credentials; `generic` takes every URL
+/// from here. Any field set here overrides the preset.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderSettings {
+    /// `github`, `google`, `slack`, `demo` or `generic`; defaults to the
+    /// provider's name when that names a preset, else `generic`.
+    #[serde(default)]
+    pub preset: Option<String>,
+    pub client_id: String,
+    #[serde(default)]
+    pub client_secret: Option<SecretString>,
+    /// The name shown to people ("GitHub").
+    #[serde(default)]
+    pub display_name: Option<String>,
+    /// Scopes requested when a tool asks for none.
+    #[serde(default, deserialize_with = "lenient::opt_list")]
+    pub scopes: Option<Vec<String>>,
+    #[serde(default)]
+    pub authorize_url: Option<Url>,
+    #[serde(default)]
+    pub token_url: Option<Url>,
+    /// RFC 7009 revocation endpoint.
+    #[serde(default)]
+    pub revocation_url: Option<Url>,
+    /// Where the account identity is read (GET with the access token).
+    #[serde(default)]
+    pub userinfo_url: Option<Url>,
+    /// The only base URL `api_request` may call.
+    #[serde(default)]
+    pub api_base_url: Option<Url>,
+    /// The authorization server's issuer: checked against a callback's `iss`
+    /// (RFC 9207).
+    #[serde(default)]
+    pub issuer: Option<String>,
+    /// `client_secret_post`, `client_secret_basic` or `none`.
+    #[serde(default)]
+    pub token_auth_method: Option<String>,
+    /// JSON field of the userinfo answer holding the stable account id.
+    #[serde(default)]
+    pub account_id_field: Option<String>,
+    /// JSON field of the userinfo answer holding the label shown to people.
+    #[serde(default)]
+    pub account_label_field: Option<String>,
+    /// HTTP methods `api_request` may use (default: GET, HEAD).
+    #[serde(default, deserialize_with = "lenient::opt_list")]
+    pub allowed_methods: Option<Vec<String>>,
+    /// Largest API response passed back, in bytes.
+    #[serde(default, deserialize_with = "lenient::opt_number")]
+    pub max_response_bytes: Option<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -92,7 +183,10 @@ pub struct AuthSettings {
     #[serde(default, deserialize_with = "lenient::list")]
     pub scopes_supported: Vec<String>,
     /// Clock skew tolerated on `exp` and `nbf`, in seconds.
-    #[serde(default = "defaults::leeway_secs", deserialize_with = "lenient::number")]
+    #[serde(
+        default = "defaults::leeway_secs",
+        deserialize_with = "lenient::number"
+    )]
     pub leeway_secs: u64,
     /// RFC 7662 introspection, for opaque (non-JWT) access tokens.
     #[serde(default)]
@@ -116,13 +210,22 @@ pub struct IntrospectionSettings {
 #[serde(deny_unknown_fields)]
 pub struct FlowSettings {
     /// Lifetime of a connect ticket, in seconds.
-    #[serde(default = "defaults::ticket_ttl_secs", deserialize_with = "lenient::number")]
+    #[serde(
+        default = "defaults::ticket_ttl_secs",
+        deserialize_with = "lenient::number"
+    )]
     pub ticket_ttl_secs: u64,
     /// Lifetime of one round of `requestState`, in seconds.
-    #[serde(default = "defaults::request_state_ttl_secs", deserialize_with = "lenient::number")]
+    #[serde(
+        default = "defaults::request_state_ttl_secs",
+        deserialize_with = "lenient::number"
+    )]
     pub request_state_ttl_secs: u64,
     /// How long a retry waits for a connection to appear, in milliseconds.
-    #[serde(default = "defaults::connect_wait_ms", deserialize_with = "lenient::number")]
+    #[serde(
+        default = "defaults::connect_wait_ms",
+        deserialize_with = "lenient::number"
+    )]
     pub connect_wait_ms: u64,
 }
 
@@ -186,6 +289,9 @@ mod defaults {
     pub fn connect_wait_ms() -> u64 {
         5000
     }
+    pub fn session_ttl_secs() -> u64 {
+        8 * 3600
+    }
 }
 
 /// Deserializers that accept both native TOML values and the strings that
@@ -220,7 +326,9 @@ mod lenient {
             StrOr::Str(s) => match s.trim().to_ascii_lowercase().as_str() {
                 "true" | "1" | "yes" => Ok(true),
                 "false" | "0" | "no" | "" => Ok(false),
-                _ => Err(D::Error::custom(format!("expected true or false, got {s:?}"))),
+                _ => Err(D::Error::custom(format!(
+                    "expected true or false, got {s:?}"
+                ))),
             },
         }
     }
@@ -231,6 +339,18 @@ mod lenient {
             StrOr::Native(v) => v,
             StrOr::Str(s) => split_list(&s),
         })
+    }
+
+    pub fn opt_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+        list(d).map(Some)
+    }
+
+    pub fn opt_number<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: Deserialize<'de> + std::str::FromStr,
+    {
+        number(d).map(Some)
     }
 
     pub fn secret_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<SecretString>, D::Error> {
@@ -275,37 +395,58 @@ impl Settings {
                 path: path.display().to_string(),
                 source,
             })?;
-            let file_table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-                ConfigError::Toml { path: path.display().to_string(), message: e.to_string() }
-            })?;
+            let file_table: toml::Table =
+                text.parse()
+                    .map_err(|e: toml::de::Error| ConfigError::Toml {
+                        path: path.display().to_string(),
+                        message: e.to_string(),
+                    })?;
             merge(&mut table, file_table);
         }
         for (key_path, value) in env_entries(env)? {
             insert_path(&mut table, &key_path, toml::Value::String(value));
         }
         // Present the required table so a missing key inside it is named precisely.
-        table.entry("auth").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        table
+            .entry("auth")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
         let settings: Settings = deserialize(table)?;
         settings.validate()?;
         Ok(settings)
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |key: &str, message: String| ConfigError::Invalid { key: key.to_owned(), message };
-        if !matches!(self.public_url.scheme(), "http" | "https") || self.public_url.host().is_none() {
-            return Err(invalid("public_url", "must be an http(s) URL with a host".into()));
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            key: key.to_owned(),
+            message,
+        };
+        if !matches!(self.public_url.scheme(), "http" | "https") || self.public_url.host().is_none()
+        {
+            return Err(invalid(
+                "public_url",
+                "must be an http(s) URL with a host".into(),
+            ));
         }
         if self.public_url.query().is_some() || self.public_url.fragment().is_some() {
-            return Err(invalid("public_url", "must not carry a query or fragment".into()));
+            return Err(invalid(
+                "public_url",
+                "must not carry a query or fragment".into(),
+            ));
         }
-        if self.public_url.scheme() == "http" && !self.insecure_http && !is_loopback(&self.public_url) {
+        if self.public_url.scheme() == "http"
+            && !self.insecure_http
+            && !is_loopback(&self.public_url)
+        {
             return Err(invalid(
                 "public_url",
                 "must be https (plain http is accepted only on loopback or with insecure_http = true)".into(),
             ));
         }
         if self.keys.is_empty() {
-            return Err(ConfigError::Missing { key: "keys".into(), env: env_name("keys") });
+            return Err(ConfigError::Missing {
+                key: "keys".into(),
+                env: env_name("keys"),
+            });
         }
         crate::crypto::KeyRing::from_entries(self.keys.iter().map(|k| k.expose_secret()))
             .map_err(|e| invalid("keys", e.to_string()))?;
@@ -315,8 +456,30 @@ impl Settings {
         if self.auth.subject_claim.trim().is_empty() {
             return Err(invalid("auth.subject_claim", "must not be empty".into()));
         }
+        for (name, provider) in &self.providers {
+            let valid_name = !name.is_empty()
+                && name.len() <= 32
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+            if !valid_name {
+                return Err(invalid(
+                    &format!("providers.{name}"),
+                    "provider names are 1 to 32 lowercase letters, digits, `-` or `_`".into(),
+                ));
+            }
+            if provider.client_id.trim().is_empty() {
+                return Err(invalid(
+                    &format!("providers.{name}.client_id"),
+                    "must not be empty".into(),
+                ));
+            }
+        }
         if self.flow.ticket_ttl_secs == 0 || self.flow.request_state_ttl_secs == 0 {
-            return Err(invalid("flow", "lifetimes must be greater than zero".into()));
+            return Err(invalid(
+                "flow",
+                "lifetimes must be greater than zero".into(),
+            ));
         }
         Ok(())
     }
@@ -364,7 +527,10 @@ fn is_loopback(url: &Url) -> bool {
 
 /// The environment variable that sets a dotted key path.
 pub fn env_name(key_path: &str) -> String {
-    format!("{ENV_PREFIX}{}", key_path.replace('.', "__").to_ascii_uppercase())
+    format!(
+        "{ENV_PREFIX}{}",
+        key_path.replace('.', "__").to_ascii_uppercase()
+    )
 }
 
 /// Turns `MCP_CONNECT_…` variables into key paths, resolving `…_FILE`.
@@ -373,11 +539,17 @@ fn env_entries(
 ) -> Result<Vec<(Vec<String>, String)>, ConfigError> {
     let mut out = BTreeMap::new();
     for (var, value) in env {
-        let Some(rest) = var.strip_prefix(ENV_PREFIX) else { continue };
+        let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
+            continue;
+        };
         let (rest, value) = match rest.strip_suffix("_FILE") {
             Some(rest) => {
                 let text = std::fs::read_to_string(&value).map_err(|source| {
-                    ConfigError::ReadSecretFile { var: var.clone(), path: value.clone(), source }
+                    ConfigError::ReadSecretFile {
+                        var: var.clone(),
+                        path: value.clone(),
+                        source,
+                    }
                 })?;
                 (rest, text.trim_end_matches(['\n', '\r']).to_owned())
             }
@@ -385,7 +557,10 @@ fn env_entries(
         };
         let path: Vec<String> = rest.split("__").map(str::to_ascii_lowercase).collect();
         if path.iter().any(String::is_empty) {
-            return Err(ConfigError::Invalid { key: var, message: "malformed variable name".into() });
+            return Err(ConfigError::Invalid {
+                key: var,
+                message: "malformed variable name".into(),
+            });
         }
         out.insert(path, value);
     }
@@ -393,7 +568,9 @@ fn env_entries(
 }
 
 fn insert_path(table: &mut toml::Table, path: &[String], value: toml::Value) {
-    let Some((last, parents)) = path.split_last() else { return };
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
     let mut current = table;
     for key in parents {
         let entry = current
@@ -402,7 +579,9 @@ fn insert_path(table: &mut toml::Table, path: &[String], value: toml::Value) {
         if !entry.is_table() {
             *entry = toml::Value::Table(toml::Table::new());
         }
-        let toml::Value::Table(next) = entry else { return };
+        let toml::Value::Table(next) = entry else {
+            return;
+        };
         current = next;
     }
     current.insert(last.clone(), value);
@@ -425,18 +604,38 @@ fn deserialize(table: toml::Table) -> Result<Settings, ConfigError> {
         let key = e.path().to_string();
         let inner = e.into_inner().to_string();
         // serde names a missing field only in its message; lift it into the key.
-        if let Some(field) = inner.strip_prefix("missing field `").and_then(|s| s.split('`').next()) {
-            let key = if key == "." { field.to_owned() } else { format!("{key}.{field}") };
-            return ConfigError::Missing { env: env_name(&key), key };
+        if let Some(field) = inner
+            .strip_prefix("missing field `")
+            .and_then(|s| s.split('`').next())
+        {
+            let key = if key == "." {
+                field.to_owned()
+            } else {
+                format!("{key}.{field}")
+            };
+            return ConfigError::Missing {
+                env: env_name(&key),
+                key,
+            };
         }
-        if let Some(field) = inner.strip_prefix("unknown field `").and_then(|s| s.split('`').next()) {
-            let key = if key == "." { field.to_owned() } else { format!("{key}.{field}") };
+        if let Some(field) = inner
+            .strip_prefix("unknown field `")
+            .and_then(|s| s.split('`').next())
+        {
+            let key = if key == "." {
+                field.to_owned()
+            } else {
+                format!("{key}.{field}")
+            };
             return ConfigError::Invalid {
                 message: format!("unknown setting (from the file, or {})", env_name(&key)),
                 key,
             };
         }
-        ConfigError::Invalid { key, message: inner }
+        ConfigError::Invalid {
+            key,
+            message: inner,
+        }
     })
 }
 
@@ -450,7 +649,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     const KEY: &str = "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
@@ -471,15 +673,23 @@ mod tests {
         assert_eq!(s.max_body_bytes, 1024 * 1024);
         assert_eq!(s.auth.subject_claim, "sub");
         assert_eq!(s.flow.ticket_ttl_secs, 600);
-        assert_eq!(s.effective_allowed_hosts(), vec!["connect.example.com".to_string()]);
-        assert_eq!(s.effective_allowed_origins(), vec!["https://connect.example.com".to_string()]);
+        assert_eq!(
+            s.effective_allowed_hosts(),
+            vec!["connect.example.com".to_string()]
+        );
+        assert_eq!(
+            s.effective_allowed_origins(),
+            vec!["https://connect.example.com".to_string()]
+        );
     }
 
     #[test]
     fn missing_required_setting_is_named_with_its_variable() {
         let mut vars = minimal();
         vars.retain(|(k, _)| k != "MCP_CONNECT_AUTH__ISSUER");
-        let err = Settings::from_sources(None, vars, toml::Table::new()).unwrap_err().to_string();
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("auth.issuer"), "{err}");
         assert!(err.contains("MCP_CONNECT_AUTH__ISSUER"), "{err}");
     }
@@ -488,7 +698,9 @@ mod tests {
     fn unknown_variable_is_rejected_by_name() {
         let mut vars = minimal();
         vars.push(("MCP_CONNECT_PUBLIK_URL".into(), "x".into()));
-        let err = Settings::from_sources(None, vars, toml::Table::new()).unwrap_err().to_string();
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("publik_url"), "{err}");
         assert!(err.contains("MCP_CONNECT_PUBLIK_URL"), "{err}");
     }
@@ -497,7 +709,9 @@ mod tests {
     fn bad_number_names_the_setting() {
         let mut vars = minimal();
         vars.push(("MCP_CONNECT_MAX_BODY_BYTES".into(), "lots".into()));
-        let err = Settings::from_sources(None, vars, toml::Table::new()).unwrap_err().to_string();
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("max_body_bytes"), "{err}");
     }
 
@@ -505,7 +719,9 @@ mod tests {
     fn plain_http_is_refused_off_loopback() {
         let mut vars = minimal();
         vars[0].1 = "http://connect.example.com".into();
-        let err = Settings::from_sources(None, vars, toml::Table::new()).unwrap_err().to_string();
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("public_url"), "{err}");
     }
 
@@ -513,7 +729,9 @@ mod tests {
     fn short_key_is_refused() {
         let mut vars = minimal();
         vars[2].1 = "k1:c2hvcnQ=".into();
-        let err = Settings::from_sources(None, vars, toml::Table::new()).unwrap_err().to_string();
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("keys"), "{err}");
     }
 
@@ -524,10 +742,17 @@ mod tests {
         let secret = dir.join("db");
         std::fs::write(&secret, "postgres://from-file/db\n").unwrap();
         let file = dir.join("c.toml");
-        std::fs::write(&file, "max_body_bytes = 4096\n[auth]\nissuer = \"https://file.example\"\n").unwrap();
+        std::fs::write(
+            &file,
+            "max_body_bytes = 4096\n[auth]\nissuer = \"https://file.example\"\n",
+        )
+        .unwrap();
         let mut vars = minimal();
         vars.retain(|(k, _)| k != "MCP_CONNECT_DATABASE_URL");
-        vars.push(("MCP_CONNECT_DATABASE_URL_FILE".into(), secret.display().to_string()));
+        vars.push((
+            "MCP_CONNECT_DATABASE_URL_FILE".into(),
+            secret.display().to_string(),
+        ));
         let s = Settings::from_sources(Some(&file), vars, toml::Table::new()).unwrap();
         assert_eq!(s.database_url.expose_secret(), "postgres://from-file/db");
         assert_eq!(s.max_body_bytes, 4096);
@@ -540,12 +765,54 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("mcp-connect-cfg-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("c.toml");
-        std::fs::write(&file, "[auth]\nissuer = \"https://x\"\nsubjekt_claim = \"oid\"\n").unwrap();
+        std::fs::write(
+            &file,
+            "[auth]\nissuer = \"https://x\"\nsubjekt_claim = \"oid\"\n",
+        )
+        .unwrap();
         let err = Settings::from_sources(Some(&file), minimal(), toml::Table::new())
             .unwrap_err()
             .to_string();
         assert!(err.contains("auth.subjekt_claim"), "{err}");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn providers_come_from_nested_variables() {
+        let mut vars = minimal();
+        vars.push((
+            "MCP_CONNECT_PROVIDERS__GITHUB__CLIENT_ID".into(),
+            "gh-client".into(),
+        ));
+        vars.push((
+            "MCP_CONNECT_PROVIDERS__GITHUB__CLIENT_SECRET".into(),
+            "gh-secret".into(),
+        ));
+        vars.push((
+            "MCP_CONNECT_PROVIDERS__GITHUB__SCOPES".into(),
+            "repo, read:user".into(),
+        ));
+        let s = Settings::from_sources(None, vars, toml::Table::new()).unwrap();
+        let gh = &s.providers["github"];
+        assert_eq!(gh.client_id, "gh-client");
+        assert_eq!(
+            gh.scopes.as_deref(),
+            Some(&["repo".to_string(), "read:user".to_string()][..])
+        );
+        assert!(!format!("{s:?}").contains("gh-secret"));
+    }
+
+    #[test]
+    fn bad_provider_name_is_refused() {
+        let mut vars = minimal();
+        vars.push((
+            "MCP_CONNECT_PROVIDERS__GIT.HUB__CLIENT_ID".into(),
+            "x".into(),
+        ));
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("providers.git.hub"), "{err}");
     }
 
     #[test]

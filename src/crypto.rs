@@ -90,13 +90,20 @@ impl std::fmt::Debug for KeyRing {
 
 impl KeyRing {
     /// Parses `kid:base64` entries (standard or URL-safe base64).
-    pub fn from_entries<'a>(entries: impl IntoIterator<Item = &'a str>) -> Result<Self, CryptoError> {
+    pub fn from_entries<'a>(
+        entries: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Self, CryptoError> {
         let mut keys: Vec<Key> = Vec::new();
         for (index, entry) in entries.into_iter().enumerate() {
-            let (id, b64) = entry.trim().split_once(':').ok_or(CryptoError::Malformed(index + 1))?;
+            let (id, b64) = entry
+                .trim()
+                .split_once(':')
+                .ok_or(CryptoError::Malformed(index + 1))?;
             let valid_id = !id.is_empty()
                 && id.len() <= 32
-                && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+                && id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
             if !valid_id {
                 return Err(CryptoError::BadKeyId(id.to_owned()));
             }
@@ -110,8 +117,12 @@ impl KeyRing {
             if keys.iter().any(|k| k.id == id) {
                 return Err(CryptoError::DuplicateKeyId(id.to_owned()));
             }
-            let cipher = Aes256Gcm::new_from_slice(&raw[..KEY_LEN]).map_err(|_| CryptoError::TooShort(id.to_owned()))?;
-            keys.push(Key { id: id.to_owned(), cipher });
+            let cipher = Aes256Gcm::new_from_slice(&raw[..KEY_LEN])
+                .map_err(|_| CryptoError::TooShort(id.to_owned()))?;
+            keys.push(Key {
+                id: id.to_owned(),
+                cipher,
+            });
         }
         if keys.is_empty() {
             return Err(CryptoError::Empty);
@@ -139,15 +150,29 @@ impl KeyRing {
         // Encryption with a valid key and nonce size cannot fail.
         let ciphertext = key
             .cipher
-            .encrypt(Nonce::from_slice(&nonce), Payload { msg: plaintext, aad: &aad })
+            .encrypt(
+                Nonce::from_slice(&nonce),
+                Payload {
+                    msg: plaintext,
+                    aad: &aad,
+                },
+            )
             .unwrap_or_default();
         let mut bytes = Vec::with_capacity(NONCE_LEN + ciphertext.len());
         bytes.extend_from_slice(&nonce);
         bytes.extend_from_slice(&ciphertext);
-        Sealed { key_id: key.id.clone(), bytes }
+        Sealed {
+            key_id: key.id.clone(),
+            bytes,
+        }
     }
 
-    pub fn open(&self, purpose: Purpose, context: &[u8], sealed: &Sealed) -> Result<Vec<u8>, CryptoError> {
+    pub fn open(
+        &self,
+        purpose: Purpose,
+        context: &[u8],
+        sealed: &Sealed,
+    ) -> Result<Vec<u8>, CryptoError> {
         let key = self
             .keys
             .iter()
@@ -159,7 +184,13 @@ impl KeyRing {
         let (nonce, ciphertext) = sealed.bytes.split_at(NONCE_LEN);
         let aad = associated_data(purpose, &key.id, context);
         key.cipher
-            .decrypt(Nonce::from_slice(nonce), Payload { msg: ciphertext, aad: &aad })
+            .decrypt(
+                Nonce::from_slice(nonce),
+                Payload {
+                    msg: ciphertext,
+                    aad: &aad,
+                },
+            )
             .map_err(|_| CryptoError::Tampered)
     }
 
@@ -169,14 +200,33 @@ impl KeyRing {
         format!("{}.{}", sealed.key_id, URL_SAFE_NO_PAD.encode(sealed.bytes))
     }
 
-    pub fn open_string(&self, purpose: Purpose, context: &[u8], token: &str) -> Result<Vec<u8>, CryptoError> {
+    pub fn open_string(
+        &self,
+        purpose: Purpose,
+        context: &[u8],
+        token: &str,
+    ) -> Result<Vec<u8>, CryptoError> {
         let (key_id, body) = token.split_once('.').ok_or(CryptoError::BadEnvelope)?;
-        let bytes = URL_SAFE_NO_PAD.decode(body).map_err(|_| CryptoError::BadEnvelope)?;
-        self.open(purpose, context, &Sealed { key_id: key_id.to_owned(), bytes })
+        let bytes = URL_SAFE_NO_PAD
+            .decode(body)
+            .map_err(|_| CryptoError::BadEnvelope)?;
+        self.open(
+            purpose,
+            context,
+            &Sealed {
+                key_id: key_id.to_owned(),
+                bytes,
+            },
+        )
     }
 
     /// Re-seals a value under the current key (for `tokens rekey`).
-    pub fn reseal(&self, purpose: Purpose, context: &[u8], sealed: &Sealed) -> Result<Sealed, CryptoError> {
+    pub fn reseal(
+        &self,
+        purpose: Purpose,
+        context: &[u8],
+        sealed: &Sealed,
+    ) -> Result<Sealed, CryptoError> {
         let plain = self.open(purpose, context, sealed)?;
         Ok(self.seal(purpose, context, &plain))
     }
@@ -214,21 +264,33 @@ mod tests {
         assert_eq!(r.open(Purpose::Token, b"ctx", &s).unwrap(), b"secret");
         let t = r.seal_to_string(Purpose::RequestState, b"", b"hello");
         assert!(t.starts_with("a."));
-        assert_eq!(r.open_string(Purpose::RequestState, b"", &t).unwrap(), b"hello");
+        assert_eq!(
+            r.open_string(Purpose::RequestState, b"", &t).unwrap(),
+            b"hello"
+        );
     }
 
     #[test]
     fn nonces_differ() {
         let r = ring(&[&entry("a", 1)]);
-        assert_ne!(r.seal(Purpose::Token, b"", b"x").bytes, r.seal(Purpose::Token, b"", b"x").bytes);
+        assert_ne!(
+            r.seal(Purpose::Token, b"", b"x").bytes,
+            r.seal(Purpose::Token, b"", b"x").bytes
+        );
     }
 
     #[test]
     fn wrong_purpose_or_context_fails() {
         let r = ring(&[&entry("a", 1)]);
         let s = r.seal(Purpose::Token, b"ctx", b"secret");
-        assert_eq!(r.open(Purpose::RequestState, b"ctx", &s), Err(CryptoError::Tampered));
-        assert_eq!(r.open(Purpose::Token, b"other", &s), Err(CryptoError::Tampered));
+        assert_eq!(
+            r.open(Purpose::RequestState, b"ctx", &s),
+            Err(CryptoError::Tampered)
+        );
+        assert_eq!(
+            r.open(Purpose::Token, b"other", &s),
+            Err(CryptoError::Tampered)
+        );
     }
 
     #[test]
@@ -239,7 +301,10 @@ mod tests {
         s.bytes[last] ^= 1;
         assert_eq!(r.open(Purpose::Token, b"", &s), Err(CryptoError::Tampered));
         s.bytes.truncate(10);
-        assert_eq!(r.open(Purpose::Token, b"", &s), Err(CryptoError::BadEnvelope));
+        assert_eq!(
+            r.open(Purpose::Token, b"", &s),
+            Err(CryptoError::BadEnvelope)
+        );
     }
 
     #[test]
@@ -247,7 +312,10 @@ mod tests {
         let r = ring(&[&entry("a", 1), &entry("b", 1)]);
         let mut s = r.seal(Purpose::Token, b"", b"secret");
         s.key_id = "zzz".into();
-        assert_eq!(r.open(Purpose::Token, b"", &s), Err(CryptoError::UnknownKey("zzz".into())));
+        assert_eq!(
+            r.open(Purpose::Token, b"", &s),
+            Err(CryptoError::UnknownKey("zzz".into()))
+        );
         // Same key material under another id must not open: the id is bound.
         s.key_id = "b".into();
         assert_eq!(r.open(Purpose::Token, b"", &s), Err(CryptoError::Tampered));
@@ -258,7 +326,10 @@ mod tests {
         let old = ring(&[&entry("old", 1)]);
         let sealed_old = old.seal(Purpose::Token, b"", b"v");
         let rotated = ring(&[&entry("new", 2), &entry("old", 1)]);
-        assert_eq!(rotated.open(Purpose::Token, b"", &sealed_old).unwrap(), b"v");
+        assert_eq!(
+            rotated.open(Purpose::Token, b"", &sealed_old).unwrap(),
+            b"v"
+        );
         let resealed = rotated.reseal(Purpose::Token, b"", &sealed_old).unwrap();
         assert_eq!(resealed.key_id, "new");
         let retired = ring(&[&entry("new", 2)]);
@@ -267,13 +338,31 @@ mod tests {
 
     #[test]
     fn bad_entries_are_refused() {
-        assert!(matches!(KeyRing::from_entries(["nocolon"]), Err(CryptoError::Malformed(1))));
-        assert!(matches!(KeyRing::from_entries(["a:c2hvcnQ="]), Err(CryptoError::TooShort(_))));
-        assert!(matches!(KeyRing::from_entries(["a:!!!"]), Err(CryptoError::NotBase64(_))));
-        assert!(matches!(KeyRing::from_entries(["a b:AAAA"]), Err(CryptoError::BadKeyId(_))));
+        assert!(matches!(
+            KeyRing::from_entries(["nocolon"]),
+            Err(CryptoError::Malformed(1))
+        ));
+        assert!(matches!(
+            KeyRing::from_entries(["a:c2hvcnQ="]),
+            Err(CryptoError::TooShort(_))
+        ));
+        assert!(matches!(
+            KeyRing::from_entries(["a:!!!"]),
+            Err(CryptoError::NotBase64(_))
+        ));
+        assert!(matches!(
+            KeyRing::from_entries(["a b:AAAA"]),
+            Err(CryptoError::BadKeyId(_))
+        ));
         let e = entry("a", 1);
-        assert!(matches!(KeyRing::from_entries([e.as_str(), e.as_str()]), Err(CryptoError::DuplicateKeyId(_))));
-        assert!(matches!(KeyRing::from_entries(std::iter::empty()), Err(CryptoError::Empty)));
+        assert!(matches!(
+            KeyRing::from_entries([e.as_str(), e.as_str()]),
+            Err(CryptoError::DuplicateKeyId(_))
+        ));
+        assert!(matches!(
+            KeyRing::from_entries(std::iter::empty()),
+            Err(CryptoError::Empty)
+        ));
         let generated = KeyRing::generate_entry("fresh");
         assert!(KeyRing::from_entries([generated.as_str()]).is_ok());
     }

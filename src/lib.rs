@@ -11,4 +11,5 @@ pub mod error;
 pub mod mcp;
 pub mod startup;
 pub mod telemetry;
+pub mod tools;
 pub mod web;

@@ -1,1 +1,108 @@
-fn main() {}
+//! The `mcp-connect` command line.
+
+use std::{path::PathBuf, process::ExitCode};
+
+use clap::{Parser, Subcommand};
+use mcp_connect::{config::Settings, crypto::KeyRing, db, startup::Application, telemetry};
+
+#[derive(Parser, Debug)]
+#[command(name = "mcp-connect", version, about = "An MCP server that lets MCP clients use a person's \
+third-party accounts without ever seeing their credentials.", long_about = None)]
+struct Cli {
+    /// A TOML configuration file; `MCP_CONNECT_…` environment variables override it.
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "MCP_CONNECT_CONFIG_FILE"
+    )]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the service (production). Migrates the database first.
+    Serve,
+    /// Run a self-contained development server on 127.0.0.1 with a built-in
+    /// identity provider; needs nothing but a Postgres.
+    Dev(mcp_connect::dev::DevArgs),
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Manage encryption keys.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum KeysCommand {
+    /// Print a new random AES-256 key entry (`kid:base64`) for MCP_CONNECT_KEYS.
+    Generate {
+        /// The key id to give it (default: `k` and today's date).
+        #[arg(long)]
+        id: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Keys {
+            command: KeysCommand::Generate { id },
+        } => {
+            let id = id.unwrap_or_else(|| format!("k{}", chrono::Utc::now().format("%Y%m%d")));
+            let entry = KeyRing::generate_entry(&id);
+            KeyRing::from_entries([entry.as_str()])?;
+            println!("{entry}");
+            Ok(())
+        }
+        Command::Dev(args) => mcp_connect::dev::run(args).await,
+        Command::Migrate => {
+            let settings = Settings::load(cli.config.as_deref())?;
+            telemetry::init(settings.log_format);
+            let options = db::connect_options(&settings.database_url)?;
+            db::create_database_if_missing(&options).await?;
+            let pool = db::pool(options, 2);
+            db::migrate(&pool).await?;
+            tracing::info!("migrations applied");
+            Ok(())
+        }
+        Command::Serve => {
+            let settings = Settings::load(cli.config.as_deref())?;
+            telemetry::init(settings.log_format);
+            tracing::info!(
+                public_url = %settings.public_url,
+                bind = %settings.bind,
+                issuer = %settings.auth.issuer,
+                "starting mcp-connect"
+            );
+            let app = Application::build(settings).await?;
+            tracing::info!(port = app.port(), "listening");
+            app.run_until_stopped().await?;
+            Ok(())
+        }
+    }
+}

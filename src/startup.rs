@@ -9,12 +9,7 @@ use secrecy::ExposeSecret;
 use sqlx::PgPool;
 
 use crate::{
-    auth::TokenVerifier,
-    config::Settings,
-    crypto::KeyRing,
-    db,
-    dev::DevServices,
-    mcp::McpEndpoint,
+    auth::TokenVerifier, config::Settings, crypto::KeyRing, db, dev::DevServices, mcp::McpEndpoint,
     web as pages,
 };
 
@@ -69,7 +64,11 @@ impl Application {
         let state = build_state(settings, pool)?;
         let port = listener.local_addr()?.port();
         let server = serve(state.clone(), listener, dev)?;
-        Ok(Self { port, server, state })
+        Ok(Self {
+            port,
+            server,
+            state,
+        })
     }
 
     pub fn port(&self) -> u16 {
@@ -112,7 +111,11 @@ pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, Startup
     })
 }
 
-fn serve(state: AppState, listener: TcpListener, dev: Option<DevServices>) -> Result<Server, std::io::Error> {
+fn serve(
+    state: AppState,
+    listener: TcpListener,
+    dev: Option<DevServices>,
+) -> Result<Server, std::io::Error> {
     let mcp = web::Data::new(McpEndpoint::new(&state));
     let data = web::Data::new(state);
     let dev = dev.map(web::Data::new);
@@ -138,5 +141,6 @@ fn serve(state: AppState, listener: TcpListener, dev: Option<DevServices>) -> Re
 /// Request logging without query strings: `/connect?ticket=…` and OAuth
 /// callbacks carry one-time secrets in the query, which must never be logged.
 fn tracing_actix_web_lite() -> actix_web::middleware::Logger {
-    actix_web::middleware::Logger::new(r#"%{r}a "%m %U" %s %b %Dms"#)
+    actix_web::middleware::Logger::new(r#"%{r}a "%{METHOD}xi %U" %s %b %Dms"#)
+        .custom_request_replace("METHOD", |req| req.method().to_string())
 }

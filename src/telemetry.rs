@@ -6,8 +6,12 @@ use tracing_subscriber::{EnvFilter, fmt};
 use crate::config::LogFormat;
 
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
-    let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(true);
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let builder = fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(true);
     // A second init (tests that start several apps) is not an error.
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

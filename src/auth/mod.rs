@@ -1,35 +1,283 @@
-//! MCP resource-server side: bearer tokens, protected resource metadata.
-//! (Being built; see the interface below.)
+//! MCP resource-server side: who is calling. Owns the bearer token contract
+//! (the `Authorization` header, the `WWW-Authenticate` challenge), the
+//! [`Principal`] a verified token yields, the [`AuthError`]s a rejected one
+//! gets, and Protected Resource Metadata (RFC 9728).
+//!
+//! The parts: `verifier` (JWT and introspection dispatch), `jwt` (header and
+//! key checks), `keys` (JWKS cache), `discovery` (issuer metadata), `claims`,
+//! `introspection` (RFC 7662), `metadata` (the well-known document), `fetch`
+//! (bounded outbound JSON).
 
-use actix_web::web::ServiceConfig;
+mod claims;
+mod discovery;
+mod fetch;
+mod introspection;
+mod jwt;
+mod keys;
+mod metadata;
+#[cfg(test)]
+mod test_support;
+mod verifier;
 
-use crate::config::AuthSettings;
+pub use metadata::{configure, metadata_document, resource_metadata_url};
+pub use verifier::TokenVerifier;
+
+use url::Url;
 
 /// Who is calling: the token's issuer and subject, and the OAuth client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
+    /// The token's `iss`, exactly as the issuer wrote it.
     pub issuer: String,
     pub subject: String,
     pub client_id: String,
     pub scopes: Vec<String>,
 }
 
+/// Why a bearer token was not accepted. Messages name the reason (and at
+/// most the `kid` or algorithm from the token header), never the token.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
-    #[error("invalid token")]
-    Invalid,
+    #[error("malformed Authorization header: {0}")]
+    MalformedHeader(&'static str),
+    #[error("malformed token: {0}")]
+    Malformed(&'static str),
+    #[error("signing algorithm {0:?} is not accepted")]
+    UnsupportedAlgorithm(String),
+    #[error("token type {0:?} is not accepted")]
+    WrongType(String),
+    #[error("no signing key for kid {kid:?}")]
+    UnknownKey { kid: Option<String> },
+    #[error("the token's algorithm does not match its key")]
+    KeyMismatch,
+    #[error("bad signature")]
+    BadSignature,
+    #[error("expired")]
+    Expired,
+    #[error("not valid yet (nbf)")]
+    NotYetValid,
+    #[error("audience does not include this server")]
+    WrongAudience,
+    #[error("issuer is not the configured one")]
+    WrongIssuer,
+    #[error("claim `{0}` is missing")]
+    MissingClaim(String),
+    #[error("claim `{0}` has the wrong type or is empty")]
+    InvalidClaim(String),
+    #[error("token is not active (introspection)")]
+    Inactive,
+    #[error("token is not a JWT and introspection is not configured")]
+    OpaqueNotSupported,
+    /// The issuer's metadata or keys could not be loaded: not the caller's
+    /// fault, so not an `invalid_token`.
+    #[error("signing keys unavailable: {0}")]
+    KeysUnavailable(String),
+    /// The introspection endpoint failed to answer usefully.
+    #[error("introspection failed: {0}")]
+    IntrospectionFailed(String),
 }
 
-pub struct TokenVerifier {}
-
-impl TokenVerifier {
-    pub fn new(_settings: &AuthSettings, _audience: String, _http: reqwest::Client) -> Self {
-        Self {}
+impl AuthError {
+    /// True when the token could not be checked because a dependency (issuer
+    /// metadata, JWKS, introspection) failed; answer 503, not 401.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            Self::KeysUnavailable(_) | Self::IntrospectionFailed(_)
+        )
     }
 
-    pub async fn verify(&self, _token: &str) -> Result<Principal, AuthError> {
-        Err(AuthError::Invalid)
+    /// The RFC 6750 error code and a short, generic description.
+    fn challenge(&self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Self::MalformedHeader(_) => {
+                Some(("invalid_request", "The Authorization header is malformed"))
+            }
+            e if e.is_unavailable() => None,
+            Self::Expired => Some(("invalid_token", "The access token expired")),
+            _ => Some(("invalid_token", "The access token is invalid")),
+        }
     }
 }
 
-pub fn configure(_cfg: &mut ServiceConfig) {}
+/// The bearer token of a request: `Ok(None)` when there is no
+/// `Authorization` header; an error when it is there but is not exactly one
+/// well-formed `Bearer` credential.
+pub fn bearer_token(headers: &http::HeaderMap) -> Result<Option<&str>, AuthError> {
+    let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(AuthError::MalformedHeader(
+            "more than one Authorization header",
+        ));
+    }
+    bearer_from_authorization(value.as_bytes()).map(Some)
+}
+
+/// Parses one `Authorization` value (for callers holding another `http`
+/// version's header map). The scheme is case-insensitive (RFC 9110 §11.1);
+/// the credential must be a token68.
+pub fn bearer_from_authorization(value: &[u8]) -> Result<&str, AuthError> {
+    let value = std::str::from_utf8(value).map_err(|_| AuthError::MalformedHeader("not ASCII"))?;
+    let value = value.trim_matches([' ', '\t']);
+    let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(AuthError::MalformedHeader("not a Bearer credential"));
+    }
+    let token = rest.trim_start_matches(' ');
+    if token.is_empty() {
+        return Err(AuthError::MalformedHeader("empty bearer token"));
+    }
+    if !is_token68(token) {
+        return Err(AuthError::MalformedHeader(
+            "bearer token has invalid characters",
+        ));
+    }
+    Ok(token)
+}
+
+fn is_token68(s: &str) -> bool {
+    let body = s.trim_end_matches('=');
+    !body.is_empty()
+        && body.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/')
+        })
+}
+
+/// The `WWW-Authenticate` value of a 401: where the metadata is, and — when
+/// a token was sent and rejected — why, in RFC 6750 terms.
+pub fn www_authenticate(resource_metadata_url: &str, error: Option<&AuthError>) -> String {
+    let mut value = format!(
+        "Bearer resource_metadata=\"{}\"",
+        quoted(resource_metadata_url)
+    );
+    if let Some((code, description)) = error.and_then(AuthError::challenge) {
+        value.push_str(&format!(
+            ", error=\"{code}\", error_description=\"{description}\""
+        ));
+    }
+    value
+}
+
+fn quoted(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// The issuer identifier as the operator wrote it: `Url` adds a `/` to a
+/// bare host (`https://idp.example.com/`), which real issuers usually lack.
+pub fn configured_issuer(issuer: &Url) -> String {
+    let s = issuer.as_str();
+    match s.strip_suffix('/') {
+        Some(bare) if issuer.path() == "/" && issuer.query().is_none() => bare.to_owned(),
+        _ => s.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{HeaderMap, HeaderValue, header::AUTHORIZATION};
+
+    fn headers(values: &[&str]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for v in values {
+            map.append(AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn bearer_token_is_read_with_any_scheme_case() {
+        assert_eq!(
+            bearer_token(&headers(&["Bearer abc.def-_~+/=="])).unwrap(),
+            Some("abc.def-_~+/==")
+        );
+        assert_eq!(
+            bearer_token(&headers(&["bearer abc"])).unwrap(),
+            Some("abc")
+        );
+        assert_eq!(
+            bearer_token(&headers(&["BEARER   abc"])).unwrap(),
+            Some("abc")
+        );
+    }
+
+    #[test]
+    fn missing_header_is_none() {
+        assert_eq!(bearer_token(&HeaderMap::new()).unwrap(), None);
+    }
+
+    #[test]
+    fn malformed_headers_are_errors() {
+        for bad in [
+            "Basic dXNlcjpwYXNz",
+            "Bearer",
+            "Bearer ",
+            "Bearerabc",
+            "Bearer a b",
+            "Bearer ===",
+            "Token abc",
+        ] {
+            let err = bearer_token(&headers(&[bad])).unwrap_err();
+            assert!(matches!(err, AuthError::MalformedHeader(_)), "{bad}: {err}");
+        }
+        let err = bearer_token(&headers(&["Bearer a", "Bearer b"])).unwrap_err();
+        assert!(matches!(err, AuthError::MalformedHeader(_)), "{err}");
+    }
+
+    #[test]
+    fn challenge_without_token_names_only_the_metadata() {
+        let url = "https://mcp.example.com/.well-known/oauth-protected-resource/mcp";
+        assert_eq!(
+            www_authenticate(url, None),
+            format!("Bearer resource_metadata=\"{url}\"")
+        );
+    }
+
+    #[test]
+    fn challenge_for_rejected_token_says_invalid_token_generically() {
+        let url = "https://mcp.example.com/.well-known/oauth-protected-resource/mcp";
+        let value = www_authenticate(
+            url,
+            Some(&AuthError::UnknownKey {
+                kid: Some("k9".into()),
+            }),
+        );
+        assert_eq!(
+            value,
+            format!(
+                "Bearer resource_metadata=\"{url}\", error=\"invalid_token\", \
+                 error_description=\"The access token is invalid\""
+            )
+        );
+        assert!(!value.contains("k9"));
+        let expired = www_authenticate(url, Some(&AuthError::Expired));
+        assert!(
+            expired.ends_with(
+                "error=\"invalid_token\", error_description=\"The access token expired\""
+            )
+        );
+        let header = www_authenticate(url, Some(&AuthError::MalformedHeader("x")));
+        assert!(header.contains("error=\"invalid_request\""), "{header}");
+        let down = www_authenticate(url, Some(&AuthError::KeysUnavailable("down".into())));
+        assert!(!down.contains("error="), "{down}");
+    }
+
+    #[test]
+    fn configured_issuer_drops_only_the_slash_url_added() {
+        let bare = Url::parse("https://idp.example.com").unwrap();
+        assert_eq!(configured_issuer(&bare), "https://idp.example.com");
+        let path = Url::parse("https://idp.example.com/realms/x/").unwrap();
+        assert_eq!(
+            configured_issuer(&path),
+            "https://idp.example.com/realms/x/"
+        );
+        let tenant = Url::parse("https://login.example.com/tenant/v2.0").unwrap();
+        assert_eq!(
+            configured_issuer(&tenant),
+            "https://login.example.com/tenant/v2.0"
+        );
+    }
+}

@@ -4,7 +4,11 @@ use sqlx::PgExecutor;
 
 /// Returns the stored value for `name`, storing `candidate` first if there is
 /// none. Concurrent first starts agree on one value.
-pub async fn get_or_insert(exec: impl PgExecutor<'_>, name: &str, candidate: &str) -> Result<String, sqlx::Error> {
+pub async fn get_or_insert(
+    exec: impl PgExecutor<'_>,
+    name: &str,
+    candidate: &str,
+) -> Result<String, sqlx::Error> {
     sqlx::query_scalar(
         "WITH ins AS (
              INSERT INTO dev_secrets (name, value) VALUES ($1, $2)

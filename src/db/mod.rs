@@ -1,7 +1,12 @@
 //! Postgres: the pool, migrations, and one module per table with free async
 //! functions taking `impl PgExecutor`, so callers pass a pool or a transaction.
 
+pub mod audit;
+pub mod connections;
 pub mod dev_secrets;
+pub mod oauth_flows;
+pub mod tickets;
+pub mod web_sessions;
 
 use secrecy::{ExposeSecret, SecretString};
 use sqlx::{
@@ -51,14 +56,17 @@ pub async fn create_database_if_missing(options: &PgConnectOptions) -> Result<()
         .connect()
         .await
         .map_err(DbSetupError::Connect)?;
-    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-        .bind(&name)
-        .fetch_one(&mut conn)
-        .await
-        .map_err(DbSetupError::Connect)?;
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(&name)
+            .fetch_one(&mut conn)
+            .await
+            .map_err(DbSetupError::Connect)?;
     if !exists {
         let quoted = format!("\"{}\"", name.replace('"', "\"\""));
-        let created = sqlx::query(&format!("CREATE DATABASE {quoted}")).execute(&mut conn).await;
+        let created = sqlx::query(&format!("CREATE DATABASE {quoted}"))
+            .execute(&mut conn)
+            .await;
         // Another instance may have created it in the meantime.
         if let Err(e) = created {
             let already = e
@@ -86,5 +94,8 @@ pub async fn migrations_applied(pool: &PgPool) -> Result<bool, sqlx::Error> {
         sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
             .fetch_all(pool)
             .await?;
-    Ok(MIGRATOR.iter().filter(|m| m.migration_type.is_up_migration()).all(|m| applied.contains(&m.version)))
+    Ok(MIGRATOR
+        .iter()
+        .filter(|m| m.migration_type.is_up_migration())
+        .all(|m| applied.contains(&m.version)))
 }

@@ -20,11 +20,13 @@ async fn readyz(state: web::Data<AppState>) -> HttpResponse {
         Ok(true) => HttpResponse::Ok().json(serde_json::json!({ "status": "ready" })),
         Ok(false) => {
             tracing::warn!("readiness: migrations pending");
-            HttpResponse::ServiceUnavailable().json(serde_json::json!({ "status": "migrations pending" }))
+            HttpResponse::ServiceUnavailable()
+                .json(serde_json::json!({ "status": "migrations pending" }))
         }
         Err(e) => {
             tracing::warn!(error = %e, "readiness: database unreachable");
-            HttpResponse::ServiceUnavailable().json(serde_json::json!({ "status": "database unreachable" }))
+            HttpResponse::ServiceUnavailable()
+                .json(serde_json::json!({ "status": "database unreachable" }))
         }
     }
 }

@@ -1,0 +1,234 @@
+//! RFC 7662 token introspection, for opaque (non-JWT) access tokens: ask the
+//! authorization server whether the token is active and whose it is. Positive
+//! answers are cached briefly (never past the token's `exp`), keyed by the
+//! token's SHA-256 so the cache holds no token.
+
+use std::{
+    collections::HashMap,
+    sync::Mutex,
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use reqwest::header::ACCEPT;
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use url::{Url, form_urlencoded::byte_serialize};
+
+use super::{
+    AuthError, Principal,
+    claims::{self, Claims, Expected},
+    fetch,
+};
+use crate::config::IntrospectionSettings;
+
+/// Longest time a positive answer is reused.
+const CACHE_TTL: Duration = Duration::from_secs(60);
+/// Most answers kept; past this, new answers are simply not cached.
+const CACHE_MAX_ENTRIES: usize = 10_000;
+
+struct Cached {
+    principal: Principal,
+    until: Instant,
+}
+
+pub(crate) struct Introspector {
+    http: reqwest::Client,
+    url: Url,
+    client_id: String,
+    client_secret: SecretString,
+    cache: Mutex<HashMap<[u8; 32], Cached>>,
+}
+
+impl Introspector {
+    pub(crate) fn new(settings: &IntrospectionSettings, http: reqwest::Client) -> Self {
+        Self {
+            http,
+            url: settings.url.clone(),
+            client_id: settings.client_id.clone(),
+            client_secret: settings.client_secret.clone(),
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) async fn introspect(
+        &self,
+        token: &str,
+        expected: &Expected,
+    ) -> Result<Principal, AuthError> {
+        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        if let Some(principal) = self.cached(&key) {
+            return Ok(principal);
+        }
+        // RFC 6749 §2.3.1: the Basic credentials are form-encoded first.
+        let user: String = byte_serialize(self.client_id.as_bytes()).collect();
+        let password: String =
+            byte_serialize(self.client_secret.expose_secret().as_bytes()).collect();
+        let response = self
+            .http
+            .post(self.url.clone())
+            .header(ACCEPT, "application/json")
+            .timeout(fetch::TIMEOUT)
+            .basic_auth(user, Some(password))
+            .form(&[("token", token), ("token_type_hint", "access_token")])
+            .send()
+            .await
+            .map_err(|e| AuthError::IntrospectionFailed(e.without_url().to_string()))?;
+        let answer: Claims = fetch::read_json(response)
+            .await
+            .map_err(|e| AuthError::IntrospectionFailed(e.to_string()))?;
+
+        if answer.get("active") != Some(&Value::Bool(true)) {
+            return Err(AuthError::Inactive);
+        }
+        let now = unix_now();
+        let exp = claims::check_lifetime(&answer, now, expected.leeway_secs, false)?;
+        if let Some(aud) = answer.get("aud").filter(|v| !v.is_null())
+            && !claims::audience_contains(aud, &expected.audience)?
+        {
+            return Err(AuthError::WrongAudience);
+        }
+        let principal = claims::principal(&answer, expected, true)?;
+
+        let ttl = match exp {
+            Some(exp) => CACHE_TTL.min(Duration::from_secs(exp.saturating_sub(now))),
+            None => CACHE_TTL,
+        };
+        self.remember(key, &principal, ttl);
+        Ok(principal)
+    }
+
+    fn cached(&self, key: &[u8; 32]) -> Option<Principal> {
+        let cache = self
+            .cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        cache
+            .get(key)
+            .filter(|c| c.until > Instant::now())
+            .map(|c| c.principal.clone())
+    }
+
+    fn remember(&self, key: [u8; 32], principal: &Principal, ttl: Duration) {
+        if ttl.is_zero() {
+            return;
+        }
+        let now = Instant::now();
+        let mut cache = self
+            .cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if cache.len() >= CACHE_MAX_ENTRIES {
+            cache.retain(|_, c| c.until > now);
+        }
+        if cache.len() < CACHE_MAX_ENTRIES {
+            cache.insert(
+                key,
+                Cached {
+                    principal: principal.clone(),
+                    until: now + ttl,
+                },
+            );
+        }
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::test_support::{Idp, now};
+    use serde_json::json;
+
+    fn introspector(idp: &Idp) -> (Introspector, Expected) {
+        let settings = IntrospectionSettings {
+            url: idp.url("/introspect"),
+            client_id: "rs client".into(),
+            client_secret: SecretString::from("s3cret:+"),
+        };
+        let http = crate::startup::outbound_http_client().unwrap();
+        (Introspector::new(&settings, http), idp.expected())
+    }
+
+    #[actix_web::test]
+    async fn active_token_yields_the_principal_and_is_cached() {
+        let idp = Idp::start().await;
+        idp.set_introspection(
+            "opaque-1",
+            json!({"active": true, "sub": "alice", "client_id": "c1", "scope": "read write",
+                   "aud": ["x", idp.audience()], "exp": now() + 300}),
+        );
+        let (introspector, expected) = introspector(&idp);
+        let p = introspector
+            .introspect("opaque-1", &expected)
+            .await
+            .unwrap();
+        assert_eq!(p.issuer, idp.issuer());
+        assert_eq!((p.subject.as_str(), p.client_id.as_str()), ("alice", "c1"));
+        assert_eq!(p.scopes, vec!["read", "write"]);
+        assert_eq!(
+            introspector
+                .introspect("opaque-1", &expected)
+                .await
+                .unwrap(),
+            p
+        );
+        assert_eq!(
+            idp.introspections(),
+            1,
+            "the second answer comes from the cache"
+        );
+    }
+
+    #[actix_web::test]
+    async fn inactive_unknown_and_foreign_tokens_are_rejected() {
+        let idp = Idp::start().await;
+        idp.set_introspection(
+            "off",
+            json!({"active": false, "sub": "alice", "client_id": "c1"}),
+        );
+        idp.set_introspection(
+            "other-aud",
+            json!({"active": true, "sub": "a", "client_id": "c", "aud": "https://else"}),
+        );
+        idp.set_introspection(
+            "other-iss",
+            json!({"active": true, "sub": "a", "client_id": "c", "iss": "https://else"}),
+        );
+        idp.set_introspection(
+            "expired",
+            json!({"active": true, "sub": "a", "client_id": "c", "exp": now() - 100}),
+        );
+        let (introspector, expected) = introspector(&idp);
+        let err = async |t: &str| introspector.introspect(t, &expected).await.unwrap_err();
+        assert!(matches!(err("off").await, AuthError::Inactive));
+        assert!(matches!(err("never-issued").await, AuthError::Inactive));
+        assert!(matches!(err("other-aud").await, AuthError::WrongAudience));
+        assert!(matches!(err("other-iss").await, AuthError::WrongIssuer));
+        assert!(matches!(err("expired").await, AuthError::Expired));
+        assert_eq!(idp.introspections(), 5, "rejections are not cached");
+    }
+
+    #[actix_web::test]
+    async fn wrong_client_credentials_are_an_introspection_failure() {
+        let idp = Idp::start().await;
+        let settings = IntrospectionSettings {
+            url: idp.url("/introspect"),
+            client_id: "rs client".into(),
+            client_secret: SecretString::from("wrong"),
+        };
+        let introspector =
+            Introspector::new(&settings, crate::startup::outbound_http_client().unwrap());
+        let err = introspector
+            .introspect("opaque-1", &idp.expected())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, AuthError::IntrospectionFailed(_)), "{err}");
+        assert!(err.is_unavailable());
+    }
+}

@@ -1,0 +1,229 @@
+//! The issuer's signing keys: where the JWKS lives (configured, or found by
+//! discovery), the cached keys, and the refetch on an unknown `kid`.
+//!
+//! Nothing is fetched until the first token arrives: the issuer may be this
+//! very server (dev mode), which is not listening yet when the verifier is
+//! built. Fetches are single-flight — concurrent verifications wait for one
+//! fetch and share its result — and refetches for unknown `kid`s happen at
+//! most once per [`REFETCH_INTERVAL`], so random `kid`s cannot turn this
+//! server into a load generator against the issuer.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use jsonwebtoken::{Algorithm, DecodingKey, jwk::Jwk};
+use serde::Deserialize;
+use tokio::sync::{Mutex, RwLock};
+use url::Url;
+
+use super::{AuthError, discovery, fetch, jwt};
+
+/// Least time between two refetches caused by unknown `kid`s.
+pub(crate) const REFETCH_INTERVAL: Duration = Duration::from_secs(30);
+/// Keys older than this are reloaded, so a key the issuer withdrew stops
+/// verifying without a restart.
+const MAX_AGE: Duration = Duration::from_secs(15 * 60);
+/// After a failed load, wait this long before trying again.
+const FAILURE_BACKOFF: Duration = Duration::from_secs(5);
+
+struct Key {
+    kid: Option<String>,
+    /// `None`: a key in the set that fits none of the accepted algorithms.
+    usable: Option<(Algorithm, DecodingKey)>,
+}
+
+#[derive(Default)]
+struct Cache {
+    /// The discovered JWKS URL (the configured one is not cached here).
+    jwks_uri: Option<Url>,
+    keys: Arc<Vec<Key>>,
+    loaded_at: Option<Instant>,
+    refetched_at: Option<Instant>,
+    failed_at: Option<Instant>,
+    /// Completed fetch attempts; a waiter that sees it change knows another
+    /// task already fetched and does not fetch again.
+    attempts: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Why {
+    /// Nothing loaded yet, or the keys are older than [`MAX_AGE`].
+    Load,
+    UnknownKid,
+}
+
+enum Lookup {
+    Found(DecodingKey),
+    /// The `kid` exists but its key does not fit the header's algorithm.
+    Mismatch,
+    /// Several keys fit a token without a `kid`.
+    Ambiguous,
+    NotFound,
+}
+
+pub(crate) struct KeySource {
+    http: reqwest::Client,
+    issuer: Url,
+    jwks_url: Option<Url>,
+    cache: RwLock<Cache>,
+    fetching: Mutex<()>,
+}
+
+impl KeySource {
+    pub(crate) fn new(http: reqwest::Client, issuer: Url, jwks_url: Option<Url>) -> Self {
+        Self {
+            http,
+            issuer,
+            jwks_url,
+            cache: RwLock::new(Cache::default()),
+            fetching: Mutex::new(()),
+        }
+    }
+
+    /// The key that verifies a token with this header.
+    pub(crate) async fn key_for(
+        &self,
+        kid: Option<&str>,
+        alg: Algorithm,
+    ) -> Result<DecodingKey, AuthError> {
+        let (attempts, keys, stale) = {
+            let cache = self.cache.read().await;
+            let fresh = cache.loaded_at.is_some_and(|t| t.elapsed() < MAX_AGE);
+            (cache.attempts, cache.keys.clone(), !fresh)
+        };
+        let why = if stale {
+            Why::Load
+        } else {
+            match lookup(&keys, kid, alg) {
+                Lookup::NotFound => Why::UnknownKid,
+                found => return into_result(found, kid),
+            }
+        };
+        let keys = self.refresh(attempts, why).await?;
+        into_result(lookup(&keys, kid, alg), kid)
+    }
+
+    /// Fetches the JWKS unless another task did since `seen_attempts`, or
+    /// the rate limits say not now; returns the keys to use either way.
+    async fn refresh(&self, seen_attempts: u64, why: Why) -> Result<Arc<Vec<Key>>, AuthError> {
+        let _single_flight = self.fetching.lock().await;
+        let cached_uri = {
+            let cache = self.cache.read().await;
+            let have_keys = cache.loaded_at.is_some();
+            let current = || {
+                if have_keys {
+                    Ok(cache.keys.clone())
+                } else {
+                    Err(AuthError::KeysUnavailable(
+                        "the last attempt to load the JWKS failed".into(),
+                    ))
+                }
+            };
+            if cache.attempts != seen_attempts {
+                return current();
+            }
+            let recently = |t: Option<Instant>, d: Duration| t.is_some_and(|t| t.elapsed() < d);
+            if why == Why::UnknownKid && recently(cache.refetched_at, REFETCH_INTERVAL) {
+                return current();
+            }
+            if recently(cache.failed_at, FAILURE_BACKOFF) {
+                return current();
+            }
+            cache.jwks_uri.clone()
+        };
+
+        let result = self.fetch(cached_uri).await;
+        let now = Instant::now();
+        let mut cache = self.cache.write().await;
+        cache.attempts += 1;
+        if why == Why::UnknownKid {
+            cache.refetched_at = Some(now);
+        }
+        match result {
+            Ok((uri, keys)) => {
+                tracing::debug!(jwks = %uri, keys = keys.len(), "loaded the issuer's signing keys");
+                cache.jwks_uri = self.jwks_url.is_none().then_some(uri);
+                cache.keys = Arc::new(keys);
+                cache.loaded_at = Some(now);
+                cache.failed_at = None;
+                Ok(cache.keys.clone())
+            }
+            Err(e) => {
+                tracing::warn!(issuer = %self.issuer, error = %e, "cannot load the issuer's signing keys");
+                cache.failed_at = Some(now);
+                cache.jwks_uri = None;
+                // Stale keys beat none while the issuer is unreachable.
+                if cache.loaded_at.is_some() {
+                    Ok(cache.keys.clone())
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    async fn fetch(&self, cached_uri: Option<Url>) -> Result<(Url, Vec<Key>), AuthError> {
+        let uri = match (&self.jwks_url, cached_uri) {
+            (Some(configured), _) => configured.clone(),
+            (None, Some(discovered)) => discovered,
+            (None, None) => discovery::jwks_uri(&self.http, &self.issuer).await?,
+        };
+        let set: RawJwks = fetch::get_json(&self.http, &uri)
+            .await
+            .map_err(|e| AuthError::KeysUnavailable(format!("JWKS {uri}: {e}")))?;
+        Ok((uri, set.keys.into_iter().filter_map(parse_key).collect()))
+    }
+}
+
+/// Keys parsed one by one: one odd entry must not hide the others.
+#[derive(Deserialize)]
+struct RawJwks {
+    keys: Vec<serde_json::Value>,
+}
+
+fn parse_key(value: serde_json::Value) -> Option<Key> {
+    let jwk: Jwk = serde_json::from_value(value).ok()?;
+    Some(Key {
+        usable: jwt::decoding_key(&jwk),
+        kid: jwk.common.key_id,
+    })
+}
+
+fn lookup(keys: &[Key], kid: Option<&str>, alg: Algorithm) -> Lookup {
+    let fits = |k: &Key| match &k.usable {
+        Some((a, key)) if *a == alg => Some(key.clone()),
+        _ => None,
+    };
+    match kid {
+        Some(kid) => {
+            let mut named = keys
+                .iter()
+                .filter(|k| k.kid.as_deref() == Some(kid))
+                .peekable();
+            if named.peek().is_none() {
+                return Lookup::NotFound;
+            }
+            named.find_map(fits).map_or(Lookup::Mismatch, Lookup::Found)
+        }
+        None => {
+            let mut fitting = keys.iter().filter_map(fits);
+            match (fitting.next(), fitting.next()) {
+                (Some(key), None) => Lookup::Found(key),
+                (Some(_), Some(_)) => Lookup::Ambiguous,
+                (None, _) => Lookup::NotFound,
+            }
+        }
+    }
+}
+
+fn into_result(lookup: Lookup, kid: Option<&str>) -> Result<DecodingKey, AuthError> {
+    match lookup {
+        Lookup::Found(key) => Ok(key),
+        Lookup::Mismatch => Err(AuthError::KeyMismatch),
+        Lookup::Ambiguous | Lookup::NotFound => Err(AuthError::UnknownKey {
+            kid: kid.map(jwt::printable),
+        }),
+    }
+}

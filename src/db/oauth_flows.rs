@@ -1,0 +1,162 @@
+//! `oauth_flows`: authorization code flows in progress — signing in to this
+//! service (`login`) and connecting a provider (`connect`). `state` is stored
+//! as SHA-256 only and the PKCE verifier sealed; a flow is used at most once.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowKind {
+    Login,
+    Connect,
+}
+
+impl FlowKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlowKind::Login => "login",
+            FlowKind::Connect => "connect",
+        }
+    }
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct OAuthFlow {
+    pub id: Uuid,
+    pub kind: String,
+    pub ticket_id: Option<Uuid>,
+    pub session_id: Option<Uuid>,
+    pub browser_binding: Option<Vec<u8>>,
+    pub provider: Option<String>,
+    pub pkce_verifier: Vec<u8>,
+    pub nonce: Option<String>,
+    pub key_id: String,
+    pub return_to: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub completed_at: Option<DateTime<Utc>>,
+}
+
+impl OAuthFlow {
+    pub fn is(&self, kind: FlowKind) -> bool {
+        self.kind == kind.as_str()
+    }
+}
+
+pub struct NewFlow<'a> {
+    pub id: Uuid,
+    pub state_hash: &'a [u8],
+    pub kind: FlowKind,
+    pub ticket_id: Option<Uuid>,
+    pub session_id: Option<Uuid>,
+    pub browser_binding: Option<&'a [u8]>,
+    pub provider: Option<&'a str>,
+    pub pkce_verifier: &'a [u8],
+    pub nonce: Option<&'a str>,
+    pub key_id: &'a str,
+    pub return_to: Option<&'a str>,
+    pub expires_at: DateTime<Utc>,
+}
+
+const COLUMNS: &str = "id, kind, ticket_id, session_id, browser_binding, provider, pkce_verifier, nonce, key_id, return_to, created_at, expires_at, completed_at";
+
+pub async fn insert(exec: impl PgExecutor<'_>, f: NewFlow<'_>) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO oauth_flows (id, state_hash, kind, ticket_id, session_id, browser_binding,
+                                  provider, pkce_verifier, nonce, key_id, return_to, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+    )
+    .bind(f.id)
+    .bind(f.state_hash)
+    .bind(f.kind.as_str())
+    .bind(f.ticket_id)
+    .bind(f.session_id)
+    .bind(f.browser_binding)
+    .bind(f.provider)
+    .bind(f.pkce_verifier)
+    .bind(f.nonce)
+    .bind(f.key_id)
+    .bind(f.return_to)
+    .bind(f.expires_at)
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
+/// Takes (deletes and returns) a login flow: whatever the checks that follow
+/// decide, it can never be used again.
+pub async fn take_login(
+    exec: impl PgExecutor<'_>,
+    state_hash: &[u8],
+) -> Result<Option<OAuthFlow>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "DELETE FROM oauth_flows WHERE state_hash = $1 AND kind = 'login' RETURNING {COLUMNS}"
+    ))
+    .bind(state_hash)
+    .fetch_optional(exec)
+    .await
+}
+
+pub async fn find_by_state_hash(
+    exec: impl PgExecutor<'_>,
+    state_hash: &[u8],
+) -> Result<Option<OAuthFlow>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM oauth_flows WHERE state_hash = $1"
+    ))
+    .bind(state_hash)
+    .fetch_optional(exec)
+    .await
+}
+
+/// Marks a flow completed; `None` when it already was (or has expired), so
+/// of any number of concurrent callbacks exactly one proceeds.
+pub async fn complete(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+) -> Result<Option<OAuthFlow>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "UPDATE oauth_flows SET completed_at = now()
+         WHERE id = $1 AND completed_at IS NULL AND expires_at > now()
+         RETURNING {COLUMNS}"
+    ))
+    .bind(id)
+    .fetch_optional(exec)
+    .await
+}
+
+pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query("DELETE FROM oauth_flows WHERE id = $1")
+        .bind(id)
+        .execute(exec)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Marks the ticket behind a connect flow declined (the person said no at
+/// the provider), so the MCP client's retry can say so. The ticket was
+/// redeemed when the flow started, so this does not require it unredeemed.
+pub async fn decline_ticket(exec: impl PgExecutor<'_>, flow_id: Uuid) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE connect_tickets SET declined_at = now()
+         WHERE declined_at IS NULL
+           AND id = (SELECT ticket_id FROM oauth_flows WHERE id = $1 AND kind = 'connect')",
+    )
+    .bind(flow_id)
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Deletes flows that expired more than `grace` ago (for the sweeper).
+pub async fn delete_expired(
+    exec: impl PgExecutor<'_>,
+    grace: chrono::Duration,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query("DELETE FROM oauth_flows WHERE expires_at < now() - $1::interval")
+        .bind(format!("{} seconds", grace.num_seconds()))
+        .execute(exec)
+        .await?;
+    Ok(done.rows_affected())
+}

@@ -1,0 +1,132 @@
+//! `connect_tickets`: the one-time tickets behind `/connect?ticket=…` URLs.
+//! Only the SHA-256 of a ticket is stored; redemption is one atomic UPDATE,
+//! so of any number of concurrent attempts exactly one wins.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Ticket {
+    pub id: Uuid,
+    pub issuer: String,
+    pub subject: String,
+    pub client_id: String,
+    pub provider: String,
+    pub scopes: Vec<String>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub redeemed_at: Option<DateTime<Utc>>,
+    pub declined_at: Option<DateTime<Utc>>,
+}
+
+pub struct NewTicket<'a> {
+    pub id: Uuid,
+    pub ticket_hash: &'a [u8],
+    pub issuer: &'a str,
+    pub subject: &'a str,
+    pub client_id: &'a str,
+    pub provider: &'a str,
+    pub scopes: &'a [String],
+    pub expires_at: DateTime<Utc>,
+}
+
+const COLUMNS: &str = "id, issuer, subject, client_id, provider, scopes, created_at, expires_at, redeemed_at, declined_at";
+
+pub async fn insert(exec: impl PgExecutor<'_>, t: NewTicket<'_>) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO connect_tickets (id, ticket_hash, issuer, subject, client_id, provider, scopes, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(t.id)
+    .bind(t.ticket_hash)
+    .bind(t.issuer)
+    .bind(t.subject)
+    .bind(t.client_id)
+    .bind(t.provider)
+    .bind(t.scopes)
+    .bind(t.expires_at)
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
+pub async fn find_by_id(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+) -> Result<Option<Ticket>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM connect_tickets WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(exec)
+    .await
+}
+
+/// A ticket that can still be used: known, unexpired, not redeemed, not declined.
+pub async fn find_usable_by_hash(
+    exec: impl PgExecutor<'_>,
+    hash: &[u8],
+) -> Result<Option<Ticket>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM connect_tickets
+         WHERE ticket_hash = $1 AND redeemed_at IS NULL AND declined_at IS NULL AND expires_at > now()"
+    ))
+    .bind(hash)
+    .fetch_optional(exec)
+    .await
+}
+
+/// Redeems a usable ticket for exactly this user; `None` if it was not
+/// usable (or already taken by a concurrent request).
+pub async fn redeem(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    issuer: &str,
+    subject: &str,
+) -> Result<Option<Ticket>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "UPDATE connect_tickets SET redeemed_at = now()
+         WHERE id = $1 AND issuer = $2 AND subject = $3
+           AND redeemed_at IS NULL AND declined_at IS NULL AND expires_at > now()
+         RETURNING {COLUMNS}"
+    ))
+    .bind(id)
+    .bind(issuer)
+    .bind(subject)
+    .fetch_optional(exec)
+    .await
+}
+
+/// Marks a usable ticket declined (the user pressed Cancel), so the client's
+/// retry can say so.
+pub async fn decline(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    issuer: &str,
+    subject: &str,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE connect_tickets SET declined_at = now()
+         WHERE id = $1 AND issuer = $2 AND subject = $3
+           AND redeemed_at IS NULL AND declined_at IS NULL AND expires_at > now()",
+    )
+    .bind(id)
+    .bind(issuer)
+    .bind(subject)
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Deletes tickets that expired more than `grace` ago.
+pub async fn delete_expired(
+    exec: impl PgExecutor<'_>,
+    grace: chrono::Duration,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query("DELETE FROM connect_tickets WHERE expires_at < now() - $1::interval")
+        .bind(format!("{} seconds", grace.num_seconds()))
+        .execute(exec)
+        .await?;
+    Ok(done.rows_affected())
+}

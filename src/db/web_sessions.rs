@@ -1,0 +1,128 @@
+//! `web_sessions`: browser sign-ins. The cookie carries a random value; only
+//! its SHA-256 is stored, so reading this table yields no usable cookie.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct WebSession {
+    pub id: Uuid,
+    pub issuer: String,
+    pub subject: String,
+    pub display_name: Option<String>,
+    pub csrf_secret: Vec<u8>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub last_seen_at: DateTime<Utc>,
+    /// The connect ticket this browser is in the middle of (see `/connect`).
+    pub pending_ticket_id: Option<Uuid>,
+}
+
+pub struct NewWebSession<'a> {
+    pub id: Uuid,
+    pub id_hash: &'a [u8],
+    pub issuer: &'a str,
+    pub subject: &'a str,
+    pub display_name: Option<&'a str>,
+    pub csrf_secret: &'a [u8],
+    pub expires_at: DateTime<Utc>,
+    pub pending_ticket_id: Option<Uuid>,
+}
+
+const COLUMNS: &str = "id, issuer, subject, display_name, csrf_secret, created_at, expires_at, last_seen_at, pending_ticket_id";
+
+pub async fn insert(exec: impl PgExecutor<'_>, s: NewWebSession<'_>) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO web_sessions (id, id_hash, issuer, subject, display_name, csrf_secret, expires_at, pending_ticket_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(s.id)
+    .bind(s.id_hash)
+    .bind(s.issuer)
+    .bind(s.subject)
+    .bind(s.display_name)
+    .bind(s.csrf_secret)
+    .bind(s.expires_at)
+    .bind(s.pending_ticket_id)
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
+/// The unexpired session whose cookie hashes to `id_hash`.
+pub async fn find_active_by_hash(
+    exec: impl PgExecutor<'_>,
+    id_hash: &[u8],
+) -> Result<Option<WebSession>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM web_sessions WHERE id_hash = $1 AND expires_at > now()"
+    ))
+    .bind(id_hash)
+    .fetch_optional(exec)
+    .await
+}
+
+/// Records activity, at most once a minute per session (a write per page
+/// view would be wasted I/O).
+pub async fn touch(exec: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE web_sessions SET last_seen_at = now()
+         WHERE id = $1 AND last_seen_at < now() - interval '1 minute'",
+    )
+    .bind(id)
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
+pub async fn set_pending_ticket(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    ticket_id: Option<Uuid>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE web_sessions SET pending_ticket_id = $2 WHERE id = $1")
+        .bind(id)
+        .bind(ticket_id)
+        .execute(exec)
+        .await?;
+    Ok(())
+}
+
+/// Forgets the pending ticket if it is still `ticket_id` (another tab may
+/// have moved on to another one).
+pub async fn clear_pending_ticket(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    ticket_id: Uuid,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE web_sessions SET pending_ticket_id = NULL WHERE id = $1 AND pending_ticket_id = $2",
+    )
+    .bind(id)
+    .bind(ticket_id)
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
+/// Ends a session; its OAuth flows go with it (ON DELETE CASCADE).
+pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query("DELETE FROM web_sessions WHERE id = $1")
+        .bind(id)
+        .execute(exec)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Deletes sessions that expired more than `grace` ago (for the sweeper).
+pub async fn delete_expired(
+    exec: impl PgExecutor<'_>,
+    grace: chrono::Duration,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query("DELETE FROM web_sessions WHERE expires_at < now() - $1::interval")
+        .bind(format!("{} seconds", grace.num_seconds()))
+        .execute(exec)
+        .await?;
+    Ok(done.rows_affected())
+}

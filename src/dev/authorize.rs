@@ -1,0 +1,283 @@
+//! `/dev/idp/authorize`: the sign-in page. GET shows a form where the person
+//! types any user name; POST (the same parameters in hidden fields) issues a
+//! one-time code and sends the browser back with `code`, `state` and `iss`.
+//!
+//! Until `client_id` and `redirect_uri` are known good, errors are shown as a
+//! page: redirecting to an unchecked URI would make this an open redirector.
+
+use std::{collections::HashMap, time::Instant};
+
+use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
+use askama::Template;
+use url::Url;
+
+use super::{
+    DevServices,
+    grants::CodeGrant,
+    now_secs,
+    params::{UserName, check_redirect_uri, is_client_id, is_s256_challenge, parse_form},
+};
+
+/// The authorization request parameters carried from the page to the POST.
+const CARRIED: [&str; 9] = [
+    "response_type",
+    "client_id",
+    "redirect_uri",
+    "state",
+    "code_challenge",
+    "code_challenge_method",
+    "scope",
+    "nonce",
+    "resource",
+];
+
+#[derive(Template)]
+#[template(path = "dev/authorize.html")]
+struct AuthorizePage<'a> {
+    client_id: &'a str,
+    redirect_origin: String,
+    scopes: Vec<&'a str>,
+    hidden: Vec<(&'a str, &'a str)>,
+    username: &'a str,
+    error: Option<&'a str>,
+}
+
+#[derive(Template)]
+#[template(path = "dev/error.html")]
+struct ErrorPage<'a> {
+    message: &'a str,
+}
+
+/// A request whose client and redirect URI have been accepted.
+struct AuthRequest<'a> {
+    client_id: &'a str,
+    redirect_raw: &'a str,
+    redirect_uri: Url,
+    state: Option<&'a str>,
+    code_challenge: &'a str,
+    scope: &'a str,
+    nonce: Option<&'a str>,
+}
+
+enum Refusal {
+    /// Shown to the person; nothing is redirected.
+    Page(String),
+    /// RFC 6749 §4.1.2.1: sent back to the (checked) redirect URI.
+    Redirect {
+        to: Box<Url>,
+        state: Option<String>,
+        error: &'static str,
+        description: &'static str,
+    },
+}
+
+pub(crate) async fn show(req: HttpRequest, dev: web::Data<DevServices>) -> HttpResponse {
+    let params = match parse_form(req.query_string().as_bytes()) {
+        Ok(p) => p,
+        Err(name) => {
+            return error_page(&format!("The parameter `{name}` was given more than once."));
+        }
+    };
+    match read_request(&params, &dev) {
+        Ok(request) => sign_in_page(&request, &params, "", None, StatusCode::OK),
+        Err(refusal) => refuse(refusal, &dev),
+    }
+}
+
+pub(crate) async fn submit(body: web::Bytes, dev: web::Data<DevServices>) -> HttpResponse {
+    let params = match parse_form(&body) {
+        Ok(p) => p,
+        Err(name) => {
+            return error_page(&format!("The parameter `{name}` was given more than once."));
+        }
+    };
+    let request = match read_request(&params, &dev) {
+        Ok(r) => r,
+        Err(refusal) => return refuse(refusal, &dev),
+    };
+    if params.get("action").is_some_and(|a| a == "cancel") {
+        let denied = [
+            ("error", "access_denied"),
+            ("error_description", "the user cancelled the sign-in"),
+        ];
+        return redirect_back(request.redirect_uri, &denied, request.state, &dev);
+    }
+    let typed = params.get("username").map(|u| u.trim()).unwrap_or_default();
+    let user = match UserName::parse(typed) {
+        Ok(user) => user,
+        Err(message) => {
+            return sign_in_page(
+                &request,
+                &params,
+                typed,
+                Some(&message),
+                StatusCode::BAD_REQUEST,
+            );
+        }
+    };
+    tracing::info!(
+        user = user.as_str(),
+        client_id = request.client_id,
+        "dev identity provider: signed in"
+    );
+    let grant = CodeGrant {
+        client_id: request.client_id.to_owned(),
+        redirect_uri: request.redirect_raw.to_owned(),
+        code_challenge: request.code_challenge.to_owned(),
+        user,
+        scope: request.scope.to_owned(),
+        nonce: request.nonce.map(str::to_owned),
+        auth_time: now_secs(),
+    };
+    let code = dev.grants().issue_code(grant, Instant::now());
+    redirect_back(
+        request.redirect_uri,
+        &[("code", &code)],
+        request.state,
+        &dev,
+    )
+}
+
+fn read_request<'a>(
+    params: &'a HashMap<String, String>,
+    dev: &DevServices,
+) -> Result<AuthRequest<'a>, Refusal> {
+    let get = |name: &str| {
+        params
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    let client_id = get("client_id")
+        .filter(|c| is_client_id(c))
+        .ok_or_else(|| Refusal::Page("The request has no valid client_id.".into()))?;
+    let redirect_raw = get("redirect_uri")
+        .ok_or_else(|| Refusal::Page("The request has no redirect_uri.".into()))?;
+    let redirect_uri = check_redirect_uri(redirect_raw, dev.base_url())
+        .map_err(|e| Refusal::Page(format!("{e}. It was: {redirect_raw}")))?;
+
+    let state = get("state");
+    let back = |error: &'static str, description: &'static str| Refusal::Redirect {
+        to: Box::new(redirect_uri.clone()),
+        state: state.map(str::to_owned),
+        error,
+        description,
+    };
+    if get("response_type") != Some("code") {
+        return Err(back(
+            "unsupported_response_type",
+            "only response_type=code is supported",
+        ));
+    }
+    if get("code_challenge_method") != Some("S256") {
+        return Err(back(
+            "invalid_request",
+            "PKCE with code_challenge_method=S256 is required",
+        ));
+    }
+    let code_challenge = get("code_challenge")
+        .filter(|c| is_s256_challenge(c))
+        .ok_or_else(|| {
+            back(
+                "invalid_request",
+                "code_challenge must be a base64url SHA-256 digest",
+            )
+        })?;
+    if get("resource").is_some_and(|r| r.trim_end_matches('/') != dev.mcp_resource()) {
+        return Err(back(
+            "invalid_target",
+            "this authorization server only issues tokens for its MCP resource",
+        ));
+    }
+    // There is never an existing session to reuse silently.
+    if get("prompt").is_some_and(|p| p.split(' ').any(|v| v == "none")) {
+        return Err(back(
+            "login_required",
+            "the dev identity provider always asks for a user name",
+        ));
+    }
+    Ok(AuthRequest {
+        client_id,
+        redirect_raw,
+        redirect_uri,
+        state,
+        code_challenge,
+        scope: get("scope").unwrap_or_default(),
+        nonce: get("nonce"),
+    })
+}
+
+fn refuse(refusal: Refusal, dev: &DevServices) -> HttpResponse {
+    match refusal {
+        Refusal::Page(message) => error_page(&message),
+        Refusal::Redirect {
+            to,
+            state,
+            error,
+            description,
+        } => {
+            let pairs = [("error", error), ("error_description", description)];
+            redirect_back(*to, &pairs, state.as_deref(), dev)
+        }
+    }
+}
+
+/// 303 to the client with `pairs`, `state` (when given) and `iss` (RFC 9207).
+fn redirect_back(
+    mut to: Url,
+    pairs: &[(&str, &str)],
+    state: Option<&str>,
+    dev: &DevServices,
+) -> HttpResponse {
+    {
+        let mut query = to.query_pairs_mut();
+        query.extend_pairs(pairs);
+        if let Some(state) = state {
+            query.append_pair("state", state);
+        }
+        query.append_pair("iss", &dev.issuer());
+    }
+    HttpResponse::SeeOther()
+        .insert_header(("Location", to.as_str()))
+        .insert_header(("Cache-Control", "no-store"))
+        .finish()
+}
+
+fn sign_in_page(
+    request: &AuthRequest<'_>,
+    params: &HashMap<String, String>,
+    username: &str,
+    error: Option<&str>,
+    status: StatusCode,
+) -> HttpResponse {
+    let hidden = CARRIED
+        .iter()
+        .filter_map(|name| params.get(*name).map(|value| (*name, value.as_str())))
+        .collect();
+    let page = AuthorizePage {
+        client_id: request.client_id,
+        redirect_origin: request.redirect_uri.origin().ascii_serialization(),
+        scopes: request.scope.split_whitespace().collect(),
+        hidden,
+        username,
+        error,
+    };
+    html(status, page.render())
+}
+
+fn error_page(message: &str) -> HttpResponse {
+    html(StatusCode::BAD_REQUEST, ErrorPage { message }.render())
+}
+
+fn html(status: StatusCode, rendered: Result<String, askama::Error>) -> HttpResponse {
+    match rendered {
+        Ok(body) => HttpResponse::build(status)
+            .content_type("text/html; charset=utf-8")
+            .insert_header(("Cache-Control", "no-store"))
+            .body(body),
+        Err(e) => {
+            tracing::error!(error = %e, "dev identity provider: template failed");
+            HttpResponse::InternalServerError().finish()
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! `mcp-connect dev`: prepares the dev database and keys, starts the real
+//! application on 127.0.0.1 with the dev identity provider as its issuer,
+//! prints where to find it and a token, and serves until stopped.
+
+use std::{
+    io::Write,
+    net::{Ipv4Addr, TcpListener},
+    time::Duration,
+};
+
+use anyhow::{Context, anyhow, bail};
+use secrecy::{ExposeSecret, SecretString};
+use sqlx::PgPool;
+
+use super::{
+    DevServices,
+    cli::{
+        CLI_CLIENT_ID, CLI_TOKEN_TTL_SECS, DEFAULT_DATABASE_URL, DevArgs, DevCommand,
+        WEB_CLIENT_ID, print_token,
+    },
+    dev_key_entry,
+};
+use crate::{
+    config::{ENV_PREFIX, LogFormat, Settings},
+    db,
+    startup::Application,
+};
+
+pub async fn run(args: DevArgs) -> anyhow::Result<()> {
+    if let Some(DevCommand::Token(token_args)) = &args.command {
+        return print_token(&args, token_args).await;
+    }
+    check_bind_host(&args.bind_host)?;
+    crate::telemetry::init(log_format_from_env());
+
+    let pool = prepare_database(&args.database_url).await?;
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, args.port)).with_context(|| {
+        format!("cannot listen on 127.0.0.1:{} (is something else using it? --port 0 picks a free port)", args.port)
+    })?;
+    let port = listener.local_addr()?.port();
+    let public_url = format!("http://127.0.0.1:{port}");
+    let dev = DevServices::load_or_create(&pool, &public_url).await?;
+    let key_entry = dev_key_entry(&pool).await?;
+    pool.close().await;
+
+    let settings = Settings::from_sources(
+        None,
+        connect_env()?,
+        base_settings(&public_url, &args, &dev, key_entry),
+    )
+    .context("dev mode settings")?;
+    let app = Application::build_with_listener(settings, listener, Some(dev.clone())).await?;
+    let handle = app.handle();
+    let mut server = tokio::spawn(app.run_until_stopped());
+    wait_until_ready(port, &mut server).await?;
+
+    let token = dev.mint_access_token(
+        "alice",
+        CLI_CLIENT_ID,
+        &[],
+        Duration::from_secs(CLI_TOKEN_TTL_SECS),
+    )?;
+    announce(&args, &public_url, port, &token)?;
+
+    tokio::select! {
+        finished = &mut server => return finished.context("the server task failed")?.context("the server stopped"),
+        () = shutdown_signal() => tracing::info!("stopping"),
+    }
+    handle.stop(true).await;
+    server
+        .await
+        .context("the server task failed")?
+        .context("the server stopped")
+}
+
+fn check_bind_host(host: &str) -> anyhow::Result<()> {
+    if matches!(host, "127.0.0.1" | "localhost") {
+        return Ok(());
+    }
+    bail!(
+        "--bind-host {host} refused: dev mode signs in anyone without a password, so it listens on 127.0.0.1 only. \
+         Use `mcp-connect serve` with a real identity provider to listen on other addresses."
+    )
+}
+
+/// Logs are pretty unless `MCP_CONNECT_LOG_FORMAT=json` asks otherwise.
+fn log_format_from_env() -> LogFormat {
+    match std::env::var(format!("{ENV_PREFIX}LOG_FORMAT")) {
+        Ok(v) if v.eq_ignore_ascii_case("json") => LogFormat::Json,
+        _ => LogFormat::Pretty,
+    }
+}
+
+async fn prepare_database(url: &SecretString) -> anyhow::Result<PgPool> {
+    let options = db::connect_options(url).context("--database-url / DATABASE_URL")?;
+    let place = format!(
+        "database `{}` on {}:{}",
+        options.get_database().unwrap_or("postgres"),
+        options.get_host(),
+        options.get_port()
+    );
+    db::create_database_if_missing(&options)
+        .await
+        .with_context(|| format!("cannot prepare the dev {place}; is Postgres running? (set --database-url or DATABASE_URL)"))?;
+    let pool = db::pool(options, 2);
+    db::migrate(&pool)
+        .await
+        .with_context(|| format!("cannot migrate the dev {place}"))?;
+    Ok(pool)
+}
+
+/// The process's `MCP_CONNECT_*` variables; they override dev defaults.
+fn connect_env() -> anyhow::Result<Vec<(String, String)>> {
+    let mut vars = Vec::new();
+    for (key, value) in std::env::vars_os() {
+        let Some(key) = key
+            .to_str()
+            .filter(|k| k.starts_with(ENV_PREFIX))
+            .map(str::to_owned)
+        else {
+            continue;
+        };
+        let value = value
+            .into_string()
+            .map_err(|_| anyhow!("{key} is not valid UTF-8"))?;
+        vars.push((key, value));
+    }
+    Ok(vars)
+}
+
+fn base_settings(
+    public_url: &str,
+    args: &DevArgs,
+    dev: &DevServices,
+    key_entry: String,
+) -> toml::Table {
+    let mut auth = toml::Table::new();
+    auth.insert("issuer".into(), dev.issuer().into());
+    auth.insert("web_client_id".into(), WEB_CLIENT_ID.into());
+    let mut base = toml::Table::new();
+    base.insert("public_url".into(), public_url.into());
+    base.insert(
+        "bind".into(),
+        public_url.trim_start_matches("http://").into(),
+    );
+    base.insert(
+        "database_url".into(),
+        args.database_url.expose_secret().into(),
+    );
+    base.insert("keys".into(), toml::Value::Array(vec![key_entry.into()]));
+    base.insert("insecure_http".into(), true.into());
+    base.insert("log_format".into(), "pretty".into());
+    base.insert("auth".into(), toml::Value::Table(auth));
+    base
+}
+
+type ServerTask = tokio::task::JoinHandle<Result<(), std::io::Error>>;
+
+/// Polls `/readyz` until it answers 200, failing early if the server exits.
+async fn wait_until_ready(port: u16, server: &mut ServerTask) -> anyhow::Result<()> {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(2))
+        .build()?;
+    let url = format!("http://127.0.0.1:{port}/readyz");
+    for _ in 0..300 {
+        if server.is_finished() {
+            server
+                .await
+                .context("the server task failed")?
+                .context("the server stopped while starting")?;
+            bail!("the server stopped while starting");
+        }
+        if client
+            .get(&url)
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("the server did not become ready within 30 seconds (see the log above)")
+}
+
+fn announce(args: &DevArgs, public_url: &str, port: u16, token: &str) -> anyhow::Result<()> {
+    let mcp_url = format!("{public_url}/mcp");
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let line = serde_json::json!({ "mcp_url": mcp_url, "web_url": public_url, "token": token });
+        writeln!(out, "{line}")?;
+    } else {
+        writeln!(
+            out,
+            "\nmcp-connect dev is ready.\n\n  \
+             MCP URL    {mcp_url}\n  \
+             Web        {public_url}/connections\n  \
+             Issuer     {public_url}/dev/idp (dev sign-in: any user name, no password)\n\n  \
+             Bearer token for alice (valid {hours} hours):\n\n{token}\n\n  \
+             A token for another user:\n    mcp-connect dev --port {port} token --sub bob\n\n  \
+             Press Ctrl-C to stop.\n",
+            hours = CLI_TOKEN_TTL_SECS / 3600,
+        )?;
+        if args.database_url.expose_secret() != DEFAULT_DATABASE_URL {
+            writeln!(
+                out,
+                "    (with the same --database-url or DATABASE_URL as this server)\n"
+            )?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        // Without a handler there is no Ctrl-C to wait for; never resolve.
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                () = ctrl_c => {},
+                _ = term.recv() => {},
+            },
+            Err(_) => ctrl_c.await,
+        }
+    }
+    #[cfg(not(unix))]
+    ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_binding_is_accepted() {
+        assert!(check_bind_host("127.0.0.1").is_ok());
+        for host in ["0.0.0.0", "::", "192.168.1.10", "example.com"] {
+            let err = check_bind_host(host).unwrap_err().to_string();
+            assert!(err.contains("--bind-host") && err.contains(host), "{err}");
+        }
+    }
+}

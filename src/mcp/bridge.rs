@@ -1,0 +1,289 @@
+//! actix-web ⇄ rmcp. Checks what must be checked before rmcp sees the
+//! request (Origin, Host, body size, the bearer token), turns the actix
+//! request into an `http::Request` carrying the caller's [`Principal`], and
+//! copies rmcp's response back: sized bodies collected (and their wire form
+//! corrected, see [`super::wire`]), unsized ones (SSE) streamed.
+
+// The helpers below return the finished refusal as their error; boxing it
+// would buy nothing on this path.
+#![allow(clippy::result_large_err)]
+
+use actix_web::{
+    HttpRequest, HttpResponse,
+    body::{BodyStream, BoxBody as ActixBody},
+    http::StatusCode,
+    web,
+};
+use bytes::Bytes;
+use futures::StreamExt;
+use http_body_util::{BodyExt, Full};
+use serde_json::json;
+
+use super::{McpEndpoint, wire};
+use crate::{
+    auth::{self, AuthError, Principal},
+    startup::AppState,
+};
+
+pub async fn handle(
+    req: HttpRequest,
+    mut payload: web::Payload,
+    state: web::Data<AppState>,
+    endpoint: web::Data<McpEndpoint>,
+) -> HttpResponse {
+    let head = match request_head(&req) {
+        Ok(head) => head,
+        Err(response) => return response,
+    };
+    if let Err(response) = check_origin(&head.headers, &state) {
+        return response;
+    }
+    let principal = match authenticate(&head, &state).await {
+        Ok(p) => p,
+        Err(response) => return response,
+    };
+
+    // actix's payload is not `Send`; buffer it (bounded) before handing over.
+    let limit = state.settings.max_body_bytes;
+    if head
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|len| len > limit)
+    {
+        return too_large(limit);
+    }
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        match chunk {
+            Ok(chunk) if body.len() + chunk.len() <= limit => body.extend_from_slice(&chunk),
+            Ok(_) => return too_large(limit),
+            Err(e) => {
+                tracing::info!(error = %e, "mcp: request body could not be read");
+                return jsonrpc_error(
+                    StatusCode::BAD_REQUEST,
+                    -32700,
+                    "Parse error: unreadable body",
+                );
+            }
+        }
+    }
+
+    // JSON-RPC wants a parse error (-32700) for a body that is not JSON;
+    // rmcp answers every undecodable body with 415. A syntax-only pass
+    // (nothing is built) tells the two apart before rmcp sees it.
+    if head.method == http::Method::POST
+        && serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err()
+    {
+        tracing::info!("mcp: request body is not JSON");
+        return jsonrpc_error(
+            StatusCode::BAD_REQUEST,
+            -32700,
+            "Parse error: the body is not valid JSON",
+        );
+    }
+    let sent_json = head
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json"))
+        });
+
+    let mut request = http::Request::from_parts(head, Full::new(body.freeze()));
+    request.extensions_mut().insert(principal);
+    let response = endpoint.service.handle(request).await;
+    if sent_json && response.status() == http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        // Valid JSON, right media type, still refused: not a JSON-RPC message.
+        tracing::info!("mcp: request is not a valid JSON-RPC message");
+        return jsonrpc_error(
+            StatusCode::BAD_REQUEST,
+            -32600,
+            "Invalid Request: not a valid JSON-RPC message",
+        );
+    }
+    into_actix(response).await
+}
+
+/// The actix request head as an `http` 1.x head (actix-web 4 is on `http`
+/// 0.2), with an absolute URI: rmcp reads the authority for its Host check.
+fn request_head(req: &HttpRequest) -> Result<http::request::Parts, HttpResponse> {
+    let bad = |what: &str| {
+        tracing::info!(what, "mcp: request head could not be converted");
+        jsonrpc_error(StatusCode::BAD_REQUEST, -32600, "Invalid request")
+    };
+    let method =
+        http::Method::from_bytes(req.method().as_str().as_bytes()).map_err(|_| bad("method"))?;
+    // The Host header itself, never X-Forwarded-Host: that one is the
+    // client's to choose and would defeat the DNS-rebinding check.
+    let host = req
+        .headers()
+        .get(actix_web::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))
+        .unwrap_or_default()
+        .to_owned();
+    let path = req.uri().path_and_query().map_or("/", |pq| pq.as_str());
+    let uri: http::Uri = format!("http://{host}{path}")
+        .parse()
+        .map_err(|_| bad("uri"))?;
+    let mut builder = http::Request::builder().method(method).uri(uri);
+    for (name, value) in req.headers() {
+        builder = builder.header(name.as_str(), value.as_bytes());
+    }
+    builder
+        .body(())
+        .map(|r| r.into_parts().0)
+        .map_err(|_| bad("headers"))
+}
+
+async fn authenticate(
+    head: &http::request::Parts,
+    state: &AppState,
+) -> Result<Principal, HttpResponse> {
+    let metadata_url = format!(
+        "{}/.well-known/oauth-protected-resource/mcp",
+        state.settings.base_url()
+    );
+    if query_carries_token(head.uri.query().unwrap_or_default()) {
+        tracing::info!("mcp: rejected an access token in the query string");
+        return Err(HttpResponse::BadRequest()
+            .insert_header(("WWW-Authenticate", format!(r#"Bearer resource_metadata="{metadata_url}", error="invalid_request", error_description="send the token in the Authorization header""#)))
+            .json(json!({"error": "invalid_request", "error_description": "Access tokens are accepted only in the Authorization header."})));
+    }
+    let unauthorized = |error: Option<&AuthError>| {
+        HttpResponse::Unauthorized()
+            .insert_header((
+                "WWW-Authenticate",
+                auth::www_authenticate(&metadata_url, error),
+            ))
+            .json(json!({
+                "error": if error.is_some() { "invalid_token" } else { "unauthorized" },
+                "error_description": "A valid bearer token for this MCP server is required.",
+            }))
+    };
+    let token = match auth::bearer_token(&head.headers) {
+        Ok(Some(token)) => token,
+        Ok(None) => return Err(unauthorized(None)),
+        Err(e) => {
+            // RFC 6750 §3.1: a malformed request is 400 invalid_request.
+            tracing::info!(reason = %e, "mcp: malformed Authorization header");
+            return Err(HttpResponse::BadRequest()
+                .insert_header(("WWW-Authenticate", auth::www_authenticate(&metadata_url, Some(&e))))
+                .json(json!({"error": "invalid_request", "error_description": "The Authorization header is malformed."})));
+        }
+    };
+    state.verifier.verify(token).await.map_err(|e| {
+        if e.is_unavailable() {
+            // The issuer is down: not the token's fault, and a 401 would send
+            // clients into a pointless new login.
+            tracing::warn!(reason = %e, "mcp: cannot check tokens right now");
+            return HttpResponse::ServiceUnavailable()
+                .insert_header(("Retry-After", "5"))
+                .json(json!({"error": "temporarily_unavailable", "error_description": "Token validation is temporarily unavailable."}));
+        }
+        tracing::info!(reason = %e, "mcp: bearer token rejected");
+        unauthorized(Some(&e))
+    })
+}
+
+fn query_carries_token(query: &str) -> bool {
+    url::form_urlencoded::parse(query.as_bytes())
+        .any(|(k, _)| k.eq_ignore_ascii_case("access_token"))
+}
+
+/// Origin before authentication: a browser page on another origin learns
+/// nothing, not even whether its token would have worked.
+fn check_origin(headers: &http::HeaderMap, state: &AppState) -> Result<(), HttpResponse> {
+    let Some(origin) = headers.get(http::header::ORIGIN) else {
+        return Ok(());
+    };
+    let allowed = origin.to_str().is_ok_and(|origin| {
+        state
+            .settings
+            .effective_allowed_origins()
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(origin))
+    });
+    if allowed {
+        Ok(())
+    } else {
+        tracing::warn!(origin = ?origin, "mcp: rejected a request from a disallowed Origin");
+        Err(jsonrpc_error(
+            StatusCode::FORBIDDEN,
+            -32600,
+            "Forbidden: Origin not allowed",
+        ))
+    }
+}
+
+fn too_large(limit: usize) -> HttpResponse {
+    tracing::info!(limit, "mcp: request body over the limit");
+    jsonrpc_error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        -32600,
+        &format!("Request body exceeds {limit} bytes"),
+    )
+}
+
+fn jsonrpc_error(status: StatusCode, code: i32, message: &str) -> HttpResponse {
+    HttpResponse::build(status).json(json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": { "code": code, "message": message },
+    }))
+}
+
+async fn into_actix(
+    response: http::Response<http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>>,
+) -> HttpResponse {
+    let (parts, body) = response.into_parts();
+    let status =
+        StatusCode::from_u16(parts.status.as_u16()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut out = HttpResponse::build(status);
+    for (name, value) in &parts.headers {
+        out.append_header((name.as_str(), value.as_bytes()));
+    }
+    let is_json = parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if http_body::Body::size_hint(&body).exact().is_some() {
+        let bytes = match body.collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(never) => match never {},
+        };
+        let bytes = if is_json {
+            wire::correct_json(bytes)
+        } else {
+            bytes
+        };
+        return out.body(bytes);
+    }
+    let stream =
+        http_body_util::BodyDataStream::new(body).map(|chunk| chunk.map(wire::correct_sse_chunk));
+    out.body(ActixBody::new(BodyStream::new(stream)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_in_query_is_detected() {
+        assert!(query_carries_token("access_token=abc"));
+        assert!(query_carries_token("x=1&ACCESS_TOKEN=abc"));
+        assert!(!query_carries_token("ticket=abc"));
+        assert!(!query_carries_token(""));
+    }
+
+    #[test]
+    fn error_bodies_are_jsonrpc() {
+        let r = jsonrpc_error(StatusCode::FORBIDDEN, -32600, "no");
+        assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    }
+}

@@ -1,0 +1,123 @@
+//! The MCP server handler: what the server declares (versions, capabilities,
+//! tools) and the dispatch of each request to the tools. Stateless: one
+//! handler value serves every request; the caller comes with each request.
+
+use std::{borrow::Cow, sync::Arc};
+
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    model::{
+        CacheScope, CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+        MetaObject, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+        Tool,
+    },
+    service::RequestContext,
+};
+
+use crate::{auth::Principal, startup::AppState, tools};
+
+/// How long clients may cache list results: the tool set only changes with a
+/// new release, but a short TTL keeps upgrades visible.
+const LIST_TTL_MS: u64 = 5 * 60 * 1000;
+
+#[derive(Clone)]
+pub struct McpServer {
+    state: AppState,
+    tools: Arc<Vec<Tool>>,
+}
+
+impl McpServer {
+    pub fn new(state: AppState) -> Self {
+        Self {
+            state,
+            tools: Arc::new(tools::definitions()),
+        }
+    }
+}
+
+/// The server's identity.
+fn implementation() -> Implementation {
+    Implementation::new("mcp-connect", env!("CARGO_PKG_VERSION"))
+        .with_title("mcp-connect")
+        .with_description("Use your third-party accounts from any MCP client, without handing it your credentials.")
+}
+
+/// `_meta` for every result: 2026-07-28 results name the server.
+pub fn result_meta() -> MetaObject {
+    let mut meta = MetaObject::new();
+    meta.0.insert(
+        "io.modelcontextprotocol/serverInfo".to_owned(),
+        serde_json::to_value(implementation()).unwrap_or_default(),
+    );
+    meta
+}
+
+/// The caller, as authenticated by the bridge before rmcp saw the request.
+pub fn principal(context: &RequestContext<RoleServer>) -> Result<Principal, ErrorData> {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Principal>())
+        .cloned()
+        .ok_or_else(|| {
+            tracing::error!("mcp: request reached a handler without an authenticated principal");
+            ErrorData::internal_error("Internal error", None)
+        })
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder().enable_tools().build();
+        ServerConfig::new(capabilities)
+            .with_server_info(implementation())
+            .with_instructions(
+                "Tools that act on a third-party account (GitHub, Google, Slack, …) ask the user \
+                 to connect it first through a URL: open it for the user and retry the call.",
+            )
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(&[ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25])
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let mut result = ListToolsResult::with_all_items(self.tools.as_ref().clone())
+            .with_ttl_ms(LIST_TTL_MS)
+            .with_cache_scope(CacheScope::Public);
+        result.meta = Some(result_meta());
+        Ok(result)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let principal = principal(&context)?;
+        let call = tools::ToolCall {
+            state: &self.state,
+            principal: &principal,
+            request: &request,
+            context: &context,
+        };
+        let mut response = tools::call(call).await?;
+        match &mut response {
+            CallToolResponse::Complete(r) => {
+                r.meta.get_or_insert_default().0.extend(result_meta().0)
+            }
+            CallToolResponse::InputRequired(r) => {
+                r.meta.get_or_insert_default().0.extend(result_meta().0)
+            }
+            _ => {}
+        }
+        Ok(response)
+    }
+}

@@ -1,0 +1,346 @@
+//! `requestState`: what a stateless server remembers between the rounds of a
+//! Multi Round-Trip Request, sealed with the key ring (AES-256-GCM, purpose
+//! `request-state`) so that the client can neither read nor change it.
+//!
+//! The state is bound to the request it belongs to: audience, issuer,
+//! subject, client id, method, tool name or resource URI, the digest of the
+//! canonical arguments, the ticket, the round, an expiry. Opening it checks
+//! every binding; every failure — bad encoding, unknown key, forged tag,
+//! expired, another principal, another request — is answered with the same
+//! error ([`INVALID_STATE_MESSAGE`]) and the real reason goes to the log.
+
+use chrono::Utc;
+use rmcp::{ErrorData, model::JsonObject};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use uuid::Uuid;
+
+use crate::crypto::{KeyRing, Purpose};
+
+/// The one answer to any `requestState` that does not open.
+pub const INVALID_STATE_MESSAGE: &str = "Invalid or expired requestState";
+
+/// Longest `requestState` accepted; anything longer was not made here.
+const MAX_STATE_LEN: usize = 4096;
+
+/// What a request is, for binding. Built from the incoming request each round.
+#[derive(Debug, Clone)]
+pub struct Binding<'a> {
+    pub audience: &'a str,
+    pub issuer: &'a str,
+    pub subject: &'a str,
+    pub client_id: &'a str,
+    pub method: &'a str,
+    /// The tool name, prompt name or resource URI.
+    pub target: &'a str,
+    pub arguments: Option<&'a JsonObject>,
+}
+
+/// What the server carries from one round to the next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoundState {
+    pub ticket_id: Uuid,
+    pub provider: String,
+    pub round: u32,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Payload {
+    aud: String,
+    iss: String,
+    sub: String,
+    cid: String,
+    method: String,
+    target: String,
+    /// SHA-256 of the canonical arguments, hex.
+    args: String,
+    ticket: Uuid,
+    provider: String,
+    round: u32,
+    /// Expiry, Unix seconds.
+    exp: i64,
+}
+
+/// Why a state was refused (for the log and the audit table only).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum StateError {
+    #[error("too long")]
+    TooLong,
+    #[error("does not open: {0}")]
+    Crypto(#[from] crate::crypto::CryptoError),
+    #[error("payload is not the expected JSON")]
+    Payload,
+    #[error("expired")]
+    Expired,
+    #[error("bound to another {0}")]
+    Mismatch(&'static str),
+}
+
+impl StateError {
+    /// The JSON-RPC error the client sees, whatever the reason.
+    pub fn to_client_error(&self) -> ErrorData {
+        ErrorData::invalid_params(INVALID_STATE_MESSAGE, None)
+    }
+}
+
+pub fn seal(
+    keys: &KeyRing,
+    binding: &Binding<'_>,
+    round: &RoundState,
+    ttl: std::time::Duration,
+) -> String {
+    let ttl = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2);
+    let payload = Payload {
+        aud: binding.audience.to_owned(),
+        iss: binding.issuer.to_owned(),
+        sub: binding.subject.to_owned(),
+        cid: binding.client_id.to_owned(),
+        method: binding.method.to_owned(),
+        target: binding.target.to_owned(),
+        args: arguments_digest(binding.arguments),
+        ticket: round.ticket_id,
+        provider: round.provider.clone(),
+        round: round.round,
+        exp: Utc::now().timestamp().saturating_add(ttl),
+    };
+    // Serializing a struct of strings and numbers cannot fail.
+    let json = serde_json::to_vec(&payload).unwrap_or_default();
+    keys.seal_to_string(Purpose::RequestState, binding.audience.as_bytes(), &json)
+}
+
+pub fn open(keys: &KeyRing, binding: &Binding<'_>, state: &str) -> Result<RoundState, StateError> {
+    if state.len() > MAX_STATE_LEN {
+        return Err(StateError::TooLong);
+    }
+    let plain = keys.open_string(Purpose::RequestState, binding.audience.as_bytes(), state)?;
+    let p: Payload = serde_json::from_slice(&plain).map_err(|_| StateError::Payload)?;
+    if p.exp <= Utc::now().timestamp() {
+        return Err(StateError::Expired);
+    }
+    let checks: [(&str, &str, &'static str); 7] = [
+        (&p.aud, binding.audience, "audience"),
+        (&p.iss, binding.issuer, "issuer"),
+        (&p.sub, binding.subject, "subject"),
+        (&p.cid, binding.client_id, "client"),
+        (&p.method, binding.method, "method"),
+        (&p.target, binding.target, "target"),
+        (&p.args, &arguments_digest(binding.arguments), "arguments"),
+    ];
+    for (sealed, now, what) in checks {
+        if !bool::from(sealed.as_bytes().ct_eq(now.as_bytes())) {
+            return Err(StateError::Mismatch(what));
+        }
+    }
+    Ok(RoundState {
+        ticket_id: p.ticket,
+        provider: p.provider,
+        round: p.round,
+    })
+}
+
+/// SHA-256 (hex) of the arguments as canonical JSON: object keys sorted at
+/// every level, no insignificant white space. Absent and `{}` are the same.
+pub fn arguments_digest(arguments: Option<&JsonObject>) -> String {
+    let mut out = String::new();
+    match arguments {
+        Some(args) => write_canonical(&Value::Object(args.clone()), &mut out),
+        None => out.push_str("{}"),
+    }
+    let digest = Sha256::digest(out.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn keys() -> KeyRing {
+        KeyRing::from_entries(["k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="]).unwrap()
+    }
+
+    fn args(v: Value) -> JsonObject {
+        v.as_object().unwrap().clone()
+    }
+
+    fn binding(a: &JsonObject) -> Binding<'_> {
+        Binding {
+            audience: "https://c.example/mcp",
+            issuer: "https://idp.example",
+            subject: "alice",
+            client_id: "client-1",
+            method: "tools/call",
+            target: "whoami",
+            arguments: Some(a),
+        }
+    }
+
+    fn round() -> RoundState {
+        RoundState {
+            ticket_id: Uuid::new_v4(),
+            provider: "demo".into(),
+            round: 1,
+        }
+    }
+
+    #[test]
+    fn round_trip_and_confidential() {
+        let a = args(json!({"provider": "demo"}));
+        let r = round();
+        let s = seal(&keys(), &binding(&a), &r, Duration::from_secs(60));
+        assert_eq!(open(&keys(), &binding(&a), &s).unwrap(), r);
+        let body = URL_SAFE_NO_PAD
+            .decode(s.split_once('.').unwrap().1)
+            .unwrap();
+        let as_text = String::from_utf8_lossy(&body);
+        assert!(
+            !as_text.contains("alice") && !as_text.contains("demo"),
+            "sealed state must not be readable"
+        );
+    }
+
+    #[test]
+    fn every_binding_is_checked() {
+        let a = args(json!({"provider": "demo"}));
+        let other_args = args(json!({"provider": "github"}));
+        let s = seal(&keys(), &binding(&a), &round(), Duration::from_secs(60));
+        let variants: Vec<(&str, Binding<'_>)> = vec![
+            (
+                "audience",
+                Binding {
+                    audience: "https://other.example/mcp",
+                    ..binding(&a)
+                },
+            ),
+            (
+                "issuer",
+                Binding {
+                    issuer: "https://evil.example",
+                    ..binding(&a)
+                },
+            ),
+            (
+                "subject",
+                Binding {
+                    subject: "bob",
+                    ..binding(&a)
+                },
+            ),
+            (
+                "client",
+                Binding {
+                    client_id: "client-2",
+                    ..binding(&a)
+                },
+            ),
+            (
+                "method",
+                Binding {
+                    method: "resources/read",
+                    ..binding(&a)
+                },
+            ),
+            (
+                "target",
+                Binding {
+                    target: "api_request",
+                    ..binding(&a)
+                },
+            ),
+            (
+                "arguments",
+                Binding {
+                    arguments: Some(&other_args),
+                    ..binding(&a)
+                },
+            ),
+        ];
+        for (what, b) in variants {
+            let err = open(&keys(), &b, &s).unwrap_err();
+            // The audience is also the associated data: it fails to open at all.
+            if what == "audience" {
+                assert!(matches!(err, StateError::Crypto(_)), "{what}: {err:?}");
+            } else {
+                assert_eq!(err, StateError::Mismatch(what), "{what}");
+            }
+            assert_eq!(err.to_client_error().message, INVALID_STATE_MESSAGE);
+        }
+    }
+
+    #[test]
+    fn expiry_tamper_and_garbage_fail() {
+        let a = args(json!({}));
+        let expired = seal(&keys(), &binding(&a), &round(), Duration::from_secs(0));
+        assert_eq!(
+            open(&keys(), &binding(&a), &expired),
+            Err(StateError::Expired)
+        );
+        let good = seal(&keys(), &binding(&a), &round(), Duration::from_secs(60));
+        let mut flipped = good.clone().into_bytes();
+        let i = flipped.len() - 5;
+        flipped[i] = if flipped[i] == b'A' { b'B' } else { b'A' };
+        let flipped = String::from_utf8(flipped).unwrap();
+        for bad in [
+            "",
+            "x",
+            "k1.",
+            "k1.!!!",
+            "zz.AAAA",
+            &good[..good.len() - 3],
+            &flipped,
+        ] {
+            assert!(open(&keys(), &binding(&a), bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            open(&keys(), &binding(&a), &"a".repeat(10_000)),
+            Err(StateError::TooLong)
+        );
+    }
+
+    #[test]
+    fn canonical_digest_ignores_key_order_but_not_values() {
+        let x = args(json!({"a": 1, "b": {"y": [1, 2], "x": "s"}}));
+        let y = args(json!({"b": {"x": "s", "y": [1, 2]}, "a": 1}));
+        let z = args(json!({"b": {"x": "s", "y": [2, 1]}, "a": 1}));
+        assert_eq!(arguments_digest(Some(&x)), arguments_digest(Some(&y)));
+        assert_ne!(arguments_digest(Some(&x)), arguments_digest(Some(&z)));
+        assert_eq!(
+            arguments_digest(None),
+            arguments_digest(Some(&JsonObject::new()))
+        );
+    }
+}

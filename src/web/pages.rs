@@ -1,0 +1,142 @@
+//! Rendering pages, and the one error type of the browser routes. Every page
+//! goes out with the security headers and `no-store`; every error is the one
+//! `error.html` page with its status. 5xx pages say nothing specific: the
+//! cause chain goes to the log.
+
+use actix_web::{HttpResponse, ResponseError, http::StatusCode};
+use askama::Template;
+
+use super::headers;
+
+/// Why a browser request could not be served. The `Display` text is for the
+/// log; what the person sees is [`WebError::page`].
+#[derive(Debug, thiserror::Error)]
+pub enum WebError {
+    #[error("the connect link is unknown, expired, used or declined")]
+    LinkGone,
+    #[error("CSRF token missing or wrong")]
+    Csrf,
+    #[error("not signed in")]
+    SignedOut,
+    #[error("bad request: {0}")]
+    BadRequest(&'static str),
+    /// A sign-in or provider callback that cannot be accepted.
+    #[error("flow rejected: {0}")]
+    FlowRejected(&'static str),
+    #[error("not configured: {0}")]
+    NotConfigured(&'static str),
+    /// The identity provider or a third-party provider failed.
+    #[error("upstream failure: {0:#}")]
+    Upstream(anyhow::Error),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for WebError {
+    fn from(e: sqlx::Error) -> Self {
+        WebError::Internal(anyhow::Error::new(e).context("database"))
+    }
+}
+
+#[derive(Template)]
+#[template(path = "error.html")]
+pub struct ErrorPage<'a> {
+    pub signed_in: Option<String>,
+    pub status: u16,
+    pub title: &'a str,
+    pub message: &'a str,
+    pub link: Option<(&'a str, &'a str)>,
+}
+
+const GO_BACK: &str = "Go back to your MCP client and try again.";
+
+impl WebError {
+    fn page(&self) -> ErrorPage<'_> {
+        let page = |title, message| ErrorPage {
+            signed_in: None,
+            status: self.status_code().as_u16(),
+            title,
+            message,
+            link: None,
+        };
+        match self {
+            WebError::LinkGone => page(
+                "This link can't be used",
+                "This link has expired or was already used. Go back to your MCP client and try again.",
+            ),
+            WebError::Csrf => page(
+                "This form has expired",
+                "The form you sent was out of date or did not come from this site. Go back, reload the page and try again.",
+            ),
+            WebError::SignedOut => ErrorPage {
+                link: Some(("/login?return_to=/connections", "Sign in")),
+                ..page("You are signed out", "Sign in to continue.")
+            },
+            WebError::BadRequest(message) => page("This request is not valid", message),
+            WebError::FlowRejected(message) => page("This can't be completed", message),
+            WebError::NotConfigured(message) => page("Not available", message),
+            WebError::Upstream(_) => page(
+                "The other side did not answer as expected",
+                "Signing in or connecting the account failed at the other service. Go back to your MCP client and try again.",
+            ),
+            WebError::Internal(_) => page(
+                "Something went wrong",
+                "Something went wrong on our side. Please try again in a moment.",
+            ),
+        }
+    }
+}
+
+/// The hint most flow errors end with.
+pub fn go_back() -> &'static str {
+    GO_BACK
+}
+
+impl ResponseError for WebError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            WebError::LinkGone => StatusCode::GONE,
+            WebError::Csrf => StatusCode::FORBIDDEN,
+            WebError::SignedOut => StatusCode::UNAUTHORIZED,
+            WebError::BadRequest(_) | WebError::FlowRejected(_) => StatusCode::BAD_REQUEST,
+            WebError::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
+            WebError::Upstream(_) => StatusCode::BAD_GATEWAY,
+            WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        match self {
+            WebError::Internal(e) => tracing::error!(error = %format!("{e:#}"), "web: internal error"),
+            WebError::Upstream(e) => tracing::warn!(error = %format!("{e:#}"), "web: upstream failure"),
+            WebError::NotConfigured(what) => tracing::error!(what, "web: not configured"),
+            other => tracing::info!(reason = %other, "web: request refused"),
+        }
+        render(self.status_code(), &self.page())
+    }
+}
+
+/// An HTML page with the security headers and `no-store`.
+pub fn render(status: StatusCode, page: &impl Template) -> HttpResponse {
+    let mut builder = HttpResponse::build(status);
+    headers::apply(&mut builder);
+    match page.render() {
+        Ok(body) => builder.content_type("text/html; charset=utf-8").body(body),
+        Err(e) => {
+            tracing::error!(error = %e, "web: template failed");
+            let mut builder = HttpResponse::InternalServerError();
+            headers::apply(&mut builder);
+            builder
+                .content_type("text/plain; charset=utf-8")
+                .body("Something went wrong on our side.")
+        }
+    }
+}
+
+/// `303 See Other` to a path on this server or a provider's URL, never
+/// cached (the Location may carry one-time values).
+pub fn see_other(location: &str) -> HttpResponse {
+    let mut builder = HttpResponse::SeeOther();
+    headers::apply(&mut builder);
+    builder.insert_header(("Location", location)).finish()
+}

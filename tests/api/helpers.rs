@@ -1,0 +1,221 @@
+//! `spawn_app()`: a fresh database, the real application in dev mode (its
+//! identity provider is the configured issuer), and typed helpers for MCP
+//! calls. The database is dropped when the `TestApp` is.
+
+use std::{net::TcpListener, time::Duration};
+
+use mcp_connect::{
+    config::Settings,
+    db,
+    dev::{self, DevServices},
+    startup::Application,
+};
+use reqwest::{RequestBuilder, Response};
+use serde_json::{Value, json};
+use sqlx::{Connection, PgConnection, PgPool};
+
+pub const PROTOCOL: &str = "2026-07-28";
+pub const CLIENT_ID: &str = "test-client";
+
+pub struct TestApp {
+    pub base: String,
+    pub port: u16,
+    pub db: PgPool,
+    pub db_name: String,
+    pub dev: DevServices,
+    pub http: reqwest::Client,
+    handle: actix_web::dev::ServerHandle,
+}
+
+pub fn server_url() -> String {
+    std::env::var("TEST_DATABASE_SERVER")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned())
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+/// Spawns the app; `tweak` may adjust the settings table before it is read.
+pub async fn spawn_app_with(tweak: impl FnOnce(&mut toml::Table)) -> TestApp {
+    mcp_connect::telemetry::init(mcp_connect::config::LogFormat::Pretty);
+    let db_name = format!("mcp_connect_test_{}", uuid::Uuid::new_v4().simple());
+    let database_url = format!("{}/{db_name}", server_url());
+    let options = db::connect_options(&database_url.clone().into()).expect("database url");
+    db::create_database_if_missing(&options)
+        .await
+        .expect("create test database");
+    let pool = db::pool(options, 5);
+    db::migrate(&pool).await.expect("migrate");
+
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let base = format!("http://127.0.0.1:{port}");
+    let dev = DevServices::load_or_create(&pool, &base)
+        .await
+        .expect("dev services");
+    let key = dev::dev_key_entry(&pool).await.expect("dev key");
+
+    let mut table: toml::Table = toml::from_str(&format!(
+        r#"
+        public_url = "{base}"
+        database_url = "{database_url}"
+        keys = ["{key}"]
+        insecure_http = true
+        log_format = "pretty"
+        [auth]
+        issuer = "{issuer}"
+        web_client_id = "mcp-connect-web"
+        "#,
+        issuer = dev.issuer()
+    ))
+    .expect("settings table");
+    tweak(&mut table);
+    let settings = Settings::from_sources(None, Vec::new(), table).expect("settings");
+    let app = Application::build_with_listener(settings, listener, Some(dev.clone()))
+        .await
+        .expect("build app");
+    let handle = app.handle();
+    tokio::spawn(app.run_until_stopped());
+
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client");
+    TestApp {
+        base,
+        port,
+        db: pool,
+        db_name,
+        dev,
+        http,
+        handle,
+    }
+}
+
+impl TestApp {
+    pub fn mcp_url(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+
+    /// A valid access token for `subject`, from the dev identity provider.
+    pub fn token(&self, subject: &str) -> String {
+        self.dev
+            .mint_access_token(subject, CLIENT_ID, &["openid"], Duration::from_secs(600))
+            .expect("mint token")
+    }
+
+    /// A POST to /mcp with the standard headers for `body`, as `subject`.
+    pub fn mcp_request(&self, token: Option<&str>, body: &Value) -> RequestBuilder {
+        let mut rb = self
+            .http
+            .post(self.mcp_url())
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json")
+            .header("MCP-Protocol-Version", PROTOCOL);
+        if let Some(method) = body["method"].as_str() {
+            rb = rb.header("Mcp-Method", method);
+        }
+        if let Some(name) = body["params"]["name"]
+            .as_str()
+            .or(body["params"]["uri"].as_str())
+        {
+            rb = rb.header("Mcp-Name", name);
+        }
+        if let Some(token) = token {
+            rb = rb.bearer_auth(token);
+        }
+        rb.json(body)
+    }
+
+    /// Sends a 2026-07-28 request as `subject` and returns status and body.
+    pub async fn mcp(&self, subject: &str, method: &str, params: Value) -> (u16, Value) {
+        let body = request(method, params);
+        let response = self
+            .mcp_request(Some(&self.token(subject)), &body)
+            .send()
+            .await
+            .expect("send");
+        read(response).await
+    }
+
+    pub async fn call_tool(&self, subject: &str, name: &str, arguments: Value) -> (u16, Value) {
+        self.mcp(
+            subject,
+            "tools/call",
+            json!({ "name": name, "arguments": arguments }),
+        )
+        .await
+    }
+}
+
+/// A JSON-RPC request with the 2026-07-28 per-request `_meta`.
+pub fn request(method: &str, mut params: Value) -> Value {
+    if !params.is_object() {
+        params = json!({});
+    }
+    let meta = params
+        .as_object_mut()
+        .expect("object")
+        .entry("_meta")
+        .or_insert_with(|| json!({}));
+    meta["io.modelcontextprotocol/protocolVersion"] = json!(PROTOCOL);
+    meta["io.modelcontextprotocol/clientCapabilities"] =
+        json!({ "elicitation": { "url": {}, "form": {} } });
+    meta["io.modelcontextprotocol/clientInfo"] = json!({ "name": "tests", "version": "1" });
+    json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params })
+}
+
+/// Status and JSON body (SSE answers are unwrapped to their last message).
+pub async fn read(response: Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let is_sse = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let text = response.text().await.expect("body");
+    if is_sse {
+        let last = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .rfind(|l| !l.is_empty())
+            .unwrap_or("null");
+        return (status, serde_json::from_str(last).unwrap_or(Value::Null));
+    }
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        let name = self.db_name.clone();
+        // Sends the stop command; awaiting it would need this very runtime.
+        drop(self.handle.stop(false));
+        // Drop runs inside the test's runtime; do the async cleanup on a
+        // thread of its own. FORCE ends the app's remaining connections.
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                if let Ok(mut conn) =
+                    PgConnection::connect(&format!("{}/postgres", server_url())).await
+                {
+                    let _ =
+                        sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+                            .execute(&mut conn)
+                            .await;
+                }
+            });
+        })
+        .join();
+    }
+}

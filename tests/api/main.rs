@@ -1,0 +1,13 @@
+//! Integration tests: the real application on a random port, a fresh
+//! Postgres database per test, real HTTP.
+
+// In tests a panic is how a check fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod helpers;
+
+mod auth;
+mod cli;
+mod health;
+mod mcp_protocol;
+mod schema;

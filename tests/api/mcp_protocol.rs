@@ -1,0 +1,289 @@
+//! The MCP endpoint as a 2026-07-28 client meets it: discovery, listing,
+//! calling, and every protocol error surviving our bridge intact.
+
+use serde_json::{Value, json};
+
+use crate::helpers::{PROTOCOL, read, request, spawn_app};
+
+#[tokio::test]
+async fn discover_names_versions_server_info_and_only_real_capabilities() {
+    let app = spawn_app().await;
+    let (status, body) = app.mcp("alice", "server/discover", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let result = &body["result"];
+    assert_eq!(result["resultType"], "complete", "{body}");
+    let versions: Vec<&str> = result["supportedVersions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(versions.contains(&"2026-07-28"), "{versions:?}");
+    assert!(versions.contains(&"2025-11-25"), "{versions:?}");
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "mcp-connect",
+        "{body}"
+    );
+    let caps = result["capabilities"].as_object().unwrap();
+    assert!(caps.contains_key("tools"), "{body}");
+    assert!(
+        !caps.contains_key("prompts"),
+        "no prompts exist, so no prompts capability: {body}"
+    );
+}
+
+#[tokio::test]
+async fn tools_list_carries_cache_hints_and_server_info() {
+    let app = spawn_app().await;
+    let (status, body) = app.mcp("alice", "tools/list", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let result = &body["result"];
+    assert_eq!(result["resultType"], "complete");
+    assert!(result["ttlMs"].as_u64().is_some(), "{body}");
+    assert!(result["cacheScope"].is_string(), "{body}");
+    assert!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"].is_object(),
+        "{body}"
+    );
+    let names: Vec<&str> = result["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"connections_list"), "{names:?}");
+}
+
+#[tokio::test]
+async fn connections_list_shows_only_the_callers_connections_and_no_tokens() {
+    let app = spawn_app().await;
+    let (status, body) = app.call_tool("alice", "connections_list", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["resultType"], "complete");
+    assert_eq!(
+        body["result"]["structuredContent"]["connections"],
+        json!([])
+    );
+
+    sqlx::query(
+        "INSERT INTO connections (id, issuer, subject, provider, account_id, account_label, access_token, key_id)
+         VALUES ($1, $2, 'bob', 'demo', '42', 'bob@demo', '\\xdeadbeef', 'dev1')",
+    )
+    .bind(uuid::Uuid::new_v4())
+    .bind(app.dev.issuer())
+    .execute(&app.db)
+    .await
+    .unwrap();
+
+    let (_, bob) = app.call_tool("bob", "connections_list", json!({})).await;
+    let list = bob["result"]["structuredContent"]["connections"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(list.len(), 1, "{bob}");
+    assert_eq!(list[0]["account"], "bob@demo");
+    assert!(!bob.to_string().contains("deadbeef"), "{bob}");
+    let (_, alice) = app.call_tool("alice", "connections_list", json!({})).await;
+    assert_eq!(
+        alice["result"]["structuredContent"]["connections"],
+        json!([]),
+        "{alice}"
+    );
+}
+
+#[tokio::test]
+async fn header_that_contradicts_the_body_is_a_header_mismatch() {
+    let app = spawn_app().await;
+    let body = request("tools/list", json!({}));
+    let response = app
+        .mcp_request(Some(&app.token("alice")), &body)
+        .header("Mcp-Method", "prompts/list")
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = read(response).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], -32020, "{body}");
+}
+
+#[tokio::test]
+async fn unsupported_version_lists_the_supported_ones() {
+    let app = spawn_app().await;
+    let mut body = request("tools/list", json!({}));
+    body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+    let response = app
+        .http
+        .post(app.mcp_url())
+        .bearer_auth(app.token("alice"))
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2099-01-01")
+        .header("Mcp-Method", "tools/list")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = read(response).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], -32022, "{body}");
+    assert!(
+        body["error"]["data"].to_string().contains(PROTOCOL),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn missing_meta_is_invalid_params() {
+    let app = spawn_app().await;
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {
+        "_meta": {"io.modelcontextprotocol/protocolVersion": PROTOCOL}
+    }});
+    let response = app
+        .mcp_request(Some(&app.token("alice")), &body)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = read(response).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+}
+
+#[tokio::test]
+async fn unknown_method_is_404_method_not_found() {
+    let app = spawn_app().await;
+    let (status, body) = app.mcp("alice", "nothing/here", json!({})).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["code"], -32601, "{body}");
+}
+
+#[tokio::test]
+async fn malformed_json_is_a_parse_error() {
+    let app = spawn_app().await;
+    let response = app
+        .http
+        .post(app.mcp_url())
+        .bearer_auth(app.token("alice"))
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .header("MCP-Protocol-Version", PROTOCOL)
+        .body("{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ")
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = read(response).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], -32700, "{body}");
+}
+
+#[tokio::test]
+async fn bad_utf8_and_wrong_types_are_clear_errors() {
+    let app = spawn_app().await;
+    let response = app
+        .http
+        .post(app.mcp_url())
+        .bearer_auth(app.token("alice"))
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .header("MCP-Protocol-Version", PROTOCOL)
+        .body(vec![b'{', 0xff, 0xfe, b'}'])
+        .send()
+        .await
+        .unwrap();
+    let (status, _) = read(response).await;
+    assert_eq!(status, 400);
+
+    let (status, body) = app
+        .call_tool("alice", "connections_list", json!({"unexpected": 1}))
+        .await;
+    assert_eq!(body["error"]["code"], -32602, "{status} {body}");
+}
+
+#[tokio::test]
+async fn foreign_origin_is_403() {
+    let app = spawn_app().await;
+    let body = request("tools/list", json!({}));
+    let response = app
+        .mcp_request(Some(&app.token("alice")), &body)
+        .header("Origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    // Its own origin is fine.
+    let response = app
+        .mcp_request(Some(&app.token("alice")), &body)
+        .header("Origin", app.base.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+}
+
+#[tokio::test]
+async fn oversize_body_is_413() {
+    let app = spawn_app().await;
+    let mut body = request("tools/list", json!({}));
+    body["params"]["padding"] = json!("x".repeat(2 * 1024 * 1024));
+    let response = app
+        .mcp_request(Some(&app.token("alice")), &body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 413);
+}
+
+#[tokio::test]
+async fn get_and_delete_are_405() {
+    let app = spawn_app().await;
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let response = app
+            .http
+            .request(method.clone(), app.mcp_url())
+            .bearer_auth(app.token("alice"))
+            .header("Accept", "text/event-stream")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 405, "{method}");
+    }
+}
+
+#[tokio::test]
+async fn legacy_initialize_client_is_served() {
+    let app = spawn_app().await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"elicitation": {"url": {}}},
+        "clientInfo": {"name": "legacy", "version": "1"}
+    }});
+    let response = app
+        .http
+        .post(app.mcp_url())
+        .bearer_auth(app.token("alice"))
+        .header("Accept", "application/json, text/event-stream")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = read(response).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["protocolVersion"], "2025-11-25", "{body}");
+
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "connections_list", "arguments": {}}});
+    let response = app
+        .http
+        .post(app.mcp_url())
+        .bearer_auth(app.token("alice"))
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .json(&call)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = read(response).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["result"]["structuredContent"]["connections"],
+        json!([]),
+        "{body}"
+    );
+}
