@@ -93,6 +93,9 @@ pub struct Settings {
     /// Third-party providers users can connect, by name (`[providers.github]`).
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderSettings>,
+    /// Derived from `public_url` after loading.
+    #[serde(skip)]
+    mcp_resource: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -410,8 +413,9 @@ impl Settings {
         table
             .entry("auth")
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        let settings: Settings = deserialize(table)?;
+        let mut settings: Settings = deserialize(table)?;
         settings.validate()?;
+        settings.mcp_resource = settings.mcp_resource();
         Ok(settings)
     }
 
@@ -493,6 +497,11 @@ impl Settings {
     /// tokens must carry and the audience of every sealed `requestState`.
     pub fn mcp_resource(&self) -> String {
         format!("{}/mcp", self.base_url())
+    }
+
+    /// [`Self::mcp_resource`] without allocating, for per-request use.
+    pub fn mcp_resource_str(&self) -> &str {
+        &self.mcp_resource
     }
 
     /// The `Host` values `/mcp` accepts.

@@ -4,11 +4,13 @@
 
 pub mod auth;
 pub mod config;
+pub mod connect;
 pub mod crypto;
 pub mod db;
 pub mod dev;
 pub mod error;
 pub mod mcp;
+pub mod providers;
 pub mod startup;
 pub mod telemetry;
 pub mod tools;

@@ -9,7 +9,14 @@ use secrecy::ExposeSecret;
 use sqlx::PgPool;
 
 use crate::{
-    auth::TokenVerifier, config::Settings, crypto::KeyRing, db, dev::DevServices, mcp::McpEndpoint,
+    auth::TokenVerifier,
+    config::Settings,
+    connect::events::ConnectionEvents,
+    crypto::KeyRing,
+    db,
+    dev::DevServices,
+    mcp::McpEndpoint,
+    providers::{ProviderCatalog, ProviderConfigError},
     web as pages,
 };
 
@@ -22,6 +29,10 @@ pub struct AppState {
     pub verifier: Arc<TokenVerifier>,
     /// Outbound HTTP (issuer metadata, JWKS, providers). Never follows redirects.
     pub http: reqwest::Client,
+    /// The third-party providers users can connect.
+    pub providers: Arc<ProviderCatalog>,
+    /// "A connection was stored", from any instance.
+    pub events: Arc<ConnectionEvents>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +45,8 @@ pub enum StartupError {
     Io(#[from] std::io::Error),
     #[error("cannot build the HTTP client: {0}")]
     Http(#[from] reqwest::Error),
+    #[error(transparent)]
+    Providers(#[from] ProviderConfigError),
 }
 
 pub struct Application {
@@ -102,12 +115,16 @@ pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, Startup
     let keys = KeyRing::from_entries(settings.keys.iter().map(|k| k.expose_secret()))?;
     let http = outbound_http_client()?;
     let verifier = TokenVerifier::new(&settings.auth, settings.mcp_resource(), http.clone());
+    let providers = ProviderCatalog::from_settings(&settings)?;
+    let events = ConnectionEvents::start(pool.clone());
     Ok(AppState {
         settings: Arc::new(settings),
         db: pool,
         keys: Arc::new(keys),
         verifier: Arc::new(verifier),
         http,
+        providers: Arc::new(providers),
+        events,
     })
 }
 
@@ -121,6 +138,7 @@ fn serve(
     let dev = dev.map(web::Data::new);
     let server = HttpServer::new(move || {
         let app = App::new()
+            .wrap(pages::headers::security_headers())
             .wrap(tracing_actix_web_lite())
             .app_data(data.clone())
             .app_data(mcp.clone())

@@ -24,10 +24,181 @@ pub async fn list_for_user(
 ) -> Result<Vec<ConnectionSummary>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, provider, account_id, account_label, scopes, status, created_at, last_used_at
-         FROM connections WHERE issuer = $1 AND subject = $2 ORDER BY provider",
+         FROM connections WHERE issuer = $1 AND subject = $2 AND account_id <> '' ORDER BY provider",
     )
     .bind(issuer)
     .bind(subject)
     .fetch_all(exec)
     .await
+}
+
+/// A connection with its sealed tokens, for the vault.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ConnectionRow {
+    pub id: Uuid,
+    pub issuer: String,
+    pub subject: String,
+    pub provider: String,
+    pub account_id: String,
+    pub account_label: String,
+    pub scopes: Vec<String>,
+    pub access_token: Vec<u8>,
+    pub refresh_token: Option<Vec<u8>>,
+    pub key_id: String,
+    pub access_token_expires_at: Option<DateTime<Utc>>,
+    pub status: String,
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+const ROW: &str = "id, issuer, subject, provider, account_id, account_label, scopes, access_token, \
+                   refresh_token, key_id, access_token_expires_at, status, last_used_at";
+
+pub async fn find(
+    exec: impl PgExecutor<'_>,
+    issuer: &str,
+    subject: &str,
+    provider: &str,
+) -> Result<Option<ConnectionRow>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "SELECT {ROW} FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3"
+    ))
+    .bind(issuer)
+    .bind(subject)
+    .bind(provider)
+    .fetch_optional(exec)
+    .await
+}
+
+/// The same row, locked until the transaction ends: one refresh at a time.
+pub async fn find_for_update(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+) -> Result<Option<ConnectionRow>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "SELECT {ROW} FROM connections WHERE id = $1 FOR UPDATE"
+    ))
+    .bind(id)
+    .fetch_optional(exec)
+    .await
+}
+
+/// The id of the user's connection to `provider`, creating an empty row
+/// (status `revoked`, no usable token) when there is none. Tokens are sealed
+/// bound to this id, so it must be known before sealing.
+pub async fn claim_id(
+    exec: &mut sqlx::PgConnection,
+    issuer: &str,
+    subject: &str,
+    provider: &str,
+) -> Result<Uuid, sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO connections (id, issuer, subject, provider, account_id, account_label, access_token, key_id, status)
+         VALUES ($1, $2, $3, $4, '', '', '\\x', '', 'revoked')
+         ON CONFLICT (issuer, subject, provider) DO NOTHING",
+    )
+    .bind(Uuid::new_v4())
+    .bind(issuer)
+    .bind(subject)
+    .bind(provider)
+    .execute(&mut *exec)
+    .await?;
+    sqlx::query_scalar(
+        "SELECT id FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3 FOR UPDATE",
+    )
+    .bind(issuer)
+    .bind(subject)
+    .bind(provider)
+    .fetch_one(&mut *exec)
+    .await
+}
+
+/// What the vault writes after a successful authorization.
+pub struct StoredTokens<'a> {
+    pub account_id: &'a str,
+    pub account_label: &'a str,
+    pub scopes: &'a [String],
+    pub access_token: &'a [u8],
+    pub refresh_token: Option<&'a [u8]>,
+    pub key_id: &'a str,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+pub async fn store(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    t: StoredTokens<'_>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE connections SET account_id = $2, account_label = $3, scopes = $4, access_token = $5,
+             refresh_token = $6, key_id = $7, access_token_expires_at = $8, status = 'active', updated_at = now()
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(t.account_id)
+    .bind(t.account_label)
+    .bind(t.scopes)
+    .bind(t.access_token)
+    .bind(t.refresh_token)
+    .bind(t.key_id)
+    .bind(t.expires_at)
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
+/// After a refresh: new tokens, same account.
+pub async fn store_refreshed(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    access_token: &[u8],
+    refresh_token: Option<&[u8]>,
+    key_id: &str,
+    expires_at: Option<DateTime<Utc>>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE connections SET access_token = $2, refresh_token = $3, key_id = $4,
+             access_token_expires_at = $5, updated_at = now()
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(access_token)
+    .bind(refresh_token)
+    .bind(key_id)
+    .bind(expires_at)
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
+pub async fn set_status(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    status: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE connections SET status = $2, updated_at = now() WHERE id = $1")
+        .bind(id)
+        .bind(status)
+        .execute(exec)
+        .await?;
+    Ok(())
+}
+
+/// Notes a use, at most once a minute per connection (keeps hot paths read-only).
+pub async fn touch(exec: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE connections SET last_used_at = now()
+         WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
+    )
+    .bind(id)
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
+pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query("DELETE FROM connections WHERE id = $1")
+        .bind(id)
+        .execute(exec)
+        .await?;
+    Ok(done.rows_affected() == 1)
 }

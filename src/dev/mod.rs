@@ -8,6 +8,7 @@
 
 mod authorize;
 mod cli;
+pub mod demo;
 mod discovery;
 mod grants;
 mod mint;
@@ -73,6 +74,7 @@ struct Inner {
     base_str: String,
     key: SigningKey,
     grants: Mutex<Grants>,
+    demo: demo::DemoProvider,
 }
 
 impl std::fmt::Debug for DevServices {
@@ -90,7 +92,12 @@ impl DevServices {
         let candidate = SigningKey::generate_pkcs8_b64()?;
         let stored =
             crate::db::dev_secrets::get_or_insert(pool, SIGNING_KEY_SECRET, &candidate).await?;
-        Self::new(public_base_url, SigningKey::from_pkcs8_b64(&stored)?)
+        let demo_secret = demo::client_secret(pool, true).await?;
+        Self::new(
+            public_base_url,
+            SigningKey::from_pkcs8_b64(&stored)?,
+            demo_secret,
+        )
     }
 
     /// Loads the existing dev signing key; [`DevError::NotInitialised`] when
@@ -100,21 +107,32 @@ impl DevServices {
             .await
             .map_err(not_set_up)?;
         let stored = stored.ok_or(DevError::NotInitialised)?;
-        Self::new(public_base_url, SigningKey::from_pkcs8_b64(&stored)?)
+        let demo_secret = demo::client_secret(pool, false).await?;
+        Self::new(
+            public_base_url,
+            SigningKey::from_pkcs8_b64(&stored)?,
+            demo_secret,
+        )
     }
 
-    fn new(public_base_url: &str, key: SigningKey) -> Result<Self, DevError> {
+    fn new(
+        public_base_url: &str,
+        key: SigningKey,
+        demo_secret: secrecy::SecretString,
+    ) -> Result<Self, DevError> {
         let base = Url::parse(public_base_url)
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
             .ok_or_else(|| DevError::BadBaseUrl(public_base_url.to_owned()))?;
         let base_str = base.as_str().trim_end_matches('/').to_owned();
+        let demo = demo::DemoProvider::new(&base_str, demo_secret);
         Ok(Self {
             inner: Arc::new(Inner {
                 base,
                 base_str,
                 key,
                 grants: Mutex::new(Grants::default()),
+                demo,
             }),
         })
     }
@@ -132,6 +150,11 @@ impl DevServices {
     /// The JWK Set served at `/dev/idp/jwks`.
     pub fn jwks(&self) -> serde_json::Value {
         serde_json::json!({ "keys": [self.inner.key.public_jwk()] })
+    }
+
+    /// The demo OAuth provider served at `/dev/demo`.
+    pub fn demo(&self) -> &demo::DemoProvider {
+        &self.inner.demo
     }
 
     pub(crate) fn base_url(&self) -> &Url {
@@ -156,7 +179,7 @@ impl DevServices {
     #[cfg(test)]
     pub(crate) fn ephemeral(public_base_url: &str) -> Self {
         let key = SigningKey::generate_pkcs8_b64().and_then(|k| SigningKey::from_pkcs8_b64(&k));
-        match key.and_then(|k| Self::new(public_base_url, k)) {
+        match key.and_then(|k| Self::new(public_base_url, k, demo::unsaved_client_secret())) {
             Ok(dev) => dev,
             Err(e) => panic!("ephemeral dev services: {e}"),
         }
@@ -193,6 +216,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         "/.well-known/openid-configuration/dev/idp",
         web::get().to(discovery::metadata),
     );
+    demo::configure(cfg);
 }
 
 pub(crate) fn now_secs() -> u64 {
@@ -222,7 +246,7 @@ mod tests {
     fn base_url_must_be_http() {
         let key = SigningKey::from_pkcs8_b64(&SigningKey::generate_pkcs8_b64().unwrap()).unwrap();
         assert!(matches!(
-            DevServices::new("not a url", key),
+            DevServices::new("not a url", key, demo::unsaved_client_secret()),
             Err(DevError::BadBaseUrl(_))
         ));
     }

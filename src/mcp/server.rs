@@ -7,14 +7,19 @@ use std::{borrow::Cow, sync::Arc};
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CacheScope, CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-        MetaObject, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-        Tool,
+        CacheScope, CallToolRequestParams, CallToolResponse, Implementation,
+        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject,
+        PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+        ServerCapabilities, ServerConfig, Tool,
     },
     service::RequestContext,
 };
 
-use crate::{auth::Principal, startup::AppState, tools};
+use crate::{
+    auth::Principal,
+    startup::AppState,
+    tools::{self, resources},
+};
 
 /// How long clients may cache list results: the tool set only changes with a
 /// new release, but a short TTL keeps upgrades visible.
@@ -67,7 +72,10 @@ pub fn principal(context: &RequestContext<RoleServer>) -> Result<Principal, Erro
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder().enable_tools().build();
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .build();
         ServerConfig::new(capabilities)
             .with_server_info(implementation())
             .with_instructions(
@@ -90,6 +98,49 @@ impl ServerHandler for McpServer {
             .with_cache_scope(CacheScope::Public);
         result.meta = Some(result_meta());
         Ok(result)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let mut result = ListResourcesResult::with_all_items(resources::resources())
+            .with_ttl_ms(LIST_TTL_MS)
+            .with_cache_scope(CacheScope::Public);
+        result.meta = Some(result_meta());
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let mut result = ListResourceTemplatesResult::with_all_items(resources::templates())
+            .with_ttl_ms(LIST_TTL_MS)
+            .with_cache_scope(CacheScope::Public);
+        result.meta = Some(result_meta());
+        Ok(result)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let principal = principal(&context)?;
+        let mut response = resources::read(&self.state, &principal, &request, &context).await?;
+        match &mut response {
+            ReadResourceResponse::Complete(r) => {
+                r.meta.get_or_insert_default().0.extend(result_meta().0)
+            }
+            ReadResourceResponse::InputRequired(r) => {
+                r.meta.get_or_insert_default().0.extend(result_meta().0)
+            }
+            _ => {}
+        }
+        Ok(response)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

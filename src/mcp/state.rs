@@ -42,6 +42,9 @@ pub struct Binding<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoundState {
     pub ticket_id: Uuid,
+    /// The ticket itself, so a retry can show the same URL while it lives.
+    /// Safe here: the state is encrypted, and the client has the URL anyway.
+    pub ticket: String,
     pub provider: String,
     pub round: u32,
 }
@@ -57,6 +60,7 @@ struct Payload {
     /// SHA-256 of the canonical arguments, hex.
     args: String,
     ticket: Uuid,
+    secret: String,
     provider: String,
     round: u32,
     /// Expiry, Unix seconds.
@@ -101,6 +105,7 @@ pub fn seal(
         target: binding.target.to_owned(),
         args: arguments_digest(binding.arguments),
         ticket: round.ticket_id,
+        secret: round.ticket.clone(),
         provider: round.provider.clone(),
         round: round.round,
         exp: Utc::now().timestamp().saturating_add(ttl),
@@ -135,6 +140,7 @@ pub fn open(keys: &KeyRing, binding: &Binding<'_>, state: &str) -> Result<RoundS
     }
     Ok(RoundState {
         ticket_id: p.ticket,
+        ticket: p.secret,
         provider: p.provider,
         round: p.round,
     })
@@ -212,6 +218,7 @@ mod tests {
     fn round() -> RoundState {
         RoundState {
             ticket_id: Uuid::new_v4(),
+            ticket: "t-secret".into(),
             provider: "demo".into(),
             round: 1,
         }
@@ -228,7 +235,9 @@ mod tests {
             .unwrap();
         let as_text = String::from_utf8_lossy(&body);
         assert!(
-            !as_text.contains("alice") && !as_text.contains("demo"),
+            !as_text.contains("alice")
+                && !as_text.contains("demo")
+                && !as_text.contains("t-secret"),
             "sealed state must not be readable"
         );
     }

@@ -1,18 +1,30 @@
 //! The MCP tools. Each tool is a thin file: its definition (name,
 //! description, typed arguments whose doc comments become the input schema)
-//! and a `call` that reads its arguments, asks the services, shapes the
-//! result. Policy lives in the services, not here.
+//! and a `call` that reads its arguments, asks the connection service, calls
+//! the provider, shapes the result. Policy lives in `crate::connect`.
 
+mod api_request;
+mod connect;
 mod connections_list;
+mod disconnect;
+pub mod resources;
+mod whoami;
 
 use rmcp::{
     ErrorData, RoleServer,
-    model::{CallToolRequestParams, CallToolResponse, JsonObject, Tool},
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject, Tool,
+    },
     service::RequestContext,
 };
 use serde::de::DeserializeOwned;
 
-use crate::{auth::Principal, startup::AppState};
+use crate::{
+    auth::Principal,
+    connect::{Access, ClientKind, Need},
+    mcp::state::Binding,
+    startup::AppState,
+};
 
 /// Everything a tool may use for one call.
 pub struct ToolCall<'a> {
@@ -22,7 +34,7 @@ pub struct ToolCall<'a> {
     pub context: &'a RequestContext<RoleServer>,
 }
 
-impl ToolCall<'_> {
+impl<'a> ToolCall<'a> {
     /// The call's arguments as the tool's typed struct; a mismatch is the
     /// caller's error (`-32602`), with the reason.
     pub fn arguments<T: DeserializeOwned>(&self) -> Result<T, ErrorData> {
@@ -34,20 +46,118 @@ impl ToolCall<'_> {
             )
         })
     }
+
+    /// What this call is, for binding a `requestState` to it.
+    pub fn binding(&self) -> Binding<'a> {
+        Binding {
+            audience: self.state.settings.mcp_resource_str(),
+            issuer: &self.principal.issuer,
+            subject: &self.principal.subject,
+            client_id: &self.principal.client_id,
+            method: "tools/call",
+            target: &self.request.name,
+            arguments: self.request.arguments.as_ref(),
+        }
+    }
+
+    /// Asks the connection service for the user's account at `provider`.
+    pub async fn require(
+        &self,
+        provider: &'a str,
+        scopes: &'a [String],
+    ) -> Result<Access<'a>, ErrorData> {
+        crate::connect::require(
+            self.state,
+            Need {
+                principal: self.principal,
+                provider,
+                scopes,
+                binding: self.binding(),
+                input_responses: self.request.input_responses.as_ref(),
+                request_state: self.request.request_state.as_deref(),
+                client: client_kind(self.context),
+                cancel: &self.context.ct,
+            },
+        )
+        .await
+    }
+}
+
+/// Whether the client speaks MRTR, and whether it can open URLs for its user.
+pub fn client_kind(context: &RequestContext<RoleServer>) -> ClientKind {
+    let modern = context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
+    if !modern {
+        return ClientKind::Legacy;
+    }
+    let url_elicitation = context
+        .client_capabilities()
+        .and_then(|c| c.elicitation)
+        .is_some_and(|e| e.url.is_some());
+    ClientKind::Modern { url_elicitation }
 }
 
 /// Every tool this server offers.
 pub fn definitions() -> Vec<Tool> {
-    vec![connections_list::definition()]
+    vec![
+        connections_list::definition(),
+        connect::definition(),
+        whoami::definition(),
+        api_request::definition(),
+        disconnect::definition(),
+    ]
 }
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     match call.request.name.as_ref() {
         connections_list::NAME => connections_list::call(call).await,
+        connect::NAME => connect::call(call).await,
+        whoami::NAME => whoami::call(call).await,
+        api_request::NAME => api_request::call(call).await,
+        disconnect::NAME => disconnect::call(call).await,
         other => Err(ErrorData::invalid_params(
             format!("Unknown tool: {other}"),
             None,
         )),
+    }
+}
+
+/// The answer for an [`Access`] that is not `Ready`, or `None` when it is.
+pub(crate) fn unless_ready<'s>(
+    access: Access<'s>,
+) -> Result<(crate::connect::UsableToken, &'s crate::providers::Provider), Box<CallToolResponse>> {
+    match access {
+        Access::Ready { token, provider } => Ok((token, provider)),
+        Access::InputRequired(result) => Err(Box::new(CallToolResponse::InputRequired(result))),
+        Access::Declined { provider_name } => Err(Box::new(CallToolResponse::Complete(
+            error_result(format!("The user declined to connect {provider_name}.")),
+        ))),
+        Access::Cancelled { provider_name } => {
+            Err(Box::new(CallToolResponse::Complete(error_result(format!(
+                "Connecting {provider_name} was cancelled. Call the tool again to retry."
+            )))))
+        }
+    }
+}
+
+pub(crate) fn error_result(text: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+/// Provider names and scopes from a model: short, plain tokens.
+pub(crate) fn check_scopes(scopes: &[String]) -> Result<(), ErrorData> {
+    let ok = scopes.len() <= 32
+        && scopes
+            .iter()
+            .all(|s| !s.is_empty() && s.len() <= 200 && s.chars().all(|c| c.is_ascii_graphic()));
+    if ok {
+        Ok(())
+    } else {
+        Err(ErrorData::invalid_params(
+            "scopes must be at most 32 non-empty scope names without spaces or control characters",
+            None,
+        ))
     }
 }
 
@@ -56,7 +166,7 @@ pub(crate) fn schema_for<T: schemars::JsonSchema + 'static>() -> std::sync::Arc<
     rmcp::handler::server::tool::schema_for_type::<T>()
 }
 
-/// A database failure inside a tool: logged with its cause, generic to the client.
+/// A failure inside a tool: logged with its cause, generic to the client.
 pub(crate) fn internal(e: impl std::fmt::Display) -> ErrorData {
     tracing::error!(error = %e, "tool failed");
     ErrorData::internal_error("Internal error", None)

@@ -91,7 +91,12 @@ mod tests {
 
     #[test]
     fn production_cookies_are_host_prefixed_secure_httponly_lax() {
-        let c = build(&settings(false), SESSION, "v".into(), Duration::from_secs(60));
+        let c = build(
+            &settings(false),
+            SESSION,
+            "v".into(),
+            Duration::from_secs(60),
+        );
         let header = c.to_string();
         assert_eq!(c.name(), "__Host-mcp_connect_session");
         assert_eq!(c.secure(), Some(true));

@@ -1,12 +1,35 @@
 //! The browser side and the operational endpoints. Each module registers its
 //! own routes.
+//!
+//! Browser pages: sign-in and sign-out (`login`, `logout`, on `oidc` and
+//! `session`), the connect flow (`connect`: the ticket link, consent, the
+//! provider callback) and the connections page (`connections`). Shared
+//! pieces: `cookies` (the one cookie builder), `csrf`, `forms` (bounded
+//! input), `headers`, `pages` (templates and the error page), `secret`
+//! (one-time values).
 
 pub mod assets;
+pub mod connect;
+pub mod connections;
+pub mod cookies;
+pub mod csrf;
+pub mod forms;
+pub mod headers;
 pub mod health;
+pub mod login;
+pub mod logout;
+pub mod oidc;
+pub mod pages;
+pub mod secret;
+pub mod session;
 
 use actix_web::web::ServiceConfig;
 
 pub fn configure(cfg: &mut ServiceConfig) {
     assets::configure(cfg);
     health::configure(cfg);
+    login::configure(cfg);
+    logout::configure(cfg);
+    connect::configure(cfg);
+    connections::configure(cfg);
 }

@@ -3,7 +3,7 @@
 //! `error.html` page with its status. 5xx pages say nothing specific: the
 //! cause chain goes to the log.
 
-use actix_web::{HttpResponse, ResponseError, http::StatusCode};
+use actix_web::{HttpResponse, HttpResponseBuilder, ResponseError, http::StatusCode};
 use askama::Template;
 
 use super::headers;
@@ -48,8 +48,6 @@ pub struct ErrorPage<'a> {
     pub link: Option<(&'a str, &'a str)>,
 }
 
-const GO_BACK: &str = "Go back to your MCP client and try again.";
-
 impl WebError {
     fn page(&self) -> ErrorPage<'_> {
         let page = |title, message| ErrorPage {
@@ -87,11 +85,6 @@ impl WebError {
     }
 }
 
-/// The hint most flow errors end with.
-pub fn go_back() -> &'static str {
-    GO_BACK
-}
-
 impl ResponseError for WebError {
     fn status_code(&self) -> StatusCode {
         match self {
@@ -107,8 +100,12 @@ impl ResponseError for WebError {
 
     fn error_response(&self) -> HttpResponse {
         match self {
-            WebError::Internal(e) => tracing::error!(error = %format!("{e:#}"), "web: internal error"),
-            WebError::Upstream(e) => tracing::warn!(error = %format!("{e:#}"), "web: upstream failure"),
+            WebError::Internal(e) => {
+                tracing::error!(error = %format!("{e:#}"), "web: internal error")
+            }
+            WebError::Upstream(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "web: upstream failure")
+            }
             WebError::NotConfigured(what) => tracing::error!(what, "web: not configured"),
             other => tracing::info!(reason = %other, "web: request refused"),
         }
@@ -136,7 +133,26 @@ pub fn render(status: StatusCode, page: &impl Template) -> HttpResponse {
 /// `303 See Other` to a path on this server or a provider's URL, never
 /// cached (the Location may carry one-time values).
 pub fn see_other(location: &str) -> HttpResponse {
+    see_other_builder(location).finish()
+}
+
+/// [`see_other`], open for cookies.
+pub fn see_other_builder(location: &str) -> HttpResponseBuilder {
     let mut builder = HttpResponse::SeeOther();
     headers::apply(&mut builder);
-    builder.insert_header(("Location", location)).finish()
+    builder.insert_header(("Location", location));
+    builder
+}
+
+/// A short page: a title, a sentence or two, maybe facts and a link.
+#[derive(Template, Default)]
+#[template(path = "notice.html")]
+pub struct Notice {
+    pub signed_in: Option<String>,
+    /// `ok`, `danger` or empty: the colour of the title box.
+    pub tone: &'static str,
+    pub title: String,
+    pub lines: Vec<String>,
+    pub facts: Vec<(String, String)>,
+    pub link: Option<(String, String)>,
 }

@@ -8,7 +8,7 @@ use mcp_connect::{
     config::Settings,
     db,
     dev::{self, DevServices},
-    startup::Application,
+    startup::{AppState, Application},
 };
 use reqwest::{RequestBuilder, Response};
 use serde_json::{Value, json};
@@ -24,6 +24,10 @@ pub struct TestApp {
     pub db_name: String,
     pub dev: DevServices,
     pub http: reqwest::Client,
+    /// The application's own state, for tests that act as another part of
+    /// the system (e.g. an OAuth callback on another instance).
+    pub state: AppState,
+    owns_db: bool,
     handle: actix_web::dev::ServerHandle,
 }
 
@@ -38,8 +42,20 @@ pub async fn spawn_app() -> TestApp {
 
 /// Spawns the app; `tweak` may adjust the settings table before it is read.
 pub async fn spawn_app_with(tweak: impl FnOnce(&mut toml::Table)) -> TestApp {
-    mcp_connect::telemetry::init(mcp_connect::config::LogFormat::Pretty);
     let db_name = format!("mcp_connect_test_{}", uuid::Uuid::new_v4().simple());
+    spawn_on(db_name, true, tweak).await
+}
+
+impl TestApp {
+    /// A second instance of the service on the same database and keys (a
+    /// scaled-out deployment); it leaves the database to the first.
+    pub async fn second_instance(&self) -> TestApp {
+        spawn_on(self.db_name.clone(), false, |_| {}).await
+    }
+}
+
+async fn spawn_on(db_name: String, owns_db: bool, tweak: impl FnOnce(&mut toml::Table)) -> TestApp {
+    mcp_connect::telemetry::init(mcp_connect::config::LogFormat::Pretty);
     let database_url = format!("{}/{db_name}", server_url());
     let options = db::connect_options(&database_url.clone().into()).expect("database url");
     db::create_database_if_missing(&options)
@@ -70,11 +86,15 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut toml::Table)) -> TestApp {
         issuer = dev.issuer()
     ))
     .expect("settings table");
+    let mut providers = toml::Table::new();
+    providers.insert("demo".into(), toml::Value::Table(dev.demo().provider_settings()));
+    table.insert("providers".into(), toml::Value::Table(providers));
     tweak(&mut table);
     let settings = Settings::from_sources(None, Vec::new(), table).expect("settings");
     let app = Application::build_with_listener(settings, listener, Some(dev.clone()))
         .await
         .expect("build app");
+    let state = app.state().clone();
     let handle = app.handle();
     tokio::spawn(app.run_until_stopped());
 
@@ -90,6 +110,8 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut toml::Table)) -> TestApp {
         db_name,
         dev,
         http,
+        state,
+        owns_db,
         handle,
     }
 }
@@ -196,6 +218,9 @@ impl Drop for TestApp {
         let name = self.db_name.clone();
         // Sends the stop command; awaiting it would need this very runtime.
         drop(self.handle.stop(false));
+        if !self.owns_db {
+            return;
+        }
         // Drop runs inside the test's runtime; do the async cleanup on a
         // thread of its own. FORCE ends the app's remaining connections.
         let _ = std::thread::spawn(move || {

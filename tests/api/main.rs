@@ -7,7 +7,11 @@
 mod helpers;
 
 mod auth;
+mod browser;
 mod cli;
+mod connect_mrtr;
+mod fakes;
 mod health;
 mod mcp_protocol;
 mod schema;
+mod web_flow;

@@ -1,0 +1,81 @@
+//! The shapes the connect flow puts on the wire: the URL elicitation of a
+//! 2026-07-28 `input_required` result, the legacy `-32042` error, and the
+//! `-32021` answer to a client that cannot open URLs for its user.
+
+use rmcp::{
+    ErrorData,
+    model::{
+        ElicitRequest, ElicitRequestParams, ErrorCode, InputRequest, InputRequests,
+        InputRequiredResult,
+    },
+};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::input_key;
+use crate::{providers::Provider, startup::AppState};
+
+pub const URL_ELICITATION_REQUIRED: i32 = -32042;
+
+fn message(provider: &Provider) -> String {
+    format!(
+        "Connect your {name} account to continue. Open this link in your browser, sign in, and approve \
+         access; then come back here. The link is for you only and works once.",
+        name = provider.display_name()
+    )
+}
+
+pub fn input_required(
+    provider: &Provider,
+    url: &str,
+    request_state: String,
+) -> InputRequiredResult {
+    let params = ElicitRequestParams::UrlElicitationParams {
+        meta: None,
+        message: message(provider),
+        url: url.to_owned(),
+        // 2026-07-28 has no elicitationId; the bridge drops the empty field.
+        elicitation_id: String::new(),
+    };
+    let mut requests = InputRequests::new();
+    requests.insert(
+        input_key(provider.name()),
+        InputRequest::Elicitation(ElicitRequest::new(params)),
+    );
+    InputRequiredResult::new(Some(requests), Some(request_state))
+}
+
+/// 2025-11-25: the request cannot proceed until the user opens the URL.
+/// The `elicitationId` is the ticket's id, never the ticket itself.
+pub fn url_elicitation_required(provider: &Provider, ticket_id: Uuid, url: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode(URL_ELICITATION_REQUIRED),
+        format!(
+            "Connect your {} account to continue.",
+            provider.display_name()
+        ),
+        Some(json!({
+            "elicitations": [{
+                "mode": "url",
+                "elicitationId": ticket_id.to_string(),
+                "url": url,
+                "message": message(provider),
+            }]
+        })),
+    )
+}
+
+/// The client did not declare `elicitation.url`: it cannot send its user to
+/// our page, so say which capability is missing and where to connect by hand.
+pub fn missing_url_capability(state: &AppState, provider: &Provider) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        format!(
+            "This needs your {name} account, and this client cannot open links for you (it did not declare \
+             elicitation.url). Connect {name} at {base}/connections, then call again.",
+            name = provider.display_name(),
+            base = state.settings.base_url()
+        ),
+        Some(json!({ "requiredCapabilities": { "elicitation": { "url": {} } } })),
+    )
+}

@@ -1,0 +1,121 @@
+//! "A connection was stored": Postgres `NOTIFY` from whichever instance
+//! handled the OAuth callback, `LISTEN` on every instance, so a retry that
+//! waits for the user is woken at once wherever it runs.
+//!
+//! The payload is a digest of (issuer, subject, provider), not the names
+//! themselves: anyone who can LISTEN on the database learns nothing.
+
+use std::{
+    sync::{Arc, Weak},
+    time::Duration,
+};
+
+use sha2::{Digest, Sha256};
+use sqlx::{PgExecutor, PgPool, postgres::PgListener};
+use tokio::sync::broadcast;
+
+const CHANNEL: &str = "mcp_connect_connection_stored";
+
+pub struct ConnectionEvents {
+    sender: broadcast::Sender<String>,
+}
+
+impl ConnectionEvents {
+    /// Starts listening in the background. The task ends when the returned
+    /// value is dropped (the application stopped).
+    pub fn start(pool: PgPool) -> Arc<Self> {
+        let (sender, _) = broadcast::channel(256);
+        let events = Arc::new(Self { sender });
+        tokio::spawn(listen(pool, Arc::downgrade(&events)));
+        events
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<String> {
+        self.sender.subscribe()
+    }
+}
+
+/// The event key for one user's connection to one provider.
+pub fn key(issuer: &str, subject: &str, provider: &str) -> String {
+    let mut h = Sha256::new();
+    for part in [issuer, subject, provider] {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part.as_bytes());
+    }
+    h.finalize()
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Announces a stored connection; inside a transaction it is delivered at commit.
+pub async fn notify(exec: impl PgExecutor<'_>, key: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(CHANNEL)
+        .bind(key)
+        .execute(exec)
+        .await?;
+    Ok(())
+}
+
+async fn listen(pool: PgPool, events: Weak<ConnectionEvents>) {
+    let mut backoff = Duration::from_millis(250);
+    loop {
+        if events.strong_count() == 0 {
+            return;
+        }
+        let mut listener = match PgListener::connect_with(&pool).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "connection events: cannot connect; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+                continue;
+            }
+        };
+        if let Err(e) = listener.listen(CHANNEL).await {
+            tracing::warn!(error = %e, "connection events: cannot LISTEN; retrying");
+            tokio::time::sleep(backoff).await;
+            continue;
+        }
+        backoff = Duration::from_millis(250);
+        loop {
+            // Wake up now and then to notice that the application is gone.
+            match tokio::time::timeout(Duration::from_secs(5), listener.try_recv()).await {
+                Err(_) => {
+                    if events.strong_count() == 0 {
+                        return;
+                    }
+                }
+                Ok(Ok(Some(notification))) => {
+                    let Some(events) = events.upgrade() else {
+                        return;
+                    };
+                    // No receiver waiting is normal.
+                    let _ = events.sender.send(notification.payload().to_owned());
+                }
+                Ok(Ok(None)) => {
+                    tracing::info!("connection events: connection lost; reconnecting");
+                    break;
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "connection events: listener failed; reconnecting");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_separate_their_parts() {
+        assert_eq!(key("i", "s", "p"), key("i", "s", "p"));
+        assert_ne!(key("i", "sp", ""), key("i", "s", "p"));
+        assert_eq!(key("i", "s", "p").len(), 32);
+    }
+}

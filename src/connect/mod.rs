@@ -1,0 +1,324 @@
+//! The connection service: the one place that decides, for a request that
+//! needs a user's account at a provider, whether there is a usable token or
+//! the user must connect first — and, across the rounds of a Multi
+//! Round-Trip Request, what the client's retry means. Tools stay thin: they
+//! ask [`require`] and act on the [`Access`] they get.
+
+pub mod elicit;
+pub mod events;
+pub mod tickets;
+pub mod vault;
+
+use std::time::Duration;
+
+use rmcp::{
+    ErrorData,
+    model::{ElicitationAction, InputRequiredResult, InputResponses},
+};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    auth::Principal,
+    db::{
+        self,
+        audit::{AuditEvent, AuditKind},
+    },
+    mcp::state::{self as request_state, Binding, RoundState},
+    providers::Provider,
+    startup::AppState,
+};
+pub use vault::{TokenState, UsableToken};
+
+/// What the client can do with a URL elicitation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientKind {
+    /// 2026-07-28: MRTR; `url` says whether it declared `elicitation.url`.
+    Modern { url_elicitation: bool },
+    /// 2025-11-25 and before: `-32042` URLElicitationRequiredError.
+    Legacy,
+}
+
+/// One request's need for an account.
+pub struct Need<'a> {
+    pub principal: &'a Principal,
+    pub provider: &'a str,
+    /// Scopes the caller asked for; empty means the provider's defaults.
+    pub scopes: &'a [String],
+    pub binding: Binding<'a>,
+    pub input_responses: Option<&'a InputResponses>,
+    pub request_state: Option<&'a str>,
+    pub client: ClientKind,
+    pub cancel: &'a CancellationToken,
+}
+
+/// The outcome for the tool.
+pub enum Access<'s> {
+    Ready {
+        token: UsableToken,
+        provider: &'s Provider,
+    },
+    /// Answer the request with this: the user must act first.
+    InputRequired(InputRequiredResult),
+    /// The user declined to connect.
+    Declined { provider_name: String },
+    /// The user cancelled; calling again starts over.
+    Cancelled { provider_name: String },
+}
+
+/// The inputRequests key of a provider's connect elicitation.
+pub fn input_key(provider: &str) -> String {
+    format!("connect_{provider}")
+}
+
+pub async fn require<'s>(state: &'s AppState, need: Need<'_>) -> Result<Access<'s>, ErrorData> {
+    let provider = state
+        .providers
+        .get(need.provider)
+        .ok_or_else(|| unknown_provider(state, need.provider))?;
+    let wanted = if need.scopes.is_empty() {
+        provider.default_scopes().to_vec()
+    } else {
+        need.scopes.to_vec()
+    };
+    let p = need.principal;
+
+    let round = match need.request_state {
+        Some(sealed) => Some(open_state(state, &need, sealed).await?),
+        None => None,
+    };
+    if let Some(round) = &round {
+        if round.provider != provider.name() {
+            return Err(reject_state(state, &need, "provider").await);
+        }
+        match response_action(need.input_responses, &input_key(provider.name())) {
+            Some(ElicitationAction::Decline) => {
+                return Ok(Access::Declined {
+                    provider_name: provider.display_name().to_owned(),
+                });
+            }
+            Some(ElicitationAction::Cancel) => {
+                return Ok(Access::Cancelled {
+                    provider_name: provider.display_name().to_owned(),
+                });
+            }
+            _ => {}
+        }
+        // Cancel on our consent page, or Deny at the provider.
+        let ticket = db::tickets::find_by_id(&state.db, round.ticket_id)
+            .await
+            .map_err(internal)?;
+        if ticket.as_ref().is_some_and(|t| t.declined_at.is_some()) {
+            return Ok(Access::Declined {
+                provider_name: provider.display_name().to_owned(),
+            });
+        }
+    }
+
+    let accepted = round.is_some()
+        && response_action(need.input_responses, &input_key(provider.name()))
+            == Some(ElicitationAction::Accept);
+    let mut subscription = accepted.then(|| state.events.subscribe());
+    match check(state, p, provider, &wanted).await? {
+        Checked::Ready(token) => Ok(Access::Ready { token, provider }),
+        Checked::Ask { existing_scopes } if accepted => {
+            // The user said they are done; the callback may still be on its
+            // way. Wait for it, woken by whichever instance stores it.
+            if let Some(rx) = subscription.as_mut()
+                && wait_for_connection(state, p, provider.name(), rx, need.cancel).await
+                && let Checked::Ready(token) = check(state, p, provider, &wanted).await?
+            {
+                return Ok(Access::Ready { token, provider });
+            }
+            ask(
+                state,
+                &need,
+                provider,
+                &wanted,
+                &existing_scopes,
+                round.as_ref(),
+            )
+            .await
+        }
+        Checked::Ask { existing_scopes } => {
+            ask(
+                state,
+                &need,
+                provider,
+                &wanted,
+                &existing_scopes,
+                round.as_ref(),
+            )
+            .await
+        }
+    }
+}
+
+enum Checked {
+    Ready(UsableToken),
+    Ask { existing_scopes: Vec<String> },
+}
+
+async fn check(
+    state: &AppState,
+    p: &Principal,
+    provider: &Provider,
+    wanted: &[String],
+) -> Result<Checked, ErrorData> {
+    match vault::usable_token(state, &p.issuer, &p.subject, provider, wanted)
+        .await
+        .map_err(internal)?
+    {
+        TokenState::Usable(token) => Ok(Checked::Ready(token)),
+        TokenState::LacksScopes { granted } => Ok(Checked::Ask {
+            existing_scopes: granted,
+        }),
+        TokenState::Missing | TokenState::NeedsReauth => Ok(Checked::Ask {
+            existing_scopes: Vec::new(),
+        }),
+    }
+}
+
+async fn ask<'s>(
+    state: &'s AppState,
+    need: &Need<'_>,
+    provider: &Provider,
+    wanted: &[String],
+    existing_scopes: &[String],
+    round: Option<&RoundState>,
+) -> Result<Access<'s>, ErrorData> {
+    let p = need.principal;
+    if let ClientKind::Modern {
+        url_elicitation: false,
+    } = need.client
+    {
+        return Err(elicit::missing_url_capability(state, provider));
+    }
+    // An upgrade asks for what the user has plus what is wanted, so the new
+    // grant does not lose scopes the old one had.
+    let mut scopes: Vec<String> = existing_scopes.to_vec();
+    for s in wanted {
+        if !scopes.contains(s) {
+            scopes.push(s.clone());
+        }
+    }
+    let reusable = match round {
+        Some(r) => db::tickets::find_by_id(&state.db, r.ticket_id)
+            .await
+            .map_err(internal)?
+            .filter(|t| {
+                t.redeemed_at.is_none()
+                    && t.declined_at.is_none()
+                    && t.expires_at > chrono::Utc::now()
+            })
+            .map(|t| (t.id, r.ticket.clone())),
+        None => None,
+    };
+    let (ticket_id, secret) = match reusable {
+        Some(found) => found,
+        None => {
+            let t = tickets::issue(
+                state,
+                &p.issuer,
+                &p.subject,
+                &p.client_id,
+                provider.name(),
+                &scopes,
+            )
+            .await
+            .map_err(internal)?;
+            (t.id, t.secret)
+        }
+    };
+    let url = tickets::connect_url(state, &secret);
+    if need.client == ClientKind::Legacy {
+        return Err(elicit::url_elicitation_required(provider, ticket_id, &url));
+    }
+    let next = RoundState {
+        ticket_id,
+        ticket: secret,
+        provider: provider.name().to_owned(),
+        round: round.map_or(1, |r| r.round.saturating_add(1)),
+    };
+    let sealed = request_state::seal(
+        &state.keys,
+        &need.binding,
+        &next,
+        state.settings.flow.request_state_ttl(),
+    );
+    Ok(Access::InputRequired(elicit::input_required(
+        provider, &url, sealed,
+    )))
+}
+
+async fn open_state(
+    state: &AppState,
+    need: &Need<'_>,
+    sealed: &str,
+) -> Result<RoundState, ErrorData> {
+    match request_state::open(&state.keys, &need.binding, sealed) {
+        Ok(round) => Ok(round),
+        Err(e) => Err(reject_state(state, need, &e.to_string()).await),
+    }
+}
+
+async fn reject_state(state: &AppState, need: &Need<'_>, reason: &str) -> ErrorData {
+    let p = need.principal;
+    tracing::info!(reason, subject = %p.subject, target = need.binding.target, "requestState rejected");
+    db::audit::record_or_log(
+        &state.db,
+        AuditEvent::new(AuditKind::StateRejected)
+            .user(&p.issuer, &p.subject)
+            .provider(need.provider)
+            .detail(json!({ "reason": reason, "client_id": p.client_id, "target": need.binding.target })),
+    )
+    .await;
+    ErrorData::invalid_params(request_state::INVALID_STATE_MESSAGE, None)
+}
+
+/// The action in the client's answer to our elicitation, if it sent one.
+fn response_action(responses: Option<&InputResponses>, key: &str) -> Option<ElicitationAction> {
+    let value = responses?.get(key)?;
+    serde_json::from_value(value.get("action")?.clone()).ok()
+}
+
+/// Waits until the user's connection to `provider` is announced, the wait
+/// limit passes, or the request is cancelled. `true` when announced.
+async fn wait_for_connection(
+    state: &AppState,
+    p: &Principal,
+    provider: &str,
+    rx: &mut tokio::sync::broadcast::Receiver<String>,
+    cancel: &CancellationToken,
+) -> bool {
+    let key = events::key(&p.issuer, &p.subject, provider);
+    let limit = state.settings.flow.connect_wait();
+    let wait = async {
+        loop {
+            match rx.recv().await {
+                Ok(k) if k == key => return true,
+                Ok(_) => {}
+                // Missed some: check again rather than guess.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return true,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
+            }
+        }
+    };
+    tokio::select! {
+        announced = tokio::time::timeout(limit.max(Duration::from_millis(1)), wait) => announced.unwrap_or(false),
+        () = cancel.cancelled() => false,
+    }
+}
+
+fn unknown_provider(state: &AppState, name: &str) -> ErrorData {
+    let known = state.providers.names().join(", ");
+    ErrorData::invalid_params(
+        format!("Unknown provider `{name}`. Available providers: {known}."),
+        None,
+    )
+}
+
+fn internal(e: impl std::fmt::Display) -> ErrorData {
+    tracing::error!(error = %e, "connection service failed");
+    ErrorData::internal_error("Internal error", None)
+}

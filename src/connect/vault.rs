@@ -1,0 +1,357 @@
+//! The token vault: third-party tokens sealed with the key ring (purpose
+//! `token`), bound to the connection's id, user, provider and kind (access
+//! or refresh), so a sealed token copied to another row never opens.
+//!
+//! A usable access token is handed out only here, refreshed lazily when it
+//! is within a minute of expiry — one refresh per connection at a time
+//! across all instances (row lock, then re-read: the winner's new tokens
+//! serve everyone who waited).
+
+use chrono::{DateTime, Utc};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::events;
+use crate::{
+    crypto::{Purpose, Sealed},
+    db::{
+        self,
+        audit::{AuditEvent, AuditKind},
+        connections::{ConnectionRow, StoredTokens},
+    },
+    providers::{Account, Provider, ProviderError, TokenHint, TokenSet},
+    startup::AppState,
+};
+
+/// Refresh when the access token expires within this long.
+const REFRESH_MARGIN: chrono::Duration = chrono::Duration::seconds(60);
+
+/// A token ready for a call to the provider, and what it belongs to.
+pub struct UsableToken {
+    pub connection_id: Uuid,
+    pub access_token: SecretString,
+    pub account_id: String,
+    pub account_label: String,
+    pub scopes: Vec<String>,
+}
+
+impl std::fmt::Debug for UsableToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UsableToken")
+            .field("connection_id", &self.connection_id)
+            .field("account_label", &self.account_label)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a user stands with a provider.
+#[derive(Debug)]
+pub enum TokenState {
+    Usable(UsableToken),
+    /// Never connected (or disconnected).
+    Missing,
+    /// Connected once, but the provider no longer accepts it.
+    NeedsReauth,
+    /// Connected, without some of the scopes asked for.
+    LacksScopes {
+        granted: Vec<String>,
+    },
+}
+
+pub struct NewConnection<'a> {
+    pub issuer: &'a str,
+    pub subject: &'a str,
+    pub provider: &'a str,
+    pub account: &'a Account,
+    pub tokens: &'a TokenSet,
+    pub requested_scopes: &'a [String],
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Access,
+    Refresh,
+}
+
+fn context(id: Uuid, issuer: &str, subject: &str, provider: &str, kind: Kind) -> Vec<u8> {
+    let kind = match kind {
+        Kind::Access => "access",
+        Kind::Refresh => "refresh",
+    };
+    let mut ctx = Vec::new();
+    for part in [id.to_string().as_str(), issuer, subject, provider, kind] {
+        ctx.extend_from_slice(&(part.len() as u32).to_be_bytes());
+        ctx.extend_from_slice(part.as_bytes());
+    }
+    ctx
+}
+
+fn expiry(tokens: &TokenSet) -> Option<DateTime<Utc>> {
+    let secs = i64::try_from(tokens.expires_in?.as_secs()).ok()?;
+    Some(Utc::now() + chrono::Duration::seconds(secs))
+}
+
+/// Stores (or replaces) the user's connection to a provider and announces
+/// it to every instance.
+pub async fn store_connection(state: &AppState, c: NewConnection<'_>) -> anyhow::Result<Uuid> {
+    let mut tx = state.db.begin().await?;
+    let id = db::connections::claim_id(&mut tx, c.issuer, c.subject, c.provider).await?;
+    let seal = |secret: &SecretString, kind| {
+        state.keys.seal(
+            Purpose::Token,
+            &context(id, c.issuer, c.subject, c.provider, kind),
+            secret.expose_secret().as_bytes(),
+        )
+    };
+    let access = seal(&c.tokens.access_token, Kind::Access);
+    let refresh = c
+        .tokens
+        .refresh_token
+        .as_ref()
+        .map(|r| seal(r, Kind::Refresh));
+    let scopes = c
+        .tokens
+        .scopes
+        .clone()
+        .unwrap_or_else(|| c.requested_scopes.to_vec());
+    db::connections::store(
+        &mut *tx,
+        id,
+        StoredTokens {
+            account_id: &c.account.id,
+            account_label: &c.account.label,
+            scopes: &scopes,
+            access_token: &access.bytes,
+            refresh_token: refresh.as_ref().map(|r| r.bytes.as_slice()),
+            key_id: &access.key_id,
+            expires_at: expiry(c.tokens),
+        },
+    )
+    .await?;
+    events::notify(&mut *tx, &events::key(c.issuer, c.subject, c.provider)).await?;
+    tx.commit().await?;
+    Ok(id)
+}
+
+fn open(state: &AppState, row: &ConnectionRow, kind: Kind) -> anyhow::Result<Option<SecretString>> {
+    let bytes = match kind {
+        Kind::Access => Some(&row.access_token),
+        Kind::Refresh => row.refresh_token.as_ref(),
+    };
+    let Some(bytes) = bytes else { return Ok(None) };
+    let sealed = Sealed {
+        key_id: row.key_id.clone(),
+        bytes: bytes.clone(),
+    };
+    let plain = state
+        .keys
+        .open(
+            Purpose::Token,
+            &context(row.id, &row.issuer, &row.subject, &row.provider, kind),
+            &sealed,
+        )
+        .map_err(|e| anyhow::anyhow!("stored token of connection {} does not open: {e}", row.id))?;
+    Ok(Some(SecretString::from(String::from_utf8(plain)?)))
+}
+
+fn needs_refresh(row: &ConnectionRow) -> bool {
+    row.access_token_expires_at
+        .is_some_and(|at| at - REFRESH_MARGIN <= Utc::now())
+}
+
+fn usable(state: &AppState, row: &ConnectionRow) -> anyhow::Result<UsableToken> {
+    let access_token =
+        open(state, row, Kind::Access)?.ok_or_else(|| anyhow::anyhow!("no access token"))?;
+    Ok(UsableToken {
+        connection_id: row.id,
+        access_token,
+        account_id: row.account_id.clone(),
+        account_label: row.account_label.clone(),
+        scopes: row.scopes.clone(),
+    })
+}
+
+/// The user's token for `provider`, refreshed if need be.
+pub async fn usable_token(
+    state: &AppState,
+    issuer: &str,
+    subject: &str,
+    provider: &Provider,
+    required_scopes: &[String],
+) -> anyhow::Result<TokenState> {
+    let Some(row) = db::connections::find(&state.db, issuer, subject, provider.name()).await?
+    else {
+        return Ok(TokenState::Missing);
+    };
+    match row.status.as_str() {
+        "active" => {}
+        "needs_reauth" => return Ok(TokenState::NeedsReauth),
+        _ => return Ok(TokenState::Missing),
+    }
+    if !required_scopes.iter().all(|s| row.scopes.contains(s)) {
+        return Ok(TokenState::LacksScopes {
+            granted: row.scopes.clone(),
+        });
+    }
+    let row = if needs_refresh(&row) {
+        match refresh(state, &row, provider).await? {
+            Some(row) => row,
+            None => return Ok(TokenState::NeedsReauth),
+        }
+    } else {
+        row
+    };
+    db::connections::touch(&state.db, row.id).await?;
+    Ok(TokenState::Usable(usable(state, &row)?))
+}
+
+/// Refreshes under the row lock. `None`: the provider refused the refresh
+/// token (the user must connect again).
+async fn refresh(
+    state: &AppState,
+    stale: &ConnectionRow,
+    provider: &Provider,
+) -> anyhow::Result<Option<ConnectionRow>> {
+    let mut tx = state.db.begin().await?;
+    let Some(row) = db::connections::find_for_update(&mut *tx, stale.id).await? else {
+        return Ok(None);
+    };
+    if row.status != "active" {
+        return Ok(None);
+    }
+    if !needs_refresh(&row) {
+        // Someone else refreshed while we waited for the lock.
+        return Ok(Some(row));
+    }
+    let Some(refresh_token) = open(state, &row, Kind::Refresh)? else {
+        db::connections::set_status(&mut *tx, row.id, "needs_reauth").await?;
+        tx.commit().await?;
+        audit_refresh(
+            state,
+            &row,
+            AuditKind::RefreshFailed,
+            json!({"reason": "expired, no refresh token"}),
+        )
+        .await;
+        return Ok(None);
+    };
+    match provider
+        .refresh(&state.http, refresh_token.expose_secret())
+        .await
+    {
+        Ok(tokens) => {
+            let ctx = |kind| context(row.id, &row.issuer, &row.subject, &row.provider, kind);
+            let access = state.keys.seal(
+                Purpose::Token,
+                &ctx(Kind::Access),
+                tokens.access_token.expose_secret().as_bytes(),
+            );
+            // Providers that do not rotate refresh tokens send none back: keep ours.
+            let new_refresh = tokens.refresh_token.as_ref().unwrap_or(&refresh_token);
+            let refresh = state.keys.seal(
+                Purpose::Token,
+                &ctx(Kind::Refresh),
+                new_refresh.expose_secret().as_bytes(),
+            );
+            let expires_at = expiry(&tokens);
+            db::connections::store_refreshed(
+                &mut *tx,
+                row.id,
+                &access.bytes,
+                Some(&refresh.bytes),
+                &access.key_id,
+                expires_at,
+            )
+            .await?;
+            tx.commit().await?;
+            audit_refresh(state, &row, AuditKind::Refreshed, json!({})).await;
+            Ok(Some(ConnectionRow {
+                access_token: access.bytes,
+                refresh_token: Some(refresh.bytes),
+                key_id: access.key_id,
+                access_token_expires_at: expires_at,
+                ..row
+            }))
+        }
+        Err(ProviderError::InvalidGrant) => {
+            db::connections::set_status(&mut *tx, row.id, "needs_reauth").await?;
+            tx.commit().await?;
+            audit_refresh(
+                state,
+                &row,
+                AuditKind::RefreshFailed,
+                json!({"reason": "invalid_grant"}),
+            )
+            .await;
+            Ok(None)
+        }
+        Err(e) => Err(anyhow::anyhow!(
+            "refreshing the {} token failed: {e}",
+            row.provider
+        )),
+    }
+}
+
+async fn audit_refresh(
+    state: &AppState,
+    row: &ConnectionRow,
+    kind: AuditKind,
+    detail: serde_json::Value,
+) {
+    db::audit::record_or_log(
+        &state.db,
+        AuditEvent::new(kind)
+            .user(&row.issuer, &row.subject)
+            .provider(&row.provider)
+            .detail(detail),
+    )
+    .await;
+}
+
+/// Revokes the user's tokens upstream (where the provider supports RFC 7009)
+/// and deletes the connection. `false`: there was none.
+pub async fn disconnect(
+    state: &AppState,
+    issuer: &str,
+    subject: &str,
+    provider: &str,
+) -> anyhow::Result<bool> {
+    let Some(row) = db::connections::find(&state.db, issuer, subject, provider).await? else {
+        return Ok(false);
+    };
+    let mut revoked = false;
+    if let Some(p) = state.providers.get(provider)
+        && p.supports_revocation()
+    {
+        // Revoking the refresh token ends the whole grant at most providers;
+        // the access token too, for those that keep them separate.
+        for (kind, hint) in [
+            (Kind::Refresh, TokenHint::RefreshToken),
+            (Kind::Access, TokenHint::AccessToken),
+        ] {
+            match open(state, &row, kind) {
+                Ok(Some(token)) => match p.revoke(&state.http, token.expose_secret(), hint).await {
+                    Ok(()) => revoked = true,
+                    Err(e) => {
+                        tracing::warn!(provider, error = %e, "revocation failed; deleting the connection anyway")
+                    }
+                },
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(provider, error = %e, "stored token unreadable; deleting the connection")
+                }
+            }
+        }
+    }
+    let deleted = db::connections::delete(&state.db, row.id).await?;
+    db::audit::record_or_log(
+        &state.db,
+        AuditEvent::new(AuditKind::Disconnected)
+            .user(issuer, subject)
+            .provider(provider)
+            .detail(json!({ "revoked_upstream": revoked })),
+    )
+    .await;
+    Ok(deleted)
+}

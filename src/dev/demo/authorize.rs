@@ -1,0 +1,251 @@
+//! `/dev/demo/authorize`: the consent page a provider like GitHub would
+//! show. GET renders it; POST (the request in hidden fields, plus the
+//! account name and the button pressed) answers the client with a code or
+//! `access_denied`, always with `state` and `iss` (RFC 9207).
+//!
+//! Until the client and its exact redirect URI are recognised, every error
+//! is a page: redirecting to an unchecked URI would make this an open
+//! redirector (RFC 6749 §4.1.2.1).
+
+use std::{collections::HashMap, time::Instant};
+
+use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
+use askama::Template;
+use url::Url;
+
+use super::{CLIENT_ID, DEFAULT_SCOPE, DemoProvider, DevServices, store::CodeGrant};
+use crate::dev::params::{UserName, is_s256_challenge, parse_form};
+
+/// The authorization request, carried from the page to the POST.
+const CARRIED: [&str; 7] = [
+    "response_type",
+    "client_id",
+    "redirect_uri",
+    "state",
+    "code_challenge",
+    "code_challenge_method",
+    "scope",
+];
+const DEFAULT_ACCOUNT: &str = "demo-user";
+
+#[derive(Template)]
+#[template(path = "dev/demo/authorize.html")]
+struct ConsentPage<'a> {
+    client_id: &'a str,
+    redirect_uri: &'a str,
+    scopes: Vec<&'a str>,
+    hidden: Vec<(&'a str, &'a str)>,
+    account: &'a str,
+    error: Option<&'a str>,
+}
+
+#[derive(Template)]
+#[template(path = "dev/demo/error.html")]
+struct ErrorPage<'a> {
+    message: &'a str,
+}
+
+/// A request from the registered client to its registered redirect URI.
+struct Request<'a> {
+    redirect_uri: Url,
+    state: Option<&'a str>,
+    code_challenge: &'a str,
+    scope: String,
+}
+
+enum Refusal {
+    Page(&'static str),
+    /// RFC 6749 §4.1.2.1: sent back to the registered redirect URI.
+    Redirect(Box<Url>, Option<String>, &'static str, &'static str),
+}
+
+pub(super) async fn show(req: HttpRequest, dev: web::Data<DevServices>) -> HttpResponse {
+    let Ok(params) = parse_form(req.query_string().as_bytes()) else {
+        return error_page("A parameter was given more than once.");
+    };
+    match read_request(&params, dev.demo()) {
+        Ok(request) => consent_page(&request, &params, DEFAULT_ACCOUNT, None),
+        Err(refusal) => refuse(refusal, dev.demo()),
+    }
+}
+
+pub(super) async fn submit(body: web::Bytes, dev: web::Data<DevServices>) -> HttpResponse {
+    let demo = dev.demo();
+    let Ok(params) = parse_form(&body) else {
+        return error_page("A parameter was given more than once.");
+    };
+    let request = match read_request(&params, demo) {
+        Ok(request) => request,
+        Err(refusal) => return refuse(refusal, demo),
+    };
+    let account = params.get("account").map(|a| a.trim()).unwrap_or_default();
+    match params.get("decision").map(String::as_str) {
+        Some("allow") => {}
+        Some("deny") => {
+            tracing::info!("demo provider: the person denied access");
+            let pairs = [
+                ("error", "access_denied"),
+                ("error_description", "the person denied access"),
+            ];
+            return redirect_back(request.redirect_uri, &pairs, request.state, demo);
+        }
+        _ => return error_page("Choose Allow or Deny."),
+    }
+    let user = match UserName::parse(account) {
+        Ok(user) => user,
+        Err(message) => return consent_page(&request, &params, account, Some(&message)),
+    };
+    tracing::info!(account = user.as_str(), "demo provider: access allowed");
+    let grant = CodeGrant {
+        redirect_uri: demo.redirect_uri().to_owned(),
+        code_challenge: request.code_challenge.to_owned(),
+        user,
+        scope: request.scope.clone(),
+    };
+    let code = demo.store().issue_code(grant, Instant::now());
+    redirect_back(
+        request.redirect_uri,
+        &[("code", &code)],
+        request.state,
+        demo,
+    )
+}
+
+fn read_request<'a>(
+    params: &'a HashMap<String, String>,
+    demo: &DemoProvider,
+) -> Result<Request<'a>, Refusal> {
+    let get = |name: &str| {
+        params
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    match get("client_id") {
+        Some(CLIENT_ID) => {}
+        Some(_) => return Err(Refusal::Page("The application is not registered here.")),
+        None => return Err(Refusal::Page("The request names no client_id.")),
+    }
+    // Exact string comparison, as RFC 9700 §4.1.3 asks of a server.
+    if get("redirect_uri") != Some(demo.redirect_uri()) {
+        return Err(Refusal::Page(
+            "The redirect_uri is not the one registered for this application.",
+        ));
+    }
+    let redirect_uri = Url::parse(demo.redirect_uri())
+        .map_err(|_| Refusal::Page("The registered redirect URI is not a URL."))?;
+    let state = get("state");
+    let back = |error, description| {
+        Refusal::Redirect(
+            Box::new(redirect_uri.clone()),
+            state.map(str::to_owned),
+            error,
+            description,
+        )
+    };
+    if get("response_type") != Some("code") {
+        return Err(back(
+            "unsupported_response_type",
+            "only response_type=code is supported",
+        ));
+    }
+    if get("code_challenge_method") != Some("S256") {
+        return Err(back(
+            "invalid_request",
+            "PKCE with code_challenge_method=S256 is required (plain is refused)",
+        ));
+    }
+    let Some(code_challenge) = get("code_challenge").filter(|c| is_s256_challenge(c)) else {
+        return Err(back(
+            "invalid_request",
+            "code_challenge must be a base64url SHA-256 digest",
+        ));
+    };
+    let scope = get("scope").unwrap_or(DEFAULT_SCOPE);
+    // RFC 6749 §3.3: scope tokens are printable ASCII without `"` or `\`.
+    let valid = |s: &str| {
+        s.bytes()
+            .all(|b| b > 0x20 && b < 0x7f && b != b'"' && b != b'\\')
+    };
+    if !scope.split(' ').all(|s| !s.is_empty() && valid(s)) {
+        return Err(back("invalid_scope", "the scope is malformed"));
+    }
+    Ok(Request {
+        redirect_uri,
+        state,
+        code_challenge,
+        scope: scope.to_owned(),
+    })
+}
+
+fn refuse(refusal: Refusal, demo: &DemoProvider) -> HttpResponse {
+    match refusal {
+        Refusal::Page(message) => error_page(message),
+        Refusal::Redirect(to, state, error, description) => {
+            let pairs = [("error", error), ("error_description", description)];
+            redirect_back(*to, &pairs, state.as_deref(), demo)
+        }
+    }
+}
+
+/// 303 to the client with `pairs`, `state` (when given) and `iss`.
+fn redirect_back(
+    mut to: Url,
+    pairs: &[(&str, &str)],
+    state: Option<&str>,
+    demo: &DemoProvider,
+) -> HttpResponse {
+    {
+        let mut query = to.query_pairs_mut();
+        query.extend_pairs(pairs);
+        if let Some(state) = state {
+            query.append_pair("state", state);
+        }
+        query.append_pair("iss", demo.issuer());
+    }
+    HttpResponse::SeeOther()
+        .insert_header(("Location", to.as_str()))
+        .insert_header(("Cache-Control", "no-store"))
+        .finish()
+}
+
+fn consent_page(
+    request: &Request<'_>,
+    params: &HashMap<String, String>,
+    account: &str,
+    error: Option<&str>,
+) -> HttpResponse {
+    let page = ConsentPage {
+        client_id: CLIENT_ID,
+        redirect_uri: request.redirect_uri.as_str(),
+        scopes: request.scope.split(' ').collect(),
+        hidden: CARRIED
+            .iter()
+            .filter_map(|name| params.get(*name).map(|value| (*name, value.as_str())))
+            .collect(),
+        account,
+        error,
+    };
+    let status = match error {
+        Some(_) => StatusCode::BAD_REQUEST,
+        None => StatusCode::OK,
+    };
+    html(status, page.render())
+}
+
+fn error_page(message: &str) -> HttpResponse {
+    html(StatusCode::BAD_REQUEST, ErrorPage { message }.render())
+}
+
+fn html(status: StatusCode, rendered: Result<String, askama::Error>) -> HttpResponse {
+    match rendered {
+        Ok(body) => HttpResponse::build(status)
+            .content_type("text/html; charset=utf-8")
+            .insert_header(("Cache-Control", "no-store"))
+            .body(body),
+        Err(e) => {
+            tracing::error!(error = %e, "demo provider: template failed");
+            HttpResponse::InternalServerError().finish()
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! The demo provider over real HTTP, without a database: a harness serving
+//! it on a free port, and the tests in `authorize` (the consent page and its
+//! refusals) and `tokens` (exchange, refresh, revocation, the API).
+
+mod authorize;
+mod tokens;
+
+use std::{collections::HashMap, net::TcpListener};
+
+use actix_web::{App, HttpServer, web};
+use secrecy::ExposeSecret;
+use serde_json::Value;
+
+use super::{CLIENT_ID, configure};
+use crate::dev::DevServices;
+
+// RFC 7636 Appendix B.
+pub(super) const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+pub(super) const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
+
+pub(super) struct Demo {
+    pub(super) base: String,
+    pub(super) dev: DevServices,
+    pub(super) http: reqwest::Client,
+}
+
+pub(super) async fn start() -> Demo {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let dev = DevServices::ephemeral(&base);
+    let data = web::Data::new(dev.clone());
+    let server = HttpServer::new(move || App::new().app_data(data.clone()).configure(configure))
+        .workers(1)
+        .disable_signals()
+        .listen(listener)
+        .unwrap()
+        .run();
+    tokio::spawn(server);
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .build()
+        .unwrap();
+    Demo { base, dev, http }
+}
+
+impl Demo {
+    pub(super) fn redirect_uri(&self) -> String {
+        self.dev.demo().redirect_uri().to_owned()
+    }
+
+    /// A valid authorization request, with `changes` applied (`None` removes).
+    pub(super) fn request(&self, changes: &[(&str, Option<&str>)]) -> Vec<(String, String)> {
+        let mut params: Vec<(String, String)> = [
+            ("response_type", "code"),
+            ("client_id", CLIENT_ID),
+            ("redirect_uri", &self.redirect_uri()),
+            ("state", "st-1"),
+            ("code_challenge", CHALLENGE),
+            ("code_challenge_method", "S256"),
+            ("scope", "profile"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        for (name, value) in changes {
+            params.retain(|(k, _)| k != name);
+            if let Some(value) = value {
+                params.push(((*name).to_owned(), (*value).to_owned()));
+            }
+        }
+        params
+    }
+
+    pub(super) fn url(&self, path: &str) -> String {
+        format!("{}/dev/demo{path}", self.base)
+    }
+
+    /// Presses `decision` on the consent page for `account`.
+    pub(super) async fn decide(
+        &self,
+        decision: &str,
+        account: &str,
+        changes: &[(&str, Option<&str>)],
+    ) -> reqwest::Response {
+        let mut form = self.request(changes);
+        form.push(("account".into(), account.into()));
+        form.push(("decision".into(), decision.into()));
+        let url = self.url("/authorize");
+        self.http.post(url).form(&form).send().await.unwrap()
+    }
+
+    /// Allows access for `account` and returns the code.
+    pub(super) async fn code_for(&self, account: &str) -> String {
+        let back = self.redirected_query(&self.decide("allow", account, &[]).await);
+        back["code"].clone()
+    }
+
+    /// A token or revocation request with the registered client's Basic
+    /// credentials.
+    pub(super) async fn post_as_client(
+        &self,
+        path: &str,
+        pairs: &[(&str, &str)],
+    ) -> reqwest::Response {
+        let secret = self.dev.demo().client_secret().expose_secret().to_owned();
+        self.post_with(path, pairs, Some((CLIENT_ID, &secret)))
+            .await
+    }
+
+    pub(super) async fn post_with(
+        &self,
+        path: &str,
+        pairs: &[(&str, &str)],
+        basic: Option<(&str, &str)>,
+    ) -> reqwest::Response {
+        let mut request = self.http.post(self.url(path)).form(pairs);
+        if let Some((id, secret)) = basic {
+            request = request.basic_auth(id, Some(secret));
+        }
+        request.send().await.unwrap()
+    }
+
+    pub(super) async fn token(&self, pairs: &[(&str, &str)]) -> (u16, Value) {
+        let response = self.post_as_client("/token", pairs).await;
+        assert_eq!(response.headers()["cache-control"], "no-store");
+        (response.status().as_u16(), response.json().await.unwrap())
+    }
+
+    pub(super) async fn exchange(&self, code: &str, verifier: &str) -> (u16, Value) {
+        let redirect_uri = self.redirect_uri();
+        let pairs = [
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", &redirect_uri),
+            ("code_verifier", verifier),
+        ];
+        self.token(&pairs).await
+    }
+
+    /// Tokens for `account`, through the whole flow.
+    pub(super) async fn tokens_for(&self, account: &str) -> Value {
+        let code = self.code_for(account).await;
+        let (status, body) = self.exchange(&code, VERIFIER).await;
+        assert_eq!(status, 200, "{body}");
+        body
+    }
+
+    pub(super) async fn refresh(&self, refresh_token: &str) -> (u16, Value) {
+        let pairs = [
+            ("grant_type", "refresh_token"),
+            ("refresh_token", refresh_token),
+        ];
+        self.token(&pairs).await
+    }
+
+    /// `GET /api/me` with `access_token`: status and body.
+    pub(super) async fn me(&self, access_token: &str) -> (u16, Value) {
+        let response = self
+            .http
+            .get(self.url("/api/me"))
+            .bearer_auth(access_token)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        if status == 401 {
+            let challenge = response.headers()["www-authenticate"].to_str().unwrap();
+            assert!(
+                challenge.contains(r#"error="invalid_token""#),
+                "{challenge}"
+            );
+        }
+        (status, response.json().await.unwrap())
+    }
+
+    /// The query of a 303 back to the registered redirect URI.
+    pub(super) fn redirected_query(&self, response: &reqwest::Response) -> HashMap<String, String> {
+        assert_eq!(response.status(), 303, "expected a redirect to the client");
+        let location = response.headers()["location"].to_str().unwrap();
+        assert!(location.starts_with(&self.redirect_uri()), "{location}");
+        url::Url::parse(location)
+            .unwrap()
+            .query_pairs()
+            .into_owned()
+            .collect()
+    }
+}
+
+/// A JSON value as `&str`, for short assertions.
+pub(super) fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or_default()
+}

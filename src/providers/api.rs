@@ -1,0 +1,301 @@
+//! API calls as the user (`api_request` tool): guarded by `guard`, sent with
+//! the bearer token, never redirected, and read up to the provider's
+//! `max_response_bytes`. The answer goes to a model, so the access token is
+//! redacted from it should the provider echo it back.
+
+use std::time::Duration;
+
+use reqwest::header::{AUTHORIZATION, LOCATION, USER_AGENT};
+use serde_json::{Value, json};
+
+use super::{
+    ApiRequest, ApiResponse, Provider, ProviderError, guard,
+    http::{is_json, media_type, read_bounded, redact},
+    identity::{SLACK_TOKEN_ERRORS, USER_AGENT_VALUE},
+};
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Provider {
+    /// Calls the provider's API as the user. Refuses, before sending, a path
+    /// outside the API base URL, a method the provider does not allow, query
+    /// values other than scalars and a body on a method that takes none.
+    /// Any HTTP status comes back as an [`ApiResponse`]; a redirect is
+    /// reported, not followed.
+    pub async fn api_request(
+        &self,
+        http: &reqwest::Client,
+        access_token: &str,
+        req: &ApiRequest,
+    ) -> Result<ApiResponse, ProviderError> {
+        let method = guard::method(&self.allowed_methods, &req.method)?;
+        let mut url = guard::resolve(&self.api_base_url, &req.path)?;
+        let query = guard::query_pairs(req.query.as_ref())?;
+        guard::body_allowed(&method, req.body.as_ref())?;
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(&query);
+        }
+        let mut request = http
+            .request(method.clone(), url.clone())
+            .header(AUTHORIZATION, format!("Bearer {access_token}"))
+            .header(USER_AGENT, USER_AGENT_VALUE)
+            .timeout(TIMEOUT);
+        for (name, value) in self.quirks.api_headers {
+            request = request.header(*name, *value);
+        }
+        if let Some(body) = &req.body {
+            request = request.json(body);
+        }
+        let mut response = request.send().await.map_err(ProviderError::http)?;
+        // The client we are given must not follow redirects; if one did,
+        // the answer came from somewhere we did not vet.
+        if response.url() != &url {
+            return Err(ProviderError::BadResponse(
+                "the HTTP client followed a redirect; it must not".into(),
+            ));
+        }
+        let status = response.status().as_u16();
+        let content_type = media_type(&response);
+        tracing::info!(provider = %self.name, %method, status, "api request");
+
+        if response.status().is_redirection() {
+            return Ok(ApiResponse {
+                status,
+                content_type,
+                body: redirect_body(&response, &url),
+                truncated: false,
+                token_rejected: false,
+            });
+        }
+        let read = read_bounded(&mut response, self.max_response_bytes).await?;
+        let length = read.bytes.len();
+        let text = match String::from_utf8(read.bytes) {
+            Ok(text) => Some(text),
+            // A cut may split a character: keep the valid prefix.
+            Err(e) if read.truncated && e.utf8_error().error_len().is_none() => {
+                let valid = e.utf8_error().valid_up_to();
+                let mut bytes = e.into_bytes();
+                bytes.truncate(valid);
+                String::from_utf8(bytes).ok()
+            }
+            Err(_) => None,
+        };
+        let body = match text {
+            _ if method == reqwest::Method::HEAD => Value::Null,
+            None => Value::String(format!("[{length} bytes of binary content not shown]")),
+            Some(text) => {
+                let text = redact(&text, access_token);
+                match serde_json::from_str(&text) {
+                    Ok(value) if is_json(content_type.as_deref()) && !read.truncated => value,
+                    _ => Value::String(text),
+                }
+            }
+        };
+        let token_rejected = status == 401
+            || (self.quirks.slack_envelope
+                && body.get("ok") == Some(&Value::Bool(false))
+                && body
+                    .get("error")
+                    .and_then(Value::as_str)
+                    .is_some_and(|e| SLACK_TOKEN_ERRORS.contains(&e)));
+        Ok(ApiResponse {
+            status,
+            content_type,
+            body,
+            truncated: read.truncated,
+            token_rejected,
+        })
+    }
+}
+
+/// Only the target's path: its host is not ours to send the model to, and
+/// its query may carry a signed download token.
+fn redirect_body(response: &reqwest::Response, from: &url::Url) -> Value {
+    let path = response
+        .headers()
+        .get(LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|location| from.join(location).ok())
+        .map(|target| target.path().to_owned());
+    json!({ "redirect": "not followed", "location_path": path })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::providers::{
+        fakes::{Fake, http},
+        fakes_routes::{DEMO_TOKEN, GITHUB_TOKEN, RFC_TOKEN, SLACK_TOKEN},
+    };
+
+    fn get(path: &str) -> ApiRequest {
+        ApiRequest {
+            method: "GET".into(),
+            path: path.into(),
+            ..Default::default()
+        }
+    }
+
+    #[actix_web::test]
+    async fn github_calls_carry_its_headers_and_the_query() {
+        let fake = Fake::start().await;
+        let catalog = fake.catalog();
+        let gh = catalog.get("github").unwrap();
+        let mut req = get("/repos/octocat/hello");
+        req.method = "get".into();
+        req.query = json!({"per_page": 5, "sort": "updated", "all": true})
+            .as_object()
+            .cloned();
+        let r = gh.api_request(&http(), GITHUB_TOKEN, &req).await.unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.content_type.as_deref(), Some("application/json"));
+        assert_eq!(r.body["full_name"], "octocat/hello");
+        assert_eq!(r.body["accept"], "application/vnd.github+json");
+        assert_eq!(r.body["api_version"], "2022-11-28");
+        // Sorted by name: the map is serde_json's ordered map.
+        assert_eq!(r.body["query"], "all=true&per_page=5&sort=updated");
+        assert!(!r.truncated && !r.token_rejected);
+        let seen = &fake.seen("/github/api/repos/octocat/hello")[0];
+        assert_eq!(
+            seen.headers["authorization"],
+            format!("Bearer {GITHUB_TOKEN}")
+        );
+        assert!(seen.headers["user-agent"].starts_with("mcp-connect/"));
+    }
+
+    #[actix_web::test]
+    async fn refused_requests_never_reach_the_provider() {
+        let fake = Fake::start().await;
+        let catalog = fake.catalog();
+        let gh = catalog.get("github").unwrap();
+        let cases = [
+            get("https://evil.example/x"),
+            get("//evil.example/x"),
+            get("../outside"),
+            get("%2e%2e/outside"),
+            get("a/../../outside"),
+            get("\\evil"),
+            get("@evil"),
+            ApiRequest {
+                method: "DELETE".into(),
+                ..get("repos/octocat/hello")
+            },
+            ApiRequest {
+                method: "POST".into(),
+                body: Some(json!({})),
+                ..get("user")
+            },
+            ApiRequest {
+                query: json!({"q": {"nested": 1}}).as_object().cloned(),
+                ..get("user")
+            },
+        ];
+        for req in cases {
+            let e = gh
+                .api_request(&http(), GITHUB_TOKEN, &req)
+                .await
+                .unwrap_err();
+            assert!(!e.to_string().contains(GITHUB_TOKEN), "{e}");
+        }
+        let demo = catalog.get("demo").unwrap();
+        let body_on_get = ApiRequest {
+            body: Some(json!({"x": 1})),
+            ..get("echo")
+        };
+        let e = demo
+            .api_request(&http(), DEMO_TOKEN, &body_on_get)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, ProviderError::RequestRefused(_)), "{e}");
+        assert!(fake.seen("/github/outside").is_empty());
+        assert!(fake.seen("/dev/demo/api/echo").is_empty());
+    }
+
+    #[actix_web::test]
+    async fn redirects_are_reported_not_followed() {
+        let fake = Fake::start().await;
+        let catalog = fake.catalog();
+        let gh = catalog.get("github").unwrap();
+        let r = gh
+            .api_request(&http(), GITHUB_TOKEN, &get("tarball"))
+            .await
+            .unwrap();
+        assert_eq!(r.status, 302);
+        assert_eq!(r.body["location_path"], "/octocat/hello/tar.gz");
+        let shown = r.body.to_string();
+        assert!(
+            !shown.contains("codeload") && !shown.contains("DLTOKEN"),
+            "{shown}"
+        );
+    }
+
+    #[actix_web::test]
+    async fn large_answers_are_cut_and_marked() {
+        let fake = Fake::start().await;
+        let catalog = fake.catalog();
+        let rfc = catalog.get("rfc").unwrap();
+        let r = rfc
+            .api_request(&http(), RFC_TOKEN, &get("big"))
+            .await
+            .unwrap();
+        assert!(r.truncated);
+        assert_eq!(r.body.as_str().unwrap().len(), 1000);
+        let r = rfc
+            .api_request(&http(), RFC_TOKEN, &get("items"))
+            .await
+            .unwrap();
+        assert!(!r.truncated);
+        assert_eq!(r.body["query"], "");
+    }
+
+    #[actix_web::test]
+    async fn echoed_tokens_are_redacted() {
+        let fake = Fake::start().await;
+        let catalog = fake.catalog();
+        let demo = catalog.get("demo").unwrap();
+        let req = ApiRequest {
+            method: "post".into(),
+            path: "echo".into(),
+            query: None,
+            body: Some(json!({"message": "hi"})),
+        };
+        let r = demo.api_request(&http(), DEMO_TOKEN, &req).await.unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body["method"], "POST");
+        assert_eq!(r.body["body"]["message"], "hi");
+        assert_eq!(r.body["content_type"], "application/json");
+        assert_eq!(r.body["authorization"], "Bearer [redacted]");
+        let gh = catalog.get("github").unwrap();
+        let r = gh
+            .api_request(&http(), GITHUB_TOKEN, &get("echo-auth"))
+            .await
+            .unwrap();
+        assert_eq!(r.body, json!("you sent Bearer [redacted]"));
+    }
+
+    #[actix_web::test]
+    async fn refused_tokens_are_flagged() {
+        let fake = Fake::start().await;
+        let catalog = fake.catalog();
+        let slack = catalog.get("slack").unwrap();
+        let r = slack
+            .api_request(&http(), "xoxp-stale", &get("conversations.list"))
+            .await
+            .unwrap();
+        assert_eq!((r.status, r.token_rejected), (200, true));
+        assert_eq!(r.body["error"], "invalid_auth");
+        let r = slack
+            .api_request(&http(), SLACK_TOKEN, &get("conversations.list"))
+            .await
+            .unwrap();
+        assert!(!r.token_rejected);
+        let rfc = catalog.get("rfc").unwrap();
+        let r = rfc
+            .api_request(&http(), "stale", &get("items"))
+            .await
+            .unwrap();
+        assert_eq!((r.status, r.token_rejected), (401, true));
+    }
+}

@@ -1,0 +1,125 @@
+//! Errors of the provider layer. Messages carry status codes, OAuth error
+//! codes and scrubbed provider descriptions — never a token, code, verifier
+//! or client secret — so callers may log them and show them.
+
+/// A provider call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// RFC 6749 `invalid_grant` (or a provider's own name for it): the code
+    /// or refresh token is dead. The connection needs the user again.
+    #[error("the provider refused the grant (invalid_grant); the account must be connected again")]
+    InvalidGrant,
+    /// The provider refused the access token (HTTP 401, Slack `invalid_auth`…).
+    #[error("the provider refused the access token ({0})")]
+    Denied(String),
+    /// An OAuth error answer other than `invalid_grant`, or Slack's
+    /// `ok: false`.
+    #[error("the provider refused the request: {error}{}", describe(.description))]
+    Rejected {
+        error: String,
+        description: Option<String>,
+    },
+    /// An unexpected HTTP status without an OAuth error in the body.
+    #[error("the provider answered HTTP {0}")]
+    Status(u16),
+    /// The provider could not be reached or the transfer failed.
+    #[error("cannot reach the provider ({})", http_kind(.0))]
+    Http(#[source] reqwest::Error),
+    /// The answer was not what the protocol promises.
+    #[error("unexpected answer from the provider: {0}")]
+    BadResponse(String),
+    #[error("path refused: {0}")]
+    PathRefused(String),
+    #[error("method `{0}` is not allowed for this provider")]
+    MethodRefused(String),
+    /// Query or body refused before anything was sent.
+    #[error("request refused: {0}")]
+    RequestRefused(String),
+    /// The provider (as configured) has no such endpoint, e.g. revocation.
+    #[error("this provider does not support {0}")]
+    Unsupported(&'static str),
+}
+
+impl ProviderError {
+    /// Wraps a transport error without its URL: API URLs carry the model's
+    /// path and query, which have no business in logs.
+    pub(super) fn http(e: reqwest::Error) -> Self {
+        ProviderError::Http(e.without_url())
+    }
+}
+
+fn describe(description: &Option<String>) -> String {
+    description
+        .as_deref()
+        .map(|d| format!(" ({d})"))
+        .unwrap_or_default()
+}
+
+fn http_kind(e: &reqwest::Error) -> &'static str {
+    if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "connection failed"
+    } else if e.is_body() || e.is_decode() {
+        "reading the answer failed"
+    } else {
+        "request failed"
+    }
+}
+
+/// A provider's settings cannot work. Displays as
+/// `providers.<name>.<field>: <message>`.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderConfigError {
+    #[error("providers.{provider}.{field}: {message}")]
+    Invalid {
+        provider: String,
+        field: &'static str,
+        message: String,
+    },
+}
+
+/// An OAuth `error` code fit for a message: RFC 6749 limits it to printable
+/// ASCII; anything else, or anything long, is cut.
+pub(super) fn clean_code(code: &str) -> String {
+    code.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
+        .take(64)
+        .collect()
+}
+
+/// A provider's free-text description fit for a message: without control
+/// characters, bounded, and with every secret we sent replaced (a provider
+/// that echoes the code or token must not put it into our logs).
+pub(super) fn clean_description(text: &str, secrets: &[&str]) -> String {
+    let mut text: String = text.chars().filter(|c| !c.is_control()).take(300).collect();
+    for secret in secrets.iter().filter(|s| s.len() >= 4) {
+        text = text.replace(secret, "***");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptions_lose_secrets_and_controls() {
+        let d = clean_description("code abc123 is bad\n\u{7}", &["abc123", ""]);
+        assert_eq!(d, "code *** is bad");
+        assert_eq!(clean_code("invalid_grant\"<b>"), "invalid_grantb");
+    }
+
+    #[test]
+    fn config_error_names_the_setting() {
+        let e = ProviderConfigError::Invalid {
+            provider: "github".into(),
+            field: "client_secret",
+            message: "required by the github preset".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "providers.github.client_secret: required by the github preset"
+        );
+    }
+}

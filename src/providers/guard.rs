@@ -1,0 +1,252 @@
+//! Checks on a model-supplied API request before anything is sent. The
+//! path is attacker-controlled: it must not leave the provider's API base
+//! URL by any spelling (absolute URL, `//host`, dot segments — encoded or
+//! not —, backslashes, userinfo, control characters). Checked twice: the
+//! raw text, and the joined URL against the base.
+
+use percent_encoding::percent_decode_str;
+use serde_json::{Map, Value};
+use url::Url;
+
+use super::ProviderError;
+
+const MAX_PATH_LEN: usize = 2048;
+/// Methods whose requests carry a body.
+const BODY_METHODS: &[&str] = &["POST", "PUT", "PATCH"];
+
+fn refused(why: &str) -> ProviderError {
+    ProviderError::PathRefused(why.to_owned())
+}
+
+/// Joins `path` under `base` (which ends with `/`). A single leading `/`
+/// is read as "from the base", the way people write API paths.
+pub(super) fn resolve(base: &Url, path: &str) -> Result<Url, ProviderError> {
+    if path.len() > MAX_PATH_LEN {
+        return Err(refused("longer than 2048 characters"));
+    }
+    if path
+        .chars()
+        .any(|c| c.is_control() || c.is_whitespace() || c == '\u{feff}')
+    {
+        return Err(refused("contains whitespace or control characters"));
+    }
+    if path.contains('\\') {
+        return Err(refused("contains a backslash"));
+    }
+    if path.contains('@') {
+        return Err(refused("contains `@`"));
+    }
+    if path.contains('#') {
+        return Err(refused("contains a fragment (`#`)"));
+    }
+    if path.starts_with("//") {
+        return Err(refused("must be relative to the API base, not `//host`"));
+    }
+    let relative = path.strip_prefix('/').unwrap_or(path);
+    let (path_part, _query) = relative.split_once('?').unwrap_or((relative, ""));
+    let first_segment = path_part.split('/').next().unwrap_or_default();
+    if first_segment.contains(':') || decoded(first_segment).contains(':') {
+        return Err(refused("must be relative to the API base, not a URL"));
+    }
+    for segment in path_part.split('/') {
+        // Decoded until stable, so `%252e%252e` is caught as well as `%2e%2e`;
+        // and split again, so an encoded `/` cannot hide `..` inside a segment.
+        let text = decoded(segment);
+        if text.split(['/', '\\']).any(|s| s == ".." || s == ".") {
+            return Err(refused("contains a `.` or `..` segment"));
+        }
+    }
+    let joined = base
+        .join(relative)
+        .map_err(|_| refused("is not a valid URL path"))?;
+    check_under(base, &joined)?;
+    Ok(joined)
+}
+
+/// Percent-decodes repeatedly (bounded) until nothing changes.
+fn decoded(segment: &str) -> String {
+    let mut text = segment.to_owned();
+    for _ in 0..4 {
+        let next = percent_decode_str(&text).decode_utf8_lossy().into_owned();
+        if next == text {
+            break;
+        }
+        text = next;
+    }
+    text
+}
+
+/// The joined URL must be the base's scheme, host and port, and its path
+/// must start with the base's path.
+pub(super) fn check_under(base: &Url, url: &Url) -> Result<(), ProviderError> {
+    let same_origin = url.scheme() == base.scheme()
+        && url.host() == base.host()
+        && url.port_or_known_default() == base.port_or_known_default();
+    if !same_origin || !url.username().is_empty() || url.password().is_some() {
+        return Err(refused("leaves the provider's API host"));
+    }
+    if !url.path().starts_with(base.path()) {
+        return Err(refused("leaves the provider's API base path"));
+    }
+    if url.fragment().is_some() {
+        return Err(refused("contains a fragment (`#`)"));
+    }
+    Ok(())
+}
+
+/// The method, uppercase, if the provider allows it.
+pub(super) fn method(allowed: &[String], method: &str) -> Result<reqwest::Method, ProviderError> {
+    let upper = method.trim().to_ascii_uppercase();
+    let shown: String = upper
+        .chars()
+        .filter(char::is_ascii_alphabetic)
+        .take(16)
+        .collect();
+    if !allowed.contains(&upper) {
+        return Err(ProviderError::MethodRefused(shown));
+    }
+    reqwest::Method::from_bytes(upper.as_bytes()).map_err(|_| ProviderError::MethodRefused(shown))
+}
+
+/// Query values must be strings, numbers or booleans.
+pub(super) fn query_pairs(
+    query: Option<&Map<String, Value>>,
+) -> Result<Vec<(String, String)>, ProviderError> {
+    query
+        .into_iter()
+        .flatten()
+        .map(|(key, value)| {
+            let text = match value {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                Value::Bool(b) => b.to_string(),
+                _ => {
+                    return Err(ProviderError::RequestRefused(
+                        "query values must be strings, numbers or booleans".into(),
+                    ));
+                }
+            };
+            Ok((key.clone(), text))
+        })
+        .collect()
+}
+
+/// A body only where the method takes one.
+pub(super) fn body_allowed(
+    method: &reqwest::Method,
+    body: Option<&Value>,
+) -> Result<(), ProviderError> {
+    match body {
+        Some(_) if !BODY_METHODS.contains(&method.as_str()) => Err(ProviderError::RequestRefused(
+            format!("{method} requests take no body"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Url {
+        Url::parse("https://api.example.com/v1/").unwrap()
+    }
+
+    #[test]
+    fn good_paths_join_under_the_base() {
+        let cases = [
+            ("user/repos", "https://api.example.com/v1/user/repos"),
+            ("/user/repos", "https://api.example.com/v1/user/repos"),
+            ("", "https://api.example.com/v1/"),
+            ("search?q=a:b", "https://api.example.com/v1/search?q=a:b"),
+            (
+                "projects/a%2Fb",
+                "https://api.example.com/v1/projects/a%2Fb",
+            ),
+            ("files/x:run", "https://api.example.com/v1/files/x:run"),
+            ("caf\u{e9}", "https://api.example.com/v1/caf%C3%A9"),
+        ];
+        for (path, expected) in cases {
+            assert_eq!(resolve(&base(), path).unwrap().as_str(), expected, "{path}");
+        }
+    }
+
+    #[test]
+    fn escaping_paths_are_refused() {
+        let cases = [
+            "https://evil.com/x",
+            "http:evil.com/x",
+            "javascript:alert(1)",
+            "//evil.com/x",
+            "///evil.com/x",
+            "../x",
+            "/../x",
+            "a/../../x",
+            "%2e%2e/x",
+            "%2E%2E/x",
+            ".%2e/x",
+            "%252e%252e/x",
+            "a/..%2f..%2fx",
+            "a/%2e%2e%5cx",
+            "./x",
+            "\\evil",
+            "/\\evil.com",
+            "@evil",
+            "user@evil.com",
+            "x#frag",
+            "a/\tb",
+            "/\n/evil.com",
+            "a b",
+            "evil.com:443/x",
+            "%68ttp:%2f%2fevil.com",
+        ];
+        for path in cases {
+            let e = resolve(&base(), path).unwrap_err();
+            assert!(matches!(e, ProviderError::PathRefused(_)), "{path}: {e}");
+        }
+        assert!(resolve(&base(), &"a/".repeat(1100)).is_err());
+    }
+
+    #[test]
+    fn joined_urls_off_the_base_are_refused() {
+        let off = [
+            "https://evil.com/v1/x",
+            "http://api.example.com/v1/x",
+            "https://api.example.com:8443/v1/x",
+            "https://api.example.com/v1x",
+            "https://api.example.com/other",
+            "https://u:p@api.example.com/v1/x",
+        ];
+        for url in off {
+            let url = Url::parse(url).unwrap();
+            assert!(check_under(&base(), &url).is_err(), "{url}");
+        }
+        let ok = Url::parse("https://api.example.com:443/v1/x").unwrap();
+        assert!(check_under(&base(), &ok).is_ok());
+    }
+
+    #[test]
+    fn methods_queries_and_bodies() {
+        let allowed = vec!["GET".to_string(), "HEAD".to_string()];
+        assert_eq!(method(&allowed, "get").unwrap(), reqwest::Method::GET);
+        let e = method(&allowed, "delete").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "method `DELETE` is not allowed for this provider"
+        );
+        assert!(method(&allowed, "GET\r\nX: y").is_err());
+        let q = serde_json::json!({"a": "x", "n": 2, "b": true});
+        let pairs = query_pairs(q.as_object()).unwrap();
+        assert_eq!(pairs.len(), 3);
+        for bad in [
+            serde_json::json!({"a": [1]}),
+            serde_json::json!({"a": null}),
+        ] {
+            assert!(query_pairs(bad.as_object()).is_err(), "{bad}");
+        }
+        let body = serde_json::json!({"x": 1});
+        assert!(body_allowed(&reqwest::Method::GET, Some(&body)).is_err());
+        assert!(body_allowed(&reqwest::Method::POST, Some(&body)).is_ok());
+        assert!(body_allowed(&reqwest::Method::GET, None).is_ok());
+    }
+}

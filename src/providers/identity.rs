@@ -1,0 +1,180 @@
+//! Who the connected account is: one GET to the provider's userinfo URL
+//! with the access token, then the configured fields of the JSON answer.
+//! Fields are dotted paths, so `user.id` reads Slack's `users.identity`.
+
+use std::time::Duration;
+
+use reqwest::header::{AUTHORIZATION, USER_AGENT};
+use serde_json::Value;
+
+use super::{Account, Provider, ProviderError, http::read_all, token_answer::oauth_error};
+
+const TIMEOUT: Duration = Duration::from_secs(15);
+const MAX_ANSWER_BYTES: usize = 256 * 1024;
+pub(super) const USER_AGENT_VALUE: &str = concat!("mcp-connect/", env!("CARGO_PKG_VERSION"));
+
+/// Slack errors that mean the token itself is no good.
+pub(super) const SLACK_TOKEN_ERRORS: &[&str] = &[
+    "invalid_auth",
+    "not_authed",
+    "token_revoked",
+    "token_expired",
+    "account_inactive",
+];
+
+impl Provider {
+    /// The account behind an access token: `{id, label}`.
+    /// [`ProviderError::Denied`] when the provider refuses the token.
+    pub async fn account(
+        &self,
+        http: &reqwest::Client,
+        access_token: &str,
+    ) -> Result<Account, ProviderError> {
+        let result = self.fetch_account(http, access_token).await;
+        match &result {
+            Ok(_) => tracing::debug!(provider = %self.name, "account identity read"),
+            Err(e) => tracing::warn!(provider = %self.name, error = %e, "account identity failed"),
+        }
+        result
+    }
+
+    async fn fetch_account(
+        &self,
+        http: &reqwest::Client,
+        access_token: &str,
+    ) -> Result<Account, ProviderError> {
+        let mut request = http
+            .get(self.userinfo_url.clone())
+            .header(AUTHORIZATION, format!("Bearer {access_token}"))
+            .header(USER_AGENT, USER_AGENT_VALUE)
+            .timeout(TIMEOUT);
+        for (name, value) in self.quirks.api_headers {
+            request = request.header(*name, *value);
+        }
+        let mut response = request.send().await.map_err(ProviderError::http)?;
+        let status = response.status().as_u16();
+        if status == 401 {
+            return Err(ProviderError::Denied("HTTP 401".into()));
+        }
+        if !(200..300).contains(&status) {
+            return Err(ProviderError::Status(status));
+        }
+        let body = read_all(&mut response, MAX_ANSWER_BYTES).await?;
+        let Ok(answer) = serde_json::from_slice::<Value>(&body) else {
+            return Err(ProviderError::BadResponse(
+                "the account answer is not JSON".into(),
+            ));
+        };
+        if self.quirks.slack_envelope && answer.get("ok") != Some(&Value::Bool(true)) {
+            let code = answer
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown_error");
+            if SLACK_TOKEN_ERRORS.contains(&code) {
+                return Err(ProviderError::Denied(code.to_owned()));
+            }
+            return Err(oauth_error(code, None, &[access_token]));
+        }
+        self.account_from(&answer)
+    }
+
+    fn account_from(&self, answer: &Value) -> Result<Account, ProviderError> {
+        let id = scalar(answer, &self.account_id_field).ok_or_else(|| {
+            ProviderError::BadResponse(format!(
+                "the account answer has no `{}`",
+                self.account_id_field
+            ))
+        })?;
+        let label = self
+            .account_label_fields
+            .iter()
+            .find_map(|field| scalar(answer, field))
+            .unwrap_or_else(|| id.clone());
+        Ok(Account { id, label })
+    }
+}
+
+/// A string or integer at a dotted path, as text; empty counts as absent.
+fn scalar(value: &Value, path: &str) -> Option<String> {
+    let found = path
+        .split('.')
+        .try_fold(value, |v, key| v.as_object()?.get(key))?;
+    let text = match found {
+        Value::String(s) => s.trim().to_owned(),
+        Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
+        _ => return None,
+    };
+    (!text.is_empty()).then_some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::providers::{
+        fakes::{Fake, http},
+        fakes_routes::{DEMO_TOKEN, GITHUB_TOKEN, GOOGLE_TOKEN, RFC_TOKEN, SLACK_TOKEN},
+    };
+
+    fn account(id: &str, label: &str) -> Account {
+        Account {
+            id: id.into(),
+            label: label.into(),
+        }
+    }
+
+    #[actix_web::test]
+    async fn each_preset_reads_its_identity() {
+        let fake = Fake::start().await;
+        let catalog = fake.catalog();
+        let http = http();
+        let cases = [
+            ("github", GITHUB_TOKEN, account("583231", "octocat")),
+            (
+                "google",
+                GOOGLE_TOKEN,
+                account("110169484474386276334", "alice@example.com"),
+            ),
+            ("slack", SLACK_TOKEN, account("U0ALICE", "alice")),
+            ("demo", DEMO_TOKEN, account("demo-alice", "alice")),
+            ("rfc", RFC_TOKEN, account("abc-123", "alice")),
+        ];
+        for (name, token, expected) in cases {
+            let got = catalog.get(name).unwrap().account(&http, token).await;
+            assert_eq!(got.unwrap(), expected, "{name}");
+        }
+        // GitHub refuses requests without a User-Agent; we sent one, and its
+        // versioned media type.
+        let seen = &fake.seen("/github/user")[0];
+        assert!(seen.headers["user-agent"].starts_with("mcp-connect/"));
+        assert_eq!(seen.headers["accept"], "application/vnd.github+json");
+    }
+
+    #[actix_web::test]
+    async fn refused_tokens_are_denied_without_echoing_them() {
+        let fake = Fake::start().await;
+        let catalog = fake.catalog();
+        let http = http();
+        for name in ["github", "slack", "google"] {
+            let e = catalog
+                .get(name)
+                .unwrap()
+                .account(&http, "stale-token-XYZ")
+                .await
+                .unwrap_err();
+            assert!(matches!(e, ProviderError::Denied(_)), "{name}: {e}");
+            assert!(!e.to_string().contains("stale-token-XYZ"), "{e}");
+        }
+    }
+
+    #[test]
+    fn fields_are_dotted_paths_and_labels_fall_back() {
+        let v = json!({"user": {"id": "U1", "name": ""}, "n": 7, "f": 1.5});
+        assert_eq!(scalar(&v, "user.id").as_deref(), Some("U1"));
+        assert_eq!(scalar(&v, "user.name"), None);
+        assert_eq!(scalar(&v, "n").as_deref(), Some("7"));
+        assert_eq!(scalar(&v, "f"), None);
+        assert_eq!(scalar(&v, "user.id.deeper"), None);
+    }
+}

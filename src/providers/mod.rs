@@ -1,0 +1,105 @@
+//! Third-party providers: the catalog built from settings (presets for
+//! GitHub, Google, Slack and the dev demo provider, plus `generic`), and
+//! everything that talks OAuth 2.0 or HTTP to a provider — the authorize URL,
+//! code exchange with PKCE, refresh, RFC 7009 revocation, the account
+//! identity, and API calls made as the user.
+//!
+//! Nothing here touches the database: the connection vault stores what these
+//! functions return, and the web pages drive the browser flow. Every request
+//! goes through the `reqwest::Client` the caller passes in, which must not
+//! follow redirects (see `startup::outbound_http_client`).
+//!
+//! Tokens, codes, verifiers and client secrets stay in `SecretString`s or
+//! borrowed `&str`s; no error message, `Debug` output or log line carries
+//! one.
+
+mod api;
+mod catalog;
+mod error;
+mod guard;
+mod http;
+mod identity;
+mod oauth;
+mod pkce;
+mod presets;
+mod provider;
+mod scopes;
+mod token_answer;
+
+#[cfg(test)]
+mod fakes;
+#[cfg(test)]
+mod fakes_routes;
+
+use std::time::Duration;
+
+use secrecy::SecretString;
+
+pub use catalog::ProviderCatalog;
+pub use error::{ProviderConfigError, ProviderError};
+pub use pkce::PkcePair;
+pub use provider::Provider;
+
+/// What a token endpoint granted. `refresh_token` is `None` when the answer
+/// carried none — on refresh that usually means "keep the one you have"
+/// (Google never sends a new one).
+#[derive(Debug)]
+pub struct TokenSet {
+    pub access_token: SecretString,
+    pub refresh_token: Option<SecretString>,
+    pub expires_in: Option<Duration>,
+    /// Granted scopes when the provider said (it may grant fewer than asked).
+    pub scopes: Option<Vec<String>>,
+    pub token_type: String,
+}
+
+/// Who the connected account is at the provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    /// Stable id at the provider (GitHub's numeric id, Google's `sub`, …).
+    pub id: String,
+    /// What people recognise ("octocat", "alice@example.com").
+    pub label: String,
+}
+
+/// RFC 7009 `token_type_hint`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenHint {
+    AccessToken,
+    RefreshToken,
+}
+
+impl TokenHint {
+    fn as_str(self) -> &'static str {
+        match self {
+            TokenHint::AccessToken => "access_token",
+            TokenHint::RefreshToken => "refresh_token",
+        }
+    }
+}
+
+/// An API call as the user, as an MCP client asked for it. Every field is
+/// untrusted (it comes from a model); [`Provider::api_request`] checks them.
+#[derive(Debug, Clone, Default)]
+pub struct ApiRequest {
+    pub method: String,
+    /// Relative to the provider's API base URL, e.g. `user/repos`.
+    pub path: String,
+    pub query: Option<serde_json::Map<String, serde_json::Value>>,
+    pub body: Option<serde_json::Value>,
+}
+
+/// A provider's answer to an [`ApiRequest`], safe to show to the client.
+#[derive(Debug, Clone)]
+pub struct ApiResponse {
+    pub status: u16,
+    pub content_type: Option<String>,
+    /// Parsed JSON, or the text as a JSON string; for a redirect, an object
+    /// naming the target path only.
+    pub body: serde_json::Value,
+    /// The body was cut at the provider's `max_response_bytes`.
+    pub truncated: bool,
+    /// The provider refused the access token (HTTP 401, or Slack's
+    /// `invalid_auth`-style errors): refresh, or ask the user to reconnect.
+    pub token_rejected: bool,
+}

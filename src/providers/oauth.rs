@@ -1,0 +1,194 @@
+//! The token endpoint calls: authorization code + PKCE exchange, refresh,
+//! and RFC 7009 revocation.
+//!
+//! Done with reqwest directly rather than the `oauth2` crate's client: the
+//! answers we must accept (GitHub's form-encoded bodies and HTTP 200 errors,
+//! Slack's `ok` envelope and nested user token, string `expires_in`) are
+//! outside what its typed response parser takes, and rewriting bodies so it
+//! would accept them is more code than reading them (`token_answer`).
+
+use std::time::Duration;
+
+use reqwest::header::{ACCEPT, AUTHORIZATION};
+use secrecy::ExposeSecret;
+use serde_json::Value;
+
+use super::{
+    Provider, ProviderError, TokenHint, TokenSet,
+    http::{basic_auth, media_type, read_all},
+    presets::TokenAuthMethod,
+    token_answer::{self, Answer},
+};
+
+/// Whole-request bound for token endpoint calls: a person is waiting.
+const TIMEOUT: Duration = Duration::from_secs(15);
+/// Token answers are small; anything bigger is not one.
+const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+impl Provider {
+    /// Exchanges the code from the callback, proving possession of the PKCE
+    /// verifier whose challenge went into the authorize URL.
+    pub async fn exchange_code(
+        &self,
+        http: &reqwest::Client,
+        code: &str,
+        pkce_verifier: &str,
+    ) -> Result<TokenSet, ProviderError> {
+        let form = vec![
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", self.redirect_uri.as_str()),
+            ("code_verifier", pkce_verifier),
+        ];
+        let result = self.token_request(http, form, &[code, pkce_verifier]).await;
+        log_outcome(&self.name, "exchange", &result);
+        result
+    }
+
+    /// Trades a refresh token for a new access token.
+    /// [`ProviderError::InvalidGrant`] means the refresh token is dead.
+    /// `refresh_token: None` in the answer means keep the old one.
+    pub async fn refresh(
+        &self,
+        http: &reqwest::Client,
+        refresh_token: &str,
+    ) -> Result<TokenSet, ProviderError> {
+        let form = vec![
+            ("grant_type", "refresh_token"),
+            ("refresh_token", refresh_token),
+        ];
+        let result = self.token_request(http, form, &[refresh_token]).await;
+        log_outcome(&self.name, "refresh", &result);
+        result
+    }
+
+    /// Revokes a token upstream (RFC 7009). A token the provider no longer
+    /// knows counts as revoked: that is the state the caller wants.
+    pub async fn revoke(
+        &self,
+        http: &reqwest::Client,
+        token: &str,
+        hint: TokenHint,
+    ) -> Result<(), ProviderError> {
+        let url = self
+            .revocation_url
+            .as_ref()
+            .ok_or(ProviderError::Unsupported("token revocation"))?;
+        let form = vec![("token", token), ("token_type_hint", hint.as_str())];
+        let mut response = self
+            .authenticated_post(http, url, form)
+            .send()
+            .await
+            .map_err(ProviderError::http)?;
+        let status = response.status().as_u16();
+        let body = read_all(&mut response, MAX_ANSWER_BYTES).await?;
+        // RFC 7009 promises no body; an error, if any, is RFC 6749 JSON.
+        let fields = match serde_json::from_slice(&body) {
+            Ok(Value::Object(map)) => map,
+            _ => Default::default(),
+        };
+        let error = fields.get("error").and_then(Value::as_str);
+        let slack_failed =
+            self.quirks.slack_envelope && fields.get("ok") == Some(&Value::Bool(false));
+        let outcome = match error {
+            // Google answers an unknown or already revoked token this way.
+            Some("invalid_token") => Ok(()),
+            Some(code) => Err(token_answer::oauth_error(
+                code,
+                fields.get("error_description"),
+                &[token, self.secret()],
+            )),
+            None if slack_failed => Err(ProviderError::Rejected {
+                error: "unknown_error".into(),
+                description: None,
+            }),
+            None if (200..300).contains(&status) => Ok(()),
+            None => Err(ProviderError::Status(status)),
+        };
+        match &outcome {
+            Ok(()) => tracing::info!(provider = %self.name, status, "token revoked upstream"),
+            Err(e) => {
+                tracing::warn!(provider = %self.name, status, error = %e, "revocation failed")
+            }
+        }
+        outcome
+    }
+
+    async fn token_request(
+        &self,
+        http: &reqwest::Client,
+        form: Vec<(&str, &str)>,
+        sent: &[&str],
+    ) -> Result<TokenSet, ProviderError> {
+        let mut response = self
+            .authenticated_post(http, &self.token_url, form)
+            .send()
+            .await
+            .map_err(ProviderError::http)?;
+        let status = response.status().as_u16();
+        let media = media_type(&response);
+        let body = read_all(&mut response, MAX_ANSWER_BYTES).await?;
+        let mut secrets = sent.to_vec();
+        secrets.push(self.secret());
+        token_answer::parse(
+            &Answer {
+                status,
+                media_type: media.as_deref(),
+                body: &body,
+                slack: self.quirks.slack_envelope,
+            },
+            &secrets,
+        )
+    }
+
+    /// A POST to the token or revocation endpoint with client
+    /// authentication. `Accept: application/json` always: GitHub answers
+    /// form-encoded without it.
+    fn authenticated_post<'a>(
+        &'a self,
+        http: &reqwest::Client,
+        url: &url::Url,
+        mut form: Vec<(&'a str, &'a str)>,
+    ) -> reqwest::RequestBuilder {
+        let mut request = http
+            .post(url.clone())
+            .header(ACCEPT, "application/json")
+            .timeout(TIMEOUT);
+        let secret = self.secret();
+        match self.auth_method {
+            TokenAuthMethod::ClientSecretBasic => {
+                request = request.header(AUTHORIZATION, basic_auth(&self.client_id, secret));
+            }
+            TokenAuthMethod::ClientSecretPost => {
+                form.push(("client_id", &self.client_id));
+                form.push(("client_secret", secret));
+            }
+            TokenAuthMethod::None => form.push(("client_id", &self.client_id)),
+        }
+        request.form(&form)
+    }
+
+    fn secret(&self) -> &str {
+        self.client_secret
+            .as_ref()
+            .map(|s| s.expose_secret())
+            .unwrap_or_default()
+    }
+}
+
+fn log_outcome(provider: &str, step: &str, result: &Result<TokenSet, ProviderError>) {
+    match result {
+        Ok(t) => tracing::info!(
+            provider,
+            step,
+            expires_in = t.expires_in.map(|d| d.as_secs()),
+            refresh_token = t.refresh_token.is_some(),
+            "token endpoint answered"
+        ),
+        Err(e) => tracing::warn!(provider, step, error = %e, "token endpoint refused"),
+    }
+}
+
+#[cfg(test)]
+#[path = "oauth_tests.rs"]
+mod tests;

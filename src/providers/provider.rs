@@ -1,0 +1,215 @@
+//! One configured provider: its resolved settings and the authorize URL.
+//! The network calls live beside it (`oauth`, `identity`, `api`).
+
+use secrecy::SecretString;
+use url::Url;
+
+use super::presets::{PresetKind, Quirks, TokenAuthMethod};
+
+/// A provider users can connect, fully resolved from preset and settings.
+#[derive(Debug)]
+pub struct Provider {
+    pub(super) name: String,
+    pub(super) kind: PresetKind,
+    pub(super) display_name: String,
+    pub(super) client_id: String,
+    pub(super) client_secret: Option<SecretString>,
+    pub(super) auth_method: TokenAuthMethod,
+    pub(super) authorize_url: Url,
+    pub(super) token_url: Url,
+    pub(super) revocation_url: Option<Url>,
+    pub(super) userinfo_url: Url,
+    /// Always ends with `/`, so relative paths join beneath it.
+    pub(super) api_base_url: Url,
+    pub(super) issuer: Option<String>,
+    pub(super) redirect_uri: String,
+    pub(super) default_scopes: Vec<String>,
+    pub(super) account_id_field: String,
+    pub(super) account_label_fields: Vec<String>,
+    /// Uppercase.
+    pub(super) allowed_methods: Vec<String>,
+    pub(super) max_response_bytes: usize,
+    pub(super) quirks: Quirks,
+}
+
+impl Provider {
+    /// The name in settings and URLs (`github`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The preset it was built from (`github`, …, `generic`).
+    pub fn preset(&self) -> &str {
+        self.kind.as_str()
+    }
+
+    /// The name shown to people (`GitHub`).
+    pub fn display_name(&self) -> &str {
+        &self.display_name
+    }
+
+    /// Scopes requested when nobody asked for specific ones.
+    pub fn default_scopes(&self) -> &[String] {
+        &self.default_scopes
+    }
+
+    /// The authorization server's issuer, for the RFC 9207 `iss` check on
+    /// the callback. `None`: the provider sends no `iss`; when a callback
+    /// carries one anyway, there is nothing to match it against.
+    pub fn issuer(&self) -> Option<&str> {
+        self.issuer.as_deref()
+    }
+
+    /// `<base_url>/oauth/callback/<name>`, sent on authorize and exchange.
+    pub fn redirect_uri(&self) -> &str {
+        &self.redirect_uri
+    }
+
+    /// The only base URL [`Provider::api_request`] calls beneath.
+    pub fn api_base_url(&self) -> &Url {
+        &self.api_base_url
+    }
+
+    /// Whether [`Provider::revoke`] can revoke upstream (RFC 7009).
+    pub fn supports_revocation(&self) -> bool {
+        self.revocation_url.is_some()
+    }
+
+    /// Plain words for a scope on the consent page; an unknown scope is
+    /// shown as itself.
+    pub fn describe_scope(&self, scope: &str) -> String {
+        super::scopes::describe(self.kind, scope)
+            .map(str::to_owned)
+            .unwrap_or_else(|| scope.to_owned())
+    }
+
+    /// The URL to send the browser to. `state` binds the flow to the browser
+    /// session; `pkce_challenge` is the S256 challenge of the verifier later
+    /// passed to [`Provider::exchange_code`]. Empty `scopes` means
+    /// [`Provider::default_scopes`].
+    pub fn authorize_url(&self, state: &str, pkce_challenge: &str, scopes: &[String]) -> Url {
+        let scopes = if scopes.is_empty() {
+            &self.default_scopes[..]
+        } else {
+            scopes
+        };
+        let mut url = self.authorize_url.clone();
+        {
+            let mut query = url.query_pairs_mut();
+            query
+                .append_pair("response_type", "code")
+                .append_pair("client_id", &self.client_id)
+                .append_pair("redirect_uri", &self.redirect_uri);
+            if !scopes.is_empty() {
+                query.append_pair(
+                    self.quirks.scope_param,
+                    &scopes.join(self.quirks.scope_separator),
+                );
+            }
+            query
+                .append_pair("state", state)
+                .append_pair("code_challenge", pkce_challenge)
+                .append_pair("code_challenge_method", "S256");
+            for (key, value) in self.quirks.authorize_extras {
+                query.append_pair(key, value);
+            }
+        }
+        url
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use crate::providers::fakes::catalog_for;
+
+    fn params(url: &url::Url) -> HashMap<String, String> {
+        url.query_pairs().into_owned().collect()
+    }
+
+    fn scopes(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn github_authorize_url_carries_pkce_state_and_space_scopes() {
+        let catalog = catalog_for("http://127.0.0.1:9");
+        let gh = catalog.get("github").unwrap();
+        let url = gh.authorize_url("st4te", "ch4llenge", &scopes(&["repo", "read:user"]));
+        assert!(
+            url.as_str()
+                .starts_with("http://127.0.0.1:9/github/authorize?")
+        );
+        let p = params(&url);
+        assert_eq!(p["response_type"], "code");
+        assert_eq!(p["client_id"], "gh-client");
+        assert_eq!(
+            p["redirect_uri"],
+            "http://127.0.0.1:9/oauth/callback/github"
+        );
+        assert_eq!(p["scope"], "repo read:user");
+        assert_eq!(p["state"], "st4te");
+        assert_eq!(p["code_challenge"], "ch4llenge");
+        assert_eq!(p["code_challenge_method"], "S256");
+        assert!(!p.contains_key("access_type"));
+    }
+
+    #[test]
+    fn google_asks_for_offline_access_with_consent() {
+        let catalog = catalog_for("http://127.0.0.1:9");
+        let url = catalog.get("google").unwrap().authorize_url("s", "c", &[]);
+        let p = params(&url);
+        assert_eq!(p["access_type"], "offline");
+        assert_eq!(p["prompt"], "consent");
+        assert_eq!(p["scope"], "openid email profile");
+        assert_eq!(p["code_challenge_method"], "S256");
+    }
+
+    #[test]
+    fn slack_puts_user_scopes_in_user_scope_with_commas() {
+        let catalog = catalog_for("http://127.0.0.1:9");
+        let slack = catalog.get("slack").unwrap();
+        let url = slack.authorize_url("s", "c", &scopes(&["channels:read", "chat:write"]));
+        let p = params(&url);
+        assert_eq!(p["user_scope"], "channels:read,chat:write");
+        assert!(!p.contains_key("scope"), "{url}");
+        assert_eq!(p["code_challenge"], "c");
+        assert_eq!(p["state"], "s");
+    }
+
+    #[test]
+    fn demo_and_generic_authorize_urls() {
+        let catalog = catalog_for("http://127.0.0.1:9");
+        let demo = catalog.get("demo").unwrap().authorize_url("s", "c", &[]);
+        assert!(
+            demo.as_str()
+                .starts_with("http://127.0.0.1:9/dev/demo/authorize?")
+        );
+        assert_eq!(params(&demo)["scope"], "profile");
+        let generic = catalog.get("rfc").unwrap().authorize_url("s", "c", &[]);
+        let p = params(&generic);
+        assert_eq!(p["client_id"], "my client");
+        assert!(!p.contains_key("scope"), "no default scopes: {generic}");
+        assert_eq!(p["code_challenge_method"], "S256");
+    }
+
+    #[test]
+    fn scopes_are_described_in_plain_words() {
+        let catalog = catalog_for("http://127.0.0.1:9");
+        let gh = catalog.get("github").unwrap();
+        assert_eq!(gh.describe_scope("read:user"), "read your profile");
+        assert_eq!(gh.describe_scope("made:up"), "made:up");
+        let google = catalog.get("google").unwrap();
+        assert!(
+            google
+                .describe_scope("calendar.readonly")
+                .contains("calendar")
+        );
+        assert!(
+            google
+                .describe_scope("https://www.googleapis.com/auth/drive.readonly")
+                .contains("Drive")
+        );
+    }
+}

@@ -1,0 +1,222 @@
+//! Reading a token endpoint's answer, quirks included: GitHub answers
+//! form-encoded unless asked for JSON and reports errors with HTTP 200;
+//! Slack wraps everything in `{"ok": …}` and nests the user token under
+//! `authed_user`; some servers send `expires_in` as a string.
+
+use std::time::Duration;
+
+use secrecy::SecretString;
+use serde_json::{Map, Value};
+
+use super::{
+    ProviderError, TokenSet,
+    error::{clean_code, clean_description},
+};
+
+/// Error codes that mean what RFC 6749's `invalid_grant` means: the code or
+/// refresh token is dead, only the user can fix it.
+const INVALID_GRANT: &[&str] = &[
+    "invalid_grant",
+    // GitHub
+    "bad_verification_code",
+    "bad_refresh_token",
+    // Slack
+    "invalid_code",
+    "code_already_used",
+    "invalid_refresh_token",
+];
+
+/// What came back from the token endpoint.
+pub(super) struct Answer<'a> {
+    pub status: u16,
+    pub media_type: Option<&'a str>,
+    pub body: &'a [u8],
+    /// Slack's envelope and nesting.
+    pub slack: bool,
+}
+
+/// Parses a token answer; `sent` are the secrets of the request (code,
+/// verifier, refresh token, client secret), kept out of error messages.
+pub(super) fn parse(answer: &Answer<'_>, sent: &[&str]) -> Result<TokenSet, ProviderError> {
+    let success = (200..300).contains(&answer.status);
+    let fields = match fields(answer) {
+        Ok(fields) => fields,
+        Err(_) if !success => return Err(ProviderError::Status(answer.status)),
+        Err(e) => return Err(e),
+    };
+    if let Some(error) = fields.get("error").and_then(Value::as_str) {
+        return Err(oauth_error(error, fields.get("error_description"), sent));
+    }
+    if answer.slack && fields.get("ok") == Some(&Value::Bool(false)) {
+        return Err(oauth_error("unknown_error", None, sent));
+    }
+    if !success {
+        return Err(ProviderError::Status(answer.status));
+    }
+    // Slack: the user token is under `authed_user`; a top-level token, if
+    // any, is the bot's. A refresh of a user token answers flat.
+    let token = match fields.get("authed_user") {
+        Some(Value::Object(user)) if answer.slack && user.contains_key("access_token") => user,
+        _ => &fields,
+    };
+    let access_token = string(token, "access_token")
+        .ok_or_else(|| ProviderError::BadResponse("the token answer has no access_token".into()))?;
+    Ok(TokenSet {
+        access_token: SecretString::from(access_token),
+        refresh_token: string(token, "refresh_token").map(SecretString::from),
+        expires_in: token.get("expires_in").and_then(seconds),
+        // An empty `scope` is an answer too: nothing was granted.
+        scopes: token.get("scope").and_then(Value::as_str).map(|s| {
+            // Space per RFC 6749; GitHub and Slack use commas.
+            s.split([' ', ','])
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        }),
+        token_type: string(token, "token_type").unwrap_or_else(|| "Bearer".to_owned()),
+    })
+}
+
+/// The answer's fields, from JSON or from a form-encoded body.
+fn fields(answer: &Answer<'_>) -> Result<Map<String, Value>, ProviderError> {
+    let looks_json = answer.body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    match answer.media_type {
+        Some(m) if super::http::is_json(Some(m)) || looks_json => json(answer.body),
+        None if looks_json => json(answer.body),
+        Some("application/x-www-form-urlencoded" | "text/plain") | None => {
+            Ok(url::form_urlencoded::parse(answer.body)
+                .map(|(k, v)| (k.into_owned(), Value::String(v.into_owned())))
+                .collect())
+        }
+        Some(other) => Err(ProviderError::BadResponse(format!(
+            "the token answer has media type {}",
+            clean_code(other)
+        ))),
+    }
+}
+
+fn json(body: &[u8]) -> Result<Map<String, Value>, ProviderError> {
+    match serde_json::from_slice(body) {
+        Ok(Value::Object(map)) => Ok(map),
+        // Never echo the parse error: it quotes the body, which may hold a token.
+        _ => Err(ProviderError::BadResponse(
+            "the token answer is not a JSON object".into(),
+        )),
+    }
+}
+
+pub(super) fn oauth_error(code: &str, description: Option<&Value>, sent: &[&str]) -> ProviderError {
+    if INVALID_GRANT.contains(&code) {
+        return ProviderError::InvalidGrant;
+    }
+    ProviderError::Rejected {
+        error: clean_code(code),
+        description: description
+            .and_then(Value::as_str)
+            .map(|d| clean_description(d, sent))
+            .filter(|d| !d.is_empty()),
+    }
+}
+
+fn string(map: &Map<String, Value>, key: &str) -> Option<String> {
+    map.get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+fn seconds(value: &Value) -> Option<Duration> {
+    let secs = match value {
+        Value::Number(n) => n.as_u64().or_else(|| n.as_f64().map(|f| f.max(0.0) as u64)),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }?;
+    Some(Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use secrecy::ExposeSecret;
+
+    use super::*;
+
+    fn answer<'a>(status: u16, media_type: Option<&'a str>, body: &'a str) -> Answer<'a> {
+        Answer {
+            status,
+            media_type,
+            body: body.as_bytes(),
+            slack: false,
+        }
+    }
+
+    #[test]
+    fn form_encoded_answers_parse() {
+        let a = answer(
+            200,
+            Some("application/x-www-form-urlencoded"),
+            "access_token=gho_16C7e42F292c6912E7710c838347Ae178B4a&scope=repo%2Cgist&token_type=bearer",
+        );
+        let t = parse(&a, &[]).unwrap();
+        assert_eq!(
+            t.access_token.expose_secret(),
+            "gho_16C7e42F292c6912E7710c838347Ae178B4a"
+        );
+        assert_eq!(t.scopes.unwrap(), vec!["repo", "gist"]);
+        assert_eq!(t.token_type, "bearer");
+        assert!(t.expires_in.is_none() && t.refresh_token.is_none());
+    }
+
+    #[test]
+    fn errors_in_200_answers_are_errors() {
+        let a = answer(
+            200,
+            Some("application/x-www-form-urlencoded"),
+            "error=incorrect_client_credentials&error_description=The+client_id+and%2For+client_secret+passed+are+incorrect.",
+        );
+        let e = parse(&a, &[]).unwrap_err();
+        assert!(
+            matches!(&e, ProviderError::Rejected { error, .. } if error == "incorrect_client_credentials"),
+            "{e}"
+        );
+        let a = answer(
+            200,
+            Some("application/json"),
+            r#"{"error":"bad_refresh_token"}"#,
+        );
+        assert!(matches!(parse(&a, &[]), Err(ProviderError::InvalidGrant)));
+    }
+
+    #[test]
+    fn string_expiry_and_unparseable_bodies() {
+        let a = answer(
+            200,
+            None,
+            r#"{"access_token":"at","expires_in":"3600","token_type":"Bearer"}"#,
+        );
+        let t = parse(&a, &[]).unwrap();
+        assert_eq!(t.expires_in, Some(Duration::from_secs(3600)));
+        let a = answer(
+            200,
+            Some("application/json"),
+            r#"{"access_token":"at-secret""#,
+        );
+        let e = parse(&a, &[]).unwrap_err();
+        assert!(!e.to_string().contains("at-secret"), "{e}");
+        let a = answer(502, Some("text/html"), "<html>bad gateway</html>");
+        assert!(matches!(parse(&a, &[]), Err(ProviderError::Status(502))));
+        let a = answer(200, Some("application/json"), r#"{"token_type":"bearer"}"#);
+        assert!(matches!(parse(&a, &[]), Err(ProviderError::BadResponse(_))));
+    }
+
+    #[test]
+    fn descriptions_never_echo_what_we_sent() {
+        let a = answer(
+            400,
+            Some("application/json"),
+            r#"{"error":"invalid_request","error_description":"code c0de-123 malformed"}"#,
+        );
+        let e = parse(&a, &["c0de-123"]).unwrap_err().to_string();
+        assert!(!e.contains("c0de-123"), "{e}");
+        assert!(e.contains("invalid_request"), "{e}");
+    }
+}

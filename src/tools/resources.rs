@@ -1,0 +1,170 @@
+//! Resources: the caller's connections (`connections://mine`), and one
+//! template, `connection://{provider}/profile`, whose read needs the account
+//! and so goes through the same connect flow as the tools.
+
+use rmcp::{
+    ErrorData, RoleServer,
+    model::{
+        CacheScope, ErrorCode, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+        Resource, ResourceContents, ResourceTemplate,
+    },
+    service::RequestContext,
+};
+use secrecy::ExposeSecret;
+use serde_json::json;
+
+use super::{client_kind, internal};
+use crate::{
+    auth::Principal,
+    connect::{self, Access, Need},
+    db,
+    mcp::state::Binding,
+    startup::AppState,
+};
+
+pub const CONNECTIONS_URI: &str = "connections://mine";
+pub const PROFILE_TEMPLATE: &str = "connection://{provider}/profile";
+
+pub fn resources() -> Vec<Resource> {
+    vec![
+        Resource::new(CONNECTIONS_URI, "connections")
+            .with_title("Your connected accounts")
+            .with_description(
+                "The third-party accounts you have connected: provider, account, scopes, status.",
+            )
+            .with_mime_type("application/json"),
+    ]
+}
+
+pub fn templates() -> Vec<ResourceTemplate> {
+    vec![
+        ResourceTemplate::new(PROFILE_TEMPLATE, "connection-profile")
+            .with_title("Your account at a provider")
+            .with_description(
+                "Your profile at a provider (e.g. connection://github/profile), as the provider reports it. \
+                 Asks you to connect the account first if needed.",
+            )
+            .with_mime_type("application/json"),
+    ]
+}
+
+/// `connection://{provider}/profile` → the provider, if the URI is one.
+fn profile_provider(uri: &str) -> Option<&str> {
+    let provider = uri
+        .strip_prefix("connection://")?
+        .strip_suffix("/profile")?;
+    let valid = !provider.is_empty()
+        && provider.len() <= 32
+        && provider
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    valid.then_some(provider)
+}
+
+pub async fn read(
+    state: &AppState,
+    principal: &Principal,
+    request: &ReadResourceRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<ReadResourceResponse, ErrorData> {
+    if request.uri == CONNECTIONS_URI {
+        let rows = db::connections::list_for_user(&state.db, &principal.issuer, &principal.subject)
+            .await
+            .map_err(internal)?;
+        let list: Vec<_> = rows
+            .iter()
+            .map(|c| json!({"provider": c.provider, "account": c.account_label, "scopes": c.scopes, "status": c.status}))
+            .collect();
+        let text = json!({ "connections": list }).to_string();
+        return Ok(ReadResourceResponse::Complete(
+            ReadResourceResult::new(vec![
+                ResourceContents::text(text, CONNECTIONS_URI).with_mime_type("application/json"),
+            ])
+            .with_ttl_ms(0)
+            .with_cache_scope(CacheScope::Private),
+        ));
+    }
+    let Some(provider) = profile_provider(&request.uri) else {
+        return Err(ErrorData::resource_not_found(
+            format!("No such resource: {}", request.uri),
+            None,
+        ));
+    };
+    let access = connect::require(
+        state,
+        Need {
+            principal,
+            provider,
+            scopes: &[],
+            binding: Binding {
+                audience: state.settings.mcp_resource_str(),
+                issuer: &principal.issuer,
+                subject: &principal.subject,
+                client_id: &principal.client_id,
+                method: "resources/read",
+                target: &request.uri,
+                arguments: None,
+            },
+            input_responses: request.input_responses.as_ref(),
+            request_state: request.request_state.as_deref(),
+            client: client_kind(context),
+            cancel: &context.ct,
+        },
+    )
+    .await?;
+    let (token, provider) = match access {
+        Access::Ready { token, provider } => (token, provider),
+        Access::InputRequired(result) => return Ok(ReadResourceResponse::InputRequired(result)),
+        Access::Declined { provider_name } => {
+            return Err(ErrorData::new(
+                ErrorCode::INVALID_REQUEST,
+                format!("The user declined to connect {provider_name}."),
+                None,
+            ));
+        }
+        Access::Cancelled { provider_name } => {
+            return Err(ErrorData::new(
+                ErrorCode::INVALID_REQUEST,
+                format!(
+                    "Connecting {provider_name} was cancelled. Read the resource again to retry."
+                ),
+                None,
+            ));
+        }
+    };
+    let account = provider.account(&state.http, token.access_token.expose_secret()).await.map_err(|e| {
+        tracing::warn!(provider = provider.name(), error = %e, "profile resource: provider call failed");
+        ErrorData::internal_error(format!("{} did not answer as expected.", provider.display_name()), None)
+    })?;
+    let text =
+        json!({ "provider": provider.name(), "account_id": account.id, "account": account.label })
+            .to_string();
+    Ok(ReadResourceResponse::Complete(
+        ReadResourceResult::new(vec![
+            ResourceContents::text(text, request.uri.clone()).with_mime_type("application/json"),
+        ])
+        .with_ttl_ms(0)
+        .with_cache_scope(CacheScope::Private),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_uris_parse_strictly() {
+        assert_eq!(
+            profile_provider("connection://github/profile"),
+            Some("github")
+        );
+        for bad in [
+            "connection:///profile",
+            "connection://GitHub/profile",
+            "connection://a/b/profile",
+            "connection://x/profile/",
+        ] {
+            assert_eq!(profile_provider(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! `whoami`: the account as the provider itself reports it, fetched with
+//! the stored token.
+
+use rmcp::{
+    ErrorData,
+    model::{CallToolResponse, CallToolResult, ContentBlock, Tool, ToolAnnotations},
+};
+use schemars::JsonSchema;
+use secrecy::ExposeSecret;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{ToolCall, error_result, schema_for, unless_ready};
+
+pub const NAME: &str = "whoami";
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The provider to ask, e.g. "github".
+    pub provider: String,
+}
+
+pub fn definition() -> Tool {
+    Tool::new(
+        NAME,
+        "Show which account the user has connected at a provider, as the provider reports it right now \
+         (its id and name). If no account is connected, the result asks the client to open a link where \
+         the user connects one; retry the call after.",
+        schema_for::<Args>(),
+    )
+    .with_title("Who am I at a provider")
+    .with_annotations(ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(true))
+}
+
+pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
+    let args: Args = call.arguments()?;
+    let access = call.require(&args.provider, &[]).await?;
+    let (token, provider) = match unless_ready(access) {
+        Ok(ready) => ready,
+        Err(answer) => return Ok(*answer),
+    };
+    match provider
+        .account(&call.state.http, token.access_token.expose_secret())
+        .await
+    {
+        Ok(account) => {
+            let mut result = CallToolResult::structured(json!({
+                "provider": provider.name(),
+                "account_id": account.id,
+                "account": account.label,
+            }));
+            result.content = vec![ContentBlock::text(format!(
+                "Connected to {} as {} (id {}).",
+                provider.display_name(),
+                account.label,
+                account.id
+            ))];
+            Ok(CallToolResponse::Complete(result))
+        }
+        Err(e) => {
+            tracing::warn!(provider = provider.name(), error = %e, "whoami: provider call failed");
+            Ok(CallToolResponse::Complete(error_result(format!(
+                "{} did not answer as expected: {e}",
+                provider.display_name()
+            ))))
+        }
+    }
+}

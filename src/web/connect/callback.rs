@@ -1,0 +1,242 @@
+//! `GET /oauth/callback/{provider}`: the provider sends the browser back.
+//! The flow (found by the SHA-256 of `state`) must be a connect flow for this
+//! provider, started by this very browser session, unexpired and unused;
+//! anything else is refused, audited, and the flow deleted. It is then
+//! marked completed in one UPDATE, so a code is exchanged at most once.
+//! An `iss` parameter must name the provider's issuer (RFC 9207) before
+//! anything else is believed. Code, state and tokens never reach a page or
+//! a log line.
+
+use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
+use chrono::Utc;
+use secrecy::ExposeSecret;
+use serde_json::json;
+
+use super::audit;
+use crate::{
+    connect::vault::{self, NewConnection},
+    crypto::{Purpose, Sealed},
+    db::{self, audit::AuditKind, oauth_flows::OAuthFlow},
+    startup::AppState,
+    web::{
+        forms,
+        pages::{self, Notice, WebError},
+        secret,
+        session::{MaybeUser, SignedInUser},
+    },
+};
+
+const RESTART: &str =
+    "This authorization can't be completed. Go back to your MCP client and try again.";
+
+pub(super) async fn callback(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    user: MaybeUser,
+) -> Result<HttpResponse, WebError> {
+    let provider_name = path.into_inner();
+    let params = forms::query(&req)?;
+    let Some(flow_state) = params.get("state").filter(|s| secret::is_random_value(s)) else {
+        return Err(WebError::FlowRejected(RESTART));
+    };
+    let found = db::oauth_flows::find_by_state_hash(&state.db, &secret::sha256(flow_state)).await?;
+    let Some(flow) = found else {
+        tracing::info!(provider = %provider_name, "provider callback with an unknown state");
+        return Err(WebError::FlowRejected(RESTART));
+    };
+    let user = match check_flow(&flow, &provider_name, user.0) {
+        Ok(user) => user,
+        Err(reason) => return Err(reject(&state, &req, &flow, reason, true).await),
+    };
+    // Single use: of concurrent or replayed callbacks only one gets here.
+    let Some(flow) = db::oauth_flows::complete(&state.db, flow.id).await? else {
+        return Err(reject(&state, &req, &flow, "already_used", false).await);
+    };
+    let provider = state.providers.get(&provider_name).ok_or_else(|| {
+        WebError::Internal(anyhow::anyhow!(
+            "provider `{provider_name}` has a flow but no configuration"
+        ))
+    })?;
+    if let (Some(expected), Some(iss)) = (provider.issuer(), params.get("iss"))
+        && iss != expected
+    {
+        return Err(reject(&state, &req, &flow, "iss_mismatch", true).await);
+    }
+    if let Some(error) = params.get("error") {
+        return refused(&state, &req, &user, &flow, provider.display_name(), error).await;
+    }
+    let code = params.get("code").ok_or(WebError::FlowRejected(RESTART))?;
+    let sealed = Sealed {
+        key_id: flow.key_id.clone(),
+        bytes: flow.pkce_verifier.clone(),
+    };
+    let verifier = state
+        .keys
+        .open(Purpose::PkceVerifier, flow.id.as_bytes(), &sealed)
+        .map_err(|e| WebError::Internal(anyhow::anyhow!("cannot open the PKCE verifier: {e}")))?;
+    let verifier = String::from_utf8(verifier)
+        .map_err(|_| WebError::Internal(anyhow::anyhow!("PKCE verifier is not UTF-8")))?;
+    let tokens = provider
+        .exchange_code(&state.http, code, &verifier)
+        .await
+        .map_err(|e| WebError::Upstream(anyhow::anyhow!("{provider_name}: code exchange: {e}")))?;
+    let account = provider
+        .account(&state.http, tokens.access_token.expose_secret())
+        .await
+        .map_err(|e| WebError::Upstream(anyhow::anyhow!("{provider_name}: account: {e}")))?;
+    let ticket = match flow.ticket_id {
+        Some(id) => db::tickets::find_by_id(&state.db, id).await?,
+        None => None,
+    };
+    let requested = ticket
+        .filter(|t| !t.scopes.is_empty())
+        .map(|t| t.scopes)
+        .unwrap_or_else(|| provider.default_scopes().to_vec());
+    let connection_id = vault::store_connection(
+        &state,
+        NewConnection {
+            issuer: &user.issuer,
+            subject: &user.subject,
+            provider: &provider_name,
+            account: &account,
+            tokens: &tokens,
+            requested_scopes: &requested,
+        },
+    )
+    .await?;
+    audit(
+        &state,
+        &req,
+        AuditKind::Connected,
+        Some((&user.issuer, &user.subject)),
+        Some(&provider_name),
+        json!({ "connection_id": connection_id, "account_id": account.id, "ticket_id": flow.ticket_id }),
+    )
+    .await;
+    Ok(pages::render(
+        StatusCode::OK,
+        &Notice {
+            signed_in: Some(user.display_name.clone()),
+            tone: "ok",
+            title: format!("{} connected", provider.display_name()),
+            lines: vec![format!(
+                "{} connected as {} — you can return to your MCP client.",
+                provider.display_name(),
+                account.label
+            )],
+            facts: vec![
+                ("Provider".into(), provider.display_name().to_owned()),
+                ("Account".into(), account.label.clone()),
+            ],
+            link: Some(("/connections".into(), "See your connections".into())),
+        },
+    ))
+}
+
+/// The flow may go on only for this browser session; the reason otherwise.
+fn check_flow(
+    flow: &OAuthFlow,
+    provider: &str,
+    user: Option<SignedInUser>,
+) -> Result<SignedInUser, &'static str> {
+    if !flow.is(db::oauth_flows::FlowKind::Connect) {
+        return Err("not_a_connect_flow");
+    }
+    if flow.provider.as_deref() != Some(provider) {
+        return Err("other_provider");
+    }
+    let Some(user) = user.filter(|u| flow.session_id == Some(u.session_id)) else {
+        return Err("other_session");
+    };
+    if flow.completed_at.is_some() {
+        return Err("already_used");
+    }
+    if flow.expires_at <= Utc::now() {
+        return Err("expired");
+    }
+    Ok(user)
+}
+
+/// Refuses the callback: the audit row, the log line, the flow deleted
+/// (`delete`) so whatever was wrong cannot be retried, and the error page.
+async fn reject(
+    state: &AppState,
+    req: &HttpRequest,
+    flow: &OAuthFlow,
+    reason: &'static str,
+    delete: bool,
+) -> WebError {
+    tracing::warn!(flow = %flow.id, reason, "provider callback rejected");
+    if delete && let Err(e) = db::oauth_flows::delete(&state.db, flow.id).await {
+        return WebError::from(e);
+    }
+    let principal = match flow.ticket_id {
+        Some(id) => match db::tickets::find_by_id(&state.db, id).await {
+            Ok(ticket) => ticket,
+            Err(e) => {
+                // The refusal stands; only the audit row loses its user.
+                tracing::error!(error = %e, "cannot read the ticket of a rejected flow");
+                None
+            }
+        },
+        None => None,
+    };
+    audit(
+        state,
+        req,
+        AuditKind::CallbackRejected,
+        principal
+            .as_ref()
+            .map(|t| (t.issuer.as_str(), t.subject.as_str())),
+        flow.provider.as_deref(),
+        json!({ "reason": reason, "flow_id": flow.id, "ticket_id": flow.ticket_id }),
+    )
+    .await;
+    WebError::FlowRejected(RESTART)
+}
+
+/// The provider answered with an error instead of a code.
+async fn refused(
+    state: &AppState,
+    req: &HttpRequest,
+    user: &SignedInUser,
+    flow: &OAuthFlow,
+    provider: &str,
+    error: &str,
+) -> Result<HttpResponse, WebError> {
+    if error != "access_denied" {
+        // Only the short, known-safe code goes to the log.
+        let code: String = error
+            .chars()
+            .take(40)
+            .filter(|c| c.is_ascii_graphic())
+            .collect();
+        tracing::warn!(flow = %flow.id, error = %code, "provider refused the authorization");
+        return Err(WebError::Upstream(anyhow::anyhow!(
+            "authorization error `{code}`"
+        )));
+    }
+    db::oauth_flows::decline_ticket(&state.db, flow.id).await?;
+    audit(
+        state,
+        req,
+        AuditKind::ConsentCancelled,
+        Some((&user.issuer, &user.subject)),
+        flow.provider.as_deref(),
+        json!({ "ticket_id": flow.ticket_id, "at": "provider" }),
+    )
+    .await;
+    Ok(pages::render(
+        StatusCode::OK,
+        &Notice {
+            signed_in: Some(user.display_name.clone()),
+            title: format!("You declined access at {provider}"),
+            lines: vec![
+                format!("Nothing was connected. Your MCP client will see that you declined."),
+                "You can close this tab.".into(),
+            ],
+            ..Notice::default()
+        },
+    ))
+}

@@ -1,0 +1,129 @@
+//! The connect flow in the browser — the page an MCP client's URL
+//! elicitation opens. In order:
+//!
+//! 1. `GET /connect?ticket=T` (`open`): the ticket must be usable; without a
+//!    session the browser signs in first (the ticket id travels with the
+//!    login flow, server-side); a session of another person gets the 403
+//!    "made for another account" page and nothing else. Then the ticket id is
+//!    kept on the session and the browser moves on to a URL without it.
+//! 2. `GET /connect/consent` + `POST /connect` (`consent`): the person sees
+//!    what is asked and says Continue (the ticket is redeemed atomically and
+//!    the browser goes to the provider) or Cancel (the ticket is declined).
+//! 3. `GET /oauth/callback/{provider}` (`callback`): the provider's answer,
+//!    accepted only from the browser session that started the flow, once.
+
+mod callback;
+mod consent;
+mod open;
+
+use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
+use askama::Template;
+use serde_json::json;
+
+use super::{logout, pages, session::SignedInUser};
+use crate::{
+    db::{
+        self,
+        audit::{AuditEvent, AuditKind},
+        tickets::Ticket,
+    },
+    startup::AppState,
+};
+
+/// Where the consent page lives (a URL that never carries the ticket).
+pub const CONSENT_PATH: &str = "/connect/consent";
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/connect", web::get().to(open::open))
+        .route("/connect", web::post().to(consent::submit))
+        .route(CONSENT_PATH, web::get().to(consent::show))
+        .route(
+            "/oauth/callback/{provider}",
+            web::get().to(callback::callback),
+        );
+}
+
+/// The client's address and user agent, for audit rows. The peer address,
+/// not `X-Forwarded-For`, which any client can write.
+fn client_info(req: &HttpRequest) -> (Option<String>, Option<String>) {
+    let ip = req.peer_addr().map(|a| a.ip().to_string());
+    let agent = req
+        .headers()
+        .get("User-Agent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    (ip, agent)
+}
+
+async fn audit(
+    state: &AppState,
+    req: &HttpRequest,
+    kind: AuditKind,
+    user: Option<(&str, &str)>,
+    provider: Option<&str>,
+    detail: serde_json::Value,
+) {
+    let (ip, agent) = client_info(req);
+    let mut event = AuditEvent::new(kind)
+        .detail(detail)
+        .client(ip.as_deref(), agent.as_deref());
+    if let Some((issuer, subject)) = user {
+        event = event.user(issuer, subject);
+    }
+    if let Some(provider) = provider {
+        event = event.provider(provider);
+    }
+    db::audit::record_or_log(&state.db, event).await;
+}
+
+#[derive(Template)]
+#[template(path = "connect/mismatch.html")]
+struct MismatchPage {
+    signed_in: Option<String>,
+    csrf: String,
+}
+
+/// The answer to a link opened by someone other than the person it was made
+/// for: a 403 page, an audit row, and nothing else — no redirect, no flow,
+/// the ticket left as it was. The page offers to sign out and sign in as the
+/// right person; the ticket stays server-side on the session for that.
+async fn identity_mismatch(
+    state: &AppState,
+    req: &HttpRequest,
+    user: &SignedInUser,
+    ticket: &Ticket,
+) -> HttpResponse {
+    tracing::warn!(
+        ticket = %ticket.id,
+        session = %user.session_id,
+        "connect link opened by another account; refused"
+    );
+    audit(
+        state,
+        req,
+        AuditKind::IdentityMismatch,
+        Some((&ticket.issuer, &ticket.subject)),
+        Some(&ticket.provider),
+        json!({
+            "ticket_id": ticket.id,
+            "client_id": ticket.client_id,
+            "session_issuer": user.issuer,
+            "session_subject": user.subject,
+        }),
+    )
+    .await;
+    pages::render(
+        StatusCode::FORBIDDEN,
+        &MismatchPage {
+            signed_in: Some(user.display_name.clone()),
+            csrf: user.csrf_token(logout::PURPOSE),
+        },
+    )
+}
+
+/// A ticket that can still be used now.
+fn usable(ticket: &Ticket) -> bool {
+    ticket.redeemed_at.is_none()
+        && ticket.declined_at.is_none()
+        && ticket.expires_at > chrono::Utc::now()
+}

@@ -1,0 +1,49 @@
+//! `GET /connect?ticket=T`: the URL an MCP client shows. It reads the
+//! ticket once and moves on to a URL without it; nothing here redeems the
+//! ticket (link previews and scanners may fetch it).
+
+use actix_web::{HttpRequest, HttpResponse, web};
+
+use super::{CONSENT_PATH, identity_mismatch};
+use crate::{
+    db,
+    startup::AppState,
+    web::{
+        forms, login,
+        pages::{WebError, see_other},
+        secret,
+        session::MaybeUser,
+    },
+};
+
+/// Longer than any ticket this server issues; anything longer is refused
+/// before it is hashed.
+const MAX_TICKET_LEN: usize = 128;
+
+pub(super) async fn open(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    user: MaybeUser,
+) -> Result<HttpResponse, WebError> {
+    let params = forms::query(&req)?;
+    let presented = params
+        .get("ticket")
+        .filter(|t| t.len() <= MAX_TICKET_LEN)
+        .ok_or(WebError::LinkGone)?;
+    let found = db::tickets::find_usable_by_hash(&state.db, &secret::sha256(presented)).await?;
+    let Some(ticket) = found else {
+        tracing::info!("connect link unknown, expired, used or declined");
+        return Err(WebError::LinkGone);
+    };
+    let Some(user) = user.0 else {
+        // Sign in first; the ticket id rides on the login flow row.
+        return login::start(&state, CONSENT_PATH, Some(ticket.id), false).await;
+    };
+    // Kept even on a mismatch: "sign out and use another account" resumes
+    // this link from here.
+    db::web_sessions::set_pending_ticket(&state.db, user.session_id, Some(ticket.id)).await?;
+    if !user.is(&ticket.issuer, &ticket.subject) {
+        return Ok(identity_mismatch(&state, &req, &user, &ticket).await);
+    }
+    Ok(see_other(CONSENT_PATH))
+}

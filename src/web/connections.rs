@@ -1,0 +1,179 @@
+//! `GET /connections`: the signed-in person's connected accounts (never a
+//! token), with Disconnect and Reconnect, and the providers they can still
+//! connect. Disconnect revokes upstream where possible and deletes
+//! (`connect::vault::disconnect`). Reconnect mints a ticket for the person
+//! exactly as the MCP side does and goes through the same consent page — the
+//! ticket id is put on the session directly, so the ticket itself never
+//! appears in a URL.
+
+use actix_web::{HttpResponse, http::StatusCode, web};
+use askama::Template;
+
+use super::{
+    connect::CONSENT_PATH,
+    forms, logout,
+    pages::{self, WebError, see_other},
+    session::{MaybeUser, SignedInUser},
+};
+use crate::{connect, db, startup::AppState};
+
+/// The client id written on tickets minted here (when no web client id is
+/// configured, which cannot happen on a signed-in page, but stays total).
+const WEB_CLIENT_FALLBACK: &str = "mcp-connect-web";
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/", web::get().to(home))
+        .route("/connections", web::get().to(list))
+        .route(
+            "/connections/{provider}/disconnect",
+            web::post().to(disconnect),
+        )
+        .route(
+            "/connections/{provider}/reconnect",
+            web::post().to(reconnect),
+        );
+}
+
+struct Row {
+    name: String,
+    display_name: String,
+    account: String,
+    scopes: String,
+    status: String,
+    status_text: &'static str,
+    since: String,
+    disconnect_csrf: String,
+    reconnect_csrf: String,
+}
+
+struct Available {
+    name: String,
+    display_name: String,
+    csrf: String,
+}
+
+#[derive(Template)]
+#[template(path = "connections.html")]
+struct ConnectionsPage {
+    signed_in: Option<String>,
+    rows: Vec<Row>,
+    available: Vec<Available>,
+    logout_csrf: String,
+}
+
+fn purpose(action: &str, provider: &str) -> String {
+    format!("{action}:{provider}")
+}
+
+async fn home() -> HttpResponse {
+    see_other("/connections")
+}
+
+async fn list(state: web::Data<AppState>, user: MaybeUser) -> Result<HttpResponse, WebError> {
+    let Some(user) = user.0 else {
+        return Ok(see_other("/login?return_to=/connections"));
+    };
+    let connections =
+        db::connections::list_for_user(&state.db, &user.issuer, &user.subject).await?;
+    let display = |name: &str| {
+        state
+            .providers
+            .get(name)
+            .map_or_else(|| name.to_owned(), |p| p.display_name().to_owned())
+    };
+    let rows = connections
+        .iter()
+        .map(|c| Row {
+            name: c.provider.clone(),
+            display_name: display(&c.provider),
+            account: c.account_label.clone(),
+            scopes: c.scopes.join(", "),
+            status: c.status.clone(),
+            status_text: match c.status.as_str() {
+                "active" => "Connected",
+                "needs_reauth" => "Needs reconnecting",
+                _ => "Revoked",
+            },
+            since: c.created_at.format("%Y-%m-%d").to_string(),
+            disconnect_csrf: user.csrf_token(&purpose("disconnect", &c.provider)),
+            reconnect_csrf: user.csrf_token(&purpose("reconnect", &c.provider)),
+        })
+        .collect();
+    let available = state
+        .providers
+        .names()
+        .into_iter()
+        .filter(|name| !connections.iter().any(|c| c.provider == *name))
+        .map(|name| Available {
+            name: name.to_owned(),
+            display_name: display(name),
+            csrf: user.csrf_token(&purpose("reconnect", name)),
+        })
+        .collect();
+    let page = ConnectionsPage {
+        signed_in: Some(user.display_name.clone()),
+        rows,
+        available,
+        logout_csrf: user.csrf_token(logout::PURPOSE),
+    };
+    Ok(pages::render(StatusCode::OK, &page))
+}
+
+/// A provider name from the path: the shape settings allow, else refused
+/// before it reaches a query or a CSRF purpose.
+fn provider_name(raw: &str) -> Result<&str, WebError> {
+    let ok = (1..=32).contains(&raw.len())
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if ok {
+        Ok(raw)
+    } else {
+        Err(WebError::BadRequest("There is no such provider."))
+    }
+}
+
+async fn disconnect(
+    state: web::Data<AppState>,
+    user: SignedInUser,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse, WebError> {
+    let form = forms::form(payload).await?;
+    let provider = provider_name(&path)?;
+    user.check_csrf(&purpose("disconnect", provider), &form)?;
+    // Audited by the vault (it is shared with the MCP `disconnect` tool).
+    connect::vault::disconnect(&state, &user.issuer, &user.subject, provider).await?;
+    Ok(see_other("/connections"))
+}
+
+async fn reconnect(
+    state: web::Data<AppState>,
+    user: SignedInUser,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> Result<HttpResponse, WebError> {
+    let form = forms::form(payload).await?;
+    let provider = provider_name(&path)?;
+    user.check_csrf(&purpose("reconnect", provider), &form)?;
+    if state.providers.get(provider).is_none() {
+        return Err(WebError::BadRequest("There is no such provider."));
+    }
+    let client_id = state
+        .settings
+        .auth
+        .web_client_id
+        .as_deref()
+        .unwrap_or(WEB_CLIENT_FALLBACK);
+    let ticket = connect::tickets::issue(
+        &state,
+        &user.issuer,
+        &user.subject,
+        client_id,
+        provider,
+        &[],
+    )
+    .await?;
+    db::web_sessions::set_pending_ticket(&state.db, user.session_id, Some(ticket.id)).await?;
+    Ok(see_other(CONSENT_PATH))
+}

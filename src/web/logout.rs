@@ -1,0 +1,64 @@
+//! `POST /logout` (CSRF): ends the session — the row and the cookie. With
+//! `then=switch-account` (the button on the "made for another account"
+//! page) it goes straight on to signing in again, carrying the connect link
+//! the session was looking at server-side, so the ticket never travels
+//! through a URL or a log.
+
+use actix_web::{HttpResponse, http::StatusCode, web};
+
+use super::{
+    cookies, forms, login,
+    pages::{self, Notice, WebError},
+    session::MaybeUser,
+};
+use crate::{db, startup::AppState};
+
+/// CSRF purpose of the sign-out forms.
+pub const PURPOSE: &str = "logout";
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/logout", web::post().to(logout));
+}
+
+async fn logout(
+    state: web::Data<AppState>,
+    user: MaybeUser,
+    payload: web::Payload,
+) -> Result<HttpResponse, WebError> {
+    let form = forms::form(payload).await?;
+    let removal = cookies::removal(&state.settings, cookies::SESSION);
+    let Some(user) = user.0 else {
+        // Already signed out: say so, and clear whatever cookie is left.
+        let mut response = signed_out();
+        response
+            .add_cookie(&removal)
+            .map_err(|e| WebError::Internal(e.into()))?;
+        return Ok(response);
+    };
+    user.check_csrf(PURPOSE, &form)?;
+    db::web_sessions::delete(&state.db, user.session_id).await?;
+    tracing::info!(session = %user.session_id, "signed out");
+    let mut response = match (form.get("then"), user.pending_ticket_id) {
+        (Some("switch-account"), Some(ticket_id)) => {
+            login::start(&state, super::connect::CONSENT_PATH, Some(ticket_id), true).await?
+        }
+        _ => signed_out(),
+    };
+    response
+        .add_cookie(&removal)
+        .map_err(|e| WebError::Internal(e.into()))?;
+    Ok(response)
+}
+
+fn signed_out() -> HttpResponse {
+    pages::render(
+        StatusCode::OK,
+        &Notice {
+            tone: "ok",
+            title: "You are signed out".into(),
+            lines: vec!["You can close this tab.".into()],
+            link: Some(("/login".into(), "Sign in again".into())),
+            ..Notice::default()
+        },
+    )
+}

@@ -1,0 +1,246 @@
+//! The OpenID Connect client behind the web sign-in, on the `openidconnect`
+//! crate: discovery of `auth.issuer` (the same authorization server that
+//! issues MCP tokens, so both sides name people the same way), the
+//! authorization URL with PKCE S256 and a nonce, the code exchange, and ID
+//! token verification (signature against the discovered JWKS — EdDSA
+//! included — `iss`, `aud` = our client id, `exp`, `nonce`).
+//!
+//! Metadata is discovered on every sign-in step: sign-ins are rare, and a
+//! rotated signing key is then picked up at once.
+
+use anyhow::{Context, anyhow};
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use futures::StreamExt;
+use openidconnect::{
+    AuthType, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointMaybeSet,
+    EndpointNotSet, EndpointSet, IssuerUrl, Nonce, PkceCodeChallenge, PkceCodeVerifier,
+    RedirectUrl, Scope, TokenResponse,
+    core::{
+        CoreAuthPrompt, CoreAuthenticationFlow, CoreClient, CoreClientAuthMethod,
+        CoreProviderMetadata,
+    },
+};
+use secrecy::ExposeSecret;
+use url::Url;
+
+use super::pages::WebError;
+use crate::startup::AppState;
+
+/// Largest discovery, JWKS or token response read.
+const MAX_RESPONSE_BYTES: usize = 512 * 1024;
+
+type Client = CoreClient<
+    EndpointSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointMaybeSet,
+    EndpointMaybeSet,
+>;
+
+/// Who signed in.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub issuer: String,
+    pub subject: String,
+    pub display_name: String,
+}
+
+/// Where the identity provider sends the browser back.
+pub fn redirect_uri(state: &AppState) -> String {
+    format!("{}/auth/callback", state.settings.base_url())
+}
+
+/// The identity provider's authorization URL for a new sign-in.
+pub async fn authorize_url(
+    state: &AppState,
+    flow_state: &str,
+    nonce: &str,
+    pkce_verifier: &str,
+    choose_account: bool,
+) -> Result<Url, WebError> {
+    let client = client(state).await?;
+    let challenge =
+        PkceCodeChallenge::from_code_verifier_sha256(&PkceCodeVerifier::new(pkce_verifier.into()));
+    let (flow_state, nonce) = (flow_state.to_owned(), nonce.to_owned());
+    let mut request = client
+        .authorize_url(
+            CoreAuthenticationFlow::AuthorizationCode,
+            move || CsrfToken::new(flow_state),
+            move || Nonce::new(nonce),
+        )
+        .add_scope(Scope::new("profile".into()))
+        .set_pkce_challenge(challenge);
+    if choose_account {
+        // Switching accounts: make the provider ask again instead of
+        // silently reusing the session that signed the wrong person in.
+        request = request.add_prompt(CoreAuthPrompt::Login);
+    }
+    Ok(request.url().0)
+}
+
+/// Exchanges the code and verifies the ID token.
+pub async fn finish(
+    state: &AppState,
+    code: &str,
+    pkce_verifier: String,
+    nonce: &str,
+) -> Result<Identity, WebError> {
+    let client = client(state).await?;
+    let http = http_client(state.http.clone());
+    let tokens = client
+        .exchange_code(AuthorizationCode::new(code.to_owned()))
+        .map_err(|e| WebError::Internal(anyhow!("identity provider has no token endpoint: {e}")))?
+        .set_pkce_verifier(PkceCodeVerifier::new(pkce_verifier))
+        .request_async(&http)
+        .await
+        .map_err(|e| WebError::Upstream(anyhow!("sign-in code exchange failed: {e}")))?;
+    let id_token = tokens
+        .id_token()
+        .ok_or_else(|| WebError::Upstream(anyhow!("token response has no id_token")))?;
+    let claims = id_token
+        .claims(&client.id_token_verifier(), &Nonce::new(nonce.to_owned()))
+        .map_err(|e| {
+            tracing::warn!(error = %e, "sign-in: ID token rejected");
+            WebError::FlowRejected("The sign-in could not be verified. Please sign in again.")
+        })?;
+    let claim = state.settings.auth.subject_claim.as_str();
+    let subject = if claim == "sub" {
+        claims.subject().to_string()
+    } else {
+        // The signature is verified above; read the configured claim from
+        // the same payload.
+        claim_from_payload(&id_token.to_string(), claim).ok_or_else(|| {
+            tracing::warn!(claim, "sign-in: ID token lacks the subject claim");
+            WebError::FlowRejected("The sign-in did not say who you are. Please sign in again.")
+        })?
+    };
+    let display_name = claims
+        .preferred_username()
+        .map(|u| u.to_string())
+        .or_else(|| {
+            claims
+                .name()
+                .and_then(|n| n.get(None))
+                .map(|n| n.to_string())
+        })
+        .or_else(|| claims.email().map(|e| e.to_string()))
+        .unwrap_or_else(|| subject.clone());
+    Ok(Identity {
+        issuer: crate::auth::configured_issuer(&state.settings.auth.issuer),
+        subject,
+        display_name,
+    })
+}
+
+async fn client(state: &AppState) -> Result<Client, WebError> {
+    let auth = &state.settings.auth;
+    let client_id = auth
+        .web_client_id
+        .as_deref()
+        .filter(|id| !id.trim().is_empty())
+        .ok_or(WebError::NotConfigured(
+            "Signing in on the web is not set up on this server. The operator must set auth.web_client_id.",
+        ))?;
+    let issuer = IssuerUrl::new(crate::auth::configured_issuer(&auth.issuer))
+        .context("auth.issuer is not a URL")?;
+    let http = http_client(state.http.clone());
+    let metadata = CoreProviderMetadata::discover_async(issuer, &http)
+        .await
+        .map_err(|e| WebError::Upstream(anyhow!("identity provider discovery failed: {e}")))?;
+    // Basic is the default of RFC 6749 and OIDC; use the body only when the
+    // provider says that is all it takes.
+    let post_only = metadata
+        .token_endpoint_auth_methods_supported()
+        .is_some_and(|methods| {
+            methods.contains(&CoreClientAuthMethod::ClientSecretPost)
+                && !methods.contains(&CoreClientAuthMethod::ClientSecretBasic)
+        });
+    let secret = auth
+        .web_client_secret
+        .as_ref()
+        .map(|s| ClientSecret::new(s.expose_secret().to_owned()));
+    let redirect = RedirectUrl::new(redirect_uri(state)).context("public_url")?;
+    let client =
+        CoreClient::from_provider_metadata(metadata, ClientId::new(client_id.into()), secret)
+            .set_redirect_uri(redirect);
+    Ok(if post_only {
+        client.set_auth_type(AuthType::RequestBody)
+    } else {
+        client
+    })
+}
+
+/// A string claim of a compact JWT's payload (already verified).
+fn claim_from_payload(jwt: &str, claim: &str) -> Option<String> {
+    let payload = jwt.split('.').nth(1)?;
+    let bytes = URL_SAFE_NO_PAD.decode(payload).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    value
+        .get(claim)?
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("request failed: {0}")]
+    Request(#[from] reqwest::Error),
+    #[error("response larger than {MAX_RESPONSE_BYTES} bytes")]
+    TooLarge,
+    #[error("cannot build the response: {0}")]
+    Build(#[from] http::Error),
+}
+
+/// The HTTP client `openidconnect` calls: the application's reqwest client
+/// (which never follows redirects), with a bounded response size.
+fn http_client(
+    client: reqwest::Client,
+) -> impl Fn(
+    openidconnect::HttpRequest,
+) -> futures::future::LocalBoxFuture<'static, Result<openidconnect::HttpResponse, HttpError>> {
+    move |request| Box::pin(send(client.clone(), request))
+}
+
+async fn send(
+    client: reqwest::Client,
+    request: openidconnect::HttpRequest,
+) -> Result<openidconnect::HttpResponse, HttpError> {
+    let (parts, body) = request.into_parts();
+    let response = client
+        .request(parts.method, parts.uri.to_string())
+        .headers(parts.headers)
+        .body(body)
+        .send()
+        .await?;
+    let mut builder = http::Response::builder().status(response.status());
+    for (name, value) in response.headers() {
+        builder = builder.header(name, value);
+    }
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(HttpError::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(builder.body(body)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_named_claim_from_the_payload() {
+        let payload = URL_SAFE_NO_PAD.encode(br#"{"sub":"x","oid":"abc","n":1}"#);
+        let jwt = format!("h.{payload}.s");
+        assert_eq!(claim_from_payload(&jwt, "oid").as_deref(), Some("abc"));
+        assert_eq!(claim_from_payload(&jwt, "n"), None);
+        assert_eq!(claim_from_payload(&jwt, "missing"), None);
+        assert_eq!(claim_from_payload("garbage", "oid"), None);
+    }
+}

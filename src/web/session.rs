@@ -1,0 +1,155 @@
+//! Browser sessions, kept server-side in `web_sessions`. The cookie holds a
+//! random value; a forged, unknown or expired cookie is simply "signed out"
+//! (logged at info, never the value). Handlers take [`SignedInUser`] (401
+//! page when absent) or [`MaybeUser`].
+
+use std::time::Duration;
+
+use actix_web::{FromRequest, HttpRequest, cookie::Cookie, dev::Payload, web};
+use chrono::Utc;
+use futures::future::LocalBoxFuture;
+use uuid::Uuid;
+
+use super::{cookies, csrf, forms::Params, pages::WebError, secret};
+use crate::{db, startup::AppState};
+
+/// A signed-in browser.
+#[derive(Clone)]
+pub struct SignedInUser {
+    pub session_id: Uuid,
+    pub issuer: String,
+    pub subject: String,
+    pub display_name: String,
+    /// The connect ticket this browser is looking at (see `/connect`).
+    pub pending_ticket_id: Option<Uuid>,
+    csrf_secret: Vec<u8>,
+}
+
+impl std::fmt::Debug for SignedInUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignedInUser")
+            .field("session_id", &self.session_id)
+            .field("issuer", &self.issuer)
+            .field("subject", &self.subject)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SignedInUser {
+    /// The CSRF token for the form with `purpose`.
+    pub fn csrf_token(&self, purpose: &str) -> String {
+        csrf::token(&self.csrf_secret, purpose)
+    }
+
+    /// Checks the form's CSRF token for `purpose` (403 page when wrong).
+    pub fn check_csrf(&self, purpose: &str, form: &Params) -> Result<(), WebError> {
+        if csrf::verify(&self.csrf_secret, purpose, form.get(csrf::FIELD)) {
+            Ok(())
+        } else {
+            tracing::info!(purpose, session = %self.session_id, "CSRF check failed");
+            Err(WebError::Csrf)
+        }
+    }
+
+    /// True when this session is the person `(issuer, subject)`.
+    pub fn is(&self, issuer: &str, subject: &str) -> bool {
+        self.issuer == issuer && self.subject == subject
+    }
+}
+
+/// The signed-in user, if any.
+pub struct MaybeUser(pub Option<SignedInUser>);
+
+impl MaybeUser {
+    /// The name shown in the page header.
+    pub fn display_name(&self) -> Option<String> {
+        self.0.as_ref().map(|u| u.display_name.clone())
+    }
+}
+
+impl FromRequest for MaybeUser {
+    type Error = WebError;
+    type Future = LocalBoxFuture<'static, Result<Self, Self::Error>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move { load(&req).await.map(MaybeUser) })
+    }
+}
+
+impl FromRequest for SignedInUser {
+    type Error = WebError;
+    type Future = LocalBoxFuture<'static, Result<Self, Self::Error>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move { load(&req).await?.ok_or(WebError::SignedOut) })
+    }
+}
+
+pub fn app_state(req: &HttpRequest) -> Result<web::Data<AppState>, WebError> {
+    req.app_data::<web::Data<AppState>>()
+        .cloned()
+        .ok_or_else(|| WebError::Internal(anyhow::anyhow!("application state is not mounted")))
+}
+
+async fn load(req: &HttpRequest) -> Result<Option<SignedInUser>, WebError> {
+    let state = app_state(req)?;
+    let Some(value) = cookies::read(req, &state.settings, cookies::SESSION) else {
+        return Ok(None);
+    };
+    let found = db::web_sessions::find_active_by_hash(&state.db, &secret::sha256(&value)).await?;
+    let Some(row) = found else {
+        tracing::info!("session cookie matches no active session; treated as signed out");
+        return Ok(None);
+    };
+    if Utc::now() - row.last_seen_at > chrono::Duration::seconds(60)
+        && let Err(e) = db::web_sessions::touch(&state.db, row.id).await
+    {
+        // Only bookkeeping: the request goes on.
+        tracing::warn!(error = %e, "cannot record session activity");
+    }
+    Ok(Some(SignedInUser {
+        session_id: row.id,
+        display_name: row.display_name.unwrap_or_else(|| row.subject.clone()),
+        issuer: row.issuer,
+        subject: row.subject,
+        pending_ticket_id: row.pending_ticket_id,
+        csrf_secret: row.csrf_secret,
+    }))
+}
+
+/// Starts a session for a person who just signed in; returns its cookie.
+/// `pending_ticket_id` carries a connect link opened before signing in.
+pub async fn start(
+    state: &AppState,
+    identity: &super::oidc::Identity,
+    pending_ticket_id: Option<Uuid>,
+) -> Result<Cookie<'static>, WebError> {
+    let value = secret::random_value();
+    let ttl = Duration::from_secs(state.settings.web.session_ttl_secs);
+    let expires_at =
+        Utc::now() + chrono::Duration::from_std(ttl).unwrap_or_else(|_| chrono::Duration::hours(8));
+    let id = Uuid::new_v4();
+    db::web_sessions::insert(
+        &state.db,
+        db::web_sessions::NewWebSession {
+            id,
+            id_hash: &secret::sha256(&value),
+            issuer: &identity.issuer,
+            subject: &identity.subject,
+            display_name: Some(&identity.display_name),
+            csrf_secret: &secret::random_bytes(),
+            expires_at,
+            pending_ticket_id,
+        },
+    )
+    .await?;
+    tracing::info!(session = %id, subject = %identity.subject, "signed in");
+    Ok(cookies::build(
+        &state.settings,
+        cookies::SESSION,
+        value,
+        ttl,
+    ))
+}

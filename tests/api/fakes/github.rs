@@ -1,0 +1,239 @@
+//! A fake GitHub (OAuth app): `/login/oauth/authorize` approves at once,
+//! `/login/oauth/access_token` answers form-encoded unless the request's
+//! Accept asks for JSON, reports errors with HTTP 200, sends no `expires_in`
+//! and no refresh token (OAuth app tokens do not expire), and checks the
+//! PKCE S256 verifier when the authorize request carried a challenge.
+//! `/user` wants a User-Agent (403 without) and a `Bearer` or `token`
+//! credential.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde_json::{Value, json};
+
+use super::{
+    FakeProvider, Kind,
+    http::{client, credentials, header, json, loopback_redirect, page, params, redirect},
+    serve,
+    state::{Account, Counters, Shared, pkce_matches, random},
+};
+
+const DOCS: &str = "https://docs.github.com/rest";
+
+pub async fn start() -> FakeProvider {
+    let account = Account {
+        id: "583231".into(),
+        login: "octocat".into(),
+    };
+    let shared = Shared::new("Iv1.fake0github0client", account, None);
+    serve(Kind::Github, shared, routes).await
+}
+
+fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/login/oauth/authorize", web::get().to(authorize))
+        .route("/login/oauth/access_token", web::post().to(access_token))
+        .route("/user", web::get().to(user))
+        .route("/user/repos", web::get().to(repos))
+        .default_service(web::to(not_found));
+}
+
+async fn authorize(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
+    Counters::bump(&fake.calls.authorize);
+    let p = params(&req, &[]);
+    if p.get("client_id") != Some(&fake.client_id) {
+        return page(404, "Not Found");
+    }
+    let Some(back) = loopback_redirect(p.get("redirect_uri")) else {
+        return page(
+            400,
+            "The redirect_uri is not associated with this application.",
+        );
+    };
+    let state = p.get("state").cloned().unwrap_or_default();
+    if p.contains_key("code_challenge")
+        && p.get("code_challenge_method").map(String::as_str) != Some("S256")
+    {
+        let pairs = [
+            ("error", "invalid_request"),
+            (
+                "error_description",
+                "Only S256 is supported as code_challenge_method.",
+            ),
+            ("state", state.as_str()),
+        ];
+        return redirect(back, &pairs);
+    }
+    // GitHub codes are 20 hexadecimal characters.
+    let code = random("")[..20].to_owned();
+    match fake.memory().authorize(p, code) {
+        Some(code) => redirect(back, &[("code", &code), ("state", &state)]),
+        None => redirect(
+            back,
+            &[
+                ("error", "access_denied"),
+                (
+                    "error_description",
+                    "The user has denied your application access.",
+                ),
+                (
+                    "error_uri",
+                    "https://docs.github.com/apps/managing-oauth-apps/troubleshooting-authorization-request-errors/#access-denied",
+                ),
+                ("state", &state),
+            ],
+        ),
+    }
+}
+
+async fn access_token(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> HttpResponse {
+    Counters::bump(&fake.calls.token);
+    let p = params(&req, &body);
+    let answer = exchange(&p, client(&req, &p), &fake);
+    // GitHub's default answer is form-encoded; JSON only when asked for.
+    let wants_json = header(&req, "accept").is_some_and(|a| a.contains("application/json"));
+    if wants_json {
+        let map = answer
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        return json(200, Value::Object(map));
+    }
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(&answer)
+        .finish();
+    HttpResponse::Ok()
+        .content_type("application/x-www-form-urlencoded; charset=utf-8")
+        .body(body)
+}
+
+/// The answer's fields; errors too are an HTTP 200 answer.
+fn exchange(
+    p: &std::collections::BTreeMap<String, String>,
+    (id, secret): (Option<String>, Option<String>),
+    fake: &Shared,
+) -> Vec<(&'static str, String)> {
+    let error = |code: &'static str, description: &str| {
+        vec![
+            ("error", code.to_owned()),
+            ("error_description", description.to_owned()),
+            ("error_uri", "https://docs.github.com/apps/managing-oauth-apps/troubleshooting-oauth-app-access-token-request-errors".to_owned()),
+        ]
+    };
+    if id.as_ref() != Some(&fake.client_id) || secret.as_ref() != Some(&fake.client_secret) {
+        return error(
+            "incorrect_client_credentials",
+            "The client_id and/or client_secret passed are incorrect.",
+        );
+    }
+    if p.get("grant_type").map(String::as_str) == Some("refresh_token") {
+        Counters::bump(&fake.calls.refresh);
+        return error(
+            "bad_refresh_token",
+            "The refresh token passed is incorrect or expired.",
+        );
+    }
+    let mut memory = fake.memory();
+    let code = p.get("code").map(String::as_str).unwrap_or_default();
+    let Some(code) = memory.take_code(code) else {
+        return error(
+            "bad_verification_code",
+            "The code passed is incorrect or expired.",
+        );
+    };
+    if p.get("redirect_uri")
+        .is_some_and(|r| Some(r.as_str()) != code.param("redirect_uri"))
+    {
+        return error(
+            "redirect_uri_mismatch",
+            "The redirect_uri MUST match the registered callback URL for this application.",
+        );
+    }
+    if let Some(challenge) = code.param("code_challenge") {
+        let verifier = p
+            .get("code_verifier")
+            .map(String::as_str)
+            .unwrap_or_default();
+        if !pkce_matches("S256", challenge, verifier) {
+            return error(
+                "bad_verification_code",
+                "The code_verifier does not match the code_challenge.",
+            );
+        }
+    }
+    // GitHub grants the requested scopes and lists them with commas.
+    let scope = code
+        .param("scope")
+        .unwrap_or_default()
+        .split([' ', ','])
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(",");
+    let grant = memory.new_grant();
+    let token = memory.issue_access(grant, &code.account, &scope, "gho_");
+    vec![
+        ("access_token", token),
+        ("scope", scope),
+        ("token_type", "bearer".to_owned()),
+    ]
+}
+
+/// The account behind the request, or GitHub's refusal.
+fn authenticated(req: &HttpRequest, fake: &Shared) -> Result<(Account, String), Box<HttpResponse>> {
+    if header(req, "user-agent").is_none_or(str::is_empty) {
+        return Err(HttpResponse::Forbidden().content_type("text/plain").body(
+            "Request forbidden by administrative rules. Please make sure your request has a User-Agent header (https://docs.github.com/en/rest/overview/resources-in-the-rest-api#user-agent-required). Check https://developer.github.com for other possible causes.\n",
+        ));
+    }
+    let Some(token) = credentials(req, &["bearer", "token"]) else {
+        let body = json!({"message": "Requires authentication", "documentation_url": DOCS, "status": "401"});
+        return Err(json(401, body));
+    };
+    match fake.memory().access(token) {
+        Some(access) => Ok((access.account, access.scope)),
+        None => Err(json(
+            401,
+            json!({"message": "Bad credentials", "documentation_url": DOCS, "status": "401"}),
+        )),
+    }
+}
+
+async fn user(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
+    Counters::bump(&fake.calls.userinfo);
+    let (account, scope) = match authenticated(&req, &fake) {
+        Ok(found) => found,
+        Err(refusal) => return refusal,
+    };
+    let id: Value = account
+        .id
+        .parse::<u64>()
+        .map_or_else(|_| json!(account.id), |n| json!(n));
+    HttpResponse::Ok()
+        .insert_header(("X-OAuth-Scopes", scope.replace(',', ", ")))
+        .json(json!({
+            "login": account.login,
+            "id": id,
+            "type": "User",
+            "name": "The Octocat",
+            "html_url": format!("https://github.com/{}", account.login),
+        }))
+}
+
+async fn repos(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
+    Counters::bump(&fake.calls.api);
+    let (account, _) = match authenticated(&req, &fake) {
+        Ok(found) => found,
+        Err(refusal) => return refusal,
+    };
+    let full_name = format!("{}/Hello-World", account.login);
+    json(
+        200,
+        json!([{"id": 1296269, "name": "Hello-World", "full_name": full_name, "private": false,
+                "owner": {"login": account.login}}]),
+    )
+}
+
+async fn not_found(fake: web::Data<Shared>) -> HttpResponse {
+    Counters::bump(&fake.calls.api);
+    json(
+        404,
+        json!({"message": "Not Found", "documentation_url": DOCS, "status": "404"}),
+    )
+}

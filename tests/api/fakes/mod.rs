@@ -1,0 +1,272 @@
+//! Local fakes of GitHub, Google and Slack, for tests that drive the whole
+//! connect flow without the internet. Each is a real HTTP server on
+//! 127.0.0.1:0 serving the paths its preset calls, with the provider's
+//! documented quirks (see each module). Codes and tokens are random and
+//! single-use where the real ones are.
+//!
+//! ```ignore
+//! let github = fakes::github::start().await;
+//! let app = spawn_app_with(|table| github.configure(table, "github")).await;
+//! // … the browser is sent to github's authorize URL:
+//! let callback = github.visit(&authorize_url).await; // → the app's callback URL
+//! assert_eq!(github.calls().token, 1);
+//! ```
+//!
+//! Authorization is automatic (no page); `deny_next()` makes the next one
+//! answer `access_denied`. Redirect URIs must be loopback URLs: the real
+//! providers match a registered callback, which a test cannot know before
+//! the app has bound its port.
+
+// A library for the flow tests: not every helper is used by every build.
+#![allow(dead_code)]
+
+pub mod github;
+pub mod google;
+pub mod slack;
+
+mod http;
+mod self_tests;
+mod state;
+
+use std::{collections::BTreeMap, net::TcpListener, time::Duration};
+
+use actix_web::{App, HttpServer, dev::ServerHandle, web};
+
+use state::Shared;
+pub use state::{Account, Calls};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Github,
+    Google,
+    Slack,
+}
+
+/// A running fake. Stopped when dropped.
+pub struct FakeProvider {
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    pub kind: Kind,
+    shared: web::Data<Shared>,
+    handle: ServerHandle,
+}
+
+impl Drop for FakeProvider {
+    fn drop(&mut self) {
+        // Sends the stop command; its completion is not awaited.
+        drop(self.handle.stop(false));
+    }
+}
+
+async fn serve(kind: Kind, shared: Shared, routes: fn(&mut web::ServiceConfig)) -> FakeProvider {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let shared = web::Data::new(shared);
+    let data = shared.clone();
+    let server = HttpServer::new(move || App::new().app_data(data.clone()).configure(routes))
+        .workers(1)
+        .disable_signals()
+        .listen(listener)
+        .unwrap()
+        .run();
+    let handle = server.handle();
+    tokio::spawn(server);
+    FakeProvider {
+        base,
+        kind,
+        shared,
+        handle,
+    }
+}
+
+impl FakeProvider {
+    pub fn client_id(&self) -> &str {
+        &self.shared.client_id
+    }
+
+    /// Random per fake, so a test can look for it where it must not be.
+    pub fn client_secret(&self) -> &str {
+        &self.shared.client_secret
+    }
+
+    pub fn calls(&self) -> Calls {
+        self.shared.calls.snapshot()
+    }
+
+    /// The next authorize request answers `error=access_denied`, as when
+    /// the person presses Cancel.
+    pub fn deny_next(&self) {
+        self.shared.memory().deny_next = true;
+    }
+
+    /// The account approving the next authorize requests (tokens issued
+    /// before keep theirs).
+    pub fn set_account(&self, id: &str, login: &str) {
+        self.shared.memory().account = Account {
+            id: id.to_owned(),
+            login: login.to_owned(),
+        };
+    }
+
+    /// The parameters of the last authorize request (`access_type`,
+    /// `prompt`, `user_scope`, `code_challenge`, …).
+    pub fn last_authorize(&self) -> Option<BTreeMap<String, String>> {
+        self.shared.memory().last_authorize.clone()
+    }
+
+    /// Lifetime of access tokens issued from now on; Google answers it as
+    /// `expires_in`. `None`: they never expire (GitHub's and Slack's).
+    pub fn set_access_ttl(&self, ttl: Option<Duration>) {
+        self.shared.memory().access_ttl = ttl;
+    }
+
+    /// Every access token issued so far stops working, as after expiry.
+    pub fn expire_access_tokens(&self) {
+        self.shared.memory().expire_access_tokens();
+    }
+
+    /// Every code and token this fake has handed out, plus its client
+    /// secret: values that must never appear in a result, page, log or in
+    /// clear in the database.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut all = self.shared.memory().issued();
+        all.push(self.shared.client_secret.clone());
+        all
+    }
+
+    /// Plays the browser at the authorize URL the app built: returns where
+    /// the fake redirected (the app's callback, with `code` or `error`).
+    pub async fn visit(&self, authorize_url: &str) -> url::Url {
+        assert!(
+            authorize_url.starts_with(&self.base),
+            "{authorize_url} is not this fake's"
+        );
+        let response = no_redirects().get(authorize_url).send().await.unwrap();
+        assert_eq!(response.status(), 302, "the fake refused {authorize_url}");
+        let location = response.headers()["location"].to_str().unwrap();
+        url::Url::parse(location).unwrap()
+    }
+
+    /// The `[providers.<name>]` table pointing the app at this fake.
+    pub fn provider_table(&self) -> toml::Table {
+        let b = &self.base;
+        let (preset, authorize, token, userinfo, api, revocation) = match self.kind {
+            Kind::Github => (
+                "github",
+                "/login/oauth/authorize",
+                "/login/oauth/access_token",
+                "/user",
+                "/",
+                None,
+            ),
+            Kind::Google => (
+                "google",
+                "/o/oauth2/v2/auth",
+                "/token",
+                "/v1/userinfo",
+                "/",
+                Some("/revoke"),
+            ),
+            Kind::Slack => (
+                "slack",
+                "/oauth/v2/authorize",
+                "/api/oauth.v2.access",
+                "/api/auth.test",
+                "/api/",
+                None,
+            ),
+        };
+        let mut table = toml::Table::new();
+        table.insert("preset".into(), preset.into());
+        table.insert("client_id".into(), self.client_id().into());
+        table.insert("client_secret".into(), self.client_secret().into());
+        table.insert("authorize_url".into(), format!("{b}{authorize}").into());
+        table.insert("token_url".into(), format!("{b}{token}").into());
+        table.insert("userinfo_url".into(), format!("{b}{userinfo}").into());
+        table.insert("api_base_url".into(), format!("{b}{api}").into());
+        if let Some(path) = revocation {
+            table.insert("revocation_url".into(), format!("{b}{path}").into());
+        }
+        table
+    }
+
+    /// Adds `[providers.<name>]` to the app's settings table (for
+    /// `spawn_app_with`), keeping providers already there.
+    pub fn configure(&self, table: &mut toml::Table, name: &str) {
+        let providers = table
+            .entry("providers")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let toml::Value::Table(providers) = providers {
+            providers.insert(name.to_owned(), self.provider_table().into());
+        }
+    }
+
+    /// The same as TOML text, `[providers.<name>]` included.
+    pub fn settings_toml(&self, name: &str) -> String {
+        let mut table = toml::Table::new();
+        self.configure(&mut table, name);
+        toml::to_string(&table).unwrap()
+    }
+}
+
+/// An HTTP client like a test browser: no redirects followed, no proxy.
+pub fn no_redirects() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn github_answers_form_encoded_without_accept_json() {
+    let github = github::start().await;
+    let verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+    let authorize = format!(
+        "{}/login/oauth/authorize?client_id={}&redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcb\
+         &scope=read%3Auser&state=s1&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM\
+         &code_challenge_method=S256",
+        github.base,
+        github.client_id()
+    );
+    let back = github.visit(&authorize).await;
+    let query: BTreeMap<_, _> = back.query_pairs().into_owned().collect();
+    assert_eq!(query["state"], "s1");
+    let form = [
+        ("client_id", github.client_id()),
+        ("client_secret", github.client_secret()),
+        ("code", &query["code"]),
+        ("redirect_uri", "http://127.0.0.1:9/cb"),
+        ("code_verifier", verifier),
+    ];
+    let url = format!("{}/login/oauth/access_token", github.base);
+    let response = no_redirects().post(&url).form(&form).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/x-www-form-urlencoded")
+    );
+    let body = response.text().await.unwrap();
+    let answer: BTreeMap<_, _> = url::form_urlencoded::parse(body.as_bytes())
+        .into_owned()
+        .collect();
+    assert!(answer["access_token"].starts_with("gho_"), "{body}");
+    assert_eq!(answer["scope"], "read:user");
+    assert_eq!(answer["token_type"], "bearer");
+    assert!(!answer.contains_key("expires_in") && !answer.contains_key("refresh_token"));
+    assert!(body.contains("scope=read%3Auser"), "{body}");
+    // The code is spent: the second try is an HTTP 200 error, as JSON now.
+    let response = no_redirects()
+        .post(&url)
+        .header("Accept", "application/json")
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let error: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(error["error"], "bad_verification_code");
+    assert_eq!(github.calls().token, 2);
+}

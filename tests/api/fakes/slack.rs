@@ -1,0 +1,171 @@
+//! A fake Slack: `/oauth/v2/authorize` approves at once (user scopes come in
+//! `user_scope`, bot scopes in `scope`); `/api/oauth.v2.access` nests the
+//! user token under `authed_user`, has a top-level token only when bot
+//! scopes were asked for, and reports every error as HTTP 200
+//! `{"ok": false, "error": …}`. Web API methods take the token as a Bearer
+//! header or a `token` parameter. PKCE parameters are accepted and not
+//! checked.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde_json::{Value, json};
+
+use super::{
+    FakeProvider, Kind,
+    http::{client, credentials, json, loopback_redirect, page, params, redirect},
+    serve,
+    state::{Access, Account, Counters, Shared, random},
+};
+
+const TEAM: (&str, &str) = ("T1", "Acme");
+
+pub async fn start() -> FakeProvider {
+    let account = Account {
+        id: "U1234".into(),
+        login: "alice".into(),
+    };
+    serve(Kind::Slack, Shared::new("1111.2222", account, None), routes).await
+}
+
+fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/oauth/v2/authorize", web::get().to(authorize))
+        .route("/api/oauth.v2.access", web::post().to(access))
+        .route("/api/{method}", web::route().to(method));
+}
+
+fn fail(error: &str) -> HttpResponse {
+    json(200, json!({"ok": false, "error": error}))
+}
+
+async fn authorize(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
+    Counters::bump(&fake.calls.authorize);
+    let p = params(&req, &[]);
+    if p.get("client_id") != Some(&fake.client_id) {
+        return page(400, "Invalid client_id parameter");
+    }
+    let Some(back) = loopback_redirect(p.get("redirect_uri")) else {
+        return page(400, "redirect_uri did not match any configured URIs.");
+    };
+    let state = p.get("state").cloned().unwrap_or_default();
+    let code = format!("{}.{}", &random("")[..20], random(""));
+    match fake.memory().authorize(p, code) {
+        Some(code) => redirect(back, &[("code", &code), ("state", &state)]),
+        None => redirect(back, &[("error", "access_denied"), ("state", &state)]),
+    }
+}
+
+async fn access(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> HttpResponse {
+    Counters::bump(&fake.calls.token);
+    let p = params(&req, &body);
+    let (id, secret) = client(&req, &p);
+    if id.as_ref() != Some(&fake.client_id) {
+        return fail("invalid_client_id");
+    }
+    if secret.as_ref() != Some(&fake.client_secret) {
+        return fail("bad_client_secret");
+    }
+    if p.get("grant_type").map(String::as_str) == Some("refresh_token") {
+        // Token rotation is off for this app: there is nothing to refresh.
+        Counters::bump(&fake.calls.refresh);
+        return fail("invalid_refresh_token");
+    }
+    let mut memory = fake.memory();
+    let given = p.get("code").map(String::as_str).unwrap_or_default();
+    let Some(code) = memory.take_code(given) else {
+        return fail("invalid_code");
+    };
+    if p.get("redirect_uri").map(String::as_str) != code.param("redirect_uri") {
+        return fail("bad_redirect_uri");
+    }
+    let grant = memory.new_grant();
+    let user_scope = code.param("user_scope").unwrap_or_default().to_owned();
+    let mut authed_user = json!({"id": code.account.id});
+    if !user_scope.is_empty() {
+        let token = memory.issue_access(grant, &code.account, &user_scope, "xoxp-1-");
+        authed_user["scope"] = json!(user_scope);
+        authed_user["access_token"] = json!(token);
+        authed_user["token_type"] = json!("user");
+    }
+    let mut answer = json!({
+        "ok": true,
+        "app_id": "A0FAKEAPP",
+        "authed_user": authed_user,
+        "team": {"id": TEAM.0, "name": TEAM.1},
+        "enterprise": null,
+        "is_enterprise_install": false,
+    });
+    let bot_scope = code.param("scope").unwrap_or_default().to_owned();
+    if !bot_scope.is_empty() {
+        let bot = Account {
+            id: "U0BOT".into(),
+            login: "fakebot".into(),
+        };
+        let token = memory.issue_access(grant, &bot, &bot_scope, "xoxb-1-");
+        answer["access_token"] = json!(token);
+        answer["token_type"] = json!("bot");
+        answer["scope"] = json!(bot_scope);
+        answer["bot_user_id"] = json!(bot.id);
+    }
+    json(200, answer)
+}
+
+/// Web API methods: the token from `Authorization: Bearer` or `token`.
+async fn method(
+    req: HttpRequest,
+    body: web::Bytes,
+    name: web::Path<String>,
+    fake: web::Data<Shared>,
+) -> HttpResponse {
+    let p = params(&req, &body);
+    let counter = match name.as_str() {
+        "auth.test" => &fake.calls.userinfo,
+        "auth.revoke" => &fake.calls.revoke,
+        _ => &fake.calls.api,
+    };
+    Counters::bump(counter);
+    let token = credentials(&req, &["bearer"]).or(p.get("token").map(String::as_str));
+    let Some(token) = token else {
+        return fail("not_authed");
+    };
+    let Some(access) = fake.memory().access(token) else {
+        return fail("invalid_auth");
+    };
+    match name.as_str() {
+        "auth.test" => json(
+            200,
+            json!({"ok": true, "url": "https://acme.slack.com/", "team": TEAM.1,
+                   "user": access.account.login, "team_id": TEAM.0,
+                   "user_id": access.account.id, "is_enterprise_install": false}),
+        ),
+        "auth.revoke" => {
+            let test = p.get("test").is_some_and(|t| t == "true" || t == "1");
+            if !test {
+                fake.memory().revoke_grant_of(token);
+            }
+            json(200, json!({"ok": true, "revoked": !test}))
+        }
+        "users.identity" => needs(&access, "identity.basic", || {
+            json!({"ok": true, "user": {"name": access.account.login, "id": access.account.id},
+                   "team": {"id": TEAM.0}})
+        }),
+        "users.list" => needs(&access, "users:read", || {
+            json!({"ok": true, "members": [{"id": access.account.id, "name": access.account.login,
+                   "team_id": TEAM.0}], "response_metadata": {"next_cursor": ""}})
+        }),
+        other => json(
+            404,
+            json!({"ok": false, "error": "unknown_method", "req_method": other}),
+        ),
+    }
+}
+
+/// Slack's answer for a token without the scope a method needs.
+fn needs(access: &Access, scope: &str, answer: impl FnOnce() -> Value) -> HttpResponse {
+    if access.scope.split(',').any(|s| s == scope) {
+        json(200, answer())
+    } else {
+        json(
+            200,
+            json!({"ok": false, "error": "missing_scope", "needed": scope, "provided": access.scope}),
+        )
+    }
+}

@@ -1,0 +1,254 @@
+//! The provider callback's bindings (session, provider, single use,
+//! `iss`), the declined answer, and the headers every page carries.
+
+use super::*;
+
+#[tokio::test]
+async fn a_callback_from_another_session_is_rejected_and_its_flow_deleted() {
+    let app = spawn_app().await;
+    let (t, _) = ticket(&app, "alice", 600).await;
+    let first = signed_in(&app, "alice").await;
+    let url = start_flow(&app, &first, &t).await;
+    let state = param(&url, "state").unwrap();
+    let callback = format!(
+        "/oauth/callback/demo?code=abc&state={state}&iss={}/dev/demo",
+        app.base
+    );
+    // The same person in another browser, and someone signed out.
+    let second = signed_in(&app, "alice").await;
+    let refused = second.get(&callback).await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(!refused.body.contains(&state) && !refused.body.contains("abc"));
+    assert!(!flow_exists(&app, &state).await, "the flow must be deleted");
+    let audited: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM audit_events WHERE kind = 'callback_rejected' AND detail->>'reason' = 'other_session'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(audited, 1);
+    // Gone for its own session too.
+    assert_eq!(first.get(&callback).await.status, 400);
+    assert_eq!(Browser::new(&app).get(&callback).await.status, 400);
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
+}
+
+#[tokio::test]
+async fn a_callback_for_another_provider_or_an_unknown_state_is_rejected() {
+    let app = spawn_app().await;
+    let (t, _) = ticket(&app, "alice", 600).await;
+    let alice = signed_in(&app, "alice").await;
+    let url = start_flow(&app, &alice, &t).await;
+    let state = param(&url, "state").unwrap();
+    for path in [
+        "/oauth/callback/demo?code=abc&state=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+            .to_owned(),
+        "/oauth/callback/demo?code=abc".to_owned(),
+        "/oauth/callback/demo?state=%FF%FE&code=%FF".to_owned(),
+        format!("/oauth/callback/demo?state={state}&state={state}"),
+    ] {
+        assert_eq!(alice.get(&path).await.status, 400, "{path}");
+    }
+    assert!(
+        flow_exists(&app, &state).await,
+        "unrelated junk must not burn the flow"
+    );
+    let other = alice
+        .get(&format!("/oauth/callback/github?code=abc&state={state}"))
+        .await;
+    assert_eq!(other.status, 400);
+    assert!(!flow_exists(&app, &state).await);
+}
+
+#[tokio::test]
+async fn an_iss_that_is_not_the_providers_is_rejected_before_any_exchange() {
+    let app = spawn_app().await;
+    let (t, _) = ticket(&app, "alice", 600).await;
+    let alice = signed_in(&app, "alice").await;
+    let url = start_flow(&app, &alice, &t).await;
+    let state = param(&url, "state").unwrap();
+    let page = alice
+        .get(&format!(
+            "/oauth/callback/demo?code=abc&state={state}&iss=https%3A%2F%2Fevil.example"
+        ))
+        .await;
+    // 400 (refused), not 502 (an exchange attempted against the provider).
+    assert_eq!(page.status, 400, "{}", page.body);
+    assert!(!flow_exists(&app, &state).await);
+    let reason: String = sqlx::query_scalar(
+        "SELECT detail->>'reason' FROM audit_events WHERE kind = 'callback_rejected'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(reason, "iss_mismatch");
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
+}
+
+#[tokio::test]
+async fn access_denied_says_declined_marks_the_ticket_and_cannot_be_replayed() {
+    let app = spawn_app().await;
+    let (t, id) = ticket(&app, "alice", 600).await;
+    let alice = signed_in(&app, "alice").await;
+    let url = start_flow(&app, &alice, &t).await;
+    let state = param(&url, "state").unwrap();
+    let callback = format!(
+        "/oauth/callback/demo?error=access_denied&state={state}&iss={}/dev/demo",
+        app.base
+    );
+    let page = alice.get(&callback).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.body.contains("You declined access at Demo"),
+        "{}",
+        page.body
+    );
+    let declined: Option<chrono::DateTime<chrono::Utc>> =
+        sqlx::query_scalar("SELECT declined_at FROM connect_tickets WHERE id = $1")
+            .bind(id)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert!(declined.is_some());
+    // The same answer again: the flow is used up.
+    let replay = alice.get(&callback).await;
+    assert_eq!(replay.status, 400, "{}", replay.body);
+    let replay = alice
+        .get(&format!("/oauth/callback/demo?code=abc&state={state}"))
+        .await;
+    assert_eq!(replay.status, 400, "{}", replay.body);
+}
+
+#[tokio::test]
+async fn every_page_carries_the_security_headers() {
+    let app = spawn_app().await;
+    let (t, _) = ticket(&app, "alice", 600).await;
+    let alice = signed_in(&app, "alice").await;
+    let anonymous = Browser::new(&app);
+    let consent_page = consent(&alice, &t).await;
+    let pages = vec![
+        ("login", anonymous.get("/login").await, true),
+        (
+            "expired link",
+            anonymous.get("/connect?ticket=x").await,
+            true,
+        ),
+        (
+            "link to sign in",
+            anonymous.get(&format!("/connect?ticket={t}")).await,
+            true,
+        ),
+        (
+            "consent signed out",
+            anonymous.get("/connect/consent").await,
+            true,
+        ),
+        (
+            "connections signed out",
+            anonymous.get("/connections").await,
+            true,
+        ),
+        ("connections", alice.get("/connections").await, true),
+        ("consent", consent_page, true),
+        (
+            "callback",
+            alice.get("/oauth/callback/demo?state=x").await,
+            true,
+        ),
+        (
+            "auth callback",
+            anonymous.get("/auth/callback?state=x").await,
+            true,
+        ),
+        ("logout", anonymous.post_form("/logout", &[]).await, true),
+        (
+            "stylesheet",
+            anonymous.get("/static/style.css").await,
+            false,
+        ),
+    ];
+    for (name, page, flow) in pages {
+        assert_eq!(
+            page.header("content-security-policy"),
+            Some("default-src 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"),
+            "{name}"
+        );
+        assert_eq!(page.header("x-frame-options"), Some("DENY"), "{name}");
+        assert_eq!(
+            page.header("referrer-policy"),
+            Some("no-referrer"),
+            "{name}"
+        );
+        assert_eq!(
+            page.header("x-content-type-options"),
+            Some("nosniff"),
+            "{name}"
+        );
+        if flow {
+            assert_eq!(page.header("cache-control"), Some("no-store"), "{name}");
+        }
+        assert!(
+            !page.body.contains("<script") && !page.body.contains("style="),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_full_connect_stores_the_connection_once_and_shows_the_account() {
+    let app = spawn_app().await;
+    let (t, id) = ticket(&app, "alice", 600).await;
+    let alice = signed_in(&app, "alice").await;
+    let url = start_flow(&app, &alice, &t).await;
+    // The demo provider's own consent page, then its answer.
+    let provider_page = alice.get(url.as_str()).await;
+    assert_eq!(provider_page.status, 200, "{}", provider_page.body);
+    let back = alice
+        .submit(
+            &provider_page,
+            "/dev/demo/authorize",
+            &[("account", "octo"), ("decision", "allow")],
+        )
+        .await;
+    assert_eq!(back.status, 303, "{}", back.body);
+    let callback = back.location.clone().unwrap();
+    assert!(callback.starts_with(&format!("{}/oauth/callback/demo?", app.base)));
+    let done = alice.follow(&back).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert!(done.body.contains("Demo connected as"), "{}", done.body);
+    assert!(done.body.contains("you can return to your MCP client"));
+    let code = param(&url::Url::parse(&callback).unwrap(), "code").unwrap();
+    assert!(!done.body.contains(&code));
+    let (subject, provider): (String, String) =
+        sqlx::query_as("SELECT subject, provider FROM connections")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!((subject.as_str(), provider.as_str()), ("alice", "demo"));
+    let redeemed: Option<chrono::DateTime<chrono::Utc>> =
+        sqlx::query_scalar("SELECT redeemed_at FROM connect_tickets WHERE id = $1")
+            .bind(id)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert!(redeemed.is_some());
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM audit_events WHERE kind = 'connected'"
+        )
+        .await,
+        1
+    );
+    // The same callback again: refused, nothing exchanged twice.
+    let replay = alice.get(&callback).await;
+    assert_eq!(replay.status, 400, "{}", replay.body);
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM audit_events WHERE kind = 'connected'"
+        )
+        .await,
+        1
+    );
+}

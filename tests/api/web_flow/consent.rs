@@ -1,0 +1,190 @@
+//! Consent: Continue goes to the provider with state and PKCE, one ticket
+//! has one winner, Cancel declines, CSRF guards every form.
+
+use base64::Engine;
+use futures::future::join_all;
+
+use super::*;
+
+#[tokio::test]
+async fn continue_redirects_to_the_provider_with_state_and_pkce_s256() {
+    let app = spawn_app().await;
+    let (t, id) = ticket(&app, "alice", 600).await;
+    let alice = signed_in(&app, "alice").await;
+    let url = start_flow(&app, &alice, &t).await;
+    let state = param(&url, "state").expect("state");
+    let challenge = param(&url, "code_challenge").expect("challenge");
+    assert_eq!(state.len(), 43);
+    assert_eq!(challenge.len(), 43);
+    assert_eq!(
+        param(&url, "code_challenge_method").as_deref(),
+        Some("S256")
+    );
+    let client_id = &app.state.settings.providers["demo"].client_id;
+    assert_eq!(param(&url, "client_id").as_ref(), Some(client_id));
+    assert_eq!(
+        param(&url, "redirect_uri"),
+        Some(format!("{}/oauth/callback/demo", app.base))
+    );
+    let (flow_id, kind, ticket_id, session_id, key_id, sealed): (
+        Uuid,
+        String,
+        Uuid,
+        Option<Uuid>,
+        String,
+        Vec<u8>,
+    ) = sqlx::query_as(
+        "SELECT id, kind, ticket_id, session_id, key_id, pkce_verifier FROM oauth_flows
+         WHERE state_hash = $1",
+    )
+    .bind(Sha256::digest(state.as_bytes()).to_vec())
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!((kind.as_str(), ticket_id), ("connect", id));
+    assert!(session_id.is_some());
+    // The verifier is stored sealed, and the challenge is its S256.
+    let sealed = mcp_connect::crypto::Sealed {
+        key_id,
+        bytes: sealed,
+    };
+    let verifier = app
+        .state
+        .keys
+        .open(
+            mcp_connect::crypto::Purpose::PkceVerifier,
+            flow_id.as_bytes(),
+            &sealed,
+        )
+        .expect("sealed verifier");
+    assert!(!sealed.bytes.windows(verifier.len()).any(|w| w == verifier));
+    let s256 = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(&verifier));
+    assert_eq!(s256, challenge);
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM audit_events WHERE kind = 'consent_given'"
+        )
+        .await,
+        1
+    );
+    // The ticket is spent: opening the link again says so.
+    let again = alice.get(&format!("/connect?ticket={t}")).await;
+    assert_eq!(again.status, 410);
+}
+
+#[tokio::test]
+async fn of_100_concurrent_continues_exactly_one_reaches_the_provider() {
+    let app = spawn_app().await;
+    let (t, _) = ticket(&app, "alice", 600).await;
+    let alice = signed_in(&app, "alice").await;
+    let page = consent(&alice, &t).await;
+    let mut fields = crate::browser::form_fields(&page.body, "/connect").unwrap();
+    fields.push(("action".into(), "continue".into()));
+    let answers = join_all((0..100).map(|_| alice.post_form("/connect", &fields))).await;
+    let to_provider = answers
+        .iter()
+        .filter(|a| a.status == 303)
+        .filter(|a| {
+            a.location
+                .as_deref()
+                .is_some_and(|l| l.starts_with(&format!("{}/dev/demo/authorize?", app.base)))
+        })
+        .count();
+    assert_eq!(to_provider, 1);
+    assert_eq!(answers.iter().filter(|a| a.status == 410).count(), 99);
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM oauth_flows WHERE kind = 'connect'"
+        )
+        .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn cancel_declines_the_ticket() {
+    let app = spawn_app().await;
+    let (t, id) = ticket(&app, "alice", 600).await;
+    let alice = signed_in(&app, "alice").await;
+    let page = consent(&alice, &t).await;
+    let answer = alice
+        .submit(&page, "/connect", &[("action", "cancel")])
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(answer.body.contains("Cancelled"));
+    assert!(
+        answer
+            .body
+            .contains("your MCP client will see that you cancelled")
+    );
+    let (declined, redeemed): (
+        Option<chrono::DateTime<chrono::Utc>>,
+        Option<chrono::DateTime<chrono::Utc>>,
+    ) = sqlx::query_as("SELECT declined_at, redeemed_at FROM connect_tickets WHERE id = $1")
+        .bind(id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert!(declined.is_some() && redeemed.is_none());
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM oauth_flows WHERE kind = 'connect'"
+        )
+        .await,
+        0
+    );
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM audit_events WHERE kind = 'consent_cancelled'"
+        )
+        .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn forms_without_the_right_csrf_token_are_refused() {
+    let app = spawn_app().await;
+    let (t, id) = ticket(&app, "alice", 600).await;
+    let alice = signed_in(&app, "alice").await;
+    let page = consent(&alice, &t).await;
+    let ticket_id = id.to_string();
+    let connections = alice.get("/connections").await;
+    let logout_token = crate::browser::form_fields(&connections.body, "/logout").unwrap();
+    let wrong = [
+        vec![],
+        vec![("csrf".to_owned(), "AAAA".to_owned())],
+        vec![("csrf".to_owned(), "not base64 at all!".to_owned())],
+        logout_token.clone(), // a real token, for another form
+    ];
+    for csrf in wrong {
+        let mut fields = csrf.clone();
+        fields.push(("ticket".into(), ticket_id.clone()));
+        fields.push(("action".into(), "continue".into()));
+        let answer = alice.post_form("/connect", &fields).await;
+        assert_eq!(answer.status, 403, "{csrf:?}: {}", answer.body);
+        assert!(answer.location.is_none());
+    }
+    // Another session's token for the same form does not work either.
+    let other = signed_in(&app, "alice").await;
+    let other_page = consent(&other, &t).await;
+    let mut fields = crate::browser::form_fields(&other_page.body, "/connect").unwrap();
+    fields.push(("action".into(), "continue".into()));
+    assert_eq!(alice.post_form("/connect", &fields).await.status, 403);
+    let logout = alice.post_form("/logout", &[]).await;
+    assert_eq!(logout.status, 403);
+    assert_eq!(
+        alice.get("/connections").await.status,
+        200,
+        "still signed in"
+    );
+    // Nothing was spent; the real form still works.
+    let answer = alice
+        .submit(&page, "/connect", &[("action", "continue")])
+        .await;
+    assert_eq!(answer.status, 303, "{}", answer.body);
+}

@@ -1,0 +1,227 @@
+//! The ticket link: unusable links, the sign-in round trip, the identity
+//! check, and the connections page that mints links of its own.
+
+use super::*;
+
+#[tokio::test]
+async fn unusable_links_show_the_expired_page() {
+    let app = spawn_app().await;
+    let alice = signed_in(&app, "alice").await;
+    let (expired, _) = ticket(&app, "alice", -5).await;
+    let (used, used_id) = ticket(&app, "alice", 600).await;
+    let (declined, declined_id) = ticket(&app, "alice", 600).await;
+    sqlx::query("UPDATE connect_tickets SET redeemed_at = now() WHERE id = $1")
+        .bind(used_id)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE connect_tickets SET declined_at = now() WHERE id = $1")
+        .bind(declined_id)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let huge = "x".repeat(5000);
+    let cases = [
+        format!("/connect?ticket={expired}"),
+        format!("/connect?ticket={used}"),
+        format!("/connect?ticket={declined}"),
+        "/connect?ticket=nosuchticket".to_owned(),
+        "/connect".to_owned(),
+        "/connect?ticket=%FF%FE%00".to_owned(),
+        format!("/connect?ticket={huge}"),
+    ];
+    for (i, path) in cases.iter().enumerate() {
+        let browser = if i % 2 == 0 {
+            &alice
+        } else {
+            &Browser::new(&app)
+        };
+        let page = browser.get(path).await;
+        assert_eq!(page.status, 410, "{path}: {}", page.body);
+        assert!(
+            page.body.contains("This link has expired or was already used. Go back to your MCP client and try again."),
+            "{}",
+            page.body
+        );
+        assert!(page.location.is_none());
+    }
+}
+
+#[tokio::test]
+async fn without_a_session_the_link_goes_through_sign_in_and_back_to_consent() {
+    let app = spawn_app().await;
+    let (t, _) = ticket(&app, "alice", 600).await;
+    let browser = Browser::new(&app);
+    let start = browser.get(&format!("/connect?ticket={t}")).await;
+    assert_eq!(start.status, 303);
+    assert!(
+        !start.location.as_deref().unwrap().contains(&t),
+        "ticket leaked to the IdP"
+    );
+    let landed = browser.sign_in_from(start, "alice").await;
+    assert_eq!(landed.location.as_deref(), Some("/connect/consent"));
+    let page = browser.follow(&landed).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.body.contains("Connect your Demo account?"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("test-client"));
+    assert!(page.body.contains(&format!("127.0.0.1:{}", app.port)));
+    assert!(!page.body.contains(&t));
+    let stored: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM oauth_flows WHERE return_to LIKE '%' || $1 || '%'",
+    )
+    .bind(&t)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(stored, 0);
+}
+
+#[tokio::test]
+async fn a_link_opened_by_another_account_is_refused_and_left_for_its_owner() {
+    let app = spawn_app().await;
+    let (t, id) = ticket(&app, "alice", 600).await;
+    let bob = signed_in(&app, "bob").await;
+    let page = bob.get(&format!("/connect?ticket={t}")).await;
+    assert_eq!(page.status, 403, "{}", page.body);
+    assert!(page.location.is_none());
+    assert!(page.body.contains("This link was made for another account"));
+    assert!(
+        page.body
+            .contains("If someone sent it to you, do not continue.")
+    );
+    assert!(!page.body.contains("/dev/demo"));
+    // The ticket-less consent URL refuses bob as well.
+    let again = bob.get("/connect/consent").await;
+    assert_eq!(again.status, 403, "{}", again.body);
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM oauth_flows WHERE kind = 'connect'"
+        )
+        .await,
+        0
+    );
+    let audited: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM audit_events WHERE kind = 'identity_mismatch' AND subject = 'alice'
+           AND detail->>'session_subject' = 'bob'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert!(audited >= 1);
+    let redeemed: Option<chrono::DateTime<chrono::Utc>> =
+        sqlx::query_scalar("SELECT redeemed_at FROM connect_tickets WHERE id = $1")
+            .bind(id)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert!(redeemed.is_none());
+
+    // "Sign out and use another account" signs in again and comes back to
+    // the same link — carried server-side.
+    let out = bob.submit(&page, "/logout", &[]).await;
+    assert_eq!(out.status, 303, "{}", out.body);
+    let to_idp = out.location.clone().unwrap();
+    assert!(to_idp.contains("prompt=login"), "{to_idp}");
+    assert!(!to_idp.contains(&t));
+    let landed = bob.sign_in_from(out, "alice").await;
+    assert_eq!(landed.location.as_deref(), Some("/connect/consent"));
+    let consent_page = bob.follow(&landed).await;
+    assert_eq!(consent_page.status, 200, "{}", consent_page.body);
+
+    // And alice's own browser can still use the ticket.
+    let alice = signed_in(&app, "alice").await;
+    let url = start_flow(&app, &alice, &t).await;
+    assert!(param(&url, "state").is_some());
+}
+
+#[tokio::test]
+async fn the_connections_page_lists_disconnects_and_reconnects() {
+    use mcp_connect::{
+        connect::vault::{NewConnection, store_connection},
+        providers::{Account, TokenSet},
+    };
+    let app = spawn_app().await;
+    let tokens = TokenSet {
+        access_token: secrecy::SecretString::from("at-very-secret".to_owned()),
+        refresh_token: Some(secrecy::SecretString::from("rt-very-secret".to_owned())),
+        expires_in: Some(std::time::Duration::from_secs(3600)),
+        scopes: Some(vec!["profile".to_owned()]),
+        token_type: "Bearer".to_owned(),
+    };
+    let account = Account {
+        id: "42".into(),
+        label: "alice-at-demo".into(),
+    };
+    store_connection(
+        &app.state,
+        NewConnection {
+            issuer: &app.dev.issuer(),
+            subject: "alice",
+            provider: "demo",
+            account: &account,
+            tokens: &tokens,
+            requested_scopes: &[],
+        },
+    )
+    .await
+    .unwrap();
+    let alice = signed_in(&app, "alice").await;
+    let page = alice.get("/connections").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("alice-at-demo"), "{}", page.body);
+    assert!(!page.body.contains("very-secret"));
+    // Someone else sees nothing of it.
+    let bob = signed_in(&app, "bob").await;
+    assert!(!bob.get("/connections").await.body.contains("alice-at-demo"));
+
+    let again = alice
+        .submit(&page, "/connections/demo/reconnect", &[])
+        .await;
+    assert_eq!(
+        again.location.as_deref(),
+        Some("/connect/consent"),
+        "{}",
+        again.body
+    );
+    let consent_page = alice.follow(&again).await;
+    assert_eq!(consent_page.status, 200, "{}", consent_page.body);
+    assert!(
+        consent_page
+            .body
+            .contains("You, from your connections page")
+    );
+    let to_provider = alice
+        .submit(&consent_page, "/connect", &[("action", "continue")])
+        .await;
+    assert_eq!(to_provider.status, 303, "{}", to_provider.body);
+
+    // Without the form's token, nothing happens; with it, the row goes.
+    let forged = alice.post_form("/connections/demo/disconnect", &[]).await;
+    assert_eq!(forged.status, 403);
+    assert_eq!(
+        alice
+            .post_form("/connections/NOPE!/disconnect", &[])
+            .await
+            .status,
+        400
+    );
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
+    let gone = alice
+        .submit(&page, "/connections/demo/disconnect", &[])
+        .await;
+    assert_eq!(
+        gone.location.as_deref(),
+        Some("/connections"),
+        "{}",
+        gone.body
+    );
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
+    let after = alice.get("/connections").await;
+    assert!(!after.body.contains("alice-at-demo"));
+    assert!(after.body.contains("Connect Demo"), "{}", after.body);
+}

@@ -1,0 +1,128 @@
+//! Signing in and out: the session cookie, the sign-in bound to its browser,
+//! sign-out, forged cookies, a missing web client id.
+
+use super::*;
+
+#[tokio::test]
+async fn login_sets_a_session_cookie_with_the_right_attributes() {
+    let app = spawn_app().await;
+    let browser = Browser::new(&app);
+    let start = browser.get("/login?return_to=/connections").await;
+    let pre = start
+        .set_cookie("mcp_connect_login")
+        .expect("pre-login cookie")
+        .to_owned();
+    let landed = browser.sign_in_from(start, "alice").await;
+    let cookie = landed
+        .set_cookie("mcp_connect_session")
+        .expect("session cookie")
+        .to_owned();
+    for header in [pre.as_str(), cookie.as_str()] {
+        let attrs: Vec<&str> = header.split("; ").collect();
+        assert!(attrs.contains(&"HttpOnly"), "{header}");
+        assert!(attrs.contains(&"SameSite=Lax"), "{header}");
+        assert!(attrs.contains(&"Path=/"), "{header}");
+        // Plain-http dev mode: no Secure, hence no __Host- prefix.
+        assert!(
+            !attrs.iter().any(|a| a.eq_ignore_ascii_case("Secure")),
+            "{header}"
+        );
+        assert!(!attrs.iter().any(|a| a.starts_with("Domain")), "{header}");
+    }
+    let cleared = landed
+        .set_cookie("mcp_connect_login")
+        .expect("pre-login cookie cleared");
+    assert!(cleared.contains("Max-Age=0"), "{cleared}");
+    assert_eq!(landed.location.as_deref(), Some("/connections"));
+
+    let value = browser.cookie("mcp_connect_session").expect("stored");
+    let page = browser.get("/connections").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.body.contains("Signed in as <strong>alice</strong>"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains(&value));
+    // Only the hash is stored.
+    let hashed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM web_sessions WHERE id_hash = $1 AND subject = 'alice'",
+    )
+    .bind(Sha256::digest(value.as_bytes()).to_vec())
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(hashed, 1);
+}
+
+#[tokio::test]
+async fn a_sign_in_finishes_only_in_the_browser_that_started_it() {
+    let app = spawn_app().await;
+    let victim = Browser::new(&app);
+    let attacker = Browser::new(&app);
+    let start = attacker.get("/login").await;
+    let idp = attacker.follow(&start).await;
+    let back = attacker
+        .submit(
+            &idp,
+            "/dev/idp/authorize",
+            &[("username", "mallory"), ("action", "sign-in")],
+        )
+        .await;
+    // The attacker's callback URL, opened by someone else's browser.
+    let planted = victim.follow(&back).await;
+    assert_eq!(planted.status, 400, "{}", planted.body);
+    assert!(planted.set_cookie("mcp_connect_session").is_none());
+    assert_eq!(count(&app, "SELECT count(*) FROM web_sessions").await, 0);
+}
+
+#[tokio::test]
+async fn logout_ends_the_session_and_forged_cookies_are_signed_out() {
+    let app = spawn_app().await;
+    let alice = signed_in(&app, "alice").await;
+    let value = alice.cookie("mcp_connect_session").unwrap();
+    let page = alice.get("/connections").await;
+    let out = alice.submit(&page, "/logout", &[]).await;
+    assert_eq!(out.status, 200, "{}", out.body);
+    assert!(out.body.contains("You are signed out"));
+    let removal = out.set_cookie("mcp_connect_session").unwrap();
+    assert!(removal.contains("Max-Age=0"), "{removal}");
+    assert_eq!(count(&app, "SELECT count(*) FROM web_sessions").await, 0);
+    let after = alice.get("/connections").await;
+    assert_eq!(after.status, 303);
+    assert_eq!(
+        after.location.as_deref(),
+        Some("/login?return_to=/connections")
+    );
+
+    let base = url::Url::parse(&app.base).unwrap();
+    for forged in [
+        value.clone(), // the old, ended session
+        "A".repeat(43),
+        "not-a-session".to_owned(),
+        "%FF%00".to_owned(),
+        "x".repeat(4000),
+    ] {
+        let browser = Browser::new(&app);
+        browser
+            .jar
+            .add_cookie_str(&format!("mcp_connect_session={forged}; Path=/"), &base);
+        let page = browser.get("/connections").await;
+        assert_eq!(page.status, 303, "{forged}: {}", page.body);
+        assert_eq!(browser.get("/connect/consent").await.status, 401);
+    }
+}
+
+#[tokio::test]
+async fn without_a_web_client_id_sign_in_says_it_is_not_set_up() {
+    let app = crate::helpers::spawn_app_with(|table| {
+        if let Some(toml::Value::Table(auth)) = table.get_mut("auth") {
+            auth.remove("web_client_id");
+        }
+    })
+    .await;
+    let page = Browser::new(&app).get("/login").await;
+    assert_eq!(page.status, 503, "{}", page.body);
+    assert!(page.body.contains("auth.web_client_id"), "{}", page.body);
+    assert_eq!(count(&app, "SELECT count(*) FROM oauth_flows").await, 0);
+}
