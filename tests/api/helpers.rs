@@ -18,7 +18,10 @@ pub const PROTOCOL: &str = "2026-07-28";
 pub const CLIENT_ID: &str = "test-client";
 
 pub struct TestApp {
+    /// The public base URL (for a second instance: the first's).
     pub base: String,
+    /// Where this instance really listens.
+    pub addr: String,
     pub port: u16,
     pub db: PgPool,
     pub db_name: String,
@@ -43,18 +46,22 @@ pub async fn spawn_app() -> TestApp {
 /// Spawns the app; `tweak` may adjust the settings table before it is read.
 pub async fn spawn_app_with(tweak: impl FnOnce(&mut toml::Table)) -> TestApp {
     let db_name = format!("mcp_connect_test_{}", uuid::Uuid::new_v4().simple());
-    spawn_on(db_name, true, tweak).await
+    spawn_on(db_name, None, tweak).await
 }
 
 impl TestApp {
-    /// A second instance of the service on the same database and keys (a
-    /// scaled-out deployment); it leaves the database to the first.
+    /// A second instance of the service behind the same public URL, on the
+    /// same database and keys (a scaled-out deployment); it leaves the
+    /// database to the first.
     pub async fn second_instance(&self) -> TestApp {
-        spawn_on(self.db_name.clone(), false, |_| {}).await
+        spawn_on(self.db_name.clone(), Some(self.base.clone()), |_| {}).await
     }
 }
 
-async fn spawn_on(db_name: String, owns_db: bool, tweak: impl FnOnce(&mut toml::Table)) -> TestApp {
+/// `public`: the public base URL when this is another instance of a
+/// deployment (`None`: this instance's own address, and it owns the database).
+async fn spawn_on(db_name: String, public: Option<String>, tweak: impl FnOnce(&mut toml::Table)) -> TestApp {
+    let owns_db = public.is_none();
     mcp_connect::telemetry::init(mcp_connect::config::LogFormat::Pretty);
     let database_url = format!("{}/{db_name}", server_url());
     let options = db::connect_options(&database_url.clone().into()).expect("database url");
@@ -66,7 +73,7 @@ async fn spawn_on(db_name: String, owns_db: bool, tweak: impl FnOnce(&mut toml::
 
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
-    let base = format!("http://127.0.0.1:{port}");
+    let base = public.unwrap_or_else(|| format!("http://127.0.0.1:{port}"));
     let dev = DevServices::load_or_create(&pool, &base)
         .await
         .expect("dev services");
@@ -75,6 +82,8 @@ async fn spawn_on(db_name: String, owns_db: bool, tweak: impl FnOnce(&mut toml::
     let mut table: toml::Table = toml::from_str(&format!(
         r#"
         public_url = "{base}"
+        # Behind a load balancer every instance answers for the public host.
+        allowed_hosts = ["127.0.0.1"]
         database_url = "{database_url}"
         keys = ["{key}"]
         insecure_http = true
@@ -105,6 +114,7 @@ async fn spawn_on(db_name: String, owns_db: bool, tweak: impl FnOnce(&mut toml::
         .expect("client");
     TestApp {
         base,
+        addr: format!("http://127.0.0.1:{port}"),
         port,
         db: pool,
         db_name,
@@ -118,7 +128,7 @@ async fn spawn_on(db_name: String, owns_db: bool, tweak: impl FnOnce(&mut toml::
 
 impl TestApp {
     pub fn mcp_url(&self) -> String {
-        format!("{}/mcp", self.base)
+        format!("{}/mcp", self.addr)
     }
 
     /// A valid access token for `subject`, from the dev identity provider.

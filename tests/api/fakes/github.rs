@@ -17,6 +17,7 @@ use super::{
 };
 
 const DOCS: &str = "https://docs.github.com/rest";
+const TROUBLESHOOTING: &str = "https://docs.github.com/apps/managing-oauth-apps";
 
 pub async fn start() -> FakeProvider {
     let account = Account {
@@ -63,6 +64,8 @@ async fn authorize(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
     }
     // GitHub codes are 20 hexadecimal characters.
     let code = random("")[..20].to_owned();
+    let denied_uri =
+        format!("{TROUBLESHOOTING}/troubleshooting-authorization-request-errors/#access-denied");
     match fake.memory().authorize(p, code) {
         Some(code) => redirect(back, &[("code", &code), ("state", &state)]),
         None => redirect(
@@ -73,10 +76,7 @@ async fn authorize(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
                     "error_description",
                     "The user has denied your application access.",
                 ),
-                (
-                    "error_uri",
-                    "https://docs.github.com/apps/managing-oauth-apps/troubleshooting-authorization-request-errors/#access-denied",
-                ),
+                ("error_uri", &denied_uri),
                 ("state", &state),
             ],
         ),
@@ -114,7 +114,10 @@ fn exchange(
         vec![
             ("error", code.to_owned()),
             ("error_description", description.to_owned()),
-            ("error_uri", "https://docs.github.com/apps/managing-oauth-apps/troubleshooting-oauth-app-access-token-request-errors".to_owned()),
+            (
+                "error_uri",
+                format!("{TROUBLESHOOTING}/troubleshooting-oauth-app-access-token-request-errors"),
+            ),
         ]
     };
     if id.as_ref() != Some(&fake.client_id) || secret.as_ref() != Some(&fake.client_secret) {
@@ -175,23 +178,29 @@ fn exchange(
     ]
 }
 
-/// The account behind the request, or GitHub's refusal.
+/// GitHub's answer to a request without a User-Agent.
+const NO_USER_AGENT: &str = "Request forbidden by administrative rules. Please make sure your \
+    request has a User-Agent header (https://docs.github.com/en/rest/overview/resources-in-the-rest-api#user-agent-required). \
+    Check https://developer.github.com for other possible causes.\n";
+
+/// The account and scopes behind the request, or GitHub's refusal.
 fn authenticated(req: &HttpRequest, fake: &Shared) -> Result<(Account, String), Box<HttpResponse>> {
     if header(req, "user-agent").is_none_or(str::is_empty) {
-        return Err(HttpResponse::Forbidden().content_type("text/plain").body(
-            "Request forbidden by administrative rules. Please make sure your request has a User-Agent header (https://docs.github.com/en/rest/overview/resources-in-the-rest-api#user-agent-required). Check https://developer.github.com for other possible causes.\n",
-        ));
+        let forbidden = HttpResponse::Forbidden()
+            .content_type("text/plain")
+            .body(NO_USER_AGENT);
+        return Err(Box::new(forbidden));
     }
+    let refusal = |message: &str| {
+        let body = json!({"message": message, "documentation_url": DOCS, "status": "401"});
+        Err(Box::new(json(401, body)))
+    };
     let Some(token) = credentials(req, &["bearer", "token"]) else {
-        let body = json!({"message": "Requires authentication", "documentation_url": DOCS, "status": "401"});
-        return Err(json(401, body));
+        return refusal("Requires authentication");
     };
     match fake.memory().access(token) {
         Some(access) => Ok((access.account, access.scope)),
-        None => Err(json(
-            401,
-            json!({"message": "Bad credentials", "documentation_url": DOCS, "status": "401"}),
-        )),
+        None => refusal("Bad credentials"),
     }
 }
 
@@ -199,7 +208,7 @@ async fn user(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
     Counters::bump(&fake.calls.userinfo);
     let (account, scope) = match authenticated(&req, &fake) {
         Ok(found) => found,
-        Err(refusal) => return refusal,
+        Err(refusal) => return *refusal,
     };
     let id: Value = account
         .id
@@ -220,7 +229,7 @@ async fn repos(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
     Counters::bump(&fake.calls.api);
     let (account, _) = match authenticated(&req, &fake) {
         Ok(found) => found,
-        Err(refusal) => return refusal,
+        Err(refusal) => return *refusal,
     };
     let full_name = format!("{}/Hello-World", account.login);
     json(

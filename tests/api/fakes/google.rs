@@ -21,6 +21,8 @@ use super::{
 
 pub const ISSUER: &str = "https://accounts.google.com";
 const ACCESS_TTL: Duration = Duration::from_secs(3599);
+const UNAUTHENTICATED: &str = "Request had invalid authentication credentials. Expected OAuth 2 \
+    access token, login cookie or other valid authentication credential.";
 
 pub async fn start() -> FakeProvider {
     let account = Account {
@@ -260,8 +262,7 @@ async fn calendars(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
         ),
         None => json(
             401,
-            json!({"error": {"code": 401, "status": "UNAUTHENTICATED",
-                   "message": "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential."}}),
+            json!({"error": {"code": 401, "status": "UNAUTHENTICATED", "message": UNAUTHENTICATED}}),
         ),
     }
 }

@@ -1,7 +1,9 @@
 //! The demo provider over real HTTP, without a database: a harness serving
 //! it on a free port, and the tests in `authorize` (the consent page and its
-//! refusals) and `tokens` (exchange, refresh, revocation, the API).
+//! refusals), `tokens` (exchange, refresh, revocation, the API) and `app`
+//! (the app's `demo` preset end to end).
 
+mod app;
 mod authorize;
 mod tokens;
 
