@@ -189,7 +189,10 @@ pub async fn usable_token(
         "needs_reauth" => return Ok(TokenState::NeedsReauth),
         _ => return Ok(TokenState::Missing),
     }
-    if !required_scopes.iter().all(|s| row.scopes.contains(s)) {
+    if !required_scopes
+        .iter()
+        .all(|s| provider.scope_granted(&row.scopes, s))
+    {
         return Ok(TokenState::LacksScopes {
             granted: row.scopes.clone(),
         });

@@ -151,6 +151,14 @@ fn base_settings(
     base.insert("insecure_http".into(), true.into());
     base.insert("log_format".into(), "pretty".into());
     base.insert("auth".into(), toml::Value::Table(auth));
+    // The demo OAuth provider mounted on this server, so the whole connect
+    // flow works with no external account.
+    let mut providers = toml::Table::new();
+    providers.insert(
+        "demo".into(),
+        toml::Value::Table(dev.demo().provider_settings()),
+    );
+    base.insert("providers".into(), toml::Value::Table(providers));
     base
 }
 

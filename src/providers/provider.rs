@@ -77,6 +77,12 @@ impl Provider {
 
     /// Plain words for a scope on the consent page; an unknown scope is
     /// shown as itself.
+    /// Whether a grant of `granted` scopes includes `wanted`, as this
+    /// provider spells and nests its scopes.
+    pub fn scope_granted(&self, granted: &[String], wanted: &str) -> bool {
+        super::scopes::granted(self.kind, granted, wanted)
+    }
+
     pub fn describe_scope(&self, scope: &str) -> String {
         super::scopes::describe(self.kind, scope)
             .map(str::to_owned)

@@ -126,6 +126,61 @@ pub(super) fn describe(kind: PresetKind, scope: &str) -> Option<&'static str> {
     lookup(table, key).or_else(|| lookup(OIDC, scope))
 }
 
+/// A scope as the provider means it: Google answers `email` as
+/// `https://www.googleapis.com/auth/userinfo.email`.
+fn canonical(kind: PresetKind, scope: &str) -> &str {
+    match kind {
+        PresetKind::Google => match scope
+            .strip_prefix("https://www.googleapis.com/auth/")
+            .unwrap_or(scope)
+        {
+            "userinfo.email" => "email",
+            "userinfo.profile" => "profile",
+            other => other,
+        },
+        _ => scope,
+    }
+}
+
+/// GitHub's scopes nest: `repo` includes `public_repo`, `user` includes
+/// `read:user`, and so on (its documentation, "Scopes for OAuth apps").
+const GITHUB_PARENTS: &[(&str, &str)] = &[
+    ("public_repo", "repo"),
+    ("repo:status", "repo"),
+    ("repo_deployment", "repo"),
+    ("repo:invite", "repo"),
+    ("security_events", "repo"),
+    ("read:user", "user"),
+    ("user:email", "user"),
+    ("user:follow", "user"),
+    ("read:org", "write:org"),
+    ("write:org", "admin:org"),
+    ("read:public_key", "write:public_key"),
+    ("write:public_key", "admin:public_key"),
+    ("read:repo_hook", "write:repo_hook"),
+    ("write:repo_hook", "admin:repo_hook"),
+    ("read:packages", "write:packages"),
+];
+
+/// Whether a grant of `granted` includes `wanted`.
+pub(super) fn granted(kind: PresetKind, granted: &[String], wanted: &str) -> bool {
+    let wanted = canonical(kind, wanted);
+    let has = |s: &str| granted.iter().any(|g| canonical(kind, g) == s);
+    if has(wanted) {
+        return true;
+    }
+    if matches!(kind, PresetKind::Github) {
+        let mut current = wanted;
+        while let Some((_, parent)) = GITHUB_PARENTS.iter().find(|(child, _)| *child == current) {
+            if has(parent) {
+                return true;
+            }
+            current = parent;
+        }
+    }
+    false
+}
+
 fn lookup(table: &[(&str, &'static str)], scope: &str) -> Option<&'static str> {
     table.iter().find(|(s, _)| *s == scope).map(|(_, d)| *d)
 }
@@ -133,6 +188,21 @@ fn lookup(table: &[(&str, &'static str)], scope: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grants_are_compared_as_the_provider_means_them() {
+        let google = vec![
+            "openid".to_owned(),
+            "https://www.googleapis.com/auth/userinfo.email".to_owned(),
+        ];
+        assert!(granted(PresetKind::Google, &google, "email"));
+        assert!(!granted(PresetKind::Google, &google, "profile"));
+        let github = vec!["repo".to_owned(), "admin:org".to_owned()];
+        assert!(granted(PresetKind::Github, &github, "public_repo"));
+        assert!(granted(PresetKind::Github, &github, "read:org"));
+        assert!(!granted(PresetKind::Github, &github, "read:user"));
+        assert!(!granted(PresetKind::Demo, &["profile".to_owned()], "echo"));
+    }
 
     #[test]
     fn tables_answer_per_preset() {

@@ -13,20 +13,43 @@ use crate::{
 };
 
 /// First round of a tool call: returns (url, requestState).
-pub async fn elicit(app: &TestApp, subject: &str, tool: &str, args: Value, key: &str) -> (String, String) {
+pub async fn elicit(
+    app: &TestApp,
+    subject: &str,
+    tool: &str,
+    args: Value,
+    key: &str,
+) -> (String, String) {
     let (status, body) = app.call_tool(subject, tool, args).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"]["resultType"], "input_required", "{body}");
-    let url = body["result"]["inputRequests"][key]["params"]["url"].as_str().expect("url").to_owned();
-    let state = body["result"]["requestState"].as_str().expect("state").to_owned();
+    let url = body["result"]["inputRequests"][key]["params"]["url"]
+        .as_str()
+        .expect("url")
+        .to_owned();
+    let state = body["result"]["requestState"]
+        .as_str()
+        .expect("state")
+        .to_owned();
     (url, state)
 }
 
 /// The retry after the user said they were done.
-pub async fn retry_accepted(app: &TestApp, subject: &str, tool: &str, args: Value, state: &str, key: &str) -> Value {
+pub async fn retry_accepted(
+    app: &TestApp,
+    subject: &str,
+    tool: &str,
+    args: Value,
+    state: &str,
+    key: &str,
+) -> Value {
     let (status, body) = app
-        .mcp(subject, "tools/call", json!({"name": tool, "arguments": args, "requestState": state,
-            "inputResponses": {key: {"action": "accept"}}}))
+        .mcp(
+            subject,
+            "tools/call",
+            json!({"name": tool, "arguments": args, "requestState": state,
+            "inputResponses": {key: {"action": "accept"}}}),
+        )
         .await;
     assert_eq!(status, 200, "{body}");
     body
@@ -39,13 +62,24 @@ pub async fn open_and_continue(browser: &Browser, url: &str, user: &str) -> Page
     assert_eq!(opened.status, 303, "{}", opened.body);
     let mut page = browser.sign_in_from(opened, user).await;
     // Back to the link, then on to the consent page.
-    while page.status == 303 && !page.location.as_deref().is_some_and(|l| l.starts_with("/connect/consent")) {
+    while page.status == 303
+        && !page
+            .location
+            .as_deref()
+            .is_some_and(|l| l.starts_with("/connect/consent"))
+    {
         page = browser.follow(&page).await;
     }
-    let consent = if page.status == 303 { browser.follow(&page).await } else { page };
+    let consent = if page.status == 303 {
+        browser.follow(&page).await
+    } else {
+        page
+    };
     assert_eq!(consent.status, 200, "{}", consent.body);
     assert!(consent.body.contains("Continue"), "{}", consent.body);
-    let to_provider = browser.submit(&consent, "/connect", &[("action", "continue")]).await;
+    let to_provider = browser
+        .submit(&consent, "/connect", &[("action", "continue")])
+        .await;
     assert_eq!(to_provider.status, 303, "{}", to_provider.body);
     to_provider
 }
@@ -54,7 +88,13 @@ pub async fn open_and_continue(browser: &Browser, url: &str, user: &str) -> Page
 async fn approve_at_demo(browser: &Browser, to_provider: &Page, account: &str) -> Page {
     let provider_page = browser.follow(to_provider).await;
     assert_eq!(provider_page.status, 200, "{}", provider_page.body);
-    let back = browser.submit(&provider_page, "/dev/demo/authorize", &[("account", account), ("decision", "allow")]).await;
+    let back = browser
+        .submit(
+            &provider_page,
+            "/dev/demo/authorize",
+            &[("account", account), ("decision", "allow")],
+        )
+        .await;
     assert_eq!(back.status, 303, "{}", back.body);
     let done = browser.follow(&back).await;
     assert_eq!(done.status, 200, "{}", done.body);
@@ -63,11 +103,26 @@ async fn approve_at_demo(browser: &Browser, to_provider: &Page, account: &str) -
 
 /// Connects `subject`'s demo account through the real flow.
 async fn connect_demo(app: &TestApp, subject: &str, account: &str) {
-    let (url, state) = elicit(app, subject, "connect", json!({"provider": "demo"}), "connect_demo").await;
+    let (url, state) = elicit(
+        app,
+        subject,
+        "connect",
+        json!({"provider": "demo"}),
+        "connect_demo",
+    )
+    .await;
     let browser = Browser::new(app);
     let to_provider = open_and_continue(&browser, &url, subject).await;
     approve_at_demo(&browser, &to_provider, account).await;
-    let body = retry_accepted(app, subject, "connect", json!({"provider": "demo"}), &state, "connect_demo").await;
+    let body = retry_accepted(
+        app,
+        subject,
+        "connect",
+        json!({"provider": "demo"}),
+        &state,
+        "connect_demo",
+    )
+    .await;
     assert_eq!(body["result"]["resultType"], "complete", "{body}");
 }
 
@@ -78,23 +133,48 @@ async fn count(app: &TestApp, sql: &str) -> i64 {
 #[tokio::test]
 async fn whoami_completes_after_the_user_connects_in_the_browser() {
     let app = spawn_app().await;
-    let (url, state) = elicit(&app, "alice", "whoami", json!({"provider": "demo"}), "connect_demo").await;
+    let (url, state) = elicit(
+        &app,
+        "alice",
+        "whoami",
+        json!({"provider": "demo"}),
+        "connect_demo",
+    )
+    .await;
     let browser = Browser::new(&app);
     let to_provider = open_and_continue(&browser, &url, "alice").await;
     let done = approve_at_demo(&browser, &to_provider, "octo").await;
     assert!(done.body.contains("Demo connected as"), "{}", done.body);
 
-    let body = retry_accepted(&app, "alice", "whoami", json!({"provider": "demo"}), &state, "connect_demo").await;
+    let body = retry_accepted(
+        &app,
+        "alice",
+        "whoami",
+        json!({"provider": "demo"}),
+        &state,
+        "connect_demo",
+    )
+    .await;
     assert_eq!(body["result"]["resultType"], "complete", "{body}");
     assert_ne!(body["result"]["isError"], true, "{body}");
-    assert_eq!(body["result"]["structuredContent"]["account"], "octo", "the provider's own answer: {body}");
+    assert_eq!(
+        body["result"]["structuredContent"]["account"], "octo",
+        "the provider's own answer: {body}"
+    );
 
     // Later calls complete at once, with no new ticket.
-    let (_, again) = app.call_tool("alice", "whoami", json!({"provider": "demo"})).await;
-    assert_eq!(again["result"]["structuredContent"]["account"], "octo", "{again}");
+    let (_, again) = app
+        .call_tool("alice", "whoami", json!({"provider": "demo"}))
+        .await;
+    assert_eq!(
+        again["result"]["structuredContent"]["account"], "octo",
+        "{again}"
+    );
     assert_eq!(count(&app, "SELECT count(*) FROM connect_tickets").await, 1);
     // Bob is not alice: he is asked to connect his own.
-    let (_, bob) = app.call_tool("bob", "whoami", json!({"provider": "demo"})).await;
+    let (_, bob) = app
+        .call_tool("bob", "whoami", json!({"provider": "demo"}))
+        .await;
     assert_eq!(bob["result"]["resultType"], "input_required", "{bob}");
 }
 
@@ -103,8 +183,12 @@ async fn api_request_calls_the_provider_as_the_user() {
     let app = spawn_app().await;
     connect_demo(&app, "alice", "octo").await;
     let (_, body) = app
-        .call_tool("alice", "api_request", json!({"provider": "demo", "method": "POST", "path": "echo",
-            "query": {"q": "x", "n": 2}, "body": {"hello": "world"}}))
+        .call_tool(
+            "alice",
+            "api_request",
+            json!({"provider": "demo", "method": "POST", "path": "echo",
+            "query": {"q": "x", "n": 2}, "body": {"hello": "world"}}),
+        )
         .await;
     let result = &body["result"]["structuredContent"];
     assert_eq!(result["status"], 200, "{body}");
@@ -115,7 +199,14 @@ async fn api_request_calls_the_provider_as_the_user() {
 #[tokio::test]
 async fn the_phishing_link_does_nothing_for_bob_and_still_works_for_alice() {
     let app = spawn_app().await;
-    let (url, state) = elicit(&app, "alice", "whoami", json!({"provider": "demo"}), "connect_demo").await;
+    let (url, state) = elicit(
+        &app,
+        "alice",
+        "whoami",
+        json!({"provider": "demo"}),
+        "connect_demo",
+    )
+    .await;
     // Bob, signed in, opens alice's link.
     let bob = Browser::new(&app);
     bob.sign_in("bob").await;
@@ -123,31 +214,83 @@ async fn the_phishing_link_does_nothing_for_bob_and_still_works_for_alice() {
     assert_eq!(refused.status, 403, "{}", refused.body);
     assert!(refused.body.contains("another account"), "{}", refused.body);
     assert!(refused.location.is_none());
-    assert_eq!(count(&app, "SELECT count(*) FROM oauth_flows WHERE kind = 'connect'").await, 0);
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM oauth_flows WHERE kind = 'connect'"
+        )
+        .await,
+        0
+    );
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
     // Alice's own browser still completes with the same link.
     let alice = Browser::new(&app);
     let to_provider = open_and_continue(&alice, &url, "alice").await;
     approve_at_demo(&alice, &to_provider, "octo").await;
-    let body = retry_accepted(&app, "alice", "whoami", json!({"provider": "demo"}), &state, "connect_demo").await;
-    assert_eq!(body["result"]["structuredContent"]["account"], "octo", "{body}");
-    let owners: Vec<String> = sqlx::query_scalar("SELECT subject FROM connections").fetch_all(&app.db).await.unwrap();
+    let body = retry_accepted(
+        &app,
+        "alice",
+        "whoami",
+        json!({"provider": "demo"}),
+        &state,
+        "connect_demo",
+    )
+    .await;
+    assert_eq!(
+        body["result"]["structuredContent"]["account"], "octo",
+        "{body}"
+    );
+    let owners: Vec<String> = sqlx::query_scalar("SELECT subject FROM connections")
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
     assert_eq!(owners, vec!["alice".to_owned()]);
 }
 
 #[tokio::test]
 async fn deny_at_the_provider_makes_the_retry_say_declined() {
     let app = spawn_app().await;
-    let (url, state) = elicit(&app, "alice", "whoami", json!({"provider": "demo"}), "connect_demo").await;
+    let (url, state) = elicit(
+        &app,
+        "alice",
+        "whoami",
+        json!({"provider": "demo"}),
+        "connect_demo",
+    )
+    .await;
     let browser = Browser::new(&app);
     let to_provider = open_and_continue(&browser, &url, "alice").await;
     let provider_page = browser.follow(&to_provider).await;
-    let back = browser.submit(&provider_page, "/dev/demo/authorize", &[("account", "octo"), ("decision", "deny")]).await;
+    let back = browser
+        .submit(
+            &provider_page,
+            "/dev/demo/authorize",
+            &[("account", "octo"), ("decision", "deny")],
+        )
+        .await;
     let page = browser.follow(&back).await;
-    assert!(page.body.to_lowercase().contains("declined"), "{}", page.body);
-    let body = retry_accepted(&app, "alice", "whoami", json!({"provider": "demo"}), &state, "connect_demo").await;
+    assert!(
+        page.body.to_lowercase().contains("declined"),
+        "{}",
+        page.body
+    );
+    let body = retry_accepted(
+        &app,
+        "alice",
+        "whoami",
+        json!({"provider": "demo"}),
+        &state,
+        "connect_demo",
+    )
+    .await;
     assert_eq!(body["result"]["isError"], true, "{body}");
-    assert!(body["result"]["content"][0]["text"].as_str().unwrap().contains("declined"), "{body}");
+    assert!(
+        body["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("declined"),
+        "{body}"
+    );
 }
 
 async fn expire_access_token(app: &TestApp) {
@@ -167,16 +310,30 @@ async fn an_expired_token_is_refreshed_once_by_concurrent_calls_on_two_instances
         let target = if i % 2 == 0 { &app } else { &other };
         // Tokens name the instance's own issuer; alice is alice on both.
         let token = app.token("alice");
-        let body = crate::helpers::request("tools/call", json!({"name": "whoami", "arguments": {"provider": "demo"}}));
+        let body = crate::helpers::request(
+            "tools/call",
+            json!({"name": "whoami", "arguments": {"provider": "demo"}}),
+        );
         let request = target.mcp_request(Some(&token), &body);
         async move { crate::helpers::read(request.send().await.unwrap()).await }
     });
     let answers = futures::future::join_all(calls).await;
     for (status, body) in &answers {
         assert_eq!(*status, 200, "{body}");
-        assert_eq!(body["result"]["structuredContent"]["account"], "octo", "no failed call: {body}");
+        assert_eq!(
+            body["result"]["structuredContent"]["account"], "octo",
+            "no failed call: {body}"
+        );
     }
-    assert_eq!(count(&app, "SELECT count(*) FROM audit_events WHERE kind = 'refreshed'").await, 1, "one refresh");
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM audit_events WHERE kind = 'refreshed'"
+        )
+        .await,
+        1,
+        "one refresh"
+    );
     let fresh: bool = sqlx::query_scalar("SELECT access_token_expires_at > now() FROM connections")
         .fetch_one(&app.db)
         .await
@@ -191,10 +348,18 @@ async fn a_refused_refresh_marks_needs_reauth_and_the_next_call_asks_again() {
     // Keep the current sealed refresh token, let the app rotate it once,
     // then put the old one back: the provider sees a reused refresh token.
     let (old_refresh, key_id): (Vec<u8>, String) =
-        sqlx::query_as("SELECT refresh_token, key_id FROM connections").fetch_one(&app.db).await.unwrap();
+        sqlx::query_as("SELECT refresh_token, key_id FROM connections")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
     expire_access_token(&app).await;
-    let (_, first) = app.call_tool("alice", "whoami", json!({"provider": "demo"})).await;
-    assert_eq!(first["result"]["structuredContent"]["account"], "octo", "{first}");
+    let (_, first) = app
+        .call_tool("alice", "whoami", json!({"provider": "demo"}))
+        .await;
+    assert_eq!(
+        first["result"]["structuredContent"]["account"], "octo",
+        "{first}"
+    );
     sqlx::query("UPDATE connections SET refresh_token = $1, key_id = $2, access_token_expires_at = now() - interval '1 second'")
         .bind(old_refresh)
         .bind(key_id)
@@ -202,15 +367,33 @@ async fn a_refused_refresh_marks_needs_reauth_and_the_next_call_asks_again() {
         .await
         .unwrap();
     // The access token was re-sealed with the same key, so only the grant is stale.
-    let (_, body) = app.call_tool("alice", "whoami", json!({"provider": "demo"})).await;
-    assert_eq!(body["result"]["resultType"], "input_required", "invalid_grant → connect again: {body}");
-    let status: String = sqlx::query_scalar("SELECT status FROM connections").fetch_one(&app.db).await.unwrap();
+    let (_, body) = app
+        .call_tool("alice", "whoami", json!({"provider": "demo"}))
+        .await;
+    assert_eq!(
+        body["result"]["resultType"], "input_required",
+        "invalid_grant → connect again: {body}"
+    );
+    let status: String = sqlx::query_scalar("SELECT status FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
     assert_eq!(status, "needs_reauth");
-    assert_eq!(count(&app, "SELECT count(*) FROM audit_events WHERE kind = 'refresh_failed'").await, 1);
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM audit_events WHERE kind = 'refresh_failed'"
+        )
+        .await,
+        1
+    );
     // Connecting again makes it active.
     tokio::time::sleep(Duration::from_millis(10)).await;
     connect_demo(&app, "alice", "octo").await;
-    let status: String = sqlx::query_scalar("SELECT status FROM connections").fetch_one(&app.db).await.unwrap();
+    let status: String = sqlx::query_scalar("SELECT status FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
     assert_eq!(status, "active");
 }
 
@@ -218,11 +401,16 @@ async fn a_refused_refresh_marks_needs_reauth_and_the_next_call_asks_again() {
 async fn disconnect_confirms_with_a_form_then_revokes_and_forgets() {
     let app = spawn_app().await;
     connect_demo(&app, "alice", "octo").await;
-    let (_, asked) = app.call_tool("alice", "disconnect", json!({"provider": "demo"})).await;
+    let (_, asked) = app
+        .call_tool("alice", "disconnect", json!({"provider": "demo"}))
+        .await;
     assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
     let form = &asked["result"]["inputRequests"]["confirm_disconnect"]["params"];
     assert_eq!(form["mode"], "form", "{asked}");
-    crate::schema::assert_matches("ElicitRequest", &asked["result"]["inputRequests"]["confirm_disconnect"]);
+    crate::schema::assert_matches(
+        "ElicitRequest",
+        &asked["result"]["inputRequests"]["confirm_disconnect"],
+    );
     let state = asked["result"]["requestState"].as_str().unwrap();
     // "No" keeps it.
     let (_, kept) = app
@@ -236,11 +424,18 @@ async fn disconnect_confirms_with_a_form_then_revokes_and_forgets() {
         .mcp("alice", "tools/call", json!({"name": "disconnect", "arguments": {"provider": "demo"}, "requestState": state,
             "inputResponses": {"confirm_disconnect": {"action": "accept", "content": {"confirm": true}}}}))
         .await;
-    assert!(gone["result"]["content"][0]["text"].as_str().unwrap().contains("disconnected"), "{gone}");
+    assert!(
+        gone["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("disconnected"),
+        "{gone}"
+    );
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
-    let revoked: Value = sqlx::query_scalar("SELECT detail FROM audit_events WHERE kind = 'disconnected'")
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
+    let revoked: Value =
+        sqlx::query_scalar("SELECT detail FROM audit_events WHERE kind = 'disconnected'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
     assert_eq!(revoked["revoked_upstream"], true, "{revoked}");
 }

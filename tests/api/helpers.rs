@@ -60,7 +60,11 @@ impl TestApp {
 
 /// `public`: the public base URL when this is another instance of a
 /// deployment (`None`: this instance's own address, and it owns the database).
-async fn spawn_on(db_name: String, public: Option<String>, tweak: impl FnOnce(&mut toml::Table)) -> TestApp {
+async fn spawn_on(
+    db_name: String,
+    public: Option<String>,
+    tweak: impl FnOnce(&mut toml::Table),
+) -> TestApp {
     let owns_db = public.is_none();
     mcp_connect::telemetry::init(mcp_connect::config::LogFormat::Pretty);
     let database_url = format!("{}/{db_name}", server_url());
@@ -96,7 +100,10 @@ async fn spawn_on(db_name: String, public: Option<String>, tweak: impl FnOnce(&m
     ))
     .expect("settings table");
     let mut providers = toml::Table::new();
-    providers.insert("demo".into(), toml::Value::Table(dev.demo().provider_settings()));
+    providers.insert(
+        "demo".into(),
+        toml::Value::Table(dev.demo().provider_settings()),
+    );
     table.insert("providers".into(), toml::Value::Table(providers));
     tweak(&mut table);
     let settings = Settings::from_sources(None, Vec::new(), table).expect("settings");

@@ -1,0 +1,187 @@
+//! The full flow against fakes of GitHub, Google and Slack that behave like
+//! the real services (GitHub's form-encoded token answers, Google's refresh
+//! token only with offline access and consent, Slack's user token nested
+//! under `authed_user`): each preset connects, completes the retry, and
+//! calls the API as the user.
+
+use serde_json::json;
+
+use crate::{
+    browser::Browser,
+    fakes::{self, FakeProvider},
+    full_flow::{elicit, open_and_continue, retry_accepted},
+    helpers::{TestApp, spawn_app_with},
+};
+
+/// Connects alice's `name` account through the browser and the fake; returns
+/// the completed `whoami` retry.
+async fn connect(app: &TestApp, fake: &FakeProvider, name: &str) -> serde_json::Value {
+    let key = format!("connect_{name}");
+    let (url, state) = elicit(app, "alice", "whoami", json!({"provider": name}), &key).await;
+    let browser = Browser::new(app);
+    let to_provider = open_and_continue(&browser, &url, "alice").await;
+    let authorize = to_provider.location.clone().expect("to the provider");
+    assert!(authorize.starts_with(&fake.base), "{authorize}");
+    let callback = fake.visit(&authorize).await;
+    let done = browser.get(callback.as_str()).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert!(done.body.contains("connected as"), "{}", done.body);
+    for secret in fake.secrets() {
+        assert!(
+            !done.body.contains(&secret),
+            "a provider secret reached the page"
+        );
+    }
+    let body = retry_accepted(
+        app,
+        "alice",
+        "whoami",
+        json!({"provider": name}),
+        &state,
+        &key,
+    )
+    .await;
+    assert_eq!(body["result"]["resultType"], "complete", "{body}");
+    for secret in fake.secrets() {
+        assert!(
+            !body.to_string().contains(&secret),
+            "a provider secret reached the MCP result"
+        );
+    }
+    body
+}
+
+async fn app_with(fake: &FakeProvider, name: &str) -> TestApp {
+    spawn_app_with(|t| fake.configure(t, name)).await
+}
+
+#[tokio::test]
+async fn github_connects_despite_form_encoded_answers() {
+    let fake = fakes::github::start().await;
+    let app = app_with(&fake, "github").await;
+    let body = connect(&app, &fake, "github").await;
+    assert_eq!(
+        body["result"]["structuredContent"]["account"], "octocat",
+        "{body}"
+    );
+    let (_, repos) = app
+        .call_tool(
+            "alice",
+            "api_request",
+            json!({"provider": "github", "method": "GET", "path": "user/repos"}),
+        )
+        .await;
+    assert_eq!(
+        repos["result"]["structuredContent"]["status"], 200,
+        "{repos}"
+    );
+    assert_eq!(
+        repos["result"]["structuredContent"]["body"][0]["name"], "Hello-World",
+        "{repos}"
+    );
+    // GitHub tokens of OAuth apps do not expire: nothing to refresh.
+    let expiry: Option<chrono::DateTime<chrono::Utc>> =
+        sqlx::query_scalar("SELECT access_token_expires_at FROM connections")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert!(expiry.is_none());
+}
+
+#[tokio::test]
+async fn google_asks_for_offline_consent_and_keeps_its_refresh_token_across_refreshes() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    let body = connect(&app, &fake, "google").await;
+    assert_eq!(
+        body["result"]["structuredContent"]["account"], "alice@example.com",
+        "{body}"
+    );
+    let authorize = fake.last_authorize().expect("authorize request");
+    assert_eq!(
+        authorize.get("access_type").map(String::as_str),
+        Some("offline")
+    );
+    assert_eq!(authorize.get("prompt").map(String::as_str), Some("consent"));
+    let has_refresh: bool = sqlx::query_scalar("SELECT refresh_token IS NOT NULL FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert!(has_refresh, "offline + consent yields a refresh token");
+
+    // Google refreshes without sending a new refresh token: keep the old one.
+    fake.expire_access_tokens();
+    sqlx::query("UPDATE connections SET access_token_expires_at = now()")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let (_, again) = app
+            .call_tool("alice", "whoami", json!({"provider": "google"}))
+            .await;
+        assert_eq!(
+            again["result"]["structuredContent"]["account"], "alice@example.com",
+            "{again}"
+        );
+        sqlx::query("UPDATE connections SET access_token_expires_at = now()")
+            .execute(&app.db)
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        fake.calls().refresh,
+        2,
+        "refreshed each time with the kept refresh token"
+    );
+}
+
+#[tokio::test]
+async fn slack_user_token_comes_from_authed_user() {
+    let fake = fakes::slack::start().await;
+    let app = app_with(&fake, "slack").await;
+    let body = connect(&app, &fake, "slack").await;
+    assert_eq!(
+        body["result"]["structuredContent"]["account"], "alice",
+        "{body}"
+    );
+    let authorize = fake.last_authorize().expect("authorize request");
+    assert!(
+        authorize.contains_key("user_scope"),
+        "user scopes go in user_scope: {authorize:?}"
+    );
+}
+
+#[tokio::test]
+async fn deny_at_a_real_style_provider_is_a_declined_page_and_answer() {
+    let fake = fakes::github::start().await;
+    let app = app_with(&fake, "github").await;
+    let (url, state) = elicit(
+        &app,
+        "alice",
+        "whoami",
+        json!({"provider": "github"}),
+        "connect_github",
+    )
+    .await;
+    let browser = Browser::new(&app);
+    let to_provider = open_and_continue(&browser, &url, "alice").await;
+    fake.deny_next();
+    let callback = fake.visit(to_provider.location.as_deref().unwrap()).await;
+    let page = browser.get(callback.as_str()).await;
+    assert!(
+        page.body.to_lowercase().contains("declined"),
+        "{}",
+        page.body
+    );
+    let body = retry_accepted(
+        &app,
+        "alice",
+        "whoami",
+        json!({"provider": "github"}),
+        &state,
+        "connect_github",
+    )
+    .await;
+    assert_eq!(body["result"]["isError"], true, "{body}");
+    assert_eq!(fake.calls().token, 0, "no code was exchanged");
+}
