@@ -12,6 +12,7 @@ pub mod error;
 pub mod mcp;
 pub mod providers;
 pub mod startup;
+pub mod sweeper;
 pub mod telemetry;
 pub mod tools;
 pub mod web;

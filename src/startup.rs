@@ -33,6 +33,8 @@ pub struct AppState {
     pub providers: Arc<ProviderCatalog>,
     /// "A connection was stored", from any instance.
     pub events: Arc<ConnectionEvents>,
+    /// Stops the background sweeper when the last clone of the state goes.
+    _sweeper: Arc<tokio_util::sync::DropGuard>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +104,9 @@ impl Application {
     }
 }
 
+/// How often each instance offers to sweep expired rows.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
+
 pub fn outbound_http_client() -> Result<reqwest::Client, reqwest::Error> {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -117,6 +122,8 @@ pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, Startup
     let verifier = TokenVerifier::new(&settings.auth, settings.mcp_resource(), http.clone());
     let providers = ProviderCatalog::from_settings(&settings)?;
     let events = ConnectionEvents::start(pool.clone());
+    let stop_sweeper = tokio_util::sync::CancellationToken::new();
+    crate::sweeper::start(pool.clone(), SWEEP_EVERY, stop_sweeper.clone());
     Ok(AppState {
         settings: Arc::new(settings),
         db: pool,
@@ -125,6 +132,7 @@ pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, Startup
         http,
         providers: Arc::new(providers),
         events,
+        _sweeper: Arc::new(stop_sweeper.drop_guard()),
     })
 }
 

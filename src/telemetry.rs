@@ -1,15 +1,31 @@
 //! Logging: JSON lines (or pretty text) to stderr through `tracing`.
 //! `RUST_LOG` filters; the default is `info`.
+//!
+//! Whatever `RUST_LOG` says, the MCP library's own logs stay at `info`: at
+//! `debug` and below it prints whole JSON-RPC messages, and ours carry
+//! one-time connect links and sealed state.
 
-use tracing_subscriber::{EnvFilter, fmt};
+use tracing_subscriber::{EnvFilter, filter::Directive, fmt};
 
 use crate::config::LogFormat;
 
+/// Targets whose verbose levels would print secrets.
+pub const CAPS: &[&str] = &["rmcp=info"];
+
+/// `RUST_LOG` (or `default`), with the caps above applied last.
+pub fn filter(default: &str) -> EnvFilter {
+    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    for cap in CAPS {
+        if let Ok(directive) = cap.parse::<Directive>() {
+            filter = filter.add_directive(directive);
+        }
+    }
+    filter
+}
+
 pub fn init(format: LogFormat) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
     let builder = fmt()
-        .with_env_filter(filter)
+        .with_env_filter(filter("info,sqlx=warn"))
         .with_writer(std::io::stderr)
         .with_target(true);
     // A second init (tests that start several apps) is not an error.

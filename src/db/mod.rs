@@ -4,6 +4,7 @@
 pub mod audit;
 pub mod connections;
 pub mod dev_secrets;
+pub mod expiry;
 pub mod oauth_flows;
 pub mod tickets;
 pub mod web_sessions;

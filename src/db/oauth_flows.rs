@@ -148,15 +148,3 @@ pub async fn decline_ticket(exec: impl PgExecutor<'_>, flow_id: Uuid) -> Result<
     .await?;
     Ok(done.rows_affected() == 1)
 }
-
-/// Deletes flows that expired more than `grace` ago (for the sweeper).
-pub async fn delete_expired(
-    exec: impl PgExecutor<'_>,
-    grace: chrono::Duration,
-) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM oauth_flows WHERE expires_at < now() - $1::interval")
-        .bind(format!("{} seconds", grace.num_seconds()))
-        .execute(exec)
-        .await?;
-    Ok(done.rows_affected())
-}

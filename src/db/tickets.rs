@@ -118,15 +118,3 @@ pub async fn decline(
     .await?;
     Ok(done.rows_affected() == 1)
 }
-
-/// Deletes tickets that expired more than `grace` ago.
-pub async fn delete_expired(
-    exec: impl PgExecutor<'_>,
-    grace: chrono::Duration,
-) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM connect_tickets WHERE expires_at < now() - $1::interval")
-        .bind(format!("{} seconds", grace.num_seconds()))
-        .execute(exec)
-        .await?;
-    Ok(done.rows_affected())
-}

@@ -114,15 +114,3 @@ pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::E
         .await?;
     Ok(done.rows_affected() == 1)
 }
-
-/// Deletes sessions that expired more than `grace` ago (for the sweeper).
-pub async fn delete_expired(
-    exec: impl PgExecutor<'_>,
-    grace: chrono::Duration,
-) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM web_sessions WHERE expires_at < now() - $1::interval")
-        .bind(format!("{} seconds", grace.num_seconds()))
-        .execute(exec)
-        .await?;
-    Ok(done.rows_affected())
-}

@@ -66,7 +66,7 @@ async fn spawn_on(
     tweak: impl FnOnce(&mut toml::Table),
 ) -> TestApp {
     let owns_db = public.is_none();
-    mcp_connect::telemetry::init(mcp_connect::config::LogFormat::Pretty);
+    crate::logs::init();
     let database_url = format!("{}/{db_name}", server_url());
     let options = db::connect_options(&database_url.clone().into()).expect("database url");
     db::create_database_if_missing(&options)

@@ -89,6 +89,58 @@ async fn github_connects_despite_form_encoded_answers() {
 }
 
 #[tokio::test]
+async fn no_token_code_ticket_or_cookie_reaches_a_log_line() {
+    let fake = fakes::github::start().await;
+    let app = app_with(&fake, "github").await;
+    let (url, state) = elicit(
+        &app,
+        "alice",
+        "whoami",
+        json!({"provider": "github"}),
+        "connect_github",
+    )
+    .await;
+    let ticket = url.split_once("ticket=").unwrap().1.to_owned();
+    let browser = Browser::new(&app);
+    let to_provider = open_and_continue(&browser, &url, "alice").await;
+    let authorize = to_provider.location.clone().unwrap();
+    let oauth_state = url::Url::parse(&authorize)
+        .unwrap()
+        .query_pairs()
+        .find(|(k, _)| k == "state")
+        .map(|(_, v)| v.into_owned())
+        .unwrap();
+    let callback = fake.visit(&authorize).await;
+    browser.get(callback.as_str()).await;
+    retry_accepted(
+        &app,
+        "alice",
+        "whoami",
+        json!({"provider": "github"}),
+        &state,
+        "connect_github",
+    )
+    .await;
+    app.call_tool(
+        "alice",
+        "api_request",
+        json!({"provider": "github", "method": "GET", "path": "user/repos"}),
+    )
+    .await;
+
+    let mut secrets = fake.secrets();
+    secrets.extend([ticket, oauth_state, app.token("alice")]);
+    secrets.extend(browser.cookie("mcp_connect_session"));
+    secrets.extend(browser.cookie("__Host-mcp_connect_session"));
+    assert!(
+        secrets.len() >= 5,
+        "the test saw the secrets it checks for: {}",
+        secrets.len()
+    );
+    crate::logs::assert_absent(&secrets);
+}
+
+#[tokio::test]
 async fn google_asks_for_offline_consent_and_keeps_its_refresh_token_across_refreshes() {
     let fake = fakes::google::start().await;
     let app = app_with(&fake, "google").await;

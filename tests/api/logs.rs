@@ -1,0 +1,85 @@
+//! Every log line the application writes during the test run, kept in
+//! memory (at debug level for the service's own code) as well as printed,
+//! so tests can prove that no secret ever reaches a log.
+
+use std::{
+    io::Write,
+    sync::{Mutex, Once},
+};
+
+use tracing_subscriber::{EnvFilter, Layer, fmt, layer::SubscriberExt, util::SubscriberInitExt};
+
+static CAPTURED: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+struct Capture;
+
+impl Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        CAPTURED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// As verbose as an operator could make it (`RUST_LOG=debug`, our own code
+/// at trace), through the service's own caps; the test's HTTP client (its
+/// cookie store logs the cookies it receives) is not the service.
+fn capture_filter() -> EnvFilter {
+    let mut filter = EnvFilter::new(
+        "debug,mcp_connect=trace,sqlx=info,hyper=info,h2=info,rustls=info,cookie_store=off",
+    );
+    for cap in mcp_connect::telemetry::CAPS {
+        filter = filter.add_directive(cap.parse().expect("directive"));
+    }
+    filter
+}
+
+/// Installs the test run's subscriber once: stderr as usual, plus capture.
+pub fn init() {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        let printed = fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_filter(mcp_connect::telemetry::filter("info,sqlx=warn"));
+        let captured = fmt::layer()
+            .with_ansi(false)
+            .with_writer(|| Capture)
+            // As verbose as an operator could make it, through the same caps.
+            .with_filter(capture_filter());
+        let _ = tracing_subscriber::registry()
+            .with(printed)
+            .with(captured)
+            .try_init();
+    });
+}
+
+/// Everything captured so far.
+pub fn captured() -> String {
+    String::from_utf8_lossy(&CAPTURED.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
+}
+
+/// Panics if any of `secrets` appears in the captured logs.
+pub fn assert_absent(secrets: &[String]) {
+    let logs = captured();
+    assert!(!logs.is_empty(), "logs were captured");
+    for secret in secrets.iter().filter(|s| s.len() >= 8) {
+        if let Some(line) = logs.lines().find(|l| l.contains(secret.as_str())) {
+            // Name where it leaked, not the secret itself.
+            let at = line.split(secret.as_str()).next().unwrap_or_default();
+            let at: String = at
+                .chars()
+                .rev()
+                .take(160)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            panic!("a secret reached the logs, after: {at}");
+        }
+    }
+}
