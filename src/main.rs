@@ -35,6 +35,21 @@ enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// Manage the stored third-party tokens.
+    Tokens {
+        #[command(subcommand)]
+        command: TokensCommand,
+    },
+    /// Delete expired tickets, OAuth flows and sessions now (the service
+    /// also does this in the background).
+    Purge,
+}
+
+#[derive(Subcommand, Debug)]
+enum TokensCommand {
+    /// Re-seal every stored token with the first key of MCP_CONNECT_KEYS, so
+    /// an older key can be retired.
+    Rekey,
 }
 
 #[derive(Subcommand, Debug)]
@@ -45,6 +60,18 @@ enum KeysCommand {
         #[arg(long)]
         id: Option<String>,
     },
+}
+
+/// The application's state without serving: for maintenance commands.
+async fn offline_state(
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<mcp_connect::startup::AppState> {
+    let settings = Settings::load(config)?;
+    telemetry::init(settings.log_format);
+    let options = db::connect_options(&settings.database_url)?;
+    let pool = db::pool(options, 2);
+    db::migrate(&pool).await?;
+    Ok(mcp_connect::startup::build_state(settings, pool)?)
 }
 
 fn main() -> ExitCode {
@@ -88,6 +115,30 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let pool = db::pool(options, 2);
             db::migrate(&pool).await?;
             tracing::info!("migrations applied");
+            Ok(())
+        }
+        Command::Tokens {
+            command: TokensCommand::Rekey,
+        } => {
+            let state = offline_state(cli.config.as_deref()).await?;
+            let n = mcp_connect::connect::vault::rekey_all(&state).await?;
+            tracing::info!(
+                resealed = n,
+                key = state.keys.current_key_id(),
+                "tokens re-sealed"
+            );
+            println!(
+                "re-sealed {n} connection(s) with key {}",
+                state.keys.current_key_id()
+            );
+            Ok(())
+        }
+        Command::Purge => {
+            let state = offline_state(cli.config.as_deref()).await?;
+            match mcp_connect::sweeper::sweep_once(&state.db).await? {
+                Some(n) => println!("deleted {n} expired row(s)"),
+                None => println!("another instance is sweeping right now; nothing done"),
+            }
             Ok(())
         }
         Command::Serve => {

@@ -202,3 +202,14 @@ pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::E
         .await?;
     Ok(done.rows_affected() == 1)
 }
+
+/// Connections whose tokens are sealed by another key than `key_id`.
+pub async fn ids_not_sealed_by(
+    exec: impl PgExecutor<'_>,
+    key_id: &str,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar("SELECT id FROM connections WHERE key_id <> $1 ORDER BY id")
+        .bind(key_id)
+        .fetch_all(exec)
+        .await
+}

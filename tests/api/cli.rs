@@ -109,3 +109,60 @@ fn help_lists_the_commands() {
         assert!(text.contains(word), "{text}");
     }
 }
+
+#[tokio::test]
+async fn tokens_rekey_reseals_with_the_first_key_so_the_old_one_can_retire() {
+    let app = spawn_app().await;
+    crate::full_flow::connect_demo(&app, "alice", "octo").await;
+    let old = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
+    let new = mcp_connect::crypto::KeyRing::generate_entry("k2");
+    let only_new = |t: &mut toml::Table| {
+        t.insert("keys".into(), toml::Value::Array(vec![new.clone().into()]));
+    };
+    // Before: an instance with only the new key cannot open the tokens.
+    let before = app.second_instance_with(only_new).await;
+    let (_, body) = before
+        .call_tool("alice", "connect", json!({"provider": "demo"}))
+        .await;
+    assert_eq!(body["error"]["code"], -32603, "{body}");
+
+    let output = bin()
+        .args(["tokens", "rekey"])
+        .env("MCP_CONNECT_PUBLIC_URL", &app.base)
+        .env(
+            "MCP_CONNECT_DATABASE_URL",
+            format!("{}/{}", server_url(), app.db_name),
+        )
+        .env("MCP_CONNECT_KEYS", format!("{new},{old}"))
+        .env("MCP_CONNECT_AUTH__ISSUER", app.dev.issuer())
+        .env("MCP_CONNECT_INSECURE_HTTP", "true")
+        .env("MCP_CONNECT_PROVIDERS__DEMO__CLIENT_ID", "mcp-connect-demo")
+        .env("MCP_CONNECT_PROVIDERS__DEMO__CLIENT_SECRET", "unused-here")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("re-sealed 1"),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let key_id: String = sqlx::query_scalar("SELECT key_id FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(key_id, "k2");
+
+    // After: the new key alone opens them.
+    let after = app.second_instance_with(only_new).await;
+    let (_, body) = after
+        .call_tool("alice", "connect", json!({"provider": "demo"}))
+        .await;
+    assert_eq!(
+        body["result"]["structuredContent"]["account"], "octo",
+        "{body}"
+    );
+}

@@ -102,7 +102,7 @@ async fn approve_at_demo(browser: &Browser, to_provider: &Page, account: &str) -
 }
 
 /// Connects `subject`'s demo account through the real flow.
-async fn connect_demo(app: &TestApp, subject: &str, account: &str) {
+pub async fn connect_demo(app: &TestApp, subject: &str, account: &str) {
     let (url, state) = elicit(
         app,
         subject,

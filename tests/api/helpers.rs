@@ -54,7 +54,12 @@ impl TestApp {
     /// same database and keys (a scaled-out deployment); it leaves the
     /// database to the first.
     pub async fn second_instance(&self) -> TestApp {
-        spawn_on(self.db_name.clone(), Some(self.base.clone()), |_| {}).await
+        self.second_instance_with(|_| {}).await
+    }
+
+    /// [`Self::second_instance`] with adjusted settings.
+    pub async fn second_instance_with(&self, tweak: impl FnOnce(&mut toml::Table)) -> TestApp {
+        spawn_on(self.db_name.clone(), Some(self.base.clone()), tweak).await
     }
 }
 
