@@ -10,7 +10,9 @@ use tracing_subscriber::{EnvFilter, filter::Directive, fmt};
 use crate::config::LogFormat;
 
 /// Targets whose verbose levels would print secrets.
-pub const CAPS: &[&str] = &["rmcp=info"];
+/// `rmcp::service` also announces every stateless request at `info`, with
+/// a reconstructed (and so misleading) client description: warnings only.
+pub const CAPS: &[&str] = &["rmcp=info", "rmcp::service=warn"];
 
 /// `RUST_LOG` (or `default`), with the caps above applied last.
 pub fn filter(default: &str) -> EnvFilter {
@@ -27,6 +29,7 @@ pub fn init(format: LogFormat) {
     let builder = fmt()
         .with_env_filter(filter("info,sqlx=warn"))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(true);
     // A second init (tests that start several apps) is not an error.
     let _ = match format {

@@ -2,22 +2,22 @@
 // bearer token, so this adds `Authorization: Bearer <token>` to every request
 // and forwards it to the real server, streaming the answer back (SSE too).
 //
-// Usage: MCP_CONNECT_TOKEN=… node proxy.mjs <target base URL, e.g. http://127.0.0.1:8080>
+// Usage: CONFORMANCE_PROXY_TOKEN=… node proxy.mjs <target base URL, e.g. http://127.0.0.1:8080>
 // Prints one line, `http://127.0.0.1:<port>`, once listening. The token is
 // read from the environment so it never shows in a process list, and never
 // logged.
 //
-// It is transparent otherwise: a Host naming this proxy becomes the target's
-// host (the address the client meant), any other Host and every Origin pass
+// It is transparent otherwise: a Host or Origin naming this proxy becomes the
+// target's (the address the client meant); any other Host or Origin passes
 // through untouched, so the server's DNS-rebinding checks still see what
 // the suite sent.
 
 import http from 'node:http';
 
 const target = new URL(process.argv[2] ?? '');
-const token = process.env.MCP_CONNECT_TOKEN;
+const token = process.env.CONFORMANCE_PROXY_TOKEN;
 if (!token || target.protocol !== 'http:') {
-  console.error('usage: MCP_CONNECT_TOKEN=… node proxy.mjs http://127.0.0.1:PORT');
+  console.error('usage: CONFORMANCE_PROXY_TOKEN=… node proxy.mjs http://127.0.0.1:PORT');
   process.exit(2);
 }
 
@@ -33,10 +33,8 @@ const server = http.createServer((req, res) => {
     if (!HOP.has(name)) headers[name] = value;
   }
   const self = `127.0.0.1:${server.address().port}`;
-  const localhost = `localhost:${server.address().port}`;
-  if (!headers.host || headers.host === self || headers.host === localhost) {
-    headers.host = target.host;
-  }
+  if (!headers.host || headers.host === self) headers.host = target.host;
+  if (headers.origin === `http://${self}`) headers.origin = target.origin;
   headers.authorization = `Bearer ${token}`;
 
   const upstream = http.request(

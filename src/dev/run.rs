@@ -149,6 +149,24 @@ fn base_settings(
     );
     base.insert("keys".into(), toml::Value::Array(vec![key_entry.into()]));
     base.insert("insecure_http".into(), true.into());
+    // Clients configured with http://localhost:PORT reach the same server.
+    let port = public_url.rsplit(':').next().unwrap_or_default();
+    base.insert(
+        "allowed_hosts".into(),
+        toml::Value::Array(vec![
+            "127.0.0.1".into(),
+            format!("127.0.0.1:{port}").into(),
+            "localhost".into(),
+            format!("localhost:{port}").into(),
+        ]),
+    );
+    base.insert(
+        "allowed_origins".into(),
+        toml::Value::Array(vec![
+            public_url.into(),
+            format!("http://localhost:{port}").into(),
+        ]),
+    );
     base.insert("log_format".into(), "pretty".into());
     base.insert("auth".into(), toml::Value::Table(auth));
     // The demo OAuth provider mounted on this server, so the whole connect

@@ -87,7 +87,7 @@ pub async fn read(
     let Some(provider) = profile_provider(&request.uri) else {
         return Err(ErrorData::resource_not_found(
             format!("No such resource: {}", request.uri),
-            None,
+            Some(json!({ "uri": request.uri })),
         ));
     };
     let access = connect::require(

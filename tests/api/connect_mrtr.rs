@@ -740,3 +740,21 @@ async fn resources_list_and_the_profile_template_uses_the_same_flow() {
         .await;
     assert_matches("ReadResourceResultResponse", &mine);
 }
+
+#[tokio::test]
+async fn an_unknown_resource_names_its_uri() {
+    let app = spawn_app().await;
+    let (_, body) = app
+        .mcp(
+            "alice",
+            "resources/read",
+            json!({"uri": "connection://demo/nothing"}),
+        )
+        .await;
+    // 2026-07-28: -32602 (Invalid Params) with the URI in data.
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    assert_eq!(
+        body["error"]["data"]["uri"], "connection://demo/nothing",
+        "{body}"
+    );
+}
