@@ -79,7 +79,8 @@ pub struct Settings {
     /// `json` (one object per line) or `pretty`.
     #[serde(default = "defaults::log_format")]
     pub log_format: LogFormat,
-    /// `true` only in plain-http development: cookies lose `Secure`.
+    /// `true` only in plain-http development on loopback: cookies lose
+    /// `Secure` (and so the `__Host-` prefix).
     #[serde(default, deserialize_with = "lenient::boolean")]
     pub insecure_http: bool,
     /// How bearer tokens for `/mcp` are checked.
@@ -437,13 +438,12 @@ impl Settings {
                 "must not carry a query or fragment".into(),
             ));
         }
-        if self.public_url.scheme() == "http"
-            && !self.insecure_http
-            && !is_loopback(&self.public_url)
-        {
+        if self.public_url.scheme() == "http" && !is_loopback(&self.public_url) {
+            // Without TLS, cookies cannot be `Secure` or `__Host-`: anyone on
+            // the path could read a session or plant one (login CSRF).
             return Err(invalid(
                 "public_url",
-                "must be https (plain http is accepted only on loopback or with insecure_http = true)".into(),
+                "must be https (plain http is accepted only on loopback)".into(),
             ));
         }
         if self.keys.is_empty() {
@@ -477,6 +477,20 @@ impl Settings {
                     &format!("providers.{name}.client_id"),
                     "must not be empty".into(),
                 ));
+            }
+        }
+        const MONTH: u64 = 31 * 24 * 3600;
+        for (key, value) in [
+            ("flow.ticket_ttl_secs", self.flow.ticket_ttl_secs),
+            (
+                "flow.request_state_ttl_secs",
+                self.flow.request_state_ttl_secs,
+            ),
+            ("web.session_ttl_secs", self.web.session_ttl_secs),
+            ("flow.connect_wait_ms", self.flow.connect_wait_ms / 1000),
+        ] {
+            if value > MONTH {
+                return Err(invalid(key, "is longer than a month".into()));
             }
         }
         if self.flow.ticket_ttl_secs == 0 || self.flow.request_state_ttl_secs == 0 {
@@ -728,10 +742,26 @@ mod tests {
     fn plain_http_is_refused_off_loopback() {
         let mut vars = minimal();
         vars[0].1 = "http://connect.example.com".into();
-        let err = Settings::from_sources(None, vars, toml::Table::new())
+        let err = Settings::from_sources(None, vars.clone(), toml::Table::new())
             .unwrap_err()
             .to_string();
         assert!(err.contains("public_url"), "{err}");
+        // Not even when asked for: plain http off loopback has no safe cookies.
+        vars.push(("MCP_CONNECT_INSECURE_HTTP".into(), "true".into()));
+        assert!(Settings::from_sources(None, vars, toml::Table::new()).is_err());
+    }
+
+    #[test]
+    fn lifetimes_are_bounded() {
+        let mut vars = minimal();
+        vars.push((
+            "MCP_CONNECT_WEB__SESSION_TTL_SECS".into(),
+            "99999999999".into(),
+        ));
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("web.session_ttl_secs"), "{err}");
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub struct AppState {
     pub providers: Arc<ProviderCatalog>,
     /// "A connection was stored", from any instance.
     pub events: Arc<ConnectionEvents>,
+    /// One refresh per connection at a time within this instance.
+    pub refresh_locks: Arc<crate::connect::locks::KeyedLocks>,
     /// Stops the background sweeper when the last clone of the state goes.
     _sweeper: Arc<tokio_util::sync::DropGuard>,
 }
@@ -132,6 +134,7 @@ pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, Startup
         http,
         providers: Arc::new(providers),
         events,
+        refresh_locks: Arc::default(),
         _sweeper: Arc::new(stop_sweeper.drop_guard()),
     })
 }
@@ -167,6 +170,6 @@ fn serve(
 /// Request logging without query strings: `/connect?ticket=…` and OAuth
 /// callbacks carry one-time secrets in the query, which must never be logged.
 fn tracing_actix_web_lite() -> actix_web::middleware::Logger {
-    actix_web::middleware::Logger::new(r#"%{r}a "%{METHOD}xi %U" %s %b %Dms"#)
+    actix_web::middleware::Logger::new(r#"%a "%{METHOD}xi %U" %s %b %Dms"#)
         .custom_request_replace("METHOD", |req| req.method().to_string())
 }

@@ -89,7 +89,11 @@ pub(crate) fn principal(
     iss_optional: bool,
 ) -> Result<Principal, AuthError> {
     let issuer = match claims.get("iss") {
-        Some(Value::String(iss)) if issuer_matches(&expected.issuer, iss) => iss.clone(),
+        // One spelling everywhere (the web sign-in uses the same): users are
+        // identified by (issuer, subject), so `…/` and `…` must not be two.
+        Some(Value::String(iss)) if issuer_matches(&expected.issuer, iss) => {
+            configured_issuer(&expected.issuer)
+        }
         Some(Value::String(_)) => return Err(AuthError::WrongIssuer),
         None if iss_optional => configured_issuer(&expected.issuer),
         None => return Err(AuthError::MissingClaim("iss".into())),
@@ -170,12 +174,13 @@ mod tests {
     }
 
     #[test]
-    fn principal_keeps_iss_as_sent_and_reads_azp_and_scp() {
+    fn principal_spells_iss_as_configured_and_reads_azp_and_scp() {
         let c = claims(
             json!({"iss": "https://idp.example.com/", "sub": "u1", "azp": "app", "scp": ["a", "b"]}),
         );
         let p = principal(&c, &expected(), false).unwrap();
-        assert_eq!(p.issuer, "https://idp.example.com/");
+        // One spelling per issuer, the web sign-in's too: users are (issuer, subject).
+        assert_eq!(p.issuer, "https://idp.example.com");
         assert_eq!((p.subject.as_str(), p.client_id.as_str()), ("u1", "app"));
         assert_eq!(p.scopes, vec!["a", "b"]);
     }

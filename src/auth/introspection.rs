@@ -83,10 +83,11 @@ impl Introspector {
         }
         let now = unix_now();
         let exp = claims::check_lifetime(&answer, now, expected.leeway_secs, false)?;
-        if let Some(aud) = answer.get("aud").filter(|v| !v.is_null())
-            && !claims::audience_contains(aud, &expected.audience)?
-        {
-            return Err(AuthError::WrongAudience);
+        // A token without an audience could have been issued to any service
+        // of this authorization server; only one issued for us is accepted.
+        match answer.get("aud").filter(|v| !v.is_null()) {
+            Some(aud) if claims::audience_contains(aud, &expected.audience)? => {}
+            _ => return Err(AuthError::WrongAudience),
         }
         let principal = claims::principal(&answer, expected, true)?;
 
@@ -198,11 +199,16 @@ mod tests {
         );
         idp.set_introspection(
             "other-iss",
-            json!({"active": true, "sub": "a", "client_id": "c", "iss": "https://else"}),
+            json!({"active": true, "sub": "a", "client_id": "c", "iss": "https://else", "aud": idp.audience()}),
         );
         idp.set_introspection(
             "expired",
-            json!({"active": true, "sub": "a", "client_id": "c", "exp": now() - 100}),
+            json!({"active": true, "sub": "a", "client_id": "c", "exp": now() - 100, "aud": idp.audience()}),
+        );
+        // Active, but not said to be for us: could be any service's token.
+        idp.set_introspection(
+            "no-aud",
+            json!({"active": true, "sub": "a", "client_id": "c"}),
         );
         let (introspector, expected) = introspector(&idp);
         let err = async |t: &str| introspector.introspect(t, &expected).await.unwrap_err();
@@ -211,7 +217,8 @@ mod tests {
         assert!(matches!(err("other-aud").await, AuthError::WrongAudience));
         assert!(matches!(err("other-iss").await, AuthError::WrongIssuer));
         assert!(matches!(err("expired").await, AuthError::Expired));
-        assert_eq!(idp.introspections(), 5, "rejections are not cached");
+        assert!(matches!(err("no-aud").await, AuthError::WrongAudience));
+        assert_eq!(idp.introspections(), 6, "rejections are not cached");
     }
 
     #[actix_web::test]

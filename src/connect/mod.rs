@@ -6,6 +6,7 @@
 
 pub mod elicit;
 pub mod events;
+pub mod locks;
 pub mod tickets;
 pub mod vault;
 
@@ -89,7 +90,14 @@ pub async fn require<'s>(state: &'s AppState, need: Need<'_>) -> Result<Access<'
     };
     if let Some(round) = &round {
         if round.provider != provider.name() {
-            return Err(reject_state(state, &need, "provider").await);
+            return Err(reject_state(
+                state,
+                need.principal,
+                need.provider,
+                need.binding.target,
+                "provider",
+            )
+            .await);
         }
         match response_action(need.input_responses, &input_key(provider.name())) {
             Some(ElicitationAction::Decline) => {
@@ -258,19 +266,32 @@ async fn open_state(
 ) -> Result<RoundState, ErrorData> {
     match request_state::open(&state.keys, &need.binding, sealed) {
         Ok(round) => Ok(round),
-        Err(e) => Err(reject_state(state, need, &e.to_string()).await),
+        Err(e) => Err(reject_state(
+            state,
+            need.principal,
+            need.provider,
+            need.binding.target,
+            &e.to_string(),
+        )
+        .await),
     }
 }
 
-async fn reject_state(state: &AppState, need: &Need<'_>, reason: &str) -> ErrorData {
-    let p = need.principal;
-    tracing::info!(reason, subject = %p.subject, target = need.binding.target, "requestState rejected");
+/// Logs and audits a refused `requestState`; returns the one fixed error.
+pub async fn reject_state(
+    state: &AppState,
+    p: &Principal,
+    provider: &str,
+    target: &str,
+    reason: &str,
+) -> ErrorData {
+    tracing::info!(reason, subject = %p.subject, target, "requestState rejected");
     db::audit::record_or_log(
         &state.db,
         AuditEvent::new(AuditKind::StateRejected)
             .user(&p.issuer, &p.subject)
-            .provider(need.provider)
-            .detail(json!({ "reason": reason, "client_id": p.client_id, "target": need.binding.target })),
+            .provider(provider)
+            .detail(json!({ "reason": reason, "client_id": p.client_id, "target": target })),
     )
     .await;
     ErrorData::invalid_params(request_state::INVALID_STATE_MESSAGE, None)

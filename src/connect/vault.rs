@@ -87,9 +87,15 @@ fn context(id: Uuid, issuer: &str, subject: &str, provider: &str, kind: Kind) ->
     ctx
 }
 
+/// When the access token expires. A provider's `expires_in` is untrusted:
+/// anything beyond a year (or unrepresentable) counts as "not said".
 fn expiry(tokens: &TokenSet) -> Option<DateTime<Utc>> {
-    let secs = i64::try_from(tokens.expires_in?.as_secs()).ok()?;
-    Some(Utc::now() + chrono::Duration::seconds(secs))
+    const YEAR: u64 = 366 * 24 * 3600;
+    let secs = tokens.expires_in?.as_secs();
+    if secs > YEAR {
+        return None;
+    }
+    Utc::now().checked_add_signed(chrono::TimeDelta::try_seconds(i64::try_from(secs).ok()?)?)
 }
 
 /// Stores (or replaces) the user's connection to a provider and announces
@@ -198,9 +204,24 @@ pub async fn usable_token(
         });
     }
     let row = if needs_refresh(&row) {
-        match refresh(state, &row, provider).await? {
-            Some(row) => row,
-            None => return Ok(TokenState::NeedsReauth),
+        // Wait for this instance's own refresh of the row, if any, without
+        // holding a database connection; then look again.
+        let lock = state.refresh_locks.get(row.id);
+        let _turn = lock.lock().await;
+        let Some(row) = db::connections::find(&state.db, issuer, subject, provider.name()).await?
+        else {
+            return Ok(TokenState::Missing);
+        };
+        if row.status != "active" {
+            return Ok(TokenState::NeedsReauth);
+        }
+        if needs_refresh(&row) {
+            match refresh(state, &row, provider).await? {
+                Some(row) => row,
+                None => return Ok(TokenState::NeedsReauth),
+            }
+        } else {
+            row
         }
     } else {
         row
@@ -217,6 +238,10 @@ async fn refresh(
     provider: &Provider,
 ) -> anyhow::Result<Option<ConnectionRow>> {
     let mut tx = state.db.begin().await?;
+    // Another instance refreshing a slow provider must not pin us forever.
+    sqlx::query("SET LOCAL lock_timeout = '20s'")
+        .execute(&mut *tx)
+        .await?;
     let Some(row) = db::connections::find_for_update(&mut *tx, stale.id).await? else {
         return Ok(None);
     };

@@ -144,10 +144,7 @@ async fn authenticate(
     head: &http::request::Parts,
     state: &AppState,
 ) -> Result<Principal, HttpResponse> {
-    let metadata_url = format!(
-        "{}/.well-known/oauth-protected-resource/mcp",
-        state.settings.base_url()
-    );
+    let metadata_url = auth::resource_metadata_url(&state.settings);
     if query_carries_token(head.uri.query().unwrap_or_default()) {
         tracing::info!("mcp: rejected an access token in the query string");
         return Err(HttpResponse::BadRequest()

@@ -50,6 +50,7 @@ pub struct RoundState {
 }
 
 #[derive(Serialize, Deserialize)]
+/// Bound values are stored as digests (see [`digest`]).
 struct Payload {
     aud: String,
     iss: String,
@@ -97,12 +98,12 @@ pub fn seal(
 ) -> String {
     let ttl = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2);
     let payload = Payload {
-        aud: binding.audience.to_owned(),
-        iss: binding.issuer.to_owned(),
-        sub: binding.subject.to_owned(),
-        cid: binding.client_id.to_owned(),
-        method: binding.method.to_owned(),
-        target: binding.target.to_owned(),
+        aud: digest(binding.audience),
+        iss: digest(binding.issuer),
+        sub: digest(binding.subject),
+        cid: digest(binding.client_id),
+        method: digest(binding.method),
+        target: digest(binding.target),
         args: arguments_digest(binding.arguments),
         ticket: round.ticket_id,
         secret: round.ticket.clone(),
@@ -124,14 +125,14 @@ pub fn open(keys: &KeyRing, binding: &Binding<'_>, state: &str) -> Result<RoundS
     if p.exp <= Utc::now().timestamp() {
         return Err(StateError::Expired);
     }
-    let checks: [(&str, &str, &'static str); 7] = [
-        (&p.aud, binding.audience, "audience"),
-        (&p.iss, binding.issuer, "issuer"),
-        (&p.sub, binding.subject, "subject"),
-        (&p.cid, binding.client_id, "client"),
-        (&p.method, binding.method, "method"),
-        (&p.target, binding.target, "target"),
-        (&p.args, &arguments_digest(binding.arguments), "arguments"),
+    let checks: [(&str, String, &'static str); 7] = [
+        (&p.aud, digest(binding.audience), "audience"),
+        (&p.iss, digest(binding.issuer), "issuer"),
+        (&p.sub, digest(binding.subject), "subject"),
+        (&p.cid, digest(binding.client_id), "client"),
+        (&p.method, digest(binding.method), "method"),
+        (&p.target, digest(binding.target), "target"),
+        (&p.args, arguments_digest(binding.arguments), "arguments"),
     ];
     for (sealed, now, what) in checks {
         if !bool::from(sealed.as_bytes().ct_eq(now.as_bytes())) {
@@ -144,6 +145,17 @@ pub fn open(keys: &KeyRing, binding: &Binding<'_>, state: &str) -> Result<RoundS
         provider: p.provider,
         round: p.round,
     })
+}
+
+/// A bound value as stored: its SHA-256 (first 128 bits, hex), so the
+/// state's length does not grow with long subjects or client ids (a client
+/// id can be a whole metadata URL).
+fn digest(value: &str) -> String {
+    Sha256::digest(value.as_bytes())
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// SHA-256 (hex) of the arguments as canonical JSON: object keys sorted at

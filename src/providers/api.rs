@@ -32,6 +32,9 @@ impl Provider {
         let mut url = guard::resolve(&self.api_base_url, &req.path)?;
         let query = guard::query_pairs(req.query.as_ref())?;
         guard::body_allowed(&method, req.body.as_ref())?;
+        if self.kind == super::presets::PresetKind::Slack {
+            guard::slack_method(&self.allowed_methods, &req.path)?;
+        }
         if !query.is_empty() {
             url.query_pairs_mut().extend_pairs(&query);
         }

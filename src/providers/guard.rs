@@ -250,3 +250,68 @@ mod tests {
         assert!(body_allowed(&reqwest::Method::GET, None).is_ok());
     }
 }
+
+/// Slack's Web API is RPC over HTTP: `GET chat.postMessage?…` posts a
+/// message, so HTTP methods do not make a call read-only. Unless the
+/// operator allowed POST (their sign that writes are wanted), only methods
+/// whose names say they read are let through; `oauth.*`, `auth.revoke` and
+/// `admin.*` never are.
+pub(super) fn slack_method(allowed: &[String], path: &str) -> Result<(), ProviderError> {
+    let name = path
+        .trim_start_matches('/')
+        .split(['?', '/'])
+        .next()
+        .unwrap_or_default();
+    let refused = || ProviderError::PathRefused(format!("Slack method `{name}` is not allowed"));
+    if name.starts_with("oauth.") || name.starts_with("admin.") || name == "auth.revoke" {
+        return Err(refused());
+    }
+    if allowed.iter().any(|m| m.eq_ignore_ascii_case("POST")) {
+        return Ok(());
+    }
+    let verb = name.rsplit('.').next().unwrap_or_default();
+    const READS: &[&str] = &[
+        "list",
+        "info",
+        "history",
+        "replies",
+        "test",
+        "identity",
+        "lookupByEmail",
+    ];
+    let reads = READS.contains(&verb) || verb.starts_with("get") || name.starts_with("search.");
+    if reads { Ok(()) } else { Err(refused()) }
+}
+
+#[cfg(test)]
+mod slack_tests {
+    use super::*;
+
+    #[test]
+    fn slack_reads_pass_and_writes_do_not() {
+        let read_only = vec!["GET".to_owned(), "HEAD".to_owned()];
+        for ok in [
+            "conversations.list",
+            "users.info",
+            "conversations.history",
+            "auth.test",
+            "search.messages",
+            "users.getPresence",
+        ] {
+            assert!(slack_method(&read_only, ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "chat.postMessage",
+            "chat.delete",
+            "auth.revoke",
+            "oauth.v2.access",
+            "admin.users.remove",
+            "conversations.kick",
+        ] {
+            assert!(slack_method(&read_only, bad).is_err(), "{bad}");
+        }
+        let writes = vec!["GET".to_owned(), "POST".to_owned()];
+        assert!(slack_method(&writes, "chat.postMessage").is_ok());
+        assert!(slack_method(&writes, "auth.revoke").is_err());
+    }
+}

@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::{ToolCall, error_result, internal, schema_for};
 use crate::{
-    connect::{ClientKind, vault},
+    connect::{ClientKind, reject_state, vault},
     db,
     mcp::state::{self as request_state, RoundState},
 };
@@ -61,15 +61,12 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let binding = call.binding();
 
     if let Some(sealed) = call.request.request_state.as_deref() {
-        let round = request_state::open(&state.keys, &binding, sealed).map_err(|e| {
-            tracing::info!(reason = %e, "disconnect: requestState rejected");
-            e.to_client_error()
-        })?;
-        if round.provider != provider.name() {
-            return Err(ErrorData::invalid_params(
-                request_state::INVALID_STATE_MESSAGE,
-                None,
-            ));
+        match request_state::open(&state.keys, &binding, sealed) {
+            Ok(round) if round.provider == provider.name() => {}
+            Ok(_) => return Err(reject_state(state, p, provider.name(), NAME, "provider").await),
+            Err(e) => {
+                return Err(reject_state(state, p, provider.name(), NAME, &e.to_string()).await);
+            }
         }
         let answer = call
             .request
