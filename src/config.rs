@@ -565,6 +565,10 @@ fn env_entries(
         let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
             continue;
         };
+        // Names the configuration file itself (`--config`), not a setting.
+        if rest == "CONFIG_FILE" {
+            continue;
+        }
         let (rest, value) = match rest.strip_suffix("_FILE") {
             Some(rest) => {
                 let text = std::fs::read_to_string(&value).map_err(|source| {
@@ -749,6 +753,13 @@ mod tests {
         // Not even when asked for: plain http off loopback has no safe cookies.
         vars.push(("MCP_CONNECT_INSECURE_HTTP".into(), "true".into()));
         assert!(Settings::from_sources(None, vars, toml::Table::new()).is_err());
+    }
+
+    #[test]
+    fn the_config_file_variable_is_not_a_setting() {
+        let mut vars = minimal();
+        vars.push(("MCP_CONNECT_CONFIG_FILE".into(), "/nonexistent.toml".into()));
+        assert!(Settings::from_sources(None, vars, toml::Table::new()).is_ok());
     }
 
     #[test]

@@ -11,8 +11,11 @@ use crate::config::LogFormat;
 
 /// Targets whose verbose levels would print secrets.
 /// `rmcp::service` also announces every stateless request at `info`, with
-/// a reconstructed (and so misleading) client description: warnings only.
-pub const CAPS: &[&str] = &["rmcp=info", "rmcp::service=warn"];
+/// a reconstructed (and so misleading) client description, and logs every
+/// JSON-RPC error it sends at `warn` — whole, so a legacy client's `-32042`
+/// with its connect link would land in the log: errors only. The endpoint
+/// logs the requests itself (see `mcp::server`).
+pub const CAPS: &[&str] = &["rmcp=info", "rmcp::service=error"];
 
 /// `RUST_LOG` (or `default`), with the caps above applied last.
 pub fn filter(default: &str) -> EnvFilter {

@@ -159,7 +159,25 @@ impl ServerHandler for McpServer {
             request: &request,
             context: &context,
         };
-        let mut response = tools::call(call).await?;
+        let outcome = tools::call(call).await;
+        // Who called what, and how it ended; never arguments or results.
+        let ended = match &outcome {
+            Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => "tool error",
+            Ok(CallToolResponse::Complete(_)) => "complete",
+            Ok(CallToolResponse::InputRequired(_)) => "input_required",
+            Ok(_) => "other",
+            Err(_) => "protocol error",
+        };
+        tracing::info!(
+            tool = %request.name,
+            subject = %principal.subject,
+            client_id = %principal.client_id,
+            retry = request.request_state.is_some(),
+            ended,
+            code = outcome.as_ref().err().map(|e| e.code.0),
+            "tools/call"
+        );
+        let mut response = outcome?;
         match &mut response {
             CallToolResponse::Complete(r) => {
                 r.meta.get_or_insert_default().0.extend(result_meta().0)

@@ -184,6 +184,31 @@ impl TestApp {
         read(response).await
     }
 
+    /// A POST to /mcp as `subject` with the transport headers of
+    /// `protocol` but no JSON-RPC specifics; the caller adds the body.
+    pub fn raw_post(&self, subject: &str, protocol: &str) -> RequestBuilder {
+        self.http
+            .post(self.mcp_url())
+            .bearer_auth(self.token(subject))
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json")
+            .header("MCP-Protocol-Version", protocol)
+    }
+
+    /// A 2025-11-25 (legacy, no per-request `_meta`) tools/call.
+    pub async fn legacy_call(&self, subject: &str, tool: &str, arguments: Value) -> (u16, Value) {
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}});
+        read(
+            self.raw_post(subject, "2025-11-25")
+                .json(&call)
+                .send()
+                .await
+                .expect("send"),
+        )
+        .await
+    }
+
     pub async fn call_tool(&self, subject: &str, name: &str, arguments: Value) -> (u16, Value) {
         self.mcp(
             subject,

@@ -159,12 +159,7 @@ async fn unknown_method_is_404_method_not_found() {
 async fn malformed_json_is_a_parse_error() {
     let app = spawn_app().await;
     let response = app
-        .http
-        .post(app.mcp_url())
-        .bearer_auth(app.token("alice"))
-        .header("Accept", "application/json, text/event-stream")
-        .header("Content-Type", "application/json")
-        .header("MCP-Protocol-Version", PROTOCOL)
+        .raw_post("alice", PROTOCOL)
         .body("{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ")
         .send()
         .await
@@ -178,12 +173,7 @@ async fn malformed_json_is_a_parse_error() {
 async fn bad_utf8_and_wrong_types_are_clear_errors() {
     let app = spawn_app().await;
     let response = app
-        .http
-        .post(app.mcp_url())
-        .bearer_auth(app.token("alice"))
-        .header("Accept", "application/json, text/event-stream")
-        .header("Content-Type", "application/json")
-        .header("MCP-Protocol-Version", PROTOCOL)
+        .raw_post("alice", PROTOCOL)
         .body(vec![b'{', 0xff, 0xfe, b'}'])
         .send()
         .await

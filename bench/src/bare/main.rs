@@ -1,0 +1,96 @@
+//! `bench-bare`: the ceiling mcp-connect is measured against. The same actix
+//! ⇄ rmcp bridge shape as `src/mcp/bridge.rs` and the same rmcp Streamable
+//! HTTP service configuration (stateless, JSON responses), serving a tool
+//! with mcp-connect's semantics but no database, no encryption and no token
+//! verification: whatever mcp-connect spends beyond this is its own work.
+//!
+//! `bench-bare --port 0` prints one JSON line `{"url": …}` once listening.
+//! `POST /bench/connected {"sub", "provider"}` marks a user connected (the
+//! harness's stand-in for the browser flow).
+
+mod bridge;
+mod tool;
+
+use std::{collections::HashSet, io::Write, net::TcpListener, sync::Arc};
+
+use actix_web::{App, HttpResponse, HttpServer, web};
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
+};
+use tokio::sync::RwLock;
+
+/// `(subject, provider)` pairs that count as connected.
+pub type Connected = Arc<RwLock<HashSet<(String, String)>>>;
+
+pub struct Endpoint {
+    service: StreamableHttpService<tool::BareServer, NeverSessionManager>,
+}
+
+#[derive(serde::Deserialize)]
+struct MarkConnected {
+    sub: String,
+    provider: String,
+}
+
+async fn mark_connected(
+    connected: web::Data<Connected>,
+    body: web::Json<MarkConnected>,
+) -> HttpResponse {
+    let body = body.into_inner();
+    connected.write().await.insert((body.sub, body.provider));
+    HttpResponse::Ok().json(serde_json::json!({"ok": true}))
+}
+
+fn port_from_args() -> anyhow::Result<u16> {
+    let args: Vec<String> = std::env::args().collect();
+    match args.iter().position(|a| a == "--port") {
+        Some(i) => Ok(args
+            .get(i + 1)
+            .ok_or_else(|| anyhow::anyhow!("--port needs a value"))?
+            .parse()?),
+        None => Ok(0),
+    }
+}
+
+#[actix_web::main]
+async fn main() -> anyhow::Result<()> {
+    let listener = TcpListener::bind(("127.0.0.1", port_from_args()?))?;
+    let port = listener.local_addr()?.port();
+    let base = format!("http://127.0.0.1:{port}");
+    let connected: Connected = Arc::default();
+    let server = tool::BareServer::new(base.clone(), connected.clone());
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_allowed_hosts(["127.0.0.1".to_owned()])
+        .with_allowed_origins([base.clone()])
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(1024 * 1024);
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    let endpoint = web::Data::new(Endpoint { service });
+    let connected = web::Data::new(connected);
+    let http = HttpServer::new(move || {
+        App::new()
+            .app_data(endpoint.clone())
+            .app_data(connected.clone())
+            .service(web::resource("/mcp").route(web::route().to(bridge::handle)))
+            .route("/bench/connected", web::post().to(mark_connected))
+            .route(
+                "/bench/health",
+                web::get().to(|| async { HttpResponse::Ok().finish() }),
+            )
+    })
+    .listen(listener)?
+    .run();
+    let line = serde_json::json!({ "url": base });
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")?;
+    out.flush()?;
+    drop(out);
+    http.await?;
+    Ok(())
+}

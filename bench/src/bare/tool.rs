@@ -1,0 +1,183 @@
+//! The bare server's handler: `whoami` and `connect` with mcp-connect's
+//! semantics, in memory. First call → `input_required` with a URL
+//! elicitation (a fresh random ticket) and a `requestState` that is plain
+//! base64url JSON (no sealing); a retry accepting it completes when the user
+//! is marked connected.
+
+use std::sync::Arc;
+
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
+        ElicitRequestParams, Implementation, InputRequest, InputRequests, InputRequiredResult,
+        JsonObject, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
+        ServerCapabilities, ServerConfig, Tool,
+    },
+    service::RequestContext,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{Connected, bridge::Caller};
+
+#[derive(Clone)]
+pub struct BareServer {
+    base: Arc<str>,
+    connected: Connected,
+    tools: Arc<Vec<Tool>>,
+    meta: MetaObject,
+}
+
+#[derive(Serialize, Deserialize)]
+struct State {
+    sub: String,
+    tool: String,
+    provider: String,
+    ticket: String,
+}
+
+fn implementation() -> Implementation {
+    Implementation::new("bench-bare", "0.1.0")
+}
+
+fn tool(name: &'static str, description: &'static str) -> Tool {
+    let schema = json!({
+        "type": "object",
+        "properties": { "provider": { "type": "string", "description": "The provider, e.g. \"github\"." } },
+        "required": ["provider"],
+        "additionalProperties": false,
+    });
+    let schema: JsonObject = match schema {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    };
+    Tool::new(name, description, Arc::new(schema))
+}
+
+impl BareServer {
+    pub fn new(base: String, connected: Connected) -> Self {
+        let mut meta = MetaObject::new();
+        meta.0.insert(
+            "io.modelcontextprotocol/serverInfo".to_owned(),
+            serde_json::to_value(implementation()).unwrap_or_default(),
+        );
+        Self {
+            base: base.into(),
+            connected,
+            tools: Arc::new(vec![
+                tool("whoami", "The account connected at a provider."),
+                tool("connect", "Connect an account at a provider."),
+            ]),
+            meta,
+        }
+    }
+
+    fn ask(&self, caller: &str, tool: &str, provider: &str) -> InputRequiredResult {
+        let mut raw = [0u8; 32];
+        rand::RngCore::fill_bytes(&mut rand::rng(), &mut raw);
+        let ticket = URL_SAFE_NO_PAD.encode(raw);
+        let params = ElicitRequestParams::UrlElicitationParams {
+            meta: None,
+            message: format!("Connect your {provider} account to continue."),
+            url: format!("{}/connect?ticket={ticket}", self.base),
+            elicitation_id: String::new(),
+        };
+        let state = State {
+            sub: caller.to_owned(),
+            tool: tool.to_owned(),
+            provider: provider.to_owned(),
+            ticket,
+        };
+        let state = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&state).unwrap_or_default());
+        let mut requests = InputRequests::new();
+        requests.insert(
+            format!("connect_{provider}"),
+            InputRequest::Elicitation(ElicitRequest::new(params)),
+        );
+        InputRequiredResult::new(Some(requests), Some(state))
+    }
+}
+
+fn accepted(request: &CallToolRequestParams, key: &str) -> bool {
+    request
+        .input_responses
+        .as_ref()
+        .and_then(|r| r.get(key))
+        .and_then(|v| v.get("action"))
+        .and_then(Value::as_str)
+        == Some("accept")
+}
+
+impl ServerHandler for BareServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(implementation())
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        std::borrow::Cow::Borrowed(&[ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25])
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let mut result = ListToolsResult::with_all_items(self.tools.as_ref().clone());
+        result.meta = Some(self.meta.clone());
+        Ok(result)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let caller = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>())
+            .map(|c| c.0.clone())
+            .ok_or_else(|| ErrorData::invalid_request("no bearer token", None))?;
+        let provider = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("provider"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| ErrorData::invalid_params("provider is required", None))?
+            .to_owned();
+        let key = format!("connect_{provider}");
+        if let Some(sealed) = request.request_state.as_deref() {
+            let state: State = URL_SAFE_NO_PAD
+                .decode(sealed)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .filter(|s: &State| {
+                    s.sub == caller && s.tool == *request.name && s.provider == provider
+                })
+                .ok_or_else(|| {
+                    ErrorData::invalid_params("Invalid or expired requestState", None)
+                })?;
+            let pair = (state.sub, state.provider);
+            if accepted(&request, &key) && self.connected.read().await.contains(&pair) {
+                let mut result = CallToolResult::structured(json!({
+                    "provider": provider, "account": caller, "account_id": caller,
+                }));
+                result.content = vec![ContentBlock::text(format!(
+                    "{provider} is connected as {caller}."
+                ))];
+                result.meta = Some(self.meta.clone());
+                return Ok(CallToolResponse::Complete(result));
+            }
+        }
+        let mut result = self.ask(&caller, &request.name, &provider);
+        result.meta = Some(self.meta.clone());
+        Ok(CallToolResponse::InputRequired(result))
+    }
+}

@@ -1,0 +1,130 @@
+//! The harness's command line (`cargo run --release -p bench -- --help`).
+
+use std::time::Duration;
+
+use anyhow::{Context, anyhow, bail};
+
+use crate::{scenarios::Scenario, servers::Kind};
+
+pub const HELP: &str = "\
+bench — mcp-connect against the MCP Python SDK and bare rmcp, side by side.
+
+Starts Postgres-backed mcp-connect (dev mode, its own database, dropped at
+the end), the Python SDK comparator and bench-bare on 127.0.0.1, runs every
+scenario at each concurrency level, prints a markdown table and writes it to
+BENCHMARKS.md.
+
+  --smoke                 a few seconds of everything at one low concurrency,
+                          fails on any error, writes nothing (for CI)
+  --duration SECS         timed window per run (default 3)
+  --warmup SECS           untimed warm-up before each run (default 0.5)
+  --rounds N              runs per cell, interleaved across servers; the table
+                          shows medians (default 3)
+  --levels 1,16,64        concurrency levels
+  --scenarios S1,…,S5     scenarios to run (default all)
+  --servers ours,python,bare
+  --database-server URL   Postgres to use (default postgres://postgres@127.0.0.1:5432,
+                          or BENCH_DATABASE_SERVER / TEST_DATABASE_SERVER)
+  --db-tls                talk TLS to Postgres when it offers it (default: sslmode=disable,
+                          as on the compose network; Debian's Postgres offers TLS even
+                          on loopback)
+  --quiet-logs            servers log warnings only (mcp-connect RUST_LOG=warn, no uvicorn
+                          access log): shows what per-request logging costs
+  --output PATH           where to write the report (default BENCHMARKS.md)
+  --no-write              print the table only
+  --no-build              use the binaries already built beside this one
+";
+
+pub struct Options {
+    pub smoke: bool,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub rounds: usize,
+    pub levels: Vec<usize>,
+    pub scenarios: Vec<Scenario>,
+    pub servers: Vec<Kind>,
+    pub database_server: String,
+    pub db_tls: bool,
+    pub quiet_logs: bool,
+    pub output: Option<String>,
+    pub build: bool,
+}
+
+fn seconds(v: &str) -> anyhow::Result<Duration> {
+    let s: f64 = v
+        .parse()
+        .with_context(|| format!("not a number of seconds: {v}"))?;
+    if !(0.0..=600.0).contains(&s) {
+        bail!("{s} s is out of range (0–600)");
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+fn list<T>(v: &str, parse: impl Fn(&str) -> Option<T>) -> anyhow::Result<Vec<T>> {
+    v.split(',')
+        .map(|s| parse(s.trim()).ok_or_else(|| anyhow!("unknown value `{s}`")))
+        .collect()
+}
+
+impl Options {
+    pub fn parse(args: impl IntoIterator<Item = String>) -> anyhow::Result<Option<Self>> {
+        let database_server = std::env::var("BENCH_DATABASE_SERVER")
+            .or_else(|_| std::env::var("TEST_DATABASE_SERVER"))
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned());
+        let mut o = Options {
+            smoke: false,
+            duration: Duration::from_secs(3),
+            warmup: Duration::from_millis(500),
+            rounds: 3,
+            levels: vec![1, 16, 64],
+            scenarios: Scenario::ALL.to_vec(),
+            servers: vec![Kind::Ours, Kind::Python, Kind::Bare],
+            database_server,
+            db_tls: false,
+            quiet_logs: false,
+            output: Some("BENCHMARKS.md".to_owned()),
+            build: true,
+        };
+        let mut explicit_levels = false;
+        let mut args = args.into_iter();
+        while let Some(arg) = args.next() {
+            let mut value = || args.next().ok_or_else(|| anyhow!("{arg} needs a value"));
+            match arg.as_str() {
+                "-h" | "--help" => return Ok(None),
+                "--smoke" => o.smoke = true,
+                "--duration" => o.duration = seconds(&value()?)?,
+                "--warmup" => o.warmup = seconds(&value()?)?,
+                "--rounds" => o.rounds = value()?.parse().context("--rounds")?,
+                "--levels" => {
+                    o.levels = list(&value()?, |s| s.parse().ok().filter(|&n| n > 0 && n <= 256))?;
+                    explicit_levels = true;
+                }
+                "--scenarios" => o.scenarios = list(&value()?, Scenario::parse)?,
+                "--servers" => o.servers = list(&value()?, Kind::parse)?,
+                "--database-server" => o.database_server = value()?,
+                "--db-tls" => o.db_tls = true,
+                "--quiet-logs" => o.quiet_logs = true,
+                "--output" => o.output = Some(value()?),
+                "--no-write" => o.output = None,
+                "--no-build" => o.build = false,
+                other => bail!("unknown argument `{other}` (see --help)"),
+            }
+        }
+        if o.smoke {
+            o.duration = Duration::from_millis(400);
+            o.warmup = Duration::from_millis(100);
+            o.rounds = 1;
+            if !explicit_levels {
+                o.levels = vec![2];
+            }
+            o.output = None;
+        }
+        if o.rounds == 0 || o.levels.is_empty() || o.scenarios.is_empty() || o.servers.is_empty() {
+            bail!("nothing to run");
+        }
+        if !o.servers.contains(&Kind::Ours) {
+            bail!("mcp-connect (`ours`) is always needed: it is the token issuer of every run");
+        }
+        Ok(Some(o))
+    }
+}

@@ -1,0 +1,355 @@
+//! The report: medians over the rounds of each cell, the ratios of
+//! mcp-connect to each comparator, the targets of the issue checked against
+//! them, the machine, and the hand-written notes (`bench/NOTES.md`), as one
+//! markdown document.
+
+use std::{collections::BTreeMap, fmt::Write as _, process::Command};
+
+use crate::{dbref::Reference, load::Measured, scenarios::Scenario, servers::Kind};
+
+pub type Key = (Scenario, usize, Kind);
+
+/// The medians of one cell.
+pub struct Summary {
+    pub rate: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub errors: u64,
+    pub cpu_per_k: f64,
+    pub db_cpu_per_k: Option<f64>,
+    pub rss_mb: Option<f64>,
+    pub gen_cpu_per_k: f64,
+    pub dry: bool,
+    pub builds: usize,
+    pub samples: Vec<String>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn per_k(seconds: f64, ok: u64) -> f64 {
+    if ok == 0 {
+        f64::NAN
+    } else {
+        seconds / ok as f64 * 1000.0
+    }
+}
+
+pub fn summarize(runs: &[Measured]) -> Summary {
+    let m = |f: &dyn Fn(&Measured) -> f64| median(runs.iter().map(f).collect());
+    let db: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| r.db_cpu_s.map(|s| per_k(s, r.ok)))
+        .collect();
+    let mut samples: Vec<String> = Vec::new();
+    for s in runs.iter().flat_map(|r| r.samples.iter()) {
+        if samples.len() < 3 && !samples.contains(s) {
+            samples.push(s.clone());
+        }
+    }
+    Summary {
+        rate: m(&|r| r.rate()),
+        p50: m(&|r| r.p50_ms),
+        p99: m(&|r| r.p99_ms),
+        errors: runs.iter().map(|r| r.errors).sum(),
+        cpu_per_k: m(&|r| per_k(r.server_cpu_s, r.ok)),
+        db_cpu_per_k: (!db.is_empty()).then(|| median(db)),
+        rss_mb: runs
+            .iter()
+            .filter_map(|r| r.peak_rss_kb)
+            .max()
+            .map(|kb| kb as f64 / 1024.0),
+        gen_cpu_per_k: m(&|r| per_k(r.loadgen_cpu_s, r.ok)),
+        dry: runs.iter().any(|r| r.dry),
+        builds: runs.iter().map(|r| r.builds_seen).max().unwrap_or(0),
+        samples,
+    }
+}
+
+fn num(x: f64, digits: usize) -> String {
+    if x.is_finite() {
+        format!("{x:.digits$}")
+    } else {
+        "–".to_owned()
+    }
+}
+
+fn ratio(ours: f64, other: Option<&Summary>) -> String {
+    match other {
+        Some(o) if o.rate > 0.0 && ours.is_finite() => format!("{:.2}×", ours / o.rate),
+        _ => "".to_owned(),
+    }
+}
+
+/// The results table.
+pub fn table(results: &BTreeMap<Key, Summary>) -> String {
+    let mut out = String::from(
+        "| scenario | server | conc. | req/s | p50 ms | p99 ms | errors | server CPU s/1k | DB CPU s/1k | peak RSS MB | client CPU s/1k | ours ÷ Python | ours ÷ bare |\n\
+         |---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+    );
+    for (&(scenario, level, kind), s) in results {
+        let (vs_python, vs_bare) = if kind == Kind::Ours {
+            (
+                ratio(s.rate, results.get(&(scenario, level, Kind::Python))),
+                ratio(s.rate, results.get(&(scenario, level, Kind::Bare))),
+            )
+        } else {
+            (String::new(), String::new())
+        };
+        let mut flags = String::new();
+        if s.dry {
+            flags.push_str(" (links ran out: a lower bound)");
+        }
+        if s.builds > 0 {
+            flags.push_str(" ⚠");
+        }
+        let _ = writeln!(
+            out,
+            "| {} {} | {} | {} | {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            scenario.id(),
+            scenario.title(),
+            kind.label(),
+            level,
+            num(s.rate, 0),
+            flags,
+            num(s.p50, 2),
+            num(s.p99, 2),
+            s.errors,
+            num(s.cpu_per_k, 3),
+            s.db_cpu_per_k.map_or("".to_owned(), |x| num(x, 3)),
+            s.rss_mb.map_or("–".to_owned(), |x| num(x, 1)),
+            num(s.gen_cpu_per_k, 3),
+            vs_python,
+            vs_bare,
+        );
+    }
+    out
+}
+
+/// Every error seen, with samples.
+pub fn errors(results: &BTreeMap<Key, Summary>) -> String {
+    let mut out = String::new();
+    for (&(scenario, level, kind), s) in results {
+        if s.errors > 0 {
+            let _ = writeln!(
+                out,
+                "- {} {} at {level}: {} errors, e.g. {}",
+                scenario.id(),
+                kind.label(),
+                s.errors,
+                s.samples.join(" | ")
+            );
+        }
+    }
+    out
+}
+
+fn mark(ok: bool) -> &'static str {
+    if ok { "✅" } else { "❌" }
+}
+
+/// The issue's targets, checked against this run.
+pub fn targets(results: &BTreeMap<Key, Summary>, levels: &[usize], db: &Reference) -> String {
+    let get = |sc, l, k| results.get(&(sc, l, k));
+    let mut out = String::new();
+    for scenario in [Scenario::Ask, Scenario::RetryComplete] {
+        let ratios: Vec<String> = levels
+            .iter()
+            .filter_map(|&l| {
+                let (o, p) = (
+                    get(scenario, l, Kind::Ours)?,
+                    get(scenario, l, Kind::Python)?,
+                );
+                Some((l, o.rate / p.rate))
+            })
+            .map(|(l, r)| format!("{r:.1}× at {l}"))
+            .collect();
+        let all_ok = levels.iter().all(|&l| {
+            match (get(scenario, l, Kind::Ours), get(scenario, l, Kind::Python)) {
+                (Some(o), Some(p)) => o.rate >= 20.0 * p.rate,
+                _ => false,
+            }
+        });
+        let _ = writeln!(
+            out,
+            "- {} {} throughput ≥ 20× the Python SDK's: {} {}",
+            mark(all_ok),
+            scenario.id(),
+            ratios.join(", "),
+            if ratios.is_empty() {
+                "(not measured)"
+            } else {
+                ""
+            }
+        );
+        if let Some(o) = get(scenario, 64, Kind::Ours) {
+            let _ = writeln!(
+                out,
+                "- {} {} p99 at 64 concurrent < 10 ms: {:.2} ms",
+                mark(o.p99 < 10.0),
+                scenario.id(),
+                o.p99
+            );
+        }
+    }
+    let s1: Vec<(usize, f64, f64)> = levels
+        .iter()
+        .filter_map(|&l| {
+            let (o, b) = (
+                get(Scenario::Discover, l, Kind::Ours)?,
+                get(Scenario::Discover, l, Kind::Bare)?,
+            );
+            Some((l, b.rate / o.rate - 1.0, o.cpu_per_k / b.cpu_per_k - 1.0))
+        })
+        .collect();
+    if !s1.is_empty() {
+        let worst = s1.iter().map(|x| x.1).fold(f64::MIN, f64::max);
+        let detail: Vec<String> = s1
+            .iter()
+            .map(|(l, t, c)| {
+                format!(
+                    "at {l}: {:+.0}% time per request, {:+.0}% CPU per request",
+                    t * 100.0,
+                    c * 100.0
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "- {} S1 overhead over bare rmcp < 15% (bare req/s ÷ ours − 1): {}",
+            mark(worst < 0.15),
+            detail.join("; ")
+        );
+    }
+    if let (Some(o), Some(b)) = (
+        get(Scenario::RetryComplete, 1, Kind::Ours),
+        get(Scenario::RetryComplete, 1, Kind::Bare),
+    ) {
+        let _ = writeln!(
+            out,
+            "- S3 gap to bare rmcp at concurrency 1: {:.3} ms per request at p50 ({:.3} vs {:.3}){}; what it is made of: see the notes",
+            o.p50 - b.p50,
+            o.p50,
+            b.p50,
+            db.select_ms.map_or(String::new(), |rt| format!(
+                ", i.e. {:.1} database round trips of {rt:.3} ms",
+                (o.p50 - b.p50) / rt
+            ))
+        );
+    }
+    let rss: Vec<(Scenario, f64)> = Scenario::ALL
+        .iter()
+        .filter_map(|&sc| Some((sc, get(sc, 64, Kind::Ours)?.rss_mb?)))
+        .collect();
+    if !rss.is_empty() {
+        let worst = rss.iter().map(|x| x.1).fold(0.0, f64::max);
+        let _ = writeln!(
+            out,
+            "- {} mcp-connect peak RSS < 60 MB in the 64-concurrent runs: {:.1} MB at most",
+            mark(worst < 60.0),
+            worst
+        );
+    }
+    out
+}
+
+fn command(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program).args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .filter(|s| !s.is_empty())
+}
+
+/// The machine, as far as a reader needs it to judge the numbers.
+pub fn machine(python: Option<&std::path::Path>, database_server: &str) -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map_or("unknown CPU".to_owned(), |(_, m)| m.trim().to_owned());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let kb: f64 = m
+                .lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()?;
+            Some(format!("{:.0} GiB", kb / 1024.0 / 1024.0))
+        })
+        .unwrap_or_default();
+    let os = std::fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+                .map(|v| v.trim_matches('"').to_owned())
+        })
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let rustc = command("rustc", &["--version"]).unwrap_or_default();
+    let python = python
+        .and_then(|p| command(&p.to_string_lossy(), &["--version"]))
+        .unwrap_or_else(|| "not run".to_owned());
+    let postgres = command(
+        "psql",
+        &[
+            &format!("{database_server}/postgres"),
+            "-Atc",
+            "SHOW server_version",
+        ],
+    )
+    .unwrap_or_else(|| "unknown".to_owned());
+    format!(
+        "- CPU: {model}, {cores} cores; memory {memory}; {os}, Linux {}\n\
+         - {rustc}; {python}; PostgreSQL {postgres} on 127.0.0.1\n",
+        kernel.trim()
+    )
+}
+
+/// The database yardstick, as a line of the machine section.
+pub fn yardstick(db: &Reference, tls: bool) -> String {
+    let ms = |x: Option<f64>| {
+        x.map_or("not measured (no pgbench)".to_owned(), |v| {
+            format!("{v:.3} ms")
+        })
+    };
+    format!(
+        "- Postgres alone (pgbench, 1 client, {}): `SELECT 1` round trip {}, one-row `INSERT` commit {}\n",
+        if tls { "TLS when offered" } else { "no TLS" },
+        ms(db.select_ms),
+        ms(db.commit_ms)
+    )
+}
+
+/// Database work per request, by scenario.
+pub fn census(work: &BTreeMap<Scenario, (f64, f64)>) -> String {
+    let mut out = String::from(
+        "| scenario | DB transactions / request | rows written / request |\n|---|--:|--:|\n",
+    );
+    for (scenario, (xacts, rows)) in work {
+        let _ = writeln!(
+            out,
+            "| {} {} | {xacts:.1} | {rows:.1} |",
+            scenario.id(),
+            scenario.title()
+        );
+    }
+    out
+}

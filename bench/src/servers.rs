@@ -1,0 +1,344 @@
+//! Starting and stopping the servers under test, each its own process on
+//! loopback: mcp-connect in dev mode (its own database), the Python SDK
+//! comparator (in a virtual environment the harness makes), and bench-bare.
+//! Children die with the harness (`kill_on_drop`); logs go to files.
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::Duration,
+};
+
+use anyhow::{Context, anyhow, bail};
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::{
+    io::{AsyncBufReadExt, BufReader},
+    process::{Child, Command},
+};
+
+use crate::client::Conn;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Ours,
+    Python,
+    Bare,
+}
+
+impl Kind {
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Ours => "mcp-connect",
+            Kind::Python => "Python SDK",
+            Kind::Bare => "bare rmcp",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "ours" | "mcp-connect" => Some(Kind::Ours),
+            "python" => Some(Kind::Python),
+            "bare" => Some(Kind::Bare),
+            _ => None,
+        }
+    }
+}
+
+/// Where things are.
+pub struct Paths {
+    /// The workspace root.
+    pub root: PathBuf,
+    /// Where the built binaries are (beside this harness).
+    pub bin_dir: PathBuf,
+    pub logs: PathBuf,
+}
+
+pub struct Server {
+    pub kind: Kind,
+    pub base: String,
+    pub pid: u32,
+    child: Child,
+}
+
+impl Server {
+    pub async fn stop(mut self) {
+        let _ = self.child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+    }
+}
+
+/// What `mcp-connect dev --json` announces.
+pub struct DevInfo {
+    pub web_url: String,
+    pub token: String,
+    pub port: u16,
+}
+
+fn log_file(paths: &Paths, name: &str) -> anyhow::Result<std::fs::File> {
+    std::fs::create_dir_all(&paths.logs)?;
+    let path = paths.logs.join(name);
+    std::fs::File::create(&path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The first line the child prints on stdout, within `limit`.
+async fn first_line(child: &mut Child, what: &str, limit: Duration) -> anyhow::Result<String> {
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow!("{what}: no stdout"))?;
+    let mut lines = BufReader::new(stdout).lines();
+    match tokio::time::timeout(limit, lines.next_line()).await {
+        Ok(Ok(Some(line))) => Ok(line),
+        Ok(Ok(None)) => bail!("{what} exited before it was ready (see its log)"),
+        Ok(Err(e)) => bail!("{what}: {e}"),
+        Err(_) => bail!("{what} was not ready within {limit:?} (see its log)"),
+    }
+}
+
+pub async fn start_ours(
+    paths: &Paths,
+    database_url: &str,
+    quiet: bool,
+) -> anyhow::Result<(Server, DevInfo)> {
+    let binary = paths.bin_dir.join("mcp-connect");
+    let mut command = Command::new(&binary);
+    if quiet {
+        command.env("RUST_LOG", "warn");
+    }
+    let mut child = command
+        .args([
+            "dev",
+            "--port",
+            "0",
+            "--json",
+            "--database-url",
+            database_url,
+        ])
+        // The production log format: one JSON line per event, to stderr.
+        .env("MCP_CONNECT_LOG_FORMAT", "json")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log_file(paths, "mcp-connect.log")?)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start {}", binary.display()))?;
+    let line = first_line(&mut child, "mcp-connect dev", Duration::from_secs(90)).await?;
+    let info: Value = serde_json::from_str(&line).context("mcp-connect dev --json output")?;
+    let web_url = info["web_url"]
+        .as_str()
+        .ok_or_else(|| anyhow!("no web_url in the dev output"))?
+        .to_owned();
+    let token = info["token"]
+        .as_str()
+        .ok_or_else(|| anyhow!("no token in the dev output"))?
+        .to_owned();
+    let port = url::Url::parse(&web_url)?
+        .port()
+        .ok_or_else(|| anyhow!("no port in {web_url}"))?;
+    let pid = child.id().ok_or_else(|| anyhow!("mcp-connect exited"))?;
+    let server = Server {
+        kind: Kind::Ours,
+        base: web_url.clone(),
+        pid,
+        child,
+    };
+    Ok((
+        server,
+        DevInfo {
+            web_url,
+            token,
+            port,
+        },
+    ))
+}
+
+/// Bearer tokens for `users`, minted by `mcp-connect dev token`.
+pub async fn mint_tokens(
+    paths: &Paths,
+    database_url: &str,
+    port: u16,
+    users: &[String],
+) -> anyhow::Result<HashMap<String, String>> {
+    let binary = paths.bin_dir.join("mcp-connect");
+    let port = port.to_string();
+    let minted: Vec<anyhow::Result<(String, String)>> = futures::stream::iter(users.iter())
+        .map(|user| {
+            let (binary, port) = (&binary, &port);
+            async move {
+                let out = Command::new(binary)
+                    .args([
+                        "dev",
+                        "token",
+                        "--sub",
+                        user,
+                        "--port",
+                        port,
+                        "--database-url",
+                        database_url,
+                    ])
+                    .stdin(Stdio::null())
+                    .output()
+                    .await?;
+                if !out.status.success() {
+                    bail!(
+                        "dev token --sub {user}: {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    );
+                }
+                Ok((
+                    user.clone(),
+                    String::from_utf8(out.stdout)?.trim().to_owned(),
+                ))
+            }
+        })
+        .buffer_unordered(6)
+        .collect()
+        .await;
+    minted.into_iter().collect()
+}
+
+/// The Python virtual environment, made (or brought up to date) from
+/// `bench/python/requirements.txt`. Returns its interpreter.
+pub async fn python_venv(paths: &Paths) -> anyhow::Result<PathBuf> {
+    let bench = paths.root.join("bench");
+    let requirements = bench.join("python/requirements.txt");
+    let wanted = std::fs::read_to_string(&requirements)?;
+    let venv = bench.join(".venv");
+    let python = venv.join("bin/python");
+    let stamp = venv.join("requirements.installed");
+    if python.exists() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == wanted) {
+        return Ok(python);
+    }
+    let system = std::env::var("BENCH_PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    eprintln!(
+        "bench: preparing the Python comparator in {} …",
+        venv.display()
+    );
+    run(
+        Command::new(&system).arg("-m").arg("venv").arg(&venv),
+        "python3 -m venv",
+    )
+    .await?;
+    run(
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "-r",
+            ])
+            .arg(&requirements),
+        "pip install -r bench/python/requirements.txt",
+    )
+    .await?;
+    std::fs::write(&stamp, wanted)?;
+    Ok(python)
+}
+
+async fn run(command: &mut Command, what: &str) -> anyhow::Result<()> {
+    let status = command.stdin(Stdio::null()).status().await?;
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}
+
+/// A free loopback port (the Python server cannot report the one it got).
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The fields of a JWT's payload, unverified (to tell the comparator which
+/// issuer and audience to expect).
+pub fn jwt_claims(token: &str) -> anyhow::Result<Value> {
+    use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+    let payload = token
+        .split('.')
+        .nth(1)
+        .ok_or_else(|| anyhow!("not a JWT"))?;
+    Ok(serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload)?)?)
+}
+
+pub async fn start_python(
+    paths: &Paths,
+    python: &Path,
+    dev: &DevInfo,
+    quiet: bool,
+) -> anyhow::Result<Server> {
+    let mut conn = Conn::new(&dev.web_url)?;
+    let jwks = conn.get("/dev/idp/jwks").await?;
+    if jwks.status != 200 {
+        bail!("GET /dev/idp/jwks: HTTP {}", jwks.status);
+    }
+    let claims = jwt_claims(&dev.token)?;
+    let audience = match &claims["aud"] {
+        Value::Array(a) => a.first().cloned().unwrap_or_default(),
+        other => other.clone(),
+    };
+    let port = free_port()?;
+    let child = Command::new(python)
+        .arg(paths.root.join("bench/python/server.py"))
+        .env("BENCH_PORT", port.to_string())
+        .env("BENCH_JWKS", jwks.text())
+        .env("BENCH_ISSUER", claims["iss"].as_str().unwrap_or_default())
+        .env("BENCH_AUDIENCE", audience.as_str().unwrap_or_default())
+        .env("BENCH_ACCESS_LOG", if quiet { "0" } else { "1" })
+        .stdin(Stdio::null())
+        .stdout(log_file(paths, "python.log")?)
+        .stderr(log_file(paths, "python.err.log")?)
+        .kill_on_drop(true)
+        .spawn()
+        .context("cannot start the Python comparator")?;
+    let base = format!("http://127.0.0.1:{port}");
+    let pid = child
+        .id()
+        .ok_or_else(|| anyhow!("the Python comparator exited"))?;
+    let mut probe = Conn::new(&base)?;
+    for _ in 0..300 {
+        if probe
+            .get("/bench/health")
+            .await
+            .is_ok_and(|r| r.status == 200)
+        {
+            return Ok(Server {
+                kind: Kind::Python,
+                base,
+                pid,
+                child,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("the Python comparator did not answer within 30 s (see python.err.log)")
+}
+
+pub async fn start_bare(paths: &Paths) -> anyhow::Result<Server> {
+    let binary = paths.bin_dir.join("bench-bare");
+    let mut child = Command::new(&binary)
+        .args(["--port", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log_file(paths, "bench-bare.log")?)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start {}", binary.display()))?;
+    let line = first_line(&mut child, "bench-bare", Duration::from_secs(30)).await?;
+    let info: Value = serde_json::from_str(&line)?;
+    let base = info["url"]
+        .as_str()
+        .ok_or_else(|| anyhow!("bench-bare printed no url"))?
+        .to_owned();
+    let pid = child.id().ok_or_else(|| anyhow!("bench-bare exited"))?;
+    Ok(Server {
+        kind: Kind::Bare,
+        base,
+        pid,
+        child,
+    })
+}
