@@ -1,12 +1,14 @@
 //! `GET /connections`: the signed-in person's connected accounts (never a
 //! token), with Disconnect and Reconnect, and the providers they can still
-//! connect. Disconnect revokes upstream where possible and deletes
-//! (`connect::vault::disconnect`). Reconnect mints a ticket for the person
+//! connect. Disconnect is destructive, so it asks first: a confirm page
+//! (`GET /connections/{provider}/disconnect`) whose form revokes upstream
+//! where possible and deletes (`connect::vault::disconnect`), then comes
+//! back here with a notice. Reconnect mints a ticket for the person
 //! exactly as the MCP side does and goes through the same consent page — the
 //! ticket id is put on the session directly, so the ticket itself never
 //! appears in a URL.
 
-use actix_web::{HttpResponse, http::StatusCode, web};
+use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
 use askama::Template;
 
 use super::{
@@ -21,9 +23,16 @@ use crate::{connect, db, startup::AppState};
 /// configured, which cannot happen on a signed-in page, but stays total).
 const WEB_CLIENT_FALLBACK: &str = "mcp-connect-web";
 
+/// `?done=` after a disconnect: the list shows a notice for it.
+const DONE_DISCONNECTED: &str = "disconnected";
+
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/", web::get().to(home))
         .route("/connections", web::get().to(list))
+        .route(
+            "/connections/{provider}/disconnect",
+            web::get().to(confirm_disconnect),
+        )
         .route(
             "/connections/{provider}/disconnect",
             web::post().to(disconnect),
@@ -38,12 +47,18 @@ struct Row {
     name: String,
     display_name: String,
     account: String,
-    scopes: String,
+    scopes: Vec<Scope>,
     status: String,
     status_text: &'static str,
     since: String,
-    disconnect_csrf: String,
     reconnect_csrf: String,
+}
+
+/// A granted scope: what it allows in plain words, and as the provider
+/// spells it.
+struct Scope {
+    description: String,
+    raw: String,
 }
 
 struct Available {
@@ -53,9 +68,22 @@ struct Available {
 }
 
 #[derive(Template)]
+#[template(path = "connections/disconnect.html")]
+struct DisconnectPage {
+    signed_in: Option<String>,
+    name: String,
+    display_name: String,
+    account: String,
+    revocable: bool,
+    csrf: String,
+}
+
+#[derive(Template)]
 #[template(path = "connections.html")]
 struct ConnectionsPage {
     signed_in: Option<String>,
+    /// What the last action did, e.g. "GitHub disconnected.".
+    notice: Option<String>,
     rows: Vec<Row>,
     available: Vec<Available>,
     logout_csrf: String,
@@ -69,34 +97,64 @@ async fn home() -> HttpResponse {
     see_other("/connections")
 }
 
-async fn list(state: web::Data<AppState>, user: MaybeUser) -> Result<HttpResponse, WebError> {
+fn display_name(state: &AppState, name: &str) -> String {
+    state
+        .providers
+        .get(name)
+        .map_or_else(|| name.to_owned(), |p| p.display_name().to_owned())
+}
+
+async fn list(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    user: MaybeUser,
+) -> Result<HttpResponse, WebError> {
     let Some(user) = user.0 else {
         return Ok(see_other("/login?return_to=/connections"));
     };
+    let query = forms::query(&req)?;
     let connections =
         db::connections::list_for_user(&state.db, &user.issuer, &user.subject).await?;
-    let display = |name: &str| {
-        state
-            .providers
-            .get(name)
-            .map_or_else(|| name.to_owned(), |p| p.display_name().to_owned())
+    // The notice names only a configured provider, in the catalog's words,
+    // and only while it is indeed not connected: a crafted link can show
+    // nothing untrue and no text of its own.
+    let notice = match (query.get("done"), query.get("provider")) {
+        (Some(DONE_DISCONNECTED), Some(name))
+            if !connections.iter().any(|c| c.provider == name) =>
+        {
+            state
+                .providers
+                .get(name)
+                .map(|p| format!("{} disconnected.", p.display_name()))
+        }
+        _ => None,
     };
     let rows = connections
         .iter()
-        .map(|c| Row {
-            name: c.provider.clone(),
-            display_name: display(&c.provider),
-            account: c.account_label.clone(),
-            scopes: c.scopes.join(", "),
-            status: c.status.clone(),
-            status_text: match c.status.as_str() {
-                "active" => "Connected",
-                "needs_reauth" => "Needs reconnecting",
-                _ => "Revoked",
-            },
-            since: c.created_at.format("%Y-%m-%d").to_string(),
-            disconnect_csrf: user.csrf_token(&purpose("disconnect", &c.provider)),
-            reconnect_csrf: user.csrf_token(&purpose("reconnect", &c.provider)),
+        .map(|c| {
+            let provider = state.providers.get(&c.provider);
+            Row {
+                name: c.provider.clone(),
+                display_name: display_name(&state, &c.provider),
+                account: c.account_label.clone(),
+                scopes: c
+                    .scopes
+                    .iter()
+                    .map(|raw| Scope {
+                        description: provider
+                            .map_or_else(|| raw.clone(), |p| p.describe_scope(raw)),
+                        raw: raw.clone(),
+                    })
+                    .collect(),
+                status: c.status.clone(),
+                status_text: match c.status.as_str() {
+                    "active" => "Connected",
+                    "needs_reauth" => "Needs reconnecting",
+                    _ => "Revoked",
+                },
+                since: c.created_at.format("%Y-%m-%d").to_string(),
+                reconnect_csrf: user.csrf_token(&purpose("reconnect", &c.provider)),
+            }
         })
         .collect();
     let available = state
@@ -106,12 +164,13 @@ async fn list(state: web::Data<AppState>, user: MaybeUser) -> Result<HttpRespons
         .filter(|name| !connections.iter().any(|c| c.provider == *name))
         .map(|name| Available {
             name: name.to_owned(),
-            display_name: display(name),
+            display_name: display_name(&state, name),
             csrf: user.csrf_token(&purpose("reconnect", name)),
         })
         .collect();
     let page = ConnectionsPage {
         signed_in: Some(user.display_name.clone()),
+        notice,
         rows,
         available,
         logout_csrf: user.csrf_token(logout::PURPOSE),
@@ -133,6 +192,36 @@ fn provider_name(raw: &str) -> Result<&str, WebError> {
     }
 }
 
+/// The confirm page. Without such a connection (already gone, say, after
+/// going back in history) there is nothing to confirm: back to the list.
+async fn confirm_disconnect(
+    state: web::Data<AppState>,
+    user: MaybeUser,
+    path: web::Path<String>,
+) -> Result<HttpResponse, WebError> {
+    let Some(user) = user.0 else {
+        return Ok(see_other("/login?return_to=/connections"));
+    };
+    let provider = provider_name(&path)?;
+    let connections =
+        db::connections::list_for_user(&state.db, &user.issuer, &user.subject).await?;
+    let Some(connection) = connections.into_iter().find(|c| c.provider == provider) else {
+        return Ok(see_other("/connections"));
+    };
+    let page = DisconnectPage {
+        signed_in: Some(user.display_name.clone()),
+        name: provider.to_owned(),
+        display_name: display_name(&state, provider),
+        account: connection.account_label,
+        revocable: state
+            .providers
+            .get(provider)
+            .is_some_and(|p| p.supports_revocation()),
+        csrf: user.csrf_token(&purpose("disconnect", provider)),
+    };
+    Ok(pages::render(StatusCode::OK, &page))
+}
+
 async fn disconnect(
     state: web::Data<AppState>,
     user: SignedInUser,
@@ -144,7 +233,9 @@ async fn disconnect(
     user.check_csrf(&purpose("disconnect", provider), &form)?;
     // Audited by the vault (it is shared with the MCP `disconnect` tool).
     connect::vault::disconnect(&state, &user.issuer, &user.subject, provider).await?;
-    Ok(see_other("/connections"))
+    Ok(see_other(&format!(
+        "/connections?done={DONE_DISCONNECTED}&provider={provider}"
+    )))
 }
 
 async fn reconnect(

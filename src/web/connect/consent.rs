@@ -44,7 +44,9 @@ struct ConsentPage {
     host: String,
     provider: String,
     scopes: Vec<String>,
-    client: String,
+    /// The MCP client's id; `None` when the person started from the
+    /// connections page (the web client).
+    client_id: Option<String>,
     ticket_id: String,
     csrf: String,
 }
@@ -99,11 +101,7 @@ pub(super) async fn show(
             .iter()
             .map(|s| provider.describe_scope(s))
             .collect(),
-        client: if from_this_site {
-            "You, from your connections page".to_owned()
-        } else {
-            ticket.client_id.clone()
-        },
+        client_id: (!from_this_site).then(|| ticket.client_id.clone()),
         ticket_id: ticket.id.to_string(),
         csrf: user.csrf_token(&csrf_purpose(ticket.id)),
     };
@@ -218,7 +216,7 @@ async fn cancel(
             signed_in: Some(user.display_name.clone()),
             title: "Cancelled".into(),
             lines: vec![
-                "You can close this tab; your MCP client will see that you cancelled.".into(),
+                "You can close this tab; your MCP client will be told that you declined.".into(),
             ],
             ..Notice::default()
         },

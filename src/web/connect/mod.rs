@@ -80,6 +80,8 @@ async fn audit(
 #[template(path = "connect/mismatch.html")]
 struct MismatchPage {
     signed_in: Option<String>,
+    /// Who is signed in here: the page says so, to explain the refusal.
+    name: String,
     csrf: String,
 }
 
@@ -116,6 +118,7 @@ async fn identity_mismatch(
         StatusCode::FORBIDDEN,
         &MismatchPage {
             signed_in: Some(user.display_name.clone()),
+            name: user.display_name.clone(),
             csrf: user.csrf_token(logout::PURPOSE),
         },
     )

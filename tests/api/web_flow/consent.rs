@@ -117,7 +117,7 @@ async fn cancel_declines_the_ticket() {
     assert!(
         answer
             .body
-            .contains("your MCP client will see that you cancelled")
+            .contains("your MCP client will be told that you declined")
     );
     let (declined, redeemed): (
         Option<chrono::DateTime<chrono::Utc>>,

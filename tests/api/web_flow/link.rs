@@ -211,17 +211,49 @@ async fn the_connections_page_lists_disconnects_and_reconnects() {
         400
     );
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
+    // Disconnect asks first, on a page of its own.
+    let confirm = alice.get("/connections/demo/disconnect").await;
+    assert_eq!(confirm.status, 200, "{}", confirm.body);
+    assert!(confirm.body.contains("alice-at-demo"), "{}", confirm.body);
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
     let gone = alice
-        .submit(&page, "/connections/demo/disconnect", &[])
+        .submit(&confirm, "/connections/demo/disconnect", &[])
         .await;
     assert_eq!(
         gone.location.as_deref(),
-        Some("/connections"),
+        Some("/connections?done=disconnected&provider=demo"),
         "{}",
         gone.body
     );
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
-    let after = alice.get("/connections").await;
+    let after = alice.follow(&gone).await;
     assert!(!after.body.contains("alice-at-demo"));
+    assert!(after.body.contains("Demo disconnected."), "{}", after.body);
     assert!(after.body.contains("Connect Demo"), "{}", after.body);
+}
+
+#[tokio::test]
+async fn the_disconnect_notice_names_only_a_configured_provider_that_is_really_gone() {
+    let app = spawn_app().await;
+    let alice = signed_in(&app, "alice").await;
+    for query in [
+        "provider=nope",
+        "provider=%3Cscript%3Ealert(1)%3C%2Fscript%3E",
+        "provider=",
+    ] {
+        let page = alice
+            .get(&format!("/connections?done=disconnected&{query}"))
+            .await;
+        assert_eq!(page.status, 200, "{query}");
+        assert!(
+            !page.body.contains("disconnected."),
+            "{query}: {}",
+            page.body
+        );
+        assert!(!page.body.contains("<script>alert"), "{query}");
+    }
+    let page = alice
+        .get("/connections?done=disconnected&provider=demo")
+        .await;
+    assert!(page.body.contains("Demo disconnected."), "{}", page.body);
 }

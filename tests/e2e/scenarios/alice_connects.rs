@@ -104,13 +104,25 @@ pub async fn run(s: &mut Scenario<'_>) -> anyhow::Result<()> {
     );
     browser.click_text("Disconnect").await?;
     browser
-        .wait_for_url(&format!("{}/connections", s.world.base))
+        .wait_for_url(&format!(
+            "{}/connections/{PROVIDER}/disconnect",
+            s.world.base
+        ))
+        .await?;
+    browser.shot("confirm-disconnect").await?;
+    browser.click_text("Disconnect").await?;
+    browser
+        .wait_for_url(&format!("{}/connections?done=disconnected", s.world.base))
         .await?;
     browser.shot("disconnected").await?;
     let text = browser.text().await?;
     ensure!(
         !text.contains(account),
         "the connections page still lists {account}:\n{text}"
+    );
+    ensure!(
+        text.contains(&format!("{PROVIDER_DISPLAY} disconnected.")),
+        "no notice after disconnecting:\n{text}"
     );
     for token in &issued {
         ensure!(

@@ -250,7 +250,7 @@ pub async fn consent_page(s: &Scenario<'_>, browser: &Browser) -> anyhow::Result
     let text = browser.text().await?;
     let host = w.base.trim_start_matches("http://");
     for expected in [
-        format!("Connect your {PROVIDER_DISPLAY} account?"),
+        format!("{host} wants to connect your {PROVIDER_DISPLAY} account"),
         host.to_owned(),
         crate::world::MCP_CLIENT_ID.to_owned(),
     ] {
