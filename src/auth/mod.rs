@@ -15,6 +15,7 @@ mod introspection;
 mod jwt;
 mod keys;
 mod metadata;
+mod recent;
 #[cfg(test)]
 mod test_support;
 mod verifier;

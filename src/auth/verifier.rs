@@ -10,6 +10,7 @@ use super::{
     introspection::Introspector,
     jwt,
     keys::KeySource,
+    recent::{self, RecentTokens},
 };
 use crate::config::AuthSettings;
 
@@ -19,6 +20,7 @@ pub struct TokenVerifier {
     expected: Expected,
     keys: KeySource,
     introspection: Option<Introspector>,
+    recent: RecentTokens,
 }
 
 impl TokenVerifier {
@@ -39,6 +41,7 @@ impl TokenVerifier {
                 .introspection
                 .as_ref()
                 .map(|s| Introspector::new(s, http)),
+            recent: RecentTokens::default(),
         }
     }
 
@@ -57,6 +60,10 @@ impl TokenVerifier {
     }
 
     async fn verify_jwt(&self, token: &str) -> Result<Principal, AuthError> {
+        let cache_key = recent::key(token);
+        if let Some(principal) = self.recent.get(&cache_key) {
+            return Ok(principal);
+        }
         let header = jwt::header(token)?;
         let key = self.keys.key_for(header.kid.as_deref(), header.alg).await?;
 
@@ -72,7 +79,18 @@ impl TokenVerifier {
             tracing::debug!(?kid, %reason, "JWT rejected");
             reason
         })?;
-        claims::principal(&data.claims, &self.expected, false)
+        let principal = claims::principal(&data.claims, &self.expected, false)?;
+        if let Some(exp) = data.claims.get("exp").and_then(serde_json::Value::as_u64) {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            self.recent.put(
+                cache_key,
+                &principal,
+                std::time::Duration::from_secs(exp.saturating_sub(now)),
+            );
+        }
+        Ok(principal)
     }
 }
 

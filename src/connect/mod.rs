@@ -24,6 +24,7 @@ use crate::{
     db::{
         self,
         audit::{AuditEvent, AuditKind},
+        tickets::Ticket,
     },
     mcp::state::{self as request_state, Binding, RoundState},
     providers::Provider,
@@ -112,53 +113,64 @@ pub async fn require<'s>(state: &'s AppState, need: Need<'_>) -> Result<Access<'
             }
             _ => {}
         }
-        // Cancel on our consent page, or Deny at the provider.
-        let ticket = db::tickets::find_by_id(&state.db, round.ticket_id)
-            .await
-            .map_err(internal)?;
-        if ticket.as_ref().is_some_and(|t| t.declined_at.is_some()) {
-            return Ok(Access::Declined {
-                provider_name: provider.display_name().to_owned(),
-            });
-        }
     }
 
     let accepted = round.is_some()
         && response_action(need.input_responses, &input_key(provider.name()))
             == Some(ElicitationAction::Accept);
     let mut subscription = accepted.then(|| state.events.subscribe());
-    match check(state, p, provider, &wanted).await? {
-        Checked::Ready(token) => Ok(Access::Ready { token, provider }),
-        Checked::Ask { existing_scopes } if accepted => {
-            // The user said they are done; the callback may still be on its
-            // way. Wait for it, woken by whichever instance stores it.
-            if let Some(rx) = subscription.as_mut()
-                && wait_for_connection(state, p, provider.name(), rx, need.cancel).await
-                && let Checked::Ready(token) = check(state, p, provider, &wanted).await?
-            {
-                return Ok(Access::Ready { token, provider });
-            }
-            ask(
-                state,
-                &need,
-                provider,
-                &wanted,
-                &existing_scopes,
-                round.as_ref(),
-            )
-            .await
+    let existing_scopes = match check(state, p, provider, &wanted).await? {
+        Checked::Ready(token) => return Ok(Access::Ready { token, provider }),
+        Checked::Ask { existing_scopes } => existing_scopes,
+    };
+    // Not (yet) connected. Did the user press Cancel on our consent page, or
+    // Deny at the provider? (Only asked now: a connected retry needs no
+    // look at the ticket.)
+    let declined =
+        |ticket: &Option<Ticket>| ticket.as_ref().is_some_and(|t| t.declined_at.is_some());
+    let mut ticket = current_ticket(state, round.as_ref()).await?;
+    if declined(&ticket) {
+        return Ok(Access::Declined {
+            provider_name: provider.display_name().to_owned(),
+        });
+    }
+    if let Some(rx) = subscription.as_mut() {
+        // The user said they are done; the callback may still be on its
+        // way. Wait for it, woken by whichever instance stores it.
+        if wait_for_connection(state, p, provider.name(), rx, need.cancel).await
+            && let Checked::Ready(token) = check(state, p, provider, &wanted).await?
+        {
+            return Ok(Access::Ready { token, provider });
         }
-        Checked::Ask { existing_scopes } => {
-            ask(
-                state,
-                &need,
-                provider,
-                &wanted,
-                &existing_scopes,
-                round.as_ref(),
-            )
-            .await
+        ticket = current_ticket(state, round.as_ref()).await?;
+        if declined(&ticket) {
+            return Ok(Access::Declined {
+                provider_name: provider.display_name().to_owned(),
+            });
         }
+    }
+    ask(
+        state,
+        &need,
+        provider,
+        &wanted,
+        &existing_scopes,
+        round.as_ref(),
+        ticket,
+    )
+    .await
+}
+
+/// The ticket of the previous round, if there was one.
+async fn current_ticket(
+    state: &AppState,
+    round: Option<&RoundState>,
+) -> Result<Option<Ticket>, ErrorData> {
+    match round {
+        Some(r) => db::tickets::find_by_id(&state.db, r.ticket_id)
+            .await
+            .map_err(internal),
+        None => Ok(None),
     }
 }
 
@@ -194,6 +206,7 @@ async fn ask<'s>(
     wanted: &[String],
     existing_scopes: &[String],
     round: Option<&RoundState>,
+    ticket: Option<Ticket>,
 ) -> Result<Access<'s>, ErrorData> {
     let p = need.principal;
     if let ClientKind::Modern {
@@ -210,17 +223,16 @@ async fn ask<'s>(
             scopes.push(s.clone());
         }
     }
-    let reusable = match round {
-        Some(r) => db::tickets::find_by_id(&state.db, r.ticket_id)
-            .await
-            .map_err(internal)?
-            .filter(|t| {
-                t.redeemed_at.is_none()
-                    && t.declined_at.is_none()
-                    && t.expires_at > chrono::Utc::now()
-            })
-            .map(|t| (t.id, r.ticket.clone())),
-        None => None,
+    // The same link while its ticket lives; a new one after.
+    let reusable = match (round, ticket) {
+        (Some(r), Some(t))
+            if t.redeemed_at.is_none()
+                && t.declined_at.is_none()
+                && t.expires_at > chrono::Utc::now() =>
+        {
+            Some((t.id, r.ticket.clone()))
+        }
+        _ => None,
     };
     let (ticket_id, secret) = match reusable {
         Some(found) => found,

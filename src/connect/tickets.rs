@@ -7,13 +7,7 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::{
-    db::{
-        self,
-        audit::{AuditEvent, AuditKind},
-    },
-    startup::AppState,
-};
+use crate::{db, startup::AppState};
 
 /// A freshly issued ticket. `secret` goes into the URL and nowhere else.
 pub struct IssuedTicket {
@@ -58,16 +52,6 @@ pub async fn issue(
         },
     )
     .await?;
-    db::audit::record_or_log(
-        &state.db,
-        AuditEvent::new(AuditKind::TicketIssued)
-            .user(issuer, subject)
-            .provider(provider)
-            .detail(
-                serde_json::json!({ "ticket_id": id, "client_id": client_id, "scopes": scopes }),
-            ),
-    )
-    .await;
     Ok(IssuedTicket { id, secret })
 }
 

@@ -226,7 +226,13 @@ pub async fn usable_token(
     } else {
         row
     };
-    db::connections::touch(&state.db, row.id).await?;
+    // Record the use at most once a minute: keeps the hot path read-only.
+    if row
+        .last_used_at
+        .is_none_or(|at| at < Utc::now() - chrono::Duration::minutes(1))
+    {
+        db::connections::touch(&state.db, row.id).await?;
+    }
     Ok(TokenState::Usable(usable(state, &row)?))
 }
 

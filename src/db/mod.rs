@@ -44,6 +44,10 @@ pub fn pool(options: PgConnectOptions, max_connections: u32) -> PgPool {
     PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(5))
+        // A ping before every use doubles the round trips of every query; a
+        // dead connection surfaces as a query error instead, and the pool
+        // replaces it.
+        .test_before_acquire(false)
         .connect_lazy_with(options)
 }
 

@@ -33,10 +33,18 @@ pub struct NewTicket<'a> {
 
 const COLUMNS: &str = "id, issuer, subject, client_id, provider, scopes, created_at, expires_at, redeemed_at, declined_at";
 
+/// Inserts a ticket and its `ticket_issued` audit row in one statement (one
+/// round trip, one commit: this is on the path of every first ask).
 pub async fn insert(exec: impl PgExecutor<'_>, t: NewTicket<'_>) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "INSERT INTO connect_tickets (id, ticket_hash, issuer, subject, client_id, provider, scopes, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        "WITH ticket AS (
+             INSERT INTO connect_tickets (id, ticket_hash, issuer, subject, client_id, provider, scopes, expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             RETURNING id)
+         INSERT INTO audit_events (issuer, subject, kind, provider, detail)
+         SELECT $3, $4, 'ticket_issued', $6,
+                jsonb_build_object('ticket_id', ticket.id, 'client_id', $5::text, 'scopes', to_jsonb($7::text[]))
+         FROM ticket",
     )
     .bind(t.id)
     .bind(t.ticket_hash)

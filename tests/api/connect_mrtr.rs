@@ -741,3 +741,22 @@ async fn an_unknown_resource_names_its_uri() {
         "{body}"
     );
 }
+
+#[tokio::test]
+async fn every_ticket_issued_is_audited_with_its_id_and_client() {
+    let app = spawn_app().await;
+    ask(&app, "alice", "whoami", json!({"provider": "demo"})).await;
+    let (detail, subject): (Value, String) =
+        sqlx::query_as("SELECT detail, subject FROM audit_events WHERE kind = 'ticket_issued'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    let id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connect_tickets")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(subject, "alice");
+    assert_eq!(detail["ticket_id"], id.to_string(), "{detail}");
+    assert_eq!(detail["client_id"], CLIENT_ID, "{detail}");
+    assert_eq!(detail["scopes"], json!(["profile"]), "{detail}");
+}

@@ -1,0 +1,76 @@
+//! Tokens verified recently. An agent sends the same bearer token with every
+//! step, and checking a signature (≈0.1 ms for Ed25519 here) is the largest
+//! cost of a request that touches nothing else. A token already verified is
+//! accepted again until its `exp` or for five minutes, whichever comes
+//! first — keyed by the token's SHA-256, never the token itself.
+
+use std::{
+    collections::HashMap,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use sha2::{Digest, Sha256};
+
+use super::Principal;
+
+/// How long a verification is reused at most. A key removed from the
+/// issuer's JWKS stops working within this time.
+const REUSE_FOR: Duration = Duration::from_secs(300);
+/// Entries kept at most; beyond that the cache starts over.
+const CAPACITY: usize = 10_000;
+
+#[derive(Default)]
+pub struct RecentTokens {
+    entries: Mutex<HashMap<[u8; 32], (Principal, Instant)>>,
+}
+
+pub fn key(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+impl RecentTokens {
+    pub fn get(&self, key: &[u8; 32]) -> Option<Principal> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let (principal, until) = entries.get(key)?;
+        (Instant::now() < *until).then(|| principal.clone())
+    }
+
+    /// Remembers a verified token that expires in `expires_in`.
+    pub fn put(&self, key: [u8; 32], principal: &Principal, expires_in: Duration) {
+        let until = Instant::now() + expires_in.min(REUSE_FOR);
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if entries.len() >= CAPACITY {
+            let now = Instant::now();
+            entries.retain(|_, (_, until)| *until > now);
+            if entries.len() >= CAPACITY {
+                entries.clear();
+            }
+        }
+        entries.insert(key, (principal.clone(), until));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p() -> Principal {
+        Principal {
+            issuer: "i".into(),
+            subject: "s".into(),
+            client_id: "c".into(),
+            scopes: vec![],
+        }
+    }
+
+    #[test]
+    fn reuse_ends_at_expiry() {
+        let recent = RecentTokens::default();
+        recent.put(key("a"), &p(), Duration::from_secs(60));
+        assert_eq!(recent.get(&key("a")), Some(p()));
+        assert_eq!(recent.get(&key("b")), None);
+        recent.put(key("gone"), &p(), Duration::ZERO);
+        assert_eq!(recent.get(&key("gone")), None);
+    }
+}
