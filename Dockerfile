@@ -8,6 +8,8 @@ COPY src ./src
 COPY migrations ./migrations
 COPY templates ./templates
 COPY static ./static
+# A workspace member: cargo needs its manifest even to build the service.
+COPY bench ./bench
 RUN cargo build --release --locked --bin mcp-connect
 
 # Runtime stage: a slim image, a non-root user, only the binary.

@@ -81,14 +81,6 @@ impl Job {
         }
         ok
     }
-
-    /// Links a flow worker has left (0 for MCP workers).
-    pub fn links_left(&self) -> usize {
-        match self {
-            Job::Flow { links, .. } => links.len(),
-            Job::Mcp { .. } => 0,
-        }
-    }
 }
 
 /// What one worker saw.

@@ -11,10 +11,12 @@ mod browser;
 mod client;
 mod dbref;
 mod dbstats;
+mod document;
 mod flows;
 mod load;
 mod mcp;
 mod options;
+mod prepare;
 mod procstat;
 mod report;
 mod scenarios;
@@ -23,12 +25,12 @@ mod setup;
 
 use std::{
     collections::{BTreeMap, HashMap},
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::ExitCode,
     time::Instant,
 };
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{Context, anyhow};
 
 use crate::{
     load::Measured,
@@ -59,89 +61,16 @@ fn main() -> ExitCode {
     }
 }
 
-/// The benchmark's own database; dropped when this is.
-struct Database {
-    server: String,
-    name: String,
-    tls: bool,
-}
-
-impl Database {
-    fn url(&self) -> String {
-        let mode = if self.tls { "prefer" } else { "disable" };
-        format!("{}/{}?sslmode={mode}", self.server, self.name)
-    }
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        let dropped = std::process::Command::new("psql")
-            .arg(format!("{}/postgres", self.server))
-            .args([
-                "-qAtc",
-                &format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name),
-            ])
-            .stdout(std::process::Stdio::null())
-            .status();
-        if !dropped.is_ok_and(|s| s.success()) {
-            eprintln!(
-                "bench: could not drop database {}; drop it by hand",
-                self.name
-            );
-        }
-    }
-}
-
-fn paths() -> anyhow::Result<Paths> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .ok_or_else(|| anyhow!("no workspace root"))?
-        .to_path_buf();
-    let bin_dir = std::env::current_exe()?
-        .parent()
-        .ok_or_else(|| anyhow!("no directory for this executable"))?
-        .to_path_buf();
-    let logs = root.join("target/bench-logs");
-    Ok(Paths {
-        root,
-        bin_dir,
-        logs,
-    })
-}
-
-/// Builds mcp-connect and bench-bare with this harness's profile. Two
-/// separate builds: each package alone resolves the same features as its
-/// own everyday build, so nothing is compiled twice.
-fn build(paths: &Paths) -> anyhow::Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    for (package, bin) in [("mcp-connect", "mcp-connect"), ("bench", "bench-bare")] {
-        let mut command = std::process::Command::new(&cargo);
-        command
-            .current_dir(&paths.root)
-            .args(["build", "-p", package, "--bin", bin]);
-        if !cfg!(debug_assertions) {
-            command.arg("--release");
-        }
-        let status = command
-            .status()
-            .with_context(|| format!("cannot run {cargo}"))?;
-        if !status.success() {
-            bail!("building {bin} failed");
-        }
-    }
-    Ok(())
-}
-
 async fn run() -> anyhow::Result<bool> {
     let Some(options) = Options::parse(std::env::args().skip(1))? else {
         print!("{}", options::HELP);
         return Ok(true);
     };
-    let paths = paths()?;
+    let paths = prepare::paths()?;
     if options.build {
-        build(&paths)?;
+        prepare::build(&paths)?;
     }
-    let database = Database {
+    let database = prepare::Database {
         server: options.database_server.trim_end_matches('/').to_owned(),
         name: format!("mcp_connect_bench_{:08x}", rand::random::<u32>()),
         tls: options.db_tls,
@@ -155,7 +84,7 @@ async fn run() -> anyhow::Result<bool> {
 async fn start(
     options: &Options,
     paths: &Paths,
-    database: &Database,
+    database: &prepare::Database,
 ) -> anyhow::Result<(World, Option<PathBuf>)> {
     let (ours, dev) = servers::start_ours(paths, &database.url(), options.quiet_logs).await?;
     eprintln!("bench: mcp-connect (pid {}) at {}", ours.pid, ours.base);
@@ -195,7 +124,7 @@ async fn start(
 /// of server and database together).
 type FlowSeen = (usize, f64, f64);
 
-/// Links each S5 worker gets: enough for 1.5–2× the expected rate, which is
+/// Links each S5 worker gets: enough for 1.5× (first level: 4×) the expected rate, which is
 /// the last level's rate scaled by concurrency but capped by what the cores
 /// can do at the CPU cost per flow measured there.
 fn links_per_worker(
@@ -206,7 +135,8 @@ fn links_per_worker(
 ) -> usize {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get()) as f64;
     let (estimate, margin) = match seen {
-        None => (1.0 / setup_flow_s.max(1e-3), 2.0),
+        // The setup's flows ran cold and one at a time: a rough guess.
+        None => (1.0 / setup_flow_s.max(1e-3), 4.0),
         Some((at, rate, cpu_ms)) => {
             let scaled = rate * level as f64 / at as f64;
             let cap = if cpu_ms > 0.0 {
@@ -223,7 +153,11 @@ fn links_per_worker(
     per_worker.min(20_000 / level.max(1)).max(3)
 }
 
-async fn bench(options: &Options, paths: &Paths, database: &Database) -> anyhow::Result<bool> {
+async fn bench(
+    options: &Options,
+    paths: &Paths,
+    database: &prepare::Database,
+) -> anyhow::Result<bool> {
     let started = Instant::now();
     let load_before = procstat::load_average();
     let (mut world, python) = start(options, paths, database).await?;
@@ -231,7 +165,11 @@ async fn bench(options: &Options, paths: &Paths, database: &Database) -> anyhow:
     let kinds: Vec<Kind> = world.servers.iter().map(|s| s.kind).collect();
     let mut runs: BTreeMap<report::Key, Vec<Measured>> = BTreeMap::new();
     let mut flow_seen: Option<FlowSeen> = None;
-    let mut census: BTreeMap<Scenario, (f64, f64)> = BTreeMap::new();
+    let census = if options.census {
+        dbstats::census(&mut world, &options.database_server, &database.name).await?
+    } else {
+        BTreeMap::new()
+    };
 
     for &scenario in &Scenario::ALL {
         if !options.scenarios.contains(&scenario) {
@@ -244,18 +182,7 @@ async fn bench(options: &Options, paths: &Paths, database: &Database) -> anyhow:
                 }
             }
         }
-        if scenario != Scenario::ConnectFlow {
-            let mut jobs = scenarios::mcp_jobs(&world, scenario, Kind::Ours, 1)?;
-            let before = dbstats::read(&options.database_server, &database.name).await;
-            let n = jobs[0].repeat(if options.smoke { 20 } else { 200 }).await;
-            let after = dbstats::read(&options.database_server, &database.name).await;
-            if let (Some(b), Some(a)) = (before, after)
-                && let Some(work) = dbstats::per_request(b, a, n)
-            {
-                census.insert(scenario, work);
-            }
-        }
-        for (level_index, &level) in options.levels.iter().enumerate() {
+        for &level in &options.levels {
             let mut flow_jobs = if scenario == Scenario::ConnectFlow {
                 let setup_flow_s = median_secs(&world.flow_times).unwrap_or(0.01);
                 let per_worker = links_per_worker(options, level, setup_flow_s, flow_seen);
@@ -267,15 +194,6 @@ async fn bench(options: &Options, paths: &Paths, database: &Database) -> anyhow:
                 ))
             } else {
                 None
-            };
-            let census_from = match &flow_jobs {
-                Some(jobs) if level_index == 0 => {
-                    let links: usize = jobs.iter().map(load::Job::links_left).sum();
-                    dbstats::read(&options.database_server, &database.name)
-                        .await
-                        .map(|c| (c, links))
-                }
-                _ => None,
             };
             for round in 0..options.rounds {
                 for &kind in &kinds {
@@ -312,14 +230,6 @@ async fn bench(options: &Options, paths: &Paths, database: &Database) -> anyhow:
                         .push(measured);
                 }
             }
-            if let (Some((before, links)), Some(jobs)) = (census_from, &flow_jobs)
-                && let Some(after) = dbstats::read(&options.database_server, &database.name).await
-            {
-                let used = links - jobs.iter().map(load::Job::links_left).sum::<usize>();
-                if let Some(work) = dbstats::per_request(before, after, used) {
-                    census.insert(scenario, work);
-                }
-            }
             if scenario == Scenario::ConnectFlow
                 && let Some(r) = runs.get(&(scenario, level, Kind::Ours))
             {
@@ -338,22 +248,24 @@ async fn bench(options: &Options, paths: &Paths, database: &Database) -> anyhow:
         .collect();
     let table = report::table(&results);
     let errors = report::errors(&results);
-    let targets = report::targets(&results, &options.levels, &yardstick);
+    let targets = report::targets(&results, &options.levels, &yardstick, &census);
     let census = report::census(&census);
     println!("\n{table}");
     if !errors.is_empty() {
         println!("Errors:\n{errors}");
     }
     if !options.smoke {
-        println!("Database work per request (mcp-connect):\n\n{census}");
+        if !census.is_empty() {
+            println!("SQL statements per request (mcp-connect):\n\n{census}");
+        }
         println!("Targets:\n{targets}");
     }
     if let Some(output) = &options.output {
         let builds = results.values().filter(|s| s.builds > 0).count();
-        let document = document(
+        let document = document::render(
             options,
             paths,
-            &Report {
+            &document::Report {
                 table: &table,
                 census: &census,
                 errors: &errors,
@@ -382,83 +294,4 @@ fn median_secs(v: &[std::time::Duration]) -> Option<f64> {
     let mut s: Vec<f64> = v.iter().map(|d| d.as_secs_f64()).collect();
     s.sort_by(f64::total_cmp);
     s.get(s.len() / 2).copied()
-}
-
-struct Report<'a> {
-    table: &'a str,
-    census: &'a str,
-    errors: &'a str,
-    targets: &'a str,
-    machine: &'a str,
-    wall: f64,
-    load: (f64, f64),
-    noisy_cells: (usize, usize),
-}
-
-fn document(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
-    let notes = std::fs::read_to_string(paths.root.join("bench/NOTES.md"))
-        .unwrap_or_else(|_| "(no notes: bench/NOTES.md is missing)\n".to_owned());
-    let date = std::process::Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
-    let scenarios: String = Scenario::ALL
-        .iter()
-        .map(|s| format!("- **{} {}**: {}\n", s.id(), s.title(), s.what()))
-        .collect();
-    let levels: Vec<String> = options.levels.iter().map(ToString::to_string).collect();
-    format!(
-        "# Benchmarks\n\n\
-         Written by `cargo run --release -p bench` (the harness in `bench/`); the notes at the end come from \
-         `bench/NOTES.md`. Everything runs on this machine, in one run, on 127.0.0.1, driven by one closed-loop \
-         load generator (one keep-alive connection per concurrent client, every answer checked: a wrong answer \
-         is an error). Servers: **mcp-connect** (`target/release/mcp-connect dev`, Postgres, JSON logs at info, \
-         as in production), the **Python SDK** v2 (`mcp==2.3.0`, `MCPServer`, stateless Streamable HTTP, \
-         uvicorn with uvloop + httptools, one worker, JWT bearer tokens checked with PyJWT, default sealed \
-         `requestState`), and **bare rmcp** (`bench-bare`: the same actix ⇄ rmcp bridge and rmcp configuration, \
-         no database, no encryption, no token check, no logging: the ceiling).\n\n\
-         {scenarios}\n\
-         ## This run\n\n\
-         {date}; {} s per run after {} s of warm-up, {} rounds per cell interleaved across servers (medians shown; \
-         errors summed; peak RSS is the highest of the rounds, reset before each); concurrency {}; whole run {:.0} s.\n\
-         Load average {:.2} at the start, {:.2} at the end; other builds (rustc/cargo) were running during {} of {} cells \
-         (marked ⚠). The machine is shared: compare ratios within a row group, not absolute numbers across runs.\n\n\
-         {}\n\
-         CPU columns are seconds of CPU per 1,000 requests (S5: per 1,000 flows, i.e. milliseconds per flow): \
-         *server* is the server process (utime + stime), *DB* the Postgres backends of mcp-connect's database, \
-         *client* the load generator. \"ours ÷ X\" is the ratio of requests per second.\n\n\
-         {}\n\
-         {}\
-         Database work per request of mcp-connect (one client, 200 requests; S5: per flow; from \
-         `pg_stat_database`: every autocommit statement is a transaction, so this is also the round trips):\n\n\
-         {}\n\
-         ## Targets\n\n{}\n\
-         ## Notes\n\n{}",
-        num(options.duration.as_secs_f64()),
-        num(options.warmup.as_secs_f64()),
-        options.rounds,
-        levels.join(", "),
-        c.wall,
-        c.load.0,
-        c.load.1,
-        c.noisy_cells.0,
-        c.noisy_cells.1,
-        c.machine,
-        c.table,
-        if c.errors.is_empty() {
-            "No errors.\n\n".to_owned()
-        } else {
-            format!("Errors:\n\n{}\n", c.errors)
-        },
-        c.census,
-        c.targets,
-        notes
-    )
-}
-
-fn num(x: f64) -> String {
-    let s = format!("{x:.2}");
-    s.trim_end_matches('0').trim_end_matches('.').to_owned()
 }

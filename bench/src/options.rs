@@ -30,6 +30,7 @@ BENCHMARKS.md.
                           on loopback)
   --quiet-logs            servers log warnings only (mcp-connect RUST_LOG=warn, no uvicorn
                           access log): shows what per-request logging costs
+  --no-census             skip counting SQL statements per request (saves about a minute)
   --output PATH           where to write the report (default BENCHMARKS.md)
   --no-write              print the table only
   --no-build              use the binaries already built beside this one
@@ -46,6 +47,7 @@ pub struct Options {
     pub database_server: String,
     pub db_tls: bool,
     pub quiet_logs: bool,
+    pub census: bool,
     pub output: Option<String>,
     pub build: bool,
 }
@@ -82,6 +84,7 @@ impl Options {
             database_server,
             db_tls: false,
             quiet_logs: false,
+            census: true,
             output: Some("BENCHMARKS.md".to_owned()),
             build: true,
         };
@@ -104,6 +107,7 @@ impl Options {
                 "--database-server" => o.database_server = value()?,
                 "--db-tls" => o.db_tls = true,
                 "--quiet-logs" => o.quiet_logs = true,
+                "--no-census" => o.census = false,
                 "--output" => o.output = Some(value()?),
                 "--no-write" => o.output = None,
                 "--no-build" => o.build = false,
@@ -118,6 +122,7 @@ impl Options {
                 o.levels = vec![2];
             }
             o.output = None;
+            o.census = false;
         }
         if o.rounds == 0 || o.levels.is_empty() || o.scenarios.is_empty() || o.servers.is_empty() {
             bail!("nothing to run");

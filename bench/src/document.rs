@@ -1,0 +1,91 @@
+//! BENCHMARKS.md as a whole: what was run and how, the machine, the
+//! table, the statement counts, the targets, and the hand-written notes of
+//! `bench/NOTES.md`.
+
+use crate::{options::Options, scenarios::Scenario, servers::Paths};
+
+pub struct Report<'a> {
+    pub table: &'a str,
+    pub census: &'a str,
+    pub errors: &'a str,
+    pub targets: &'a str,
+    pub machine: &'a str,
+    pub wall: f64,
+    pub load: (f64, f64),
+    pub noisy_cells: (usize, usize),
+}
+
+pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
+    let notes = std::fs::read_to_string(paths.root.join("bench/NOTES.md"))
+        .unwrap_or_else(|_| "(no notes: bench/NOTES.md is missing)\n".to_owned());
+    let date = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let scenarios: String = Scenario::ALL
+        .iter()
+        .map(|s| format!("- **{} {}**: {}\n", s.id(), s.title(), s.what()))
+        .collect();
+    let levels: Vec<String> = options.levels.iter().map(ToString::to_string).collect();
+    format!(
+        "# Benchmarks\n\n\
+         Written by `cargo run --release -p bench` (the harness in `bench/`); the notes at the end come from \
+         `bench/NOTES.md`. Everything runs on this machine, in one run, on 127.0.0.1, driven by one closed-loop \
+         load generator (one keep-alive connection per concurrent client, every answer checked: a wrong answer \
+         is an error). Servers: **mcp-connect** (`target/release/mcp-connect dev`, Postgres over loopback TCP without TLS as on \
+         the compose network, JSON logs at info as in production), the **Python SDK** v2 (`mcp==2.3.0`, `MCPServer`, stateless Streamable HTTP, \
+         uvicorn with uvloop + httptools, one worker, JWT bearer tokens checked with PyJWT, default sealed \
+         `requestState`), and **bare rmcp** (`bench-bare`: the same actix ⇄ rmcp bridge and rmcp configuration, \
+         no database, no encryption, no token check, no logging: the ceiling).\n\n\
+         {scenarios}\n\
+         ## This run\n\n\
+         {date}; {} s per run after {} s of warm-up, {} rounds per cell interleaved across servers (medians shown; \
+         errors summed; peak RSS is the highest of the rounds, reset before each); concurrency {}; whole run {:.0} s.\n\
+         Load average {:.2} at the start, {:.2} at the end; other builds (rustc/cargo) were running during {} of {} cells \
+         (marked ⚠). The machine is shared: compare ratios within a row group, not absolute numbers across runs.\n\n\
+         {}\n\
+         CPU columns are seconds of CPU per 1,000 requests (S5: per 1,000 flows, i.e. milliseconds per flow): \
+         *server* is the server process (utime + stime), *DB* the Postgres backends of mcp-connect's database, \
+         *client* the load generator. \"ours ÷ X\" is the ratio of requests per second.\n\n\
+         {}\n\
+         {}\
+         {}\
+         ## Targets\n\n{}\n\
+         ## Notes\n\n{}",
+        num(options.duration.as_secs_f64()),
+        num(options.warmup.as_secs_f64()),
+        options.rounds,
+        levels.join(", "),
+        c.wall,
+        c.load.0,
+        c.load.1,
+        c.noisy_cells.0,
+        c.noisy_cells.1,
+        c.machine,
+        c.table,
+        if c.errors.is_empty() {
+            "No errors.\n\n".to_owned()
+        } else {
+            format!("Errors:\n\n{}\n", c.errors)
+        },
+        if c.census.lines().count() > 2 {
+            format!(
+                "SQL statements per request of mcp-connect (one client, 200 requests, from `pg_stat_database`; \
+                 every autocommit statement is one transaction; with sqlx's pool pings each is three round \
+                 trips, see the notes):\n\n{}\n",
+                c.census
+            )
+        } else {
+            String::new()
+        },
+        c.targets,
+        notes
+    )
+}
+
+fn num(x: f64) -> String {
+    let s = format!("{x:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
