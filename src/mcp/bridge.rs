@@ -144,18 +144,19 @@ async fn authenticate(
     head: &http::request::Parts,
     state: &AppState,
 ) -> Result<Principal, HttpResponse> {
-    let metadata_url = auth::resource_metadata_url(&state.settings);
+    // Only refusals name the metadata URL: build it only for them.
+    let metadata_url = || auth::resource_metadata_url(&state.settings);
     if query_carries_token(head.uri.query().unwrap_or_default()) {
         tracing::info!("mcp: rejected an access token in the query string");
         return Err(HttpResponse::BadRequest()
-            .insert_header(("WWW-Authenticate", format!(r#"Bearer resource_metadata="{metadata_url}", error="invalid_request", error_description="send the token in the Authorization header""#)))
+            .insert_header(("WWW-Authenticate", format!(r#"Bearer resource_metadata="{}", error="invalid_request", error_description="send the token in the Authorization header""#, metadata_url())))
             .json(json!({"error": "invalid_request", "error_description": "Access tokens are accepted only in the Authorization header."})));
     }
     let unauthorized = |error: Option<&AuthError>| {
         HttpResponse::Unauthorized()
             .insert_header((
                 "WWW-Authenticate",
-                auth::www_authenticate(&metadata_url, error),
+                auth::www_authenticate(&metadata_url(), error),
             ))
             .json(json!({
                 "error": if error.is_some() { "invalid_token" } else { "unauthorized" },
@@ -169,7 +170,7 @@ async fn authenticate(
             // RFC 6750 §3.1: a malformed request is 400 invalid_request.
             tracing::info!(reason = %e, "mcp: malformed Authorization header");
             return Err(HttpResponse::BadRequest()
-                .insert_header(("WWW-Authenticate", auth::www_authenticate(&metadata_url, Some(&e))))
+                .insert_header(("WWW-Authenticate", auth::www_authenticate(&metadata_url(), Some(&e))))
                 .json(json!({"error": "invalid_request", "error_description": "The Authorization header is malformed."})));
         }
     };

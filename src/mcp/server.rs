@@ -29,6 +29,8 @@ const LIST_TTL_MS: u64 = 5 * 60 * 1000;
 pub struct McpServer {
     state: AppState,
     tools: Arc<Vec<Tool>>,
+    /// What `get_info` answers, built once: rmcp asks for it on every request.
+    info: Arc<ServerConfig>,
 }
 
 impl McpServer {
@@ -36,8 +38,22 @@ impl McpServer {
         Self {
             state,
             tools: Arc::new(tools::definitions()),
+            info: Arc::new(server_config()),
         }
     }
+}
+
+fn server_config() -> ServerConfig {
+    let capabilities = ServerCapabilities::builder()
+        .enable_tools()
+        .enable_resources()
+        .build();
+    ServerConfig::new(capabilities)
+        .with_server_info(implementation())
+        .with_instructions(
+            "Tools that act on a third-party account (GitHub, Google, Slack, …) ask the user \
+             to connect it first through a URL: open it for the user and retry the call.",
+        )
 }
 
 /// The server's identity.
@@ -72,16 +88,7 @@ pub fn principal(context: &RequestContext<RoleServer>) -> Result<Principal, Erro
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_resources()
-            .build();
-        ServerConfig::new(capabilities)
-            .with_server_info(implementation())
-            .with_instructions(
-                "Tools that act on a third-party account (GitHub, Google, Slack, …) ask the user \
-                 to connect it first through a URL: open it for the user and retry the call.",
-            )
+        self.info.as_ref().clone()
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
