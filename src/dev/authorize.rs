@@ -15,7 +15,9 @@ use super::{
     DevServices,
     grants::CodeGrant,
     now_secs,
-    params::{UserName, check_redirect_uri, is_client_id, is_s256_challenge, parse_form},
+    params::{
+        UserName, check_redirect_uri, is_client_id, is_s256_challenge, parse_form, redirect_back,
+    },
 };
 
 /// The authorization request parameters carried from the page to the POST.
@@ -100,7 +102,7 @@ pub(crate) async fn submit(body: web::Bytes, dev: web::Data<DevServices>) -> Htt
             ("error", "access_denied"),
             ("error_description", "the user cancelled the sign-in"),
         ];
-        return redirect_back(request.redirect_uri, &denied, request.state, &dev);
+        return redirect_back(request.redirect_uri, &denied, request.state, &dev.issuer());
     }
     let typed = params.get("username").map(|u| u.trim()).unwrap_or_default();
     let user = match UserName::parse(typed) {
@@ -134,7 +136,7 @@ pub(crate) async fn submit(body: web::Bytes, dev: web::Data<DevServices>) -> Htt
         request.redirect_uri,
         &[("code", &code)],
         request.state,
-        &dev,
+        &dev.issuer(),
     )
 }
 
@@ -217,30 +219,9 @@ fn refuse(refusal: Refusal, dev: &DevServices) -> HttpResponse {
             description,
         } => {
             let pairs = [("error", error), ("error_description", description)];
-            redirect_back(*to, &pairs, state.as_deref(), dev)
+            redirect_back(*to, &pairs, state.as_deref(), &dev.issuer())
         }
     }
-}
-
-/// 303 to the client with `pairs`, `state` (when given) and `iss` (RFC 9207).
-fn redirect_back(
-    mut to: Url,
-    pairs: &[(&str, &str)],
-    state: Option<&str>,
-    dev: &DevServices,
-) -> HttpResponse {
-    {
-        let mut query = to.query_pairs_mut();
-        query.extend_pairs(pairs);
-        if let Some(state) = state {
-            query.append_pair("state", state);
-        }
-        query.append_pair("iss", &dev.issuer());
-    }
-    HttpResponse::SeeOther()
-        .insert_header(("Location", to.as_str()))
-        .insert_header(("Cache-Control", "no-store"))
-        .finish()
 }
 
 fn sign_in_page(

@@ -100,6 +100,29 @@ pub fn parse_form(bytes: &[u8]) -> Result<HashMap<String, String>, String> {
     Ok(out)
 }
 
+/// The authorization response: 303 back to the client's `to` with `pairs`,
+/// `state` (when given) and `iss` (RFC 9207). Shared by the dev identity
+/// provider and the demo provider.
+pub fn redirect_back(
+    mut to: Url,
+    pairs: &[(&str, &str)],
+    state: Option<&str>,
+    issuer: &str,
+) -> actix_web::HttpResponse {
+    {
+        let mut query = to.query_pairs_mut();
+        query.extend_pairs(pairs);
+        if let Some(state) = state {
+            query.append_pair("state", state);
+        }
+        query.append_pair("iss", issuer);
+    }
+    actix_web::HttpResponse::SeeOther()
+        .insert_header(("Location", to.as_str()))
+        .insert_header(("Cache-Control", "no-store"))
+        .finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

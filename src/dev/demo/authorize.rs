@@ -14,7 +14,7 @@ use askama::Template;
 use url::Url;
 
 use super::{CLIENT_ID, DEFAULT_SCOPE, DemoProvider, DevServices, store::CodeGrant};
-use crate::dev::params::{UserName, is_s256_challenge, parse_form};
+use crate::dev::params::{UserName, is_s256_challenge, parse_form, redirect_back};
 
 /// The authorization request, carried from the page to the POST.
 const CARRIED: [&str; 7] = [
@@ -87,7 +87,7 @@ pub(super) async fn submit(body: web::Bytes, dev: web::Data<DevServices>) -> Htt
                 ("error", "access_denied"),
                 ("error_description", "the person denied access"),
             ];
-            return redirect_back(request.redirect_uri, &pairs, request.state, demo);
+            return redirect_back(request.redirect_uri, &pairs, request.state, demo.issuer());
         }
         _ => return error_page("Choose Allow or Deny."),
     }
@@ -107,7 +107,7 @@ pub(super) async fn submit(body: web::Bytes, dev: web::Data<DevServices>) -> Htt
         request.redirect_uri,
         &[("code", &code)],
         request.state,
-        demo,
+        demo.issuer(),
     )
 }
 
@@ -183,30 +183,9 @@ fn refuse(refusal: Refusal, demo: &DemoProvider) -> HttpResponse {
         Refusal::Page(message) => error_page(message),
         Refusal::Redirect(to, state, error, description) => {
             let pairs = [("error", error), ("error_description", description)];
-            redirect_back(*to, &pairs, state.as_deref(), demo)
+            redirect_back(*to, &pairs, state.as_deref(), demo.issuer())
         }
     }
-}
-
-/// 303 to the client with `pairs`, `state` (when given) and `iss`.
-fn redirect_back(
-    mut to: Url,
-    pairs: &[(&str, &str)],
-    state: Option<&str>,
-    demo: &DemoProvider,
-) -> HttpResponse {
-    {
-        let mut query = to.query_pairs_mut();
-        query.extend_pairs(pairs);
-        if let Some(state) = state {
-            query.append_pair("state", state);
-        }
-        query.append_pair("iss", demo.issuer());
-    }
-    HttpResponse::SeeOther()
-        .insert_header(("Location", to.as_str()))
-        .insert_header(("Cache-Control", "no-store"))
-        .finish()
 }
 
 fn consent_page(
