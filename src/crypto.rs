@@ -244,9 +244,27 @@ fn associated_data(purpose: Purpose, key_id: &str, context: &[u8]) -> Vec<u8> {
     aad
 }
 
+/// Lower-case hex, for digests that end up in sealed payloads, event keys
+/// and file names (one allocation, no per-byte formatting).
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_is_lower_case_and_two_digits_per_byte() {
+        assert_eq!(hex(&[0x00, 0x0f, 0xa0, 0xff]), "000fa0ff");
+        assert_eq!(hex(&[]), "");
+    }
 
     fn ring(entries: &[&str]) -> KeyRing {
         KeyRing::from_entries(entries.iter().copied()).unwrap()

@@ -143,7 +143,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Serve => {
             let settings = Settings::load(cli.config.as_deref())?;
-            telemetry::init(settings.log_format);
+            let _log = telemetry::init_for_serving(settings.log_format);
             tracing::info!(
                 public_url = %settings.public_url,
                 bind = %settings.bind,

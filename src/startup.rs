@@ -25,6 +25,9 @@ use crate::{
 pub struct AppState {
     pub settings: Arc<Settings>,
     pub db: PgPool,
+    /// For the one-statement reads and writes of every MCP request; see
+    /// [`db::hot`]. Transactions use `db`.
+    pub hot_db: db::hot::HotConnections,
     pub keys: Arc<KeyRing>,
     pub verifier: Arc<TokenVerifier>,
     /// Outbound HTTP (issuer metadata, JWKS, providers). Never follows redirects.
@@ -76,7 +79,8 @@ impl Application {
     ) -> Result<Self, StartupError> {
         let options = db::connect_options(&settings.database_url)?;
         db::create_database_if_missing(&options).await?;
-        let pool = db::pool(options, settings.database_max_connections);
+        let (pooled, _) = db::split_connections(settings.database_max_connections);
+        let pool = db::pool(options, pooled);
         db::migrate(&pool).await?;
         let state = build_state(settings, pool)?;
         let port = listener.local_addr()?.port();
@@ -123,12 +127,15 @@ pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, Startup
     let http = outbound_http_client()?;
     let verifier = TokenVerifier::new(&settings.auth, settings.mcp_resource(), http.clone());
     let providers = ProviderCatalog::from_settings(&settings)?;
+    let (_, hot) = db::split_connections(settings.database_max_connections);
+    let hot_db = db::hot::HotConnections::new((*pool.connect_options()).clone(), hot, pool.clone());
     let events = ConnectionEvents::start(pool.clone());
     let stop_sweeper = tokio_util::sync::CancellationToken::new();
     crate::sweeper::start(pool.clone(), SWEEP_EVERY, stop_sweeper.clone());
     Ok(AppState {
         settings: Arc::new(settings),
         db: pool,
+        hot_db,
         keys: Arc::new(keys),
         verifier: Arc::new(verifier),
         http,
@@ -169,7 +176,10 @@ fn serve(
 
 /// Request logging without query strings: `/connect?ticket=…` and OAuth
 /// callbacks carry one-time secrets in the query, which must never be logged.
+/// `/mcp` writes its own line, with the caller and the JSON-RPC method
+/// (`mcp::access_log`).
 fn tracing_actix_web_lite() -> actix_web::middleware::Logger {
     actix_web::middleware::Logger::new(r#"%a "%{METHOD}xi %U" %s %b %Dms"#)
         .custom_request_replace("METHOD", |req| req.method().to_string())
+        .exclude("/mcp")
 }

@@ -28,10 +28,37 @@ pub fn filter(default: &str) -> EnvFilter {
     filter
 }
 
+/// Logging for short commands: each line is written as it is made.
 pub fn init(format: LogFormat) {
+    install(format, std::io::stderr);
+}
+
+/// Keeps the serving process's log writer alive; dropping it writes out
+/// what is still buffered. Hold it until the process is done.
+#[must_use = "logs still buffered are lost when the guard is dropped early"]
+pub struct LogGuard(#[allow(dead_code)] tracing_appender::non_blocking::WorkerGuard);
+
+/// Logging for a serving process. Request handlers hand their lines to a
+/// writer thread instead of making a system call each: under load the
+/// thread writes many lines at once. Nothing is dropped: when the writer
+/// falls far behind (a blocked stderr), handlers wait, as they would on a
+/// direct write.
+pub fn init_for_serving(format: LogFormat) -> LogGuard {
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("mcp-connect-log")
+        .finish(std::io::BufWriter::new(std::io::stderr()));
+    install(format, writer);
+    LogGuard(guard)
+}
+
+fn install<W>(format: LogFormat, writer: W)
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
     let builder = fmt()
         .with_env_filter(filter("info,sqlx=warn"))
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(true);
     // A second init (tests that start several apps) is not an error.

@@ -42,11 +42,7 @@ pub fn key(issuer: &str, subject: &str, provider: &str) -> String {
         h.update((part.len() as u64).to_be_bytes());
         h.update(part.as_bytes());
     }
-    h.finalize()
-        .iter()
-        .take(16)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::crypto::hex(&h.finalize()[..16])
 }
 
 /// Announces a stored connection; inside a transaction it is delivered at commit.

@@ -167,9 +167,12 @@ async fn current_ticket(
     round: Option<&RoundState>,
 ) -> Result<Option<Ticket>, ErrorData> {
     match round {
-        Some(r) => db::tickets::find_by_id(&state.db, r.ticket_id)
-            .await
-            .map_err(internal),
+        Some(r) => {
+            let mut conn = state.hot_db.acquire().await.map_err(internal)?;
+            let found = db::tickets::find_by_id(&mut *conn, r.ticket_id).await;
+            conn.finish(&found);
+            found.map_err(internal)
+        }
         None => Ok(None),
     }
 }

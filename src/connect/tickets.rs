@@ -38,8 +38,9 @@ pub async fn issue(
     let secret = URL_SAFE_NO_PAD.encode(raw);
     let id = Uuid::new_v4();
     let ttl = chrono::Duration::from_std(state.settings.flow.ticket_ttl())?;
-    db::tickets::insert(
-        &state.db,
+    let mut conn = state.hot_db.acquire().await?;
+    let inserted = db::tickets::insert(
+        &mut *conn,
         db::tickets::NewTicket {
             id,
             ticket_hash: &hash(&secret),
@@ -51,7 +52,9 @@ pub async fn issue(
             expires_at: Utc::now() + ttl,
         },
     )
-    .await?;
+    .await;
+    conn.finish(&inserted);
+    inserted?;
     Ok(IssuedTicket { id, secret })
 }
 

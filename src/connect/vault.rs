@@ -186,8 +186,10 @@ pub async fn usable_token(
     provider: &Provider,
     required_scopes: &[String],
 ) -> anyhow::Result<TokenState> {
-    let Some(row) = db::connections::find(&state.db, issuer, subject, provider.name()).await?
-    else {
+    let mut conn = state.hot_db.acquire().await?;
+    let found = db::connections::find(&mut *conn, issuer, subject, provider.name()).await;
+    conn.finish(&found);
+    let Some(row) = found? else {
         return Ok(TokenState::Missing);
     };
     match row.status.as_str() {
@@ -231,7 +233,10 @@ pub async fn usable_token(
         .last_used_at
         .is_none_or(|at| at < Utc::now() - chrono::Duration::minutes(1))
     {
-        db::connections::touch(&state.db, row.id).await?;
+        let mut conn = state.hot_db.acquire().await?;
+        let touched = db::connections::touch(&mut *conn, row.id).await;
+        conn.finish(&touched);
+        touched?;
     }
     Ok(TokenState::Usable(usable(state, &row)?))
 }

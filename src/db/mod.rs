@@ -5,6 +5,7 @@ pub mod audit;
 pub mod connections;
 pub mod dev_secrets;
 pub mod expiry;
+pub mod hot;
 pub mod oauth_flows;
 pub mod tickets;
 pub mod web_sessions;
@@ -49,6 +50,14 @@ pub fn pool(options: PgConnectOptions, max_connections: u32) -> PgPool {
         // replaces it.
         .test_before_acquire(false)
         .connect_lazy_with(options)
+}
+
+/// How an instance's `database_max_connections` are shared: half for the
+/// pool, half for the per-request connections of [`hot`]. Returns
+/// `(pool, hot)`; with fewer than two the pool gets them all.
+pub fn split_connections(max_connections: u32) -> (u32, usize) {
+    let hot = max_connections / 2;
+    (max_connections - hot, hot as usize)
 }
 
 /// Creates the target database if it does not exist, connecting to the

@@ -35,16 +35,25 @@ const COLUMNS: &str = "id, issuer, subject, client_id, provider, scopes, created
 
 /// Inserts a ticket and its `ticket_issued` audit row in one statement (one
 /// round trip, one commit: this is on the path of every first ask).
+///
+/// The commit does not wait for the WAL to reach the disk
+/// (`synchronous_commit = off`, for this transaction only). What a crash of
+/// the Postgres server can lose is the last few hundred milliseconds of such
+/// commits: a ticket whose link then reads "expired", and whose client's
+/// retry issues a new one. The ticket and its audit row go together, and
+/// any later synchronous commit (redeeming the ticket, say) flushes them
+/// first: nothing that depends on a ticket can outlive it.
 pub async fn insert(exec: impl PgExecutor<'_>, t: NewTicket<'_>) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "WITH ticket AS (
+        "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)),
+         ticket AS (
              INSERT INTO connect_tickets (id, ticket_hash, issuer, subject, client_id, provider, scopes, expires_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              RETURNING id)
          INSERT INTO audit_events (issuer, subject, kind, provider, detail)
          SELECT $3, $4, 'ticket_issued', $6,
                 jsonb_build_object('ticket_id', ticket.id, 'client_id', $5::text, 'scopes', to_jsonb($7::text[]))
-         FROM ticket",
+         FROM ticket, relaxed",
     )
     .bind(t.id)
     .bind(t.ticket_hash)

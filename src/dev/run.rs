@@ -31,7 +31,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         return print_token(&args, token_args).await;
     }
     check_bind_host(&args.bind_host)?;
-    crate::telemetry::init(log_format_from_env());
+    let _log = crate::telemetry::init_for_serving(log_format_from_env());
 
     let pool = prepare_database(&args.database_url).await?;
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, args.port)).with_context(|| {

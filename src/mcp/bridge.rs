@@ -19,7 +19,7 @@ use futures::StreamExt;
 use http_body_util::{BodyExt, Full};
 use serde_json::json;
 
-use super::{McpEndpoint, wire};
+use super::{McpEndpoint, access_log::RequestFacts, wire};
 use crate::{
     auth::{self, AuthError, Principal},
     startup::AppState,
@@ -27,21 +27,36 @@ use crate::{
 
 pub async fn handle(
     req: HttpRequest,
-    mut payload: web::Payload,
+    payload: web::Payload,
     state: web::Data<AppState>,
     endpoint: web::Data<McpEndpoint>,
 ) -> HttpResponse {
-    let head = match request_head(&req) {
+    let mut facts = RequestFacts::new(req.method().as_str(), req.peer_addr());
+    let response = serve(&req, payload, &state, &endpoint, &mut facts).await;
+    facts.write(response.status().as_u16());
+    response
+}
+
+async fn serve(
+    req: &HttpRequest,
+    mut payload: web::Payload,
+    state: &AppState,
+    endpoint: &McpEndpoint,
+    facts: &mut RequestFacts,
+) -> HttpResponse {
+    let head = match request_head(req) {
         Ok(head) => head,
         Err(response) => return response,
     };
-    if let Err(response) = check_origin(&head.headers, &state) {
+    if let Err(response) = check_origin(&head.headers, state) {
         return response;
     }
-    let principal = match authenticate(&head, &state).await {
+    let principal = match authenticate(&head, state).await {
         Ok(p) => p,
         Err(response) => return response,
     };
+    facts.subject = Some(principal.subject.clone());
+    facts.client_id = Some(principal.client_id.clone());
 
     // actix's payload is not `Send`; buffer it (bounded) before handing over.
     let limit = state.settings.max_body_bytes;
@@ -72,10 +87,9 @@ pub async fn handle(
 
     // JSON-RPC wants a parse error (-32700) for a body that is not JSON;
     // rmcp answers every undecodable body with 415. A syntax-only pass
-    // (nothing is built) tells the two apart before rmcp sees it.
-    if head.method == http::Method::POST
-        && serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err()
-    {
+    // (only the method name is kept, for the log) tells the two apart
+    // before rmcp sees it.
+    if head.method == http::Method::POST && !note_method(&body, facts) {
         tracing::info!("mcp: request body is not JSON");
         return jsonrpc_error(
             StatusCode::BAD_REQUEST,
@@ -95,6 +109,7 @@ pub async fn handle(
 
     let mut request = http::Request::from_parts(head, Full::new(body.freeze()));
     request.extensions_mut().insert(principal);
+    request.extensions_mut().insert(facts.record.clone());
     let response = endpoint.service.handle(request).await;
     if sent_json && response.status() == http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
         // Valid JSON, right media type, still refused: not a JSON-RPC message.
@@ -106,6 +121,27 @@ pub async fn handle(
         );
     }
     into_actix(response).await
+}
+
+/// Checks that `body` is JSON and notes its JSON-RPC method for the log.
+/// `false` when it is not JSON at all.
+fn note_method(body: &[u8], facts: &mut RequestFacts) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    match serde_json::from_slice::<Envelope<'_>>(body) {
+        Ok(envelope) => {
+            if let Some(method) = envelope.method {
+                facts.set_method(&method);
+            }
+            true
+        }
+        // Valid JSON of another shape (an array, a method that is not a
+        // string) is rmcp's to refuse.
+        Err(_) => serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok(),
+    }
 }
 
 /// The actix request head as an `http` 1.x head (actix-web 4 is on `http`

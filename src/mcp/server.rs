@@ -15,6 +15,7 @@ use rmcp::{
     service::RequestContext,
 };
 
+use super::access_log::{CallRecord, ToolOutcome};
 use crate::{
     auth::Principal,
     startup::AppState,
@@ -65,10 +66,12 @@ fn implementation() -> Implementation {
 
 /// `_meta` for every result: 2026-07-28 results name the server.
 pub fn result_meta() -> MetaObject {
+    static SERVER_INFO: std::sync::LazyLock<serde_json::Value> =
+        std::sync::LazyLock::new(|| serde_json::to_value(implementation()).unwrap_or_default());
     let mut meta = MetaObject::new();
     meta.0.insert(
         "io.modelcontextprotocol/serverInfo".to_owned(),
-        serde_json::to_value(implementation()).unwrap_or_default(),
+        SERVER_INFO.clone(),
     );
     meta
 }
@@ -175,15 +178,19 @@ impl ServerHandler for McpServer {
             Ok(_) => "other",
             Err(_) => "protocol error",
         };
-        tracing::info!(
-            tool = %request.name,
-            subject = %principal.subject,
-            client_id = %principal.client_id,
-            retry = request.request_state.is_some(),
+        let outcome_note = ToolOutcome {
+            tool: request.name.to_string(),
+            retry: request.request_state.is_some(),
             ended,
-            code = outcome.as_ref().err().map(|e| e.code.0),
-            "tools/call"
-        );
+            code: outcome.as_ref().err().map(|e| e.code.0),
+        };
+        match CallRecord::of(&context) {
+            // The bridge writes it in the request's one log line.
+            Some(record) => record.set(outcome_note),
+            None => {
+                tracing::info!(subject = %principal.subject, outcome = ?outcome_note, "tools/call")
+            }
+        }
         let mut response = outcome?;
         match &mut response {
             CallToolResponse::Complete(r) => {

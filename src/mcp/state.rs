@@ -151,11 +151,7 @@ pub fn open(keys: &KeyRing, binding: &Binding<'_>, state: &str) -> Result<RoundS
 /// state's length does not grow with long subjects or client ids (a client
 /// id can be a whole metadata URL).
 fn digest(value: &str) -> String {
-    Sha256::digest(value.as_bytes())
-        .iter()
-        .take(16)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::crypto::hex(&Sha256::digest(value.as_bytes())[..16])
 }
 
 /// SHA-256 (hex) of the arguments as canonical JSON: object keys sorted at
@@ -163,29 +159,31 @@ fn digest(value: &str) -> String {
 pub fn arguments_digest(arguments: Option<&JsonObject>) -> String {
     let mut out = String::new();
     match arguments {
-        Some(args) => write_canonical(&Value::Object(args.clone()), &mut out),
+        Some(args) => write_canonical_object(args, &mut out),
         None => out.push_str("{}"),
     }
-    let digest = Sha256::digest(out.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    crate::crypto::hex(&Sha256::digest(out.as_bytes()))
+}
+
+fn write_canonical_object(map: &JsonObject, out: &mut String) {
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    out.push('{');
+    for (i, (key, value)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        // A JSON string of the key, escaped as serde_json escapes it.
+        out.push_str(&Value::String(key.clone()).to_string());
+        out.push(':');
+        write_canonical(value, out);
+    }
+    out.push('}');
 }
 
 fn write_canonical(value: &Value, out: &mut String) {
     match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[key], out);
-            }
-            out.push('}');
-        }
+        Value::Object(map) => write_canonical_object(map, out),
         Value::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {

@@ -760,3 +760,53 @@ async fn every_ticket_issued_is_audited_with_its_id_and_client() {
     assert_eq!(detail["client_id"], CLIENT_ID, "{detail}");
     assert_eq!(detail["scopes"], json!(["profile"]), "{detail}");
 }
+
+#[tokio::test]
+async fn a_ticket_insert_relaxes_durability_for_its_own_transaction_only() {
+    use mcp_connect::db::tickets::{NewTicket, insert};
+    let app = spawn_app().await;
+    let ticket = |id, hash: &'static [u8]| NewTicket {
+        id,
+        ticket_hash: hash,
+        issuer: "https://issuer.example",
+        subject: "alice",
+        client_id: CLIENT_ID,
+        provider: "demo",
+        scopes: &[],
+        expires_at: chrono::Utc::now() + chrono::Duration::minutes(10),
+    };
+    let mut conn = app.db.acquire().await.unwrap();
+
+    // Inside a transaction, the relaxed commit is in force until its end...
+    let mut tx = sqlx::Connection::begin(&mut *conn).await.unwrap();
+    insert(&mut *tx, ticket(uuid::Uuid::new_v4(), b"first"))
+        .await
+        .unwrap();
+    let setting: String = sqlx::query_scalar("SHOW synchronous_commit")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    assert_eq!(setting, "off");
+    tx.rollback().await.unwrap();
+
+    // ...and on its own, it is the statement's transaction only.
+    let id = uuid::Uuid::new_v4();
+    insert(&mut *conn, ticket(id, b"second")).await.unwrap();
+    // The same connection's next transaction commits durably again.
+    let setting: String = sqlx::query_scalar("SHOW synchronous_commit")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(setting, "on");
+    let audited: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM audit_events WHERE kind = 'ticket_issued' AND detail->>'ticket_id' = $1",
+    )
+    .bind(id.to_string())
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        audited, 1,
+        "the ticket and its audit row are written together"
+    );
+}

@@ -14,6 +14,7 @@ mod connect_mrtr;
 mod fakes;
 mod full_flow;
 mod health;
+mod hot_connections;
 mod mcp_protocol;
 mod peer_rmcp;
 mod provider_flows;

@@ -149,7 +149,7 @@ pub(super) fn unsaved_client_secret() -> SecretString {
 /// and processes, and not the name itself, as at real providers.
 fn account_id(user: &UserName) -> String {
     let digest = Sha256::digest(format!("mcp-connect demo account:{}", user.as_str()));
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let hex = crate::crypto::hex(&digest[..8]);
     format!("demo-{hex}")
 }
 

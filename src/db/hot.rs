@@ -1,0 +1,245 @@
+//! Connections for the one-statement reads and writes every MCP request
+//! makes (looking up the user's connection, issuing a ticket), kept idle
+//! per thread beside sqlx's pool rather than in it. Two reasons, both
+//! measured (BENCHMARKS.md):
+//!
+//! - sqlx's pool checks every connection it takes back with a round trip to
+//!   Postgres (a `ping` on release), in case the future using it was dropped
+//!   halfway through a statement. On a one-statement request that doubles
+//!   the round trips. Here a connection goes back to the idle list only when
+//!   its statement ran to completion and succeeded; one whose request was
+//!   cancelled mid-statement, or that failed, is closed instead.
+//! - A socket is watched by the reactor of the thread that opened it: a
+//!   connection opened by one actix worker and used by another costs a
+//!   cross-thread wake-up for every reply. Idle lists are per thread, so a
+//!   connection stays with the worker that uses it.
+//!
+//! At most `limit` connections are open here at once, across threads;
+//! beyond that (and for transactions, which always use the pool) the
+//! shared pool serves, with its own limit.
+
+use std::{
+    cell::RefCell,
+    ops::{Deref, DerefMut},
+    sync::{
+        Arc, Weak,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use sqlx::{
+    ConnectOptions, Connection, PgConnection, PgPool, Postgres, pool::PoolConnection,
+    postgres::PgConnectOptions,
+};
+
+/// An idle connection older than this is closed rather than reused: a
+/// firewall or proxy may have dropped it silently.
+const MAX_IDLE: Duration = Duration::from_secs(60);
+/// Connections are replaced after this long, as the pool's are.
+const MAX_LIFETIME: Duration = Duration::from_secs(30 * 60);
+
+/// The per-thread connections of one database (one per application: tests
+/// run several side by side in one process).
+#[derive(Clone)]
+pub struct HotConnections {
+    shared: Arc<Shared>,
+    pool: PgPool,
+}
+
+struct Shared {
+    options: PgConnectOptions,
+    limit: usize,
+    open: AtomicUsize,
+}
+
+impl Shared {
+    fn reserve(self: &Arc<Self>) -> Option<Slot> {
+        self.open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.limit).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(Arc::downgrade(self)))
+    }
+}
+
+/// One of the `limit` places, given back when the connection is closed or
+/// dropped, whatever the thread.
+struct Slot(Weak<Shared>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0.upgrade() {
+            shared.open.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+struct Own {
+    conn: PgConnection,
+    slot: Slot,
+    opened: Instant,
+}
+
+struct Idle {
+    own: Own,
+    since: Instant,
+}
+
+thread_local! {
+    static IDLE: RefCell<Vec<Idle>> = const { RefCell::new(Vec::new()) };
+}
+
+impl HotConnections {
+    /// Up to `limit` connections opened with `options`; `pool` serves
+    /// whatever does not fit.
+    pub fn new(options: PgConnectOptions, limit: usize, pool: PgPool) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                options,
+                limit,
+                open: AtomicUsize::new(0),
+            }),
+            pool,
+        }
+    }
+
+    /// How many are open now (idle or in use), for tests and diagnostics.
+    pub fn open(&self) -> usize {
+        self.shared.open.load(Ordering::Acquire)
+    }
+
+    /// A connection for one statement. Pass the statement's result to
+    /// [`HotConnection::finish`]; a connection dropped without it (the
+    /// request was cancelled) is closed.
+    pub async fn acquire(&self) -> Result<HotConnection, sqlx::Error> {
+        if let Some(own) = self.take_idle() {
+            return Ok(HotConnection::own(own));
+        }
+        if let Some(slot) = self.shared.reserve() {
+            // On failure the slot goes back as it is dropped.
+            let conn = self.shared.options.connect().await?;
+            return Ok(HotConnection::own(Own {
+                conn,
+                slot,
+                opened: Instant::now(),
+            }));
+        }
+        Ok(HotConnection {
+            held: Some(Held::Pooled(self.pool.acquire().await?)),
+            reusable: false,
+        })
+    }
+
+    /// This thread's most recently used idle connection to this database;
+    /// stale ones met on the way are closed.
+    fn take_idle(&self) -> Option<Own> {
+        let now = Instant::now();
+        let mut stale = Vec::new();
+        let home = Arc::downgrade(&self.shared);
+        let found = IDLE.with(|idle| {
+            let mut idle = idle.borrow_mut();
+            // Connections of applications that are gone: nothing can use them.
+            idle.retain(|i| i.own.slot.0.strong_count() > 0);
+            while let Some(position) = idle
+                .iter()
+                .rposition(|i| Weak::ptr_eq(&i.own.slot.0, &home))
+            {
+                let candidate = idle.swap_remove(position);
+                if now.duration_since(candidate.since) < MAX_IDLE
+                    && now.duration_since(candidate.own.opened) < MAX_LIFETIME
+                {
+                    return Some(candidate.own);
+                }
+                stale.push(candidate.own);
+            }
+            None
+        });
+        for own in stale {
+            close_in_background(own);
+        }
+        found
+    }
+}
+
+/// A connection on loan for one statement; derefs to [`PgConnection`].
+pub struct HotConnection {
+    held: Option<Held>,
+    reusable: bool,
+}
+
+enum Held {
+    Own(Own),
+    /// Over the limit: an ordinary pooled connection.
+    Pooled(PoolConnection<Postgres>),
+}
+
+impl HotConnection {
+    fn own(own: Own) -> Self {
+        Self {
+            held: Some(Held::Own(own)),
+            reusable: false,
+        }
+    }
+
+    /// Ends the loan after the statement's future completed: on success the
+    /// connection waits for this thread's next request.
+    pub fn finish<T, E>(mut self, result: &Result<T, E>) {
+        self.reusable = result.is_ok();
+    }
+}
+
+impl Deref for HotConnection {
+    type Target = PgConnection;
+
+    fn deref(&self) -> &PgConnection {
+        match self.held.as_ref() {
+            Some(Held::Own(own)) => &own.conn,
+            Some(Held::Pooled(conn)) => conn,
+            None => unreachable!("a connection is held until drop"),
+        }
+    }
+}
+
+impl DerefMut for HotConnection {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        match self.held.as_mut() {
+            Some(Held::Own(own)) => &mut own.conn,
+            Some(Held::Pooled(conn)) => conn,
+            None => unreachable!("a connection is held until drop"),
+        }
+    }
+}
+
+impl Drop for HotConnection {
+    fn drop(&mut self) {
+        match self.held.take() {
+            Some(Held::Own(own)) if self.reusable => IDLE.with(|idle| {
+                idle.borrow_mut().push(Idle {
+                    own,
+                    since: Instant::now(),
+                })
+            }),
+            // Possibly mid-statement: never reused, and not closed politely
+            // either (a goodbye would wait behind the statement). Dropping
+            // the socket ends the session as soon as Postgres next reads.
+            Some(Held::Own(own)) => drop(own),
+            // The pool checks and takes back its own.
+            Some(Held::Pooled(_)) | None => {}
+        }
+    }
+}
+
+/// Says goodbye to Postgres properly when a runtime is at hand (so its log
+/// shows no broken connection); otherwise just drops the socket. Only for
+/// idle connections: nothing is in flight on them.
+fn close_in_background(own: Own) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(async move {
+            let Own { conn, slot, .. } = own;
+            let _ = tokio::time::timeout(Duration::from_secs(5), conn.close()).await;
+            drop(slot);
+        });
+    }
+}

@@ -1,0 +1,139 @@
+//! One log line per MCP request: who called, which JSON-RPC method, and for
+//! `tools/call` which tool and how it ended — never arguments, results,
+//! tokens or connect links. The bridge writes the line when the response is
+//! ready; the handler fills in the tool's part through a [`CallRecord`]
+//! that travels in the request's extensions. (One line instead of an access
+//! line plus a tool line: a log write is a system call on every request.)
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, OnceLock},
+    time::Instant,
+};
+
+use rmcp::{RoleServer, service::RequestContext};
+
+/// How a `tools/call` ended, as the handler saw it.
+#[derive(Debug)]
+pub struct ToolOutcome {
+    pub tool: String,
+    pub retry: bool,
+    /// `complete`, `tool error`, `input_required`, `other`, `protocol error`.
+    pub ended: &'static str,
+    /// The JSON-RPC error code, when it ended with one.
+    pub code: Option<i32>,
+}
+
+/// The handler's slot in the request's log line.
+#[derive(Debug, Clone, Default)]
+pub struct CallRecord(Arc<OnceLock<ToolOutcome>>);
+
+impl CallRecord {
+    /// The record of the request being handled, if it came through the bridge.
+    pub fn of(context: &RequestContext<RoleServer>) -> Option<&CallRecord> {
+        context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<CallRecord>())
+    }
+
+    pub fn set(&self, outcome: ToolOutcome) {
+        // A request has one outcome; a second would be a bug, not news.
+        let _ = self.0.set(outcome);
+    }
+
+    fn get(&self) -> Option<&ToolOutcome> {
+        self.0.get()
+    }
+}
+
+/// What the bridge learns about a request as it goes.
+#[derive(Debug)]
+pub struct RequestFacts {
+    started: Instant,
+    http_method: &'static str,
+    pub peer: Option<SocketAddr>,
+    /// The JSON-RPC method, when the body was a request object with a
+    /// printable, reasonably short one (it is the client's string).
+    pub method: Option<String>,
+    pub subject: Option<String>,
+    pub client_id: Option<String>,
+    pub record: CallRecord,
+}
+
+impl RequestFacts {
+    pub fn new(http_method: &str, peer: Option<SocketAddr>) -> Self {
+        Self {
+            started: Instant::now(),
+            http_method: match http_method {
+                "POST" => "POST",
+                "GET" => "GET",
+                "DELETE" => "DELETE",
+                _ => "other",
+            },
+            peer,
+            method: None,
+            subject: None,
+            client_id: None,
+            record: CallRecord::default(),
+        }
+    }
+
+    /// Keeps `method` for the log if it is printable ASCII of at most 64 bytes.
+    pub fn set_method(&mut self, method: &str) {
+        let printable = !method.is_empty()
+            && method.len() <= 64
+            && method.bytes().all(|b| b.is_ascii_graphic());
+        self.method = Some(if printable { method } else { "(unprintable)" }.to_owned());
+    }
+
+    /// Writes the request's one line.
+    pub fn write(&self, status: u16) {
+        let ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        let tool = self.record.get();
+        tracing::info!(
+            http = self.http_method,
+            peer = self.peer.map(|p| p.ip().to_string()),
+            method = self.method.as_deref(),
+            status,
+            ms = (ms * 100.0).round() / 100.0,
+            subject = self.subject.as_deref(),
+            client_id = self.client_id.as_deref(),
+            tool = tool.map(|t| t.tool.as_str()),
+            retry = tool.map(|t| t.retry),
+            ended = tool.map(|t| t.ended),
+            code = tool.and_then(|t| t.code),
+            "mcp request"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_printable_short_methods_are_kept() {
+        let mut facts = RequestFacts::new("POST", None);
+        facts.set_method("tools/call");
+        assert_eq!(facts.method.as_deref(), Some("tools/call"));
+        facts.set_method("a\u{1b}[31mred");
+        assert_eq!(facts.method.as_deref(), Some("(unprintable)"));
+        facts.set_method(&"x".repeat(65));
+        assert_eq!(facts.method.as_deref(), Some("(unprintable)"));
+    }
+
+    #[test]
+    fn the_first_outcome_is_kept() {
+        let record = CallRecord::default();
+        for ended in ["complete", "other"] {
+            record.set(ToolOutcome {
+                tool: "whoami".into(),
+                retry: false,
+                ended,
+                code: None,
+            });
+        }
+        assert_eq!(record.get().map(|o| o.ended), Some("complete"));
+    }
+}

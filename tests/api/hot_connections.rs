@@ -1,0 +1,96 @@
+//! The per-request connections (`db::hot`): reused after a statement that
+//! completed, never after one that was cancelled or failed, and bounded.
+
+use std::time::Duration;
+
+use mcp_connect::db::hot::HotConnections;
+
+use crate::helpers::{TestApp, spawn_app};
+
+fn hot(app: &TestApp, limit: usize) -> HotConnections {
+    HotConnections::new((*app.db.connect_options()).clone(), limit, app.db.clone())
+}
+
+async fn backend_pid(hot: &HotConnections) -> i32 {
+    let mut conn = hot.acquire().await.unwrap();
+    let pid = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *conn)
+        .await;
+    conn.finish(&pid);
+    pid.unwrap()
+}
+
+#[tokio::test]
+async fn a_connection_whose_statement_completed_serves_the_next_request() {
+    let app = spawn_app().await;
+    let hot = hot(&app, 4);
+    let first = backend_pid(&hot).await;
+    let second = backend_pid(&hot).await;
+    assert_eq!(first, second, "the same backend answers both");
+    assert_eq!(hot.open(), 1);
+}
+
+#[tokio::test]
+async fn a_cancelled_statement_closes_its_connection() {
+    let app = spawn_app().await;
+    let hot = hot(&app, 4);
+    let before = backend_pid(&hot).await;
+    let cancelled = tokio::time::timeout(Duration::from_millis(100), async {
+        let mut conn = hot.acquire().await.unwrap();
+        let slept = sqlx::query("SELECT pg_sleep(5)").execute(&mut *conn).await;
+        conn.finish(&slept);
+    })
+    .await;
+    assert!(cancelled.is_err(), "the statement was still running");
+    let after = backend_pid(&hot).await;
+    assert_ne!(
+        before, after,
+        "a connection left mid-statement is never reused"
+    );
+    // Its place is given back at once, though Postgres only notices the
+    // closed socket when the sleep ends.
+    assert_eq!(hot.open(), 1);
+}
+
+#[tokio::test]
+async fn a_failed_statement_closes_its_connection() {
+    let app = spawn_app().await;
+    let hot = hot(&app, 4);
+    let before = backend_pid(&hot).await;
+    let mut conn = hot.acquire().await.unwrap();
+    let failed = sqlx::query("SELECT 1/0").execute(&mut *conn).await;
+    assert!(failed.is_err());
+    conn.finish(&failed);
+    assert_ne!(before, backend_pid(&hot).await);
+}
+
+#[tokio::test]
+async fn beyond_the_limit_the_pool_serves() {
+    let app = spawn_app().await;
+    let hot = hot(&app, 1);
+    let held = hot.acquire().await.unwrap();
+    // The one place is taken: this one comes from the shared pool.
+    let mut extra = hot.acquire().await.unwrap();
+    let one: i32 = sqlx::query_scalar("SELECT 1")
+        .fetch_one(&mut *extra)
+        .await
+        .unwrap();
+    assert_eq!(one, 1);
+    assert_eq!(hot.open(), 1);
+    drop(extra);
+    drop(held);
+}
+
+#[tokio::test]
+async fn connections_of_another_database_are_never_handed_out() {
+    let first = spawn_app().await;
+    let second = spawn_app().await;
+    let (a, b) = (hot(&first, 2), hot(&second, 2));
+    backend_pid(&a).await;
+    let mut conn = b.acquire().await.unwrap();
+    let name: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(name, second.db_name);
+}
