@@ -75,8 +75,14 @@ async fn run() -> anyhow::Result<bool> {
         name: format!("mcp_connect_bench_{:08x}", rand::random::<u32>()),
         tls: options.db_tls,
     };
+    // bench-bare --database creates and migrates its own.
+    let bare_database = prepare::Database {
+        server: database.server.clone(),
+        name: format!("{}_bare", database.name),
+        tls: database.tls,
+    };
     tokio::select! {
-        finished = bench(&options, &paths, &database) => finished,
+        finished = bench(&options, &paths, &database, &bare_database) => finished,
         _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
     }
 }
@@ -85,6 +91,7 @@ async fn start(
     options: &Options,
     paths: &Paths,
     database: &prepare::Database,
+    bare_database: &prepare::Database,
 ) -> anyhow::Result<(World, Option<PathBuf>)> {
     let (ours, dev) = servers::start_ours(paths, &database.url(), options.quiet_logs).await?;
     eprintln!("bench: mcp-connect (pid {}) at {}", ours.pid, ours.base);
@@ -104,8 +111,16 @@ async fn start(
         python = Some(interpreter);
     }
     if options.servers.contains(&Kind::Bare) {
-        let server = servers::start_bare(paths).await?;
+        let server = servers::start_bare(paths, None).await?;
         eprintln!("bench: bare rmcp (pid {}) at {}", server.pid, server.base);
+        servers.push(server);
+    }
+    if options.servers.contains(&Kind::BareSql) {
+        let server = servers::start_bare(paths, Some(&bare_database.url())).await?;
+        eprintln!(
+            "bench: bare rmcp + SQL (pid {}) at {}",
+            server.pid, server.base
+        );
         servers.push(server);
     }
     let world = World {
@@ -157,10 +172,11 @@ async fn bench(
     options: &Options,
     paths: &Paths,
     database: &prepare::Database,
+    bare_database: &prepare::Database,
 ) -> anyhow::Result<bool> {
     let started = Instant::now();
     let load_before = procstat::load_average();
-    let (mut world, python) = start(options, paths, database).await?;
+    let (mut world, python) = start(options, paths, database, bare_database).await?;
     let yardstick = dbref::measure(&database.url(), &paths.logs, options.smoke);
     let kinds: Vec<Kind> = world.servers.iter().map(|s| s.kind).collect();
     let mut runs: BTreeMap<report::Key, Vec<Measured>> = BTreeMap::new();
@@ -201,7 +217,11 @@ async fn bench(
                         continue;
                     }
                     let server = world.server(kind)?;
-                    let db = (kind == Kind::Ours).then_some(database.name.as_str());
+                    let db = match kind {
+                        Kind::Ours => Some(database.name.as_str()),
+                        Kind::BareSql => Some(bare_database.name.as_str()),
+                        Kind::Python | Kind::Bare => None,
+                    };
                     let measured = match flow_jobs.as_mut() {
                         Some(jobs) => {
                             load::run(jobs, options.warmup, options.duration, server.pid, db).await

@@ -22,7 +22,9 @@ BENCHMARKS.md.
                           shows medians (default 3)
   --levels 1,16,64        concurrency levels
   --scenarios S1,…,S5     scenarios to run (default all)
-  --servers ours,python,bare
+  --servers ours,python,bare,bare-sql
+                          bare-sql is bench-bare with mcp-connect's SQL (same tables,
+                          queries and connections, its own database): S2 and S3 only
   --database-server URL   Postgres to use (default postgres://postgres@127.0.0.1:5432,
                           or BENCH_DATABASE_SERVER / TEST_DATABASE_SERVER)
   --db-tls                talk TLS to Postgres when it offers it (default: sslmode=disable,
@@ -80,7 +82,7 @@ impl Options {
             rounds: 3,
             levels: vec![1, 16, 64],
             scenarios: Scenario::ALL.to_vec(),
-            servers: vec![Kind::Ours, Kind::Python, Kind::Bare],
+            servers: vec![Kind::Ours, Kind::Python, Kind::Bare, Kind::BareSql],
             database_server,
             db_tls: false,
             quiet_logs: false,

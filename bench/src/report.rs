@@ -95,18 +95,22 @@ fn ratio(ours: f64, other: Option<&Summary>) -> String {
 /// The results table.
 pub fn table(results: &BTreeMap<Key, Summary>) -> String {
     let mut out = String::from(
-        "| scenario | server | conc. | req/s | p50 ms | p99 ms | errors | server CPU s/1k | DB CPU s/1k | peak RSS MB | client CPU s/1k | ours ÷ Python | ours ÷ bare |\n\
-         |---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+        "| scenario | server | conc. | req/s | p50 ms | p99 ms | errors | server CPU s/1k | DB CPU s/1k | peak RSS MB | client CPU s/1k | ours ÷ Python | ours ÷ bare | ours ÷ bare + SQL |\n\
+         |---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
     );
     for (&(scenario, level, kind), s) in results {
-        let (vs_python, vs_bare) = if kind == Kind::Ours {
-            (
-                ratio(s.rate, results.get(&(scenario, level, Kind::Python))),
-                ratio(s.rate, results.get(&(scenario, level, Kind::Bare))),
-            )
-        } else {
-            (String::new(), String::new())
+        let versus = |other| {
+            if kind == Kind::Ours {
+                ratio(s.rate, results.get(&(scenario, level, other)))
+            } else {
+                String::new()
+            }
         };
+        let (vs_python, vs_bare, vs_bare_sql) = (
+            versus(Kind::Python),
+            versus(Kind::Bare),
+            versus(Kind::BareSql),
+        );
         let mut flags = String::new();
         if s.dry {
             flags.push_str(" (links ran out: a lower bound)");
@@ -116,7 +120,7 @@ pub fn table(results: &BTreeMap<Key, Summary>) -> String {
         }
         let _ = writeln!(
             out,
-            "| {} {} | {} | {} | {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} {} | {} | {} | {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             scenario.id(),
             scenario.title(),
             kind.label(),
@@ -132,6 +136,7 @@ pub fn table(results: &BTreeMap<Key, Summary>) -> String {
             num(s.gen_cpu_per_k, 3),
             vs_python,
             vs_bare,
+            vs_bare_sql,
         );
     }
     out
@@ -235,6 +240,57 @@ pub fn targets(
             "- {} S1 overhead over bare rmcp < 15% (bare req/s ÷ ours − 1): {}",
             mark(worst < 0.15),
             detail.join("; ")
+        );
+    }
+    for scenario in [Scenario::Ask, Scenario::RetryComplete] {
+        let rows: Vec<(usize, f64, f64)> = levels
+            .iter()
+            .filter_map(|&l| {
+                let (o, b) = (
+                    get(scenario, l, Kind::Ours)?,
+                    get(scenario, l, Kind::BareSql)?,
+                );
+                let cpu = |s: &Summary| s.cpu_per_k + s.db_cpu_per_k.unwrap_or(0.0);
+                Some((l, b.rate / o.rate - 1.0, cpu(o) - cpu(b)))
+            })
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let worst = rows.iter().map(|x| x.1).fold(f64::MIN, f64::max);
+        let detail: Vec<String> = rows
+            .iter()
+            .map(|(l, t, c)| {
+                format!(
+                    "at {l}: {:+.0}% time per request, {:+.0} µs server + DB CPU per request",
+                    t * 100.0,
+                    c * 1000.0
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "- {} {} costs what its database round trips cost, no more (within 15% of bare rmcp running the same SQL): {}",
+            mark(worst < 0.15),
+            scenario.id(),
+            detail.join("; ")
+        );
+    }
+    let ceiling: Vec<String> = levels
+        .iter()
+        .filter_map(|&l| {
+            let (b, p) = (
+                get(Scenario::RetryComplete, l, Kind::Bare)?,
+                get(Scenario::RetryComplete, l, Kind::Python)?,
+            );
+            Some(format!("{:.1}× at {l}", b.rate / p.rate))
+        })
+        .collect();
+    if !ceiling.is_empty() {
+        let _ = writeln!(
+            out,
+            "- For scale: bare rmcp (no database, no crypto, no token check) ÷ the Python SDK on S3: {}",
+            ceiling.join(", ")
         );
     }
     if let (Some(o), Some(b)) = (

@@ -79,7 +79,9 @@ impl Scenario {
     /// The servers a scenario is run on.
     pub fn applies_to(self, kind: Kind) -> bool {
         match self {
-            Scenario::Discover | Scenario::Ask | Scenario::RetryComplete => true,
+            // bare rmcp + SQL is there for the database's share of S2 and S3.
+            Scenario::Discover => kind != Kind::BareSql,
+            Scenario::Ask | Scenario::RetryComplete => true,
             Scenario::CallAsUser | Scenario::ConnectFlow => kind == Kind::Ours,
         }
     }

@@ -25,6 +25,8 @@ pub enum Kind {
     Ours,
     Python,
     Bare,
+    /// bench-bare with `--database`: bare rmcp plus mcp-connect's SQL.
+    BareSql,
 }
 
 impl Kind {
@@ -33,6 +35,7 @@ impl Kind {
             Kind::Ours => "mcp-connect",
             Kind::Python => "Python SDK",
             Kind::Bare => "bare rmcp",
+            Kind::BareSql => "bare rmcp + SQL",
         }
     }
 
@@ -41,6 +44,7 @@ impl Kind {
             "ours" | "mcp-connect" => Some(Kind::Ours),
             "python" => Some(Kind::Python),
             "bare" => Some(Kind::Bare),
+            "bare-sql" => Some(Kind::BareSql),
             _ => None,
         }
     }
@@ -318,13 +322,22 @@ pub async fn start_python(
     bail!("the Python comparator did not answer within 30 s (see python.err.log)")
 }
 
-pub async fn start_bare(paths: &Paths) -> anyhow::Result<Server> {
+/// bench-bare; with `database` (a URL), "bare rmcp + SQL" on that database.
+pub async fn start_bare(paths: &Paths, database: Option<&str>) -> anyhow::Result<Server> {
     let binary = paths.bin_dir.join("bench-bare");
-    let mut child = Command::new(&binary)
-        .args(["--port", "0"])
+    let (kind, log) = match database {
+        Some(_) => (Kind::BareSql, "bench-bare-sql.log"),
+        None => (Kind::Bare, "bench-bare.log"),
+    };
+    let mut command = Command::new(&binary);
+    command.args(["--port", "0"]);
+    if let Some(url) = database {
+        command.args(["--database", url]);
+    }
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(log_file(paths, "bench-bare.log")?)
+        .stderr(log_file(paths, log)?)
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("cannot start {}", binary.display()))?;
@@ -336,7 +349,7 @@ pub async fn start_bare(paths: &Paths) -> anyhow::Result<Server> {
         .to_owned();
     let pid = child.id().ok_or_else(|| anyhow!("bench-bare exited"))?;
     Ok(Server {
-        kind: Kind::Bare,
+        kind,
         base,
         pid,
         child,

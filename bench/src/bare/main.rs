@@ -6,21 +6,20 @@
 //!
 //! `bench-bare --port 0` prints one JSON line `{"url": …}` once listening.
 //! `POST /bench/connected {"sub", "provider"}` marks a user connected (the
-//! harness's stand-in for the browser flow).
+//! harness's stand-in for the browser flow). `--database URL` keeps that in
+//! Postgres with mcp-connect's own queries (see `store`): "bare rmcp + SQL".
 
 mod bridge;
+mod store;
 mod tool;
 
-use std::{collections::HashSet, io::Write, net::TcpListener, sync::Arc};
+use std::{io::Write, net::TcpListener, sync::Arc};
 
 use actix_web::{App, HttpResponse, HttpServer, web};
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
 };
-use tokio::sync::RwLock;
-
-/// `(subject, provider)` pairs that count as connected.
-pub type Connected = Arc<RwLock<HashSet<(String, String)>>>;
+use store::Store;
 
 pub struct Endpoint {
     service: StreamableHttpService<tool::BareServer, NeverSessionManager>,
@@ -32,33 +31,38 @@ struct MarkConnected {
     provider: String,
 }
 
-async fn mark_connected(
-    connected: web::Data<Connected>,
-    body: web::Json<MarkConnected>,
-) -> HttpResponse {
+async fn mark_connected(store: web::Data<Store>, body: web::Json<MarkConnected>) -> HttpResponse {
     let body = body.into_inner();
-    connected.write().await.insert((body.sub, body.provider));
-    HttpResponse::Ok().json(serde_json::json!({"ok": true}))
+    match store.mark_connected(body.sub, body.provider).await {
+        Ok(()) => HttpResponse::Ok().json(serde_json::json!({"ok": true})),
+        Err(e) => HttpResponse::InternalServerError().body(e.to_string()),
+    }
 }
 
-fn port_from_args() -> anyhow::Result<u16> {
+/// The value after `flag`, if given.
+fn arg(flag: &str) -> anyhow::Result<Option<String>> {
     let args: Vec<String> = std::env::args().collect();
-    match args.iter().position(|a| a == "--port") {
-        Some(i) => Ok(args
-            .get(i + 1)
-            .ok_or_else(|| anyhow::anyhow!("--port needs a value"))?
-            .parse()?),
-        None => Ok(0),
+    match args.iter().position(|a| a == flag) {
+        Some(i) => Ok(Some(
+            args.get(i + 1)
+                .ok_or_else(|| anyhow::anyhow!("{flag} needs a value"))?
+                .clone(),
+        )),
+        None => Ok(None),
     }
 }
 
 #[actix_web::main]
 async fn main() -> anyhow::Result<()> {
-    let listener = TcpListener::bind(("127.0.0.1", port_from_args()?))?;
+    let port = arg("--port")?.map(|p| p.parse()).transpose()?.unwrap_or(0);
+    let listener = TcpListener::bind(("127.0.0.1", port))?;
     let port = listener.local_addr()?.port();
     let base = format!("http://127.0.0.1:{port}");
-    let connected: Connected = Arc::default();
-    let server = tool::BareServer::new(base.clone(), connected.clone());
+    let store = match arg("--database")? {
+        Some(url) => Store::postgres(&url).await?,
+        None => Store::Memory(Arc::default()),
+    };
+    let server = tool::BareServer::new(base.clone(), store.clone());
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
@@ -72,11 +76,11 @@ async fn main() -> anyhow::Result<()> {
         config,
     );
     let endpoint = web::Data::new(Endpoint { service });
-    let connected = web::Data::new(connected);
+    let store = web::Data::new(store);
     let http = HttpServer::new(move || {
         App::new()
             .app_data(endpoint.clone())
-            .app_data(connected.clone())
+            .app_data(store.clone())
             .service(web::resource("/mcp").route(web::route().to(bridge::handle)))
             .route("/bench/connected", web::post().to(mark_connected))
             .route(

@@ -1,5 +1,5 @@
 //! The bare server's handler: `whoami` and `connect` with mcp-connect's
-//! semantics, in memory. First call → `input_required` with a URL
+//! semantics, in memory or with mcp-connect's SQL (`super::store`). First call → `input_required` with a URL
 //! elicitation (a fresh random ticket) and a `requestState` that is plain
 //! base64url JSON (no sealing); a retry accepting it completes when the user
 //! is marked connected.
@@ -20,12 +20,12 @@ use rmcp::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{Connected, bridge::Caller};
+use super::{bridge::Caller, store::Store};
 
 #[derive(Clone)]
 pub struct BareServer {
     base: Arc<str>,
-    connected: Connected,
+    store: Store,
     tools: Arc<Vec<Tool>>,
     meta: MetaObject,
 }
@@ -57,7 +57,7 @@ fn tool(name: &'static str, description: &'static str) -> Tool {
 }
 
 impl BareServer {
-    pub fn new(base: String, connected: Connected) -> Self {
+    pub fn new(base: String, store: Store) -> Self {
         let mut meta = MetaObject::new();
         meta.0.insert(
             "io.modelcontextprotocol/serverInfo".to_owned(),
@@ -65,7 +65,7 @@ impl BareServer {
         );
         Self {
             base: base.into(),
-            connected,
+            store,
             tools: Arc::new(vec![
                 tool("whoami", "The account connected at a provider."),
                 tool("connect", "Connect an account at a provider."),
@@ -74,10 +74,19 @@ impl BareServer {
         }
     }
 
-    fn ask(&self, caller: &str, tool: &str, provider: &str) -> InputRequiredResult {
+    async fn ask(
+        &self,
+        caller: &str,
+        tool: &str,
+        provider: &str,
+    ) -> Result<InputRequiredResult, ErrorData> {
         let mut raw = [0u8; 32];
         rand::RngCore::fill_bytes(&mut rand::rng(), &mut raw);
         let ticket = URL_SAFE_NO_PAD.encode(raw);
+        self.store
+            .issue_ticket(caller, provider, &ticket)
+            .await
+            .map_err(internal)?;
         let params = ElicitRequestParams::UrlElicitationParams {
             meta: None,
             message: format!("Connect your {provider} account to continue."),
@@ -96,8 +105,25 @@ impl BareServer {
             format!("connect_{provider}"),
             InputRequest::Elicitation(ElicitRequest::new(params)),
         );
-        InputRequiredResult::new(Some(requests), Some(state))
+        Ok(InputRequiredResult::new(Some(requests), Some(state)))
     }
+}
+
+impl BareServer {
+    fn connected(&self, provider: &str, caller: &str) -> CallToolResponse {
+        let mut result = CallToolResult::structured(json!({
+            "provider": provider, "account": caller, "account_id": caller,
+        }));
+        result.content = vec![ContentBlock::text(format!(
+            "{provider} is connected as {caller}."
+        ))];
+        result.meta = Some(self.meta.clone());
+        CallToolResponse::Complete(result)
+    }
+}
+
+fn internal(e: anyhow::Error) -> ErrorData {
+    ErrorData::internal_error(e.to_string(), None)
 }
 
 fn accepted(request: &CallToolRequestParams, key: &str) -> bool {
@@ -164,19 +190,28 @@ impl ServerHandler for BareServer {
                 .ok_or_else(|| {
                     ErrorData::invalid_params("Invalid or expired requestState", None)
                 })?;
-            let pair = (state.sub, state.provider);
-            if accepted(&request, &key) && self.connected.read().await.contains(&pair) {
-                let mut result = CallToolResult::structured(json!({
-                    "provider": provider, "account": caller, "account_id": caller,
-                }));
-                result.content = vec![ContentBlock::text(format!(
-                    "{provider} is connected as {caller}."
-                ))];
-                result.meta = Some(self.meta.clone());
-                return Ok(CallToolResponse::Complete(result));
+            if accepted(&request, &key)
+                && self
+                    .store
+                    .is_connected(&state.sub, &state.provider)
+                    .await
+                    .map_err(internal)?
+            {
+                return Ok(self.connected(&provider, &caller));
             }
         }
-        let mut result = self.ask(&caller, &request.name, &provider);
+        // As mcp-connect: a first call looks for a connection before asking.
+        if request.request_state.is_none()
+            && matches!(self.store, Store::Postgres(_))
+            && self
+                .store
+                .is_connected(&caller, &provider)
+                .await
+                .map_err(internal)?
+        {
+            return Ok(self.connected(&provider, &caller));
+        }
+        let mut result = self.ask(&caller, &request.name, &provider).await?;
         result.meta = Some(self.meta.clone());
         Ok(CallToolResponse::InputRequired(result))
     }

@@ -1,0 +1,107 @@
+//! Where bench-bare keeps who is connected: in memory (the ceiling), or —
+//! with `--database` — in Postgres through mcp-connect's own tables, queries
+//! and per-request connections (`mcp_connect::db`), so that "bare rmcp +
+//! SQL" costs exactly the database round trips mcp-connect makes on S2 and
+//! S3 and nothing else: no token check, no sealing, no logging.
+
+use std::{collections::HashSet, sync::Arc};
+
+use mcp_connect::db::{self, hot::HotConnections};
+use tokio::sync::RwLock;
+
+/// The issuer every bench-bare user belongs to.
+const ISSUER: &str = "bench-bare";
+
+#[derive(Clone)]
+pub enum Store {
+    Memory(Arc<RwLock<HashSet<(String, String)>>>),
+    Postgres(HotConnections),
+}
+
+impl Store {
+    /// Connects to (and creates and migrates) the database at `url`.
+    pub async fn postgres(url: &str) -> anyhow::Result<Self> {
+        let options = db::connect_options(&url.to_owned().into())?;
+        db::create_database_if_missing(&options).await?;
+        let (pooled, hot) = db::split_connections(20);
+        let pool = db::pool(options.clone(), pooled);
+        db::migrate(&pool).await?;
+        Ok(Store::Postgres(HotConnections::new(options, hot, pool)))
+    }
+
+    /// mcp-connect's lookup of the user's connection (S2 and S3).
+    pub async fn is_connected(&self, subject: &str, provider: &str) -> anyhow::Result<bool> {
+        match self {
+            Store::Memory(set) => Ok(set
+                .read()
+                .await
+                .contains(&(subject.to_owned(), provider.to_owned()))),
+            Store::Postgres(hot) => {
+                let mut conn = hot.acquire().await?;
+                let found = db::connections::find(&mut *conn, ISSUER, subject, provider).await;
+                conn.finish(&found);
+                Ok(found?.is_some())
+            }
+        }
+    }
+
+    /// mcp-connect's ticket insert with its audit row (S2). In memory the
+    /// ticket is only in the state, so there is nothing to do.
+    pub async fn issue_ticket(
+        &self,
+        subject: &str,
+        provider: &str,
+        ticket: &str,
+    ) -> anyhow::Result<()> {
+        let Store::Postgres(hot) = self else {
+            return Ok(());
+        };
+        let mut conn = hot.acquire().await?;
+        let inserted = db::tickets::insert(
+            &mut *conn,
+            db::tickets::NewTicket {
+                id: uuid::Uuid::new_v4(),
+                ticket_hash: &mcp_connect::connect::tickets::hash(ticket),
+                issuer: ISSUER,
+                subject,
+                client_id: "bench",
+                provider,
+                scopes: &[],
+                expires_at: chrono::Utc::now() + chrono::Duration::minutes(10),
+            },
+        )
+        .await;
+        conn.finish(&inserted);
+        Ok(inserted?)
+    }
+
+    /// Marks a user connected (the harness's stand-in for the browser flow).
+    pub async fn mark_connected(&self, subject: String, provider: String) -> anyhow::Result<()> {
+        match self {
+            Store::Memory(set) => {
+                set.write().await.insert((subject, provider));
+                Ok(())
+            }
+            Store::Postgres(hot) => {
+                let mut conn = hot.acquire().await?;
+                let id = db::connections::claim_id(&mut conn, ISSUER, &subject, &provider).await?;
+                db::connections::store(
+                    &mut *conn,
+                    id,
+                    db::connections::StoredTokens {
+                        account_id: &subject,
+                        account_label: &subject,
+                        scopes: &[],
+                        access_token: b"not a token",
+                        refresh_token: None,
+                        key_id: "bench",
+                        expires_at: None,
+                    },
+                )
+                .await?;
+                conn.finish(&Ok::<(), ()>(()));
+                Ok(())
+            }
+        }
+    }
+}
