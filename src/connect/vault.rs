@@ -24,7 +24,9 @@ use crate::{
     startup::AppState,
 };
 
-/// Refresh when the access token expires within this long.
+/// Refresh when the access token expires within this long — or within half
+/// its lifetime, if that is shorter: a provider issuing one-minute tokens
+/// would otherwise be asked for a new one on every call.
 const REFRESH_MARGIN: chrono::Duration = chrono::Duration::seconds(60);
 
 /// A token ready for a call to the provider, and what it belongs to.
@@ -163,7 +165,13 @@ fn open(state: &AppState, row: &ConnectionRow, kind: Kind) -> anyhow::Result<Opt
 
 fn needs_refresh(row: &ConnectionRow) -> bool {
     row.access_token_expires_at
-        .is_some_and(|at| at - REFRESH_MARGIN <= Utc::now())
+        .is_some_and(|at| at - refresh_margin(row.updated_at, at) <= Utc::now())
+}
+
+/// How long before `expires_at` a token stored at `stored_at` is refreshed.
+fn refresh_margin(stored_at: DateTime<Utc>, expires_at: DateTime<Utc>) -> chrono::Duration {
+    let half_life = (expires_at - stored_at) / 2;
+    REFRESH_MARGIN.min(half_life.max(chrono::Duration::zero()))
 }
 
 fn usable(state: &AppState, row: &ConnectionRow) -> anyhow::Result<UsableToken> {
@@ -310,6 +318,7 @@ async fn refresh(
                 refresh_token: Some(refresh.bytes),
                 key_id: access.key_id,
                 access_token_expires_at: expires_at,
+                updated_at: Utc::now(),
                 ..row
             }))
         }
@@ -440,4 +449,29 @@ pub async fn rekey_all(state: &AppState) -> anyhow::Result<u64> {
         done += 1;
     }
     Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_refresh_margin_is_a_minute_or_half_the_lifetime_if_shorter() {
+        let stored = Utc::now();
+        let minutes = |m| stored + chrono::Duration::minutes(m);
+        let seconds = |s| stored + chrono::Duration::seconds(s);
+        assert_eq!(
+            refresh_margin(stored, minutes(60)),
+            chrono::Duration::seconds(60)
+        );
+        assert_eq!(
+            refresh_margin(stored, seconds(30)),
+            chrono::Duration::seconds(15)
+        );
+        // A token that was already expired when stored is refreshed at once.
+        assert_eq!(
+            refresh_margin(stored, seconds(-5)),
+            chrono::Duration::zero()
+        );
+    }
 }

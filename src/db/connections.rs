@@ -48,10 +48,13 @@ pub struct ConnectionRow {
     pub access_token_expires_at: Option<DateTime<Utc>>,
     pub status: String,
     pub last_used_at: Option<DateTime<Utc>>,
+    /// When the row last changed; for an active row, when its tokens were
+    /// stored or refreshed.
+    pub updated_at: DateTime<Utc>,
 }
 
 const ROW: &str = "id, issuer, subject, provider, account_id, account_label, scopes, access_token, \
-                   refresh_token, key_id, access_token_expires_at, status, last_used_at";
+                   refresh_token, key_id, access_token_expires_at, status, last_used_at, updated_at";
 
 pub async fn find(
     exec: impl PgExecutor<'_>,
