@@ -37,8 +37,11 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
          is an error). Servers: **mcp-connect** (`target/release/mcp-connect dev`, Postgres over loopback TCP without TLS as on \
          the compose network, JSON logs at info as in production), the **Python SDK** v2 (`mcp==2.3.0`, `MCPServer`, stateless Streamable HTTP, \
          uvicorn with uvloop + httptools, one worker, JWT bearer tokens checked with PyJWT, default sealed \
-         `requestState`), and **bare rmcp** (`bench-bare`: the same actix ⇄ rmcp bridge and rmcp configuration, \
-         no database, no encryption, no token check, no logging: the ceiling).\n\n\
+         `requestState`), **bare rmcp** (`bench-bare`: the same actix ⇄ rmcp bridge and rmcp configuration, \
+         no database, no encryption, no token check, no logging: the ceiling), and **bare rmcp + SQL** \
+         (`bench-bare --database`, S2 and S3 only: the same again plus exactly mcp-connect's SQL — its tables, \
+         queries and per-request connections, on a database of its own — so that \"ours ÷ bare + SQL\" is what \
+         mcp-connect costs beyond its database round trips).\n\n\
          {scenarios}\n\
          ## This run\n\n\
          {date}; {} s per run after {} s of warm-up, {} rounds per cell interleaved across servers (medians shown; \
@@ -47,7 +50,7 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
          (marked ⚠). The machine is shared: compare ratios within a row group, not absolute numbers across runs.\n\n\
          {}\n\
          CPU columns are seconds of CPU per 1,000 requests (S5: per 1,000 flows, i.e. milliseconds per flow): \
-         *server* is the server process (utime + stime), *DB* the Postgres backends of mcp-connect's database, \
+         *server* is the server process (utime + stime), *DB* the Postgres backends of the server's database, \
          *client* the load generator. \"ours ÷ X\" is the ratio of requests per second.\n\n\
          {}\n\
          {}\
