@@ -38,6 +38,8 @@ pub struct AppState {
     pub events: Arc<ConnectionEvents>,
     /// One refresh per connection at a time within this instance.
     pub refresh_locks: Arc<crate::connect::locks::KeyedLocks>,
+    /// The identity provider's metadata for starting web sign-ins.
+    pub sign_in_metadata: Arc<crate::web::oidc::StartMetadata>,
     /// Stops the background sweeper when the last clone of the state goes.
     _sweeper: Arc<tokio_util::sync::DropGuard>,
 }
@@ -142,6 +144,7 @@ pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, Startup
         providers: Arc::new(providers),
         events,
         refresh_locks: Arc::default(),
+        sign_in_metadata: Arc::default(),
         _sweeper: Arc::new(stop_sweeper.drop_guard()),
     })
 }

@@ -5,8 +5,11 @@
 //! token verification (signature against the discovered JWKS — EdDSA
 //! included — `iss`, `aud` = our client id, `exp`, `nonce`).
 //!
-//! Metadata is discovered on every sign-in step: sign-ins are rare, and a
-//! rotated signing key is then picked up at once.
+//! Finishing a sign-in always discovers the metadata afresh, so a rotated
+//! signing key is picked up at once. Starting one reuses what was
+//! discovered in the last [`START_METADATA_TTL`] (one discovery at a time):
+//! anyone can open `/login`, and each visit must not become two requests
+//! to the identity provider.
 
 use anyhow::{Context, anyhow};
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
@@ -28,6 +31,29 @@ use crate::startup::AppState;
 
 /// Largest discovery, JWKS or token response read.
 const MAX_RESPONSE_BYTES: usize = 512 * 1024;
+
+/// How long metadata discovered for starting a sign-in is reused.
+pub const START_METADATA_TTL: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The identity provider's metadata as last discovered for starting a
+/// sign-in. Failures are not kept: the next visitor tries again.
+#[derive(Default)]
+pub struct StartMetadata(tokio::sync::Mutex<Option<(std::time::Instant, CoreProviderMetadata)>>);
+
+impl StartMetadata {
+    async fn get(&self, state: &AppState) -> Result<CoreProviderMetadata, WebError> {
+        // Held across the discovery: a burst of visitors waits for one.
+        let mut kept = self.0.lock().await;
+        if let Some((at, metadata)) = kept.as_ref()
+            && at.elapsed() < START_METADATA_TTL
+        {
+            return Ok(metadata.clone());
+        }
+        let metadata = discover(state).await?;
+        *kept = Some((std::time::Instant::now(), metadata.clone()));
+        Ok(metadata)
+    }
+}
 
 type Client = CoreClient<
     EndpointSet,
@@ -59,7 +85,8 @@ pub async fn authorize_url(
     pkce_verifier: &str,
     choose_account: bool,
 ) -> Result<Url, WebError> {
-    let client = client(state).await?;
+    let metadata = state.sign_in_metadata.get(state).await?;
+    let client = client(state, metadata)?;
     let challenge =
         PkceCodeChallenge::from_code_verifier_sha256(&PkceCodeVerifier::new(pkce_verifier.into()));
     let (flow_state, nonce) = (flow_state.to_owned(), nonce.to_owned());
@@ -86,7 +113,7 @@ pub async fn finish(
     pkce_verifier: String,
     nonce: &str,
 ) -> Result<Identity, WebError> {
-    let client = client(state).await?;
+    let client = client(state, discover(state).await?)?;
     let http = http_client(state.http.clone());
     let tokens = client
         .exchange_code(AuthorizationCode::new(code.to_owned()))
@@ -133,21 +160,33 @@ pub async fn finish(
     })
 }
 
-async fn client(state: &AppState) -> Result<Client, WebError> {
-    let auth = &state.settings.auth;
-    let client_id = auth
+fn web_client_id(state: &AppState) -> Result<&str, WebError> {
+    state
+        .settings
+        .auth
         .web_client_id
         .as_deref()
         .filter(|id| !id.trim().is_empty())
         .ok_or(WebError::NotConfigured(
             "Signing in on the web is not set up on this server. The operator must set auth.web_client_id.",
-        ))?;
-    let issuer = IssuerUrl::new(crate::auth::configured_issuer(&auth.issuer))
+        ))
+}
+
+/// The identity provider's metadata and keys, fetched now.
+async fn discover(state: &AppState) -> Result<CoreProviderMetadata, WebError> {
+    // Not configured: say so before reaching out to anyone.
+    web_client_id(state)?;
+    let issuer = IssuerUrl::new(crate::auth::configured_issuer(&state.settings.auth.issuer))
         .context("auth.issuer is not a URL")?;
     let http = http_client(state.http.clone());
-    let metadata = CoreProviderMetadata::discover_async(issuer, &http)
+    CoreProviderMetadata::discover_async(issuer, &http)
         .await
-        .map_err(|e| WebError::Upstream(anyhow!("identity provider discovery failed: {e}")))?;
+        .map_err(|e| WebError::Upstream(anyhow!("identity provider discovery failed: {e}")))
+}
+
+fn client(state: &AppState, metadata: CoreProviderMetadata) -> Result<Client, WebError> {
+    let auth = &state.settings.auth;
+    let client_id = web_client_id(state)?;
     // Basic is the default of RFC 6749 and OIDC; use the body only when the
     // provider says that is all it takes.
     let post_only = metadata

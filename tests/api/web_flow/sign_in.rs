@@ -126,3 +126,55 @@ async fn without_a_web_client_id_sign_in_says_it_is_not_set_up() {
     assert!(page.body.contains("auth.web_client_id"), "{}", page.body);
     assert_eq!(count(&app, "SELECT count(*) FROM oauth_flows").await, 0);
 }
+
+#[tokio::test]
+async fn starting_a_sign_in_reuses_the_identity_providers_metadata() {
+    // The identity provider is another application's, so it can be stopped.
+    let idp = spawn_app().await;
+    let issuer = idp.dev.issuer();
+    let app = crate::helpers::spawn_app_with(|table| {
+        if let Some(toml::Value::Table(auth)) = table.get_mut("auth") {
+            auth.insert("issuer".into(), toml::Value::String(issuer.clone()));
+        }
+    })
+    .await;
+    let first = Browser::new(&app).get("/login").await;
+    assert_eq!(first.status, 303, "{}", first.body);
+    let authorize = first.location.clone().expect("redirect to the provider");
+    assert!(authorize.starts_with(&issuer), "{authorize}");
+
+    let idp_base = idp.addr.clone();
+    drop(idp);
+    let probe = reqwest::Client::new();
+    for _ in 0..100 {
+        if probe
+            .get(format!("{idp_base}/healthz"))
+            .send()
+            .await
+            .is_err()
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        probe
+            .get(format!("{idp_base}/healthz"))
+            .send()
+            .await
+            .is_err(),
+        "the identity provider is down"
+    );
+
+    // Another visitor starts a sign-in: no discovery is needed for that.
+    let second = Browser::new(&app).get("/login").await;
+    assert_eq!(second.status, 303, "{}", second.body);
+    assert!(
+        second
+            .location
+            .as_deref()
+            .is_some_and(|l| l.starts_with(&issuer)),
+        "{:?}",
+        second.location
+    );
+}
