@@ -154,6 +154,10 @@ pub struct ProviderSettings {
     /// (RFC 9207).
     #[serde(default)]
     pub issuer: Option<String>,
+    /// Refuse callbacks without `iss`: set it for a provider whose metadata
+    /// says `authorization_response_iss_parameter_supported` (RFC 9207 §2.4).
+    #[serde(default, deserialize_with = "lenient::opt_bool")]
+    pub require_iss: Option<bool>,
     /// `client_secret_post`, `client_secret_basic` or `none`.
     #[serde(default)]
     pub token_auth_method: Option<String>,
@@ -335,6 +339,10 @@ mod lenient {
                 ))),
             },
         }
+    }
+
+    pub fn opt_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+        boolean(d).map(Some)
     }
 
     /// A list: a TOML array, or a comma-separated string.

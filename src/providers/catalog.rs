@@ -179,6 +179,7 @@ fn resolve(
         userinfo_url,
         api_base_url,
         issuer: ps.issuer.clone().or(d.issuer),
+        require_iss: ps.require_iss.unwrap_or(d.require_iss),
         redirect_uri: format!("{base}/oauth/callback/{name}"),
         default_scopes: ps
             .scopes

@@ -22,6 +22,7 @@ pub struct Provider {
     /// Always ends with `/`, so relative paths join beneath it.
     pub(super) api_base_url: Url,
     pub(super) issuer: Option<String>,
+    pub(super) require_iss: bool,
     pub(super) redirect_uri: String,
     pub(super) default_scopes: Vec<String>,
     pub(super) account_id_field: String,
@@ -58,6 +59,13 @@ impl Provider {
     /// carries one anyway, there is nothing to match it against.
     pub fn issuer(&self) -> Option<&str> {
         self.issuer.as_deref()
+    }
+
+    /// Whether a callback without `iss` is refused: the provider says it
+    /// always sends one (RFC 9207 §2.4), so a callback without it did not
+    /// come from it.
+    pub fn requires_iss(&self) -> bool {
+        self.require_iss
     }
 
     /// `<base_url>/oauth/callback/<name>`, sent on authorize and exchange.

@@ -4,7 +4,8 @@
 //! anything else is refused, audited, and the flow deleted. It is then
 //! marked completed in one UPDATE, so a code is exchanged at most once.
 //! An `iss` parameter must name the provider's issuer (RFC 9207) before
-//! anything else is believed. Code, state and tokens never reach a page or
+//! anything else is believed, and must be there at all for a provider that
+//! says it always sends one. Code, state and tokens never reach a page or
 //! a log line.
 
 use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
@@ -62,6 +63,9 @@ pub(super) async fn callback(
         && iss != expected
     {
         return Err(reject(&state, &req, &flow, "iss_mismatch", true).await);
+    }
+    if provider.requires_iss() && params.get("iss").is_none() {
+        return Err(reject(&state, &req, &flow, "iss_missing", true).await);
     }
     if let Some(error) = params.get("error") {
         return refused(&state, &req, &user, &flow, provider.display_name(), error).await;

@@ -86,6 +86,29 @@ async fn an_iss_that_is_not_the_providers_is_rejected_before_any_exchange() {
 }
 
 #[tokio::test]
+async fn a_callback_without_iss_from_a_provider_that_always_sends_one_is_rejected() {
+    let app = spawn_app().await;
+    let (t, _) = ticket(&app, "alice", 600).await;
+    let alice = signed_in(&app, "alice").await;
+    let url = start_flow(&app, &alice, &t).await;
+    let state = param(&url, "state").unwrap();
+    // The demo provider always sends `iss` (its metadata says so).
+    let page = alice
+        .get(&format!("/oauth/callback/demo?code=abc&state={state}"))
+        .await;
+    assert_eq!(page.status, 400, "{}", page.body);
+    assert!(!flow_exists(&app, &state).await);
+    let reason: String = sqlx::query_scalar(
+        "SELECT detail->>'reason' FROM audit_events WHERE kind = 'callback_rejected'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(reason, "iss_missing");
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
+}
+
+#[tokio::test]
 async fn access_denied_says_declined_marks_the_ticket_and_cannot_be_replayed() {
     let app = spawn_app().await;
     let (t, id) = ticket(&app, "alice", 600).await;
