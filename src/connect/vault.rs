@@ -36,6 +36,8 @@ pub struct UsableToken {
     pub account_id: String,
     pub account_label: String,
     pub scopes: Vec<String>,
+    /// The token as stored, to tell whether it was replaced since.
+    sealed_access_token: Vec<u8>,
 }
 
 impl std::fmt::Debug for UsableToken {
@@ -183,7 +185,27 @@ fn usable(state: &AppState, row: &ConnectionRow) -> anyhow::Result<UsableToken> 
         account_id: row.account_id.clone(),
         account_label: row.account_label.clone(),
         scopes: row.scopes.clone(),
+        sealed_access_token: row.access_token.clone(),
     })
+}
+
+/// The provider refused `token` (HTTP 401): the user must connect again —
+/// unless the token was refreshed or replaced in the meantime, in which
+/// case the refusal was for a token nobody uses any more. `true` when the
+/// connection was marked.
+pub async fn token_rejected(state: &AppState, token: &UsableToken) -> anyhow::Result<bool> {
+    let marked = db::connections::mark_needs_reauth_if_current(
+        &state.db,
+        token.connection_id,
+        &token.sealed_access_token,
+    )
+    .await?;
+    tracing::info!(
+        connection = %token.connection_id,
+        marked,
+        "provider refused the access token"
+    );
+    Ok(marked)
 }
 
 /// The user's token for `provider`, refreshed if need be.

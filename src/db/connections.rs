@@ -173,6 +173,25 @@ pub async fn store_refreshed(
     Ok(())
 }
 
+/// Marks an active connection `needs_reauth` if its access token is still
+/// `sealed_access_token`. `false`: it was refreshed, replaced or is no
+/// longer active.
+pub async fn mark_needs_reauth_if_current(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    sealed_access_token: &[u8],
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE connections SET status = 'needs_reauth', updated_at = now()
+         WHERE id = $1 AND status = 'active' AND access_token = $2",
+    )
+    .bind(id)
+    .bind(sealed_access_token)
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 pub async fn set_status(
     exec: impl PgExecutor<'_>,
     id: Uuid,

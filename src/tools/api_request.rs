@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{ToolCall, error_result, internal, schema_for, unless_ready};
-use crate::{db, providers::ApiRequest};
+use crate::providers::ApiRequest;
 
 pub const NAME: &str = "api_request";
 
@@ -79,7 +79,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     if response.token_rejected {
         // The provider no longer honours the token: the next call asks the
         // user to connect again instead of failing forever.
-        db::connections::set_status(&call.state.db, token.connection_id, "needs_reauth")
+        crate::connect::vault::token_rejected(call.state, &token)
             .await
             .map_err(internal)?;
     }

@@ -810,3 +810,42 @@ async fn a_ticket_insert_relaxes_durability_for_its_own_transaction_only() {
         "the ticket and its audit row are written together"
     );
 }
+
+#[tokio::test]
+async fn a_refusal_of_a_token_that_was_refreshed_meanwhile_leaves_the_connection_usable() {
+    use mcp_connect::connect::vault::{TokenState, token_rejected, usable_token};
+    let app = spawn_app().await;
+    let demo = app.state.providers.get("demo").unwrap();
+    let issuer = app.dev.issuer();
+    let usable = |state: TokenState| match state {
+        TokenState::Usable(token) => token,
+        other => panic!("not usable: {other:?}"),
+    };
+    let status = || async {
+        sqlx::query_scalar::<_, String>("SELECT status FROM connections")
+            .fetch_one(&app.db)
+            .await
+            .unwrap()
+    };
+
+    connect_directly(&app, "alice", "first-token").await;
+    let old = usable(
+        usable_token(&app.state, &issuer, "alice", demo, &[])
+            .await
+            .unwrap(),
+    );
+    // Another call stores a new token (a refresh, a reconnect) ...
+    connect_directly(&app, "alice", "second-token").await;
+    // ... then the provider's 401 for the old one arrives.
+    assert!(!token_rejected(&app.state, &old).await.unwrap());
+    assert_eq!(status().await, "active");
+
+    // A refusal of the token in use does mark it.
+    let current = usable(
+        usable_token(&app.state, &issuer, "alice", demo, &[])
+            .await
+            .unwrap(),
+    );
+    assert!(token_rejected(&app.state, &current).await.unwrap());
+    assert_eq!(status().await, "needs_reauth");
+}
