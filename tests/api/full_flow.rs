@@ -439,3 +439,53 @@ async fn disconnect_confirms_with_a_form_then_revokes_and_forgets() {
             .unwrap();
     assert_eq!(revoked["revoked_upstream"], true, "{revoked}");
 }
+
+#[tokio::test]
+async fn a_token_the_provider_refuses_makes_the_next_call_ask_to_connect_again() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    // The provider forgets the token (the user revoked the app there).
+    let demo = app.state.providers.get("demo").unwrap();
+    let token = match mcp_connect::connect::vault::usable_token(
+        &app.state,
+        &app.dev.issuer(),
+        "alice",
+        demo,
+        &[],
+    )
+    .await
+    .unwrap()
+    {
+        mcp_connect::connect::vault::TokenState::Usable(t) => t,
+        other => panic!("{other:?}"),
+    };
+    let settings = app.dev.demo().provider_settings();
+    let revoked = app
+        .http
+        .post(format!("{}/dev/demo/revoke", app.addr))
+        .basic_auth(
+            settings["client_id"].as_str().unwrap(),
+            settings["client_secret"].as_str(),
+        )
+        .form(&[(
+            "token",
+            secrecy::ExposeSecret::expose_secret(&token.access_token),
+        )])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 200);
+
+    let (_, body) = app
+        .call_tool(
+            "alice",
+            "api_request",
+            json!({"provider": "demo", "method": "GET", "path": "me"}),
+        )
+        .await;
+    assert_eq!(body["result"]["structuredContent"]["status"], 401, "{body}");
+    let (_, again) = app
+        .call_tool("alice", "whoami", json!({"provider": "demo"}))
+        .await;
+    assert_eq!(again["result"]["resultType"], "input_required", "{again}");
+}
