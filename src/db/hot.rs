@@ -34,8 +34,9 @@ use sqlx::{
 };
 
 /// An idle connection older than this is closed rather than reused: a
-/// firewall or proxy may have dropped it silently.
-const MAX_IDLE: Duration = Duration::from_secs(60);
+/// firewall or proxy may have dropped it silently, and a burst's extra
+/// connections must not keep places another thread could use.
+const MAX_IDLE: Duration = Duration::from_secs(10);
 /// Connections are replaced after this long, as the pool's are.
 const MAX_LIFETIME: Duration = Duration::from_secs(30 * 60);
 
@@ -50,6 +51,7 @@ pub struct HotConnections {
 struct Shared {
     options: PgConnectOptions,
     limit: usize,
+    max_idle: Duration,
     open: AtomicUsize,
 }
 
@@ -95,10 +97,21 @@ impl HotConnections {
     /// Up to `limit` connections opened with `options`; `pool` serves
     /// whatever does not fit.
     pub fn new(options: PgConnectOptions, limit: usize, pool: PgPool) -> Self {
+        Self::with_max_idle(options, limit, pool, MAX_IDLE)
+    }
+
+    /// [`Self::new`] with another idle limit (tests).
+    pub fn with_max_idle(
+        options: PgConnectOptions,
+        limit: usize,
+        pool: PgPool,
+        max_idle: Duration,
+    ) -> Self {
         Self {
             shared: Arc::new(Shared {
                 options,
                 limit,
+                max_idle,
                 open: AtomicUsize::new(0),
             }),
             pool,
@@ -132,29 +145,34 @@ impl HotConnections {
         })
     }
 
-    /// This thread's most recently used idle connection to this database;
-    /// stale ones met on the way are closed.
+    /// An idle connection of this thread to this database. Every call also
+    /// closes this thread's idle connections that have waited too long, of
+    /// any database, so their places go back to the threads that need them.
     fn take_idle(&self) -> Option<Own> {
         let now = Instant::now();
-        let mut stale = Vec::new();
         let home = Arc::downgrade(&self.shared);
+        let mut stale = Vec::new();
         let found = IDLE.with(|idle| {
             let mut idle = idle.borrow_mut();
-            // Connections of applications that are gone: nothing can use them.
-            idle.retain(|i| i.own.slot.0.strong_count() > 0);
-            while let Some(position) = idle
-                .iter()
-                .rposition(|i| Weak::ptr_eq(&i.own.slot.0, &home))
-            {
-                let candidate = idle.swap_remove(position);
-                if now.duration_since(candidate.since) < MAX_IDLE
-                    && now.duration_since(candidate.own.opened) < MAX_LIFETIME
+            let mut i = 0;
+            while i < idle.len() {
+                let entry = &idle[i];
+                let Some(shared) = entry.own.slot.0.upgrade() else {
+                    // Its application is gone: nothing can use it.
+                    drop(idle.swap_remove(i));
+                    continue;
+                };
+                if now.duration_since(entry.since) >= shared.max_idle
+                    || now.duration_since(entry.own.opened) >= MAX_LIFETIME
                 {
-                    return Some(candidate.own);
+                    stale.push(idle.swap_remove(i).own);
+                    continue;
                 }
-                stale.push(candidate.own);
+                i += 1;
             }
-            None
+            idle.iter()
+                .rposition(|i| Weak::ptr_eq(&i.own.slot.0, &home))
+                .map(|position| idle.swap_remove(position).own)
         });
         for own in stale {
             close_in_background(own);
@@ -233,13 +251,14 @@ impl Drop for HotConnection {
 
 /// Says goodbye to Postgres properly when a runtime is at hand (so its log
 /// shows no broken connection); otherwise just drops the socket. Only for
-/// idle connections: nothing is in flight on them.
+/// idle connections: nothing is in flight on them. The place is given back
+/// at once: a goodbye takes no capacity.
 fn close_in_background(own: Own) {
+    let Own { conn, slot, .. } = own;
+    drop(slot);
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         runtime.spawn(async move {
-            let Own { conn, slot, .. } = own;
             let _ = tokio::time::timeout(Duration::from_secs(5), conn.close()).await;
-            drop(slot);
         });
     }
 }

@@ -94,3 +94,20 @@ async fn connections_of_another_database_are_never_handed_out() {
         .unwrap();
     assert_eq!(name, second.db_name);
 }
+
+#[tokio::test]
+async fn an_idle_connection_past_its_time_is_closed_and_its_place_given_back() {
+    let app = spawn_app().await;
+    let hot = HotConnections::with_max_idle(
+        (*app.db.connect_options()).clone(),
+        1,
+        app.db.clone(),
+        Duration::from_millis(200),
+    );
+    let before = backend_pid(&hot).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The stale one is closed on the way; the place it held serves a new one.
+    let after = backend_pid(&hot).await;
+    assert_ne!(before, after);
+    assert_eq!(hot.open(), 1);
+}
