@@ -35,8 +35,9 @@ use sqlx::{
 
 /// An idle connection older than this is closed rather than reused: a
 /// firewall or proxy may have dropped it silently, and a burst's extra
-/// connections must not keep places another thread could use.
-const MAX_IDLE: Duration = Duration::from_secs(10);
+/// connections must not keep places another thread could use for long.
+/// (Shorter would make a quiet instance reconnect for most requests.)
+const MAX_IDLE: Duration = Duration::from_secs(60);
 /// Connections are replaced after this long, as the pool's are.
 const MAX_LIFETIME: Duration = Duration::from_secs(30 * 60);
 
