@@ -4,6 +4,7 @@
 //! ready; the handler fills in the tool's part through a [`CallRecord`]
 //! that travels in the request's extensions. (One line instead of an access
 //! line plus a tool line: a log write is a system call on every request.)
+//! The same place counts the request in the instance's metrics.
 
 use std::{
     net::SocketAddr,
@@ -12,6 +13,8 @@ use std::{
 };
 
 use rmcp::{RoleServer, service::RequestContext};
+
+use crate::metrics::McpMetrics;
 
 /// How a `tools/call` ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,10 +117,15 @@ impl RequestFacts {
         self.method = Some(if printable { method } else { "(unprintable)" }.to_owned());
     }
 
-    /// Writes the request's one line.
-    pub fn write(&self, status: u16) {
-        let ms = self.started.elapsed().as_secs_f64() * 1000.0;
+    /// Writes the request's one line and counts it in `metrics`.
+    pub fn write(&self, status: u16, metrics: &McpMetrics) {
+        let elapsed = self.started.elapsed();
         let tool = self.record.get();
+        metrics.request(self.method.as_deref(), status, elapsed);
+        if let Some(t) = tool {
+            metrics.tool_call(&t.tool, t.ended);
+        }
+        let ms = elapsed.as_secs_f64() * 1000.0;
         tracing::info!(
             http = self.http_method,
             peer = self.peer.map(|p| p.ip().to_string()),
