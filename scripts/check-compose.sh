@@ -21,7 +21,7 @@ if command -v docker-compose >/dev/null; then
   trap 'rm -rf "$tmp"' EXIT
   cp docker-compose.yml .env.example "$tmp/"
   mkdir -p "$tmp/secrets"
-  for f in postgres_password database_url mcp_connect_keys; do echo placeholder > "$tmp/secrets/$f"; done
+  for f in postgres_password database_url mcp_connect_keys metrics_token; do echo placeholder > "$tmp/secrets/$f"; done
   (cd "$tmp" && cp .env.example .env && docker-compose config -q)
   echo "docker-compose config: ok"
 fi

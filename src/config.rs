@@ -83,6 +83,15 @@ pub struct Settings {
     /// `Secure` (and so the `__Host-` prefix).
     #[serde(default, deserialize_with = "lenient::boolean")]
     pub insecure_http: bool,
+    /// The bearer token `/metrics` asks for. Unset: `/metrics` answers 404
+    /// (dev mode excepted, see [`Settings::metrics_open`]).
+    #[serde(default)]
+    pub metrics_token: Option<SecretString>,
+    /// `/metrics` without a token when none is set. Not a setting (the file
+    /// and the environment cannot set it): only `mcp-connect dev`, which
+    /// listens on loopback, turns it on.
+    #[serde(skip)]
+    pub metrics_open: bool,
     /// How bearer tokens for `/mcp` are checked.
     pub auth: AuthSettings,
     /// Lifetimes of the one-time values of the connect flow.
@@ -462,6 +471,15 @@ impl Settings {
         }
         crate::crypto::KeyRing::from_entries(self.keys.iter().map(|k| k.expose_secret()))
             .map_err(|e| invalid("keys", e.to_string()))?;
+        if let Some(token) = &self.metrics_token {
+            let token = token.expose_secret();
+            if token.len() < 16 || !crate::auth::is_token68(token) {
+                return Err(invalid(
+                    "metrics_token",
+                    "must be at least 16 characters of A-Z a-z 0-9 - . _ ~ + / (e.g. `openssl rand -hex 32`)".into(),
+                ));
+            }
+        }
         if self.max_body_bytes < 1024 {
             return Err(invalid("max_body_bytes", "must be at least 1024".into()));
         }
@@ -875,9 +893,62 @@ mod tests {
 
     #[test]
     fn secrets_are_redacted_in_debug() {
-        let s = Settings::from_sources(None, minimal(), toml::Table::new()).unwrap();
+        let mut vars = minimal();
+        vars.push((
+            "MCP_CONNECT_METRICS_TOKEN".into(),
+            "metrics-token-0123456789".into(),
+        ));
+        let s = Settings::from_sources(None, vars, toml::Table::new()).unwrap();
         let shown = format!("{s:?}");
         assert!(!shown.contains("postgres://localhost/x"), "{shown}");
         assert!(!shown.contains("AAECAwQF"), "{shown}");
+        assert!(!shown.contains("metrics-token"), "{shown}");
+    }
+
+    #[test]
+    fn the_metrics_token_is_optional_and_read_from_a_file_too() {
+        let s = Settings::from_sources(None, minimal(), toml::Table::new()).unwrap();
+        assert!(s.metrics_token.is_none());
+        assert!(!s.metrics_open);
+        let dir = std::env::temp_dir().join(format!("mcp-connect-cfg-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("metrics_token");
+        std::fs::write(&file, "0123456789abcdef0123\n").unwrap();
+        let mut vars = minimal();
+        vars.push((
+            "MCP_CONNECT_METRICS_TOKEN_FILE".into(),
+            file.display().to_string(),
+        ));
+        let s = Settings::from_sources(None, vars, toml::Table::new()).unwrap();
+        assert_eq!(
+            s.metrics_token.as_ref().map(|t| t.expose_secret()),
+            Some("0123456789abcdef0123")
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_weak_or_unsendable_metrics_token_is_refused() {
+        for token in ["", "short", "sixteen chars ok", "0123456789abcdef\u{7f}"] {
+            let mut vars = minimal();
+            vars.push(("MCP_CONNECT_METRICS_TOKEN".into(), token.into()));
+            let err = Settings::from_sources(None, vars, toml::Table::new())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("metrics_token"), "{token:?}: {err}");
+            if token.len() >= 16 {
+                assert!(!err.contains(token), "the secret is not echoed: {err}");
+            }
+        }
+    }
+
+    #[test]
+    fn open_metrics_cannot_be_configured() {
+        let mut vars = minimal();
+        vars.push(("MCP_CONNECT_METRICS_OPEN".into(), "true".into()));
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("metrics_open"), "{err}");
     }
 }

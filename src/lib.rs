@@ -10,6 +10,7 @@ pub mod db;
 pub mod dev;
 pub mod error;
 pub mod mcp;
+pub mod metrics;
 pub mod providers;
 pub mod startup;
 pub mod sweeper;

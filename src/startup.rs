@@ -40,6 +40,8 @@ pub struct AppState {
     pub refresh_locks: Arc<crate::connect::locks::KeyedLocks>,
     /// The identity provider's metadata for starting web sign-ins.
     pub sign_in_metadata: Arc<crate::web::oidc::StartMetadata>,
+    /// This instance's counters, read by `/metrics`.
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// Stops the background sweeper when the last clone of the state goes.
     _sweeper: Arc<tokio_util::sync::DropGuard>,
 }
@@ -145,6 +147,7 @@ pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, Startup
         events,
         refresh_locks: Arc::default(),
         sign_in_metadata: Arc::default(),
+        metrics: Arc::default(),
         _sweeper: Arc::new(stop_sweeper.drop_guard()),
     })
 }

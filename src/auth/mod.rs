@@ -139,7 +139,8 @@ pub fn bearer_from_authorization(value: &[u8]) -> Result<&str, AuthError> {
     Ok(token)
 }
 
-fn is_token68(s: &str) -> bool {
+/// RFC 9110 token68: what a bearer credential may consist of.
+pub fn is_token68(s: &str) -> bool {
     let body = s.trim_end_matches('=');
     !body.is_empty()
         && body.bytes().all(|b| {

@@ -55,6 +55,7 @@ pub async fn issue(
     .await;
     conn.finish(&inserted);
     inserted?;
+    state.metrics.flow.ticket_issued();
     Ok(IssuedTicket { id, secret })
 }
 

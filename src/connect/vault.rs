@@ -20,6 +20,7 @@ use crate::{
         audit::{AuditEvent, AuditKind},
         connections::{ConnectionRow, StoredTokens},
     },
+    metrics::Refresh,
     providers::{Account, Provider, ProviderError, TokenHint, TokenSet},
     startup::AppState,
 };
@@ -141,6 +142,7 @@ pub async fn store_connection(state: &AppState, c: NewConnection<'_>) -> anyhow:
     .await?;
     events::notify(&mut *tx, &events::key(c.issuer, c.subject, c.provider)).await?;
     tx.commit().await?;
+    state.metrics.flow.connection_stored();
     Ok(id)
 }
 
@@ -356,19 +358,28 @@ async fn refresh(
             .await;
             Ok(None)
         }
-        Err(e) => Err(anyhow::anyhow!(
-            "refreshing the {} token failed: {e}",
-            row.provider
-        )),
+        Err(e) => {
+            state.metrics.flow.refresh(Refresh::Error);
+            Err(anyhow::anyhow!(
+                "refreshing the {} token failed: {e}",
+                row.provider
+            ))
+        }
     }
 }
 
+/// Records a refresh's end in the audit log and the metrics.
 async fn audit_refresh(
     state: &AppState,
     row: &ConnectionRow,
     kind: AuditKind,
     detail: serde_json::Value,
 ) {
+    state.metrics.flow.refresh(match kind {
+        AuditKind::Refreshed => Refresh::Ok,
+        // `RefreshFailed`: the user must connect again.
+        _ => Refresh::NeedsReauth,
+    });
     db::audit::record_or_log(
         &state.db,
         AuditEvent::new(kind)

@@ -43,12 +43,15 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let key_entry = dev_key_entry(&pool).await?;
     pool.close().await;
 
-    let settings = Settings::from_sources(
+    let mut settings = Settings::from_sources(
         None,
         connect_env()?,
         base_settings(&public_url, &args, &dev, key_entry),
     )
     .context("dev mode settings")?;
+    // On loopback, for whoever runs it: /metrics needs no token (one set in
+    // MCP_CONNECT_METRICS_TOKEN is still asked for).
+    settings.metrics_open = true;
     let app = Application::build_with_listener(settings, listener, Some(dev.clone())).await?;
     let handle = app.handle();
     let mut server = tokio::spawn(app.run_until_stopped());

@@ -4,6 +4,7 @@
 //! ready; the handler fills in the tool's part through a [`CallRecord`]
 //! that travels in the request's extensions. (One line instead of an access
 //! line plus a tool line: a log write is a system call on every request.)
+//! The same place counts the request in the instance's metrics.
 
 use std::{
     net::SocketAddr,
@@ -13,13 +14,42 @@ use std::{
 
 use rmcp::{RoleServer, service::RequestContext};
 
+use crate::metrics::McpMetrics;
+
+/// How a `tools/call` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// A result.
+    Complete,
+    /// A result with `isError`: the tool ran and failed.
+    ToolError,
+    /// An `input_required` result (the user must act first).
+    InputRequired,
+    /// A JSON-RPC error.
+    ProtocolError,
+    /// A result of another kind.
+    Other,
+}
+
+impl Ended {
+    /// As the log line says it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ended::Complete => "complete",
+            Ended::ToolError => "tool error",
+            Ended::InputRequired => "input_required",
+            Ended::ProtocolError => "protocol error",
+            Ended::Other => "other",
+        }
+    }
+}
+
 /// How a `tools/call` ended, as the handler saw it.
 #[derive(Debug)]
 pub struct ToolOutcome {
     pub tool: String,
     pub retry: bool,
-    /// `complete`, `tool error`, `input_required`, `other`, `protocol error`.
-    pub ended: &'static str,
+    pub ended: Ended,
     /// The JSON-RPC error code, when it ended with one.
     pub code: Option<i32>,
 }
@@ -87,10 +117,15 @@ impl RequestFacts {
         self.method = Some(if printable { method } else { "(unprintable)" }.to_owned());
     }
 
-    /// Writes the request's one line.
-    pub fn write(&self, status: u16) {
-        let ms = self.started.elapsed().as_secs_f64() * 1000.0;
+    /// Writes the request's one line and counts it in `metrics`.
+    pub fn write(&self, status: u16, metrics: &McpMetrics) {
+        let elapsed = self.started.elapsed();
         let tool = self.record.get();
+        metrics.request(self.method.as_deref(), status, elapsed);
+        if let Some(t) = tool {
+            metrics.tool_call(&t.tool, t.ended);
+        }
+        let ms = elapsed.as_secs_f64() * 1000.0;
         tracing::info!(
             http = self.http_method,
             peer = self.peer.map(|p| p.ip().to_string()),
@@ -101,7 +136,7 @@ impl RequestFacts {
             client_id = self.client_id.as_deref(),
             tool = tool.map(|t| t.tool.as_str()),
             retry = tool.map(|t| t.retry),
-            ended = tool.map(|t| t.ended),
+            ended = tool.map(|t| t.ended.as_str()),
             code = tool.and_then(|t| t.code),
             "mcp request"
         );
@@ -126,7 +161,7 @@ mod tests {
     #[test]
     fn the_first_outcome_is_kept() {
         let record = CallRecord::default();
-        for ended in ["complete", "other"] {
+        for ended in [Ended::Complete, Ended::Other] {
             record.set(ToolOutcome {
                 tool: "whoami".into(),
                 retry: false,
@@ -134,6 +169,6 @@ mod tests {
                 code: None,
             });
         }
-        assert_eq!(record.get().map(|o| o.ended), Some("complete"));
+        assert_eq!(record.get().map(|o| o.ended), Some(Ended::Complete));
     }
 }

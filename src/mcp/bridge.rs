@@ -33,7 +33,7 @@ pub async fn handle(
 ) -> HttpResponse {
     let mut facts = RequestFacts::new(req.method().as_str(), req.peer_addr());
     let response = serve(&req, payload, &state, &endpoint, &mut facts).await;
-    facts.write(response.status().as_u16());
+    facts.write(response.status().as_u16(), &state.metrics.mcp);
     response
 }
 

@@ -15,6 +15,7 @@ use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
 };
 
+pub use access_log::Ended;
 pub use server::McpServer;
 
 use crate::startup::AppState;

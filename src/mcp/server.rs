@@ -15,7 +15,7 @@ use rmcp::{
     service::RequestContext,
 };
 
-use super::access_log::{CallRecord, ToolOutcome};
+use super::access_log::{CallRecord, Ended, ToolOutcome};
 use crate::{
     auth::Principal,
     startup::AppState,
@@ -172,11 +172,11 @@ impl ServerHandler for McpServer {
         let outcome = tools::call(call).await;
         // Who called what, and how it ended; never arguments or results.
         let ended = match &outcome {
-            Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => "tool error",
-            Ok(CallToolResponse::Complete(_)) => "complete",
-            Ok(CallToolResponse::InputRequired(_)) => "input_required",
-            Ok(_) => "other",
-            Err(_) => "protocol error",
+            Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => Ended::ToolError,
+            Ok(CallToolResponse::Complete(_)) => Ended::Complete,
+            Ok(CallToolResponse::InputRequired(_)) => Ended::InputRequired,
+            Ok(_) => Ended::Other,
+            Err(_) => Ended::ProtocolError,
         };
         let outcome_note = ToolOutcome {
             tool: request.name.to_string(),

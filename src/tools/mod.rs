@@ -98,6 +98,15 @@ pub fn client_kind(context: &RequestContext<RoleServer>) -> ClientKind {
     ClientKind::Modern { url_elicitation }
 }
 
+/// The names of every tool this server offers, in [`definitions`] order.
+pub const NAMES: [&str; 5] = [
+    connections_list::NAME,
+    connect::NAME,
+    whoami::NAME,
+    api_request::NAME,
+    disconnect::NAME,
+];
+
 /// Every tool this server offers.
 pub fn definitions() -> Vec<Tool> {
     vec![
@@ -170,4 +179,15 @@ pub(crate) fn schema_for<T: schemars::JsonSchema + 'static>() -> std::sync::Arc<
 pub(crate) fn internal(e: impl std::fmt::Display) -> ErrorData {
     tracing::error!(error = %e, "tool failed");
     ErrorData::internal_error("Internal error", None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_list_every_definition() {
+        let defined: Vec<String> = definitions().iter().map(|t| t.name.to_string()).collect();
+        assert_eq!(defined, NAMES);
+    }
 }

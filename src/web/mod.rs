@@ -7,6 +7,8 @@
 //! pieces: `cookies` (the one cookie builder), `csrf`, `forms` (bounded
 //! input), `headers`, `pages` (templates and the error page), `secret`
 //! (one-time values).
+//!
+//! Operational endpoints: `health` (`/healthz`, `/readyz`) and `metrics`.
 
 pub mod assets;
 pub mod connect;
@@ -18,6 +20,7 @@ pub mod headers;
 pub mod health;
 pub mod login;
 pub mod logout;
+pub mod metrics;
 pub mod oidc;
 pub mod pages;
 pub mod secret;
@@ -28,6 +31,7 @@ use actix_web::web::ServiceConfig;
 pub fn configure(cfg: &mut ServiceConfig) {
     assets::configure(cfg);
     health::configure(cfg);
+    metrics::configure(cfg);
     login::configure(cfg);
     logout::configure(cfg);
     connect::configure(cfg);

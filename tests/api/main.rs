@@ -16,6 +16,7 @@ mod full_flow;
 mod health;
 mod hot_connections;
 mod mcp_protocol;
+mod metrics;
 mod peer_rmcp;
 mod provider_flows;
 mod schema;
