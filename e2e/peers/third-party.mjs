@@ -4,7 +4,7 @@
 //    what mcp-connect's `generic` preset meets at real providers: opaque
 //    access tokens, refresh tokens, client_secret_post at the token
 //    endpoint, PKCE, an `iss` on every authorization response (RFC 9207),
-//    RFC 7009 revocation and a userinfo endpoint; access tokens live 60 s.
+//    RFC 7009 revocation and a userinfo endpoint; access tokens live 4 s.
 // 2. A small resource API at /api/ on its own port, which knows nothing but
 //    a bearer token and checks it by RFC 7662 introspection, like a real
 //    resource server in front of an opaque-token issuer.
@@ -78,10 +78,10 @@ const provider = new Provider(issuer, {
     resourceIndicators: { enabled: false },
   },
   ttl: {
-    // Short-lived, as at many providers: mcp-connect refreshes a token within
-    // a minute of its expiry, so every use after the first goes through the
-    // refresh grant.
-    AccessToken: 60,
+    // Short-lived, as at many providers: mcp-connect refreshes a token a
+    // minute before expiry, or at half its life when that is shorter, so a
+    // use two seconds after connecting goes through the refresh grant.
+    AccessToken: 4,
     AuthorizationCode: 60,
     RefreshToken: 86400,
     IdToken: 3600,

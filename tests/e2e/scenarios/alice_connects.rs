@@ -31,6 +31,7 @@ pub async fn run(s: &mut Scenario<'_>) -> anyhow::Result<()> {
 
     let browser = s.browser("alice").await?;
     connect_in_browser(s, &browser, &link, Some(user), account).await?;
+    let connected_at = std::time::Instant::now();
 
     client.answer("accept").await?;
     let result = client.expect("result").await?;
@@ -50,7 +51,13 @@ pub async fn run(s: &mut Scenario<'_>) -> anyhow::Result<()> {
         "the connections page should list {PROVIDER_DISPLAY} as {account}:\n{text}"
     );
 
-    // Connected now: another tool reaches the provider's API at once.
+    // Connected now: another tool reaches the provider's API at once. Past
+    // half the life of the provider's 4 s access token, that goes through
+    // the refresh grant first.
+    tokio::time::sleep(
+        std::time::Duration::from_millis(2500).saturating_sub(connected_at.elapsed()),
+    )
+    .await;
     let mut api = s.client(
         &token,
         Style::Callback,
@@ -71,8 +78,8 @@ pub async fn run(s: &mut Scenario<'_>) -> anyhow::Result<()> {
     );
     api.finish().await?;
 
-    // The provider's access tokens live 60 s, so using the connection went
-    // through the refresh grant at the real provider.
+    // So using the connection went through the refresh grant at the real
+    // provider.
     let mut db = s.world.db().await?;
     let kinds: Vec<String> = sqlx::query_scalar(
         "SELECT kind FROM audit_events WHERE subject = $1 AND provider = $2 ORDER BY id",
