@@ -5,6 +5,8 @@
 //! `debug` and below it prints whole JSON-RPC messages, and ours carry
 //! one-time connect links and sealed state.
 
+mod batched;
+
 use tracing_subscriber::{EnvFilter, filter::Directive, fmt};
 
 use crate::config::LogFormat;
@@ -34,22 +36,24 @@ pub fn init(format: LogFormat) {
 }
 
 /// Keeps the serving process's log writer alive; dropping it writes out
-/// what is still buffered. Hold it until the process is done.
-#[must_use = "logs still buffered are lost when the guard is dropped early"]
-pub struct LogGuard(#[allow(dead_code)] tracing_appender::non_blocking::WorkerGuard);
+/// what is still queued. Hold it until the process is done.
+#[must_use = "logs still queued are lost when the guard is dropped early"]
+pub struct LogGuard(#[allow(dead_code)] Option<batched::WriterGuard>);
 
-/// Logging for a serving process. Request handlers hand their lines to a
-/// writer thread instead of making a system call each: under load the
-/// thread writes many lines at once. Nothing is dropped: when the writer
-/// falls far behind (a blocked stderr), handlers wait, as they would on a
-/// direct write.
+/// Logging for a serving process. Request handlers queue their lines for a
+/// writer thread instead of making a system call each (see [`batched`]).
 pub fn init_for_serving(format: LogFormat) -> LogGuard {
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .thread_name("mcp-connect-log")
-        .finish(std::io::BufWriter::new(std::io::stderr()));
-    install(format, writer);
-    LogGuard(guard)
+    match batched::spawn(std::io::stderr()) {
+        Ok((writer, guard)) => {
+            install(format, writer);
+            LogGuard(Some(guard))
+        }
+        // No thread to be had: write directly.
+        Err(_) => {
+            install(format, std::io::stderr);
+            LogGuard(None)
+        }
+    }
 }
 
 fn install<W>(format: LogFormat, writer: W)

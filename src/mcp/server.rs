@@ -26,21 +26,26 @@ use crate::{
 /// new release, but a short TTL keeps upgrades visible.
 const LIST_TTL_MS: u64 = 5 * 60 * 1000;
 
+/// rmcp clones the handler for every request: one shared `Arc`, so that is
+/// one reference count, not one per part of the application state (each a
+/// cache line both workers write).
 #[derive(Clone)]
-pub struct McpServer {
+pub struct McpServer(Arc<Shared>);
+
+struct Shared {
     state: AppState,
-    tools: Arc<Vec<Tool>>,
+    tools: Vec<Tool>,
     /// What `get_info` answers, built once: rmcp asks for it on every request.
-    info: Arc<ServerConfig>,
+    info: ServerConfig,
 }
 
 impl McpServer {
     pub fn new(state: AppState) -> Self {
-        Self {
+        Self(Arc::new(Shared {
             state,
-            tools: Arc::new(tools::definitions()),
-            info: Arc::new(server_config()),
-        }
+            tools: tools::definitions(),
+            info: server_config(),
+        }))
     }
 }
 
@@ -91,7 +96,7 @@ pub fn principal(context: &RequestContext<RoleServer>) -> Result<Principal, Erro
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        self.info.as_ref().clone()
+        self.0.info.clone()
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
@@ -103,7 +108,7 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let mut result = ListToolsResult::with_all_items(self.tools.as_ref().clone())
+        let mut result = ListToolsResult::with_all_items(self.0.tools.clone())
             .with_ttl_ms(LIST_TTL_MS)
             .with_cache_scope(CacheScope::Public);
         result.meta = Some(result_meta());
@@ -140,7 +145,7 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let principal = principal(&context)?;
-        let mut response = resources::read(&self.state, &principal, &request, &context).await?;
+        let mut response = resources::read(&self.0.state, &principal, &request, &context).await?;
         match &mut response {
             ReadResourceResponse::Complete(r) => {
                 r.meta.get_or_insert_default().0.extend(result_meta().0)
@@ -154,7 +159,7 @@ impl ServerHandler for McpServer {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tools.iter().find(|t| t.name == name).cloned()
+        self.0.tools.iter().find(|t| t.name == name).cloned()
     }
 
     async fn call_tool(
@@ -164,7 +169,7 @@ impl ServerHandler for McpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let principal = principal(&context)?;
         let call = tools::ToolCall {
-            state: &self.state,
+            state: &self.0.state,
             principal: &principal,
             request: &request,
             context: &context,
