@@ -483,6 +483,12 @@ impl Settings {
         if self.max_body_bytes < 1024 {
             return Err(invalid("max_body_bytes", "must be at least 1024".into()));
         }
+        if !(2..=10_000).contains(&self.database_max_connections) {
+            return Err(invalid(
+                "database_max_connections",
+                "must be between 2 and 10000 (half are pooled, half kept per worker thread)".into(),
+            ));
+        }
         if self.auth.subject_claim.trim().is_empty() {
             return Err(invalid("auth.subject_claim", "must not be empty".into()));
         }
@@ -766,6 +772,21 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("max_body_bytes"), "{err}");
+    }
+
+    #[test]
+    fn too_few_database_connections_are_refused() {
+        for n in ["0", "1"] {
+            let mut vars = minimal();
+            vars.push(("MCP_CONNECT_DATABASE_MAX_CONNECTIONS".into(), n.into()));
+            let err = Settings::from_sources(None, vars, toml::Table::new())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("database_max_connections"), "{err}");
+        }
+        let mut vars = minimal();
+        vars.push(("MCP_CONNECT_DATABASE_MAX_CONNECTIONS".into(), "2".into()));
+        assert!(Settings::from_sources(None, vars, toml::Table::new()).is_ok());
     }
 
     #[test]
