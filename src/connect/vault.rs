@@ -390,17 +390,31 @@ async fn audit_refresh(
     .await;
 }
 
-/// Revokes the user's tokens upstream (where the provider supports RFC 7009)
-/// and deletes the connection. `false`: there was none.
+/// Deletes the connection and revokes its tokens upstream (where the
+/// provider supports RFC 7009). `false`: there was none.
+///
+/// The row is locked before it is read, so a refresh under way finishes
+/// first and the tokens revoked are the last ones stored; once it is gone
+/// nobody can refresh it again.
 pub async fn disconnect(
     state: &AppState,
     issuer: &str,
     subject: &str,
     provider: &str,
 ) -> anyhow::Result<bool> {
-    let Some(row) = db::connections::find(&state.db, issuer, subject, provider).await? else {
+    let Some(found) = db::connections::find(&state.db, issuer, subject, provider).await? else {
         return Ok(false);
     };
+    let mut tx = state.db.begin().await?;
+    // As long as a refresh may take, and no longer.
+    sqlx::query("SET LOCAL lock_timeout = '20s'")
+        .execute(&mut *tx)
+        .await?;
+    let Some(row) = db::connections::find_for_update(&mut *tx, found.id).await? else {
+        return Ok(false);
+    };
+    let deleted = db::connections::delete(&mut *tx, row.id).await?;
+    tx.commit().await?;
     let mut revoked = false;
     if let Some(p) = state.providers.get(provider)
         && p.supports_revocation()
@@ -415,17 +429,16 @@ pub async fn disconnect(
                 Ok(Some(token)) => match p.revoke(&state.http, token.expose_secret(), hint).await {
                     Ok(()) => revoked = true,
                     Err(e) => {
-                        tracing::warn!(provider, error = %e, "revocation failed; deleting the connection anyway")
+                        tracing::warn!(provider, error = %e, "revocation failed; the connection is deleted anyway")
                     }
                 },
                 Ok(None) => {}
                 Err(e) => {
-                    tracing::warn!(provider, error = %e, "stored token unreadable; deleting the connection")
+                    tracing::warn!(provider, error = %e, "stored token unreadable; the connection is deleted anyway")
                 }
             }
         }
     }
-    let deleted = db::connections::delete(&state.db, row.id).await?;
     db::audit::record_or_log(
         &state.db,
         AuditEvent::new(AuditKind::Disconnected)

@@ -489,3 +489,53 @@ async fn a_token_the_provider_refuses_makes_the_next_call_ask_to_connect_again()
         .await;
     assert_eq!(again["result"]["resultType"], "input_required", "{again}");
 }
+
+#[tokio::test]
+async fn a_disconnect_waits_for_a_refresh_under_way_and_revokes_what_it_stored() {
+    use mcp_connect::connect::vault::{TokenState, disconnect, usable_token};
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let demo = app.state.providers.get("demo").unwrap();
+    let issuer = app.dev.issuer();
+    let TokenState::Usable(token) = usable_token(&app.state, &issuer, "alice", demo, &[])
+        .await
+        .unwrap()
+    else {
+        panic!("connected")
+    };
+    let token = secrecy::ExposeSecret::expose_secret(&token.access_token).to_owned();
+    let api_status = |token: String| {
+        let (http, url) = (app.http.clone(), format!("{}/dev/demo/api/me", app.addr));
+        async move {
+            http.get(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(api_status(token.clone()).await, 200);
+
+    // A refresh elsewhere holds the row.
+    let mut refreshing = app.db.begin().await.unwrap();
+    sqlx::query("SELECT id FROM connections FOR UPDATE")
+        .fetch_one(&mut *refreshing)
+        .await
+        .unwrap();
+    let disconnecting = tokio::spawn({
+        let state = app.state.clone();
+        let issuer = issuer.clone();
+        async move { disconnect(&state, &issuer, "alice", "demo").await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!disconnecting.is_finished(), "it waits for the refresh");
+    // Nothing was revoked before the refresh's tokens could be known.
+    assert_eq!(api_status(token.clone()).await, 200);
+
+    refreshing.commit().await.unwrap();
+    assert!(disconnecting.await.unwrap().unwrap());
+    assert_eq!(api_status(token).await, 401, "revoked after the refresh");
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
+}
