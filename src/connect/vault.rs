@@ -196,6 +196,7 @@ fn usable(state: &AppState, row: &ConnectionRow) -> anyhow::Result<UsableToken> 
 /// case the refusal was for a token nobody uses any more. `true` when the
 /// connection was marked.
 pub async fn token_rejected(state: &AppState, token: &UsableToken) -> anyhow::Result<bool> {
+    state.metrics.flow.token_refused();
     let marked = db::connections::mark_needs_reauth_if_current(
         &state.db,
         token.connection_id,

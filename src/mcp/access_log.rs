@@ -32,15 +32,10 @@ pub enum Ended {
 }
 
 impl Ended {
-    /// As the log line says it.
+    /// As the log line says it — the same word as `/metrics`' `ended`
+    /// label, so one query works on both.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Ended::Complete => "complete",
-            Ended::ToolError => "tool error",
-            Ended::InputRequired => "input_required",
-            Ended::ProtocolError => "protocol error",
-            Ended::Other => "other",
-        }
+        crate::metrics::labels::ENDED_LABELS[crate::metrics::labels::ended(self)]
     }
 }
 

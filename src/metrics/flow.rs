@@ -1,6 +1,7 @@
 //! Connect-flow metrics: connect links issued, connections stored (a user
-//! finished connecting an account), and third-party token refreshes by
-//! result. Counted where each happens, in this instance.
+//! finished connecting an account), third-party token refreshes by result,
+//! and access tokens a provider refused on an API call. Counted where each
+//! happens, in this instance.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -9,6 +10,7 @@ use super::text::{Exposition, Kind};
 const TICKETS: &str = "mcp_connect_tickets_issued_total";
 const STORED: &str = "mcp_connect_connections_stored_total";
 const REFRESHES: &str = "mcp_connect_token_refreshes_total";
+const REFUSED: &str = "mcp_connect_tokens_refused_total";
 
 /// How a refresh of a third-party access token ended.
 #[derive(Debug, Clone, Copy)]
@@ -30,6 +32,7 @@ pub struct FlowMetrics {
     tickets_issued: AtomicU64,
     connections_stored: AtomicU64,
     refreshes: [AtomicU64; REFRESH_LABELS.len()],
+    tokens_refused: AtomicU64,
 }
 
 impl FlowMetrics {
@@ -48,6 +51,11 @@ impl FlowMetrics {
             Refresh::Error => 2,
         };
         self.refreshes[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A provider answered an API call with 401 for a stored access token.
+    pub fn token_refused(&self) {
+        self.tokens_refused.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Every sample is listed, zero or not: the set is small and fixed.
@@ -84,6 +92,16 @@ impl FlowMetrics {
                 count.load(Ordering::Relaxed) as f64,
             );
         }
+        e.family(
+            REFUSED,
+            Kind::Counter,
+            "Stored access tokens a provider refused (HTTP 401) on an API call.",
+        );
+        e.sample(
+            REFUSED,
+            &[],
+            self.tokens_refused.load(Ordering::Relaxed) as f64,
+        );
     }
 }
 
@@ -98,6 +116,7 @@ mod tests {
         m.ticket_issued();
         m.connection_stored();
         m.refresh(Refresh::NeedsReauth);
+        m.token_refused();
         let mut e = Exposition::default();
         m.write(&mut e);
         let text = e.finish();
@@ -107,6 +126,7 @@ mod tests {
             "mcp_connect_token_refreshes_total{result=\"ok\"} 0\n",
             "mcp_connect_token_refreshes_total{result=\"needs_reauth\"} 1\n",
             "mcp_connect_token_refreshes_total{result=\"error\"} 0\n",
+            "mcp_connect_tokens_refused_total 1\n",
         ] {
             assert!(text.contains(line), "{line:?} in {text}");
         }

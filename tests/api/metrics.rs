@@ -334,7 +334,7 @@ async fn nothing_a_client_chose_or_is_appears_in_the_metrics() {
 }
 
 #[tokio::test]
-async fn the_connect_flow_counts_links_connections_and_refreshes() {
+async fn the_connect_flow_counts_links_connections_refreshes_and_refused_tokens() {
     let app = spawn_with_token().await;
     crate::full_flow::connect_demo(&app, "alice", "octo").await;
     sqlx::query("UPDATE connections SET access_token_expires_at = now() - interval '1 second'")
@@ -348,8 +348,29 @@ async fn the_connect_flow_counts_links_connections_and_refreshes() {
         body["result"]["structuredContent"]["account"], "octo",
         "{body}"
     );
+    // The provider then refuses the (refreshed) token on an API call.
+    let demo = app.state.providers.get("demo").unwrap();
+    let mcp_connect::connect::vault::TokenState::Usable(token) =
+        mcp_connect::connect::vault::usable_token(
+            &app.state,
+            &app.dev.issuer(),
+            "alice",
+            demo,
+            &[],
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("connected")
+    };
+    assert!(
+        mcp_connect::connect::vault::token_rejected(&app.state, &token)
+            .await
+            .unwrap()
+    );
 
     let (_, metrics) = scrape(&app).await;
+    assert_eq!(metrics.value("mcp_connect_tokens_refused_total", &[]), 1.0);
     assert_eq!(metrics.value("mcp_connect_tickets_issued_total", &[]), 1.0);
     assert_eq!(
         metrics.value("mcp_connect_connections_stored_total", &[]),
