@@ -11,8 +11,13 @@
 use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
 
 use secrecy::{ExposeSecret, SecretString};
-use serde::{Deserialize, Deserializer, de::Error as _};
+use serde::Deserialize;
 use url::Url;
+
+mod defaults;
+mod lenient;
+
+pub use lenient::parse_list;
 
 /// Prefix of every environment variable this service reads.
 pub const ENV_PREFIX: &str = "MCP_CONNECT_";
@@ -273,118 +278,6 @@ impl FlowSettings {
 pub enum LogFormat {
     Json,
     Pretty,
-}
-
-mod defaults {
-    use super::LogFormat;
-    use std::net::SocketAddr;
-
-    pub fn bind() -> SocketAddr {
-        SocketAddr::from(([0, 0, 0, 0], 8080))
-    }
-    pub fn db_max_connections() -> u32 {
-        20
-    }
-    pub fn max_body_bytes() -> usize {
-        1024 * 1024
-    }
-    pub fn log_format() -> LogFormat {
-        LogFormat::Json
-    }
-    pub fn subject_claim() -> String {
-        "sub".to_owned()
-    }
-    pub fn leeway_secs() -> u64 {
-        30
-    }
-    pub fn ticket_ttl_secs() -> u64 {
-        600
-    }
-    pub fn request_state_ttl_secs() -> u64 {
-        600
-    }
-    pub fn connect_wait_ms() -> u64 {
-        5000
-    }
-    pub fn session_ttl_secs() -> u64 {
-        8 * 3600
-    }
-}
-
-/// Deserializers that accept both native TOML values and the strings that
-/// environment variables always are.
-mod lenient {
-    use super::*;
-
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum StrOr<T> {
-        Native(T),
-        Str(String),
-    }
-
-    pub fn number<'de, D, T>(d: D) -> Result<T, D::Error>
-    where
-        D: Deserializer<'de>,
-        T: Deserialize<'de> + std::str::FromStr,
-    {
-        match StrOr::<T>::deserialize(d)? {
-            StrOr::Native(n) => Ok(n),
-            StrOr::Str(s) => s
-                .trim()
-                .parse()
-                .map_err(|_| D::Error::custom(format!("expected a whole number, got {s:?}"))),
-        }
-    }
-
-    pub fn boolean<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-        match StrOr::<bool>::deserialize(d)? {
-            StrOr::Native(b) => Ok(b),
-            StrOr::Str(s) => match s.trim().to_ascii_lowercase().as_str() {
-                "true" | "1" | "yes" => Ok(true),
-                "false" | "0" | "no" | "" => Ok(false),
-                _ => Err(D::Error::custom(format!(
-                    "expected true or false, got {s:?}"
-                ))),
-            },
-        }
-    }
-
-    pub fn opt_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
-        boolean(d).map(Some)
-    }
-
-    /// A list: a TOML array, or a comma-separated string.
-    pub fn list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-        Ok(match StrOr::<Vec<String>>::deserialize(d)? {
-            StrOr::Native(v) => v,
-            StrOr::Str(s) => split_list(&s),
-        })
-    }
-
-    pub fn opt_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
-        list(d).map(Some)
-    }
-
-    pub fn opt_number<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-    where
-        D: Deserializer<'de>,
-        T: Deserialize<'de> + std::str::FromStr,
-    {
-        number(d).map(Some)
-    }
-
-    pub fn secret_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<SecretString>, D::Error> {
-        Ok(list(d)?.into_iter().map(SecretString::from).collect())
-    }
-
-    pub(super) fn split_list(s: &str) -> Vec<String> {
-        s.split([',', '\n'])
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned)
-            .collect()
-    }
 }
 
 impl Settings {
@@ -696,11 +589,6 @@ fn deserialize(table: toml::Table) -> Result<Settings, ConfigError> {
             message: inner,
         }
     })
-}
-
-/// Builds a list setting from a string the way the environment does.
-pub fn parse_list(s: &str) -> Vec<String> {
-    lenient::split_list(s)
 }
 
 #[cfg(test)]
