@@ -8,277 +8,26 @@
 //! `MCP_CONNECT_AUTH__ISSUER` is `[auth] issuer`. Unknown keys, in the file or
 //! the environment, stop start-up with a message that names them.
 
-use std::{collections::BTreeMap, net::SocketAddr, path::Path, time::Duration};
+use std::{collections::BTreeMap, path::Path};
 
-use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
+use secrecy::ExposeSecret;
 use url::Url;
 
 mod defaults;
+mod error;
 mod lenient;
+mod settings;
+mod tables;
 
+pub use error::ConfigError;
 pub use lenient::parse_list;
+pub use settings::{LogFormat, Settings};
+pub use tables::{
+    AuthSettings, FlowSettings, IntrospectionSettings, ProviderSettings, WebSettings,
+};
 
 /// Prefix of every environment variable this service reads.
 pub const ENV_PREFIX: &str = "MCP_CONNECT_";
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read the configuration file {path}: {source}")]
-    ReadFile {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("cannot read {var} (the file it names, {path}): {source}")]
-    ReadSecretFile {
-        var: String,
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{var} is not valid UTF-8")]
-    NotUnicode { var: String },
-    #[error("the configuration file {path} is not valid TOML: {message}")]
-    Toml { path: String, message: String },
-    #[error("setting `{key}`: {message}")]
-    Invalid { key: String, message: String },
-    #[error("setting `{key}` is required (set it in the file or as {env})")]
-    Missing { key: String, env: String },
-}
-
-/// Everything the service needs to run.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Settings {
-    /// The public base URL of this service, e.g. `https://connect.example.com`.
-    /// The MCP endpoint is `<public_url>/mcp`; that is also the resource
-    /// (token audience) this server accepts.
-    pub public_url: Url,
-    /// Address to listen on.
-    #[serde(default = "defaults::bind")]
-    pub bind: SocketAddr,
-    /// Postgres connection string.
-    pub database_url: SecretString,
-    /// Upper bound of pooled database connections.
-    #[serde(
-        default = "defaults::db_max_connections",
-        deserialize_with = "lenient::number"
-    )]
-    pub database_max_connections: u32,
-    /// AES-256-GCM keys as `kid:base64` entries; the first seals, all open.
-    #[serde(deserialize_with = "lenient::secret_list")]
-    pub keys: Vec<SecretString>,
-    /// `Host` header values accepted on `/mcp` (DNS-rebinding protection).
-    /// Empty means: the host of `public_url` only.
-    #[serde(default, deserialize_with = "lenient::list")]
-    pub allowed_hosts: Vec<String>,
-    /// Browser origins accepted on `/mcp`. Empty means: the origin of
-    /// `public_url` only. Requests without `Origin` (non-browser clients) pass.
-    #[serde(default, deserialize_with = "lenient::list")]
-    pub allowed_origins: Vec<String>,
-    /// Largest accepted request body on `/mcp`, in bytes.
-    #[serde(
-        default = "defaults::max_body_bytes",
-        deserialize_with = "lenient::number"
-    )]
-    pub max_body_bytes: usize,
-    /// `json` (one object per line) or `pretty`.
-    #[serde(default = "defaults::log_format")]
-    pub log_format: LogFormat,
-    /// `true` only in plain-http development on loopback: cookies lose
-    /// `Secure` (and so the `__Host-` prefix).
-    #[serde(default, deserialize_with = "lenient::boolean")]
-    pub insecure_http: bool,
-    /// The bearer token `/metrics` asks for. Unset: `/metrics` answers 404
-    /// (dev mode excepted, see [`Settings::metrics_open`]).
-    #[serde(default)]
-    pub metrics_token: Option<SecretString>,
-    /// `/metrics` without a token when none is set. Not a setting (the file
-    /// and the environment cannot set it): only `mcp-connect dev`, which
-    /// listens on loopback, turns it on.
-    #[serde(skip)]
-    pub metrics_open: bool,
-    /// How bearer tokens for `/mcp` are checked.
-    pub auth: AuthSettings,
-    /// Lifetimes of the one-time values of the connect flow.
-    #[serde(default)]
-    pub flow: FlowSettings,
-    /// The browser side: sessions.
-    #[serde(default)]
-    pub web: WebSettings,
-    /// Third-party providers users can connect, by name (`[providers.github]`).
-    #[serde(default)]
-    pub providers: BTreeMap<String, ProviderSettings>,
-    /// Derived from `public_url` after loading.
-    #[serde(skip)]
-    mcp_resource: String,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WebSettings {
-    /// How long a browser sign-in lasts, in seconds.
-    #[serde(
-        default = "defaults::session_ttl_secs",
-        deserialize_with = "lenient::number"
-    )]
-    pub session_ttl_secs: u64,
-}
-
-impl Default for WebSettings {
-    fn default() -> Self {
-        Self {
-            session_ttl_secs: defaults::session_ttl_secs(),
-        }
-    }
-}
-
-/// One third-party provider. A preset (`github`, `google`, `slack`, `demo`)
-/// supplies everything but the client credentials; `generic` takes every URL
-/// from here. Any field set here overrides the preset.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProviderSettings {
-    /// `github`, `google`, `slack`, `demo` or `generic`; defaults to the
-    /// provider's name when that names a preset, else `generic`.
-    #[serde(default)]
-    pub preset: Option<String>,
-    pub client_id: String,
-    #[serde(default)]
-    pub client_secret: Option<SecretString>,
-    /// The name shown to people ("GitHub").
-    #[serde(default)]
-    pub display_name: Option<String>,
-    /// Scopes requested when a tool asks for none.
-    #[serde(default, deserialize_with = "lenient::opt_list")]
-    pub scopes: Option<Vec<String>>,
-    #[serde(default)]
-    pub authorize_url: Option<Url>,
-    #[serde(default)]
-    pub token_url: Option<Url>,
-    /// RFC 7009 revocation endpoint.
-    #[serde(default)]
-    pub revocation_url: Option<Url>,
-    /// Where the account identity is read (GET with the access token).
-    #[serde(default)]
-    pub userinfo_url: Option<Url>,
-    /// The only base URL `api_request` may call.
-    #[serde(default)]
-    pub api_base_url: Option<Url>,
-    /// The authorization server's issuer: checked against a callback's `iss`
-    /// (RFC 9207).
-    #[serde(default)]
-    pub issuer: Option<String>,
-    /// Refuse callbacks without `iss`: set it for a provider whose metadata
-    /// says `authorization_response_iss_parameter_supported` (RFC 9207 §2.4).
-    #[serde(default, deserialize_with = "lenient::opt_bool")]
-    pub require_iss: Option<bool>,
-    /// `client_secret_post`, `client_secret_basic` or `none`.
-    #[serde(default)]
-    pub token_auth_method: Option<String>,
-    /// JSON field of the userinfo answer holding the stable account id.
-    #[serde(default)]
-    pub account_id_field: Option<String>,
-    /// JSON field of the userinfo answer holding the label shown to people.
-    #[serde(default)]
-    pub account_label_field: Option<String>,
-    /// HTTP methods `api_request` may use (default: GET, HEAD).
-    #[serde(default, deserialize_with = "lenient::opt_list")]
-    pub allowed_methods: Option<Vec<String>>,
-    /// Largest API response passed back, in bytes.
-    #[serde(default, deserialize_with = "lenient::opt_number")]
-    pub max_response_bytes: Option<usize>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AuthSettings {
-    /// The authorization server that issues tokens for this MCP server; its
-    /// metadata is discovered from here.
-    pub issuer: Url,
-    /// The JWKS URL; discovered from the issuer's metadata when absent.
-    #[serde(default)]
-    pub jwks_url: Option<Url>,
-    /// The claim that names the user (`sub`; `oid` for Microsoft Entra).
-    #[serde(default = "defaults::subject_claim")]
-    pub subject_claim: String,
-    /// Scopes advertised in protected resource metadata.
-    #[serde(default, deserialize_with = "lenient::list")]
-    pub scopes_supported: Vec<String>,
-    /// Clock skew tolerated on `exp` and `nbf`, in seconds.
-    #[serde(
-        default = "defaults::leeway_secs",
-        deserialize_with = "lenient::number"
-    )]
-    pub leeway_secs: u64,
-    /// RFC 7662 introspection, for opaque (non-JWT) access tokens.
-    #[serde(default)]
-    pub introspection: Option<IntrospectionSettings>,
-    /// OAuth client used to sign people in on the web pages (OpenID Connect).
-    #[serde(default)]
-    pub web_client_id: Option<String>,
-    #[serde(default)]
-    pub web_client_secret: Option<SecretString>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IntrospectionSettings {
-    pub url: Url,
-    pub client_id: String,
-    pub client_secret: SecretString,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FlowSettings {
-    /// Lifetime of a connect ticket, in seconds.
-    #[serde(
-        default = "defaults::ticket_ttl_secs",
-        deserialize_with = "lenient::number"
-    )]
-    pub ticket_ttl_secs: u64,
-    /// Lifetime of one round of `requestState`, in seconds.
-    #[serde(
-        default = "defaults::request_state_ttl_secs",
-        deserialize_with = "lenient::number"
-    )]
-    pub request_state_ttl_secs: u64,
-    /// How long a retry waits for a connection to appear, in milliseconds.
-    #[serde(
-        default = "defaults::connect_wait_ms",
-        deserialize_with = "lenient::number"
-    )]
-    pub connect_wait_ms: u64,
-}
-
-impl Default for FlowSettings {
-    fn default() -> Self {
-        Self {
-            ticket_ttl_secs: defaults::ticket_ttl_secs(),
-            request_state_ttl_secs: defaults::request_state_ttl_secs(),
-            connect_wait_ms: defaults::connect_wait_ms(),
-        }
-    }
-}
-
-impl FlowSettings {
-    pub fn ticket_ttl(&self) -> Duration {
-        Duration::from_secs(self.ticket_ttl_secs)
-    }
-    pub fn request_state_ttl(&self) -> Duration {
-        Duration::from_secs(self.request_state_ttl_secs)
-    }
-    pub fn connect_wait(&self) -> Duration {
-        Duration::from_millis(self.connect_wait_ms)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    Json,
-    Pretty,
-}
 
 impl Settings {
     /// Loads settings from the optional file and the process environment.
@@ -425,42 +174,6 @@ impl Settings {
             ));
         }
         Ok(())
-    }
-
-    /// The base URL without a trailing slash, for joining paths.
-    pub fn base_url(&self) -> String {
-        self.public_url.as_str().trim_end_matches('/').to_owned()
-    }
-
-    /// The canonical resource URI of the MCP endpoint: the audience bearer
-    /// tokens must carry and the audience of every sealed `requestState`.
-    pub fn mcp_resource(&self) -> String {
-        format!("{}/mcp", self.base_url())
-    }
-
-    /// [`Self::mcp_resource`] without allocating, for per-request use.
-    pub fn mcp_resource_str(&self) -> &str {
-        &self.mcp_resource
-    }
-
-    /// The `Host` values `/mcp` accepts.
-    pub fn effective_allowed_hosts(&self) -> Vec<String> {
-        if !self.allowed_hosts.is_empty() {
-            return self.allowed_hosts.clone();
-        }
-        let host = self.public_url.host_str().unwrap_or_default().to_owned();
-        match self.public_url.port() {
-            Some(port) => vec![host.clone(), format!("{host}:{port}")],
-            None => vec![host],
-        }
-    }
-
-    /// The browser origins `/mcp` accepts.
-    pub fn effective_allowed_origins(&self) -> Vec<String> {
-        if !self.allowed_origins.is_empty() {
-            return self.allowed_origins.clone();
-        }
-        vec![self.public_url.origin().ascii_serialization()]
     }
 }
 
