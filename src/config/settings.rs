@@ -122,3 +122,50 @@ impl Settings {
         vec![self.public_url.origin().ascii_serialization()]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::test_support::minimal;
+
+    #[test]
+    fn minimal_environment_loads_with_defaults() {
+        let s = Settings::from_sources(None, minimal(), toml::Table::new()).unwrap();
+        assert_eq!(s.mcp_resource(), "https://connect.example.com/mcp");
+        assert_eq!(s.max_body_bytes, 1024 * 1024);
+        assert_eq!(s.auth.subject_claim, "sub");
+        assert_eq!(s.flow.ticket_ttl_secs, 600);
+        assert_eq!(
+            s.effective_allowed_hosts(),
+            vec!["connect.example.com".to_string()]
+        );
+        assert_eq!(
+            s.effective_allowed_origins(),
+            vec!["https://connect.example.com".to_string()]
+        );
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_debug() {
+        let mut vars = minimal();
+        vars.push((
+            "MCP_CONNECT_METRICS_TOKEN".into(),
+            "metrics-token-0123456789".into(),
+        ));
+        let s = Settings::from_sources(None, vars, toml::Table::new()).unwrap();
+        let shown = format!("{s:?}");
+        assert!(!shown.contains("postgres://localhost/x"), "{shown}");
+        assert!(!shown.contains("AAECAwQF"), "{shown}");
+        assert!(!shown.contains("metrics-token"), "{shown}");
+    }
+
+    #[test]
+    fn open_metrics_cannot_be_configured() {
+        let mut vars = minimal();
+        vars.push(("MCP_CONNECT_METRICS_OPEN".into(), "true".into()));
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("metrics_open"), "{err}");
+    }
+}

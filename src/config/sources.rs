@@ -132,3 +132,85 @@ fn deserialize(table: toml::Table) -> Result<Settings, ConfigError> {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use secrecy::ExposeSecret;
+
+    use super::*;
+    use crate::config::test_support::minimal;
+
+    #[test]
+    fn missing_required_setting_is_named_with_its_variable() {
+        let mut vars = minimal();
+        vars.retain(|(k, _)| k != "MCP_CONNECT_AUTH__ISSUER");
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("auth.issuer"), "{err}");
+        assert!(err.contains("MCP_CONNECT_AUTH__ISSUER"), "{err}");
+    }
+
+    #[test]
+    fn unknown_variable_is_rejected_by_name() {
+        let mut vars = minimal();
+        vars.push(("MCP_CONNECT_PUBLIK_URL".into(), "x".into()));
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("publik_url"), "{err}");
+        assert!(err.contains("MCP_CONNECT_PUBLIK_URL"), "{err}");
+    }
+
+    #[test]
+    fn bad_number_names_the_setting() {
+        let mut vars = minimal();
+        vars.push(("MCP_CONNECT_MAX_BODY_BYTES".into(), "lots".into()));
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("max_body_bytes"), "{err}");
+    }
+
+    #[test]
+    fn file_variant_reads_the_secret_and_env_beats_file() {
+        let dir = std::env::temp_dir().join(format!("mcp-connect-cfg-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let secret = dir.join("db");
+        std::fs::write(&secret, "postgres://from-file/db\n").unwrap();
+        let file = dir.join("c.toml");
+        std::fs::write(
+            &file,
+            "max_body_bytes = 4096\n[auth]\nissuer = \"https://file.example\"\n",
+        )
+        .unwrap();
+        let mut vars = minimal();
+        vars.retain(|(k, _)| k != "MCP_CONNECT_DATABASE_URL");
+        vars.push((
+            "MCP_CONNECT_DATABASE_URL_FILE".into(),
+            secret.display().to_string(),
+        ));
+        let s = Settings::from_sources(Some(&file), vars, toml::Table::new()).unwrap();
+        assert_eq!(s.database_url.expose_secret(), "postgres://from-file/db");
+        assert_eq!(s.max_body_bytes, 4096);
+        assert_eq!(s.auth.issuer.as_str(), "https://idp.example.com/");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn unknown_file_key_is_rejected() {
+        let dir = std::env::temp_dir().join(format!("mcp-connect-cfg-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.toml");
+        std::fs::write(
+            &file,
+            "[auth]\nissuer = \"https://x\"\nsubjekt_claim = \"oid\"\n",
+        )
+        .unwrap();
+        let err = Settings::from_sources(Some(&file), minimal(), toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("auth.subjekt_claim"), "{err}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -114,3 +114,88 @@ fn is_loopback(url: &Url) -> bool {
         None => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::test_support::minimal;
+
+    #[test]
+    fn too_few_database_connections_are_refused() {
+        for n in ["0", "1"] {
+            let mut vars = minimal();
+            vars.push(("MCP_CONNECT_DATABASE_MAX_CONNECTIONS".into(), n.into()));
+            let err = Settings::from_sources(None, vars, toml::Table::new())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("database_max_connections"), "{err}");
+        }
+        let mut vars = minimal();
+        vars.push(("MCP_CONNECT_DATABASE_MAX_CONNECTIONS".into(), "2".into()));
+        assert!(Settings::from_sources(None, vars, toml::Table::new()).is_ok());
+    }
+
+    #[test]
+    fn plain_http_is_refused_off_loopback() {
+        let mut vars = minimal();
+        vars[0].1 = "http://connect.example.com".into();
+        let err = Settings::from_sources(None, vars.clone(), toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("public_url"), "{err}");
+        // Not even when asked for: plain http off loopback has no safe cookies.
+        vars.push(("MCP_CONNECT_INSECURE_HTTP".into(), "true".into()));
+        assert!(Settings::from_sources(None, vars, toml::Table::new()).is_err());
+    }
+
+    #[test]
+    fn lifetimes_are_bounded() {
+        let mut vars = minimal();
+        vars.push((
+            "MCP_CONNECT_WEB__SESSION_TTL_SECS".into(),
+            "99999999999".into(),
+        ));
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("web.session_ttl_secs"), "{err}");
+    }
+
+    #[test]
+    fn short_key_is_refused() {
+        let mut vars = minimal();
+        vars[2].1 = "k1:c2hvcnQ=".into();
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("keys"), "{err}");
+    }
+
+    #[test]
+    fn bad_provider_name_is_refused() {
+        let mut vars = minimal();
+        vars.push((
+            "MCP_CONNECT_PROVIDERS__GIT.HUB__CLIENT_ID".into(),
+            "x".into(),
+        ));
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("providers.git.hub"), "{err}");
+    }
+
+    #[test]
+    fn a_weak_or_unsendable_metrics_token_is_refused() {
+        for token in ["", "short", "sixteen chars ok", "0123456789abcdef\u{7f}"] {
+            let mut vars = minimal();
+            vars.push(("MCP_CONNECT_METRICS_TOKEN".into(), token.into()));
+            let err = Settings::from_sources(None, vars, toml::Table::new())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("metrics_token"), "{token:?}: {err}");
+            if token.len() >= 16 {
+                assert!(!err.contains(token), "the secret is not echoed: {err}");
+            }
+        }
+    }
+}
