@@ -1,0 +1,117 @@
+//! Environment variable names: the `MCP_CONNECT_` prefix, the name that sets
+//! a given key, and the reverse — turning the variables present into key
+//! paths, with `…_FILE` variants read from the file they name.
+
+use std::collections::BTreeMap;
+
+use super::ConfigError;
+
+/// Prefix of every environment variable this service reads.
+pub const ENV_PREFIX: &str = "MCP_CONNECT_";
+
+/// The environment variable that sets a dotted key path.
+pub fn env_name(key_path: &str) -> String {
+    format!(
+        "{ENV_PREFIX}{}",
+        key_path.replace('.', "__").to_ascii_uppercase()
+    )
+}
+
+/// Turns `MCP_CONNECT_…` variables into key paths, resolving `…_FILE`.
+pub(super) fn env_entries(
+    env: impl IntoIterator<Item = (String, String)>,
+) -> Result<Vec<(Vec<String>, String)>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for (var, value) in env {
+        let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
+            continue;
+        };
+        // Names the configuration file itself (`--config`), not a setting.
+        if rest == "CONFIG_FILE" {
+            continue;
+        }
+        let (rest, value) = match rest.strip_suffix("_FILE") {
+            Some(rest) => {
+                let text = std::fs::read_to_string(&value).map_err(|source| {
+                    ConfigError::ReadSecretFile {
+                        var: var.clone(),
+                        path: value.clone(),
+                        source,
+                    }
+                })?;
+                (rest, text.trim_end_matches(['\n', '\r']).to_owned())
+            }
+            None => (rest, value),
+        };
+        let path: Vec<String> = rest.split("__").map(str::to_ascii_lowercase).collect();
+        if path.iter().any(String::is_empty) {
+            return Err(ConfigError::Invalid {
+                key: var,
+                message: "malformed variable name".into(),
+            });
+        }
+        out.insert(path, value);
+    }
+    Ok(out.into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use secrecy::ExposeSecret;
+
+    use crate::config::{Settings, test_support::minimal};
+
+    #[test]
+    fn the_config_file_variable_is_not_a_setting() {
+        let mut vars = minimal();
+        vars.push(("MCP_CONNECT_CONFIG_FILE".into(), "/nonexistent.toml".into()));
+        assert!(Settings::from_sources(None, vars, toml::Table::new()).is_ok());
+    }
+
+    #[test]
+    fn providers_come_from_nested_variables() {
+        let mut vars = minimal();
+        vars.push((
+            "MCP_CONNECT_PROVIDERS__GITHUB__CLIENT_ID".into(),
+            "gh-client".into(),
+        ));
+        vars.push((
+            "MCP_CONNECT_PROVIDERS__GITHUB__CLIENT_SECRET".into(),
+            "gh-secret".into(),
+        ));
+        vars.push((
+            "MCP_CONNECT_PROVIDERS__GITHUB__SCOPES".into(),
+            "repo, read:user".into(),
+        ));
+        let s = Settings::from_sources(None, vars, toml::Table::new()).unwrap();
+        let gh = &s.providers["github"];
+        assert_eq!(gh.client_id, "gh-client");
+        assert_eq!(
+            gh.scopes.as_deref(),
+            Some(&["repo".to_string(), "read:user".to_string()][..])
+        );
+        assert!(!format!("{s:?}").contains("gh-secret"));
+    }
+
+    #[test]
+    fn the_metrics_token_is_optional_and_read_from_a_file_too() {
+        let s = Settings::from_sources(None, minimal(), toml::Table::new()).unwrap();
+        assert!(s.metrics_token.is_none());
+        assert!(!s.metrics_open);
+        let dir = std::env::temp_dir().join(format!("mcp-connect-cfg-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("metrics_token");
+        std::fs::write(&file, "0123456789abcdef0123\n").unwrap();
+        let mut vars = minimal();
+        vars.push((
+            "MCP_CONNECT_METRICS_TOKEN_FILE".into(),
+            file.display().to_string(),
+        ));
+        let s = Settings::from_sources(None, vars, toml::Table::new()).unwrap();
+        assert_eq!(
+            s.metrics_token.as_ref().map(|t| t.expose_secret()),
+            Some("0123456789abcdef0123")
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,36 @@
+//! Settings: code defaults, then an optional TOML file, then `MCP_CONNECT_…`
+//! environment variables (each also as `…_FILE`, read from a file — the way
+//! container secrets arrive). Loaded once in `main` and passed down; nothing
+//! here is global.
+//!
+//! Environment names map onto the TOML keys: `MCP_CONNECT_PUBLIC_URL` is
+//! `public_url`, and a double underscore descends into a table, so
+//! `MCP_CONNECT_AUTH__ISSUER` is `[auth] issuer`. Unknown keys, in the file or
+//! the environment, stop start-up with a message that names them.
+//!
+//! The parts: `settings` and `tables` hold the structs, a doc comment on
+//! each key (README's settings table follows them); `defaults` the values of
+//! unset keys; `lenient` the deserializers that also take the strings the
+//! environment gives; `env` the variable names; `sources` the layering and
+//! loading; `validate` the checks a loaded configuration must pass; `error`
+//! what stops loading.
+
+mod defaults;
+mod env;
+mod error;
+mod lenient;
+mod settings;
+mod sources;
+mod tables;
+mod validate;
+
+#[cfg(test)]
+mod test_support;
+
+pub use env::{ENV_PREFIX, env_name};
+pub use error::ConfigError;
+pub use lenient::parse_list;
+pub use settings::{LogFormat, Settings};
+pub use tables::{
+    AuthSettings, FlowSettings, IntrospectionSettings, ProviderSettings, WebSettings,
+};

@@ -1,0 +1,171 @@
+//! The top-level settings (`Settings`, the keys outside any table) and what
+//! is derived from them: the base URL, the MCP resource, the accepted hosts
+//! and origins.
+
+use std::{collections::BTreeMap, net::SocketAddr};
+
+use secrecy::SecretString;
+use serde::Deserialize;
+use url::Url;
+
+use super::{AuthSettings, FlowSettings, ProviderSettings, WebSettings, defaults, lenient};
+
+/// Everything the service needs to run.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// The public base URL of this service, e.g. `https://connect.example.com`.
+    /// The MCP endpoint is `<public_url>/mcp`; that is also the resource
+    /// (token audience) this server accepts.
+    pub public_url: Url,
+    /// Address to listen on.
+    #[serde(default = "defaults::bind")]
+    pub bind: SocketAddr,
+    /// Postgres connection string.
+    pub database_url: SecretString,
+    /// Upper bound of pooled database connections.
+    #[serde(
+        default = "defaults::db_max_connections",
+        deserialize_with = "lenient::number"
+    )]
+    pub database_max_connections: u32,
+    /// AES-256-GCM keys as `kid:base64` entries; the first seals, all open.
+    #[serde(deserialize_with = "lenient::secret_list")]
+    pub keys: Vec<SecretString>,
+    /// `Host` header values accepted on `/mcp` (DNS-rebinding protection).
+    /// Empty means: the host of `public_url` only.
+    #[serde(default, deserialize_with = "lenient::list")]
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins accepted on `/mcp`. Empty means: the origin of
+    /// `public_url` only. Requests without `Origin` (non-browser clients) pass.
+    #[serde(default, deserialize_with = "lenient::list")]
+    pub allowed_origins: Vec<String>,
+    /// Largest accepted request body on `/mcp`, in bytes.
+    #[serde(
+        default = "defaults::max_body_bytes",
+        deserialize_with = "lenient::number"
+    )]
+    pub max_body_bytes: usize,
+    /// `json` (one object per line) or `pretty`.
+    #[serde(default = "defaults::log_format")]
+    pub log_format: LogFormat,
+    /// `true` only in plain-http development on loopback: cookies lose
+    /// `Secure` (and so the `__Host-` prefix).
+    #[serde(default, deserialize_with = "lenient::boolean")]
+    pub insecure_http: bool,
+    /// The bearer token `/metrics` asks for. Unset: `/metrics` answers 404
+    /// (dev mode excepted, see [`Settings::metrics_open`]).
+    #[serde(default)]
+    pub metrics_token: Option<SecretString>,
+    /// `/metrics` without a token when none is set. Not a setting (the file
+    /// and the environment cannot set it): only `mcp-connect dev`, which
+    /// listens on loopback, turns it on.
+    #[serde(skip)]
+    pub metrics_open: bool,
+    /// How bearer tokens for `/mcp` are checked.
+    pub auth: AuthSettings,
+    /// Lifetimes of the one-time values of the connect flow.
+    #[serde(default)]
+    pub flow: FlowSettings,
+    /// The browser side: sessions.
+    #[serde(default)]
+    pub web: WebSettings,
+    /// Third-party providers users can connect, by name (`[providers.github]`).
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderSettings>,
+    /// Derived from `public_url` after loading.
+    #[serde(skip)]
+    pub(super) mcp_resource: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Json,
+    Pretty,
+}
+
+impl Settings {
+    /// The base URL without a trailing slash, for joining paths.
+    pub fn base_url(&self) -> String {
+        self.public_url.as_str().trim_end_matches('/').to_owned()
+    }
+
+    /// The canonical resource URI of the MCP endpoint: the audience bearer
+    /// tokens must carry and the audience of every sealed `requestState`.
+    pub fn mcp_resource(&self) -> String {
+        format!("{}/mcp", self.base_url())
+    }
+
+    /// [`Self::mcp_resource`] without allocating, for per-request use.
+    pub fn mcp_resource_str(&self) -> &str {
+        &self.mcp_resource
+    }
+
+    /// The `Host` values `/mcp` accepts.
+    pub fn effective_allowed_hosts(&self) -> Vec<String> {
+        if !self.allowed_hosts.is_empty() {
+            return self.allowed_hosts.clone();
+        }
+        let host = self.public_url.host_str().unwrap_or_default().to_owned();
+        match self.public_url.port() {
+            Some(port) => vec![host.clone(), format!("{host}:{port}")],
+            None => vec![host],
+        }
+    }
+
+    /// The browser origins `/mcp` accepts.
+    pub fn effective_allowed_origins(&self) -> Vec<String> {
+        if !self.allowed_origins.is_empty() {
+            return self.allowed_origins.clone();
+        }
+        vec![self.public_url.origin().ascii_serialization()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::test_support::minimal;
+
+    #[test]
+    fn minimal_environment_loads_with_defaults() {
+        let s = Settings::from_sources(None, minimal(), toml::Table::new()).unwrap();
+        assert_eq!(s.mcp_resource(), "https://connect.example.com/mcp");
+        assert_eq!(s.max_body_bytes, 1024 * 1024);
+        assert_eq!(s.auth.subject_claim, "sub");
+        assert_eq!(s.flow.ticket_ttl_secs, 600);
+        assert_eq!(
+            s.effective_allowed_hosts(),
+            vec!["connect.example.com".to_string()]
+        );
+        assert_eq!(
+            s.effective_allowed_origins(),
+            vec!["https://connect.example.com".to_string()]
+        );
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_debug() {
+        let mut vars = minimal();
+        vars.push((
+            "MCP_CONNECT_METRICS_TOKEN".into(),
+            "metrics-token-0123456789".into(),
+        ));
+        let s = Settings::from_sources(None, vars, toml::Table::new()).unwrap();
+        let shown = format!("{s:?}");
+        assert!(!shown.contains("postgres://localhost/x"), "{shown}");
+        assert!(!shown.contains("AAECAwQF"), "{shown}");
+        assert!(!shown.contains("metrics-token"), "{shown}");
+    }
+
+    #[test]
+    fn open_metrics_cannot_be_configured() {
+        let mut vars = minimal();
+        vars.push(("MCP_CONNECT_METRICS_OPEN".into(), "true".into()));
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("metrics_open"), "{err}");
+    }
+}

@@ -1,0 +1,216 @@
+//! Loading: the code-supplied base table, then the TOML file, then the
+//! environment, merged into one table and deserialized into [`Settings`].
+//! Deserialization errors are reworded here so they name the setting and the
+//! variable that sets it.
+
+use std::path::Path;
+
+use super::{
+    ConfigError, ENV_PREFIX, Settings,
+    env::{env_entries, env_name},
+};
+
+impl Settings {
+    /// Loads settings from the optional file and the process environment.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        let vars: Vec<(String, String)> = std::env::vars_os()
+            .filter_map(|(k, v)| {
+                let k = k.into_string().ok()?;
+                k.starts_with(ENV_PREFIX).then_some((k, v))
+            })
+            .map(|(k, v)| match v.into_string() {
+                Ok(v) => Ok((k, v)),
+                Err(_) => Err(ConfigError::NotUnicode { var: k }),
+            })
+            .collect::<Result<_, _>>()?;
+        Self::from_sources(file, vars, toml::Table::new())
+    }
+
+    /// Layers `base` (code-supplied values, e.g. dev mode's), then the file,
+    /// then the given environment, and validates the result.
+    pub fn from_sources(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+        base: toml::Table,
+    ) -> Result<Self, ConfigError> {
+        let mut table = base;
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ReadFile {
+                path: path.display().to_string(),
+                source,
+            })?;
+            let file_table: toml::Table =
+                text.parse()
+                    .map_err(|e: toml::de::Error| ConfigError::Toml {
+                        path: path.display().to_string(),
+                        message: e.to_string(),
+                    })?;
+            merge(&mut table, file_table);
+        }
+        for (key_path, value) in env_entries(env)? {
+            insert_path(&mut table, &key_path, toml::Value::String(value));
+        }
+        // Present the required table so a missing key inside it is named precisely.
+        table
+            .entry("auth")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let mut settings: Settings = deserialize(table)?;
+        settings.validate()?;
+        settings.mcp_resource = settings.mcp_resource();
+        Ok(settings)
+    }
+}
+
+fn insert_path(table: &mut toml::Table, path: &[String], value: toml::Value) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut current = table;
+    for key in parents {
+        let entry = current
+            .entry(key.clone())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if !entry.is_table() {
+            *entry = toml::Value::Table(toml::Table::new());
+        }
+        let toml::Value::Table(next) = entry else {
+            return;
+        };
+        current = next;
+    }
+    current.insert(last.clone(), value);
+}
+
+fn merge(into: &mut toml::Table, from: toml::Table) {
+    for (key, value) in from {
+        match (into.get_mut(&key), value) {
+            (Some(toml::Value::Table(a)), toml::Value::Table(b)) => merge(a, b),
+            (_, value) => {
+                into.insert(key, value);
+            }
+        }
+    }
+}
+
+fn deserialize(table: toml::Table) -> Result<Settings, ConfigError> {
+    let value = toml::Value::Table(table);
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let key = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        // serde names a missing field only in its message; lift it into the key.
+        if let Some(field) = inner
+            .strip_prefix("missing field `")
+            .and_then(|s| s.split('`').next())
+        {
+            let key = if key == "." {
+                field.to_owned()
+            } else {
+                format!("{key}.{field}")
+            };
+            return ConfigError::Missing {
+                env: env_name(&key),
+                key,
+            };
+        }
+        if let Some(field) = inner
+            .strip_prefix("unknown field `")
+            .and_then(|s| s.split('`').next())
+        {
+            let key = if key == "." {
+                field.to_owned()
+            } else {
+                format!("{key}.{field}")
+            };
+            return ConfigError::Invalid {
+                message: format!("unknown setting (from the file, or {})", env_name(&key)),
+                key,
+            };
+        }
+        ConfigError::Invalid {
+            key,
+            message: inner,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use secrecy::ExposeSecret;
+
+    use super::*;
+    use crate::config::test_support::minimal;
+
+    #[test]
+    fn missing_required_setting_is_named_with_its_variable() {
+        let mut vars = minimal();
+        vars.retain(|(k, _)| k != "MCP_CONNECT_AUTH__ISSUER");
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("auth.issuer"), "{err}");
+        assert!(err.contains("MCP_CONNECT_AUTH__ISSUER"), "{err}");
+    }
+
+    #[test]
+    fn unknown_variable_is_rejected_by_name() {
+        let mut vars = minimal();
+        vars.push(("MCP_CONNECT_PUBLIK_URL".into(), "x".into()));
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("publik_url"), "{err}");
+        assert!(err.contains("MCP_CONNECT_PUBLIK_URL"), "{err}");
+    }
+
+    #[test]
+    fn bad_number_names_the_setting() {
+        let mut vars = minimal();
+        vars.push(("MCP_CONNECT_MAX_BODY_BYTES".into(), "lots".into()));
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("max_body_bytes"), "{err}");
+    }
+
+    #[test]
+    fn file_variant_reads_the_secret_and_env_beats_file() {
+        let dir = std::env::temp_dir().join(format!("mcp-connect-cfg-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let secret = dir.join("db");
+        std::fs::write(&secret, "postgres://from-file/db\n").unwrap();
+        let file = dir.join("c.toml");
+        std::fs::write(
+            &file,
+            "max_body_bytes = 4096\n[auth]\nissuer = \"https://file.example\"\n",
+        )
+        .unwrap();
+        let mut vars = minimal();
+        vars.retain(|(k, _)| k != "MCP_CONNECT_DATABASE_URL");
+        vars.push((
+            "MCP_CONNECT_DATABASE_URL_FILE".into(),
+            secret.display().to_string(),
+        ));
+        let s = Settings::from_sources(Some(&file), vars, toml::Table::new()).unwrap();
+        assert_eq!(s.database_url.expose_secret(), "postgres://from-file/db");
+        assert_eq!(s.max_body_bytes, 4096);
+        assert_eq!(s.auth.issuer.as_str(), "https://idp.example.com/");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn unknown_file_key_is_rejected() {
+        let dir = std::env::temp_dir().join(format!("mcp-connect-cfg-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.toml");
+        std::fs::write(
+            &file,
+            "[auth]\nissuer = \"https://x\"\nsubjekt_claim = \"oid\"\n",
+        )
+        .unwrap();
+        let err = Settings::from_sources(Some(&file), minimal(), toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("auth.subjekt_claim"), "{err}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

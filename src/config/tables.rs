@@ -1,0 +1,173 @@
+//! The tables inside the settings: `[web]` (browser sessions),
+//! `[providers.<name>]` (the third-party providers people can connect),
+//! `[auth]` with `[auth.introspection]` (how bearer tokens for `/mcp` are
+//! checked, and the client that signs people in on the web pages) and
+//! `[flow]` (lifetimes of the connect flow's one-time values).
+
+use std::time::Duration;
+
+use secrecy::SecretString;
+use serde::Deserialize;
+use url::Url;
+
+use super::{defaults, lenient};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebSettings {
+    /// How long a browser sign-in lasts, in seconds.
+    #[serde(
+        default = "defaults::session_ttl_secs",
+        deserialize_with = "lenient::number"
+    )]
+    pub session_ttl_secs: u64,
+}
+
+impl Default for WebSettings {
+    fn default() -> Self {
+        Self {
+            session_ttl_secs: defaults::session_ttl_secs(),
+        }
+    }
+}
+
+/// One third-party provider. A preset (`github`, `google`, `slack`, `demo`)
+/// supplies everything but the client credentials; `generic` takes every URL
+/// from here. Any field set here overrides the preset.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderSettings {
+    /// `github`, `google`, `slack`, `demo` or `generic`; defaults to the
+    /// provider's name when that names a preset, else `generic`.
+    #[serde(default)]
+    pub preset: Option<String>,
+    pub client_id: String,
+    #[serde(default)]
+    pub client_secret: Option<SecretString>,
+    /// The name shown to people ("GitHub").
+    #[serde(default)]
+    pub display_name: Option<String>,
+    /// Scopes requested when a tool asks for none.
+    #[serde(default, deserialize_with = "lenient::opt_list")]
+    pub scopes: Option<Vec<String>>,
+    #[serde(default)]
+    pub authorize_url: Option<Url>,
+    #[serde(default)]
+    pub token_url: Option<Url>,
+    /// RFC 7009 revocation endpoint.
+    #[serde(default)]
+    pub revocation_url: Option<Url>,
+    /// Where the account identity is read (GET with the access token).
+    #[serde(default)]
+    pub userinfo_url: Option<Url>,
+    /// The only base URL `api_request` may call.
+    #[serde(default)]
+    pub api_base_url: Option<Url>,
+    /// The authorization server's issuer: checked against a callback's `iss`
+    /// (RFC 9207).
+    #[serde(default)]
+    pub issuer: Option<String>,
+    /// Refuse callbacks without `iss`: set it for a provider whose metadata
+    /// says `authorization_response_iss_parameter_supported` (RFC 9207 §2.4).
+    #[serde(default, deserialize_with = "lenient::opt_bool")]
+    pub require_iss: Option<bool>,
+    /// `client_secret_post`, `client_secret_basic` or `none`.
+    #[serde(default)]
+    pub token_auth_method: Option<String>,
+    /// JSON field of the userinfo answer holding the stable account id.
+    #[serde(default)]
+    pub account_id_field: Option<String>,
+    /// JSON field of the userinfo answer holding the label shown to people.
+    #[serde(default)]
+    pub account_label_field: Option<String>,
+    /// HTTP methods `api_request` may use (default: GET, HEAD).
+    #[serde(default, deserialize_with = "lenient::opt_list")]
+    pub allowed_methods: Option<Vec<String>>,
+    /// Largest API response passed back, in bytes.
+    #[serde(default, deserialize_with = "lenient::opt_number")]
+    pub max_response_bytes: Option<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSettings {
+    /// The authorization server that issues tokens for this MCP server; its
+    /// metadata is discovered from here.
+    pub issuer: Url,
+    /// The JWKS URL; discovered from the issuer's metadata when absent.
+    #[serde(default)]
+    pub jwks_url: Option<Url>,
+    /// The claim that names the user (`sub`; `oid` for Microsoft Entra).
+    #[serde(default = "defaults::subject_claim")]
+    pub subject_claim: String,
+    /// Scopes advertised in protected resource metadata.
+    #[serde(default, deserialize_with = "lenient::list")]
+    pub scopes_supported: Vec<String>,
+    /// Clock skew tolerated on `exp` and `nbf`, in seconds.
+    #[serde(
+        default = "defaults::leeway_secs",
+        deserialize_with = "lenient::number"
+    )]
+    pub leeway_secs: u64,
+    /// RFC 7662 introspection, for opaque (non-JWT) access tokens.
+    #[serde(default)]
+    pub introspection: Option<IntrospectionSettings>,
+    /// OAuth client used to sign people in on the web pages (OpenID Connect).
+    #[serde(default)]
+    pub web_client_id: Option<String>,
+    #[serde(default)]
+    pub web_client_secret: Option<SecretString>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntrospectionSettings {
+    pub url: Url,
+    pub client_id: String,
+    pub client_secret: SecretString,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowSettings {
+    /// Lifetime of a connect ticket, in seconds.
+    #[serde(
+        default = "defaults::ticket_ttl_secs",
+        deserialize_with = "lenient::number"
+    )]
+    pub ticket_ttl_secs: u64,
+    /// Lifetime of one round of `requestState`, in seconds.
+    #[serde(
+        default = "defaults::request_state_ttl_secs",
+        deserialize_with = "lenient::number"
+    )]
+    pub request_state_ttl_secs: u64,
+    /// How long a retry waits for a connection to appear, in milliseconds.
+    #[serde(
+        default = "defaults::connect_wait_ms",
+        deserialize_with = "lenient::number"
+    )]
+    pub connect_wait_ms: u64,
+}
+
+impl Default for FlowSettings {
+    fn default() -> Self {
+        Self {
+            ticket_ttl_secs: defaults::ticket_ttl_secs(),
+            request_state_ttl_secs: defaults::request_state_ttl_secs(),
+            connect_wait_ms: defaults::connect_wait_ms(),
+        }
+    }
+}
+
+impl FlowSettings {
+    pub fn ticket_ttl(&self) -> Duration {
+        Duration::from_secs(self.ticket_ttl_secs)
+    }
+    pub fn request_state_ttl(&self) -> Duration {
+        Duration::from_secs(self.request_state_ttl_secs)
+    }
+    pub fn connect_wait(&self) -> Duration {
+        Duration::from_millis(self.connect_wait_ms)
+    }
+}

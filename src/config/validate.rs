@@ -1,0 +1,201 @@
+//! The checks a loaded configuration must pass before the service starts,
+//! beyond what its types already enforce. They run in a fixed order and stop
+//! at the first failure, naming the setting.
+
+use secrecy::ExposeSecret;
+use url::Url;
+
+use super::{ConfigError, Settings, env_name};
+
+impl Settings {
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            key: key.to_owned(),
+            message,
+        };
+        if !matches!(self.public_url.scheme(), "http" | "https") || self.public_url.host().is_none()
+        {
+            return Err(invalid(
+                "public_url",
+                "must be an http(s) URL with a host".into(),
+            ));
+        }
+        if self.public_url.query().is_some() || self.public_url.fragment().is_some() {
+            return Err(invalid(
+                "public_url",
+                "must not carry a query or fragment".into(),
+            ));
+        }
+        if self.public_url.scheme() == "http" && !is_loopback(&self.public_url) {
+            // Without TLS, cookies cannot be `Secure` or `__Host-`: anyone on
+            // the path could read a session or plant one (login CSRF).
+            return Err(invalid(
+                "public_url",
+                "must be https (plain http is accepted only on loopback)".into(),
+            ));
+        }
+        if self.keys.is_empty() {
+            return Err(ConfigError::Missing {
+                key: "keys".into(),
+                env: env_name("keys"),
+            });
+        }
+        crate::crypto::KeyRing::from_entries(self.keys.iter().map(|k| k.expose_secret()))
+            .map_err(|e| invalid("keys", e.to_string()))?;
+        if let Some(token) = &self.metrics_token {
+            let token = token.expose_secret();
+            if token.len() < 16 || !crate::auth::is_token68(token) {
+                return Err(invalid(
+                    "metrics_token",
+                    "must be at least 16 characters of A-Z a-z 0-9 - . _ ~ + / (e.g. `openssl rand -hex 32`)".into(),
+                ));
+            }
+        }
+        if self.max_body_bytes < 1024 {
+            return Err(invalid("max_body_bytes", "must be at least 1024".into()));
+        }
+        if !(2..=10_000).contains(&self.database_max_connections) {
+            return Err(invalid(
+                "database_max_connections",
+                "must be between 2 and 10000 (half are pooled, half kept per worker thread)".into(),
+            ));
+        }
+        if self.auth.subject_claim.trim().is_empty() {
+            return Err(invalid("auth.subject_claim", "must not be empty".into()));
+        }
+        for (name, provider) in &self.providers {
+            let valid_name = !name.is_empty()
+                && name.len() <= 32
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+            if !valid_name {
+                return Err(invalid(
+                    &format!("providers.{name}"),
+                    "provider names are 1 to 32 lowercase letters, digits, `-` or `_`".into(),
+                ));
+            }
+            if provider.client_id.trim().is_empty() {
+                return Err(invalid(
+                    &format!("providers.{name}.client_id"),
+                    "must not be empty".into(),
+                ));
+            }
+        }
+        const MONTH: u64 = 31 * 24 * 3600;
+        for (key, value) in [
+            ("flow.ticket_ttl_secs", self.flow.ticket_ttl_secs),
+            (
+                "flow.request_state_ttl_secs",
+                self.flow.request_state_ttl_secs,
+            ),
+            ("web.session_ttl_secs", self.web.session_ttl_secs),
+            ("flow.connect_wait_ms", self.flow.connect_wait_ms / 1000),
+        ] {
+            if value > MONTH {
+                return Err(invalid(key, "is longer than a month".into()));
+            }
+        }
+        if self.flow.ticket_ttl_secs == 0 || self.flow.request_state_ttl_secs == 0 {
+            return Err(invalid(
+                "flow",
+                "lifetimes must be greater than zero".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(d)) => d == "localhost",
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::test_support::minimal;
+
+    #[test]
+    fn too_few_database_connections_are_refused() {
+        for n in ["0", "1"] {
+            let mut vars = minimal();
+            vars.push(("MCP_CONNECT_DATABASE_MAX_CONNECTIONS".into(), n.into()));
+            let err = Settings::from_sources(None, vars, toml::Table::new())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("database_max_connections"), "{err}");
+        }
+        let mut vars = minimal();
+        vars.push(("MCP_CONNECT_DATABASE_MAX_CONNECTIONS".into(), "2".into()));
+        assert!(Settings::from_sources(None, vars, toml::Table::new()).is_ok());
+    }
+
+    #[test]
+    fn plain_http_is_refused_off_loopback() {
+        let mut vars = minimal();
+        vars[0].1 = "http://connect.example.com".into();
+        let err = Settings::from_sources(None, vars.clone(), toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("public_url"), "{err}");
+        // Not even when asked for: plain http off loopback has no safe cookies.
+        vars.push(("MCP_CONNECT_INSECURE_HTTP".into(), "true".into()));
+        assert!(Settings::from_sources(None, vars, toml::Table::new()).is_err());
+    }
+
+    #[test]
+    fn lifetimes_are_bounded() {
+        let mut vars = minimal();
+        vars.push((
+            "MCP_CONNECT_WEB__SESSION_TTL_SECS".into(),
+            "99999999999".into(),
+        ));
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("web.session_ttl_secs"), "{err}");
+    }
+
+    #[test]
+    fn short_key_is_refused() {
+        let mut vars = minimal();
+        vars[2].1 = "k1:c2hvcnQ=".into();
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("keys"), "{err}");
+    }
+
+    #[test]
+    fn bad_provider_name_is_refused() {
+        let mut vars = minimal();
+        vars.push((
+            "MCP_CONNECT_PROVIDERS__GIT.HUB__CLIENT_ID".into(),
+            "x".into(),
+        ));
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("providers.git.hub"), "{err}");
+    }
+
+    #[test]
+    fn a_weak_or_unsendable_metrics_token_is_refused() {
+        for token in ["", "short", "sixteen chars ok", "0123456789abcdef\u{7f}"] {
+            let mut vars = minimal();
+            vars.push(("MCP_CONNECT_METRICS_TOKEN".into(), token.into()));
+            let err = Settings::from_sources(None, vars, toml::Table::new())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("metrics_token"), "{token:?}: {err}");
+            if token.len() >= 16 {
+                assert!(!err.contains(token), "the secret is not echoed: {err}");
+            }
+        }
+    }
+}
