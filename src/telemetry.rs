@@ -41,7 +41,7 @@ pub fn init(format: LogFormat) {
 pub struct LogGuard(#[allow(dead_code)] Option<batched::WriterGuard>);
 
 /// Logging for a serving process. Request handlers queue their lines for a
-/// writer thread instead of making a system call each (see [`batched`]).
+/// writer thread instead of making a system call each (see `batched`).
 pub fn init_for_serving(format: LogFormat) -> LogGuard {
     match batched::spawn(std::io::stderr()) {
         Ok((writer, guard)) => {

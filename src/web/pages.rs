@@ -9,7 +9,7 @@ use askama::Template;
 use super::headers;
 
 /// Why a browser request could not be served. The `Display` text is for the
-/// log; what the person sees is [`WebError::page`].
+/// log; what the person sees is `WebError::page`.
 #[derive(Debug, thiserror::Error)]
 pub enum WebError {
     #[error("the connect link is unknown, expired, used or declined")]
