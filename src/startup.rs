@@ -38,6 +38,8 @@ pub struct AppState {
     pub events: Arc<ConnectionEvents>,
     /// One refresh per connection at a time within this instance.
     pub refresh_locks: Arc<crate::connect::locks::KeyedLocks>,
+    /// New connect links per user and minute.
+    pub link_limit: Arc<crate::connect::link_limit::LinkLimit>,
     /// The identity provider's metadata for starting web sign-ins.
     pub sign_in_metadata: Arc<crate::web::oidc::StartMetadata>,
     /// This instance's counters, read by `/metrics`.
@@ -131,6 +133,9 @@ pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, Startup
     let http = outbound_http_client()?;
     let verifier = TokenVerifier::new(&settings.auth, settings.mcp_resource(), http.clone());
     let providers = ProviderCatalog::from_settings(&settings)?;
+    let link_limit = Arc::new(crate::connect::link_limit::LinkLimit::new(
+        settings.flow.links_per_minute,
+    ));
     let (_, hot) = db::split_connections(settings.database_max_connections);
     let hot_db = db::hot::HotConnections::new((*pool.connect_options()).clone(), hot, pool.clone());
     let events = ConnectionEvents::start(pool.clone());
@@ -146,6 +151,7 @@ pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, Startup
         providers: Arc::new(providers),
         events,
         refresh_locks: Arc::default(),
+        link_limit,
         sign_in_metadata: Arc::default(),
         metrics: Arc::default(),
         _sweeper: Arc::new(stop_sweeper.drop_guard()),

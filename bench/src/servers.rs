@@ -122,6 +122,9 @@ pub async fn start_ours(
         ])
         // The production log format: one JSON line per event, to stderr.
         .env("MCP_CONNECT_LOG_FORMAT", "json")
+        // S2 asks the same few users for links thousands of times a second:
+        // the per-user limit still counts every one, but never refuses.
+        .env("MCP_CONNECT_FLOW__LINKS_PER_MINUTE", "4000000000")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log_file(paths, "mcp-connect.log")?)

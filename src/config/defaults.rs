@@ -29,6 +29,9 @@ pub fn ticket_ttl_secs() -> u64 {
 pub fn request_state_ttl_secs() -> u64 {
     600
 }
+pub fn links_per_minute() -> u32 {
+    60
+}
 pub fn connect_wait_ms() -> u64 {
     5000
 }

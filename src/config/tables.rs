@@ -148,6 +148,12 @@ pub struct FlowSettings {
         deserialize_with = "lenient::number"
     )]
     pub connect_wait_ms: u64,
+    /// New connect links one user may be given per minute, per instance.
+    #[serde(
+        default = "defaults::links_per_minute",
+        deserialize_with = "lenient::number"
+    )]
+    pub links_per_minute: u32,
 }
 
 impl Default for FlowSettings {
@@ -156,6 +162,7 @@ impl Default for FlowSettings {
             ticket_ttl_secs: defaults::ticket_ttl_secs(),
             request_state_ttl_secs: defaults::request_state_ttl_secs(),
             connect_wait_ms: defaults::connect_wait_ms(),
+            links_per_minute: defaults::links_per_minute(),
         }
     }
 }

@@ -102,6 +102,12 @@ impl Settings {
                 "lifetimes must be greater than zero".into(),
             ));
         }
+        if self.flow.links_per_minute == 0 {
+            return Err(invalid(
+                "flow.links_per_minute",
+                "must be at least 1".into(),
+            ));
+        }
         Ok(())
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod elicit;
 pub mod events;
+pub mod link_limit;
 pub mod locks;
 pub mod tickets;
 pub mod vault;
@@ -240,6 +241,16 @@ async fn ask<'s>(
     let (ticket_id, secret) = match reusable {
         Some(found) => found,
         None => {
+            if let Err(wait) = state.link_limit.take(&p.issuer, &p.subject) {
+                tracing::info!(subject = %p.subject, client_id = %p.client_id, "connect link refused: too many this minute");
+                return Err(ErrorData::invalid_request(
+                    format!(
+                        "Too many connect links were requested for this account in the last minute. Try again in {} s.",
+                        wait.as_secs().max(1)
+                    ),
+                    None,
+                ));
+            }
             let t = tickets::issue(
                 state,
                 &p.issuer,

@@ -849,3 +849,41 @@ async fn a_refusal_of_a_token_that_was_refreshed_meanwhile_leaves_the_connection
     assert!(token_rejected(&app.state, &current).await.unwrap());
     assert_eq!(status().await, "needs_reauth");
 }
+
+#[tokio::test]
+async fn a_user_gets_a_bounded_number_of_new_links_per_minute() {
+    let app = spawn_app_with(|t| {
+        let mut flow = toml::Table::new();
+        flow.insert("links_per_minute".into(), 2.into());
+        t.insert("flow".into(), toml::Value::Table(flow));
+    })
+    .await;
+    let args = json!({"provider": "demo"});
+    let first = ask(&app, "alice", "whoami", args.clone()).await;
+    ask(&app, "alice", "whoami", args.clone()).await;
+    let (status, refused) = app.call_tool("alice", "whoami", args.clone()).await;
+    assert_eq!(status, 200, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("Too many connect links"), "{message}");
+    assert_eq!(
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM connect_tickets")
+            .fetch_one(&app.db)
+            .await
+            .unwrap(),
+        2
+    );
+    // Another user has their own share.
+    ask(&app, "bob", "whoami", args.clone()).await;
+    // A retry that shows the same link again takes nothing from it.
+    let (_, again) = retry(
+        &app,
+        "alice",
+        "whoami",
+        args,
+        &state_of(&first),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(ticket_of(&again), ticket_of(&first), "{again}");
+}
