@@ -21,7 +21,8 @@ pub const NAME: &str = "api_request";
 pub struct Args {
     /// The provider whose API to call, e.g. "github".
     pub provider: String,
-    /// HTTP method, e.g. "GET". Providers allow GET and HEAD unless configured otherwise.
+    /// HTTP method; GET when absent. Providers allow GET and HEAD unless configured otherwise.
+    #[serde(default = "get")]
     pub method: String,
     /// Path relative to the provider's API base URL, e.g. "user/repos" for GitHub. No absolute URLs, no "..".
     pub path: String,
@@ -31,6 +32,10 @@ pub struct Args {
     /// JSON body, for methods that take one.
     #[serde(default)]
     pub body: Option<Value>,
+}
+
+fn get() -> String {
+    "GET".to_owned()
 }
 
 pub fn definition() -> Tool {

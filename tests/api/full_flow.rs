@@ -539,3 +539,19 @@ async fn a_disconnect_waits_for_a_refresh_under_way_and_revokes_what_it_stored()
     assert_eq!(api_status(token).await, 401, "revoked after the refresh");
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
 }
+
+#[tokio::test]
+async fn api_request_without_a_method_is_a_get() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let (_, body) = app
+        .call_tool(
+            "alice",
+            "api_request",
+            json!({"provider": "demo", "path": "echo"}),
+        )
+        .await;
+    let result = &body["result"]["structuredContent"];
+    assert_eq!(result["status"], 200, "{body}");
+    assert_eq!(result["body"]["method"], "GET", "{body}");
+}
