@@ -15,9 +15,9 @@ use anyhow::{Context, anyhow};
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use futures::StreamExt;
 use openidconnect::{
-    AuthType, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointMaybeSet,
-    EndpointNotSet, EndpointSet, IssuerUrl, Nonce, PkceCodeChallenge, PkceCodeVerifier,
-    RedirectUrl, Scope, TokenResponse,
+    AuthType, AuthorizationCode, ClientId, ClientSecret, CsrfToken, DiscoveryError,
+    EndpointMaybeSet, EndpointNotSet, EndpointSet, IssuerUrl, Nonce, PkceCodeChallenge,
+    PkceCodeVerifier, RedirectUrl, Scope, TokenResponse,
     core::{
         CoreAuthPrompt, CoreAuthenticationFlow, CoreClient, CoreClientAuthMethod,
         CoreProviderMetadata,
@@ -176,12 +176,35 @@ fn web_client_id(state: &AppState) -> Result<&str, WebError> {
 async fn discover(state: &AppState) -> Result<CoreProviderMetadata, WebError> {
     // Not configured: say so before reaching out to anyone.
     web_client_id(state)?;
-    let issuer = IssuerUrl::new(crate::auth::configured_issuer(&state.settings.auth.issuer))
-        .context("auth.issuer is not a URL")?;
+    let configured = &state.settings.auth.issuer;
+    let bare = crate::auth::configured_issuer(configured);
+    // An issuer at a host's root is written with its slash by some
+    // providers (Auth0: `https://tenant.auth0.com/`) and without by others;
+    // the configuration cannot tell, and the library wants the metadata's
+    // exact spelling. Try both, bare first.
+    let spellings = if configured.path() == "/" && configured.query().is_none() {
+        vec![bare.clone(), format!("{bare}/")]
+    } else {
+        vec![bare]
+    };
     let http = http_client(state.http.clone());
-    CoreProviderMetadata::discover_async(issuer, &http)
-        .await
-        .map_err(|e| WebError::Upstream(anyhow!("identity provider discovery failed: {e}")))
+    let mut last = None;
+    for spelling in spellings {
+        let issuer = IssuerUrl::new(spelling).context("auth.issuer is not a URL")?;
+        match CoreProviderMetadata::discover_async(issuer, &http).await {
+            Ok(metadata) => return Ok(metadata),
+            Err(e @ DiscoveryError::Validation(_)) => last = Some(e.to_string()),
+            Err(e) => {
+                return Err(WebError::Upstream(anyhow!(
+                    "identity provider discovery failed: {e}"
+                )));
+            }
+        }
+    }
+    Err(WebError::Upstream(anyhow!(
+        "identity provider discovery failed: {}",
+        last.unwrap_or_default()
+    )))
 }
 
 fn client(state: &AppState, metadata: CoreProviderMetadata) -> Result<Client, WebError> {

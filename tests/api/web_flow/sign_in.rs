@@ -178,3 +178,63 @@ async fn starting_a_sign_in_reuses_the_identity_providers_metadata() {
         second.location
     );
 }
+
+/// An identity provider at a host's root whose metadata spells its issuer
+/// with the trailing slash, as Auth0 does.
+async fn root_issuer_with_slash() -> String {
+    use actix_web::{App, HttpResponse, HttpServer, web};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let metadata = serde_json::json!({
+        "issuer": format!("{base}/"),
+        "authorization_endpoint": format!("{base}/authorize"),
+        "token_endpoint": format!("{base}/oauth/token"),
+        "jwks_uri": format!("{base}/.well-known/jwks.json"),
+        "response_types_supported": ["code"],
+        "subject_types_supported": ["public"],
+        "id_token_signing_alg_values_supported": ["RS256"],
+    });
+    let server = HttpServer::new(move || {
+        let metadata = metadata.clone();
+        App::new()
+            .route(
+                "/.well-known/openid-configuration",
+                web::get().to(move || {
+                    let metadata = metadata.clone();
+                    async move { HttpResponse::Ok().json(metadata) }
+                }),
+            )
+            .route(
+                "/.well-known/jwks.json",
+                web::get()
+                    .to(|| async { HttpResponse::Ok().json(serde_json::json!({"keys": []})) }),
+            )
+    })
+    .workers(1)
+    .listen(listener)
+    .unwrap()
+    .run();
+    tokio::spawn(server);
+    format!("{base}/")
+}
+
+#[tokio::test]
+async fn an_issuer_spelled_with_a_trailing_slash_at_the_root_signs_in() {
+    let issuer = root_issuer_with_slash().await;
+    let app = crate::helpers::spawn_app_with(|table| {
+        if let Some(toml::Value::Table(auth)) = table.get_mut("auth") {
+            auth.insert("issuer".into(), toml::Value::String(issuer.clone()));
+        }
+    })
+    .await;
+    let start = Browser::new(&app).get("/login").await;
+    assert_eq!(start.status, 303, "{}", start.body);
+    assert!(
+        start
+            .location
+            .as_deref()
+            .is_some_and(|l| l.starts_with(&format!("{issuer}authorize?"))),
+        "{:?}",
+        start.location
+    );
+}
