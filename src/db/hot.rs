@@ -83,6 +83,9 @@ struct Own {
     conn: PgConnection,
     slot: Slot,
     opened: Instant,
+    /// Its database's idle limit, kept here so that checking an idle
+    /// connection touches nothing shared between threads.
+    max_idle: Duration,
 }
 
 struct Idle {
@@ -138,6 +141,7 @@ impl HotConnections {
                 conn,
                 slot,
                 opened: Instant::now(),
+                max_idle: self.shared.max_idle,
             }));
         }
         Ok(HotConnection {
@@ -151,19 +155,20 @@ impl HotConnections {
     /// any database, so their places go back to the threads that need them.
     fn take_idle(&self) -> Option<Own> {
         let now = Instant::now();
-        let home = Arc::downgrade(&self.shared);
+        // Compared by address: no reference count is written on this path.
+        let home = Arc::as_ptr(&self.shared);
         let mut stale = Vec::new();
         let found = IDLE.with(|idle| {
             let mut idle = idle.borrow_mut();
             let mut i = 0;
             while i < idle.len() {
                 let entry = &idle[i];
-                let Some(shared) = entry.own.slot.0.upgrade() else {
+                if entry.own.slot.0.strong_count() == 0 {
                     // Its application is gone: nothing can use it.
                     drop(idle.swap_remove(i));
                     continue;
-                };
-                if now.duration_since(entry.since) >= shared.max_idle
+                }
+                if now.duration_since(entry.since) >= entry.own.max_idle
                     || now.duration_since(entry.own.opened) >= MAX_LIFETIME
                 {
                     stale.push(idle.swap_remove(i).own);
@@ -172,7 +177,7 @@ impl HotConnections {
                 i += 1;
             }
             idle.iter()
-                .rposition(|i| Weak::ptr_eq(&i.own.slot.0, &home))
+                .rposition(|i| std::ptr::eq(Weak::as_ptr(&i.own.slot.0), home))
                 .map(|position| idle.swap_remove(position).own)
         });
         for own in stale {
