@@ -146,7 +146,7 @@ fn note_method(body: &[u8], facts: &mut RequestFacts) -> bool {
 
 /// The actix request head as an `http` 1.x head (actix-web 4 is on `http`
 /// 0.2), with an absolute URI: rmcp reads the authority for its Host check.
-fn request_head(req: &HttpRequest) -> Result<http::request::Parts, HttpResponse> {
+pub fn request_head(req: &HttpRequest) -> Result<http::request::Parts, HttpResponse> {
     let bad = |what: &str| {
         tracing::info!(what, "mcp: request head could not be converted");
         jsonrpc_error(StatusCode::BAD_REQUEST, -32600, "Invalid request")
@@ -271,7 +271,7 @@ fn jsonrpc_error(status: StatusCode, code: i32, message: &str) -> HttpResponse {
     }))
 }
 
-async fn into_actix(
+pub async fn into_actix(
     response: http::Response<http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>>,
 ) -> HttpResponse {
     let (parts, body) = response.into_parts();

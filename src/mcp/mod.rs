@@ -16,6 +16,10 @@ use rmcp::transport::streamable_http_server::{
 };
 
 pub use access_log::Ended;
+/// The bridge's conversions, for other actix front ends of an rmcp service
+/// (the benchmark's bare server uses them, so it differs from ours only by
+/// what it leaves out).
+pub use bridge::{into_actix, request_head};
 pub use server::McpServer;
 
 use crate::startup::AppState;
