@@ -813,14 +813,8 @@ async fn a_ticket_insert_relaxes_durability_for_its_own_transaction_only() {
 
 #[tokio::test]
 async fn a_refusal_of_a_token_that_was_refreshed_meanwhile_leaves_the_connection_usable() {
-    use mcp_connect::connect::vault::{TokenState, token_rejected, usable_token};
+    use mcp_connect::connect::vault::token_rejected;
     let app = spawn_app().await;
-    let demo = app.state.providers.get("demo").unwrap();
-    let issuer = app.dev.issuer();
-    let usable = |state: TokenState| match state {
-        TokenState::Usable(token) => token,
-        other => panic!("not usable: {other:?}"),
-    };
     let status = || async {
         sqlx::query_scalar::<_, String>("SELECT status FROM connections")
             .fetch_one(&app.db)
@@ -829,11 +823,7 @@ async fn a_refusal_of_a_token_that_was_refreshed_meanwhile_leaves_the_connection
     };
 
     connect_directly(&app, "alice", "first-token").await;
-    let old = usable(
-        usable_token(&app.state, &issuer, "alice", demo, &[])
-            .await
-            .unwrap(),
-    );
+    let old = app.demo_token("alice").await;
     // Another call stores a new token (a refresh, a reconnect) ...
     connect_directly(&app, "alice", "second-token").await;
     // ... then the provider's 401 for the old one arrives.
@@ -841,11 +831,7 @@ async fn a_refusal_of_a_token_that_was_refreshed_meanwhile_leaves_the_connection
     assert_eq!(status().await, "active");
 
     // A refusal of the token in use does mark it.
-    let current = usable(
-        usable_token(&app.state, &issuer, "alice", demo, &[])
-            .await
-            .unwrap(),
-    );
+    let current = app.demo_token("alice").await;
     assert!(token_rejected(&app.state, &current).await.unwrap());
     assert_eq!(status().await, "needs_reauth");
 }

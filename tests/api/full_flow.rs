@@ -445,20 +445,7 @@ async fn a_token_the_provider_refuses_makes_the_next_call_ask_to_connect_again()
     let app = spawn_app().await;
     connect_demo(&app, "alice", "octo").await;
     // The provider forgets the token (the user revoked the app there).
-    let demo = app.state.providers.get("demo").unwrap();
-    let token = match mcp_connect::connect::vault::usable_token(
-        &app.state,
-        &app.dev.issuer(),
-        "alice",
-        demo,
-        &[],
-    )
-    .await
-    .unwrap()
-    {
-        mcp_connect::connect::vault::TokenState::Usable(t) => t,
-        other => panic!("{other:?}"),
-    };
+    let token = app.demo_token("alice").await;
     let settings = app.dev.demo().provider_settings();
     let revoked = app
         .http
@@ -492,17 +479,11 @@ async fn a_token_the_provider_refuses_makes_the_next_call_ask_to_connect_again()
 
 #[tokio::test]
 async fn a_disconnect_waits_for_a_refresh_under_way_and_revokes_what_it_stored() {
-    use mcp_connect::connect::vault::{TokenState, disconnect, usable_token};
+    use mcp_connect::connect::vault::disconnect;
     let app = spawn_app().await;
     connect_demo(&app, "alice", "octo").await;
-    let demo = app.state.providers.get("demo").unwrap();
     let issuer = app.dev.issuer();
-    let TokenState::Usable(token) = usable_token(&app.state, &issuer, "alice", demo, &[])
-        .await
-        .unwrap()
-    else {
-        panic!("connected")
-    };
+    let token = app.demo_token("alice").await;
     let token = secrecy::ExposeSecret::expose_secret(&token.access_token).to_owned();
     let api_status = |token: String| {
         let (http, url) = (app.http.clone(), format!("{}/dev/demo/api/me", app.addr));

@@ -139,6 +139,25 @@ async fn spawn_on(
 }
 
 impl TestApp {
+    /// `subject`'s usable token for the demo provider, as the vault hands it
+    /// to a tool; panics when there is none.
+    pub async fn demo_token(&self, subject: &str) -> mcp_connect::connect::UsableToken {
+        let demo = self.state.providers.get("demo").expect("demo provider");
+        match mcp_connect::connect::vault::usable_token(
+            &self.state,
+            &self.dev.issuer(),
+            subject,
+            demo,
+            &[],
+        )
+        .await
+        .expect("vault")
+        {
+            mcp_connect::connect::TokenState::Usable(token) => token,
+            other => panic!("{subject} has no usable demo token: {other:?}"),
+        }
+    }
+
     pub fn mcp_url(&self) -> String {
         format!("{}/mcp", self.addr)
     }

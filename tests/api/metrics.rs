@@ -349,20 +349,7 @@ async fn the_connect_flow_counts_links_connections_refreshes_and_refused_tokens(
         "{body}"
     );
     // The provider then refuses the (refreshed) token on an API call.
-    let demo = app.state.providers.get("demo").unwrap();
-    let mcp_connect::connect::vault::TokenState::Usable(token) =
-        mcp_connect::connect::vault::usable_token(
-            &app.state,
-            &app.dev.issuer(),
-            "alice",
-            demo,
-            &[],
-        )
-        .await
-        .unwrap()
-    else {
-        panic!("connected")
-    };
+    let token = app.demo_token("alice").await;
     assert!(
         mcp_connect::connect::vault::token_rejected(&app.state, &token)
             .await
