@@ -244,6 +244,21 @@ fn associated_data(purpose: Purpose, key_id: &str, context: &[u8]) -> Vec<u8> {
     aad
 }
 
+/// A 128-bit key naming a tuple of strings (a user, a user and a
+/// provider): SHA-256 over each part with its length in front, so parts
+/// cannot run into each other, cut to 16 bytes.
+pub fn parts_key(parts: &[&str]) -> [u8; 16] {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in parts {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part.as_bytes());
+    }
+    let mut key = [0u8; 16];
+    key.copy_from_slice(&h.finalize()[..16]);
+    key
+}
+
 /// Lower-case hex, for digests that end up in sealed payloads, event keys
 /// and file names (one allocation, no per-byte formatting).
 pub fn hex(bytes: &[u8]) -> String {
@@ -259,6 +274,12 @@ pub fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parts_keys_keep_the_parts_apart() {
+        assert_ne!(parts_key(&["ab", "c"]), parts_key(&["a", "bc"]));
+        assert_eq!(parts_key(&["a", "b"]), parts_key(&["a", "b"]));
+    }
 
     #[test]
     fn hex_is_lower_case_and_two_digits_per_byte() {

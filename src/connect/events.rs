@@ -10,7 +10,6 @@ use std::{
     time::Duration,
 };
 
-use sha2::{Digest, Sha256};
 use sqlx::{PgExecutor, PgPool, postgres::PgListener};
 use tokio::sync::broadcast;
 
@@ -37,12 +36,7 @@ impl ConnectionEvents {
 
 /// The event key for one user's connection to one provider.
 pub fn key(issuer: &str, subject: &str, provider: &str) -> String {
-    let mut h = Sha256::new();
-    for part in [issuer, subject, provider] {
-        h.update((part.len() as u64).to_be_bytes());
-        h.update(part.as_bytes());
-    }
-    crate::crypto::hex(&h.finalize()[..16])
+    crate::crypto::hex(&crate::crypto::parts_key(&[issuer, subject, provider]))
 }
 
 /// Announces a stored connection; inside a transaction it is delivered at commit.

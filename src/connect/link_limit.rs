@@ -11,8 +11,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use sha2::{Digest, Sha256};
-
 const WINDOW: Duration = Duration::from_secs(60);
 /// Beyond this many users tracked, windows that ended are forgotten.
 const TIDY_ABOVE: usize = 10_000;
@@ -42,7 +40,8 @@ impl LinkLimit {
     }
 
     fn take_at(&self, issuer: &str, subject: &str, now: Instant) -> Result<(), Duration> {
-        let key = user_key(issuer, subject);
+        // Fixed size, whatever the length of the names.
+        let key = crate::crypto::parts_key(&[issuer, subject]);
         // A poisoned lock still holds consistent counts.
         let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
         if windows.len() > TIDY_ABOVE {
@@ -64,18 +63,6 @@ impl LinkLimit {
         window.issued += 1;
         Ok(())
     }
-}
-
-/// The user as a fixed-size key (their names can be long).
-fn user_key(issuer: &str, subject: &str) -> [u8; 16] {
-    let mut h = Sha256::new();
-    for part in [issuer, subject] {
-        h.update((part.len() as u64).to_be_bytes());
-        h.update(part.as_bytes());
-    }
-    let mut key = [0u8; 16];
-    key.copy_from_slice(&h.finalize()[..16]);
-    key
 }
 
 #[cfg(test)]
