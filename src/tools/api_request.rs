@@ -4,14 +4,18 @@
 
 use rmcp::{
     ErrorData,
-    model::{CallToolResponse, CallToolResult, ContentBlock, Tool, ToolAnnotations},
+    model::{CallToolResponse, Tool, ToolAnnotations},
 };
 use schemars::JsonSchema;
 use secrecy::ExposeSecret;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
-use super::{ToolCall, error_result, internal, schema_for, unless_ready};
+use super::{
+    ToolCall, ToolOutput, internal, output_schema_for,
+    result::{ErrorKind, Outcome, ToolError, answer, next_step_for_status, provider_failure},
+    schema_for, unless_ready,
+};
 use crate::providers::ApiRequest;
 
 pub const NAME: &str = "api_request";
@@ -34,6 +38,37 @@ pub struct Args {
     pub body: Option<Value>,
 }
 
+/// The provider's answer, or why the request was not made.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ApiResult {
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    /// The provider's HTTP status (absent when no request was made).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_status: Option<u16>,
+    /// The answer's Content-Type, if it had one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+    /// The body was cut at the provider's size limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<bool>,
+    /// The answer's body: its JSON, or its text as a string.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<Value>,
+}
+
+impl ToolOutput for ApiResult {
+    fn from_outcome(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            http_status: None,
+            content_type: None,
+            truncated: None,
+            body: None,
+        }
+    }
+}
+
 fn get() -> String {
     "GET".to_owned()
 }
@@ -48,6 +83,7 @@ pub fn definition() -> Tool {
          link first; retry the call after.",
         schema_for::<Args>(),
     )
+    .with_raw_output_schema(output_schema_for::<ApiResult>())
     .with_title("Call a provider API as the user")
     .with_annotations(ToolAnnotations::new().read_only(false).destructive(false).idempotent(false).open_world(true))
 }
@@ -55,7 +91,7 @@ pub fn definition() -> Tool {
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let args: Args = call.arguments()?;
     let access = call.require(&args.provider, &[]).await?;
-    let (token, provider) = match unless_ready(access) {
+    let (token, provider) = match unless_ready::<ApiResult>(access, &args.provider) {
         Ok(ready) => ready,
         Err(answer) => return Ok(*answer),
     };
@@ -76,9 +112,12 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         Ok(r) => r,
         Err(e) => {
             tracing::info!(provider = provider.name(), error = %e, "api_request refused or failed");
-            return Ok(CallToolResponse::Complete(error_result(format!(
-                "Request not made: {e}"
-            ))));
+            let result = ApiResult::from_outcome(
+                provider_failure(provider.name(), &e)
+                    .for_account(&token.account_label, &token.account_id),
+            );
+            let sentence = format!("Request not made: {e}");
+            return Ok(CallToolResponse::Complete(answer(&result, true, sentence)));
         }
     };
     if response.token_rejected {
@@ -88,16 +127,42 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             .await
             .map_err(internal)?;
     }
-    let summary = json!({
-        "status": response.status,
-        "content_type": response.content_type,
-        "truncated": response.truncated,
-        "body": response.body,
-    });
-    let mut result = CallToolResult::structured(summary.clone());
-    result.content = vec![ContentBlock::text(summary.to_string())];
-    if response.status >= 400 {
-        result.is_error = Some(true);
+    let mut outcome = Outcome::ok(provider.name(), &token.account_label, &token.account_id);
+    let failed = response.status >= 400 || response.token_rejected;
+    let sentence = format!(
+        "{} answered HTTP {}{}.",
+        provider.display_name(),
+        response.status,
+        if response.truncated {
+            " (body cut at the size limit)"
+        } else {
+            ""
+        }
+    );
+    if failed {
+        let kind = if response.token_rejected {
+            ErrorKind::TokenRejected
+        } else {
+            ErrorKind::HttpError
+        };
+        outcome.next_step = if response.token_rejected {
+            super::result::NextStep::Connect
+        } else {
+            next_step_for_status(response.status)
+        };
+        outcome.error = Some(ToolError {
+            kind,
+            message: sentence.clone(),
+        });
     }
-    Ok(CallToolResponse::Complete(result))
+    let result = ApiResult {
+        outcome,
+        http_status: Some(response.status),
+        content_type: response.content_type,
+        truncated: Some(response.truncated),
+        body: Some(response.body),
+    };
+    Ok(CallToolResponse::Complete(answer(
+        &result, failed, sentence,
+    )))
 }

@@ -2,13 +2,16 @@
 
 use rmcp::{
     ErrorData,
-    model::{CallToolResponse, CallToolResult, ContentBlock, Tool, ToolAnnotations},
+    model::{CallToolResponse, Tool, ToolAnnotations},
 };
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
-use super::{ToolCall, check_scopes, schema_for, unless_ready};
+use super::{
+    ToolCall, ToolOutput, check_scopes, output_schema_for,
+    result::{Outcome, answer},
+    schema_for, unless_ready,
+};
 
 pub const NAME: &str = "connect";
 
@@ -23,6 +26,26 @@ pub struct Args {
     pub scopes: Vec<String>,
 }
 
+/// The connection, or why there is none.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ConnectResult {
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    /// The scopes the connection holds, as the provider granted them
+    /// (absent when the call failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
+}
+
+impl ToolOutput for ConnectResult {
+    fn from_outcome(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            scopes: None,
+        }
+    }
+}
+
 pub fn definition() -> Tool {
     Tool::new(
         NAME,
@@ -32,6 +55,7 @@ pub fn definition() -> Tool {
          Completes with the connected account's identity. No credentials are ever returned.",
         schema_for::<Args>(),
     )
+    .with_raw_output_schema(output_schema_for::<ConnectResult>())
     .with_title("Connect an account")
     .with_annotations(ToolAnnotations::new().read_only(false).destructive(false).idempotent(true).open_world(true))
 }
@@ -40,11 +64,11 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let args: Args = call.arguments()?;
     check_scopes(&args.scopes)?;
     let access = call.require(&args.provider, &args.scopes).await?;
-    let (token, provider) = match unless_ready(access) {
+    let (token, provider) = match unless_ready::<ConnectResult>(access, &args.provider) {
         Ok(ready) => ready,
         Err(answer) => return Ok(*answer),
     };
-    let text = format!(
+    let sentence = format!(
         "{} is connected as {} (scopes: {}).",
         provider.display_name(),
         token.account_label,
@@ -54,12 +78,9 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             token.scopes.join(", ")
         }
     );
-    let mut result = CallToolResult::structured(json!({
-        "provider": provider.name(),
-        "account": token.account_label,
-        "account_id": token.account_id,
-        "scopes": token.scopes,
-    }));
-    result.content = vec![ContentBlock::text(text)];
-    Ok(CallToolResponse::Complete(result))
+    let result = ConnectResult {
+        outcome: Outcome::ok(provider.name(), &token.account_label, &token.account_id),
+        scopes: Some(token.scopes.clone()),
+    };
+    Ok(CallToolResponse::Complete(answer(&result, false, sentence)))
 }

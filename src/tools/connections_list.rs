@@ -2,14 +2,13 @@
 
 use rmcp::{
     ErrorData,
-    model::{CallToolResponse, CallToolResult, Tool, ToolAnnotations},
+    model::{CallToolResponse, Tool, ToolAnnotations},
 };
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
-use super::{ToolCall, internal, schema_for};
-use crate::db::connections;
+use super::{ToolCall, internal, output_schema_for, result::answer, schema_for};
+use crate::db::connections::{self, ConnectionSummary};
 
 pub const NAME: &str = "connections_list";
 
@@ -17,6 +16,57 @@ pub const NAME: &str = "connections_list";
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Args {}
+
+/// The user's connected accounts; also the `connections://mine` resource.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ConnectionsList {
+    pub connections: Vec<ConnectionInfo>,
+}
+
+/// One connected account. Never a token.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ConnectionInfo {
+    /// The provider's name, e.g. "github".
+    pub provider: String,
+    /// The account's name at the provider.
+    pub account: String,
+    /// The account's id at the provider.
+    pub account_id: String,
+    /// The scopes the provider granted.
+    pub scopes: Vec<String>,
+    /// "active"; "needs_reauth" when the provider stopped accepting it (the
+    /// next call that needs it asks the user to connect again).
+    pub status: String,
+    /// When the account was connected (RFC 3339).
+    #[schemars(extend("format" = "date-time"))]
+    pub connected_at: String,
+    /// When a tool last used it (RFC 3339), if ever.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub last_used_at: Option<String>,
+}
+
+impl ConnectionsList {
+    pub fn of(rows: &[ConnectionSummary]) -> Self {
+        let time = |t: &chrono::DateTime<chrono::Utc>| {
+            t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        };
+        Self {
+            connections: rows
+                .iter()
+                .map(|c| ConnectionInfo {
+                    provider: c.provider.clone(),
+                    account: c.account_label.clone(),
+                    account_id: c.account_id.clone(),
+                    scopes: c.scopes.clone(),
+                    status: c.status.clone(),
+                    connected_at: time(&c.created_at),
+                    last_used_at: c.last_used_at.as_ref().map(time),
+                })
+                .collect(),
+        }
+    }
+}
 
 pub fn definition() -> Tool {
     Tool::new(
@@ -26,6 +76,7 @@ pub fn definition() -> Tool {
          Returns no credentials.",
         schema_for::<Args>(),
     )
+    .with_raw_output_schema(output_schema_for::<ConnectionsList>())
     .with_title("List connected accounts")
     .with_annotations(ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false))
 }
@@ -36,21 +87,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let rows = connections::list_for_user(&call.state.db, &p.issuer, &p.subject)
         .await
         .map_err(internal)?;
-    let items: Vec<_> = rows
-        .iter()
-        .map(|c| {
-            json!({
-                "provider": c.provider,
-                "account": c.account_label,
-                "account_id": c.account_id,
-                "scopes": c.scopes,
-                "status": c.status,
-                "connected_at": c.created_at,
-                "last_used_at": c.last_used_at,
-            })
-        })
-        .collect();
-    let text = if items.is_empty() {
+    let sentence = if rows.is_empty() {
         "No accounts are connected yet.".to_owned()
     } else {
         rows.iter()
@@ -58,7 +95,6 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             .collect::<Vec<_>>()
             .join("\n")
     };
-    let mut result = CallToolResult::structured(json!({ "connections": items }));
-    result.content = vec![rmcp::model::ContentBlock::text(text)];
-    Ok(CallToolResponse::Complete(result))
+    let list = ConnectionsList::of(&rows);
+    Ok(CallToolResponse::Complete(answer(&list, false, sentence)))
 }

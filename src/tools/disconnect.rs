@@ -6,17 +6,20 @@
 use rmcp::{
     ErrorData,
     model::{
-        CallToolResponse, CallToolResult, ContentBlock, ElicitRequest, ElicitRequestParams,
-        ElicitationAction, ElicitationSchema, ErrorCode, InputRequest, InputRequests,
-        InputRequiredResult, Tool, ToolAnnotations,
+        CallToolResponse, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
+        ErrorCode, InputRequest, InputRequests, InputRequiredResult, Tool, ToolAnnotations,
     },
 };
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{ToolCall, error_result, internal, schema_for};
+use super::{
+    ToolCall, internal, output_schema_for,
+    result::{ErrorKind, NextStep, Outcome, answer},
+    schema_for,
+};
 use crate::{
     connect::{ClientKind, reject_state, vault},
     db,
@@ -33,6 +36,26 @@ pub struct Args {
     pub provider: String,
 }
 
+/// What became of the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Disconnection {
+    /// Revoked at the provider where it allows, and forgotten.
+    Disconnected,
+    /// There was no connection to the provider.
+    NotConnected,
+    /// The user chose to keep it, or could not be asked: nothing changed.
+    Kept,
+}
+
+/// The disconnection, as it ended.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DisconnectResult {
+    #[serde(flatten)]
+    pub outcome: Outcome,
+    pub connection: Disconnection,
+}
+
 pub fn definition() -> Tool {
     Tool::new(
         NAME,
@@ -40,12 +63,30 @@ pub fn definition() -> Tool {
          tokens at the provider (where supported) and forgets them. The user is asked to confirm first.",
         schema_for::<Args>(),
     )
+    .with_raw_output_schema(output_schema_for::<DisconnectResult>())
     .with_title("Disconnect an account")
     .with_annotations(ToolAnnotations::new().read_only(false).destructive(true).idempotent(true).open_world(true))
 }
 
-fn done(text: String) -> CallToolResponse {
-    CallToolResponse::Complete(CallToolResult::success(vec![ContentBlock::text(text)]))
+/// A completed disconnect call for `provider` (and the account, when known).
+fn done(
+    provider: &str,
+    account: Option<(&str, &str)>,
+    connection: Disconnection,
+    sentence: String,
+) -> CallToolResponse {
+    let outcome = Outcome {
+        provider: provider.to_owned(),
+        account: account.map(|a| a.0.to_owned()),
+        account_id: account.map(|a| a.1.to_owned()),
+        next_step: NextStep::None,
+        error: None,
+    };
+    let result = DisconnectResult {
+        outcome,
+        connection,
+    };
+    CallToolResponse::Complete(answer(&result, false, sentence))
 }
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
@@ -81,33 +122,57 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
                 .and_then(|a| a.pointer("/content/confirm"))
                 .and_then(|v| v.as_bool())
                 == Some(true);
+        // The account, to name it in the answer (read before it is gone).
+        let connection = db::connections::find(&state.db, &p.issuer, &p.subject, provider.name())
+            .await
+            .map_err(internal)?;
+        let account = connection
+            .as_ref()
+            .map(|c| (c.account_label.as_str(), c.account_id.as_str()));
         if !confirmed {
-            return Ok(done(format!(
-                "Nothing changed: {} stays connected.",
-                provider.display_name()
-            )));
+            return Ok(done(
+                provider.name(),
+                account,
+                Disconnection::Kept,
+                format!(
+                    "Nothing changed: {} stays connected.",
+                    provider.display_name()
+                ),
+            ));
         }
         let removed = vault::disconnect(state, &p.issuer, &p.subject, provider.name())
             .await
             .map_err(internal)?;
-        return Ok(done(if removed {
-            format!(
-                "{} is disconnected; its tokens were revoked where the provider allows.",
-                provider.display_name()
+        return Ok(if removed {
+            done(
+                provider.name(),
+                account,
+                Disconnection::Disconnected,
+                format!(
+                    "{} is disconnected; its tokens were revoked where the provider allows.",
+                    provider.display_name()
+                ),
             )
         } else {
-            format!("No {} account was connected.", provider.display_name())
-        }));
+            done(
+                provider.name(),
+                None,
+                Disconnection::NotConnected,
+                format!("No {} account was connected.", provider.display_name()),
+            )
+        });
     }
 
     let Some(connection) = db::connections::find(&state.db, &p.issuer, &p.subject, provider.name())
         .await
         .map_err(internal)?
     else {
-        return Ok(done(format!(
-            "No {} account is connected.",
-            provider.display_name()
-        )));
+        return Ok(done(
+            provider.name(),
+            None,
+            Disconnection::NotConnected,
+            format!("No {} account is connected.", provider.display_name()),
+        ));
     };
     let can_ask = match super::client_kind(call.context) {
         ClientKind::Legacy => false,
@@ -121,9 +186,19 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     if !can_ask {
         let page = format!("{}/connections", state.settings.base_url());
         if super::client_kind(call.context) == ClientKind::Legacy {
-            return Ok(CallToolResponse::Complete(error_result(format!(
-                "This client cannot ask the user to confirm. Disconnect at {page}."
-            ))));
+            let message =
+                format!("This client cannot ask the user to confirm. Disconnect at {page}.");
+            let result = DisconnectResult {
+                outcome: Outcome::failed(
+                    provider.name(),
+                    ErrorKind::ConfirmationUnavailable,
+                    message.clone(),
+                    NextStep::AskUser,
+                )
+                .for_account(&connection.account_label, &connection.account_id),
+                connection: Disconnection::Kept,
+            };
+            return Ok(CallToolResponse::Complete(answer(&result, true, message)));
         }
         return Err(ErrorData::new(
             ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,

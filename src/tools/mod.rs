@@ -8,16 +8,15 @@ mod connect;
 mod connections_list;
 mod disconnect;
 pub mod resources;
+pub mod result;
 mod whoami;
 
 use rmcp::{
     ErrorData, RoleServer,
-    model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject, Tool,
-    },
+    model::{CallToolRequestParams, CallToolResponse, JsonObject, Tool},
     service::RequestContext,
 };
-use serde::de::DeserializeOwned;
+use serde::{Serialize, de::DeserializeOwned};
 
 use crate::{
     auth::Principal,
@@ -132,26 +131,38 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     }
 }
 
-/// The answer for an [`Access`] that is not `Ready`, or `None` when it is.
-pub(crate) fn unless_ready<'s>(
+/// A tool's result type: it can say, in its own shape, that the call
+/// failed for one account.
+pub(crate) trait ToolOutput: Serialize {
+    fn from_outcome(outcome: result::Outcome) -> Self;
+}
+
+/// The answer for an [`Access`] that is not `Ready`: the connect round, or
+/// a result of the tool's type saying the user declined or cancelled.
+/// `provider` is the provider's name as the caller gave it (known to exist).
+pub(crate) fn unless_ready<'s, T: ToolOutput>(
     access: Access<'s>,
+    provider: &str,
 ) -> Result<(crate::connect::UsableToken, &'s crate::providers::Provider), Box<CallToolResponse>> {
+    use result::{ErrorKind, NextStep, Outcome, answer};
+    let failed = |kind, message: String, next| {
+        let output = T::from_outcome(Outcome::failed(provider, kind, message.clone(), next));
+        Box::new(CallToolResponse::Complete(answer(&output, true, message)))
+    };
     match access {
         Access::Ready { token, provider } => Ok((token, provider)),
         Access::InputRequired(result) => Err(Box::new(CallToolResponse::InputRequired(result))),
-        Access::Declined { provider_name } => Err(Box::new(CallToolResponse::Complete(
-            error_result(format!("The user declined to connect {provider_name}.")),
-        ))),
-        Access::Cancelled { provider_name } => {
-            Err(Box::new(CallToolResponse::Complete(error_result(format!(
-                "Connecting {provider_name} was cancelled. Call the tool again to retry."
-            )))))
-        }
+        Access::Declined { provider_name } => Err(failed(
+            ErrorKind::Declined,
+            format!("The user declined to connect {provider_name}."),
+            NextStep::None,
+        )),
+        Access::Cancelled { provider_name } => Err(failed(
+            ErrorKind::Cancelled,
+            format!("Connecting {provider_name} was cancelled. Call the tool again to retry."),
+            NextStep::Connect,
+        )),
     }
-}
-
-pub(crate) fn error_result(text: String) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(text)])
 }
 
 /// Provider names and scopes from a model: short, plain tokens.
@@ -175,6 +186,79 @@ pub(crate) fn schema_for<T: schemars::JsonSchema + 'static>() -> std::sync::Arc<
     rmcp::handler::server::tool::schema_for_type::<T>()
 }
 
+/// The JSON Schema of what `T` serializes, as a tool's output schema.
+pub(crate) fn output_schema_for<T: schemars::JsonSchema>() -> std::sync::Arc<JsonObject> {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    absent_not_null(&mut schema);
+    if let Some(root) = schema.as_object_mut() {
+        // The Rust type's name and doc are no use to a model.
+        root.remove("title");
+        root.remove("description");
+    }
+    match schema {
+        serde_json::Value::Object(object) => std::sync::Arc::new(object),
+        // A struct's schema is always an object; an empty schema accepts anything.
+        _ => std::sync::Arc::default(),
+    }
+}
+
+/// Our result types skip an optional field rather than write `null`, and
+/// what a type serializes leaves exactly those out of `required`: describe
+/// them as what they are when present, without `null`, so that a model does
+/// not expect one.
+fn absent_not_null(schema: &mut serde_json::Value) {
+    use serde_json::Value;
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    let required: Vec<Value> = match object.get("required") {
+        Some(Value::Array(r)) => r.clone(),
+        _ => Vec::new(),
+    };
+    if let Some(Value::Object(properties)) = object.get_mut("properties") {
+        for (name, property) in properties.iter_mut() {
+            if !required.contains(&Value::String(name.clone())) {
+                strip_null(property);
+            }
+        }
+    }
+    for value in object.values_mut() {
+        match value {
+            Value::Object(_) => absent_not_null(value),
+            Value::Array(items) => items.iter_mut().for_each(absent_not_null),
+            _ => {}
+        }
+    }
+}
+
+fn strip_null(property: &mut serde_json::Value) {
+    use serde_json::Value;
+    let null = serde_json::json!({ "type": "null" });
+    let Some(object) = property.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::Array(types)) = object.get_mut("type") {
+        types.retain(|t| t != "null");
+        if let [only] = types.as_slice() {
+            let only = only.clone();
+            object.insert("type".into(), only);
+        }
+    }
+    if let Some(Value::Array(any)) = object.get_mut("anyOf") {
+        any.retain(|s| *s != null);
+        if let [Value::Object(only)] = any.as_slice() {
+            let only = only.clone();
+            object.remove("anyOf");
+            for (k, v) in only {
+                object.entry(k).or_insert(v);
+            }
+        }
+    }
+}
+
 /// A failure inside a tool: logged with its cause, generic to the client.
 pub(crate) fn internal(e: impl std::fmt::Display) -> ErrorData {
     tracing::error!(error = %e, "tool failed");
@@ -184,6 +268,32 @@ pub(crate) fn internal(e: impl std::fmt::Display) -> ErrorData {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_schemas_leave_skipped_fields_out_instead_of_allowing_null() {
+        let mut schema = serde_json::json!({
+            "type": "object",
+            "required": ["kept"],
+            "properties": {
+                "kept": {"type": ["string", "null"]},
+                "skipped": {"type": ["string", "null"], "description": "d"},
+                "nested": {"anyOf": [{"$ref": "#/$defs/X"}, {"type": "null"}], "description": "n"},
+            },
+        });
+        absent_not_null(&mut schema);
+        assert_eq!(
+            schema["properties"]["kept"]["type"],
+            serde_json::json!(["string", "null"])
+        );
+        assert_eq!(
+            schema["properties"]["skipped"],
+            serde_json::json!({"type": "string", "description": "d"})
+        );
+        assert_eq!(
+            schema["properties"]["nested"],
+            serde_json::json!({"$ref": "#/$defs/X", "description": "n"})
+        );
+    }
 
     #[test]
     fn names_list_every_definition() {

@@ -13,7 +13,7 @@ use rmcp::{
 use secrecy::ExposeSecret;
 use serde_json::json;
 
-use super::{client_kind, internal};
+use super::{client_kind, connections_list::ConnectionsList, internal, result::Outcome};
 use crate::{
     auth::Principal,
     connect::{self, Access, Need},
@@ -71,11 +71,8 @@ pub async fn read(
         let rows = db::connections::list_for_user(&state.db, &principal.issuer, &principal.subject)
             .await
             .map_err(internal)?;
-        let list: Vec<_> = rows
-            .iter()
-            .map(|c| json!({"provider": c.provider, "account": c.account_label, "scopes": c.scopes, "status": c.status}))
-            .collect();
-        let text = json!({ "connections": list }).to_string();
+        // The same JSON as the connections_list tool's result.
+        let text = serde_json::to_string(&ConnectionsList::of(&rows)).map_err(internal)?;
         return Ok(ReadResourceResponse::Complete(
             ReadResourceResult::new(vec![
                 ResourceContents::text(text, CONNECTIONS_URI).with_mime_type("application/json"),
@@ -136,9 +133,9 @@ pub async fn read(
         tracing::warn!(provider = provider.name(), error = %e, "profile resource: provider call failed");
         ErrorData::internal_error(format!("{} did not answer as expected.", provider.display_name()), None)
     })?;
-    let text =
-        json!({ "provider": provider.name(), "account_id": account.id, "account": account.label })
-            .to_string();
+    // The same JSON as the whoami tool's result.
+    let text = serde_json::to_string(&Outcome::ok(provider.name(), &account.label, &account.id))
+        .map_err(internal)?;
     Ok(ReadResourceResponse::Complete(
         ReadResourceResult::new(vec![
             ResourceContents::text(text, request.uri.clone()).with_mime_type("application/json"),

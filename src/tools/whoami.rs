@@ -3,14 +3,17 @@
 
 use rmcp::{
     ErrorData,
-    model::{CallToolResponse, CallToolResult, ContentBlock, Tool, ToolAnnotations},
+    model::{CallToolResponse, Tool, ToolAnnotations},
 };
 use schemars::JsonSchema;
 use secrecy::ExposeSecret;
 use serde::Deserialize;
-use serde_json::json;
 
-use super::{ToolCall, error_result, schema_for, unless_ready};
+use super::{
+    ToolCall, ToolOutput, output_schema_for,
+    result::{Outcome, answer, provider_failure},
+    schema_for, unless_ready,
+};
 
 pub const NAME: &str = "whoami";
 
@@ -29,14 +32,21 @@ pub fn definition() -> Tool {
          the user connects one; retry the call after.",
         schema_for::<Args>(),
     )
+    .with_raw_output_schema(output_schema_for::<Outcome>())
     .with_title("Who am I at a provider")
     .with_annotations(ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(true))
+}
+
+impl ToolOutput for Outcome {
+    fn from_outcome(outcome: Outcome) -> Self {
+        outcome
+    }
 }
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let args: Args = call.arguments()?;
     let access = call.require(&args.provider, &[]).await?;
-    let (token, provider) = match unless_ready(access) {
+    let (token, provider) = match unless_ready::<Outcome>(access, &args.provider) {
         Ok(ready) => ready,
         Err(answer) => return Ok(*answer),
     };
@@ -45,25 +55,33 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         .await
     {
         Ok(account) => {
-            let mut result = CallToolResult::structured(json!({
-                "provider": provider.name(),
-                "account_id": account.id,
-                "account": account.label,
-            }));
-            result.content = vec![ContentBlock::text(format!(
+            let sentence = format!(
                 "Connected to {} as {} (id {}).",
                 provider.display_name(),
                 account.label,
                 account.id
-            ))];
-            Ok(CallToolResponse::Complete(result))
+            );
+            let outcome = Outcome::ok(provider.name(), &account.label, &account.id);
+            Ok(CallToolResponse::Complete(answer(
+                &outcome, false, sentence,
+            )))
         }
         Err(e) => {
             tracing::warn!(provider = provider.name(), error = %e, "whoami: provider call failed");
-            Ok(CallToolResponse::Complete(error_result(format!(
+            if matches!(e, crate::providers::ProviderError::Denied(_)) {
+                // As for api_request: the next call asks the user to connect
+                // again, which is what `next_step: connect` promises.
+                crate::connect::vault::token_rejected(call.state, &token)
+                    .await
+                    .map_err(super::internal)?;
+            }
+            let outcome = provider_failure(provider.name(), &e)
+                .for_account(&token.account_label, &token.account_id);
+            let sentence = format!(
                 "{} did not answer as expected: {e}",
                 provider.display_name()
-            ))))
+            );
+            Ok(CallToolResponse::Complete(answer(&outcome, true, sentence)))
         }
     }
 }

@@ -71,7 +71,7 @@ fn accept() -> Value {
 }
 
 /// Stores a demo connection for `subject` as the OAuth callback would.
-async fn connect_directly(app: &TestApp, subject: &str, access_token: &str) {
+pub async fn connect_directly(app: &TestApp, subject: &str, access_token: &str) {
     let tokens = TokenSet {
         access_token: SecretString::from(access_token.to_owned()),
         refresh_token: Some(SecretString::from(format!("{access_token}-refresh"))),
@@ -686,7 +686,9 @@ async fn api_request_refuses_other_hosts_dot_dot_absolute_urls_and_disallowed_me
             .await;
         assert_eq!(body["result"]["isError"], true, "{method} {path}: {body}");
         assert!(
-            body["result"]["structuredContent"].get("status").is_none(),
+            body["result"]["structuredContent"]
+                .get("http_status")
+                .is_none(),
             "{method} {path} was sent: {body}"
         );
     }

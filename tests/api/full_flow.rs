@@ -85,7 +85,7 @@ pub async fn open_and_continue(browser: &Browser, url: &str, user: &str) -> Page
 }
 
 /// At the demo provider: Allow as `account`; returns the success page.
-async fn approve_at_demo(browser: &Browser, to_provider: &Page, account: &str) -> Page {
+pub async fn approve_at_demo(browser: &Browser, to_provider: &Page, account: &str) -> Page {
     let provider_page = browser.follow(to_provider).await;
     assert_eq!(provider_page.status, 200, "{}", provider_page.body);
     let back = browser
@@ -191,7 +191,7 @@ async fn api_request_calls_the_provider_as_the_user() {
         )
         .await;
     let result = &body["result"]["structuredContent"];
-    assert_eq!(result["status"], 200, "{body}");
+    assert_eq!(result["http_status"], 200, "{body}");
     assert_eq!(result["body"]["method"], "POST", "{body}");
     assert_eq!(result["body"]["body"]["hello"], "world", "{body}");
 }
@@ -470,7 +470,10 @@ async fn a_token_the_provider_refuses_makes_the_next_call_ask_to_connect_again()
             json!({"provider": "demo", "method": "GET", "path": "me"}),
         )
         .await;
-    assert_eq!(body["result"]["structuredContent"]["status"], 401, "{body}");
+    assert_eq!(
+        body["result"]["structuredContent"]["http_status"], 401,
+        "{body}"
+    );
     let (_, again) = app
         .call_tool("alice", "whoami", json!({"provider": "demo"}))
         .await;
@@ -533,6 +536,6 @@ async fn api_request_without_a_method_is_a_get() {
         )
         .await;
     let result = &body["result"]["structuredContent"];
-    assert_eq!(result["status"], 200, "{body}");
+    assert_eq!(result["http_status"], 200, "{body}");
     assert_eq!(result["body"]["method"], "GET", "{body}");
 }

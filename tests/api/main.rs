@@ -20,4 +20,5 @@ mod metrics;
 mod peer_rmcp;
 mod provider_flows;
 mod schema;
+mod tool_results;
 mod web_flow;

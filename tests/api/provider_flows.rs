@@ -72,7 +72,7 @@ async fn github_connects_despite_form_encoded_answers() {
         )
         .await;
     assert_eq!(
-        repos["result"]["structuredContent"]["status"], 200,
+        repos["result"]["structuredContent"]["http_status"], 200,
         "{repos}"
     );
     assert_eq!(
