@@ -149,20 +149,23 @@ pub fn next_step_for_status(status: u16) -> NextStep {
 /// The result for `value`: the same JSON as `structuredContent` and as the
 /// first text block, then `sentence` for people. `is_error` when it failed.
 pub fn answer<T: Serialize>(value: &T, is_error: bool, sentence: String) -> CallToolResult {
-    let structured = serde_json::to_value(value).unwrap_or_else(|e| {
-        // Our result types are plain data; this cannot fail, but say so if it does.
-        tracing::error!(error = %e, "tool result did not serialize");
-        serde_json::Value::Null
-    });
-    let mut result = if is_error {
-        CallToolResult::structured_error(structured.clone())
-    } else {
-        CallToolResult::structured(structured.clone())
+    // Our result types are plain data and cannot fail to serialize; if one
+    // ever did, say so rather than send a result that breaks the schema.
+    let (structured, text) = match (serde_json::to_value(value), serde_json::to_string(value)) {
+        (Ok(structured), Ok(text)) => (structured, text),
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::error!(error = %e, "tool result did not serialize");
+            return CallToolResult::error(vec![ContentBlock::text("Internal error")]);
+        }
     };
-    result.content = vec![
-        ContentBlock::text(structured.to_string()),
-        ContentBlock::text(sentence),
-    ];
+    let mut result = if is_error {
+        CallToolResult::structured_error(structured)
+    } else {
+        CallToolResult::structured(structured)
+    };
+    // The text in the type's own field order (provider first), which a
+    // model reads more easily than the map's sorted keys; the same JSON.
+    result.content = vec![ContentBlock::text(text), ContentBlock::text(sentence)];
     result
 }
 
