@@ -52,12 +52,25 @@ async def ask_user(url: str, message: str, **extra: Any) -> str:
     return json.loads(line)["action"]
 
 
-def outcome(result: types.CallToolResult) -> None:
+async def outcome(client: Client, tool: str, result: types.CallToolResult) -> None:
+    """Reports the call's result, once it is checked as a model would rely on it.
+
+    The SDK validates a successful result's structured content against the
+    tool's declared outputSchema; the server promises that error results
+    conform too, so those are validated here the same way. The first text
+    block must be that structured content, serialized.
+    """
+    text = [c.text for c in result.content if isinstance(c, types.TextContent)]
+    await client.session.validate_tool_result(tool, result)
+    checked = result.structured_content is not None
+    if checked and (not text or json.loads(text[0]) != result.structured_content):
+        raise SystemExit(f"{tool}: the first text block is not the structured content")
     emit(
         "result",
         is_error=bool(result.is_error),
         structured=result.structured_content,
-        text=[c.text for c in result.content if isinstance(c, types.TextContent)],
+        text=text,
+        checked=checked,
     )
 
 
@@ -75,7 +88,7 @@ async def manual(client: Client, tool: str, args: dict[str, Any]) -> None:
     result = await session.call_tool(tool, args, allow_input_required=True)
     for round_no in range(1, MAX_ROUNDS + 1):
         if not isinstance(result, types.InputRequiredResult):
-            outcome(result)
+            await outcome(client, tool, result)
             return
         responses: types.InputResponses = {}
         for key, request in (result.input_requests or {}).items():
@@ -105,7 +118,7 @@ async def manual(client: Client, tool: str, args: dict[str, Any]) -> None:
 async def legacy(client: Client, tool: str, args: dict[str, Any]) -> None:
     for _ in range(MAX_ROUNDS):
         try:
-            outcome(await client.call_tool(tool, args))
+            await outcome(client, tool, await client.call_tool(tool, args))
             return
         except MCPError as e:
             if e.code != types.URL_ELICITATION_REQUIRED:
@@ -120,7 +133,7 @@ async def legacy(client: Client, tool: str, args: dict[str, Any]) -> None:
                     elicitation_id=elicitation.elicitation_id,
                 )
                 if action != "accept":
-                    emit("result", is_error=True, structured=None, text=[f"the user chose {action}"])
+                    emit("result", is_error=True, structured=None, text=[f"the user chose {action}"], checked=False)
                     return
     raise SystemExit(f"still -32042 after {MAX_ROUNDS} rounds")
 
@@ -151,7 +164,7 @@ async def main() -> None:
                 if opts.style == "manual":
                     await manual(client, opts.tool, args)
                 elif opts.style == "callback":
-                    outcome(await client.call_tool(opts.tool, args))
+                    await outcome(client, opts.tool, await client.call_tool(opts.tool, args))
                 else:
                     await legacy(client, opts.tool, args)
         except MCPError as e:

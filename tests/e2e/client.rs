@@ -105,6 +105,11 @@ impl McpClient {
         if event["event"] != kind {
             bail!("expected the client's {kind:?} event, got {event}");
         }
+        // Every structured result went through the SDK's outputSchema
+        // validation and the check of its first text block.
+        if kind == "result" && !event["structured"].is_null() && event["checked"] != true {
+            bail!("the client did not check the result against the tool's outputSchema: {event}");
+        }
         Ok(event)
     }
 
