@@ -1,5 +1,5 @@
 //! API calls as the user (`api_request` tool): guarded by `guard`, sent with
-//! the bearer token, never redirected, and read up to the provider's
+//! the credential as the entry presents it, never redirected, and read up to the provider's
 //! `max_response_bytes`. The answer goes to a model, so the access token is
 //! redacted from it should the provider echo it back.
 
@@ -7,11 +7,15 @@ use std::time::Duration;
 
 use reqwest::header::{AUTHORIZATION, LOCATION, USER_AGENT};
 use serde_json::{Value, json};
+use url::Url;
 
 use super::{
-    ApiRequest, ApiResponse, Provider, ProviderError, guard,
+    ApiRequest, ApiResponse, Provider, ProviderError,
+    entry::ApiPathRules,
+    guard,
     http::{is_json, media_type, read_bounded, redact},
     identity::{SLACK_TOKEN_ERRORS, USER_AGENT_VALUE},
+    provider::ApiAuth,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -32,20 +36,14 @@ impl Provider {
         let mut url = guard::resolve(&self.api_base_url, &req.path)?;
         let query = guard::query_pairs(req.query.as_ref())?;
         guard::body_allowed(&method, req.body.as_ref())?;
-        if self.kind == super::presets::PresetKind::Slack {
+        if self.quirks.path_rules == Some(ApiPathRules::SlackMethods) {
             guard::slack_method(&self.allowed_methods, &req.path)?;
         }
         if !query.is_empty() {
             url.query_pairs_mut().extend_pairs(&query);
         }
-        let mut request = http
-            .request(method.clone(), url.clone())
-            .header(AUTHORIZATION, format!("Bearer {access_token}"))
-            .header(USER_AGENT, USER_AGENT_VALUE)
-            .timeout(TIMEOUT);
-        for (name, value) in self.quirks.api_headers {
-            request = request.header(*name, *value);
-        }
+        let (request, url) = self.authorized(http, method.clone(), url, access_token);
+        let mut request = request.timeout(TIMEOUT);
         if let Some(body) = &req.body {
             request = request.json(body);
         }
@@ -95,7 +93,7 @@ impl Provider {
             }
         };
         let token_rejected = status == 401
-            || (self.quirks.slack_envelope
+            || (self.quirks.ok_envelope
                 && body.get("ok") == Some(&Value::Bool(false))
                 && body
                     .get("error")
@@ -108,6 +106,38 @@ impl Provider {
             truncated: read.truncated,
             token_rejected,
         })
+    }
+}
+
+impl Provider {
+    /// A request carrying the credential as the entry presents it (bearer,
+    /// its own header, or a query parameter), with the entry's headers.
+    /// Answers the URL as sent, which a query credential changes.
+    pub(super) fn authorized(
+        &self,
+        http: &reqwest::Client,
+        method: reqwest::Method,
+        mut url: Url,
+        credential: &str,
+    ) -> (reqwest::RequestBuilder, Url) {
+        let auth: Option<(&str, String)> = match &self.quirks.api_auth {
+            ApiAuth::Bearer => Some((AUTHORIZATION.as_str(), format!("Bearer {credential}"))),
+            ApiAuth::Header(name) => Some((name.as_str(), credential.to_owned())),
+            ApiAuth::Query(name) => {
+                url.query_pairs_mut().append_pair(name, credential);
+                None
+            }
+        };
+        let mut request = http
+            .request(method, url.clone())
+            .header(USER_AGENT, USER_AGENT_VALUE);
+        for (name, value) in &self.quirks.api_headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        if let Some((name, value)) = auth {
+            request = request.header(name, value);
+        }
+        (request, url)
     }
 }
 

@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::{
     Provider, ProviderError, TokenHint, TokenSet,
     http::{basic_auth, media_type, read_all},
-    presets::TokenAuthMethod,
+    provider::TokenAuthMethod,
     token_answer::{self, Answer},
 };
 
@@ -34,13 +34,18 @@ impl Provider {
         code: &str,
         pkce_verifier: &str,
     ) -> Result<TokenSet, ProviderError> {
-        let form = vec![
+        let mut form = vec![
             ("grant_type", "authorization_code"),
             ("code", code),
             ("redirect_uri", self.redirect_uri.as_str()),
-            ("code_verifier", pkce_verifier),
         ];
-        let result = self.token_request(http, form, &[code, pkce_verifier]).await;
+        if self.quirks.pkce {
+            form.push(("code_verifier", pkce_verifier));
+        }
+        let url = &self.token_url;
+        let result = self
+            .token_request(http, url, form, &[code, pkce_verifier])
+            .await;
         log_outcome(&self.name, "exchange", &result);
         result
     }
@@ -57,7 +62,8 @@ impl Provider {
             ("grant_type", "refresh_token"),
             ("refresh_token", refresh_token),
         ];
-        let result = self.token_request(http, form, &[refresh_token]).await;
+        let url = &self.refresh_url;
+        let result = self.token_request(http, url, form, &[refresh_token]).await;
         log_outcome(&self.name, "refresh", &result);
         result
     }
@@ -88,8 +94,7 @@ impl Provider {
             _ => Default::default(),
         };
         let error = fields.get("error").and_then(Value::as_str);
-        let slack_failed =
-            self.quirks.slack_envelope && fields.get("ok") == Some(&Value::Bool(false));
+        let slack_failed = self.quirks.ok_envelope && fields.get("ok") == Some(&Value::Bool(false));
         let outcome = match error {
             // Google answers an unknown or already revoked token this way.
             Some("invalid_token") => Ok(()),
@@ -117,11 +122,12 @@ impl Provider {
     async fn token_request(
         &self,
         http: &reqwest::Client,
+        url: &url::Url,
         form: Vec<(&str, &str)>,
         sent: &[&str],
     ) -> Result<TokenSet, ProviderError> {
         let mut response = self
-            .authenticated_post(http, &self.token_url, form)
+            .authenticated_post(http, url, form)
             .send()
             .await
             .map_err(ProviderError::http)?;
@@ -135,14 +141,17 @@ impl Provider {
                 status,
                 media_type: media.as_deref(),
                 body: &body,
-                slack: self.quirks.slack_envelope,
+                ok_envelope: self.quirks.ok_envelope,
+                token_pointer: self.quirks.token_pointer.as_deref(),
+                form_answers: self.quirks.form_answers,
             },
             &secrets,
         )
     }
 
     /// A POST to the token or revocation endpoint with client
-    /// authentication. `Accept: application/json` always: GitHub answers
+    /// authentication, form-encoded unless the entry says JSON (Notion,
+    /// Atlassian). `Accept: application/json` always: GitHub answers
     /// form-encoded without it.
     fn authenticated_post<'a>(
         &'a self,
@@ -164,6 +173,13 @@ impl Provider {
                 form.push(("client_secret", secret));
             }
             TokenAuthMethod::None => form.push(("client_id", &self.client_id)),
+        }
+        if self.quirks.json_token_request {
+            let body: serde_json::Map<String, Value> = form
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), Value::String(v.to_owned())))
+                .collect();
+            return request.json(&body);
         }
         request.form(&form)
     }

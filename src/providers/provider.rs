@@ -1,36 +1,129 @@
-//! One configured provider: its resolved settings and the authorize URL.
-//! The network calls live beside it (`oauth`, `identity`, `api`).
+//! One configured provider: its resolved catalog entry and the authorize
+//! URL. The network calls live beside it (`oauth`, `identity`, `api`).
 
 use secrecy::SecretString;
 use url::Url;
 
-use super::presets::{PresetKind, Quirks, TokenAuthMethod};
+use super::{
+    entry::{AccountIdFrom, ApiPathRules, CredentialKind, Refresh},
+    scopes::ScopeRules,
+};
 
-/// A provider users can connect, fully resolved from preset and settings.
+/// How the client authenticates at the token and revocation endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TokenAuthMethod {
+    ClientSecretPost,
+    ClientSecretBasic,
+    /// A public client: `client_id` in the body, no secret.
+    None,
+}
+
+impl TokenAuthMethod {
+    pub(super) fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "client_secret_post" => Self::ClientSecretPost,
+            "client_secret_basic" => Self::ClientSecretBasic,
+            "none" => Self::None,
+            _ => return None,
+        })
+    }
+
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Self::ClientSecretPost => "client_secret_post",
+            Self::ClientSecretBasic => "client_secret_basic",
+            Self::None => "none",
+        }
+    }
+}
+
+/// How a credential reaches the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum ApiAuth {
+    Bearer,
+    Header(String),
+    Query(String),
+}
+
+impl ApiAuth {
+    pub(super) fn parse(text: &str) -> Option<Self> {
+        let valid_name = |n: &str| {
+            !n.is_empty()
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        };
+        match text.split_once(':') {
+            None if text == "bearer" => Some(Self::Bearer),
+            Some(("header", name)) if valid_name(name) => Some(Self::Header(name.to_owned())),
+            Some(("query", name)) if valid_name(name) => Some(Self::Query(name.to_owned())),
+            _ => None,
+        }
+    }
+}
+
+/// Where a provider departs from RFC 6749, each named by its entry.
+#[derive(Debug, Clone)]
+pub(super) struct Quirks {
+    /// The authorize parameter carrying scopes (`user_scope` for Slack user
+    /// tokens: `scope` there asks for bot scopes).
+    pub scope_param: String,
+    pub scope_separator: String,
+    pub pkce: bool,
+    /// Extra authorize parameters (Google issues a refresh token only with
+    /// `access_type=offline`, and again only with `prompt=consent`).
+    pub authorize_params: Vec<(String, String)>,
+    /// Authorize parameters that let the user pick another account.
+    pub account_chooser: Vec<(String, String)>,
+    pub json_token_request: bool,
+    /// Form-encoded token answers are accepted (GitHub's).
+    pub form_answers: bool,
+    /// Where the user's token sits in the token answer (Slack nests it).
+    pub token_pointer: Option<String>,
+    /// `{"ok": false, "error": …}` with HTTP 200 (Slack).
+    pub ok_envelope: bool,
+    pub refresh: Refresh,
+    /// Headers on identity and API calls (GitHub wants a versioned media
+    /// type; Twitch its client id).
+    pub api_headers: Vec<(String, String)>,
+    pub api_auth: ApiAuth,
+    pub path_rules: Option<ApiPathRules>,
+}
+
+/// A provider users can connect, fully resolved from its catalog entry and
+/// the operator's settings.
 #[derive(Debug)]
 pub struct Provider {
     pub(super) name: String,
-    pub(super) kind: PresetKind,
+    /// The catalog entry it was built from (`github`, or `custom`).
+    pub(super) entry: String,
+    pub(super) kind: CredentialKind,
     pub(super) display_name: String,
+    pub(super) docs_url: Option<String>,
     pub(super) client_id: String,
     pub(super) client_secret: Option<SecretString>,
     pub(super) auth_method: TokenAuthMethod,
     pub(super) authorize_url: Url,
     pub(super) token_url: Url,
+    pub(super) refresh_url: Url,
     pub(super) revocation_url: Option<Url>,
     pub(super) userinfo_url: Url,
+    pub(super) userinfo_method: reqwest::Method,
+    pub(super) userinfo_body: Option<serde_json::Value>,
     /// Always ends with `/`, so relative paths join beneath it.
     pub(super) api_base_url: Url,
     pub(super) issuer: Option<String>,
     pub(super) require_iss: bool,
     pub(super) redirect_uri: String,
     pub(super) default_scopes: Vec<String>,
-    pub(super) account_id_field: String,
-    pub(super) account_label_fields: Vec<String>,
+    pub(super) account_id_from: AccountIdFrom,
+    /// JSON pointers into the identity answer.
+    pub(super) account_id_pointer: String,
+    pub(super) account_label_pointers: Vec<String>,
     /// Uppercase.
     pub(super) allowed_methods: Vec<String>,
     pub(super) max_response_bytes: usize,
     pub(super) quirks: Quirks,
+    pub(super) scope_rules: ScopeRules,
 }
 
 impl Provider {
@@ -39,9 +132,31 @@ impl Provider {
         &self.name
     }
 
-    /// The preset it was built from (`github`, …, `generic`).
+    /// The catalog entry it was built from (`github`, …; `custom` for an
+    /// operator's own).
     pub fn preset(&self) -> &str {
+        &self.entry
+    }
+
+    /// `oauth2`, `api_key` or `basic`.
+    pub fn credential_kind(&self) -> &'static str {
         self.kind.as_str()
+    }
+
+    /// How refresh works: `expiring`, `rotating`, `non_expiring`, `none`.
+    pub fn refresh_behaviour(&self) -> &'static str {
+        self.quirks.refresh.as_str()
+    }
+
+    /// Authorize parameters that make the provider offer another account
+    /// (Google's `prompt=select_account`); empty when it has none.
+    pub fn account_chooser(&self) -> &[(String, String)] {
+        &self.quirks.account_chooser
+    }
+
+    /// The provider's documentation for operators.
+    pub fn docs_url(&self) -> Option<&str> {
+        self.docs_url.as_deref()
     }
 
     /// The name shown to people (`GitHub`).
@@ -83,16 +198,17 @@ impl Provider {
         self.revocation_url.is_some()
     }
 
-    /// Plain words for a scope on the consent page; an unknown scope is
-    /// shown as itself.
     /// Whether a grant of `granted` scopes includes `wanted`, as this
     /// provider spells and nests its scopes.
     pub fn scope_granted(&self, granted: &[String], wanted: &str) -> bool {
-        super::scopes::granted(self.kind, granted, wanted)
+        self.scope_rules.granted(granted, wanted)
     }
 
+    /// Plain words for a scope on the consent page; an unknown scope is
+    /// shown as itself.
     pub fn describe_scope(&self, scope: &str) -> String {
-        super::scopes::describe(self.kind, scope)
+        self.scope_rules
+            .describe(scope)
             .map(str::to_owned)
             .unwrap_or_else(|| scope.to_owned())
     }
@@ -116,15 +232,19 @@ impl Provider {
                 .append_pair("redirect_uri", &self.redirect_uri);
             if !scopes.is_empty() {
                 query.append_pair(
-                    self.quirks.scope_param,
-                    &scopes.join(self.quirks.scope_separator),
+                    &self.quirks.scope_param,
+                    &scopes.join(&self.quirks.scope_separator),
                 );
             }
-            query
-                .append_pair("state", state)
-                .append_pair("code_challenge", pkce_challenge)
-                .append_pair("code_challenge_method", "S256");
-            for (key, value) in self.quirks.authorize_extras {
+            query.append_pair("state", state);
+            // A provider without PKCE gets no challenge (nor, later, the
+            // verifier): some refuse parameters they do not know.
+            if self.quirks.pkce {
+                query
+                    .append_pair("code_challenge", pkce_challenge)
+                    .append_pair("code_challenge_method", "S256");
+            }
+            for (key, value) in &self.quirks.authorize_params {
                 query.append_pair(key, value);
             }
         }
