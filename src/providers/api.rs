@@ -5,17 +5,15 @@
 
 use std::time::Duration;
 
-use reqwest::header::{AUTHORIZATION, LOCATION, USER_AGENT};
+use reqwest::header::LOCATION;
 use serde_json::{Value, json};
-use url::Url;
 
 use super::{
     ApiRequest, ApiResponse, Provider, ProviderError,
     entry::ApiPathRules,
     guard,
     http::{is_json, media_type, read_bounded, redact},
-    identity::{SLACK_TOKEN_ERRORS, USER_AGENT_VALUE},
-    provider::ApiAuth,
+    identity::SLACK_TOKEN_ERRORS,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -106,38 +104,6 @@ impl Provider {
             truncated: read.truncated,
             token_rejected,
         })
-    }
-}
-
-impl Provider {
-    /// A request carrying the credential as the entry presents it (bearer,
-    /// its own header, or a query parameter), with the entry's headers.
-    /// Answers the URL as sent, which a query credential changes.
-    pub(super) fn authorized(
-        &self,
-        http: &reqwest::Client,
-        method: reqwest::Method,
-        mut url: Url,
-        credential: &str,
-    ) -> (reqwest::RequestBuilder, Url) {
-        let auth: Option<(&str, String)> = match &self.quirks.api_auth {
-            ApiAuth::Bearer => Some((AUTHORIZATION.as_str(), format!("Bearer {credential}"))),
-            ApiAuth::Header(name) => Some((name.as_str(), credential.to_owned())),
-            ApiAuth::Query(name) => {
-                url.query_pairs_mut().append_pair(name, credential);
-                None
-            }
-        };
-        let mut request = http
-            .request(method, url.clone())
-            .header(USER_AGENT, USER_AGENT_VALUE);
-        for (name, value) in &self.quirks.api_headers {
-            request = request.header(name.as_str(), value.as_str());
-        }
-        if let Some((name, value)) = auth {
-            request = request.header(name, value);
-        }
-        (request, url)
     }
 }
 

@@ -8,10 +8,12 @@ use std::collections::BTreeMap;
 use secrecy::ExposeSecret;
 use url::Url;
 
+pub(super) use super::resolve::check_url;
 use super::{
     Provider, ProviderConfigError,
     entry::{self, AccountIdFrom, CredentialKind, Entry, Refresh, TokenResponseFormat},
     provider::{ApiAuth, Quirks, TokenAuthMethod},
+    resolve::{methods, param_values},
     scopes::ScopeRules,
     shipped, template,
 };
@@ -21,8 +23,6 @@ use crate::config::{ProviderSettings, Settings};
 const DEFAULT_MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 /// Upper bound on `max_response_bytes`: answers end up in a model's context.
 const MAX_MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
-const KNOWN_METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
-const READ_ONLY: &[&str] = &["GET", "HEAD"];
 
 /// The configured providers by name. Built once; shared behind an `Arc`.
 #[derive(Debug, Default)]
@@ -57,12 +57,12 @@ impl ProviderCatalog {
 }
 
 /// A named problem with one setting of one provider.
-struct Named<'a> {
+pub(super) struct Named<'a> {
     provider: &'a str,
 }
 
 impl Named<'_> {
-    fn err(&self, field: &str, message: String) -> ProviderConfigError {
+    pub(super) fn err(&self, field: &str, message: String) -> ProviderConfigError {
         ProviderConfigError::Invalid {
             provider: self.provider.to_owned(),
             field: field.to_owned(),
@@ -291,79 +291,6 @@ fn resolve(
             descriptions: e.scope_descriptions.clone().unwrap_or_default(),
         },
     })
-}
-
-/// The values of the entry's parameters as the operator fixed them (their
-/// `default`), checked against their patterns, plus the built-in ones.
-/// Parameters asked per connection or learned after consent are not
-/// available yet; an entry that needs one without a default is refused.
-fn param_values(
-    n: &Named<'_>,
-    e: &Entry,
-    base: &str,
-    client_id: &str,
-) -> Result<BTreeMap<String, String>, ProviderConfigError> {
-    let mut values = BTreeMap::from([
-        ("base_url".to_owned(), base.to_owned()),
-        ("client_id".to_owned(), client_id.to_owned()),
-    ]);
-    for (pname, spec) in e.params.iter().flatten() {
-        if spec.source.is_some() {
-            return Err(n.err(
-                "params",
-                format!("`{pname}` is learned after consent, which is not available yet"),
-            ));
-        }
-        let value = spec.default.as_deref().ok_or_else(|| {
-            n.err(
-                "params",
-                format!("`{pname}` needs a value: set params.{pname}.default"),
-            )
-        })?;
-        let value = template::check_value(pname, spec, value).map_err(|m| n.err("params", m))?;
-        values.insert(pname.clone(), value);
-    }
-    Ok(values)
-}
-
-fn methods(n: &Named<'_>, list: Option<&[String]>) -> Result<Vec<String>, ProviderConfigError> {
-    let Some(list) = list else {
-        return Ok(READ_ONLY.iter().map(|m| m.to_string()).collect());
-    };
-    list.iter()
-        .map(|m| {
-            let m = m.trim().to_ascii_uppercase();
-            if KNOWN_METHODS.contains(&m.as_str()) {
-                Ok(m)
-            } else {
-                Err(n.err(
-                    "allowed_methods",
-                    format!("unknown method `{m}` (known: {})", KNOWN_METHODS.join(", ")),
-                ))
-            }
-        })
-        .collect()
-}
-
-/// Tokens and client secrets travel to these URLs: https only, except on
-/// loopback (tests, dev mode) or when the operator chose plain http.
-pub(super) fn check_url(url: &Url, insecure_http: bool) -> Result<(), String> {
-    let loopback = match url.host() {
-        Some(url::Host::Domain(d)) => d == "localhost",
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => return Err(format!("`{url}` has no host")),
-    };
-    match url.scheme() {
-        "https" => {}
-        "http" if loopback || insecure_http => {}
-        "http" => return Err(format!("`{url}` must be https")),
-        _ => return Err(format!("`{url}` must be an https URL")),
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err("must not carry credentials".into());
-    }
-    Ok(())
 }
 
 #[cfg(test)]

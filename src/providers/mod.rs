@@ -25,6 +25,8 @@ mod listing;
 mod oauth;
 mod pkce;
 mod provider;
+mod quirks;
+mod resolve;
 mod scopes;
 mod shipped;
 mod template;

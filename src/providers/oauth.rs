@@ -153,7 +153,7 @@ impl Provider {
     /// authentication, form-encoded unless the entry says JSON (Notion,
     /// Atlassian). `Accept: application/json` always: GitHub answers
     /// form-encoded without it.
-    fn authenticated_post<'a>(
+    pub(super) fn authenticated_post<'a>(
         &'a self,
         http: &reqwest::Client,
         url: &url::Url,

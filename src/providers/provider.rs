@@ -4,90 +4,11 @@
 use secrecy::SecretString;
 use url::Url;
 
+pub(super) use super::quirks::{ApiAuth, Quirks, TokenAuthMethod};
 use super::{
-    entry::{AccountIdFrom, ApiPathRules, CredentialKind, Refresh},
+    entry::{AccountIdFrom, CredentialKind},
     scopes::ScopeRules,
 };
-
-/// How the client authenticates at the token and revocation endpoints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum TokenAuthMethod {
-    ClientSecretPost,
-    ClientSecretBasic,
-    /// A public client: `client_id` in the body, no secret.
-    None,
-}
-
-impl TokenAuthMethod {
-    pub(super) fn parse(name: &str) -> Option<Self> {
-        Some(match name {
-            "client_secret_post" => Self::ClientSecretPost,
-            "client_secret_basic" => Self::ClientSecretBasic,
-            "none" => Self::None,
-            _ => return None,
-        })
-    }
-
-    pub(super) fn as_str(self) -> &'static str {
-        match self {
-            Self::ClientSecretPost => "client_secret_post",
-            Self::ClientSecretBasic => "client_secret_basic",
-            Self::None => "none",
-        }
-    }
-}
-
-/// How a credential reaches the API.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum ApiAuth {
-    Bearer,
-    Header(String),
-    Query(String),
-}
-
-impl ApiAuth {
-    pub(super) fn parse(text: &str) -> Option<Self> {
-        let valid_name = |n: &str| {
-            !n.is_empty()
-                && n.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        };
-        match text.split_once(':') {
-            None if text == "bearer" => Some(Self::Bearer),
-            Some(("header", name)) if valid_name(name) => Some(Self::Header(name.to_owned())),
-            Some(("query", name)) if valid_name(name) => Some(Self::Query(name.to_owned())),
-            _ => None,
-        }
-    }
-}
-
-/// Where a provider departs from RFC 6749, each named by its entry.
-#[derive(Debug, Clone)]
-pub(super) struct Quirks {
-    /// The authorize parameter carrying scopes (`user_scope` for Slack user
-    /// tokens: `scope` there asks for bot scopes).
-    pub scope_param: String,
-    pub scope_separator: String,
-    pub pkce: bool,
-    /// Extra authorize parameters (Google issues a refresh token only with
-    /// `access_type=offline`, and again only with `prompt=consent`).
-    pub authorize_params: Vec<(String, String)>,
-    /// Authorize parameters that let the user pick another account.
-    pub account_chooser: Vec<(String, String)>,
-    pub json_token_request: bool,
-    /// Form-encoded token answers are accepted (GitHub's).
-    pub form_answers: bool,
-    /// Where the user's token sits in the token answer (Slack nests it).
-    pub token_pointer: Option<String>,
-    /// `{"ok": false, "error": …}` with HTTP 200 (Slack).
-    pub ok_envelope: bool,
-    pub refresh: Refresh,
-    /// Headers on identity and API calls (GitHub wants a versioned media
-    /// type; Twitch its client id).
-    pub api_headers: Vec<(String, String)>,
-    pub api_auth: ApiAuth,
-    pub path_rules: Option<ApiPathRules>,
-}
 
 /// A provider users can connect, fully resolved from its catalog entry and
 /// the operator's settings.
