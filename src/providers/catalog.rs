@@ -12,7 +12,7 @@ pub(super) use super::resolve::check_url;
 use super::{
     Provider, ProviderConfigError,
     entry::{self, AccountIdFrom, CredentialKind, Entry, Refresh, TokenResponseFormat},
-    provider::{ApiAuth, Quirks, TokenAuthMethod},
+    provider::{ApiAuth, Quirks, Templates, TokenAuthMethod},
     resolve::{methods, param_values},
     scopes::ScopeRules,
     shipped, template,
@@ -284,6 +284,16 @@ fn resolve(
             api_auth,
             path_rules: e.api_path_rules,
         },
+        templates: Templates {
+            authorize: e.authorize_url.clone(),
+            token: e.token_url.clone(),
+            revocation: e.revocation_url.clone(),
+            userinfo: e.userinfo_url.clone(),
+            api_base: e.api_base_url.clone(),
+        },
+        param_specs: e.params.clone().unwrap_or_default(),
+        fixed_values: values.clone(),
+        insecure_http,
         scope_rules: ScopeRules {
             prefix: e.scope_prefix.clone(),
             aliases: e.scope_aliases.clone().unwrap_or_default(),

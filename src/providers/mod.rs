@@ -23,6 +23,7 @@ mod http;
 mod identity;
 mod listing;
 mod oauth;
+mod per_connection;
 mod pkce;
 mod provider;
 mod quirks;
@@ -44,6 +45,7 @@ use secrecy::SecretString;
 pub use catalog::ProviderCatalog;
 pub use error::{ProviderConfigError, ProviderError};
 pub use listing::catalog_markdown;
+pub use per_connection::ConnectionEndpoints;
 pub use pkce::PkcePair;
 pub use provider::Provider;
 

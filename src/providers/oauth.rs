@@ -7,7 +7,7 @@
 //! outside what its typed response parser takes, and rewriting bodies so it
 //! would accept them is more code than reading them (`token_answer`).
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 use reqwest::header::{ACCEPT, AUTHORIZATION};
 use secrecy::ExposeSecret;
@@ -34,6 +34,20 @@ impl Provider {
         code: &str,
         pkce_verifier: &str,
     ) -> Result<TokenSet, ProviderError> {
+        self.exchange_code_learning(http, code, pkce_verifier)
+            .await
+            .map(|(tokens, _)| tokens)
+    }
+
+    /// [`Provider::exchange_code`], also answering the values the entry
+    /// learns from the token answer (Salesforce's `instance_url`), each
+    /// checked against its parameter's pattern.
+    pub async fn exchange_code_learning(
+        &self,
+        http: &reqwest::Client,
+        code: &str,
+        pkce_verifier: &str,
+    ) -> Result<(TokenSet, BTreeMap<String, String>), ProviderError> {
         let mut form = vec![
             ("grant_type", "authorization_code"),
             ("code", code),
@@ -45,8 +59,9 @@ impl Provider {
         let url = &self.token_url;
         let result = self
             .token_request(http, url, form, &[code, pkce_verifier])
-            .await;
-        log_outcome(&self.name, "exchange", &result);
+            .await
+            .and_then(|(tokens, answer)| Ok((tokens, self.learned_from_token_answer(&answer)?)));
+        log_outcome(&self.name, "exchange", result.as_ref().map(|(t, _)| t));
         result
     }
 
@@ -63,8 +78,11 @@ impl Provider {
             ("refresh_token", refresh_token),
         ];
         let url = &self.refresh_url;
-        let result = self.token_request(http, url, form, &[refresh_token]).await;
-        log_outcome(&self.name, "refresh", &result);
+        let result = self
+            .token_request(http, url, form, &[refresh_token])
+            .await
+            .map(|(tokens, _)| tokens);
+        log_outcome(&self.name, "refresh", result.as_ref());
         result
     }
 
@@ -125,7 +143,7 @@ impl Provider {
         url: &url::Url,
         form: Vec<(&str, &str)>,
         sent: &[&str],
-    ) -> Result<TokenSet, ProviderError> {
+    ) -> Result<(TokenSet, Value), ProviderError> {
         let mut response = self
             .authenticated_post(http, url, form)
             .send()
@@ -136,7 +154,7 @@ impl Provider {
         let body = read_all(&mut response, MAX_ANSWER_BYTES).await?;
         let mut secrets = sent.to_vec();
         secrets.push(self.secret());
-        token_answer::parse(
+        token_answer::parse_keeping_fields(
             &Answer {
                 status,
                 media_type: media.as_deref(),
@@ -192,7 +210,7 @@ impl Provider {
     }
 }
 
-fn log_outcome(provider: &str, step: &str, result: &Result<TokenSet, ProviderError>) {
+fn log_outcome(provider: &str, step: &str, result: Result<&TokenSet, &ProviderError>) {
     match result {
         Ok(t) => tracing::info!(
             provider,

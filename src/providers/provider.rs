@@ -1,12 +1,14 @@
 //! One configured provider: its resolved catalog entry and the authorize
 //! URL. The network calls live beside it (`oauth`, `identity`, `api`).
 
+use std::collections::BTreeMap;
+
 use secrecy::SecretString;
 use url::Url;
 
 pub(super) use super::quirks::{ApiAuth, Quirks, TokenAuthMethod};
 use super::{
-    entry::{AccountIdFrom, CredentialKind},
+    entry::{AccountIdFrom, CredentialKind, ParamSpec},
     scopes::ScopeRules,
 };
 
@@ -45,6 +47,22 @@ pub struct Provider {
     pub(super) max_response_bytes: usize,
     pub(super) quirks: Quirks,
     pub(super) scope_rules: ScopeRules,
+    /// The entry's URL templates and parameters, for per-connection values.
+    pub(super) templates: Templates,
+    pub(super) param_specs: BTreeMap<String, ParamSpec>,
+    /// Built-in values and the operator's defaults.
+    pub(super) fixed_values: BTreeMap<String, String>,
+    pub(super) insecure_http: bool,
+}
+
+/// The entry's endpoints before parameters are filled in.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Templates {
+    pub authorize: Option<String>,
+    pub token: Option<String>,
+    pub revocation: Option<String>,
+    pub userinfo: Option<String>,
+    pub api_base: Option<String>,
 }
 
 impl Provider {

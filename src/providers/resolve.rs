@@ -11,10 +11,10 @@ use super::{ProviderConfigError, catalog::Named, entry::Entry, template};
 const KNOWN_METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 const READ_ONLY: &[&str] = &["GET", "HEAD"];
 
-/// The values of the entry's parameters as the operator fixed them (their
-/// `default`), checked against their patterns, plus the built-in ones.
-/// Parameters asked per connection or learned after consent are not
-/// available yet; an entry that needs one without a default is refused.
+/// The values the catalog resolves an entry's endpoints with at start-up:
+/// the built-in ones and each parameter's `default` (as the operator set
+/// it), checked against its pattern. Per-connection values go through
+/// `Provider::endpoints_for`.
 pub(super) fn param_values(
     n: &Named<'_>,
     e: &Entry,
@@ -25,19 +25,12 @@ pub(super) fn param_values(
         ("base_url".to_owned(), base.to_owned()),
         ("client_id".to_owned(), client_id.to_owned()),
     ]);
+    // A template that needs a parameter without a value here fails when
+    // it is filled, naming the parameter.
     for (pname, spec) in e.params.iter().flatten() {
-        if spec.source.is_some() {
-            return Err(n.err(
-                "params",
-                format!("`{pname}` is learned after consent, which is not available yet"),
-            ));
-        }
-        let value = spec.default.as_deref().ok_or_else(|| {
-            n.err(
-                "params",
-                format!("`{pname}` needs a value: set params.{pname}.default"),
-            )
-        })?;
+        let Some(value) = spec.default.as_deref().filter(|_| spec.source.is_none()) else {
+            continue;
+        };
         let value = template::check_value(pname, spec, value).map_err(|m| n.err("params", m))?;
         values.insert(pname.clone(), value);
     }

@@ -42,7 +42,17 @@ pub(super) struct Answer<'a> {
 
 /// Parses a token answer; `sent` are the secrets of the request (code,
 /// verifier, refresh token, client secret), kept out of error messages.
+#[cfg(test)]
 pub(super) fn parse(answer: &Answer<'_>, sent: &[&str]) -> Result<TokenSet, ProviderError> {
+    parse_keeping_fields(answer, sent).map(|(tokens, _)| tokens)
+}
+
+/// [`parse`], also answering the whole answer, where an entry may learn
+/// values such as Salesforce's `instance_url`.
+pub(super) fn parse_keeping_fields(
+    answer: &Answer<'_>,
+    sent: &[&str],
+) -> Result<(TokenSet, Value), ProviderError> {
     let success = (200..300).contains(&answer.status);
     let fields = match fields(answer) {
         Ok(fields) => fields,
@@ -77,7 +87,7 @@ pub(super) fn parse(answer: &Answer<'_>, sent: &[&str]) -> Result<TokenSet, Prov
     };
     let access_token = string(token, "access_token")
         .ok_or_else(|| ProviderError::BadResponse("the token answer has no access_token".into()))?;
-    Ok(TokenSet {
+    let tokens = TokenSet {
         access_token: SecretString::from(access_token),
         refresh_token: string(token, "refresh_token").map(SecretString::from),
         expires_in: token.get("expires_in").and_then(seconds),
@@ -90,7 +100,8 @@ pub(super) fn parse(answer: &Answer<'_>, sent: &[&str]) -> Result<TokenSet, Prov
                 .collect()
         }),
         token_type: string(token, "token_type").unwrap_or_else(|| "Bearer".to_owned()),
-    })
+    };
+    Ok((tokens, root))
 }
 
 /// The answer's fields, from JSON or from a form-encoded body.
