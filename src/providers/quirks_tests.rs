@@ -135,3 +135,28 @@ fn tenants_and_sites_reach_their_templates() {
         "https://login.microsoftonline.com/contoso.onmicrosoft.com/oauth2/v2.0/authorize?"
     ));
 }
+
+/// An entry whose refresh goes elsewhere than its code exchange.
+#[actix_web::test]
+async fn refresh_goes_to_the_refresh_url() {
+    use secrecy::ExposeSecret;
+
+    use crate::providers::fakes::{Fake, http};
+    let fake = Fake::start().await;
+    let b = fake.base();
+    let settings = settings_with(
+        b,
+        &format!(
+            "[providers.split]\nclient_id = \"my client\"\nclient_secret = \"s3cr:et%\"\n\
+             authorize_url = \"{b}/rfc/authorize\"\ntoken_url = \"{b}/rfc/exchange-only\"\n\
+             refresh_url = \"{b}/rfc/token\"\nuserinfo_url = \"{b}/rfc/userinfo\"\n\
+             api_base_url = \"{b}/rfc/api/\"\n"
+        ),
+    );
+    let catalog = ProviderCatalog::from_settings(&settings).unwrap();
+    let split = catalog.get("split").unwrap();
+    let tokens = split.refresh(&http(), "rfc-rt").await.unwrap();
+    assert_eq!(tokens.refresh_token.unwrap().expose_secret(), "rfc-rt-2");
+    assert_eq!(fake.seen("/rfc/token").len(), 1);
+    assert!(fake.seen("/rfc/exchange-only").is_empty());
+}
