@@ -86,10 +86,8 @@ mod tests {
         let s = Settings::from_sources(None, vars, toml::Table::new()).unwrap();
         let gh = &s.providers["github"];
         assert_eq!(gh.client_id, "gh-client");
-        assert_eq!(
-            gh.scopes.as_deref(),
-            Some(&["repo".to_string(), "read:user".to_string()][..])
-        );
+        // The catalog reads it as a list (see `providers`).
+        assert_eq!(gh.overrides["scopes"].as_str(), Some("repo, read:user"));
         assert!(!format!("{s:?}").contains("gh-secret"));
     }
 

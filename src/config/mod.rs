@@ -18,7 +18,7 @@
 mod defaults;
 mod env;
 mod error;
-mod lenient;
+pub(crate) mod lenient;
 mod settings;
 mod sources;
 mod tables;

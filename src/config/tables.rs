@@ -31,61 +31,24 @@ impl Default for WebSettings {
     }
 }
 
-/// One third-party provider. A preset (`github`, `google`, `slack`, `demo`)
-/// supplies everything but the client credentials; `generic` takes every URL
-/// from here. Any field set here overrides the preset.
+/// One third-party provider: a catalog entry (shipped in `catalog/`, or
+/// the operator's own) and the client credentials. Any other field
+/// overrides the entry's field of that name (tables merge key by key);
+/// the catalog refuses fields no entry has.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ProviderSettings {
-    /// `github`, `google`, `slack`, `demo` or `generic`; defaults to the
-    /// provider's name when that names a preset, else `generic`.
+    /// The shipped entry to start from; defaults to the provider's name
+    /// when an entry has it, else none (every field comes from here).
     #[serde(default)]
     pub preset: Option<String>,
+    /// Required by OAuth entries; API-key and Basic entries need none.
+    #[serde(default)]
     pub client_id: String,
     #[serde(default)]
     pub client_secret: Option<SecretString>,
-    /// The name shown to people ("GitHub").
-    #[serde(default)]
-    pub display_name: Option<String>,
-    /// Scopes requested when a tool asks for none.
-    #[serde(default, deserialize_with = "lenient::opt_list")]
-    pub scopes: Option<Vec<String>>,
-    #[serde(default)]
-    pub authorize_url: Option<Url>,
-    #[serde(default)]
-    pub token_url: Option<Url>,
-    /// RFC 7009 revocation endpoint.
-    #[serde(default)]
-    pub revocation_url: Option<Url>,
-    /// Where the account identity is read (GET with the access token).
-    #[serde(default)]
-    pub userinfo_url: Option<Url>,
-    /// The only base URL `api_request` may call.
-    #[serde(default)]
-    pub api_base_url: Option<Url>,
-    /// The authorization server's issuer: checked against a callback's `iss`
-    /// (RFC 9207).
-    #[serde(default)]
-    pub issuer: Option<String>,
-    /// Refuse callbacks without `iss`: set it for a provider whose metadata
-    /// says `authorization_response_iss_parameter_supported` (RFC 9207 §2.4).
-    #[serde(default, deserialize_with = "lenient::opt_bool")]
-    pub require_iss: Option<bool>,
-    /// `client_secret_post`, `client_secret_basic` or `none`.
-    #[serde(default)]
-    pub token_auth_method: Option<String>,
-    /// JSON field of the userinfo answer holding the stable account id.
-    #[serde(default)]
-    pub account_id_field: Option<String>,
-    /// JSON field of the userinfo answer holding the label shown to people.
-    #[serde(default)]
-    pub account_label_field: Option<String>,
-    /// HTTP methods `api_request` may use (default: GET, HEAD).
-    #[serde(default, deserialize_with = "lenient::opt_list")]
-    pub allowed_methods: Option<Vec<String>>,
-    /// Largest API response passed back, in bytes.
-    #[serde(default, deserialize_with = "lenient::opt_number")]
-    pub max_response_bytes: Option<usize>,
+    /// Fields of the catalog entry, checked when the catalog is built.
+    #[serde(flatten)]
+    pub overrides: toml::Table,
 }
 
 #[derive(Debug, Clone, Deserialize)]

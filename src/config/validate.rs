@@ -63,7 +63,7 @@ impl Settings {
         if self.auth.subject_claim.trim().is_empty() {
             return Err(invalid("auth.subject_claim", "must not be empty".into()));
         }
-        for (name, provider) in &self.providers {
+        for name in self.providers.keys() {
             let valid_name = !name.is_empty()
                 && name.len() <= 32
                 && name
@@ -73,12 +73,6 @@ impl Settings {
                 return Err(invalid(
                     &format!("providers.{name}"),
                     "provider names are 1 to 32 lowercase letters, digits, `-` or `_`".into(),
-                ));
-            }
-            if provider.client_id.trim().is_empty() {
-                return Err(invalid(
-                    &format!("providers.{name}.client_id"),
-                    "must not be empty".into(),
                 ));
             }
         }

@@ -7,6 +7,7 @@ pub mod dev_secrets;
 pub mod expiry;
 pub mod hot;
 pub mod oauth_flows;
+pub mod params;
 pub mod tickets;
 pub mod web_sessions;
 

@@ -1,17 +1,19 @@
 //! API calls as the user (`api_request` tool): guarded by `guard`, sent with
-//! the bearer token, never redirected, and read up to the provider's
+//! the credential as the entry presents it, never redirected, and read up to the provider's
 //! `max_response_bytes`. The answer goes to a model, so the access token is
 //! redacted from it should the provider echo it back.
 
 use std::time::Duration;
 
-use reqwest::header::{AUTHORIZATION, LOCATION, USER_AGENT};
+use reqwest::header::LOCATION;
 use serde_json::{Value, json};
 
 use super::{
-    ApiRequest, ApiResponse, Provider, ProviderError, guard,
+    ApiRequest, ApiResponse, Provider, ProviderError,
+    entry::ApiPathRules,
+    guard,
     http::{is_json, media_type, read_bounded, redact},
-    identity::{SLACK_TOKEN_ERRORS, USER_AGENT_VALUE},
+    identity::SLACK_TOKEN_ERRORS,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -32,20 +34,14 @@ impl Provider {
         let mut url = guard::resolve(&self.api_base_url, &req.path)?;
         let query = guard::query_pairs(req.query.as_ref())?;
         guard::body_allowed(&method, req.body.as_ref())?;
-        if self.kind == super::presets::PresetKind::Slack {
+        if self.quirks.path_rules == Some(ApiPathRules::SlackMethods) {
             guard::slack_method(&self.allowed_methods, &req.path)?;
         }
         if !query.is_empty() {
             url.query_pairs_mut().extend_pairs(&query);
         }
-        let mut request = http
-            .request(method.clone(), url.clone())
-            .header(AUTHORIZATION, format!("Bearer {access_token}"))
-            .header(USER_AGENT, USER_AGENT_VALUE)
-            .timeout(TIMEOUT);
-        for (name, value) in self.quirks.api_headers {
-            request = request.header(*name, *value);
-        }
+        let (request, url) = self.authorized(http, method.clone(), url, access_token);
+        let mut request = request.timeout(TIMEOUT);
         if let Some(body) = &req.body {
             request = request.json(body);
         }
@@ -95,7 +91,7 @@ impl Provider {
             }
         };
         let token_rejected = status == 401
-            || (self.quirks.slack_envelope
+            || (self.quirks.ok_envelope
                 && body.get("ok") == Some(&Value::Bool(false))
                 && body
                     .get("error")

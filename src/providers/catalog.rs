@@ -1,14 +1,21 @@
-//! The provider catalog: every `[providers.<name>]` of the settings resolved
-//! against its preset once at start-up, with errors that name the setting.
+//! The provider catalog: every `[providers.<name>]` of the settings is its
+//! catalog entry (shipped in `catalog/`, or none for an operator's own)
+//! with the table's fields merged over it, resolved once at start-up with
+//! errors that name the setting.
 
 use std::collections::BTreeMap;
 
 use secrecy::ExposeSecret;
 use url::Url;
 
+pub(super) use super::resolve::check_url;
 use super::{
     Provider, ProviderConfigError,
-    presets::{self, PresetKind, TokenAuthMethod},
+    entry::{self, AccountIdFrom, CredentialKind, Entry, Refresh, TokenResponseFormat},
+    provider::{ApiAuth, Quirks, Templates, TokenAuthMethod},
+    resolve::{methods, param_values},
+    scopes::ScopeRules,
+    shipped, template,
 };
 use crate::config::{ProviderSettings, Settings};
 
@@ -16,7 +23,6 @@ use crate::config::{ProviderSettings, Settings};
 const DEFAULT_MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 /// Upper bound on `max_response_bytes`: answers end up in a model's context.
 const MAX_MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
-const KNOWN_METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 
 /// The configured providers by name. Built once; shared behind an `Arc`.
 #[derive(Debug, Default)]
@@ -50,64 +56,99 @@ impl ProviderCatalog {
     }
 }
 
+/// A named problem with one setting of one provider.
+pub(super) struct Named<'a> {
+    provider: &'a str,
+}
+
+impl Named<'_> {
+    pub(super) fn err(&self, field: &str, message: String) -> ProviderConfigError {
+        ProviderConfigError::Invalid {
+            provider: self.provider.to_owned(),
+            field: field.to_owned(),
+            message,
+        }
+    }
+}
+
+/// The shipped entry `entry_name` (none: an operator's own) with `over`
+/// merged over it.
+pub(super) fn merged_entry(
+    entry_name: Option<&str>,
+    over: &toml::Table,
+) -> Result<Entry, (String, String)> {
+    let mut table = match entry_name {
+        Some(e) => shipped::table(e)
+            .ok_or_else(|| ("preset".to_owned(), format!("unknown catalog entry `{e}`")))?,
+        None => toml::Table::new(),
+    };
+    entry::merge(&mut table, over.clone());
+    entry::parse(table)
+}
+
 fn resolve(
     name: &str,
     ps: &ProviderSettings,
     base: &str,
     insecure_http: bool,
 ) -> Result<Provider, ProviderConfigError> {
-    let err = |field: &'static str, message: String| ProviderConfigError::Invalid {
-        provider: name.to_owned(),
-        field,
-        message,
+    let n = Named { provider: name };
+    let entry_name = match &ps.preset {
+        Some(p) => Some(p.as_str()),
+        None => shipped::table(name).map(|_| name),
     };
-    let kind = match &ps.preset {
-        Some(preset) => PresetKind::parse(preset).ok_or_else(|| {
-            err(
-                "preset",
-                format!("unknown preset `{preset}` (known: {})", PresetKind::NAMES),
-            )
-        })?,
-        None => PresetKind::parse(name).unwrap_or(PresetKind::Generic),
-    };
-    let d = presets::defaults(kind, base);
-    let preset_name = kind.as_str();
+    let e = merged_entry(entry_name, &ps.overrides).map_err(|(path, message)| {
+        if path == "preset" {
+            let shipped = shipped::names().join(", ");
+            n.err("preset", format!("{message} (shipped: {shipped})"))
+        } else {
+            n.err(&path, message)
+        }
+    })?;
+    // A shipped entry, however the operator changed it, must still be a
+    // whole one; an operator's own entry is checked field by field below.
+    if entry_name.is_some() {
+        super::check::entry(&e, insecure_http).map_err(|(field, m)| n.err(&field, m))?;
+    }
+    let kind = e.kind.unwrap_or(CredentialKind::Oauth2);
+    if kind != CredentialKind::Oauth2 {
+        return Err(n.err(
+            "kind",
+            format!(
+                "{} providers cannot be connected through the connect page yet",
+                kind.as_str()
+            ),
+        ));
+    }
+    if ps.client_id.trim().is_empty() {
+        return Err(n.err("client_id", "required by oauth2 entries".into()));
+    }
+    let values = param_values(&n, &e, base, &ps.client_id)?;
+    let entry_label = entry_name.unwrap_or("custom");
     let url = |field: &'static str,
-               set: &Option<Url>,
-               default: &Option<String>|
+               template: &Option<String>|
      -> Result<Option<Url>, ProviderConfigError> {
-        let url = match (set, default) {
-            (Some(url), _) => url.clone(),
-            (None, Some(default)) => Url::parse(default)
-                .map_err(|e| err(field, format!("the preset URL `{default}` is invalid: {e}")))?,
-            (None, None) => return Ok(None),
+        let Some(template) = template else {
+            return Ok(None);
         };
-        check_url(&url, insecure_http).map_err(|m| err(field, m))?;
+        let text = template::fill(template, &values).map_err(|m| n.err(field, m))?;
+        let url =
+            Url::parse(&text).map_err(|e| n.err(field, format!("`{text}` is invalid: {e}")))?;
+        check_url(&url, insecure_http).map_err(|m| n.err(field, m))?;
         Ok(Some(url))
     };
     let required = |field: &'static str, value: Option<Url>| {
-        value.ok_or_else(|| err(field, format!("required by the {preset_name} preset")))
+        value.ok_or_else(|| n.err(field, format!("required by the {entry_label} entry")))
     };
 
-    let authorize_url = required(
-        "authorize_url",
-        url("authorize_url", &ps.authorize_url, &d.authorize_url)?,
-    )?;
-    let token_url = required("token_url", url("token_url", &ps.token_url, &d.token_url)?)?;
-    let userinfo_url = required(
-        "userinfo_url",
-        url("userinfo_url", &ps.userinfo_url, &d.userinfo_url)?,
-    )?;
-    let mut api_base_url = required(
-        "api_base_url",
-        url("api_base_url", &ps.api_base_url, &d.api_base_url)?,
-    )?;
-    let revocation_url = url("revocation_url", &ps.revocation_url, &d.revocation_url)?;
+    let authorize_url = required("authorize_url", url("authorize_url", &e.authorize_url)?)?;
+    let token_url = required("token_url", url("token_url", &e.token_url)?)?;
+    let refresh_url = url("refresh_url", &e.refresh_url)?.unwrap_or_else(|| token_url.clone());
+    let userinfo_url = required("userinfo_url", url("userinfo_url", &e.userinfo_url)?)?;
+    let mut api_base_url = required("api_base_url", url("api_base_url", &e.api_base_url)?)?;
+    let revocation_url = url("revocation_url", &e.revocation_url)?;
     if api_base_url.query().is_some() || api_base_url.fragment().is_some() {
-        return Err(err(
-            "api_base_url",
-            "must not carry a query or fragment".into(),
-        ));
+        return Err(n.err("api_base_url", "must not carry a query or fragment".into()));
     }
     // A base without a trailing slash would let `join` replace its last
     // segment, and would make the prefix check admit `/v1x` for `/v1`.
@@ -116,214 +157,152 @@ fn resolve(
         api_base_url.set_path(&path);
     }
 
-    let auth_method = match &ps.token_auth_method {
+    let auth_method = match &e.token_auth_method {
         Some(m) => TokenAuthMethod::parse(m).ok_or_else(|| {
-            err(
+            n.err(
                 "token_auth_method",
                 format!("unknown method `{m}` (client_secret_post, client_secret_basic or none)"),
             )
         })?,
-        None => d.auth_method,
+        None => TokenAuthMethod::ClientSecretBasic,
     };
     let client_secret = ps
         .client_secret
         .clone()
         .filter(|s| !s.expose_secret().is_empty());
     if auth_method != TokenAuthMethod::None && client_secret.is_none() {
-        let message = if ps.token_auth_method.is_some() {
-            format!("required by token_auth_method {}", auth_method.as_str())
-        } else {
-            format!("required by the {preset_name} preset")
-        };
-        return Err(err("client_secret", message));
+        return Err(n.err(
+            "client_secret",
+            format!("required by token_auth_method {}", auth_method.as_str()),
+        ));
     }
-
-    let allowed_methods = match &ps.allowed_methods {
-        Some(list) => list
-            .iter()
-            .map(|m| {
-                let m = m.trim().to_ascii_uppercase();
-                if KNOWN_METHODS.contains(&m.as_str()) {
-                    Ok(m)
-                } else {
-                    Err(err(
-                        "allowed_methods",
-                        format!("unknown method `{m}` (known: {})", KNOWN_METHODS.join(", ")),
-                    ))
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?,
-        None => d.allowed_methods.iter().map(|m| m.to_string()).collect(),
-    };
-    let max_response_bytes = ps.max_response_bytes.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES);
+    let allowed_methods = methods(&n, e.allowed_methods.as_deref())?;
+    let max_response_bytes = e.max_response_bytes.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES);
     if !(1..=MAX_MAX_RESPONSE_BYTES).contains(&max_response_bytes) {
-        return Err(err(
+        return Err(n.err(
             "max_response_bytes",
             format!("must be between 1 and {MAX_MAX_RESPONSE_BYTES}"),
         ));
     }
+    let userinfo_method = match e.userinfo_method.as_deref().unwrap_or("GET") {
+        "GET" => reqwest::Method::GET,
+        "POST" => reqwest::Method::POST,
+        other => return Err(n.err("userinfo_method", format!("`{other}`: GET or POST"))),
+    };
+    let api_auth = match &e.api_auth {
+        Some(a) => ApiAuth::parse(a).ok_or_else(|| {
+            n.err(
+                "api_auth",
+                format!("`{a}`: bearer, header:<name> or query:<name>"),
+            )
+        })?,
+        None => ApiAuth::Bearer,
+    };
+    let mut headers = e.api_headers.clone().unwrap_or_default();
+    // Answers are read as JSON unless the entry asks for its own type.
+    if !headers.keys().any(|k| k.eq_ignore_ascii_case("accept")) {
+        headers.insert("accept".into(), "application/json".into());
+    }
+    let api_headers = headers
+        .into_iter()
+        .map(|(k, v)| {
+            let v = template::fill(&v, &values).map_err(|m| n.err("api_headers", m))?;
+            Ok((k, v))
+        })
+        .collect::<Result<Vec<_>, ProviderConfigError>>()?;
+    let issuer = match &e.issuer {
+        Some(i) => Some(template::fill(i, &values).map_err(|m| n.err("issuer", m))?),
+        None => None,
+    };
+    let account_id_from = e.account_id_from.unwrap_or(AccountIdFrom::Response);
+    let pointer = |field: &'static str, p: &str| {
+        if p.is_empty() || p.starts_with('/') {
+            Ok(p.to_owned())
+        } else {
+            Err(n.err(
+                field,
+                format!("`{p}` is not a JSON pointer (starts with `/`)"),
+            ))
+        }
+    };
+    let pairs = |m: &Option<BTreeMap<String, String>>| {
+        m.clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect::<Vec<_>>()
+    };
     Ok(Provider {
         name: name.to_owned(),
+        entry: entry_label.to_owned(),
         kind,
-        display_name: ps
-            .display_name
-            .clone()
-            .or_else(|| d.display_name.map(str::to_owned))
-            .unwrap_or_else(|| name.to_owned()),
+        display_name: e.display_name.clone().unwrap_or_else(|| name.to_owned()),
+        docs_url: e.docs_url.clone(),
         client_id: ps.client_id.clone(),
         client_secret,
         auth_method,
         authorize_url,
         token_url,
+        refresh_url,
         revocation_url,
         userinfo_url,
+        userinfo_method,
+        userinfo_body: e.userinfo_body.clone(),
         api_base_url,
-        issuer: ps.issuer.clone().or(d.issuer),
-        require_iss: ps.require_iss.unwrap_or(d.require_iss),
+        issuer,
+        require_iss: e.require_iss.unwrap_or(false),
         redirect_uri: format!("{base}/oauth/callback/{name}"),
-        default_scopes: ps
-            .scopes
-            .clone()
-            .unwrap_or_else(|| d.scopes.iter().map(|s| s.to_string()).collect()),
-        account_id_field: field(&ps.account_id_field)
-            .unwrap_or(d.account_id_field)
-            .to_owned(),
-        account_label_fields: match field(&ps.account_label_field) {
-            Some(f) => vec![f.to_owned()],
-            None => d
-                .account_label_fields
+        default_scopes: e.scopes.clone().unwrap_or_default(),
+        account_id_from,
+        account_id_pointer: pointer(
+            "account_id_pointer",
+            e.account_id_pointer.as_deref().unwrap_or("/sub"),
+        )?,
+        account_label_pointers: match &e.account_label_pointers {
+            Some(list) => list
                 .iter()
-                .map(|f| f.to_string())
-                .collect(),
+                .map(|p| pointer("account_label_pointers", p))
+                .collect::<Result<_, _>>()?,
+            None => ["/preferred_username", "/email", "/name"]
+                .map(str::to_owned)
+                .to_vec(),
         },
         allowed_methods,
         max_response_bytes,
-        quirks: d.quirks,
+        quirks: Quirks {
+            scope_param: e.scope_param.clone().unwrap_or_else(|| "scope".into()),
+            scope_separator: e.scope_separator.clone().unwrap_or_else(|| " ".into()),
+            pkce: e.pkce.unwrap_or(true),
+            authorize_params: pairs(&e.authorize_params),
+            account_chooser: pairs(&e.account_chooser),
+            json_token_request: e.token_request_format == Some(entry::TokenRequestFormat::Json),
+            form_answers: e.token_response_format
+                == Some(TokenResponseFormat::FormUnlessJsonAccept),
+            token_pointer: e.token_pointer.clone(),
+            ok_envelope: e.error_envelope == Some(entry::ErrorEnvelope::OkField),
+            refresh: e.refresh.unwrap_or(Refresh::Expiring),
+            api_headers,
+            api_auth,
+            path_rules: e.api_path_rules,
+        },
+        templates: Templates {
+            authorize: e.authorize_url.clone(),
+            token: e.token_url.clone(),
+            revocation: e.revocation_url.clone(),
+            userinfo: e.userinfo_url.clone(),
+            api_base: e.api_base_url.clone(),
+        },
+        param_specs: e.params.clone().unwrap_or_default(),
+        fixed_values: values.clone(),
+        insecure_http,
+        scope_rules: ScopeRules {
+            prefix: e.scope_prefix.clone(),
+            aliases: e.scope_aliases.clone().unwrap_or_default(),
+            implied_by: e.scope_implied_by.clone().unwrap_or_default(),
+            descriptions: e.scope_descriptions.clone().unwrap_or_default(),
+        },
     })
 }
 
-fn field(set: &Option<String>) -> Option<&str> {
-    set.as_deref().map(str::trim).filter(|f| !f.is_empty())
-}
-
-/// Tokens and client secrets travel to these URLs: https only, except on
-/// loopback (tests, dev mode) or when the operator chose plain http.
-fn check_url(url: &Url, insecure_http: bool) -> Result<(), String> {
-    let loopback = match url.host() {
-        Some(url::Host::Domain(d)) => d == "localhost",
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => return Err(format!("`{url}` has no host")),
-    };
-    match url.scheme() {
-        "https" => {}
-        "http" if loopback || insecure_http => {}
-        "http" => return Err(format!("`{url}` must be https")),
-        _ => return Err(format!("`{url}` must be an https URL")),
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err("must not carry credentials".into());
-    }
-    Ok(())
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::providers::fakes::settings_with;
-
-    fn error_of(providers_toml: &str) -> String {
-        let settings = settings_with("https://connect.example.com", providers_toml);
-        ProviderCatalog::from_settings(&settings)
-            .unwrap_err()
-            .to_string()
-    }
-
-    #[test]
-    fn presets_fill_everything_but_credentials() {
-        let settings = settings_with(
-            "https://connect.example.com/",
-            "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
-             [providers.work]\npreset = \"google\"\nclient_id = \"c\"\nclient_secret = \"d\"\n",
-        );
-        let catalog = ProviderCatalog::from_settings(&settings).unwrap();
-        assert_eq!(catalog.names(), vec!["github", "work"]);
-        let gh = catalog.get("github").unwrap();
-        assert_eq!(gh.display_name(), "GitHub");
-        assert_eq!(gh.default_scopes(), ["read:user".to_string()]);
-        assert_eq!(
-            gh.redirect_uri(),
-            "https://connect.example.com/oauth/callback/github"
-        );
-        assert!(!gh.supports_revocation());
-        assert_eq!(gh.issuer(), None);
-        let work = catalog.get("work").unwrap();
-        assert_eq!(work.preset(), "google");
-        assert_eq!(work.issuer(), Some("https://accounts.google.com"));
-        assert!(work.supports_revocation());
-        assert!(catalog.get("gitlab").is_none());
-        assert!(!format!("{catalog:?}").contains("\"b\""));
-    }
-
-    #[test]
-    fn missing_secret_names_the_setting_and_preset() {
-        let e = error_of("[providers.github]\nclient_id = \"a\"\n");
-        assert_eq!(
-            e,
-            "providers.github.client_secret: required by the github preset"
-        );
-    }
-
-    #[test]
-    fn generic_needs_its_urls() {
-        let e = error_of("[providers.acme]\nclient_id = \"a\"\nclient_secret = \"b\"\n");
-        assert_eq!(
-            e,
-            "providers.acme.authorize_url: required by the generic preset"
-        );
-        let e = error_of(
-            "[providers.acme]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
-             authorize_url = \"https://a.example/auth\"\ntoken_url = \"https://a.example/token\"\n\
-             userinfo_url = \"https://a.example/me\"\n",
-        );
-        assert!(e.starts_with("providers.acme.api_base_url:"), "{e}");
-    }
-
-    #[test]
-    fn bad_values_are_named() {
-        let e = error_of("[providers.x]\npreset = \"gitlab2\"\nclient_id = \"a\"\n");
-        assert!(e.starts_with("providers.x.preset: unknown preset"), "{e}");
-        let e = error_of(
-            "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
-             token_url = \"http://github.example/token\"\n",
-        );
-        assert!(e.starts_with("providers.github.token_url:"), "{e}");
-        let e = error_of(
-            "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
-             allowed_methods = [\"GET\", \"TRACE\"]\n",
-        );
-        assert!(e.starts_with("providers.github.allowed_methods:"), "{e}");
-        let e = error_of(
-            "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
-             token_auth_method = \"private_key_jwt\"\n",
-        );
-        assert!(e.starts_with("providers.github.token_auth_method:"), "{e}");
-    }
-
-    #[test]
-    fn public_clients_need_no_secret_and_bases_get_a_slash() {
-        let settings = settings_with(
-            "https://connect.example.com",
-            "[providers.acme]\nclient_id = \"a\"\ntoken_auth_method = \"none\"\n\
-             authorize_url = \"https://a.example/auth\"\ntoken_url = \"https://a.example/token\"\n\
-             userinfo_url = \"https://a.example/me\"\napi_base_url = \"https://api.a.example/v1\"\n\
-             allowed_methods = [\"get\", \"post\"]\n",
-        );
-        let catalog = ProviderCatalog::from_settings(&settings).unwrap();
-        let acme = catalog.get("acme").unwrap();
-        assert_eq!(acme.api_base_url().as_str(), "https://api.a.example/v1/");
-        assert_eq!(acme.allowed_methods, vec!["GET", "POST"]);
-        assert_eq!(acme.display_name(), "acme");
-        assert_eq!(acme.account_label_fields[0], "preferred_username");
-    }
-}
+#[path = "catalog_tests.rs"]
+mod tests;

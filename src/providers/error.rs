@@ -74,7 +74,7 @@ pub enum ProviderConfigError {
     #[error("providers.{provider}.{field}: {message}")]
     Invalid {
         provider: String,
-        field: &'static str,
+        field: String,
         message: String,
     },
 }
@@ -114,7 +114,7 @@ mod tests {
     fn config_error_names_the_setting() {
         let e = ProviderConfigError::Invalid {
             provider: "github".into(),
-            field: "client_secret",
+            field: "client_secret".into(),
             message: "required by the github preset".into(),
         };
         assert_eq!(

@@ -15,6 +15,8 @@ pub(crate) const GOOGLE_TOKEN: &str = "ya29.SECRET-a0AfH6SMC";
 pub(crate) const SLACK_TOKEN: &str = "xoxp-SECRET-1234-5678";
 pub(crate) const DEMO_TOKEN: &str = "demo-at-SECRET-77";
 pub(crate) const RFC_TOKEN: &str = "rfc-at-SECRET-99";
+pub(crate) const ATLASSIAN_TOKEN: &str = "atl-at-SECRET";
+pub(crate) const ATLASSIAN_CLOUD_ID: &str = "11223344-a1b2-3b33-c444-def123456789";
 
 fn json_answer(status: u16, body: Value) -> HttpResponse {
     HttpResponse::build(StatusCode::from_u16(status).unwrap()).json(body)
@@ -57,6 +59,17 @@ pub(crate) fn serve(s: &Seen) -> HttpResponse {
     }
     if let Some(rest) = path.strip_prefix("/rfc/") {
         return rfc(s, rest);
+    }
+    // Atlassian: the sites a token reaches, each with its cloud id.
+    if path == "/atlassian/oauth/token/accessible-resources" {
+        if !bearer(s, ATLASSIAN_TOKEN) {
+            return json_answer(401, json!({"code": 401, "message": "Unauthorized"}));
+        }
+        return json_answer(
+            200,
+            json!([{"id": ATLASSIAN_CLOUD_ID, "url": "https://acme.atlassian.net",
+                    "name": "acme", "scopes": ["read:jira-work"]}]),
+        );
     }
     json_answer(404, json!({"message": "Not Found"}))
 }

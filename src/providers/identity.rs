@@ -1,13 +1,16 @@
-//! Who the connected account is: one GET to the provider's userinfo URL
-//! with the access token, then the configured fields of the JSON answer.
-//! Fields are dotted paths, so `user.id` reads Slack's `users.identity`.
+//! Who the connected account is: one request to the provider's identity
+//! URL with the credential, then the entry's JSON pointers into the answer
+//! (`/data/viewer/id` reads a GraphQL answer).
 
 use std::time::Duration;
 
-use reqwest::header::{AUTHORIZATION, USER_AGENT};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
-use super::{Account, Provider, ProviderError, http::read_all, token_answer::oauth_error};
+use super::{
+    Account, Provider, ProviderError, entry::AccountIdFrom, http::read_all,
+    token_answer::oauth_error,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(15);
 const MAX_ANSWER_BYTES: usize = 256 * 1024;
@@ -43,13 +46,15 @@ impl Provider {
         http: &reqwest::Client,
         access_token: &str,
     ) -> Result<Account, ProviderError> {
-        let mut request = http
-            .get(self.userinfo_url.clone())
-            .header(AUTHORIZATION, format!("Bearer {access_token}"))
-            .header(USER_AGENT, USER_AGENT_VALUE)
-            .timeout(TIMEOUT);
-        for (name, value) in self.quirks.api_headers {
-            request = request.header(*name, *value);
+        let (mut request, _) = self.authorized(
+            http,
+            self.userinfo_method.clone(),
+            self.userinfo_url.clone(),
+            access_token,
+        );
+        request = request.timeout(TIMEOUT);
+        if let Some(body) = &self.userinfo_body {
+            request = request.json(body);
         }
         let mut response = request.send().await.map_err(ProviderError::http)?;
         let status = response.status().as_u16();
@@ -65,7 +70,7 @@ impl Provider {
                 "the account answer is not JSON".into(),
             ));
         };
-        if self.quirks.slack_envelope && answer.get("ok") != Some(&Value::Bool(true)) {
+        if self.quirks.ok_envelope && answer.get("ok") != Some(&Value::Bool(true)) {
             let code = answer
                 .get("error")
                 .and_then(Value::as_str)
@@ -75,18 +80,21 @@ impl Provider {
             }
             return Err(oauth_error(code, None, &[access_token]));
         }
-        self.account_from(&answer)
+        self.account_from(&answer, access_token)
     }
 
-    fn account_from(&self, answer: &Value) -> Result<Account, ProviderError> {
-        let id = scalar(answer, &self.account_id_field).ok_or_else(|| {
+    fn account_from(&self, answer: &Value, credential: &str) -> Result<Account, ProviderError> {
+        if self.account_id_from == AccountIdFrom::Credential {
+            return Ok(credential_account(credential));
+        }
+        let id = scalar(answer, &self.account_id_pointer).ok_or_else(|| {
             ProviderError::BadResponse(format!(
                 "the account answer has no `{}`",
-                self.account_id_field
+                self.account_id_pointer
             ))
         })?;
         let label = self
-            .account_label_fields
+            .account_label_pointers
             .iter()
             .find_map(|field| scalar(answer, field))
             .unwrap_or_else(|| id.clone());
@@ -94,11 +102,23 @@ impl Provider {
     }
 }
 
-/// A string or integer at a dotted path, as text; empty counts as absent.
-fn scalar(value: &Value, path: &str) -> Option<String> {
-    let found = path
-        .split('.')
-        .try_fold(value, |v, key| v.as_object()?.get(key))?;
+/// For a provider that names no account: a digest of the credential as the
+/// id (the same key connects as the same account), its last four
+/// characters as the label. The digest cannot be turned back into the key.
+fn credential_account(credential: &str) -> Account {
+    let digest = Sha256::digest(credential.as_bytes());
+    let id: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+    let tail: String = credential.chars().rev().take(4).collect();
+    let tail: String = tail.chars().rev().collect();
+    Account {
+        id: format!("key-{id}"),
+        label: format!("key …{tail}"),
+    }
+}
+
+/// A string or integer at a JSON pointer, as text; empty counts as absent.
+fn scalar(value: &Value, pointer: &str) -> Option<String> {
+    let found = value.pointer(pointer)?;
     let text = match found {
         Value::String(s) => s.trim().to_owned(),
         Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
@@ -169,12 +189,23 @@ mod tests {
     }
 
     #[test]
-    fn fields_are_dotted_paths_and_labels_fall_back() {
-        let v = json!({"user": {"id": "U1", "name": ""}, "n": 7, "f": 1.5});
-        assert_eq!(scalar(&v, "user.id").as_deref(), Some("U1"));
-        assert_eq!(scalar(&v, "user.name"), None);
-        assert_eq!(scalar(&v, "n").as_deref(), Some("7"));
-        assert_eq!(scalar(&v, "f"), None);
-        assert_eq!(scalar(&v, "user.id.deeper"), None);
+    fn fields_are_json_pointers() {
+        let v = json!({"user": {"id": "U1", "name": ""}, "n": 7, "f": 1.5, "data": [{"id": "x"}]});
+        assert_eq!(scalar(&v, "/user/id").as_deref(), Some("U1"));
+        assert_eq!(scalar(&v, "/user/name"), None);
+        assert_eq!(scalar(&v, "/n").as_deref(), Some("7"));
+        assert_eq!(scalar(&v, "/f"), None);
+        assert_eq!(scalar(&v, "/user/id/deeper"), None);
+        assert_eq!(scalar(&v, "/data/0/id").as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn a_credential_account_shows_only_a_suffix() {
+        let a = credential_account("sk-abcdefghijklmnop1234");
+        assert_eq!(a.label, "key …1234");
+        assert!(a.id.starts_with("key-") && a.id.len() == 28, "{}", a.id);
+        assert!(!a.id.contains("abcdefgh"));
+        assert_eq!(a, credential_account("sk-abcdefghijklmnop1234"));
+        assert_ne!(a.id, credential_account("sk-abcdefghijklmnop1235").id);
     }
 }

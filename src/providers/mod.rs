@@ -1,5 +1,5 @@
-//! Third-party providers: the catalog built from settings (presets for
-//! GitHub, Google, Slack and the dev demo provider, plus `generic`), and
+//! Third-party providers: the catalog built from settings over the entries
+//! shipped in `catalog/` (data, not code: see `entry`), and
 //! everything that talks OAuth 2.0 or HTTP to a provider — the authorize URL,
 //! code exchange with PKCE, refresh, RFC 7009 revocation, the account
 //! identity, and API calls made as the user.
@@ -15,15 +15,22 @@
 
 mod api;
 mod catalog;
+mod check;
+mod entry;
 mod error;
 mod guard;
 mod http;
 mod identity;
+mod listing;
 mod oauth;
+mod per_connection;
 mod pkce;
-mod presets;
 mod provider;
+mod quirks;
+mod resolve;
 mod scopes;
+mod shipped;
+mod template;
 mod token_answer;
 
 #[cfg(test)]
@@ -37,6 +44,8 @@ use secrecy::SecretString;
 
 pub use catalog::ProviderCatalog;
 pub use error::{ProviderConfigError, ProviderError};
+pub use listing::catalog_markdown;
+pub use per_connection::ConnectionEndpoints;
 pub use pkce::PkcePair;
 pub use provider::Provider;
 

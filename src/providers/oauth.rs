@@ -7,7 +7,7 @@
 //! outside what its typed response parser takes, and rewriting bodies so it
 //! would accept them is more code than reading them (`token_answer`).
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 use reqwest::header::{ACCEPT, AUTHORIZATION};
 use secrecy::ExposeSecret;
@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::{
     Provider, ProviderError, TokenHint, TokenSet,
     http::{basic_auth, media_type, read_all},
-    presets::TokenAuthMethod,
+    provider::TokenAuthMethod,
     token_answer::{self, Answer},
 };
 
@@ -34,14 +34,34 @@ impl Provider {
         code: &str,
         pkce_verifier: &str,
     ) -> Result<TokenSet, ProviderError> {
-        let form = vec![
+        self.exchange_code_learning(http, code, pkce_verifier)
+            .await
+            .map(|(tokens, _)| tokens)
+    }
+
+    /// [`Provider::exchange_code`], also answering the values the entry
+    /// learns from the token answer (Salesforce's `instance_url`), each
+    /// checked against its parameter's pattern.
+    pub async fn exchange_code_learning(
+        &self,
+        http: &reqwest::Client,
+        code: &str,
+        pkce_verifier: &str,
+    ) -> Result<(TokenSet, BTreeMap<String, String>), ProviderError> {
+        let mut form = vec![
             ("grant_type", "authorization_code"),
             ("code", code),
             ("redirect_uri", self.redirect_uri.as_str()),
-            ("code_verifier", pkce_verifier),
         ];
-        let result = self.token_request(http, form, &[code, pkce_verifier]).await;
-        log_outcome(&self.name, "exchange", &result);
+        if self.quirks.pkce {
+            form.push(("code_verifier", pkce_verifier));
+        }
+        let url = &self.token_url;
+        let result = self
+            .token_request(http, url, form, &[code, pkce_verifier])
+            .await
+            .and_then(|(tokens, answer)| Ok((tokens, self.learned_from_token_answer(&answer)?)));
+        log_outcome(&self.name, "exchange", result.as_ref().map(|(t, _)| t));
         result
     }
 
@@ -57,8 +77,12 @@ impl Provider {
             ("grant_type", "refresh_token"),
             ("refresh_token", refresh_token),
         ];
-        let result = self.token_request(http, form, &[refresh_token]).await;
-        log_outcome(&self.name, "refresh", &result);
+        let url = &self.refresh_url;
+        let result = self
+            .token_request(http, url, form, &[refresh_token])
+            .await
+            .map(|(tokens, _)| tokens);
+        log_outcome(&self.name, "refresh", result.as_ref());
         result
     }
 
@@ -88,8 +112,7 @@ impl Provider {
             _ => Default::default(),
         };
         let error = fields.get("error").and_then(Value::as_str);
-        let slack_failed =
-            self.quirks.slack_envelope && fields.get("ok") == Some(&Value::Bool(false));
+        let slack_failed = self.quirks.ok_envelope && fields.get("ok") == Some(&Value::Bool(false));
         let outcome = match error {
             // Google answers an unknown or already revoked token this way.
             Some("invalid_token") => Ok(()),
@@ -117,11 +140,12 @@ impl Provider {
     async fn token_request(
         &self,
         http: &reqwest::Client,
+        url: &url::Url,
         form: Vec<(&str, &str)>,
         sent: &[&str],
-    ) -> Result<TokenSet, ProviderError> {
+    ) -> Result<(TokenSet, Value), ProviderError> {
         let mut response = self
-            .authenticated_post(http, &self.token_url, form)
+            .authenticated_post(http, url, form)
             .send()
             .await
             .map_err(ProviderError::http)?;
@@ -130,21 +154,24 @@ impl Provider {
         let body = read_all(&mut response, MAX_ANSWER_BYTES).await?;
         let mut secrets = sent.to_vec();
         secrets.push(self.secret());
-        token_answer::parse(
+        token_answer::parse_keeping_fields(
             &Answer {
                 status,
                 media_type: media.as_deref(),
                 body: &body,
-                slack: self.quirks.slack_envelope,
+                ok_envelope: self.quirks.ok_envelope,
+                token_pointer: self.quirks.token_pointer.as_deref(),
+                form_answers: self.quirks.form_answers,
             },
             &secrets,
         )
     }
 
     /// A POST to the token or revocation endpoint with client
-    /// authentication. `Accept: application/json` always: GitHub answers
+    /// authentication, form-encoded unless the entry says JSON (Notion,
+    /// Atlassian). `Accept: application/json` always: GitHub answers
     /// form-encoded without it.
-    fn authenticated_post<'a>(
+    pub(super) fn authenticated_post<'a>(
         &'a self,
         http: &reqwest::Client,
         url: &url::Url,
@@ -165,6 +192,13 @@ impl Provider {
             }
             TokenAuthMethod::None => form.push(("client_id", &self.client_id)),
         }
+        if self.quirks.json_token_request {
+            let body: serde_json::Map<String, Value> = form
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), Value::String(v.to_owned())))
+                .collect();
+            return request.json(&body);
+        }
         request.form(&form)
     }
 
@@ -176,7 +210,7 @@ impl Provider {
     }
 }
 
-fn log_outcome(provider: &str, step: &str, result: &Result<TokenSet, ProviderError>) {
+fn log_outcome(provider: &str, step: &str, result: Result<&TokenSet, &ProviderError>) {
     match result {
         Ok(t) => tracing::info!(
             provider,

@@ -1,36 +1,68 @@
-//! One configured provider: its resolved settings and the authorize URL.
-//! The network calls live beside it (`oauth`, `identity`, `api`).
+//! One configured provider: its resolved catalog entry and the authorize
+//! URL. The network calls live beside it (`oauth`, `identity`, `api`).
+
+use std::collections::BTreeMap;
 
 use secrecy::SecretString;
 use url::Url;
 
-use super::presets::{PresetKind, Quirks, TokenAuthMethod};
+pub(super) use super::quirks::{ApiAuth, Quirks, TokenAuthMethod};
+use super::{
+    entry::{AccountIdFrom, CredentialKind, ParamSpec},
+    scopes::ScopeRules,
+};
 
-/// A provider users can connect, fully resolved from preset and settings.
+/// A provider users can connect, fully resolved from its catalog entry and
+/// the operator's settings.
 #[derive(Debug)]
 pub struct Provider {
     pub(super) name: String,
-    pub(super) kind: PresetKind,
+    /// The catalog entry it was built from (`github`, or `custom`).
+    pub(super) entry: String,
+    pub(super) kind: CredentialKind,
     pub(super) display_name: String,
+    pub(super) docs_url: Option<String>,
     pub(super) client_id: String,
     pub(super) client_secret: Option<SecretString>,
     pub(super) auth_method: TokenAuthMethod,
     pub(super) authorize_url: Url,
     pub(super) token_url: Url,
+    pub(super) refresh_url: Url,
     pub(super) revocation_url: Option<Url>,
     pub(super) userinfo_url: Url,
+    pub(super) userinfo_method: reqwest::Method,
+    pub(super) userinfo_body: Option<serde_json::Value>,
     /// Always ends with `/`, so relative paths join beneath it.
     pub(super) api_base_url: Url,
     pub(super) issuer: Option<String>,
     pub(super) require_iss: bool,
     pub(super) redirect_uri: String,
     pub(super) default_scopes: Vec<String>,
-    pub(super) account_id_field: String,
-    pub(super) account_label_fields: Vec<String>,
+    pub(super) account_id_from: AccountIdFrom,
+    /// JSON pointers into the identity answer.
+    pub(super) account_id_pointer: String,
+    pub(super) account_label_pointers: Vec<String>,
     /// Uppercase.
     pub(super) allowed_methods: Vec<String>,
     pub(super) max_response_bytes: usize,
     pub(super) quirks: Quirks,
+    pub(super) scope_rules: ScopeRules,
+    /// The entry's URL templates and parameters, for per-connection values.
+    pub(super) templates: Templates,
+    pub(super) param_specs: BTreeMap<String, ParamSpec>,
+    /// Built-in values and the operator's defaults.
+    pub(super) fixed_values: BTreeMap<String, String>,
+    pub(super) insecure_http: bool,
+}
+
+/// The entry's endpoints before parameters are filled in.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Templates {
+    pub authorize: Option<String>,
+    pub token: Option<String>,
+    pub revocation: Option<String>,
+    pub userinfo: Option<String>,
+    pub api_base: Option<String>,
 }
 
 impl Provider {
@@ -39,9 +71,31 @@ impl Provider {
         &self.name
     }
 
-    /// The preset it was built from (`github`, …, `generic`).
+    /// The catalog entry it was built from (`github`, …; `custom` for an
+    /// operator's own).
     pub fn preset(&self) -> &str {
+        &self.entry
+    }
+
+    /// `oauth2`, `api_key` or `basic`.
+    pub fn credential_kind(&self) -> &'static str {
         self.kind.as_str()
+    }
+
+    /// How refresh works: `expiring`, `rotating`, `non_expiring`, `none`.
+    pub fn refresh_behaviour(&self) -> &'static str {
+        self.quirks.refresh.as_str()
+    }
+
+    /// Authorize parameters that make the provider offer another account
+    /// (Google's `prompt=select_account`); empty when it has none.
+    pub fn account_chooser(&self) -> &[(String, String)] {
+        &self.quirks.account_chooser
+    }
+
+    /// The provider's documentation for operators.
+    pub fn docs_url(&self) -> Option<&str> {
+        self.docs_url.as_deref()
     }
 
     /// The name shown to people (`GitHub`).
@@ -83,16 +137,17 @@ impl Provider {
         self.revocation_url.is_some()
     }
 
-    /// Plain words for a scope on the consent page; an unknown scope is
-    /// shown as itself.
     /// Whether a grant of `granted` scopes includes `wanted`, as this
     /// provider spells and nests its scopes.
     pub fn scope_granted(&self, granted: &[String], wanted: &str) -> bool {
-        super::scopes::granted(self.kind, granted, wanted)
+        self.scope_rules.granted(granted, wanted)
     }
 
+    /// Plain words for a scope on the consent page; an unknown scope is
+    /// shown as itself.
     pub fn describe_scope(&self, scope: &str) -> String {
-        super::scopes::describe(self.kind, scope)
+        self.scope_rules
+            .describe(scope)
             .map(str::to_owned)
             .unwrap_or_else(|| scope.to_owned())
     }
@@ -116,15 +171,19 @@ impl Provider {
                 .append_pair("redirect_uri", &self.redirect_uri);
             if !scopes.is_empty() {
                 query.append_pair(
-                    self.quirks.scope_param,
-                    &scopes.join(self.quirks.scope_separator),
+                    &self.quirks.scope_param,
+                    &scopes.join(&self.quirks.scope_separator),
                 );
             }
-            query
-                .append_pair("state", state)
-                .append_pair("code_challenge", pkce_challenge)
-                .append_pair("code_challenge_method", "S256");
-            for (key, value) in self.quirks.authorize_extras {
+            query.append_pair("state", state);
+            // A provider without PKCE gets no challenge (nor, later, the
+            // verifier): some refuse parameters they do not know.
+            if self.quirks.pkce {
+                query
+                    .append_pair("code_challenge", pkce_challenge)
+                    .append_pair("code_challenge_method", "S256");
+            }
+            for (key, value) in &self.quirks.authorize_params {
                 query.append_pair(key, value);
             }
         }

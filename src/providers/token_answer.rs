@@ -31,13 +31,28 @@ pub(super) struct Answer<'a> {
     pub status: u16,
     pub media_type: Option<&'a str>,
     pub body: &'a [u8],
-    /// Slack's envelope and nesting.
-    pub slack: bool,
+    /// `{"ok": false}` means refused (Slack).
+    pub ok_envelope: bool,
+    /// Where the user's token sits when not at the top level (Slack's
+    /// `/authed_user`).
+    pub token_pointer: Option<&'a str>,
+    /// Form-encoded answers are accepted (GitHub).
+    pub form_answers: bool,
 }
 
 /// Parses a token answer; `sent` are the secrets of the request (code,
 /// verifier, refresh token, client secret), kept out of error messages.
+#[cfg(test)]
 pub(super) fn parse(answer: &Answer<'_>, sent: &[&str]) -> Result<TokenSet, ProviderError> {
+    parse_keeping_fields(answer, sent).map(|(tokens, _)| tokens)
+}
+
+/// [`parse`], also answering the whole answer, where an entry may learn
+/// values such as Salesforce's `instance_url`.
+pub(super) fn parse_keeping_fields(
+    answer: &Answer<'_>,
+    sent: &[&str],
+) -> Result<(TokenSet, Value), ProviderError> {
     let success = (200..300).contains(&answer.status);
     let fields = match fields(answer) {
         Ok(fields) => fields,
@@ -47,7 +62,7 @@ pub(super) fn parse(answer: &Answer<'_>, sent: &[&str]) -> Result<TokenSet, Prov
     if let Some(error) = fields.get("error").and_then(Value::as_str) {
         return Err(oauth_error(error, fields.get("error_description"), sent));
     }
-    if answer.slack && fields.get("ok") == Some(&Value::Bool(false)) {
+    if answer.ok_envelope && fields.get("ok") == Some(&Value::Bool(false)) {
         return Err(oauth_error("unknown_error", None, sent));
     }
     if !success {
@@ -55,13 +70,24 @@ pub(super) fn parse(answer: &Answer<'_>, sent: &[&str]) -> Result<TokenSet, Prov
     }
     // Slack: the user token is under `authed_user`; a top-level token, if
     // any, is the bot's. A refresh of a user token answers flat.
-    let token = match fields.get("authed_user") {
-        Some(Value::Object(user)) if answer.slack && user.contains_key("access_token") => user,
-        _ => &fields,
+    let root = Value::Object(fields);
+    let nested = answer
+        .token_pointer
+        .and_then(|p| root.pointer(p))
+        .and_then(Value::as_object)
+        .filter(|user| user.contains_key("access_token"));
+    let token = match (nested, root.as_object()) {
+        (Some(user), _) => user,
+        (None, Some(top)) => top,
+        (None, None) => {
+            return Err(ProviderError::BadResponse(
+                "the token answer is not an object".into(),
+            ));
+        }
     };
     let access_token = string(token, "access_token")
         .ok_or_else(|| ProviderError::BadResponse("the token answer has no access_token".into()))?;
-    Ok(TokenSet {
+    let tokens = TokenSet {
         access_token: SecretString::from(access_token),
         refresh_token: string(token, "refresh_token").map(SecretString::from),
         expires_in: token.get("expires_in").and_then(seconds),
@@ -74,7 +100,8 @@ pub(super) fn parse(answer: &Answer<'_>, sent: &[&str]) -> Result<TokenSet, Prov
                 .collect()
         }),
         token_type: string(token, "token_type").unwrap_or_else(|| "Bearer".to_owned()),
-    })
+    };
+    Ok((tokens, root))
 }
 
 /// The answer's fields, from JSON or from a form-encoded body.
@@ -83,14 +110,14 @@ fn fields(answer: &Answer<'_>) -> Result<Map<String, Value>, ProviderError> {
     match answer.media_type {
         Some(m) if super::http::is_json(Some(m)) || looks_json => json(answer.body),
         None if looks_json => json(answer.body),
-        Some("application/x-www-form-urlencoded" | "text/plain") | None => {
+        Some("application/x-www-form-urlencoded" | "text/plain") | None if answer.form_answers => {
             Ok(url::form_urlencoded::parse(answer.body)
                 .map(|(k, v)| (k.into_owned(), Value::String(v.into_owned())))
                 .collect())
         }
-        Some(other) => Err(ProviderError::BadResponse(format!(
+        other => Err(ProviderError::BadResponse(format!(
             "the token answer has media type {}",
-            clean_code(other)
+            clean_code(other.unwrap_or("(none)"))
         ))),
     }
 }
@@ -145,7 +172,9 @@ mod tests {
             status,
             media_type,
             body: body.as_bytes(),
-            slack: false,
+            ok_envelope: false,
+            token_pointer: None,
+            form_answers: true,
         }
     }
 
@@ -164,6 +193,32 @@ mod tests {
         assert_eq!(t.scopes.unwrap(), vec!["repo", "gist"]);
         assert_eq!(t.token_type, "bearer");
         assert!(t.expires_in.is_none() && t.refresh_token.is_none());
+    }
+
+    #[test]
+    fn form_answers_only_where_the_entry_names_them() {
+        let body = "access_token=at&token_type=bearer";
+        let mut a = answer(200, Some("application/x-www-form-urlencoded"), body);
+        a.form_answers = false;
+        assert!(matches!(parse(&a, &[]), Err(ProviderError::BadResponse(_))));
+        let mut a = answer(200, None, body);
+        a.form_answers = false;
+        assert!(matches!(parse(&a, &[]), Err(ProviderError::BadResponse(_))));
+    }
+
+    #[test]
+    fn a_nested_token_is_read_at_its_pointer() {
+        let body = r#"{"ok":true,"access_token":"xoxb-bot","authed_user":{"access_token":"xoxp-user","scope":"a,b"}}"#;
+        let mut a = answer(200, Some("application/json"), body);
+        a.token_pointer = Some("/authed_user");
+        let t = parse(&a, &[]).unwrap();
+        assert_eq!(t.access_token.expose_secret(), "xoxp-user");
+        assert_eq!(t.scopes.unwrap(), ["a", "b"]);
+        a.token_pointer = None;
+        assert_eq!(
+            parse(&a, &[]).unwrap().access_token.expose_secret(),
+            "xoxb-bot"
+        );
     }
 
     #[test]

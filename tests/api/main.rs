@@ -19,6 +19,7 @@ mod mcp_protocol;
 mod metrics;
 mod peer_rmcp;
 mod provider_flows;
+mod provider_params;
 mod schema;
 mod tool_results;
 mod web_flow;

@@ -1,0 +1,303 @@
+//! The catalog as operators see it (settings merged over shipped entries),
+//! and every shipped entry checked as data.
+
+use super::*;
+use crate::providers::{check, fakes::settings_with, shipped};
+
+fn error_of(providers_toml: &str) -> String {
+    let settings = settings_with("https://connect.example.com", providers_toml);
+    ProviderCatalog::from_settings(&settings)
+        .unwrap_err()
+        .to_string()
+}
+
+fn catalog_of(providers_toml: &str) -> ProviderCatalog {
+    let settings = settings_with("https://connect.example.com/", providers_toml);
+    ProviderCatalog::from_settings(&settings).unwrap()
+}
+
+#[test]
+fn entries_fill_everything_but_credentials() {
+    let catalog = catalog_of(
+        "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+         [providers.work]\npreset = \"google\"\nclient_id = \"c\"\nclient_secret = \"d\"\n",
+    );
+    assert_eq!(catalog.names(), vec!["github", "work"]);
+    let gh = catalog.get("github").unwrap();
+    assert_eq!(gh.display_name(), "GitHub");
+    assert_eq!(gh.default_scopes(), ["read:user".to_string()]);
+    assert_eq!(
+        gh.redirect_uri(),
+        "https://connect.example.com/oauth/callback/github"
+    );
+    assert!(!gh.supports_revocation());
+    assert_eq!(gh.issuer(), None);
+    assert_eq!(gh.refresh_behaviour(), "non_expiring");
+    assert_eq!(gh.credential_kind(), "oauth2");
+    let work = catalog.get("work").unwrap();
+    assert_eq!(work.preset(), "google");
+    assert_eq!(work.issuer(), Some("https://accounts.google.com"));
+    assert!(work.supports_revocation());
+    assert_eq!(
+        work.account_chooser(),
+        [("prompt".to_owned(), "select_account".to_owned())]
+    );
+    assert!(catalog.get("gitlab").is_none());
+    assert!(!format!("{catalog:?}").contains("\"b\""));
+}
+
+#[test]
+fn operators_override_any_field_and_tables_merge() {
+    let catalog = catalog_of(
+        "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+         display_name = \"GitHub Enterprise\"\nscopes = \"repo, read:org\"\n\
+         [providers.github.api_headers]\nx-extra = \"1\"\n\
+         [providers.zendesk]\nclient_id = \"z\"\nclient_secret = \"y\"\n\
+         [providers.zendesk.params.subdomain]\ndefault = \"acme\"\n",
+    );
+    let gh = catalog.get("github").unwrap();
+    assert_eq!(gh.display_name(), "GitHub Enterprise");
+    assert_eq!(gh.default_scopes(), ["repo", "read:org"]);
+    // Merged key by key: the shipped headers stay.
+    let headers: Vec<_> = gh
+        .quirks
+        .api_headers
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    assert_eq!(headers, ["accept", "x-extra", "x-github-api-version"]);
+    let zd = catalog.get("zendesk").unwrap();
+    assert_eq!(
+        zd.api_base_url().as_str(),
+        "https://acme.zendesk.com/api/v2/"
+    );
+    assert_eq!(
+        zd.authorize_url.as_str(),
+        "https://acme.zendesk.com/oauth/authorizations/new"
+    );
+}
+
+#[test]
+fn unknown_fields_and_bad_parameters_are_refused() {
+    let e = error_of(
+        "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\nscope_sep = \",\"\n",
+    );
+    assert!(e.contains("unknown field `scope_sep`"), "{e}");
+    let e = error_of(
+        "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+         [providers.github.params.x]\nlabels = \"y\"\n",
+    );
+    assert!(e.starts_with("providers.github.params.x.labels:"), "{e}");
+    // A value that does not match its pattern never reaches a template.
+    let e = error_of(
+        "[providers.zendesk]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+         [providers.zendesk.params.subdomain]\ndefault = \"evil.example/x\"\n",
+    );
+    assert!(e.contains("does not match its pattern"), "{e}");
+    assert!(!e.contains("evil.example"), "{e}");
+    let e = error_of("[providers.zendesk]\nclient_id = \"a\"\nclient_secret = \"b\"\n");
+    assert!(e.contains("needs the parameter `subdomain`"), "{e}");
+    // A self-hosted base only on a host the operator allowed.
+    let e = error_of(
+        "[providers.gitlab]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+         [providers.gitlab.params.instance]\ndefault = \"https://gitlab.evil.example\"\n",
+    );
+    assert!(e.contains("did not allow"), "{e}");
+    let catalog = catalog_of(
+        "[providers.gitlab]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+         [providers.gitlab.params.instance]\ndefault = \"https://git.example.org\"\n\
+         allowed_hosts = [\"git.example.org\"]\n",
+    );
+    let gl = catalog.get("gitlab").unwrap();
+    assert_eq!(gl.token_url.as_str(), "https://git.example.org/oauth/token");
+    // Learned parameters and API-key kinds are not connectable yet.
+    let e = error_of("[providers.salesforce]\nclient_id = \"a\"\nclient_secret = \"b\"\n");
+    assert!(e.contains("needs the parameter `instance_url`"), "{e}");
+    let e = error_of("[providers.stripe]\n");
+    assert!(e.starts_with("providers.stripe.kind:"), "{e}");
+}
+
+#[test]
+fn missing_secret_names_the_setting() {
+    let e = error_of("[providers.github]\nclient_id = \"a\"\n");
+    assert_eq!(
+        e,
+        "providers.github.client_secret: required by token_auth_method client_secret_post"
+    );
+    let e = error_of("[providers.github]\nclient_secret = \"a\"\n");
+    assert_eq!(e, "providers.github.client_id: required by oauth2 entries");
+}
+
+#[test]
+fn custom_entries_need_their_urls() {
+    let e = error_of("[providers.acme]\nclient_id = \"a\"\nclient_secret = \"b\"\n");
+    assert_eq!(
+        e,
+        "providers.acme.authorize_url: required by the custom entry"
+    );
+    let e = error_of(
+        "[providers.acme]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+         authorize_url = \"https://a.example/auth\"\ntoken_url = \"https://a.example/token\"\n\
+         userinfo_url = \"https://a.example/me\"\n",
+    );
+    assert!(e.starts_with("providers.acme.api_base_url:"), "{e}");
+}
+
+#[test]
+fn bad_values_are_named() {
+    let e = error_of("[providers.x]\npreset = \"gitlab2\"\nclient_id = \"a\"\n");
+    assert!(
+        e.starts_with("providers.x.preset: unknown catalog entry"),
+        "{e}"
+    );
+    let e = error_of(
+        "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+         token_url = \"http://github.example/token\"\n",
+    );
+    assert!(e.starts_with("providers.github.token_url:"), "{e}");
+    let e = error_of(
+        "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+         allowed_methods = [\"GET\", \"TRACE\"]\n",
+    );
+    assert!(e.starts_with("providers.github.allowed_methods:"), "{e}");
+    let e = error_of(
+        "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+         token_auth_method = \"private_key_jwt\"\n",
+    );
+    assert!(e.starts_with("providers.github.token_auth_method:"), "{e}");
+    let e = error_of(
+        "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+         account_id_pointer = \"user.id\"\n",
+    );
+    assert!(e.starts_with("providers.github.account_id_pointer:"), "{e}");
+}
+
+#[test]
+fn public_clients_need_no_secret_and_bases_get_a_slash() {
+    let settings = settings_with(
+        "https://connect.example.com",
+        "[providers.acme]\nclient_id = \"a\"\ntoken_auth_method = \"none\"\n\
+         authorize_url = \"https://a.example/auth\"\ntoken_url = \"https://a.example/token\"\n\
+         userinfo_url = \"https://a.example/me\"\napi_base_url = \"https://api.a.example/v1\"\n\
+         allowed_methods = [\"get\", \"post\"]\n",
+    );
+    let catalog = ProviderCatalog::from_settings(&settings).unwrap();
+    let acme = catalog.get("acme").unwrap();
+    assert_eq!(acme.api_base_url().as_str(), "https://api.a.example/v1/");
+    assert_eq!(acme.allowed_methods, vec!["GET", "POST"]);
+    assert_eq!(acme.display_name(), "acme");
+    assert_eq!(acme.preset(), "custom");
+    assert_eq!(acme.account_label_pointers[0], "/preferred_username");
+}
+
+/// Every file in `catalog/` is compiled in, and nothing else is.
+#[test]
+fn the_shipped_list_is_the_catalog_directory() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/catalog");
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|f| f.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    let listed: Vec<String> = shipped::names()
+        .iter()
+        .map(|n| format!("{n}.toml"))
+        .collect();
+    assert_eq!(files, listed);
+}
+
+/// Each shipped entry parses with no unknown field, is whole for its kind,
+/// and resolves every template with its declared parameters to an https
+/// URL (the demo's, on this server's own base URL, to loopback).
+#[test]
+fn every_shipped_entry_is_valid() {
+    assert!(shipped::names().len() >= 30);
+    for name in shipped::names() {
+        let table = shipped::table(name).unwrap_or_else(|| panic!("{name}: not TOML"));
+        let entry = entry::parse(table).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        check::entry(&entry, false).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        for url in [
+            &entry.authorize_url,
+            &entry.token_url,
+            &entry.revocation_url,
+            &entry.userinfo_url,
+            &entry.api_base_url,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let https = url.starts_with("https://")
+                || url.starts_with("{instance}")
+                || url.starts_with("{instance_url}")
+                || (name == "demo" && url.starts_with("{base_url}/dev/demo/"));
+            assert!(https, "{name}: {url}");
+        }
+    }
+}
+
+#[test]
+fn the_checks_refuse_broken_entries() {
+    let base = shipped::table("zendesk").unwrap();
+    let broken = |edit: &str| {
+        let mut table = base.clone();
+        entry::merge(&mut table, edit.parse().unwrap());
+        check::entry(&entry::parse(table).unwrap(), false).unwrap_err()
+    };
+    assert_eq!(
+        broken("token_url = \"https://{tenant}.example/t\"").0,
+        "token_url"
+    );
+    assert_eq!(
+        broken("token_url = \"http://{subdomain}.example/t\"").0,
+        "token_url"
+    );
+    assert_eq!(
+        broken("account_id_pointer = \"user.id\"").0,
+        "account_id_pointer"
+    );
+    assert_eq!(
+        broken("[params.subdomain]\nexample = \"a.b/c\"").0,
+        "params.subdomain"
+    );
+    assert_eq!(
+        broken("[params.subdomain]\npattern = \"[\"").0,
+        "params.subdomain"
+    );
+    assert_eq!(broken("docs_url = \"http://docs.example\"").0, "docs_url");
+    assert_eq!(
+        broken("[fields.key]\nlabel = \"k\"\npattern = \"x\"\nsend = \"bearer\"").0,
+        "fields.key"
+    );
+    let twilio = shipped::table("twilio").unwrap();
+    let mut table = twilio.clone();
+    entry::merge(
+        &mut table,
+        "[fields.auth_token]\nsend = \"bearer\"".parse().unwrap(),
+    );
+    let e = check::entry(&entry::parse(table).unwrap(), false).unwrap_err();
+    assert_eq!(e.0, "fields");
+}
+
+/// The README's provider table is the catalog's.
+#[test]
+fn the_readme_lists_the_catalog() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+    let readme = std::fs::read_to_string(path).unwrap();
+    const START: &str = "<!-- catalog:start -->\n";
+    const END: &str = "<!-- catalog:end -->";
+    let (before, rest) = readme
+        .split_once(START)
+        .expect("README has the catalog markers");
+    let (_, after) = rest.split_once(END).expect("README has the end marker");
+    let wanted = format!(
+        "{before}{START}{}{END}{after}",
+        crate::providers::catalog_markdown()
+    );
+    if std::env::var_os("UPDATE_README").is_some() {
+        std::fs::write(path, &wanted).unwrap();
+    }
+    assert!(
+        readme == wanted,
+        "README.md's provider table differs from catalog/; rerun with UPDATE_README=1"
+    );
+}

@@ -1,0 +1,245 @@
+//! One catalog entry as written in `catalog/<name>.toml` (or in an
+//! operator's `[providers.<name>]` table, which is merged over it field by
+//! field). Every field is optional here so that layers can be merged; which
+//! ones a kind of entry needs is checked when the catalog resolves it.
+//! Unknown fields are refused: a misspelt quirk must not be ignored.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::config::lenient;
+
+/// What the user hands over to connect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CredentialKind {
+    /// The OAuth 2.0 authorization code flow.
+    Oauth2,
+    /// A key the user creates at the provider.
+    ApiKey,
+    /// A user name and password (or account id and token) sent as HTTP Basic.
+    Basic,
+}
+
+impl CredentialKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Oauth2 => "oauth2",
+            Self::ApiKey => "api_key",
+            Self::Basic => "basic",
+        }
+    }
+}
+
+/// How refresh works once connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refresh {
+    /// Access tokens expire; the refresh token stays the same.
+    Expiring,
+    /// Every refresh answers a new refresh token and retires the old one.
+    Rotating,
+    /// Tokens do not expire; there is nothing to refresh.
+    NonExpiring,
+    /// Tokens expire and cannot be refreshed: the user reconnects.
+    None,
+}
+
+impl Refresh {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Expiring => "expiring",
+            Self::Rotating => "rotating",
+            Self::NonExpiring => "non_expiring",
+            Self::None => "none",
+        }
+    }
+}
+
+/// Data-named behaviours of the token endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum TokenResponseFormat {
+    /// RFC 6749 JSON.
+    Json,
+    /// Form-encoded unless the request asked for JSON (GitHub), with errors
+    /// in HTTP 200 answers.
+    FormUnlessJsonAccept,
+}
+
+/// How the token request carries its parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum TokenRequestFormat {
+    /// RFC 6749 `application/x-www-form-urlencoded`.
+    Form,
+    /// A JSON object (Notion, Atlassian document only this).
+    Json,
+}
+
+/// Answers wrapped in `{"ok": true|false, "error": …}` with HTTP 200 (Slack).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum ErrorEnvelope {
+    OkField,
+}
+
+/// Rules on `api_request` paths beyond the base-URL check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum ApiPathRules {
+    /// Slack's RPC-style methods: `oauth.*`, `admin.*` and `auth.revoke`
+    /// never, writes only when POST is allowed.
+    SlackMethods,
+}
+
+/// Where the account id comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum AccountIdFrom {
+    /// `account_id_pointer` in the identity answer.
+    Response,
+    /// The provider has no account to name (the identity URL only checks the
+    /// credential): the id is a keyed digest of the credential.
+    Credential,
+}
+
+/// A per-connection parameter the URL templates use.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ParamSpec {
+    /// What the connect page asks ("Your Zendesk subdomain").
+    pub label: Option<String>,
+    /// A regular expression the whole value must match.
+    pub pattern: Option<String>,
+    /// `text` (default) or `url`: a URL is also limited to `allowed_hosts`.
+    pub kind: Option<String>,
+    pub default: Option<String>,
+    /// A value that matches `pattern`, to check the templates with.
+    pub example: Option<String>,
+    /// For `url` parameters: the hosts an operator allows.
+    #[serde(default, deserialize_with = "lenient::opt_list")]
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Learned after consent instead of asked: `token_response` or `lookup`.
+    pub source: Option<String>,
+    /// JSON pointer into the token answer or the lookup answer.
+    pub pointer: Option<String>,
+    /// For `lookup`: the URL to GET with the new access token.
+    pub lookup_url: Option<String>,
+}
+
+/// A field of an API-key or Basic credential, and how it reaches the API.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FieldSpec {
+    pub label: Option<String>,
+    /// Shown on the connect page; `false` for identifiers such as an
+    /// account SID, which URL templates may then use.
+    #[serde(default, deserialize_with = "lenient::opt_bool")]
+    pub secret: Option<bool>,
+    pub pattern: Option<String>,
+    /// `bearer`, `basic_user`, `basic_password`, `header:<name>`,
+    /// `query:<name>` or `none`.
+    pub send: Option<String>,
+}
+
+/// A catalog entry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Entry {
+    pub display_name: Option<String>,
+    pub kind: Option<CredentialKind>,
+    /// The provider's documentation for operators.
+    pub docs_url: Option<String>,
+    /// Where a user creates the key (API-key and Basic kinds).
+    pub key_url: Option<String>,
+    /// What the connect page tells the user about the credential.
+    pub instructions: Option<String>,
+
+    pub authorize_url: Option<String>,
+    pub token_url: Option<String>,
+    /// When refresh goes elsewhere than `token_url`.
+    pub refresh_url: Option<String>,
+    pub revocation_url: Option<String>,
+    pub userinfo_url: Option<String>,
+    /// `GET` unless the identity endpoint wants `POST` (Dropbox, GraphQL).
+    pub userinfo_method: Option<String>,
+    /// A JSON body for a `POST` identity request (a GraphQL query).
+    pub userinfo_body: Option<serde_json::Value>,
+    pub api_base_url: Option<String>,
+    pub issuer: Option<String>,
+    #[serde(default, deserialize_with = "lenient::opt_bool")]
+    pub require_iss: Option<bool>,
+
+    #[serde(default, deserialize_with = "lenient::opt_list")]
+    pub scopes: Option<Vec<String>>,
+    /// The authorize parameter for scopes (`user_scope` for Slack users).
+    pub scope_param: Option<String>,
+    pub scope_separator: Option<String>,
+    /// Stripped before scopes are compared or described (Google's URLs).
+    pub scope_prefix: Option<String>,
+    /// Other spellings of a scope in grants (`userinfo.email` = `email`).
+    pub scope_aliases: Option<BTreeMap<String, String>>,
+    /// A scope and the broader one that includes it (GitHub's `repo`).
+    pub scope_implied_by: Option<BTreeMap<String, String>>,
+    /// Plain words for scopes on the consent page.
+    pub scope_descriptions: Option<BTreeMap<String, String>>,
+    #[serde(default, deserialize_with = "lenient::opt_bool")]
+    pub pkce: Option<bool>,
+    /// `client_secret_post`, `client_secret_basic` or `none`.
+    pub token_auth_method: Option<String>,
+    pub token_request_format: Option<TokenRequestFormat>,
+    pub token_response_format: Option<TokenResponseFormat>,
+    /// JSON pointer to the object holding the user's token (Slack's
+    /// `/authed_user`); the top level when absent or when it is not there.
+    pub token_pointer: Option<String>,
+    pub error_envelope: Option<ErrorEnvelope>,
+    pub authorize_params: Option<BTreeMap<String, String>>,
+    /// Authorize parameters that make the provider offer another account.
+    pub account_chooser: Option<BTreeMap<String, String>>,
+    pub refresh: Option<Refresh>,
+
+    pub account_id_from: Option<AccountIdFrom>,
+    /// JSON pointer (RFC 6901) into the identity answer.
+    pub account_id_pointer: Option<String>,
+    /// Tried in order; the id is the last resort.
+    #[serde(default, deserialize_with = "lenient::opt_list")]
+    pub account_label_pointers: Option<Vec<String>>,
+
+    /// How the OAuth access token reaches the API: `bearer` (default),
+    /// `header:<name>` or `query:<name>`.
+    pub api_auth: Option<String>,
+    /// Headers on identity and API calls; `{client_id}` is replaced.
+    pub api_headers: Option<BTreeMap<String, String>>,
+    pub api_path_rules: Option<ApiPathRules>,
+    #[serde(default, deserialize_with = "lenient::opt_list")]
+    pub allowed_methods: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "lenient::opt_number")]
+    pub max_response_bytes: Option<usize>,
+
+    pub params: Option<BTreeMap<String, ParamSpec>>,
+    pub fields: Option<BTreeMap<String, FieldSpec>>,
+}
+
+/// Merges `over` into `base`: tables key by key, anything else replaced.
+pub(super) fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+/// Deserializes a merged table, naming the field that is wrong.
+pub(super) fn parse(table: toml::Table) -> Result<Entry, (String, String)> {
+    let value = toml::Value::Table(table);
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let message = e.into_inner().to_string();
+        (path, message)
+    })
+}

@@ -1,0 +1,163 @@
+//! Per-connection parameters: values a user gives on the connect page
+//! (a Zendesk subdomain, a Microsoft tenant) or the provider tells after
+//! consent (Salesforce's `instance_url` in the token answer, Atlassian's
+//! cloud id from a lookup). Every value is checked against its parameter
+//! before any URL is built from it, and every URL built is checked again
+//! as a whole: this is the SSRF guard of templated endpoints.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use serde_json::Value;
+use url::Url;
+
+use super::{Provider, ProviderError, http::read_all, template};
+
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(15);
+const MAX_LOOKUP_BYTES: usize = 256 * 1024;
+
+/// One connection's endpoints, its parameters filled in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionEndpoints {
+    pub authorize: Option<Url>,
+    pub token: Option<Url>,
+    pub revocation: Option<Url>,
+    pub userinfo: Url,
+    /// Ends with `/`.
+    pub api_base: Url,
+}
+
+impl Provider {
+    /// The parameters the connect page asks the user for: `(name, label,
+    /// default)`. Learned ones are not asked.
+    pub fn asked_params(&self) -> Vec<(&str, &str, Option<&str>)> {
+        self.param_specs
+            .iter()
+            .filter(|(_, spec)| spec.source.is_none())
+            .map(|(name, spec)| {
+                let label = spec.label.as_deref().unwrap_or(name);
+                (name.as_str(), label, spec.default.as_deref())
+            })
+            .collect()
+    }
+
+    /// The endpoints of a connection with these parameter values. Refuses,
+    /// before anything is sent, a value that does not match its pattern, a
+    /// URL value on a host the operator did not allow, an undeclared
+    /// parameter, and a URL that is not https.
+    pub fn endpoints_for(
+        &self,
+        given: &BTreeMap<String, String>,
+    ) -> Result<ConnectionEndpoints, ProviderError> {
+        let refused = |m: String| ProviderError::RequestRefused(m);
+        let mut values = self.fixed_values.clone();
+        for (name, value) in given {
+            let spec = self
+                .param_specs
+                .get(name)
+                .ok_or_else(|| refused(format!("`{name}` is not a parameter of this provider")))?;
+            let checked = template::check_value(name, spec, value).map_err(refused)?;
+            values.insert(name.clone(), checked);
+        }
+        let url = |template: &Option<String>| -> Result<Option<Url>, ProviderError> {
+            let Some(template) = template else {
+                return Ok(None);
+            };
+            let text = template::fill(template, &values).map_err(refused)?;
+            let url =
+                Url::parse(&text).map_err(|_| refused("a templated URL is invalid".into()))?;
+            super::catalog::check_url(&url, self.insecure_http).map_err(refused)?;
+            Ok(Some(url))
+        };
+        let t = &self.templates;
+        let missing = || refused("the provider's entry lacks an endpoint".into());
+        let mut api_base = url(&t.api_base)?.ok_or_else(missing)?;
+        if !api_base.path().ends_with('/') {
+            let path = format!("{}/", api_base.path());
+            api_base.set_path(&path);
+        }
+        Ok(ConnectionEndpoints {
+            authorize: url(&t.authorize)?,
+            token: url(&t.token)?,
+            revocation: url(&t.revocation)?,
+            userinfo: url(&t.userinfo)?.ok_or_else(missing)?,
+            api_base,
+        })
+    }
+
+    /// The values the entry learns from a token answer, each checked
+    /// against its pattern; one that is absent or does not match refuses
+    /// the answer (it would otherwise steer API calls).
+    pub(super) fn learned_from_token_answer(
+        &self,
+        answer: &Value,
+    ) -> Result<BTreeMap<String, String>, ProviderError> {
+        self.learn(answer, "token_response")
+    }
+
+    /// Values the entry learns by a lookup after consent (Atlassian's cloud
+    /// id from its accessible resources), each checked against its pattern.
+    pub async fn lookup_params(
+        &self,
+        http: &reqwest::Client,
+        access_token: &str,
+    ) -> Result<BTreeMap<String, String>, ProviderError> {
+        let mut out = BTreeMap::new();
+        for (name, spec) in &self.param_specs {
+            let (Some("lookup"), Some(lookup)) = (spec.source.as_deref(), &spec.lookup_url) else {
+                continue;
+            };
+            let url = Url::parse(lookup)
+                .map_err(|_| ProviderError::BadResponse("the lookup URL is invalid".into()))?;
+            super::catalog::check_url(&url, self.insecure_http)
+                .map_err(ProviderError::RequestRefused)?;
+            let (request, _) = self.authorized(http, reqwest::Method::GET, url, access_token);
+            let mut response = request
+                .timeout(LOOKUP_TIMEOUT)
+                .send()
+                .await
+                .map_err(ProviderError::http)?;
+            let status = response.status().as_u16();
+            if status == 401 {
+                return Err(ProviderError::Denied("HTTP 401".into()));
+            }
+            if !(200..300).contains(&status) {
+                return Err(ProviderError::Status(status));
+            }
+            let body = read_all(&mut response, MAX_LOOKUP_BYTES).await?;
+            let answer: Value = serde_json::from_slice(&body)
+                .map_err(|_| ProviderError::BadResponse("the lookup answer is not JSON".into()))?;
+            out.insert(name.clone(), self.learned_value(name, &answer)?);
+        }
+        Ok(out)
+    }
+
+    fn learn(
+        &self,
+        answer: &Value,
+        source: &str,
+    ) -> Result<BTreeMap<String, String>, ProviderError> {
+        self.param_specs
+            .iter()
+            .filter(|(_, spec)| spec.source.as_deref() == Some(source))
+            .map(|(name, _)| Ok((name.clone(), self.learned_value(name, answer)?)))
+            .collect()
+    }
+
+    fn learned_value(&self, name: &str, answer: &Value) -> Result<String, ProviderError> {
+        let bad = |m: String| ProviderError::BadResponse(m);
+        let spec = self
+            .param_specs
+            .get(name)
+            .ok_or_else(|| bad(format!("no parameter `{name}`")))?;
+        let pointer = spec.pointer.as_deref().unwrap_or_default();
+        let value = answer
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad(format!("the answer has no `{pointer}` for `{name}`")))?;
+        template::check_value(name, spec, value).map_err(bad)
+    }
+}
+
+#[cfg(test)]
+#[path = "per_connection_tests.rs"]
+mod tests;

@@ -1,0 +1,158 @@
+//! Per-connection values are checked before any URL is built from them.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use crate::providers::{ProviderCatalog, ProviderError, fakes::settings_with};
+
+fn catalog(providers_toml: &str) -> ProviderCatalog {
+    ProviderCatalog::from_settings(&settings_with(
+        "https://connect.example.com",
+        providers_toml,
+    ))
+    .unwrap()
+}
+
+fn values(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_subdomain_reaches_every_endpoint_and_nothing_else_does() {
+    let catalog = catalog(
+        "[providers.zendesk]\nclient_id = \"z\"\nclient_secret = \"s\"\n\
+         params.subdomain.default = \"acme\"\n",
+    );
+    let zd = catalog.get("zendesk").unwrap();
+    assert_eq!(
+        zd.asked_params(),
+        [(
+            "subdomain",
+            "Zendesk subdomain (the acme of acme.zendesk.com)",
+            Some("acme")
+        )]
+    );
+    let e = zd
+        .endpoints_for(&values(&[("subdomain", "globex")]))
+        .unwrap();
+    assert_eq!(e.api_base.as_str(), "https://globex.zendesk.com/api/v2/");
+    assert_eq!(
+        e.token.unwrap().as_str(),
+        "https://globex.zendesk.com/oauth/tokens"
+    );
+    assert_eq!(
+        e.userinfo.as_str(),
+        "https://globex.zendesk.com/api/v2/users/me.json"
+    );
+    for bad in [
+        "evil.example/x",
+        "globex.evil.example#",
+        "a@evil.example",
+        "x/../../y",
+    ] {
+        let err = zd
+            .endpoints_for(&values(&[("subdomain", bad)]))
+            .unwrap_err();
+        assert!(
+            matches!(err, ProviderError::RequestRefused(_)),
+            "{bad}: {err}"
+        );
+        assert!(!err.to_string().contains("evil"), "{err}");
+    }
+    let err = zd.endpoints_for(&values(&[("host", "x")])).unwrap_err();
+    assert!(matches!(err, ProviderError::RequestRefused(_)), "{err}");
+}
+
+#[test]
+fn a_self_hosted_base_only_on_allowed_hosts() {
+    let catalog = catalog(
+        "[providers.gitlab]\nclient_id = \"g\"\nclient_secret = \"s\"\n\
+         params.instance.allowed_hosts = [\"gitlab.com\", \"git.example.org\"]\n",
+    );
+    let gl = catalog.get("gitlab").unwrap();
+    let e = gl
+        .endpoints_for(&values(&[("instance", "https://git.example.org")]))
+        .unwrap();
+    assert_eq!(e.api_base.as_str(), "https://git.example.org/api/v4/");
+    assert_eq!(
+        e.revocation.unwrap().as_str(),
+        "https://git.example.org/oauth/revoke"
+    );
+    for bad in [
+        "https://169.254.169.254",
+        "https://git.example.org.evil.example",
+        "http://git.example.org",
+        "https://localhost",
+    ] {
+        assert!(
+            gl.endpoints_for(&values(&[("instance", bad)])).is_err(),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn values_learned_from_a_token_answer_are_checked() {
+    // An operator's own entry learning Salesforce's instance_url.
+    let catalog = catalog(
+        "[providers.sf]\nclient_id = \"c\"\nclient_secret = \"s\"\n\
+         authorize_url = \"https://login.salesforce.com/services/oauth2/authorize\"\n\
+         token_url = \"https://login.salesforce.com/services/oauth2/token\"\n\
+         userinfo_url = \"https://login.salesforce.com/services/oauth2/userinfo\"\n\
+         api_base_url = \"https://login.salesforce.com/services/data/\"\n\
+         [providers.sf.params.instance_url]\nsource = \"token_response\"\n\
+         pointer = \"/instance_url\"\npattern = \"https://[a-z0-9-]+\\\\.my\\\\.salesforce\\\\.com\"\n",
+    );
+    let sf = catalog.get("sf").unwrap();
+    assert!(sf.asked_params().is_empty());
+    let learned = sf
+        .learned_from_token_answer(&json!({
+            "access_token": "00D…",
+            "instance_url": "https://acme.my.salesforce.com"
+        }))
+        .unwrap();
+    assert_eq!(
+        learned,
+        values(&[("instance_url", "https://acme.my.salesforce.com")])
+    );
+    for answer in [
+        json!({"instance_url": "https://evil.example"}),
+        json!({"instance_url": "https://acme.my.salesforce.com.evil.example"}),
+        json!({}),
+    ] {
+        let err = sf.learned_from_token_answer(&answer).unwrap_err();
+        assert!(matches!(err, ProviderError::BadResponse(_)), "{err}");
+    }
+}
+
+#[actix_web::test]
+async fn a_cloud_id_is_looked_up_after_consent() {
+    use crate::providers::{
+        fakes::{Fake, http},
+        fakes_routes::{ATLASSIAN_CLOUD_ID, ATLASSIAN_TOKEN},
+    };
+    let fake = Fake::start().await;
+    let b = fake.base();
+    let catalog = catalog(&format!(
+        "[providers.atl]\nclient_id = \"c\"\nclient_secret = \"s\"\n\
+         authorize_url = \"{b}/atlassian/authorize\"\ntoken_url = \"{b}/atlassian/token\"\n\
+         userinfo_url = \"{b}/atlassian/me\"\napi_base_url = \"{b}/atlassian/ex/\"\n\
+         [providers.atl.params.cloud_id]\nsource = \"lookup\"\npointer = \"/0/id\"\n\
+         lookup_url = \"{b}/atlassian/oauth/token/accessible-resources\"\n\
+         pattern = \"[0-9a-f]{{8}}-[0-9a-f]{{4}}-[0-9a-f]{{4}}-[0-9a-f]{{4}}-[0-9a-f]{{12}}\"\n"
+    ));
+    let atl = catalog.get("atl").unwrap();
+    let learned = atl.lookup_params(&http(), ATLASSIAN_TOKEN).await.unwrap();
+    assert_eq!(learned, values(&[("cloud_id", ATLASSIAN_CLOUD_ID)]));
+    let seen = &fake.seen("/atlassian/oauth/token/accessible-resources")[0];
+    assert_eq!(
+        seen.headers["authorization"],
+        format!("Bearer {ATLASSIAN_TOKEN}")
+    );
+    let err = atl.lookup_params(&http(), "stale").await.unwrap_err();
+    assert!(matches!(err, ProviderError::Denied(_)), "{err}");
+}

@@ -1,0 +1,165 @@
+//! URL templates over per-connection parameters: `https://{subdomain}.zendesk.com/…`.
+//! A value reaches a template only after it matched its parameter's
+//! pattern (anchored at both ends) and, for URL parameters, named a host
+//! the operator allowed; the URL that comes out is checked again as a
+//! whole (`check_url`), so a template can never point somewhere its
+//! parameters were not allowed to.
+
+use std::collections::BTreeMap;
+
+use url::Url;
+
+use super::entry::ParamSpec;
+
+/// Names every template may use without declaring them.
+pub(super) const BUILT_IN: &[&str] = &["base_url", "client_id"];
+
+/// The `{name}`s in `template`, in order; `Err` for an unclosed brace or an
+/// empty or malformed name.
+pub(super) fn names(template: &str) -> Result<Vec<&str>, String> {
+    let mut out = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        let close = after
+            .find('}')
+            .ok_or_else(|| format!("`{template}` has an unclosed `{{`"))?;
+        let name = &after[..close];
+        let well_formed = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !well_formed {
+            return Err(format!("`{template}` has a malformed parameter `{name}`"));
+        }
+        out.push(name);
+        rest = &after[close + 1..];
+    }
+    if rest.contains('}') {
+        return Err(format!("`{template}` has a stray `}}`"));
+    }
+    Ok(out)
+}
+
+/// Replaces every `{name}` by its value; a name without a value is an error.
+pub(super) fn fill(template: &str, values: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = template.to_owned();
+    for name in names(template)? {
+        let value = values
+            .get(name)
+            .ok_or_else(|| format!("`{template}` needs the parameter `{name}`"))?;
+        out = out.replace(&format!("{{{name}}}"), value);
+    }
+    Ok(out)
+}
+
+/// Checks a value against its parameter: the pattern must match the whole
+/// value; a `url` parameter must be an https origin (plus path) on an
+/// allowed host. Answers the value as templates take it (a URL without a
+/// trailing slash). Messages never quote the value: it came from a user.
+pub(super) fn check_value(name: &str, spec: &ParamSpec, value: &str) -> Result<String, String> {
+    if let Some(pattern) = &spec.pattern {
+        let re = compile(pattern).map_err(|e| format!("parameter `{name}`: {e}"))?;
+        if !re.is_match(value) {
+            return Err(format!(
+                "parameter `{name}` does not match its pattern `{pattern}`"
+            ));
+        }
+    }
+    if spec.kind.as_deref() != Some("url") {
+        if spec.pattern.is_none() {
+            return Err(format!("parameter `{name}` has no pattern"));
+        }
+        return Ok(value.to_owned());
+    }
+    let url = Url::parse(value).map_err(|_| format!("parameter `{name}` is not a URL"))?;
+    let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+    let allowed = spec.allowed_hosts.as_deref().unwrap_or_default();
+    if !allowed.iter().any(|h| h.eq_ignore_ascii_case(&host)) {
+        return Err(format!(
+            "parameter `{name}` names a host the operator did not allow (allowed_hosts)"
+        ));
+    }
+    if url.scheme() != "https"
+        || url.query().is_some()
+        || url.fragment().is_some()
+        || !url.username().is_empty()
+        || url.password().is_some()
+    {
+        return Err(format!(
+            "parameter `{name}` must be an https URL without credentials, query or fragment"
+        ));
+    }
+    Ok(url.as_str().trim_end_matches('/').to_owned())
+}
+
+/// A pattern anchored at both ends, so `[a-z]+` cannot match inside
+/// `evil.example/a`.
+pub(super) fn compile(pattern: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(&format!("^(?:{pattern})$"))
+        .map_err(|e| format!("invalid pattern `{pattern}`: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(pattern: &str) -> ParamSpec {
+        ParamSpec {
+            pattern: Some(pattern.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn names_and_filling() {
+        assert_eq!(
+            names("https://{subdomain}.zendesk.com/{x_1}").unwrap(),
+            ["subdomain", "x_1"]
+        );
+        assert!(names("https://{sub.domain}.x").is_err());
+        assert!(names("https://{open.x").is_err());
+        assert!(names("https://close}.x").is_err());
+        let values = BTreeMap::from([("shop".to_owned(), "acme".to_owned())]);
+        assert_eq!(
+            fill("https://{shop}.myshopify.com/admin/{shop}", &values).unwrap(),
+            "https://acme.myshopify.com/admin/acme"
+        );
+        let e = fill("https://{tenant}.example", &values).unwrap_err();
+        assert!(e.contains("`tenant`"), "{e}");
+    }
+
+    #[test]
+    fn patterns_match_the_whole_value() {
+        let s = spec("[a-z0-9][a-z0-9-]{0,62}");
+        assert_eq!(check_value("subdomain", &s, "acme-1").unwrap(), "acme-1");
+        for bad in ["evil.example/x", "acme.evil", "", "a b", "acme#", "ACME"] {
+            let e = check_value("subdomain", &s, bad).unwrap_err();
+            assert!(e.contains("does not match"), "{bad}: {e}");
+        }
+        assert!(check_value("x", &ParamSpec::default(), "free").is_err());
+    }
+
+    #[test]
+    fn url_parameters_only_reach_allowed_hosts() {
+        let s = ParamSpec {
+            kind: Some("url".into()),
+            allowed_hosts: Some(vec!["gitlab.example.com".into()]),
+            ..Default::default()
+        };
+        assert_eq!(
+            check_value("instance", &s, "https://GitLab.example.com/").unwrap(),
+            "https://gitlab.example.com"
+        );
+        for bad in [
+            "https://gitlab.evil.example",
+            "http://gitlab.example.com",
+            "https://user:pw@gitlab.example.com",
+            "https://gitlab.example.com/?x=1",
+            "https://gitlab.example.com.evil.example",
+            "not a url",
+        ] {
+            assert!(check_value("instance", &s, bad).is_err(), "{bad}");
+        }
+    }
+}
