@@ -4,8 +4,10 @@
 //! Round-Trip Request, what the client's retry means. Tools stay thin: they
 //! ask [`require`] and act on the [`Access`] they get.
 
+pub mod clients;
 pub mod elicit;
 pub mod events;
+pub mod grants;
 pub mod link_limit;
 pub mod locks;
 pub mod tickets;
@@ -121,7 +123,9 @@ pub async fn require<'s>(state: &'s AppState, need: Need<'_>) -> Result<Access<'
             == Some(ElicitationAction::Accept);
     let mut subscription = accepted.then(|| state.events.subscribe());
     let existing_scopes = match check(state, p, provider, &wanted).await? {
-        Checked::Ready(token) => return Ok(Access::Ready { token, provider }),
+        Checked::Ready(token) => {
+            return grants::admit(state, &need, provider, token, round.as_ref()).await;
+        }
         Checked::Ask { existing_scopes } => existing_scopes,
     };
     // Not (yet) connected. Did the user press Cancel on our consent page, or
@@ -129,7 +133,10 @@ pub async fn require<'s>(state: &'s AppState, need: Need<'_>) -> Result<Access<'
     // look at the ticket.)
     let declined =
         |ticket: &Option<Ticket>| ticket.as_ref().is_some_and(|t| t.declined_at.is_some());
-    let mut ticket = current_ticket(state, round.as_ref()).await?;
+    // An approval ticket of an earlier round is no answer to "connect".
+    let connect_ticket =
+        |ticket: Option<Ticket>| ticket.filter(|t: &Ticket| t.connection_id.is_none());
+    let mut ticket = connect_ticket(current_ticket(state, round.as_ref()).await?);
     if declined(&ticket) {
         return Ok(Access::Declined {
             provider_name: provider.display_name().to_owned(),
@@ -141,9 +148,9 @@ pub async fn require<'s>(state: &'s AppState, need: Need<'_>) -> Result<Access<'
         if wait_for_connection(state, p, provider.name(), rx, need.cancel).await
             && let Checked::Ready(token) = check(state, p, provider, &wanted).await?
         {
-            return Ok(Access::Ready { token, provider });
+            return grants::admit(state, &need, provider, token, round.as_ref()).await;
         }
-        ticket = current_ticket(state, round.as_ref()).await?;
+        ticket = connect_ticket(current_ticket(state, round.as_ref()).await?);
         if declined(&ticket) {
             return Ok(Access::Declined {
                 provider_name: provider.display_name().to_owned(),
@@ -163,7 +170,7 @@ pub async fn require<'s>(state: &'s AppState, need: Need<'_>) -> Result<Access<'
 }
 
 /// The ticket of the previous round, if there was one.
-async fn current_ticket(
+pub(crate) async fn current_ticket(
     state: &AppState,
     round: Option<&RoundState>,
 ) -> Result<Option<Ticket>, ErrorData> {
@@ -230,7 +237,8 @@ async fn ask<'s>(
     // The same link while its ticket lives; a new one after.
     let reusable = match (round, ticket) {
         (Some(r), Some(t))
-            if t.redeemed_at.is_none()
+            if t.connection_id.is_none()
+                && t.redeemed_at.is_none()
                 && t.declined_at.is_none()
                 && t.expires_at > chrono::Utc::now() =>
         {
@@ -241,16 +249,7 @@ async fn ask<'s>(
     let (ticket_id, secret) = match reusable {
         Some(found) => found,
         None => {
-            if let Err(wait) = state.link_limit.take(&p.issuer, &p.subject) {
-                tracing::info!(subject = %p.subject, client_id = %p.client_id, "connect link refused: too many this minute");
-                return Err(ErrorData::invalid_request(
-                    format!(
-                        "Too many connect links were requested for this account in the last minute. Try again in {} s.",
-                        wait.as_secs().max(1)
-                    ),
-                    None,
-                ));
-            }
+            take_link(state, p)?;
             let t = tickets::issue(
                 state,
                 &p.issuer,
@@ -264,9 +263,47 @@ async fn ask<'s>(
             (t.id, t.secret)
         }
     };
+    answer_with_link(
+        state,
+        need,
+        provider,
+        round,
+        (ticket_id, secret),
+        elicit::connect_message(provider),
+    )
+}
+
+/// Counts a new link against the user's limit; the error when it is spent.
+fn take_link(state: &AppState, p: &Principal) -> Result<(), ErrorData> {
+    if let Err(wait) = state.link_limit.take(&p.issuer, &p.subject) {
+        tracing::info!(subject = %p.subject, client_id = %p.client_id, "connect link refused: too many this minute");
+        return Err(ErrorData::invalid_request(
+            format!(
+                "Too many connect links were requested for this account in the last minute. Try again in {} s.",
+                wait.as_secs().max(1)
+            ),
+            None,
+        ));
+    }
+    Ok(())
+}
+
+/// The answer that sends the user to a ticket's link: `input_required`
+/// with a URL elicitation and the next round's sealed state, or for a
+/// legacy client the `-32042` error.
+fn answer_with_link<'s>(
+    state: &'s AppState,
+    need: &Need<'_>,
+    provider: &Provider,
+    round: Option<&RoundState>,
+    (ticket_id, secret): (uuid::Uuid, String),
+    message: String,
+) -> Result<Access<'s>, ErrorData> {
     let url = tickets::connect_url(state, &secret);
     if need.client == ClientKind::Legacy {
-        return Err(elicit::url_elicitation_required(provider, ticket_id, &url));
+        return Err(elicit::url_elicitation_required(
+            provider, message, ticket_id, &url,
+        ));
     }
     let next = RoundState {
         ticket_id,
@@ -281,7 +318,7 @@ async fn ask<'s>(
         state.settings.flow.request_state_ttl(),
     );
     Ok(Access::InputRequired(elicit::input_required(
-        provider, &url, sealed,
+        provider, message, &url, sealed,
     )))
 }
 
@@ -324,14 +361,17 @@ pub async fn reject_state(
 }
 
 /// The action in the client's answer to our elicitation, if it sent one.
-fn response_action(responses: Option<&InputResponses>, key: &str) -> Option<ElicitationAction> {
+pub(crate) fn response_action(
+    responses: Option<&InputResponses>,
+    key: &str,
+) -> Option<ElicitationAction> {
     let value = responses?.get(key)?;
     serde_json::from_value(value.get("action")?.clone()).ok()
 }
 
 /// Waits until the user's connection to `provider` is announced, the wait
 /// limit passes, or the request is cancelled. `true` when announced.
-async fn wait_for_connection(
+pub(crate) async fn wait_for_connection(
     state: &AppState,
     p: &Principal,
     provider: &str,
@@ -365,7 +405,7 @@ fn unknown_provider(state: &AppState, name: &str) -> ErrorData {
     )
 }
 
-fn internal(e: impl std::fmt::Display) -> ErrorData {
+pub(crate) fn internal(e: impl std::fmt::Display) -> ErrorData {
     tracing::error!(error = %e, "connection service failed");
     ErrorData::internal_error("Internal error", None)
 }

@@ -33,6 +33,39 @@ pub async fn issue(
     provider: &str,
     scopes: &[String],
 ) -> anyhow::Result<IssuedTicket> {
+    insert(state, issuer, subject, client_id, provider, scopes, None).await
+}
+
+/// A ticket for the approval page: may `client_id` use this connection?
+pub async fn issue_approval(
+    state: &AppState,
+    issuer: &str,
+    subject: &str,
+    client_id: &str,
+    provider: &str,
+    connection_id: Uuid,
+) -> anyhow::Result<IssuedTicket> {
+    insert(
+        state,
+        issuer,
+        subject,
+        client_id,
+        provider,
+        &[],
+        Some(connection_id),
+    )
+    .await
+}
+
+async fn insert(
+    state: &AppState,
+    issuer: &str,
+    subject: &str,
+    client_id: &str,
+    provider: &str,
+    scopes: &[String],
+    connection_id: Option<Uuid>,
+) -> anyhow::Result<IssuedTicket> {
     let mut raw = [0u8; 32];
     rand::rng().fill_bytes(&mut raw);
     let secret = URL_SAFE_NO_PAD.encode(raw);
@@ -50,6 +83,7 @@ pub async fn issue(
             provider,
             scopes,
             expires_at: Utc::now() + ttl,
+            connection_id,
         },
     )
     .await;

@@ -71,6 +71,9 @@ pub struct NewConnection<'a> {
     pub account: &'a Account,
     pub tokens: &'a TokenSet,
     pub requested_scopes: &'a [String],
+    /// The MCP client that started the connect flow: the user's consent
+    /// there grants it the use of this connection.
+    pub client_id: Option<&'a str>,
 }
 
 #[derive(Clone, Copy)]
@@ -140,6 +143,9 @@ pub async fn store_connection(state: &AppState, c: NewConnection<'_>) -> anyhow:
         },
     )
     .await?;
+    if let Some(client_id) = c.client_id {
+        super::grants::grant_connecting_client(state, &mut tx, id, client_id).await?;
+    }
     events::notify(&mut *tx, &events::key(c.issuer, c.subject, c.provider)).await?;
     tx.commit().await?;
     state.metrics.flow.connection_stored();

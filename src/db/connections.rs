@@ -32,6 +32,24 @@ pub async fn list_for_user(
     .await
 }
 
+/// One of the user's connections by id; `None` when it is not theirs.
+pub async fn find_summary_for_user(
+    exec: impl PgExecutor<'_>,
+    issuer: &str,
+    subject: &str,
+    id: Uuid,
+) -> Result<Option<ConnectionSummary>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, provider, account_id, account_label, scopes, status, created_at, last_used_at
+         FROM connections WHERE id = $1 AND issuer = $2 AND subject = $3 AND account_id <> ''",
+    )
+    .bind(id)
+    .bind(issuer)
+    .bind(subject)
+    .fetch_optional(exec)
+    .await
+}
+
 /// A connection with its sealed tokens, for the vault.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ConnectionRow {

@@ -52,6 +52,8 @@ struct Row {
     status_text: &'static str,
     since: String,
     reconnect_csrf: String,
+    /// The MCP clients allowed to use this connection.
+    clients: Vec<super::client_access::ClientRow>,
 }
 
 /// A granted scope: what it allows in plain words, and as the provider
@@ -129,6 +131,7 @@ async fn list(
         }
         _ => None,
     };
+    let mut clients = super::client_access::clients_by_connection(&state, &user).await?;
     let rows = connections
         .iter()
         .map(|c| {
@@ -154,6 +157,7 @@ async fn list(
                 },
                 since: c.created_at.format("%Y-%m-%d").to_string(),
                 reconnect_csrf: user.csrf_token(&purpose("reconnect", &c.provider)),
+                clients: clients.remove(&c.id).unwrap_or_default(),
             }
         })
         .collect();

@@ -68,6 +68,7 @@ impl Store {
                 provider,
                 scopes: &[],
                 expires_at: chrono::Utc::now() + chrono::Duration::minutes(10),
+                connection_id: None,
             },
         )
         .await;
