@@ -4,6 +4,7 @@
 //! Round-Trip Request, what the client's retry means. Tools stay thin: they
 //! ask [`require`] and act on the [`Access`] they get.
 
+pub mod accounts;
 pub mod clients;
 pub mod elicit;
 pub mod events;
@@ -50,6 +51,11 @@ pub struct Need<'a> {
     pub provider: &'a str,
     /// Scopes the caller asked for; empty means the provider's defaults.
     pub scopes: &'a [String],
+    /// Which of several accounts at the provider (label or account id);
+    /// `None`: the only one, or ask.
+    pub account: Option<&'a str>,
+    /// Connect another account (`connect {another_account: true}`).
+    pub add_account: bool,
     pub binding: Binding<'a>,
     pub input_responses: Option<&'a InputResponses>,
     pub request_state: Option<&'a str>,
@@ -118,11 +124,23 @@ pub async fn require<'s>(state: &'s AppState, need: Need<'_>) -> Result<Access<'
         }
     }
 
+    if need.add_account {
+        return accounts::add(state, &need, provider, &wanted, round.as_ref()).await;
+    }
+    let chosen = match accounts::choose(state, &need, provider, round.as_ref()).await? {
+        accounts::Chosen::Connection(id) => id,
+        accounts::Chosen::Answer(access) => return Ok(access),
+    };
+    // Later rounds remember the choice.
+    let round = round.map(|r| RoundState {
+        account: chosen,
+        ..r
+    });
     let accepted = round.is_some()
         && response_action(need.input_responses, &input_key(provider.name()))
             == Some(ElicitationAction::Accept);
     let mut subscription = accepted.then(|| state.events.subscribe());
-    let existing_scopes = match check(state, p, provider, &wanted).await? {
+    let existing_scopes = match check(state, p, provider, chosen, &wanted).await? {
         Checked::Ready(token) => {
             return grants::admit(state, &need, provider, token, round.as_ref()).await;
         }
@@ -146,7 +164,7 @@ pub async fn require<'s>(state: &'s AppState, need: Need<'_>) -> Result<Access<'
         // The user said they are done; the callback may still be on its
         // way. Wait for it, woken by whichever instance stores it.
         if wait_for_connection(state, p, provider.name(), rx, need.cancel).await
-            && let Checked::Ready(token) = check(state, p, provider, &wanted).await?
+            && let Checked::Ready(token) = check(state, p, provider, chosen, &wanted).await?
         {
             return grants::admit(state, &need, provider, token, round.as_ref()).await;
         }
@@ -194,9 +212,10 @@ async fn check(
     state: &AppState,
     p: &Principal,
     provider: &Provider,
+    connection: Option<uuid::Uuid>,
     wanted: &[String],
 ) -> Result<Checked, ErrorData> {
-    match vault::usable_token(state, &p.issuer, &p.subject, provider, wanted)
+    match vault::usable_token_of(state, &p.issuer, &p.subject, provider, connection, wanted)
         .await
         .map_err(internal)?
     {
@@ -238,6 +257,7 @@ async fn ask<'s>(
     let reusable = match (round, ticket) {
         (Some(r), Some(t))
             if t.connection_id.is_none()
+                && t.add_account == need.add_account
                 && t.redeemed_at.is_none()
                 && t.declined_at.is_none()
                 && t.expires_at > chrono::Utc::now() =>
@@ -250,15 +270,12 @@ async fn ask<'s>(
         Some(found) => found,
         None => {
             take_link(state, p)?;
-            let t = tickets::issue(
-                state,
-                &p.issuer,
-                &p.subject,
-                &p.client_id,
-                provider.name(),
-                &scopes,
-            )
-            .await
+            let (iss, sub, cid, name) = (&p.issuer, &p.subject, &p.client_id, provider.name());
+            let t = if need.add_account {
+                tickets::issue_another_account(state, iss, sub, cid, name, &scopes).await
+            } else {
+                tickets::issue(state, iss, sub, cid, name, &scopes).await
+            }
             .map_err(internal)?;
             (t.id, t.secret)
         }
@@ -310,6 +327,7 @@ fn answer_with_link<'s>(
         ticket: secret,
         provider: provider.name().to_owned(),
         round: round.map_or(1, |r| r.round.saturating_add(1)),
+        account: round.and_then(|r| r.account),
     };
     let sealed = request_state::seal(
         &state.keys,

@@ -33,7 +33,46 @@ pub async fn issue(
     provider: &str,
     scopes: &[String],
 ) -> anyhow::Result<IssuedTicket> {
-    insert(state, issuer, subject, client_id, provider, scopes, None).await
+    insert(
+        state,
+        issuer,
+        subject,
+        client_id,
+        provider,
+        scopes,
+        TicketFor::Connect,
+    )
+    .await
+}
+
+/// A connect ticket for another account at the provider: the consent sends
+/// the browser to the provider's account chooser.
+pub async fn issue_another_account(
+    state: &AppState,
+    issuer: &str,
+    subject: &str,
+    client_id: &str,
+    provider: &str,
+    scopes: &[String],
+) -> anyhow::Result<IssuedTicket> {
+    insert(
+        state,
+        issuer,
+        subject,
+        client_id,
+        provider,
+        scopes,
+        TicketFor::AnotherAccount,
+    )
+    .await
+}
+
+/// What a ticket's link is for.
+enum TicketFor {
+    Connect,
+    AnotherAccount,
+    /// Letting the ticket's client use this connection.
+    Approval(Uuid),
 }
 
 /// A ticket for the approval page: may `client_id` use this connection?
@@ -52,7 +91,7 @@ pub async fn issue_approval(
         client_id,
         provider,
         &[],
-        Some(connection_id),
+        TicketFor::Approval(connection_id),
     )
     .await
 }
@@ -64,7 +103,7 @@ async fn insert(
     client_id: &str,
     provider: &str,
     scopes: &[String],
-    connection_id: Option<Uuid>,
+    purpose: TicketFor,
 ) -> anyhow::Result<IssuedTicket> {
     let mut raw = [0u8; 32];
     rand::rng().fill_bytes(&mut raw);
@@ -83,7 +122,11 @@ async fn insert(
             provider,
             scopes,
             expires_at: Utc::now() + ttl,
-            connection_id,
+            connection_id: match purpose {
+                TicketFor::Approval(id) => Some(id),
+                _ => None,
+            },
+            add_account: matches!(purpose, TicketFor::AnotherAccount),
         },
     )
     .await;

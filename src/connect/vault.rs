@@ -110,7 +110,8 @@ fn expiry(tokens: &TokenSet) -> Option<DateTime<Utc>> {
 /// it to every instance.
 pub async fn store_connection(state: &AppState, c: NewConnection<'_>) -> anyhow::Result<Uuid> {
     let mut tx = state.db.begin().await?;
-    let id = db::connections::claim_id(&mut tx, c.issuer, c.subject, c.provider).await?;
+    let id =
+        db::connections::claim_id(&mut tx, c.issuer, c.subject, c.provider, &c.account.id).await?;
     let seal = |secret: &SecretString, kind| {
         state.keys.seal(
             Purpose::Token,
@@ -225,8 +226,23 @@ pub async fn usable_token(
     provider: &Provider,
     required_scopes: &[String],
 ) -> anyhow::Result<TokenState> {
+    usable_token_of(state, issuer, subject, provider, None, required_scopes).await
+}
+
+/// [`usable_token`] of one account (`connection`); `None`: the only (or
+/// oldest) one.
+pub async fn usable_token_of(
+    state: &AppState,
+    issuer: &str,
+    subject: &str,
+    provider: &Provider,
+    connection: Option<Uuid>,
+    required_scopes: &[String],
+) -> anyhow::Result<TokenState> {
     let mut conn = state.hot_db.acquire().await?;
-    let found = db::connections::find(&mut *conn, issuer, subject, provider.name()).await;
+    let found =
+        db::connections::find_account(&mut *conn, issuer, subject, provider.name(), connection)
+            .await;
     conn.finish(&found);
     let Some(row) = found? else {
         return Ok(TokenState::Missing);
@@ -249,7 +265,14 @@ pub async fn usable_token(
         // holding a database connection; then look again.
         let lock = state.refresh_locks.get(row.id);
         let _turn = lock.lock().await;
-        let Some(row) = db::connections::find(&state.db, issuer, subject, provider.name()).await?
+        let Some(row) = db::connections::find_account(
+            &state.db,
+            issuer,
+            subject,
+            provider.name(),
+            Some(row.id),
+        )
+        .await?
         else {
             return Ok(TokenState::Missing);
         };
@@ -409,7 +432,21 @@ pub async fn disconnect(
     subject: &str,
     provider: &str,
 ) -> anyhow::Result<bool> {
-    let Some(found) = db::connections::find(&state.db, issuer, subject, provider).await? else {
+    disconnect_account(state, issuer, subject, provider, None).await
+}
+
+/// [`disconnect`] of one account (`connection`); `None`: the only (or
+/// oldest) one.
+pub async fn disconnect_account(
+    state: &AppState,
+    issuer: &str,
+    subject: &str,
+    provider: &str,
+    connection: Option<Uuid>,
+) -> anyhow::Result<bool> {
+    let Some(found) =
+        db::connections::find_account(&state.db, issuer, subject, provider, connection).await?
+    else {
         return Ok(false);
     };
     let mut tx = state.db.begin().await?;

@@ -76,6 +76,9 @@ pub(super) struct Quirks {
     /// Extra authorize parameters (Google issues a refresh token only with
     /// `access_type=offline`, and again only with `prompt=consent`).
     pub authorize_extras: &'static [(&'static str, &'static str)],
+    /// Authorize parameters that make the provider show its account chooser
+    /// (to connect another account); they replace extras of the same name.
+    pub account_chooser: &'static [(&'static str, &'static str)],
     /// Slack: errors are HTTP 200 with `{"ok": false, "error": …}`, and the
     /// user token is nested under `authed_user`.
     pub slack_envelope: bool,
@@ -88,6 +91,7 @@ const PLAIN: Quirks = Quirks {
     scope_param: "scope",
     scope_separator: " ",
     authorize_extras: &[],
+    account_chooser: &[],
     slack_envelope: false,
     api_headers: &[("accept", "application/json")],
 };
@@ -136,6 +140,7 @@ pub(super) fn defaults(kind: PresetKind, base_url: &str) -> Defaults {
             account_label_fields: &["login"],
             allowed_methods: READ_ONLY,
             quirks: Quirks {
+                account_chooser: &[("prompt", "select_account")],
                 api_headers: &[
                     ("accept", "application/vnd.github+json"),
                     ("x-github-api-version", "2022-11-28"),
@@ -159,6 +164,7 @@ pub(super) fn defaults(kind: PresetKind, base_url: &str) -> Defaults {
             allowed_methods: READ_ONLY,
             quirks: Quirks {
                 authorize_extras: &[("access_type", "offline"), ("prompt", "consent")],
+                account_chooser: &[("prompt", "select_account consent")],
                 ..PLAIN
             },
         },
@@ -202,7 +208,10 @@ pub(super) fn defaults(kind: PresetKind, base_url: &str) -> Defaults {
             account_label_fields: &["login"],
             // POST so that `api_request` can reach the demo's /echo.
             allowed_methods: &["GET", "HEAD", "POST"],
-            quirks: PLAIN,
+            quirks: Quirks {
+                account_chooser: &[("prompt", "select_account")],
+                ..PLAIN
+            },
         },
         PresetKind::Generic => Defaults {
             display_name: None,

@@ -14,6 +14,7 @@
 pub mod assets;
 pub mod client_access;
 pub mod connect;
+pub mod connection_label;
 pub mod connections;
 pub mod cookies;
 pub mod csrf;
@@ -39,4 +40,5 @@ pub fn configure(cfg: &mut ServiceConfig) {
     connect::configure(cfg);
     connections::configure(cfg);
     client_access::configure(cfg);
+    connection_label::configure(cfg);
 }

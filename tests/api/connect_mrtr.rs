@@ -504,6 +504,7 @@ fn forge(app: &TestApp, keys: &KeyRing, audience: &str, ttl: u64) -> String {
         ticket: "t".into(),
         provider: "demo".into(),
         round: 1,
+        account: None,
     };
     seal(keys, &binding, &round, Duration::from_secs(ttl))
 }
@@ -777,6 +778,7 @@ async fn a_ticket_insert_relaxes_durability_for_its_own_transaction_only() {
         scopes: &[],
         expires_at: chrono::Utc::now() + chrono::Duration::minutes(10),
         connection_id: None,
+        add_account: false,
     };
     let mut conn = app.db.acquire().await.unwrap();
 

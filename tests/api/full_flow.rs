@@ -85,7 +85,7 @@ pub async fn open_and_continue(browser: &Browser, url: &str, user: &str) -> Page
 }
 
 /// At the demo provider: Allow as `account`; returns the success page.
-async fn approve_at_demo(browser: &Browser, to_provider: &Page, account: &str) -> Page {
+pub async fn approve_at_demo(browser: &Browser, to_provider: &Page, account: &str) -> Page {
     let provider_page = browser.follow(to_provider).await;
     assert_eq!(provider_page.status, 200, "{}", provider_page.body);
     let back = browser

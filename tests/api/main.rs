@@ -7,6 +7,7 @@
 mod helpers;
 mod logs;
 
+mod accounts;
 mod auth;
 mod browser;
 mod cli;

@@ -196,7 +196,7 @@ async fn proceed(
         json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "scopes": scopes }),
     )
     .await;
-    let url = provider.authorize_url(&flow_state, &challenge, &scopes);
+    let url = provider.authorize_url_for(&flow_state, &challenge, &scopes, ticket.add_account);
     Ok(see_other(url.as_str()))
 }
 
