@@ -1,5 +1,5 @@
-//! The approval page: "<client> wants to use your <provider> account
-//! <label>" with Allow and Deny. Reached through the same ticketed link,
+//! The approval page: "*client* wants to use your *provider* account
+//! *label*" with Allow and Deny. Reached through the same ticketed link,
 //! sign-in and identity check as a connect, and posted to the same
 //! `POST /connect` with the same CSRF token bound to the ticket; Allow
 //! stores the grant with no provider round trip, Deny declines the ticket

@@ -10,7 +10,7 @@
 //!    what is asked and says Continue (the ticket is redeemed atomically and
 //!    the browser goes to the provider) or Cancel (the ticket is declined).
 //!    A ticket that names a connection is an approval ticket instead: the
-//!    same page shows "<client> wants to use your <provider> account" with
+//!    same page shows "*client* wants to use your *provider* account" with
 //!    Allow and Deny (`approve`), and Allow stores the grant (no provider
 //!    round trip).
 //! 3. `GET /oauth/callback/{provider}` (`callback`): the provider's answer,
