@@ -40,6 +40,9 @@ pub struct AppState {
     pub refresh_locks: Arc<crate::connect::locks::KeyedLocks>,
     /// New connect links per user and minute.
     pub link_limit: Arc<crate::connect::link_limit::LinkLimit>,
+    /// How MCP clients are named on pages (operator names, Client ID
+    /// Metadata Documents).
+    pub client_names: Arc<crate::connect::clients::ClientNames>,
     /// The identity provider's metadata for starting web sign-ins.
     pub sign_in_metadata: Arc<crate::web::oidc::StartMetadata>,
     /// This instance's counters, read by `/metrics`.
@@ -139,6 +142,7 @@ pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, Startup
     let (_, hot) = db::split_connections(settings.database_max_connections);
     let hot_db = db::hot::HotConnections::new((*pool.connect_options()).clone(), hot, pool.clone());
     let events = ConnectionEvents::start(pool.clone());
+    let client_names = Arc::new(crate::connect::clients::ClientNames::new(&settings)?);
     let stop_sweeper = tokio_util::sync::CancellationToken::new();
     crate::sweeper::start(pool.clone(), SWEEP_EVERY, stop_sweeper.clone());
     Ok(AppState {
@@ -152,6 +156,7 @@ pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, Startup
         events,
         refresh_locks: Arc::default(),
         link_limit,
+        client_names,
         sign_in_metadata: Arc::default(),
         metrics: Arc::default(),
         _sweeper: Arc::new(stop_sweeper.drop_guard()),

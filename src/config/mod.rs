@@ -15,6 +15,7 @@
 //! loading; `validate` the checks a loaded configuration must pass; `error`
 //! what stops loading.
 
+mod clients;
 mod defaults;
 mod env;
 mod error;
@@ -27,6 +28,7 @@ mod validate;
 #[cfg(test)]
 mod test_support;
 
+pub use clients::{ClientsSettings, GrantMode};
 pub use env::{ENV_PREFIX, env_name};
 pub use error::ConfigError;
 pub use lenient::parse_list;

@@ -8,7 +8,10 @@ use secrecy::SecretString;
 use serde::Deserialize;
 use url::Url;
 
-use super::{AuthSettings, FlowSettings, ProviderSettings, WebSettings, defaults, lenient};
+use super::{
+    AuthSettings, ClientsSettings, FlowSettings, GrantMode, ProviderSettings, WebSettings,
+    defaults, lenient,
+};
 
 /// Everything the service needs to run.
 #[derive(Debug, Clone, Deserialize)]
@@ -70,6 +73,13 @@ pub struct Settings {
     /// The browser side: sessions.
     #[serde(default)]
     pub web: WebSettings,
+    /// Which MCP clients may use a connection: `per_client` (only those the
+    /// user approved for it) or `per_user` (every client of the user).
+    #[serde(default)]
+    pub grants: GrantMode,
+    /// How MCP clients are named to people.
+    #[serde(default)]
+    pub clients: ClientsSettings,
     /// Third-party providers users can connect, by name (`[providers.github]`).
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderSettings>,

@@ -17,7 +17,8 @@ use crate::{providers::Provider, startup::AppState};
 
 pub const URL_ELICITATION_REQUIRED: i32 = -32042;
 
-fn message(provider: &Provider) -> String {
+/// What a connect link asks of the user.
+pub fn connect_message(provider: &Provider) -> String {
     format!(
         "Connect your {name} account to continue. Open this link in your browser, sign in, and approve \
          access; then come back here. The link is for you only and works once.",
@@ -25,14 +26,24 @@ fn message(provider: &Provider) -> String {
     )
 }
 
+/// What an approval link asks of the user: let this client use this account.
+pub fn approval_message(provider: &Provider, client: &str, account: &str) -> String {
+    format!(
+        "{client} is not yet allowed to use your {name} account {account}. Open this link in your browser \
+         and allow it; then come back here. The link is for you only and works once.",
+        name = provider.display_name()
+    )
+}
+
 pub fn input_required(
     provider: &Provider,
+    message: String,
     url: &str,
     request_state: String,
 ) -> InputRequiredResult {
     let params = ElicitRequestParams::UrlElicitationParams {
         meta: None,
-        message: message(provider),
+        message,
         url: url.to_owned(),
         // 2026-07-28 has no elicitationId; the bridge drops the empty field.
         elicitation_id: String::new(),
@@ -47,11 +58,16 @@ pub fn input_required(
 
 /// 2025-11-25: the request cannot proceed until the user opens the URL.
 /// The `elicitationId` is the ticket's id, never the ticket itself.
-pub fn url_elicitation_required(provider: &Provider, ticket_id: Uuid, url: &str) -> ErrorData {
+pub fn url_elicitation_required(
+    provider: &Provider,
+    message: String,
+    ticket_id: Uuid,
+    url: &str,
+) -> ErrorData {
     ErrorData::new(
         ErrorCode(URL_ELICITATION_REQUIRED),
         format!(
-            "Connect your {} account to continue.",
+            "Your {} account is needed to continue.",
             provider.display_name()
         ),
         Some(json!({
@@ -59,7 +75,7 @@ pub fn url_elicitation_required(provider: &Provider, ticket_id: Uuid, url: &str)
                 "mode": "url",
                 "elicitationId": ticket_id.to_string(),
                 "url": url,
-                "message": message(provider),
+                "message": message,
             }]
         })),
     )

@@ -4,8 +4,11 @@
 //! Round-Trip Request, what the client's retry means. Tools stay thin: they
 //! ask [`require`] and act on the [`Access`] they get.
 
+pub mod accounts;
+pub mod clients;
 pub mod elicit;
 pub mod events;
+pub mod grants;
 pub mod link_limit;
 pub mod locks;
 pub mod tickets;
@@ -48,6 +51,11 @@ pub struct Need<'a> {
     pub provider: &'a str,
     /// Scopes the caller asked for; empty means the provider's defaults.
     pub scopes: &'a [String],
+    /// Which of several accounts at the provider (label or account id);
+    /// `None`: the only one, or ask.
+    pub account: Option<&'a str>,
+    /// Connect another account (`connect {another_account: true}`).
+    pub add_account: bool,
     pub binding: Binding<'a>,
     pub input_responses: Option<&'a InputResponses>,
     pub request_state: Option<&'a str>,
@@ -116,12 +124,26 @@ pub async fn require<'s>(state: &'s AppState, need: Need<'_>) -> Result<Access<'
         }
     }
 
+    if need.add_account {
+        return accounts::add(state, &need, provider, &wanted, round.as_ref()).await;
+    }
+    let chosen = match accounts::choose(state, &need, provider, round.as_ref()).await? {
+        accounts::Chosen::Connection(id) => id,
+        accounts::Chosen::Answer(access) => return Ok(access),
+    };
+    // Later rounds remember the choice.
+    let round = round.map(|r| RoundState {
+        account: chosen,
+        ..r
+    });
     let accepted = round.is_some()
         && response_action(need.input_responses, &input_key(provider.name()))
             == Some(ElicitationAction::Accept);
     let mut subscription = accepted.then(|| state.events.subscribe());
-    let existing_scopes = match check(state, p, provider, &wanted).await? {
-        Checked::Ready(token) => return Ok(Access::Ready { token, provider }),
+    let existing_scopes = match check(state, p, provider, chosen, &wanted).await? {
+        Checked::Ready(token) => {
+            return grants::admit(state, &need, provider, token, round.as_ref()).await;
+        }
         Checked::Ask { existing_scopes } => existing_scopes,
     };
     // Not (yet) connected. Did the user press Cancel on our consent page, or
@@ -129,7 +151,10 @@ pub async fn require<'s>(state: &'s AppState, need: Need<'_>) -> Result<Access<'
     // look at the ticket.)
     let declined =
         |ticket: &Option<Ticket>| ticket.as_ref().is_some_and(|t| t.declined_at.is_some());
-    let mut ticket = current_ticket(state, round.as_ref()).await?;
+    // An approval ticket of an earlier round is no answer to "connect".
+    let connect_ticket =
+        |ticket: Option<Ticket>| ticket.filter(|t: &Ticket| t.connection_id.is_none());
+    let mut ticket = connect_ticket(current_ticket(state, round.as_ref()).await?);
     if declined(&ticket) {
         return Ok(Access::Declined {
             provider_name: provider.display_name().to_owned(),
@@ -139,11 +164,11 @@ pub async fn require<'s>(state: &'s AppState, need: Need<'_>) -> Result<Access<'
         // The user said they are done; the callback may still be on its
         // way. Wait for it, woken by whichever instance stores it.
         if wait_for_connection(state, p, provider.name(), rx, need.cancel).await
-            && let Checked::Ready(token) = check(state, p, provider, &wanted).await?
+            && let Checked::Ready(token) = check(state, p, provider, chosen, &wanted).await?
         {
-            return Ok(Access::Ready { token, provider });
+            return grants::admit(state, &need, provider, token, round.as_ref()).await;
         }
-        ticket = current_ticket(state, round.as_ref()).await?;
+        ticket = connect_ticket(current_ticket(state, round.as_ref()).await?);
         if declined(&ticket) {
             return Ok(Access::Declined {
                 provider_name: provider.display_name().to_owned(),
@@ -163,7 +188,7 @@ pub async fn require<'s>(state: &'s AppState, need: Need<'_>) -> Result<Access<'
 }
 
 /// The ticket of the previous round, if there was one.
-async fn current_ticket(
+pub(crate) async fn current_ticket(
     state: &AppState,
     round: Option<&RoundState>,
 ) -> Result<Option<Ticket>, ErrorData> {
@@ -187,9 +212,10 @@ async fn check(
     state: &AppState,
     p: &Principal,
     provider: &Provider,
+    connection: Option<uuid::Uuid>,
     wanted: &[String],
 ) -> Result<Checked, ErrorData> {
-    match vault::usable_token(state, &p.issuer, &p.subject, provider, wanted)
+    match vault::usable_token_of(state, &p.issuer, &p.subject, provider, connection, wanted)
         .await
         .map_err(internal)?
     {
@@ -230,7 +256,9 @@ async fn ask<'s>(
     // The same link while its ticket lives; a new one after.
     let reusable = match (round, ticket) {
         (Some(r), Some(t))
-            if t.redeemed_at.is_none()
+            if t.connection_id.is_none()
+                && t.add_account == need.add_account
+                && t.redeemed_at.is_none()
                 && t.declined_at.is_none()
                 && t.expires_at > chrono::Utc::now() =>
         {
@@ -241,38 +269,65 @@ async fn ask<'s>(
     let (ticket_id, secret) = match reusable {
         Some(found) => found,
         None => {
-            if let Err(wait) = state.link_limit.take(&p.issuer, &p.subject) {
-                tracing::info!(subject = %p.subject, client_id = %p.client_id, "connect link refused: too many this minute");
-                return Err(ErrorData::invalid_request(
-                    format!(
-                        "Too many connect links were requested for this account in the last minute. Try again in {} s.",
-                        wait.as_secs().max(1)
-                    ),
-                    None,
-                ));
+            take_link(state, p)?;
+            let (iss, sub, cid, name) = (&p.issuer, &p.subject, &p.client_id, provider.name());
+            let t = if need.add_account {
+                tickets::issue_another_account(state, iss, sub, cid, name, &scopes).await
+            } else {
+                tickets::issue(state, iss, sub, cid, name, &scopes).await
             }
-            let t = tickets::issue(
-                state,
-                &p.issuer,
-                &p.subject,
-                &p.client_id,
-                provider.name(),
-                &scopes,
-            )
-            .await
             .map_err(internal)?;
             (t.id, t.secret)
         }
     };
+    answer_with_link(
+        state,
+        need,
+        provider,
+        round,
+        (ticket_id, secret),
+        elicit::connect_message(provider),
+    )
+}
+
+/// Counts a new link against the user's limit; the error when it is spent.
+fn take_link(state: &AppState, p: &Principal) -> Result<(), ErrorData> {
+    if let Err(wait) = state.link_limit.take(&p.issuer, &p.subject) {
+        tracing::info!(subject = %p.subject, client_id = %p.client_id, "connect link refused: too many this minute");
+        return Err(ErrorData::invalid_request(
+            format!(
+                "Too many connect links were requested for this account in the last minute. Try again in {} s.",
+                wait.as_secs().max(1)
+            ),
+            None,
+        ));
+    }
+    Ok(())
+}
+
+/// The answer that sends the user to a ticket's link: `input_required`
+/// with a URL elicitation and the next round's sealed state, or for a
+/// legacy client the `-32042` error.
+fn answer_with_link<'s>(
+    state: &'s AppState,
+    need: &Need<'_>,
+    provider: &Provider,
+    round: Option<&RoundState>,
+    (ticket_id, secret): (uuid::Uuid, String),
+    message: String,
+) -> Result<Access<'s>, ErrorData> {
     let url = tickets::connect_url(state, &secret);
     if need.client == ClientKind::Legacy {
-        return Err(elicit::url_elicitation_required(provider, ticket_id, &url));
+        return Err(elicit::url_elicitation_required(
+            provider, message, ticket_id, &url,
+        ));
     }
     let next = RoundState {
         ticket_id,
         ticket: secret,
         provider: provider.name().to_owned(),
         round: round.map_or(1, |r| r.round.saturating_add(1)),
+        account: round.and_then(|r| r.account),
     };
     let sealed = request_state::seal(
         &state.keys,
@@ -281,7 +336,7 @@ async fn ask<'s>(
         state.settings.flow.request_state_ttl(),
     );
     Ok(Access::InputRequired(elicit::input_required(
-        provider, &url, sealed,
+        provider, message, &url, sealed,
     )))
 }
 
@@ -324,14 +379,17 @@ pub async fn reject_state(
 }
 
 /// The action in the client's answer to our elicitation, if it sent one.
-fn response_action(responses: Option<&InputResponses>, key: &str) -> Option<ElicitationAction> {
+pub(crate) fn response_action(
+    responses: Option<&InputResponses>,
+    key: &str,
+) -> Option<ElicitationAction> {
     let value = responses?.get(key)?;
     serde_json::from_value(value.get("action")?.clone()).ok()
 }
 
 /// Waits until the user's connection to `provider` is announced, the wait
 /// limit passes, or the request is cancelled. `true` when announced.
-async fn wait_for_connection(
+pub(crate) async fn wait_for_connection(
     state: &AppState,
     p: &Principal,
     provider: &str,
@@ -365,7 +423,7 @@ fn unknown_provider(state: &AppState, name: &str) -> ErrorData {
     )
 }
 
-fn internal(e: impl std::fmt::Display) -> ErrorData {
+pub(crate) fn internal(e: impl std::fmt::Display) -> ErrorData {
     tracing::error!(error = %e, "connection service failed");
     ErrorData::internal_error("Internal error", None)
 }

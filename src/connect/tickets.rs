@@ -33,6 +33,78 @@ pub async fn issue(
     provider: &str,
     scopes: &[String],
 ) -> anyhow::Result<IssuedTicket> {
+    insert(
+        state,
+        issuer,
+        subject,
+        client_id,
+        provider,
+        scopes,
+        TicketFor::Connect,
+    )
+    .await
+}
+
+/// A connect ticket for another account at the provider: the consent sends
+/// the browser to the provider's account chooser.
+pub async fn issue_another_account(
+    state: &AppState,
+    issuer: &str,
+    subject: &str,
+    client_id: &str,
+    provider: &str,
+    scopes: &[String],
+) -> anyhow::Result<IssuedTicket> {
+    insert(
+        state,
+        issuer,
+        subject,
+        client_id,
+        provider,
+        scopes,
+        TicketFor::AnotherAccount,
+    )
+    .await
+}
+
+/// What a ticket's link is for.
+enum TicketFor {
+    Connect,
+    AnotherAccount,
+    /// Letting the ticket's client use this connection.
+    Approval(Uuid),
+}
+
+/// A ticket for the approval page: may `client_id` use this connection?
+pub async fn issue_approval(
+    state: &AppState,
+    issuer: &str,
+    subject: &str,
+    client_id: &str,
+    provider: &str,
+    connection_id: Uuid,
+) -> anyhow::Result<IssuedTicket> {
+    insert(
+        state,
+        issuer,
+        subject,
+        client_id,
+        provider,
+        &[],
+        TicketFor::Approval(connection_id),
+    )
+    .await
+}
+
+async fn insert(
+    state: &AppState,
+    issuer: &str,
+    subject: &str,
+    client_id: &str,
+    provider: &str,
+    scopes: &[String],
+    purpose: TicketFor,
+) -> anyhow::Result<IssuedTicket> {
     let mut raw = [0u8; 32];
     rand::rng().fill_bytes(&mut raw);
     let secret = URL_SAFE_NO_PAD.encode(raw);
@@ -50,6 +122,11 @@ pub async fn issue(
             provider,
             scopes,
             expires_at: Utc::now() + ttl,
+            connection_id: match purpose {
+                TicketFor::Approval(id) => Some(id),
+                _ => None,
+            },
+            add_account: matches!(purpose, TicketFor::AnotherAccount),
         },
     )
     .await;

@@ -71,6 +71,9 @@ pub struct NewConnection<'a> {
     pub account: &'a Account,
     pub tokens: &'a TokenSet,
     pub requested_scopes: &'a [String],
+    /// The MCP client that started the connect flow: the user's consent
+    /// there grants it the use of this connection.
+    pub client_id: Option<&'a str>,
 }
 
 #[derive(Clone, Copy)]
@@ -107,7 +110,8 @@ fn expiry(tokens: &TokenSet) -> Option<DateTime<Utc>> {
 /// it to every instance.
 pub async fn store_connection(state: &AppState, c: NewConnection<'_>) -> anyhow::Result<Uuid> {
     let mut tx = state.db.begin().await?;
-    let id = db::connections::claim_id(&mut tx, c.issuer, c.subject, c.provider).await?;
+    let id =
+        db::connections::claim_id(&mut tx, c.issuer, c.subject, c.provider, &c.account.id).await?;
     let seal = |secret: &SecretString, kind| {
         state.keys.seal(
             Purpose::Token,
@@ -140,6 +144,9 @@ pub async fn store_connection(state: &AppState, c: NewConnection<'_>) -> anyhow:
         },
     )
     .await?;
+    if let Some(client_id) = c.client_id {
+        super::grants::grant_connecting_client(state, &mut tx, id, client_id).await?;
+    }
     events::notify(&mut *tx, &events::key(c.issuer, c.subject, c.provider)).await?;
     tx.commit().await?;
     state.metrics.flow.connection_stored();
@@ -219,8 +226,23 @@ pub async fn usable_token(
     provider: &Provider,
     required_scopes: &[String],
 ) -> anyhow::Result<TokenState> {
+    usable_token_of(state, issuer, subject, provider, None, required_scopes).await
+}
+
+/// [`usable_token`] of one account (`connection`); `None`: the only (or
+/// oldest) one.
+pub async fn usable_token_of(
+    state: &AppState,
+    issuer: &str,
+    subject: &str,
+    provider: &Provider,
+    connection: Option<Uuid>,
+    required_scopes: &[String],
+) -> anyhow::Result<TokenState> {
     let mut conn = state.hot_db.acquire().await?;
-    let found = db::connections::find(&mut *conn, issuer, subject, provider.name()).await;
+    let found =
+        db::connections::find_account(&mut *conn, issuer, subject, provider.name(), connection)
+            .await;
     conn.finish(&found);
     let Some(row) = found? else {
         return Ok(TokenState::Missing);
@@ -243,7 +265,14 @@ pub async fn usable_token(
         // holding a database connection; then look again.
         let lock = state.refresh_locks.get(row.id);
         let _turn = lock.lock().await;
-        let Some(row) = db::connections::find(&state.db, issuer, subject, provider.name()).await?
+        let Some(row) = db::connections::find_account(
+            &state.db,
+            issuer,
+            subject,
+            provider.name(),
+            Some(row.id),
+        )
+        .await?
         else {
             return Ok(TokenState::Missing);
         };
@@ -403,7 +432,21 @@ pub async fn disconnect(
     subject: &str,
     provider: &str,
 ) -> anyhow::Result<bool> {
-    let Some(found) = db::connections::find(&state.db, issuer, subject, provider).await? else {
+    disconnect_account(state, issuer, subject, provider, None).await
+}
+
+/// [`disconnect`] of one account (`connection`); `None`: the only (or
+/// oldest) one.
+pub async fn disconnect_account(
+    state: &AppState,
+    issuer: &str,
+    subject: &str,
+    provider: &str,
+    connection: Option<Uuid>,
+) -> anyhow::Result<bool> {
+    let Some(found) =
+        db::connections::find_account(&state.db, issuer, subject, provider, connection).await?
+    else {
         return Ok(false);
     };
     let mut tx = state.db.begin().await?;

@@ -17,6 +17,8 @@ pub enum AuditKind {
     Disconnected,
     StateRejected,
     CallbackRejected,
+    GrantCreated,
+    GrantRemoved,
 }
 
 impl AuditKind {
@@ -32,6 +34,8 @@ impl AuditKind {
             AuditKind::Disconnected => "disconnected",
             AuditKind::StateRejected => "state_rejected",
             AuditKind::CallbackRejected => "callback_rejected",
+            AuditKind::GrantCreated => "grant_created",
+            AuditKind::GrantRemoved => "grant_removed",
         }
     }
 }

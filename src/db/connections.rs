@@ -32,6 +32,24 @@ pub async fn list_for_user(
     .await
 }
 
+/// One of the user's connections by id; `None` when it is not theirs.
+pub async fn find_summary_for_user(
+    exec: impl PgExecutor<'_>,
+    issuer: &str,
+    subject: &str,
+    id: Uuid,
+) -> Result<Option<ConnectionSummary>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, provider, account_id, account_label, scopes, status, created_at, last_used_at
+         FROM connections WHERE id = $1 AND issuer = $2 AND subject = $3 AND account_id <> ''",
+    )
+    .bind(id)
+    .bind(issuer)
+    .bind(subject)
+    .fetch_optional(exec)
+    .await
+}
+
 /// A connection with its sealed tokens, for the vault.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ConnectionRow {
@@ -56,20 +74,106 @@ pub struct ConnectionRow {
 const ROW: &str = "id, issuer, subject, provider, account_id, account_label, scopes, access_token, \
                    refresh_token, key_id, access_token_expires_at, status, last_used_at, updated_at";
 
+/// The user's connection to `provider` (the oldest, when there are several).
 pub async fn find(
     exec: impl PgExecutor<'_>,
     issuer: &str,
     subject: &str,
     provider: &str,
 ) -> Result<Option<ConnectionRow>, sqlx::Error> {
+    find_account(exec, issuer, subject, provider, None).await
+}
+
+/// The user's connection `id` to `provider`; with `None`, the oldest.
+pub async fn find_account(
+    exec: impl PgExecutor<'_>,
+    issuer: &str,
+    subject: &str,
+    provider: &str,
+    id: Option<Uuid>,
+) -> Result<Option<ConnectionRow>, sqlx::Error> {
     sqlx::query_as(&format!(
-        "SELECT {ROW} FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3"
+        "SELECT {ROW} FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3
+           AND ($4::uuid IS NULL OR id = $4)
+         ORDER BY (account_id = ''), created_at, id LIMIT 1"
     ))
     .bind(issuer)
     .bind(subject)
     .bind(provider)
+    .bind(id)
     .fetch_optional(exec)
     .await
+}
+
+/// One account of the user at a provider, to choose from.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct AccountChoice {
+    pub id: Uuid,
+    pub account_id: String,
+    pub account_label: String,
+}
+
+/// The user's accounts at `provider`, oldest first.
+pub async fn accounts(
+    exec: impl PgExecutor<'_>,
+    issuer: &str,
+    subject: &str,
+    provider: &str,
+) -> Result<Vec<AccountChoice>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, account_id, account_label FROM connections
+         WHERE issuer = $1 AND subject = $2 AND provider = $3 AND account_id <> ''
+         ORDER BY created_at, id",
+    )
+    .bind(issuer)
+    .bind(subject)
+    .bind(provider)
+    .fetch_all(exec)
+    .await
+}
+
+/// The user's active connection to `provider` stored (or re-stored) at or
+/// after `since`, the newest first.
+pub async fn stored_since(
+    exec: impl PgExecutor<'_>,
+    issuer: &str,
+    subject: &str,
+    provider: &str,
+    since: DateTime<Utc>,
+) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT id FROM connections
+         WHERE issuer = $1 AND subject = $2 AND provider = $3 AND status = 'active'
+           AND account_id <> '' AND updated_at >= $4
+         ORDER BY updated_at DESC LIMIT 1",
+    )
+    .bind(issuer)
+    .bind(subject)
+    .bind(provider)
+    .bind(since)
+    .fetch_optional(exec)
+    .await
+}
+
+/// Renames one of the user's connections; `false` when it is not theirs.
+pub async fn set_label(
+    exec: impl PgExecutor<'_>,
+    issuer: &str,
+    subject: &str,
+    id: Uuid,
+    label: &str,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE connections SET account_label = $4, label_edited = true, updated_at = now()
+         WHERE id = $1 AND issuer = $2 AND subject = $3",
+    )
+    .bind(id)
+    .bind(issuer)
+    .bind(subject)
+    .bind(label)
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() == 1)
 }
 
 /// The same row, locked until the transaction ends: one refresh at a time.
@@ -85,32 +189,36 @@ pub async fn find_for_update(
     .await
 }
 
-/// The id of the user's connection to `provider`, creating an empty row
-/// (status `revoked`, no usable token) when there is none. Tokens are sealed
-/// bound to this id, so it must be known before sealing.
+/// The id of the user's connection to this account of `provider`, creating
+/// an empty row (status `revoked`, no usable token) when there is none.
+/// Tokens are sealed bound to this id, so it must be known before sealing.
 pub async fn claim_id(
     exec: &mut sqlx::PgConnection,
     issuer: &str,
     subject: &str,
     provider: &str,
+    account_id: &str,
 ) -> Result<Uuid, sqlx::Error> {
     sqlx::query(
         "INSERT INTO connections (id, issuer, subject, provider, account_id, account_label, access_token, key_id, status)
-         VALUES ($1, $2, $3, $4, '', '', '\\x', '', 'revoked')
-         ON CONFLICT (issuer, subject, provider) DO NOTHING",
+         VALUES ($1, $2, $3, $4, $5, '', '\\x', '', 'revoked')
+         ON CONFLICT (issuer, subject, provider, account_id) DO NOTHING",
     )
     .bind(Uuid::new_v4())
     .bind(issuer)
     .bind(subject)
     .bind(provider)
+    .bind(account_id)
     .execute(&mut *exec)
     .await?;
     sqlx::query_scalar(
-        "SELECT id FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3 FOR UPDATE",
+        "SELECT id FROM connections
+         WHERE issuer = $1 AND subject = $2 AND provider = $3 AND account_id = $4 FOR UPDATE",
     )
     .bind(issuer)
     .bind(subject)
     .bind(provider)
+    .bind(account_id)
     .fetch_one(&mut *exec)
     .await
 }
@@ -132,7 +240,8 @@ pub async fn store(
     t: StoredTokens<'_>,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "UPDATE connections SET account_id = $2, account_label = $3, scopes = $4, access_token = $5,
+        "UPDATE connections SET account_id = $2,
+             account_label = CASE WHEN label_edited THEN account_label ELSE $3 END, scopes = $4, access_token = $5,
              refresh_token = $6, key_id = $7, access_token_expires_at = $8, status = 'active', updated_at = now()
          WHERE id = $1",
     )

@@ -2,6 +2,7 @@
 //! functions taking `impl PgExecutor`, so callers pass a pool or a transaction.
 
 pub mod audit;
+pub mod client_grants;
 pub mod connections;
 pub mod dev_secrets;
 pub mod expiry;

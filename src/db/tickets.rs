@@ -18,6 +18,11 @@ pub struct Ticket {
     pub expires_at: DateTime<Utc>,
     pub redeemed_at: Option<DateTime<Utc>>,
     pub declined_at: Option<DateTime<Utc>>,
+    /// Set on an approval ticket: the connection the ticket's client asks
+    /// to use. `None`: a connect ticket.
+    pub connection_id: Option<Uuid>,
+    /// A connect ticket for another account (the provider's account chooser).
+    pub add_account: bool,
 }
 
 pub struct NewTicket<'a> {
@@ -29,9 +34,11 @@ pub struct NewTicket<'a> {
     pub provider: &'a str,
     pub scopes: &'a [String],
     pub expires_at: DateTime<Utc>,
+    pub connection_id: Option<Uuid>,
+    pub add_account: bool,
 }
 
-const COLUMNS: &str = "id, issuer, subject, client_id, provider, scopes, created_at, expires_at, redeemed_at, declined_at";
+const COLUMNS: &str = "id, issuer, subject, client_id, provider, scopes, created_at, expires_at, redeemed_at, declined_at, connection_id, add_account";
 
 /// Inserts a ticket and its `ticket_issued` audit row in one statement (one
 /// round trip, one commit: this is on the path of every first ask).
@@ -47,8 +54,8 @@ pub async fn insert(exec: impl PgExecutor<'_>, t: NewTicket<'_>) -> Result<(), s
     sqlx::query(
         "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)),
          ticket AS (
-             INSERT INTO connect_tickets (id, ticket_hash, issuer, subject, client_id, provider, scopes, expires_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             INSERT INTO connect_tickets (id, ticket_hash, issuer, subject, client_id, provider, scopes, expires_at, connection_id, add_account)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
              RETURNING id)
          INSERT INTO audit_events (issuer, subject, kind, provider, detail)
          SELECT $3, $4, 'ticket_issued', $6,
@@ -63,6 +70,8 @@ pub async fn insert(exec: impl PgExecutor<'_>, t: NewTicket<'_>) -> Result<(), s
     .bind(t.provider)
     .bind(t.scopes)
     .bind(t.expires_at)
+    .bind(t.connection_id)
+    .bind(t.add_account)
     .execute(exec)
     .await?;
     Ok(())

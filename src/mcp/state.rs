@@ -47,6 +47,9 @@ pub struct RoundState {
     pub ticket: String,
     pub provider: String,
     pub round: u32,
+    /// The account (connection) the user chose in an earlier round, when
+    /// they have several at the provider.
+    pub account: Option<Uuid>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -64,6 +67,8 @@ struct Payload {
     secret: String,
     provider: String,
     round: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    account: Option<Uuid>,
     /// Expiry, Unix seconds.
     exp: i64,
 }
@@ -109,6 +114,7 @@ pub fn seal(
         secret: round.ticket.clone(),
         provider: round.provider.clone(),
         round: round.round,
+        account: round.account,
         exp: Utc::now().timestamp().saturating_add(ttl),
     };
     // Serializing a struct of strings and numbers cannot fail.
@@ -144,6 +150,7 @@ pub fn open(keys: &KeyRing, binding: &Binding<'_>, state: &str) -> Result<RoundS
         ticket: p.secret,
         provider: p.provider,
         round: p.round,
+        account: p.account,
     })
 }
 
@@ -231,6 +238,7 @@ mod tests {
             ticket: "t-secret".into(),
             provider: "demo".into(),
             round: 1,
+            account: None,
         }
     }
 

@@ -157,6 +157,18 @@ impl Provider {
     /// passed to [`Provider::exchange_code`]. Empty `scopes` means
     /// [`Provider::default_scopes`].
     pub fn authorize_url(&self, state: &str, pkce_challenge: &str, scopes: &[String]) -> Url {
+        self.authorize_url_for(state, pkce_challenge, scopes, false)
+    }
+
+    /// [`Self::authorize_url`]; `choose_account`: ask the provider to show
+    /// its account chooser (to connect another account), where it has one.
+    pub fn authorize_url_for(
+        &self,
+        state: &str,
+        pkce_challenge: &str,
+        scopes: &[String],
+        choose_account: bool,
+    ) -> Url {
         let scopes = if scopes.is_empty() {
             &self.default_scopes[..]
         } else {
@@ -183,7 +195,19 @@ impl Provider {
                     .append_pair("code_challenge", pkce_challenge)
                     .append_pair("code_challenge_method", "S256");
             }
+            // To connect another account, the entry's account-chooser
+            // parameters replace authorize parameters of the same name.
+            let chooser: &[(String, String)] = if choose_account {
+                &self.quirks.account_chooser
+            } else {
+                &[]
+            };
             for (key, value) in &self.quirks.authorize_params {
+                if !chooser.iter().any(|(k, _)| k == key) {
+                    query.append_pair(key, value);
+                }
+            }
+            for (key, value) in chooser {
                 query.append_pair(key, value);
             }
         }

@@ -25,6 +25,11 @@ pub const NAME: &str = "api_request";
 pub struct Args {
     /// The provider whose API to call, e.g. "github".
     pub provider: String,
+    /// Which of several accounts at the provider to use: its label (as
+    /// connections_list shows it) or account id. Omit when there is one;
+    /// with several, the user is asked.
+    #[serde(default)]
+    pub account: Option<String>,
     /// HTTP method; GET when absent. Providers allow GET and HEAD unless configured otherwise.
     #[serde(default = "get")]
     pub method: String,
@@ -90,7 +95,9 @@ pub fn definition() -> Tool {
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let args: Args = call.arguments()?;
-    let access = call.require(&args.provider, &[]).await?;
+    let access = call
+        .require_account(&args.provider, &[], args.account.as_deref(), false)
+        .await?;
     let (token, provider) = match unless_ready::<ApiResult>(access, &args.provider) {
         Ok(ready) => ready,
         Err(answer) => return Ok(*answer),

@@ -20,10 +20,19 @@ pub const NAME: &str = "connect";
 pub struct Args {
     /// The provider to connect, e.g. "github", "google", "slack" (see connections_list for what is configured).
     pub provider: String,
+    /// Which of several accounts at the provider to use: its label (as
+    /// connections_list shows it) or account id. Omit when there is one;
+    /// with several, the user is asked.
+    #[serde(default)]
+    pub account: Option<String>,
     /// Extra OAuth scopes to request, e.g. ["repo"]. Omit for the provider's defaults. If the existing
     /// connection lacks any of them, the user is asked to approve again.
     #[serde(default)]
     pub scopes: Vec<String>,
+    /// true: connect another account at this provider (e.g. a work account beside a personal one);
+    /// the provider is asked to show its account chooser.
+    #[serde(default)]
+    pub another_account: bool,
 }
 
 /// The connection, or why there is none.
@@ -63,7 +72,14 @@ pub fn definition() -> Tool {
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let args: Args = call.arguments()?;
     check_scopes(&args.scopes)?;
-    let access = call.require(&args.provider, &args.scopes).await?;
+    let access = call
+        .require_account(
+            &args.provider,
+            &args.scopes,
+            args.account.as_deref(),
+            args.another_account,
+        )
+        .await?;
     let (token, provider) = match unless_ready::<ConnectResult>(access, &args.provider) {
         Ok(ready) => ready,
         Err(answer) => return Ok(*answer),

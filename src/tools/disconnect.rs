@@ -232,6 +232,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         ticket: String::new(),
         provider: provider.name().to_owned(),
         round: 1,
+        account: None,
     };
     let sealed = request_state::seal(
         &state.keys,

@@ -67,12 +67,27 @@ impl<'a> ToolCall<'a> {
         provider: &'a str,
         scopes: &'a [String],
     ) -> Result<Access<'a>, ErrorData> {
+        self.require_account(provider, scopes, None, false).await
+    }
+
+    /// [`Self::require`] for one of several accounts (`account`: its label
+    /// or id; `None`: the only one, or the user is asked). `add_account`:
+    /// connect another account through the provider's account chooser.
+    pub async fn require_account(
+        &self,
+        provider: &'a str,
+        scopes: &'a [String],
+        account: Option<&'a str>,
+        add_account: bool,
+    ) -> Result<Access<'a>, ErrorData> {
         crate::connect::require(
             self.state,
             Need {
                 principal: self.principal,
                 provider,
                 scopes,
+                account,
+                add_account,
                 binding: self.binding(),
                 input_responses: self.request.input_responses.as_ref(),
                 request_state: self.request.request_state.as_deref(),

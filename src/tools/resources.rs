@@ -93,6 +93,8 @@ pub async fn read(
             principal,
             provider,
             scopes: &[],
+            account: None,
+            add_account: false,
             binding: Binding {
                 audience: state.settings.mcp_resource_str(),
                 issuer: &principal.issuer,

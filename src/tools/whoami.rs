@@ -22,6 +22,11 @@ pub const NAME: &str = "whoami";
 pub struct Args {
     /// The provider to ask, e.g. "github".
     pub provider: String,
+    /// Which of several accounts at the provider to use: its label (as
+    /// connections_list shows it) or account id. Omit when there is one;
+    /// with several, the user is asked.
+    #[serde(default)]
+    pub account: Option<String>,
 }
 
 pub fn definition() -> Tool {
@@ -45,7 +50,9 @@ impl ToolOutput for Outcome {
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let args: Args = call.arguments()?;
-    let access = call.require(&args.provider, &[]).await?;
+    let access = call
+        .require_account(&args.provider, &[], args.account.as_deref(), false)
+        .await?;
     let (token, provider) = match unless_ready::<Outcome>(access, &args.provider) {
         Ok(ready) => ready,
         Err(answer) => return Ok(*answer),

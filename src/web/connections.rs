@@ -44,6 +44,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 struct Row {
+    id: String,
+    label_csrf: String,
     name: String,
     display_name: String,
     account: String,
@@ -52,6 +54,8 @@ struct Row {
     status_text: &'static str,
     since: String,
     reconnect_csrf: String,
+    /// The MCP clients allowed to use this connection.
+    clients: Vec<super::client_access::ClientRow>,
 }
 
 /// A granted scope: what it allows in plain words, and as the provider
@@ -71,6 +75,8 @@ struct Available {
 #[template(path = "connections/disconnect.html")]
 struct DisconnectPage {
     signed_in: Option<String>,
+    /// The connection's id: one of several accounts at the provider.
+    id: String,
     name: String,
     display_name: String,
     account: String,
@@ -129,11 +135,14 @@ async fn list(
         }
         _ => None,
     };
+    let mut clients = super::client_access::clients_by_connection(&state, &user).await?;
     let rows = connections
         .iter()
         .map(|c| {
             let provider = state.providers.get(&c.provider);
             Row {
+                id: c.id.to_string(),
+                label_csrf: user.csrf_token(&super::connection_label::purpose(c.id)),
                 name: c.provider.clone(),
                 display_name: display_name(&state, &c.provider),
                 account: c.account_label.clone(),
@@ -154,6 +163,7 @@ async fn list(
                 },
                 since: c.created_at.format("%Y-%m-%d").to_string(),
                 reconnect_csrf: user.csrf_token(&purpose("reconnect", &c.provider)),
+                clients: clients.remove(&c.id).unwrap_or_default(),
             }
         })
         .collect();
@@ -195,6 +205,7 @@ fn provider_name(raw: &str) -> Result<&str, WebError> {
 /// The confirm page. Without such a connection (already gone, say, after
 /// going back in history) there is nothing to confirm: back to the list.
 async fn confirm_disconnect(
+    req: HttpRequest,
     state: web::Data<AppState>,
     user: MaybeUser,
     path: web::Path<String>,
@@ -205,11 +216,18 @@ async fn confirm_disconnect(
     let provider = provider_name(&path)?;
     let connections =
         db::connections::list_for_user(&state.db, &user.issuer, &user.subject).await?;
-    let Some(connection) = connections.into_iter().find(|c| c.provider == provider) else {
+    let wanted = forms::query(&req)?
+        .get("connection")
+        .and_then(|c| uuid::Uuid::parse_str(c).ok());
+    let Some(connection) = connections
+        .into_iter()
+        .find(|c| c.provider == provider && wanted.is_none_or(|id| id == c.id))
+    else {
         return Ok(see_other("/connections"));
     };
     let page = DisconnectPage {
         signed_in: Some(user.display_name.clone()),
+        id: connection.id.to_string(),
         name: provider.to_owned(),
         display_name: display_name(&state, provider),
         account: connection.account_label,
@@ -232,7 +250,11 @@ async fn disconnect(
     let provider = provider_name(&path)?;
     user.check_csrf(&purpose("disconnect", provider), &form)?;
     // Audited by the vault (it is shared with the MCP `disconnect` tool).
-    connect::vault::disconnect(&state, &user.issuer, &user.subject, provider).await?;
+    let connection = form
+        .get("connection")
+        .and_then(|c| uuid::Uuid::parse_str(c).ok());
+    connect::vault::disconnect_account(&state, &user.issuer, &user.subject, provider, connection)
+        .await?;
     Ok(see_other(&format!(
         "/connections?done={DONE_DISCONNECTED}&provider={provider}"
     )))

@@ -3,7 +3,8 @@
 //!
 //! Browser pages: sign-in and sign-out (`login`, `logout`, on `oidc` and
 //! `session`), the connect flow (`connect`: the ticket link, consent, the
-//! provider callback) and the connections page (`connections`). Shared
+//! provider callback) and the connections page (`connections`, with the
+//! clients allowed on each connection in `client_access`). Shared
 //! pieces: `cookies` (the one cookie builder), `csrf`, `forms` (bounded
 //! input), `headers`, `pages` (templates and the error page), `secret`
 //! (one-time values).
@@ -11,7 +12,9 @@
 //! Operational endpoints: `health` (`/healthz`, `/readyz`) and `metrics`.
 
 pub mod assets;
+pub mod client_access;
 pub mod connect;
+pub mod connection_label;
 pub mod connections;
 pub mod cookies;
 pub mod csrf;
@@ -36,4 +39,6 @@ pub fn configure(cfg: &mut ServiceConfig) {
     logout::configure(cfg);
     connect::configure(cfg);
     connections::configure(cfg);
+    client_access::configure(cfg);
+    connection_label::configure(cfg);
 }

@@ -92,6 +92,7 @@ pub async fn connect_directly(app: &TestApp, subject: &str, access_token: &str) 
             account: &account,
             tokens: &tokens,
             requested_scopes: &["profile".to_owned()],
+            client_id: Some("test-client"),
         },
     )
     .await
@@ -421,6 +422,7 @@ async fn accept_is_woken_by_a_connection_stored_on_another_instance() {
             },
             tokens: &tokens,
             requested_scopes: &[],
+            client_id: Some("test-client"),
         },
     )
     .await
@@ -502,6 +504,7 @@ fn forge(app: &TestApp, keys: &KeyRing, audience: &str, ttl: u64) -> String {
         ticket: "t".into(),
         provider: "demo".into(),
         round: 1,
+        account: None,
     };
     seal(keys, &binding, &round, Duration::from_secs(ttl))
 }
@@ -776,6 +779,8 @@ async fn a_ticket_insert_relaxes_durability_for_its_own_transaction_only() {
         provider: "demo",
         scopes: &[],
         expires_at: chrono::Utc::now() + chrono::Duration::minutes(10),
+        connection_id: None,
+        add_account: false,
     };
     let mut conn = app.db.acquire().await.unwrap();
 

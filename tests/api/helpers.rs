@@ -169,6 +169,32 @@ impl TestApp {
             .expect("mint token")
     }
 
+    /// A valid access token for `subject` as issued to `client_id`.
+    pub fn token_for(&self, client_id: &str, subject: &str) -> String {
+        self.dev
+            .mint_access_token(subject, client_id, &["openid"], Duration::from_secs(600))
+            .expect("mint token")
+    }
+
+    /// [`Self::mcp`] from the MCP client `client_id`.
+    pub async fn mcp_as(
+        &self,
+        client_id: &str,
+        subject: &str,
+        method: &str,
+        params: Value,
+    ) -> (u16, Value) {
+        let body = request(method, params);
+        let token = self.token_for(client_id, subject);
+        read(
+            self.mcp_request(Some(&token), &body)
+                .send()
+                .await
+                .expect("send"),
+        )
+        .await
+    }
+
     /// A POST to /mcp with the standard headers for `body`, as `subject`.
     pub fn mcp_request(&self, token: Option<&str>, body: &Value) -> RequestBuilder {
         let mut rb = self

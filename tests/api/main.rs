@@ -7,12 +7,15 @@
 mod helpers;
 mod logs;
 
+mod accounts;
 mod auth;
 mod browser;
 mod cli;
+mod client_names;
 mod connect_mrtr;
 mod fakes;
 mod full_flow;
+mod grants;
 mod health;
 mod hot_connections;
 mod mcp_protocol;

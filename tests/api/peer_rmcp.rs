@@ -148,6 +148,7 @@ async fn connect_directly(state: &AppState, issuer: &str, subject: &str) {
             account: &account,
             tokens: &tokens,
             requested_scopes: &["profile".to_owned()],
+            client_id: Some("test-client"),
         },
     )
     .await

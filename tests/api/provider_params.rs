@@ -15,7 +15,7 @@ use crate::helpers::spawn_app;
 async fn parameters_are_stored_with_the_connection() {
     let app = spawn_app().await;
     let mut conn = app.db.acquire().await.unwrap();
-    let id = connections::claim_id(&mut conn, "https://idp.example", "alice", "zendesk")
+    let id = connections::claim_id(&mut conn, "https://idp.example", "alice", "zendesk", "1")
         .await
         .unwrap();
     assert_eq!(

@@ -68,6 +68,8 @@ impl Store {
                 provider,
                 scopes: &[],
                 expires_at: chrono::Utc::now() + chrono::Duration::minutes(10),
+                connection_id: None,
+                add_account: false,
             },
         )
         .await;
@@ -84,7 +86,9 @@ impl Store {
             }
             Store::Postgres(hot) => {
                 let mut conn = hot.acquire().await?;
-                let id = db::connections::claim_id(&mut conn, ISSUER, &subject, &provider).await?;
+                let id =
+                    db::connections::claim_id(&mut conn, ISSUER, &subject, &provider, &subject)
+                        .await?;
                 db::connections::store(
                     &mut *conn,
                     id,

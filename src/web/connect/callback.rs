@@ -93,6 +93,7 @@ pub(super) async fn callback(
         Some(id) => db::tickets::find_by_id(&state.db, id).await?,
         None => None,
     };
+    let client_id = ticket.as_ref().map(|t| t.client_id.clone());
     let requested = ticket
         .filter(|t| !t.scopes.is_empty())
         .map(|t| t.scopes)
@@ -106,6 +107,7 @@ pub(super) async fn callback(
             account: &account,
             tokens: &tokens,
             requested_scopes: &requested,
+            client_id: client_id.as_deref(),
         },
     )
     .await?;

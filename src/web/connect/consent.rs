@@ -51,11 +51,14 @@ struct ConsentPage {
     csrf: String,
 }
 
-fn csrf_purpose(ticket_id: Uuid) -> String {
+pub(super) fn csrf_purpose(ticket_id: Uuid) -> String {
     format!("connect:{ticket_id}")
 }
 
-fn provider_of<'s>(state: &'s AppState, ticket: &Ticket) -> Result<&'s Provider, WebError> {
+pub(super) fn provider_of<'s>(
+    state: &'s AppState,
+    ticket: &Ticket,
+) -> Result<&'s Provider, WebError> {
     state.providers.get(&ticket.provider).ok_or_else(|| {
         WebError::Internal(anyhow::anyhow!(
             "ticket {} names provider `{}`, which is not configured",
@@ -85,6 +88,9 @@ pub(super) async fn show(
     let ticket = ticket.filter(usable).ok_or(WebError::LinkGone)?;
     if !user.is(&ticket.issuer, &ticket.subject) {
         return Ok(identity_mismatch(&state, &req, &user, &ticket).await);
+    }
+    if ticket.connection_id.is_some() {
+        return super::approve::show(&state, &user, &ticket).await;
     }
     let provider = provider_of(&state, &ticket)?;
     let url = &state.settings.public_url;
@@ -141,6 +147,9 @@ async fn proceed(
     user: &SignedInUser,
     ticket: &Ticket,
 ) -> Result<HttpResponse, WebError> {
+    if ticket.connection_id.is_some() {
+        return super::approve::allow(state, req, user, ticket).await;
+    }
     let provider = provider_of(state, ticket)?;
     let flow_state = secret::random_value();
     let (verifier, challenge) = secret::pkce_pair();
@@ -187,7 +196,7 @@ async fn proceed(
         json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "scopes": scopes }),
     )
     .await;
-    let url = provider.authorize_url(&flow_state, &challenge, &scopes);
+    let url = provider.authorize_url_for(&flow_state, &challenge, &scopes, ticket.add_account);
     Ok(see_other(url.as_str()))
 }
 

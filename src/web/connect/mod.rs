@@ -9,9 +9,14 @@
 //! 2. `GET /connect/consent` + `POST /connect` (`consent`): the person sees
 //!    what is asked and says Continue (the ticket is redeemed atomically and
 //!    the browser goes to the provider) or Cancel (the ticket is declined).
+//!    A ticket that names a connection is an approval ticket instead: the
+//!    same page shows "*client* wants to use your *provider* account" with
+//!    Allow and Deny (`approve`), and Allow stores the grant (no provider
+//!    round trip).
 //! 3. `GET /oauth/callback/{provider}` (`callback`): the provider's answer,
 //!    accepted only from the browser session that started the flow, once.
 
+mod approve;
 mod callback;
 mod consent;
 mod open;

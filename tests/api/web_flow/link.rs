@@ -166,6 +166,7 @@ async fn the_connections_page_lists_disconnects_and_reconnects() {
             account: &account,
             tokens: &tokens,
             requested_scopes: &[],
+            client_id: Some("test-client"),
         },
     )
     .await

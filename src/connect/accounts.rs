@@ -1,0 +1,217 @@
+//! Several accounts at one provider (work and personal): which one a
+//! request means. The tool's `account` argument names it (label or the
+//! provider's account id); with several accounts and none named, the user
+//! is asked with a form-mode elicitation — a choice among their own
+//! labels, no secret — and the retry goes on with the answer. An answer
+//! that names no account is asked again. The choice travels in the sealed
+//! `requestState`, so a later round (an approval, a reconnect) keeps it.
+
+use rmcp::{
+    ErrorData,
+    model::{
+        ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema, EnumSchema,
+        InputRequest, InputRequests, InputRequiredResult, InputResponses,
+    },
+};
+use uuid::Uuid;
+
+use super::{Access, ClientKind, Need, internal};
+use crate::{
+    db::{self, connections::AccountChoice},
+    mcp::state::{self as request_state, RoundState},
+    providers::Provider,
+    startup::AppState,
+};
+
+/// The field of the form that holds the choice.
+const FIELD: &str = "account";
+
+/// The inputRequests key of a provider's account question.
+pub fn input_key(provider: &str) -> String {
+    format!("account_{provider}")
+}
+
+pub(super) enum Chosen<'s> {
+    /// Use this connection; `None`: the user has at most one (or none).
+    Connection(Option<Uuid>),
+    /// Answer the request with this.
+    Answer(Access<'s>),
+}
+
+pub(super) async fn choose<'s>(
+    state: &'s AppState,
+    need: &Need<'_>,
+    provider: &Provider,
+    round: Option<&RoundState>,
+) -> Result<Chosen<'s>, ErrorData> {
+    if let Some(id) = round.and_then(|r| r.account) {
+        return Ok(Chosen::Connection(Some(id)));
+    }
+    let p = need.principal;
+    let accounts = db::connections::accounts(&state.db, &p.issuer, &p.subject, provider.name())
+        .await
+        .map_err(internal)?;
+    let answer = round.and_then(|_| answer(need.input_responses, &input_key(provider.name())));
+    let named = match (need.account, &answer) {
+        (Some(name), _) => Some(name.to_owned()),
+        (None, Some(Answer::Chose(name))) => Some(name.clone()),
+        (None, Some(Answer::Declined)) => {
+            return Ok(Chosen::Answer(Access::Declined {
+                provider_name: provider.display_name().to_owned(),
+            }));
+        }
+        (None, Some(Answer::Cancelled)) => {
+            return Ok(Chosen::Answer(Access::Cancelled {
+                provider_name: provider.display_name().to_owned(),
+            }));
+        }
+        (None, None) => None,
+    };
+    match named {
+        Some(name) => match find(&accounts, &name) {
+            Some(a) => Ok(Chosen::Connection(Some(a.id))),
+            // A new account is connected by `connect` with a flag; a name
+            // that matches nothing is asked again among those there are.
+            None if accounts.is_empty() => Ok(Chosen::Connection(None)),
+            None => ask(state, need, provider, &accounts, round, Some(&name)),
+        },
+        None if accounts.len() > 1 => ask(state, need, provider, &accounts, round, None),
+        None => Ok(Chosen::Connection(accounts.first().map(|a| a.id))),
+    }
+}
+
+/// `connect {another_account: true}`: always through the provider (its
+/// account chooser); the retry completes with the account stored by that
+/// flow.
+pub(super) async fn add<'s>(
+    state: &'s AppState,
+    need: &Need<'_>,
+    provider: &'s Provider,
+    wanted: &[String],
+    round: Option<&RoundState>,
+) -> Result<Access<'s>, ErrorData> {
+    let p = need.principal;
+    let ticket = super::current_ticket(state, round)
+        .await?
+        .filter(|t| t.add_account);
+    if ticket.as_ref().is_some_and(|t| t.declined_at.is_some()) {
+        return Ok(Access::Declined {
+            provider_name: provider.display_name().to_owned(),
+        });
+    }
+    if let Some(since) = ticket.as_ref().and_then(|t| t.redeemed_at) {
+        let stored = |state: &'s AppState| async move {
+            db::connections::stored_since(&state.db, &p.issuer, &p.subject, provider.name(), since)
+                .await
+                .map_err(internal)
+        };
+        let mut rx = state.events.subscribe();
+        let mut added = stored(state).await?;
+        let accepted =
+            super::response_action(need.input_responses, &super::input_key(provider.name()))
+                == Some(ElicitationAction::Accept);
+        if added.is_none()
+            && accepted
+            && super::wait_for_connection(state, p, provider.name(), &mut rx, need.cancel).await
+        {
+            added = stored(state).await?;
+        }
+        if let Some(id) = added
+            && let super::Checked::Ready(token) =
+                super::check(state, p, provider, Some(id), wanted).await?
+        {
+            return super::grants::admit(state, need, provider, token, round).await;
+        }
+    }
+    super::ask(state, need, provider, wanted, &[], round, ticket).await
+}
+
+fn find<'a>(accounts: &'a [AccountChoice], name: &str) -> Option<&'a AccountChoice> {
+    accounts
+        .iter()
+        .find(|a| a.account_label == name)
+        .or_else(|| accounts.iter().find(|a| a.account_id == name))
+}
+
+enum Answer {
+    Chose(String),
+    Declined,
+    Cancelled,
+}
+
+fn answer(responses: Option<&InputResponses>, key: &str) -> Option<Answer> {
+    let value = responses?.get(key)?;
+    let action: ElicitationAction = serde_json::from_value(value.get("action")?.clone()).ok()?;
+    match action {
+        ElicitationAction::Accept => value
+            .get("content")?
+            .get(FIELD)?
+            .as_str()
+            .map(|s| Answer::Chose(s.chars().take(200).collect())),
+        ElicitationAction::Decline => Some(Answer::Declined),
+        ElicitationAction::Cancel => Some(Answer::Cancelled),
+        _ => None,
+    }
+}
+
+fn ask<'s>(
+    state: &'s AppState,
+    need: &Need<'_>,
+    provider: &Provider,
+    accounts: &[AccountChoice],
+    round: Option<&RoundState>,
+    unknown: Option<&str>,
+) -> Result<Chosen<'s>, ErrorData> {
+    let labels: Vec<String> = accounts.iter().map(|a| a.account_label.clone()).collect();
+    let names = labels.join(", ");
+    if need.client == ClientKind::Legacy {
+        return Err(ErrorData::invalid_params(
+            format!(
+                "You have several {} accounts ({names}); name one in the `account` argument.",
+                provider.display_name()
+            ),
+            None,
+        ));
+    }
+    let schema = ElicitationSchema::builder()
+        .required_enum_schema(FIELD, EnumSchema::builder(labels).build())
+        .description("The account to use.")
+        .build()
+        .map_err(internal)?;
+    let message = match unknown {
+        Some(_) => format!(
+            "That is not one of your {} accounts. Which one should be used?",
+            provider.display_name()
+        ),
+        None => format!(
+            "You have several {} accounts connected. Which one should be used?",
+            provider.display_name()
+        ),
+    };
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: schema,
+    };
+    let mut requests = InputRequests::new();
+    requests.insert(
+        input_key(provider.name()),
+        InputRequest::Elicitation(ElicitRequest::new(params)),
+    );
+    let next = RoundState {
+        ticket_id: Uuid::nil(),
+        ticket: String::new(),
+        provider: provider.name().to_owned(),
+        round: round.map_or(1, |r| r.round.saturating_add(1)),
+        account: None,
+    };
+    let sealed = request_state::seal(
+        &state.keys,
+        &need.binding,
+        &next,
+        state.settings.flow.request_state_ttl(),
+    );
+    Ok(Chosen::Answer(Access::InputRequired(
+        InputRequiredResult::new(Some(requests), Some(sealed)),
+    )))
+}

@@ -1,0 +1,331 @@
+//! How an MCP client is named to its user. An operator's name for a known
+//! client id comes first; a client id that is an https URL is an OAuth
+//! Client ID Metadata Document, fetched (address-checked, size- and
+//! time-limited, cached) for its `client_name` and `client_uri` host;
+//! anything else, or a document that cannot be used, is shown as the bare
+//! id. A name from a document is the client's own claim: the pages show the
+//! id beside it.
+
+use std::{
+    collections::HashMap,
+    net::{IpAddr, SocketAddr},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use url::{Host, Url};
+
+use crate::config::Settings;
+
+/// Largest document read (the draft's suggested limit).
+const MAX_DOCUMENT_BYTES: usize = 5 * 1024;
+/// The whole fetch, connect to last byte.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
+const CACHE_OK: Duration = Duration::from_secs(3600);
+const CACHE_FAILED: Duration = Duration::from_secs(300);
+const CACHE_ENTRIES: usize = 1024;
+const MAX_NAME_CHARS: usize = 80;
+const MAX_CLIENT_ID_LEN: usize = 1024;
+
+/// A client as shown on a page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientName {
+    /// The client id as the token carries it.
+    pub id: String,
+    /// A name, when the operator or the client's metadata gives one.
+    pub name: Option<String>,
+    /// The host of the client's `client_uri`, from its metadata.
+    pub host: Option<String>,
+}
+
+impl ClientName {
+    /// The name, else the id.
+    pub fn shown(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.id)
+    }
+}
+
+#[derive(Clone)]
+struct Metadata {
+    name: Option<String>,
+    host: Option<String>,
+}
+
+pub struct ClientNames {
+    names: HashMap<String, String>,
+    trusted_hosts: Vec<String>,
+    allow_http: bool,
+    guarded: reqwest::Client,
+    trusted: reqwest::Client,
+    cache: Mutex<HashMap<String, (Instant, Option<Metadata>)>>,
+}
+
+impl ClientNames {
+    pub fn new(settings: &Settings) -> Result<Self, reqwest::Error> {
+        let builder = || {
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(FETCH_TIMEOUT)
+                .user_agent(concat!("mcp-connect/", env!("CARGO_PKG_VERSION")))
+        };
+        Ok(Self {
+            names: settings
+                .clients
+                .names
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            trusted_hosts: settings.clients.metadata_trusted_hosts.clone(),
+            allow_http: settings.insecure_http,
+            guarded: builder().dns_resolver(Arc::new(PublicOnly)).build()?,
+            trusted: builder().build()?,
+            cache: Mutex::default(),
+        })
+    }
+
+    /// The client as it should be shown. Never fails: the id is the fallback.
+    pub async fn describe(&self, client_id: &str) -> ClientName {
+        let bare = ClientName {
+            id: client_id.to_owned(),
+            name: None,
+            host: None,
+        };
+        if let Some(name) = self.names.get(client_id) {
+            return ClientName {
+                name: Some(name.clone()),
+                ..bare
+            };
+        }
+        let Some(url) = self.metadata_url(client_id) else {
+            return bare;
+        };
+        let metadata = match self.cached(client_id) {
+            Some(found) => found,
+            None => {
+                let fetched = self.fetch(&url).await;
+                self.remember(client_id, fetched.clone());
+                fetched
+            }
+        };
+        match metadata {
+            Some(m) => ClientName {
+                name: m.name,
+                host: m.host,
+                ..bare
+            },
+            None => bare,
+        }
+    }
+
+    /// The client id as a document URL, if it is one we may fetch.
+    fn metadata_url(&self, client_id: &str) -> Option<Url> {
+        if client_id.len() > MAX_CLIENT_ID_LEN {
+            return None;
+        }
+        let url = Url::parse(client_id).ok()?;
+        let scheme_ok = url.scheme() == "https" || (self.allow_http && url.scheme() == "http");
+        let shaped = scheme_ok
+            && url.username().is_empty()
+            && url.password().is_none()
+            && url.fragment().is_none()
+            && url.path() != "/";
+        if !shaped {
+            return None;
+        }
+        // reqwest does not resolve an address literal: check it here.
+        let literal_ok = match url.host()? {
+            Host::Domain(_) => true,
+            Host::Ipv4(ip) => is_public(IpAddr::V4(ip)),
+            Host::Ipv6(ip) => is_public(IpAddr::V6(ip)),
+        };
+        (literal_ok || self.is_trusted(&url)).then_some(url)
+    }
+
+    fn is_trusted(&self, url: &Url) -> bool {
+        let host = url.host_str().unwrap_or_default();
+        let with_port = url
+            .port_or_known_default()
+            .map(|p| format!("{host}:{p}"))
+            .unwrap_or_default();
+        self.trusted_hosts
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case(host) || t.eq_ignore_ascii_case(&with_port))
+    }
+
+    fn cached(&self, client_id: &str) -> Option<Option<Metadata>> {
+        let cache = self.cache.lock().ok()?;
+        let (at, value) = cache.get(client_id)?;
+        let ttl = if value.is_some() {
+            CACHE_OK
+        } else {
+            CACHE_FAILED
+        };
+        (at.elapsed() < ttl).then(|| value.clone())
+    }
+
+    fn remember(&self, client_id: &str, value: Option<Metadata>) {
+        let Ok(mut cache) = self.cache.lock() else {
+            return;
+        };
+        if cache.len() >= CACHE_ENTRIES {
+            cache.retain(|_, (at, _)| at.elapsed() < CACHE_FAILED);
+            if cache.len() >= CACHE_ENTRIES {
+                cache.clear();
+            }
+        }
+        cache.insert(client_id.to_owned(), (Instant::now(), value));
+    }
+
+    async fn fetch(&self, url: &Url) -> Option<Metadata> {
+        let client = if self.is_trusted(url) {
+            &self.trusted
+        } else {
+            &self.guarded
+        };
+        match fetch_document(client, url).await {
+            Ok(m) => Some(m),
+            Err(why) => {
+                tracing::info!(client_id = %url, why, "client metadata not used");
+                None
+            }
+        }
+    }
+}
+
+async fn fetch_document(client: &reqwest::Client, url: &Url) -> Result<Metadata, &'static str> {
+    let mut response = client
+        .get(url.clone())
+        .header("Accept", "application/json")
+        .send()
+        .await
+        .map_err(|_| "fetch failed")?;
+    if !response.status().is_success() {
+        return Err("not 2xx");
+    }
+    let mut body = Vec::new();
+    loop {
+        match tokio::time::timeout(FETCH_TIMEOUT, response.chunk()).await {
+            Ok(Ok(Some(chunk))) => {
+                if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
+                    return Err("too large");
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(Ok(None)) => break,
+            Ok(Err(_)) | Err(_) => return Err("read failed"),
+        }
+    }
+    let doc: serde_json::Value = serde_json::from_slice(&body).map_err(|_| "not JSON")?;
+    // The document must name itself: anything else is not this client's.
+    if doc.get("client_id").and_then(|v| v.as_str()) != Some(url.as_str()) {
+        return Err("client_id does not match the URL");
+    }
+    let name = doc
+        .get("client_name")
+        .and_then(|v| v.as_str())
+        .map(clean)
+        .filter(|n| !n.is_empty());
+    let host = doc
+        .get("client_uri")
+        .and_then(|v| v.as_str())
+        .and_then(|u| Url::parse(u).ok())
+        .filter(|u| u.scheme() == "https" || u.scheme() == "http")
+        .and_then(|u| u.host_str().map(str::to_owned));
+    Ok(Metadata { name, host })
+}
+
+/// A display name: no control characters, bounded length.
+fn clean(raw: &str) -> String {
+    raw.chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_NAME_CHARS)
+        .collect::<String>()
+        .trim()
+        .to_owned()
+}
+
+/// Whether an address is on the public internet (no loopback, private,
+/// link-local, shared, documentation, multicast or reserved range).
+fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            !(v4.is_private()
+                || v4.is_loopback()
+                || v4.is_link_local()
+                || v4.is_broadcast()
+                || v4.is_documentation()
+                || v4.is_unspecified()
+                || v4.is_multicast()
+                || a == 0
+                || a >= 240
+                || (a == 100 && (64..128).contains(&b))
+                || (a == 198 && (18..20).contains(&b))
+                || (a == 192 && b == 0))
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+                || first == 0x2001 && v6.segments()[1] == 0x0db8)
+        }
+    }
+}
+
+/// Resolves names to public addresses only: a document host that points
+/// inside the network is not fetched.
+struct PublicOnly;
+
+impl Resolve for PublicOnly {
+    fn resolve(&self, name: Name) -> Resolving {
+        Box::pin(async move {
+            let found = tokio::net::lookup_host((name.as_str(), 0)).await?;
+            let public: Vec<SocketAddr> = found.filter(|a| is_public(a.ip())).collect();
+            if public.is_empty() {
+                return Err("the name resolves to no public address".into());
+            }
+            let addrs: Addrs = Box::new(public.into_iter());
+            Ok(addrs)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_public_addresses_pass() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(!is_public(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["93.184.216.34", "2606:4700::1111", "1.1.1.1"] {
+            assert!(is_public(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn names_are_cleaned_and_bounded() {
+        assert_eq!(clean(" Bad\u{7}\nName "), "BadName");
+        assert_eq!(clean(&"x".repeat(500)).len(), MAX_NAME_CHARS);
+    }
+}

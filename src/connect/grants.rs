@@ -1,0 +1,222 @@
+//! Per-client grants: a connection serves only the MCP clients its user
+//! allowed to use it. The client that connected an account is granted by
+//! the consent given in that flow; any other client of the same user is
+//! sent, by URL elicitation, to a short approval page on this server (a
+//! ticket like a connect link's, with no provider round trip), and its
+//! retry completes once the user allowed it. `grants = "per_user"` turns
+//! the check off.
+
+use rmcp::{ErrorData, model::ElicitationAction};
+use uuid::Uuid;
+
+use super::{
+    Access, ClientKind, Need, UsableToken, answer_with_link, current_ticket, elicit, events,
+    input_key, internal, response_action, take_link, tickets,
+};
+use crate::{
+    config::GrantMode,
+    db::{self, tickets::Ticket},
+    mcp::state::RoundState,
+    providers::Provider,
+    startup::AppState,
+};
+
+/// Hands out `token` if the calling client may use its connection;
+/// otherwise asks the user (or reports their answer to an earlier ask).
+pub(super) async fn admit<'s>(
+    state: &'s AppState,
+    need: &Need<'_>,
+    provider: &'s Provider,
+    token: UsableToken,
+    round: Option<&RoundState>,
+) -> Result<Access<'s>, ErrorData> {
+    let p = need.principal;
+    if state.settings.grants == GrantMode::PerUser
+        || granted(state, token.connection_id, &p.client_id).await?
+    {
+        return Ok(Access::Ready { token, provider });
+    }
+    // The approval ticket of the previous round, if it was one for this
+    // connection.
+    let ticket = current_ticket(state, round)
+        .await?
+        .filter(|t| t.connection_id == Some(token.connection_id));
+    let declined = |t: &Option<Ticket>| t.as_ref().is_some_and(|t| t.declined_at.is_some());
+    if declined(&ticket) {
+        return Ok(Access::Declined {
+            provider_name: provider.display_name().to_owned(),
+        });
+    }
+    let accepted = round.is_some()
+        && response_action(need.input_responses, &input_key(provider.name()))
+            == Some(ElicitationAction::Accept);
+    let ticket = if accepted && ticket.is_some() {
+        // The user says they are done: wait for the grant, announced by
+        // whichever instance stored it. Subscribed before looking again,
+        // so an approval in between is not missed.
+        let mut rx = state.events.subscribe();
+        if granted(state, token.connection_id, &p.client_id).await?
+            || (super::wait_for_connection(state, p, provider.name(), &mut rx, need.cancel).await
+                && granted(state, token.connection_id, &p.client_id).await?)
+        {
+            return Ok(Access::Ready { token, provider });
+        }
+        let again = current_ticket(state, round)
+            .await?
+            .filter(|t| t.connection_id == Some(token.connection_id));
+        if declined(&again) {
+            return Ok(Access::Declined {
+                provider_name: provider.display_name().to_owned(),
+            });
+        }
+        again
+    } else {
+        ticket
+    };
+    ask(state, need, provider, &token, round, ticket).await
+}
+
+/// Whether `client_id` may use the connection; notes the use (at most once
+/// a minute) when it may.
+async fn granted(
+    state: &AppState,
+    connection_id: Uuid,
+    client_id: &str,
+) -> Result<bool, ErrorData> {
+    let mut conn = state.hot_db.acquire().await.map_err(internal)?;
+    let found = db::client_grants::find(&mut *conn, connection_id, client_id).await;
+    conn.finish(&found);
+    let Some(grant) = found.map_err(internal)? else {
+        return Ok(false);
+    };
+    let stale = grant
+        .last_used_at
+        .is_none_or(|at| at < chrono::Utc::now() - chrono::Duration::minutes(1));
+    if stale {
+        let mut conn = state.hot_db.acquire().await.map_err(internal)?;
+        let touched = db::client_grants::touch(&mut *conn, connection_id, client_id).await;
+        conn.finish(&touched);
+        touched.map_err(internal)?;
+    }
+    Ok(true)
+}
+
+/// Sends the user to the approval page: the same link while its ticket
+/// lives, a new one after.
+async fn ask<'s>(
+    state: &'s AppState,
+    need: &Need<'_>,
+    provider: &Provider,
+    token: &UsableToken,
+    round: Option<&RoundState>,
+    ticket: Option<Ticket>,
+) -> Result<Access<'s>, ErrorData> {
+    let p = need.principal;
+    if let ClientKind::Modern {
+        url_elicitation: false,
+    } = need.client
+    {
+        return Err(elicit::missing_url_capability(state, provider));
+    }
+    let reusable = match (round, ticket) {
+        (Some(r), Some(t))
+            if t.redeemed_at.is_none()
+                && t.declined_at.is_none()
+                && t.expires_at > chrono::Utc::now() =>
+        {
+            Some((t.id, r.ticket.clone()))
+        }
+        _ => None,
+    };
+    let link = match reusable {
+        Some(found) => found,
+        None => {
+            take_link(state, p)?;
+            let t = tickets::issue_approval(
+                state,
+                &p.issuer,
+                &p.subject,
+                &p.client_id,
+                provider.name(),
+                token.connection_id,
+            )
+            .await
+            .map_err(internal)?;
+            (t.id, t.secret)
+        }
+    };
+    let client = state.client_names.describe(&p.client_id).await;
+    let message = elicit::approval_message(provider, client.shown(), &token.account_label);
+    answer_with_link(state, need, provider, round, link, message)
+}
+
+/// What allowing a client did.
+pub enum Allowed {
+    /// The grant is stored (or was there already).
+    Granted,
+    /// The ticket was used, declined or expired meanwhile.
+    TicketGone,
+    /// The connection is gone (disconnected meanwhile).
+    ConnectionGone,
+}
+
+/// The user allowed the ticket's client on its connection (approval page,
+/// Allow): redeems the ticket and stores the grant in one transaction, then
+/// wakes the client's waiting retry on whichever instance it is.
+pub async fn allow(
+    state: &AppState,
+    user: (&str, &str),
+    ticket: &Ticket,
+) -> anyhow::Result<Allowed> {
+    let (issuer, subject) = user;
+    let Some(connection_id) = ticket.connection_id else {
+        return Ok(Allowed::TicketGone);
+    };
+    let mut tx = state.db.begin().await?;
+    if db::tickets::redeem(&mut *tx, ticket.id, issuer, subject)
+        .await?
+        .is_none()
+    {
+        return Ok(Allowed::TicketGone);
+    }
+    let Some(connection) =
+        db::connections::find_summary_for_user(&mut *tx, issuer, subject, connection_id).await?
+    else {
+        return Ok(Allowed::ConnectionGone);
+    };
+    db::client_grants::insert(&mut *tx, connection_id, &ticket.client_id).await?;
+    events::notify(
+        &mut *tx,
+        &events::key(issuer, subject, &connection.provider),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Allowed::Granted)
+}
+
+/// Grants the client that connected an account (inside the transaction
+/// that stores the connection). The site's own web client is not an MCP
+/// client: a connection made from the connections page starts with no
+/// grant, and the first MCP client is asked.
+pub(crate) async fn grant_connecting_client(
+    state: &AppState,
+    exec: &mut sqlx::PgConnection,
+    connection_id: Uuid,
+    client_id: &str,
+) -> Result<(), sqlx::Error> {
+    if state.settings.auth.web_client_id.as_deref() == Some(client_id) {
+        return Ok(());
+    }
+    db::client_grants::insert(exec, connection_id, client_id).await?;
+    Ok(())
+}
+
+/// "Remove access" on the connections page. The connection stays.
+pub async fn remove(
+    state: &AppState,
+    p: (&str, &str),
+    connection_id: Uuid,
+    client_id: &str,
+) -> anyhow::Result<bool> {
+    Ok(db::client_grants::delete_for_user(&state.db, p.0, p.1, connection_id, client_id).await?)
+}

@@ -1,0 +1,103 @@
+//! The approval page: "*client* wants to use your *provider* account
+//! *label*" with Allow and Deny. Reached through the same ticketed link,
+//! sign-in and identity check as a connect, and posted to the same
+//! `POST /connect` with the same CSRF token bound to the ticket; Allow
+//! stores the grant with no provider round trip, Deny declines the ticket
+//! (handled by `consent::cancel`, as for a connect).
+
+use actix_web::{HttpRequest, HttpResponse, http::StatusCode};
+use askama::Template;
+use serde_json::json;
+
+use super::{audit, consent::csrf_purpose, consent::provider_of};
+use crate::{
+    connect::grants::{self, Allowed},
+    db::{self, audit::AuditKind, tickets::Ticket},
+    startup::AppState,
+    web::{
+        pages::{self, Notice, WebError},
+        session::SignedInUser,
+    },
+};
+
+#[derive(Template)]
+#[template(path = "connect/approve.html")]
+struct ApprovePage {
+    signed_in: Option<String>,
+    client: String,
+    /// The client id, shown beside a name the client gave itself.
+    client_id: Option<String>,
+    /// The host of the client's `client_uri`, from its metadata.
+    client_host: Option<String>,
+    provider: String,
+    account: String,
+    ticket_id: String,
+    csrf: String,
+}
+
+pub(super) async fn show(
+    state: &AppState,
+    user: &SignedInUser,
+    ticket: &Ticket,
+) -> Result<HttpResponse, WebError> {
+    let provider = provider_of(state, ticket)?;
+    let connection = match ticket.connection_id {
+        Some(id) => {
+            db::connections::find_summary_for_user(&state.db, &user.issuer, &user.subject, id)
+                .await?
+        }
+        None => None,
+    };
+    let connection = connection.ok_or(WebError::LinkGone)?;
+    let client = state.client_names.describe(&ticket.client_id).await;
+    let page = ApprovePage {
+        signed_in: Some(user.display_name.clone()),
+        client: client.shown().to_owned(),
+        client_id: client.name.is_some().then(|| client.id.clone()),
+        client_host: client.host.clone(),
+        provider: provider.display_name().to_owned(),
+        account: connection.account_label,
+        ticket_id: ticket.id.to_string(),
+        csrf: user.csrf_token(&csrf_purpose(ticket.id)),
+    };
+    Ok(pages::render(StatusCode::OK, &page))
+}
+
+pub(super) async fn allow(
+    state: &AppState,
+    req: &HttpRequest,
+    user: &SignedInUser,
+    ticket: &Ticket,
+) -> Result<HttpResponse, WebError> {
+    let provider = provider_of(state, ticket)?;
+    match grants::allow(state, (&user.issuer, &user.subject), ticket).await? {
+        Allowed::Granted => {}
+        Allowed::TicketGone | Allowed::ConnectionGone => return Err(WebError::LinkGone),
+    }
+    db::web_sessions::clear_pending_ticket(&state.db, user.session_id, ticket.id).await?;
+    audit(
+        state,
+        req,
+        AuditKind::GrantCreated,
+        Some((&user.issuer, &user.subject)),
+        Some(provider.name()),
+        json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "connection_id": ticket.connection_id }),
+    )
+    .await;
+    let client = state.client_names.describe(&ticket.client_id).await;
+    Ok(pages::render(
+        StatusCode::OK,
+        &Notice {
+            signed_in: Some(user.display_name.clone()),
+            tone: "ok",
+            title: format!("{} allowed", client.shown()),
+            lines: vec![format!(
+                "{} can now use your {} account — you can return to your MCP client.",
+                client.shown(),
+                provider.display_name()
+            )],
+            facts: Vec::new(),
+            link: Some(("/connections".into(), "See your connections".into())),
+        },
+    ))
+}

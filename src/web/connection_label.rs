@@ -1,0 +1,52 @@
+//! Renaming a connection on the connections page (`POST
+//! /connections/label`, CSRF-checked): the label tells a person's accounts
+//! at one provider apart, and is what tools take as `account` and what the
+//! account question lists. A renamed label survives reconnects.
+
+use actix_web::{HttpResponse, web};
+use uuid::Uuid;
+
+use super::{
+    forms,
+    pages::{WebError, see_other},
+    session::SignedInUser,
+};
+use crate::{db, startup::AppState};
+
+pub const LABEL_PATH: &str = "/connections/label";
+const MAX_LABEL_CHARS: usize = 64;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route(LABEL_PATH, web::post().to(rename));
+}
+
+pub fn purpose(connection_id: Uuid) -> String {
+    format!("label:{connection_id}")
+}
+
+async fn rename(
+    state: web::Data<AppState>,
+    user: SignedInUser,
+    payload: web::Payload,
+) -> Result<HttpResponse, WebError> {
+    let form = forms::form(payload).await?;
+    let connection_id = form
+        .get("connection")
+        .and_then(|c| Uuid::parse_str(c).ok())
+        .ok_or(WebError::BadRequest(
+            "The form is incomplete. Go back and reload the page.",
+        ))?;
+    user.check_csrf(&purpose(connection_id), &form)?;
+    let label = form.get("label").map(str::trim).unwrap_or_default();
+    let fits = !label.is_empty()
+        && label.chars().count() <= MAX_LABEL_CHARS
+        && !label.chars().any(char::is_control);
+    if !fits {
+        return Err(WebError::BadRequest(
+            "A label is 1 to 64 characters, without control characters.",
+        ));
+    }
+    db::connections::set_label(&state.db, &user.issuer, &user.subject, connection_id, label)
+        .await?;
+    Ok(see_other("/connections"))
+}

@@ -1,0 +1,291 @@
+//! Several accounts at one provider: with several and none named the call
+//! asks which (a form-mode elicitation listing the labels), the retry goes
+//! on with the choice, an unknown choice is asked again, and grants are per
+//! account.
+
+use std::time::Duration;
+
+use mcp_connect::{
+    connect::vault::{NewConnection, store_connection},
+    providers::{Account, TokenSet},
+};
+use secrecy::SecretString;
+use serde_json::{Value, json};
+
+use crate::helpers::{CLIENT_ID, TestApp, spawn_app};
+
+async fn store(app: &TestApp, id: &str, label: &str, client: &str) {
+    let tokens = TokenSet {
+        access_token: SecretString::from(format!("at-{id}")),
+        refresh_token: None,
+        expires_in: Some(Duration::from_secs(3600)),
+        scopes: Some(vec!["profile".to_owned()]),
+        token_type: "Bearer".to_owned(),
+    };
+    store_connection(
+        &app.state,
+        NewConnection {
+            issuer: &app.dev.issuer(),
+            subject: "alice",
+            provider: "demo",
+            account: &Account {
+                id: id.to_owned(),
+                label: label.to_owned(),
+            },
+            tokens: &tokens,
+            requested_scopes: &[],
+            client_id: Some(client),
+        },
+    )
+    .await
+    .unwrap();
+}
+
+async fn connect(app: &TestApp, client: &str, extra: Value) -> Value {
+    let mut params = json!({"name": "connect", "arguments": {"provider": "demo"}});
+    if let Value::Object(extra) = extra {
+        for (k, v) in extra {
+            if k == "arguments" {
+                params["arguments"]
+                    .as_object_mut()
+                    .unwrap()
+                    .extend(v.as_object().unwrap().clone());
+            } else {
+                params[k] = v;
+            }
+        }
+    }
+    let (status, body) = app.mcp_as(client, "alice", "tools/call", params).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+fn form(body: &Value) -> &Value {
+    assert_eq!(body["result"]["resultType"], "input_required", "{body}");
+    let request = &body["result"]["inputRequests"]["account_demo"];
+    assert_eq!(request["method"], "elicitation/create", "{body}");
+    let params = &request["params"];
+    assert!(
+        params["mode"].is_null() || params["mode"] == "form",
+        "{body}"
+    );
+    params
+}
+
+fn choose(state: &str, choice: &str) -> Value {
+    json!({"requestState": state,
+        "inputResponses": {"account_demo": {"action": "accept", "content": {"account": choice}}}})
+}
+
+#[tokio::test]
+async fn with_two_accounts_the_user_is_asked_which_and_the_retry_uses_it() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    store(&app, "p-2", "personal", CLIENT_ID).await;
+
+    let first = connect(&app, CLIENT_ID, json!({})).await;
+    let params = form(&first);
+    assert_eq!(
+        params["requestedSchema"]["properties"]["account"]["enum"],
+        json!(["work", "personal"]),
+        "{first}"
+    );
+    let state = first["result"]["requestState"].as_str().unwrap();
+
+    // An answer that names no account: the form again.
+    let unknown = connect(&app, CLIENT_ID, choose(state, "nope")).await;
+    let again = form(&unknown);
+    assert!(
+        again["message"].as_str().unwrap().contains("not one of"),
+        "{unknown}"
+    );
+    let state = unknown["result"]["requestState"].as_str().unwrap();
+
+    let done = connect(&app, CLIENT_ID, choose(state, "personal")).await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"]["account_id"], "p-2",
+        "{done}"
+    );
+    // Named in the arguments: no question.
+    let named = connect(&app, CLIENT_ID, json!({"arguments": {"account": "work"}})).await;
+    assert_eq!(
+        named["result"]["structuredContent"]["account_id"], "w-1",
+        "{named}"
+    );
+    // Declining the question is a decline.
+    let state = first["result"]["requestState"].as_str().unwrap();
+    let declined = connect(
+        &app,
+        CLIENT_ID,
+        json!({"requestState": state, "inputResponses": {"account_demo": {"action": "decline"}}}),
+    )
+    .await;
+    assert_eq!(declined["result"]["isError"], true, "{declined}");
+}
+
+#[tokio::test]
+async fn one_account_asks_nothing() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    let body = connect(&app, CLIENT_ID, json!({})).await;
+    assert_eq!(
+        body["result"]["structuredContent"]["account_id"], "w-1",
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn grants_are_per_account() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    store(&app, "p-2", "personal", "other-client").await;
+    let work = connect(&app, CLIENT_ID, json!({"arguments": {"account": "work"}})).await;
+    assert_eq!(work["result"]["resultType"], "complete", "{work}");
+    // Chosen through the form: the choice is kept into the approval round.
+    let first = connect(&app, CLIENT_ID, json!({})).await;
+    let state = first["result"]["requestState"].as_str().unwrap();
+    let personal = connect(&app, CLIENT_ID, choose(state, "personal")).await;
+    assert_eq!(
+        personal["result"]["resultType"], "input_required",
+        "{personal}"
+    );
+    let approval = &personal["result"]["inputRequests"]["connect_demo"]["params"];
+    assert_eq!(approval["mode"], "url", "{personal}");
+    assert!(
+        approval["message"].as_str().unwrap().contains("personal"),
+        "{personal}"
+    );
+    // Its retry, still unapproved, keeps asking about the personal account.
+    let state = personal["result"]["requestState"].as_str().unwrap();
+    let retry = connect(
+        &app,
+        CLIENT_ID,
+        json!({"requestState": state, "inputResponses": {"connect_demo": {"action": "accept"}}}),
+    )
+    .await;
+    assert_eq!(
+        retry["result"]["inputRequests"]["connect_demo"]["params"]["url"], approval["url"],
+        "{retry}"
+    );
+}
+
+#[tokio::test]
+async fn connect_adds_another_account_through_the_providers_chooser() {
+    use crate::{
+        browser::Browser,
+        full_flow::{approve_at_demo, connect_demo, elicit, open_and_continue, retry_accepted},
+    };
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let args = json!({"provider": "demo", "another_account": true});
+    let (url, state) = elicit(&app, "alice", "connect", args.clone(), "connect_demo").await;
+    let browser = Browser::new(&app);
+    let to_provider = open_and_continue(&browser, &url, "alice").await;
+    let location = to_provider.location.clone().unwrap();
+    assert!(location.contains("prompt=select_account"), "{location}");
+    approve_at_demo(&browser, &to_provider, "hubot").await;
+    let done = retry_accepted(&app, "alice", "connect", args, &state, "connect_demo").await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"]["account"], "hubot",
+        "{done}"
+    );
+
+    // Two accounts now: which one, asked by form; named, the provider's own answer.
+    let (_, asked) = app
+        .call_tool("alice", "whoami", json!({"provider": "demo"}))
+        .await;
+    assert_eq!(
+        form(&asked)["requestedSchema"]["properties"]["account"]["enum"],
+        json!(["octo", "hubot"]),
+        "{asked}"
+    );
+    for name in ["hubot", "octo"] {
+        let (_, body) = app
+            .call_tool(
+                "alice",
+                "whoami",
+                json!({"provider": "demo", "account": name}),
+            )
+            .await;
+        assert_eq!(
+            body["result"]["structuredContent"]["account"], name,
+            "{body}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_label_renamed_on_the_connections_page_is_the_account_name_and_survives_reconnects() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    store(&app, "p-2", "personal", CLIENT_ID).await;
+    let browser = crate::browser::Browser::new(&app);
+    browser.sign_in("alice").await;
+    let page = browser.get("/connections").await;
+    let id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connections WHERE account_id = 'p-2'")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let marker = format!("name=\"connection\" value=\"{id}\"");
+    let at = page.body.find(&marker).expect("a label form");
+    let start = page.body[..at].rfind("<form").unwrap();
+    let end = at + page.body[at..].find("</form>").unwrap() + "</form>".len();
+    let mut fields =
+        crate::browser::form_fields(&page.body[start..end], "/connections/label").unwrap();
+    fields.retain(|(k, _)| k != "label");
+    fields.push(("label".into(), "home".into()));
+    let renamed = browser.post_form("/connections/label", &fields).await;
+    assert_eq!(renamed.status, 303, "{}", renamed.body);
+    // A forged form (no CSRF token) renames nothing.
+    let forged: Vec<(String, String)> = vec![
+        ("connection".into(), id.to_string()),
+        ("label".into(), "evil".into()),
+    ];
+    assert_eq!(
+        browser
+            .post_form("/connections/label", &forged)
+            .await
+            .status,
+        403
+    );
+
+    store(&app, "p-2", "personal", CLIENT_ID).await;
+    let body = connect(&app, CLIENT_ID, json!({"arguments": {"account": "home"}})).await;
+    assert_eq!(
+        body["result"]["structuredContent"]["account_id"], "p-2",
+        "{body}"
+    );
+    assert_eq!(
+        body["result"]["structuredContent"]["account"], "home",
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn the_connections_page_disconnects_the_account_of_its_row() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    store(&app, "p-2", "personal", CLIENT_ID).await;
+    let id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connections WHERE account_id = 'p-2'")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let browser = crate::browser::Browser::new(&app);
+    browser.sign_in("alice").await;
+    let list = browser.get("/connections").await;
+    let link = format!("/connections/demo/disconnect?connection={id}");
+    assert!(list.body.contains(&link), "{}", list.body);
+    let confirm = browser.get(&link).await;
+    assert!(confirm.body.contains("personal"), "{}", confirm.body);
+    let done = browser
+        .submit(&confirm, "/connections/demo/disconnect", &[])
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    let left: Vec<String> = sqlx::query_scalar("SELECT account_id FROM connections")
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(left, vec!["w-1".to_owned()]);
+}

@@ -1,0 +1,227 @@
+//! Per-client grants: a connection made through one MCP client is used by
+//! another client of the same user only after the user allowed it on the
+//! approval page; "remove access" asks it again; Deny is a decline; the
+//! client that connected is never asked; `per_user` turns it off.
+
+use serde_json::{Value, json};
+
+use crate::{
+    browser::{Browser, Page},
+    full_flow::connect_demo,
+    helpers::{CLIENT_ID, TestApp, spawn_app, spawn_app_with},
+};
+
+const OTHER: &str = "other-client";
+
+async fn whoami_as(app: &TestApp, client: &str, extra: Value) -> Value {
+    let mut params = json!({"name": "whoami", "arguments": {"provider": "demo"}});
+    if let Value::Object(extra) = extra {
+        params.as_object_mut().unwrap().extend(extra);
+    }
+    let (status, body) = app.mcp_as(client, "alice", "tools/call", params).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// The first call of `client`: `input_required` to the approval page.
+/// Returns (url, requestState, the elicitation's message).
+pub async fn asked(app: &TestApp, client: &str) -> (String, String, String) {
+    let body = whoami_as(app, client, json!({})).await;
+    assert_eq!(body["result"]["resultType"], "input_required", "{body}");
+    let params = &body["result"]["inputRequests"]["connect_demo"]["params"];
+    assert_eq!(params["mode"], "url", "{body}");
+    (
+        params["url"].as_str().unwrap().to_owned(),
+        body["result"]["requestState"].as_str().unwrap().to_owned(),
+        params["message"].as_str().unwrap().to_owned(),
+    )
+}
+
+pub async fn retry(app: &TestApp, client: &str, state: &str, action: &str) -> Value {
+    whoami_as(
+        app,
+        client,
+        json!({"requestState": state, "inputResponses": {"connect_demo": {"action": action}}}),
+    )
+    .await
+}
+
+fn completed_as_octo(body: &Value) {
+    assert_eq!(body["result"]["resultType"], "complete", "{body}");
+    assert_ne!(body["result"]["isError"], true, "{body}");
+    assert_eq!(
+        body["result"]["structuredContent"]["account"], "octo",
+        "{body}"
+    );
+}
+
+/// Opens an approval link as alice (signing in on the way if need be) and
+/// returns the approval page.
+pub async fn approval_page(browser: &Browser, url: &str) -> Page {
+    let mut page = browser.get(url).await;
+    if page.status == 303
+        && page
+            .location
+            .as_deref()
+            .is_some_and(|l| !l.starts_with("/connect/consent"))
+    {
+        page = browser.sign_in_from(page, "alice").await;
+    }
+    while page.status == 303 {
+        page = browser.follow(&page).await;
+    }
+    assert_eq!(page.status, 200, "{}", page.body);
+    page
+}
+
+async fn count(app: &TestApp, sql: &str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(&app.db).await.unwrap()
+}
+
+#[tokio::test]
+async fn another_client_is_asked_once_the_connecting_client_never() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    // The client that connected is granted by that consent.
+    completed_as_octo(&whoami_as(&app, CLIENT_ID, json!({})).await);
+
+    let (url, state, message) = asked(&app, OTHER).await;
+    assert!(
+        url.starts_with(&format!("{}/connect?ticket=", app.base)),
+        "{url}"
+    );
+    assert!(
+        message.contains(OTHER) && message.contains("octo"),
+        "{message}"
+    );
+    // Not yet approved: the retry asks again, with the same link.
+    let again = retry(&app, OTHER, &state, "accept").await;
+    assert_eq!(again["result"]["resultType"], "input_required", "{again}");
+    assert_eq!(
+        again["result"]["inputRequests"]["connect_demo"]["params"]["url"], url,
+        "{again}"
+    );
+    let state = again["result"]["requestState"].as_str().unwrap().to_owned();
+
+    let browser = Browser::new(&app);
+    let page = approval_page(&browser, &url).await;
+    assert!(
+        page.body
+            .contains(&format!("{OTHER} wants to use your Demo account octo")),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains(">Allow<") && page.body.contains(">Deny<"),
+        "{}",
+        page.body
+    );
+    let flows_before = count(&app, "SELECT count(*) FROM oauth_flows").await;
+    let done = browser
+        .submit(&page, "/connect", &[("action", "continue")])
+        .await;
+    assert_eq!(done.status, 200, "no provider round trip: {}", done.body);
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM oauth_flows").await,
+        flows_before
+    );
+    completed_as_octo(&retry(&app, OTHER, &state, "accept").await);
+    completed_as_octo(&whoami_as(&app, OTHER, json!({})).await);
+
+    // The connections page lists both clients; remove the other one's access.
+    let list = browser.get("/connections").await;
+    assert!(
+        list.body.contains(OTHER) && list.body.contains(CLIENT_ID),
+        "{}",
+        list.body
+    );
+    let form = remove_form(&list, OTHER);
+    let removed = browser.post_form("/connections/access/remove", &form).await;
+    assert_eq!(removed.status, 303, "{}", removed.body);
+    let list = browser.get("/connections").await;
+    assert!(!list.body.contains(OTHER), "{}", list.body);
+    asked(&app, OTHER).await;
+    completed_as_octo(&whoami_as(&app, CLIENT_ID, json!({})).await);
+
+    // Removing the last client leaves the connection.
+    let form = remove_form(&list, CLIENT_ID);
+    browser.post_form("/connections/access/remove", &form).await;
+    assert_eq!(count(&app, "SELECT count(*) FROM client_grants").await, 0);
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
+    let list = browser.get("/connections").await;
+    assert!(list.body.contains("octo"), "{}", list.body);
+}
+
+/// The hidden fields of the "remove access" form for `client`.
+fn remove_form(page: &Page, client: &str) -> Vec<(String, String)> {
+    let marker = format!("name=\"client\" value=\"{client}\"");
+    let at = page
+        .body
+        .find(&marker)
+        .unwrap_or_else(|| panic!("{}", page.body));
+    let start = page.body[..at].rfind("<form").unwrap();
+    let end = at + page.body[at..].find("</form>").unwrap() + "</form>".len();
+    crate::browser::form_fields(&page.body[start..end], "/connections/access/remove").unwrap()
+}
+
+#[tokio::test]
+async fn deny_on_the_approval_page_is_a_decline() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let (url, state, _) = asked(&app, OTHER).await;
+    let browser = Browser::new(&app);
+    let page = approval_page(&browser, &url).await;
+    let denied = browser
+        .submit(&page, "/connect", &[("action", "cancel")])
+        .await;
+    assert_eq!(denied.status, 200, "{}", denied.body);
+    let body = retry(&app, OTHER, &state, "accept").await;
+    assert_eq!(body["result"]["resultType"], "complete", "{body}");
+    assert_eq!(body["result"]["isError"], true, "{body}");
+    assert!(body.to_string().contains("declined"), "{body}");
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM client_grants WHERE client_id = 'other-client'"
+        )
+        .await,
+        0
+    );
+    // The link is spent.
+    assert_eq!(browser.get(&url).await.status, 410, "a used link");
+}
+
+#[tokio::test]
+async fn an_approval_link_opened_by_someone_else_grants_nothing() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let (url, _, _) = asked(&app, OTHER).await;
+    let mallory = Browser::new(&app);
+    let opened = mallory.get(&url).await;
+    let page = mallory.sign_in_from(opened, "mallory").await;
+    let page = mallory.follow(&page).await;
+    let page = if page.status == 303 {
+        mallory.follow(&page).await
+    } else {
+        page
+    };
+    assert_eq!(page.status, 403, "{}", page.body);
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM client_grants WHERE client_id = 'other-client'"
+        )
+        .await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn per_user_grants_let_every_client_of_the_user_in() {
+    let app = spawn_app_with(|t| {
+        t.insert("grants".into(), "per_user".into());
+    })
+    .await;
+    connect_demo(&app, "alice", "octo").await;
+    completed_as_octo(&whoami_as(&app, OTHER, json!({})).await);
+}
