@@ -19,6 +19,7 @@ mod defaults;
 mod env;
 mod error;
 mod lenient;
+mod operations;
 mod settings;
 mod sources;
 mod tables;
@@ -30,6 +31,7 @@ mod test_support;
 pub use env::{ENV_PREFIX, env_name};
 pub use error::ConfigError;
 pub use lenient::parse_list;
+pub use operations::{AuditSettings, DatabaseSettings, MAX_CONNECT_WAIT_MS, SHUTDOWN_DRAIN};
 pub use settings::{LogFormat, Settings};
 pub use tables::{
     AuthSettings, FlowSettings, IntrospectionSettings, ProviderSettings, WebSettings,

@@ -38,23 +38,27 @@ pub async fn issue(
     let secret = URL_SAFE_NO_PAD.encode(raw);
     let id = Uuid::new_v4();
     let ttl = chrono::Duration::from_std(state.settings.flow.ticket_ttl())?;
-    let mut conn = state.hot_db.acquire().await?;
-    let inserted = db::tickets::insert(
-        &mut *conn,
-        db::tickets::NewTicket {
-            id,
-            ticket_hash: &hash(&secret),
-            issuer,
-            subject,
-            client_id,
-            provider,
-            scopes,
-            expires_at: Utc::now() + ttl,
-        },
-    )
-    .await;
-    conn.finish(&inserted);
-    inserted?;
+    let ticket_hash = hash(&secret);
+    let insert = async {
+        let mut conn = state.hot_db.acquire().await?;
+        let inserted = db::tickets::insert(
+            &mut *conn,
+            db::tickets::NewTicket {
+                id,
+                ticket_hash: &ticket_hash,
+                issuer,
+                subject,
+                client_id,
+                provider,
+                scopes,
+                expires_at: Utc::now() + ttl,
+            },
+        )
+        .await;
+        conn.finish(&inserted);
+        inserted
+    };
+    db::faults::deadline(state.settings.database.deadline(), insert).await?;
     state.metrics.flow.ticket_issued();
     Ok(IssuedTicket { id, secret })
 }
