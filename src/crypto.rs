@@ -63,6 +63,24 @@ pub enum CryptoError {
     Tampered,
 }
 
+/// How much of an outsider's string may reach a log line or a row.
+pub const PRINTABLE_PREFIX_CHARS: usize = 32;
+
+/// The first [`PRINTABLE_PREFIX_CHARS`] characters of `s`, escaped (no
+/// control characters, quotes or non-ASCII), `…` when cut: for strings an
+/// outsider chose.
+pub fn printable_prefix(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .take(PRINTABLE_PREFIX_CHARS)
+        .flat_map(char::escape_default)
+        .collect();
+    if s.chars().nth(PRINTABLE_PREFIX_CHARS).is_some() {
+        out.push('…');
+    }
+    out
+}
+
 /// A value sealed by one key of the ring.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sealed {
@@ -137,6 +155,11 @@ impl KeyRing {
         format!("{key_id}:{}", STANDARD.encode(raw))
     }
 
+    /// Whether the ring holds a key with this id.
+    pub fn has_key(&self, key_id: &str) -> bool {
+        self.keys.iter().any(|k| k.id == key_id)
+    }
+
     /// The id of the key that seals.
     pub fn current_key_id(&self) -> &str {
         &self.keys[0].id
@@ -177,7 +200,9 @@ impl KeyRing {
             .keys
             .iter()
             .find(|k| k.id == sealed.key_id)
-            .ok_or_else(|| CryptoError::UnknownKey(sealed.key_id.clone()))?;
+            // The id comes from the sealed value, which anyone can send:
+            // only a short printable prefix travels on into logs and rows.
+            .ok_or_else(|| CryptoError::UnknownKey(printable_prefix(&sealed.key_id)))?;
         if sealed.bytes.len() < NONCE_LEN + 16 {
             return Err(CryptoError::BadEnvelope);
         }
@@ -355,6 +380,11 @@ mod tests {
             r.open(Purpose::Token, b"", &s),
             Err(CryptoError::UnknownKey("zzz".into()))
         );
+        s.key_id = "k\n".repeat(100);
+        let Err(CryptoError::UnknownKey(shown)) = r.open(Purpose::Token, b"", &s) else {
+            panic!("an unknown key id must be refused");
+        };
+        assert_eq!(shown, format!("{}…", "k\\n".repeat(16)));
         // Same key material under another id must not open: the id is bound.
         s.key_id = "b".into();
         assert_eq!(r.open(Purpose::Token, b"", &s), Err(CryptoError::Tampered));

@@ -27,12 +27,22 @@ impl ResponseError for AppError {
             AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::Forbidden(_) => StatusCode::FORBIDDEN,
+            AppError::Internal(e) if crate::db::faults::is_transient_chain(e) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     fn error_response(&self) -> HttpResponse {
         let message = match self {
+            AppError::Internal(e) if crate::db::faults::is_transient_chain(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "database unavailable");
+                return HttpResponse::build(self.status_code())
+                    .insert_header(("Cache-Control", "no-store"))
+                    .insert_header(("Retry-After", "5"))
+                    .json(serde_json::json!({ "error": "The database is unavailable right now. Please try again in a few seconds." }));
+            }
             AppError::Internal(e) => {
                 tracing::error!(error = %format!("{e:#}"), "internal error");
                 "Something went wrong on our side. Please try again in a moment.".to_owned()

@@ -12,6 +12,7 @@ pub mod error;
 pub mod mcp;
 pub mod metrics;
 pub mod providers;
+pub mod shutdown;
 pub mod startup;
 pub mod sweeper;
 pub mod telemetry;

@@ -40,7 +40,8 @@ enum Command {
         #[command(subcommand)]
         command: TokensCommand,
     },
-    /// Delete expired tickets, OAuth flows and sessions now (the service
+    /// Delete expired tickets, OAuth flows and sessions, and audit rows past
+    /// `audit.retention_days`, now (the service
     /// also does this in the background).
     Purge,
 }
@@ -131,11 +132,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "re-sealed {n} connection(s) with key {}",
                 state.keys.current_key_id()
             );
+            let missing = mcp_connect::connect::stale_keys::missing_keys(&state).await?;
+            if !missing.is_empty() {
+                let rows: i64 = missing.iter().map(|(_, n)| n).sum();
+                let ids: Vec<&str> = missing.iter().map(|(kid, _)| kid.as_str()).collect();
+                println!(
+                    "{rows} connection(s) still sealed by keys not in MCP_CONNECT_KEYS: {} (add those keys back and run this again, or their users must connect again)",
+                    ids.join(", ")
+                );
+            }
             Ok(())
         }
         Command::Purge => {
             let state = offline_state(cli.config.as_deref()).await?;
-            match mcp_connect::sweeper::sweep_once(&state.db).await? {
+            match mcp_connect::sweeper::sweep_once(&state.db, &state.settings).await? {
                 Some(n) => println!("deleted {n} expired row(s)"),
                 None => println!("another instance is sweeping right now; nothing done"),
             }
@@ -152,7 +162,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             let app = Application::build(settings).await?;
             tracing::info!(port = app.port(), "listening");
-            app.run_until_stopped().await?;
+            app.run_until_signalled().await?;
             Ok(())
         }
     }

@@ -47,8 +47,18 @@ pub struct AppState {
     pub sign_in_metadata: Arc<crate::web::oidc::StartMetadata>,
     /// This instance's counters, read by `/metrics`.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Cancelled when the server begins to shut down: requests that wait
+    /// (for a user's connection) answer at once instead of being cut off.
+    pub shutdown: tokio_util::sync::CancellationToken,
     /// Stops the background sweeper when the last clone of the state goes.
     _sweeper: Arc<tokio_util::sync::DropGuard>,
+}
+
+impl AppState {
+    /// Tells every waiting request that the server is stopping.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.cancel();
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -87,11 +97,12 @@ impl Application {
         dev: Option<DevServices>,
     ) -> Result<Self, StartupError> {
         let options = db::connect_options(&settings.database_url)?;
-        db::create_database_if_missing(&options).await?;
+        db::wait::prepare_database(&options, settings.database.startup_timeout()).await?;
+        let options = db::faults::with_timeouts(options, &settings.database);
         let (pooled, _) = db::split_connections(settings.database_max_connections);
-        let pool = db::pool(options, pooled);
-        db::migrate(&pool).await?;
+        let pool = db::pool_with(options, pooled, settings.database.connect_timeout());
         let state = build_state(settings, pool)?;
+        crate::connect::stale_keys::warn_about_missing_keys(&state).await;
         let port = listener.local_addr()?.port();
         let server = serve(state.clone(), listener, dev)?;
         Ok(Self {
@@ -111,6 +122,23 @@ impl Application {
 
     pub async fn run_until_stopped(self) -> Result<(), std::io::Error> {
         self.server.await
+    }
+
+    /// Serves until SIGTERM or Ctrl-C. On a signal, requests waiting for a
+    /// user's connection answer at once, then in-flight requests drain for
+    /// at most [`crate::config::SHUTDOWN_DRAIN`].
+    pub async fn run_until_signalled(self) -> Result<(), std::io::Error> {
+        let handle = self.server.handle();
+        let state = self.state.clone();
+        let signals = tokio::spawn(async move {
+            crate::shutdown::signalled().await;
+            tracing::info!("shutting down: answering waiting requests, then draining");
+            state.begin_shutdown();
+            handle.stop(true).await;
+        });
+        let served = self.server.await;
+        signals.abort();
+        served
     }
 
     /// The server handle, to stop it gracefully.
@@ -140,13 +168,27 @@ pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, Startup
         settings.flow.links_per_minute,
     ));
     let (_, hot) = db::split_connections(settings.database_max_connections);
-    let hot_db = db::hot::HotConnections::new((*pool.connect_options()).clone(), hot, pool.clone());
-    let events = ConnectionEvents::start(pool.clone());
+    let hot_db = db::hot::HotConnections::new((*pool.connect_options()).clone(), hot, pool.clone())
+        .with_connect_timeout(settings.database.connect_timeout());
+    // LISTEN holds its connection for ever: one of its own, outside the
+    // pool, so the pool keeps every connection it was given.
+    let listen = db::pool_with(
+        (*pool.connect_options()).clone(),
+        1,
+        settings.database.connect_timeout(),
+    );
+    let events = ConnectionEvents::start(listen);
     let client_names = Arc::new(crate::connect::clients::ClientNames::new(&settings)?);
     let stop_sweeper = tokio_util::sync::CancellationToken::new();
-    crate::sweeper::start(pool.clone(), SWEEP_EVERY, stop_sweeper.clone());
+    let settings = Arc::new(settings);
+    crate::sweeper::start(
+        pool.clone(),
+        settings.clone(),
+        SWEEP_EVERY,
+        stop_sweeper.clone(),
+    );
     Ok(AppState {
-        settings: Arc::new(settings),
+        settings,
         db: pool,
         hot_db,
         keys: Arc::new(keys),
@@ -159,6 +201,7 @@ pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, Startup
         client_names,
         sign_in_metadata: Arc::default(),
         metrics: Arc::default(),
+        shutdown: tokio_util::sync::CancellationToken::new(),
         _sweeper: Arc::new(stop_sweeper.drop_guard()),
     })
 }
@@ -186,7 +229,10 @@ fn serve(
         }
     })
     .listen(listener)?
-    .shutdown_timeout(10)
+    .shutdown_timeout(crate::config::SHUTDOWN_DRAIN.as_secs())
+    // SIGTERM and Ctrl-C are handled in `run_until_stopped`: waiting
+    // requests are told first, then the server drains.
+    .disable_signals()
     .run();
     Ok(server)
 }

@@ -1,23 +1,36 @@
 //! The background sweeper: deletes expired tickets, OAuth flows and browser
-//! sessions. Every instance runs the loop; a Postgres advisory lock makes
-//! sure only one of them sweeps at a time.
+//! sessions, and audit rows past `audit.retention_days`. Every instance
+//! runs the loop; a Postgres advisory lock makes sure only one of them
+//! sweeps at a time.
 
 use std::time::Duration;
+
+use std::sync::Arc;
 
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-use crate::db::expiry::{self, Expiring};
+use crate::{
+    config::Settings,
+    db::{
+        audit,
+        expiry::{self, Expiring},
+    },
+};
 
 /// Arbitrary, fixed: the advisory lock key of the sweeper.
 const LOCK_KEY: i64 = 0x6d63_705f_7377_6570;
 /// Keep expired rows this long (a late retry still finds its ticket "used"
 /// rather than "unknown", and audit rows still name it).
 const GRACE: chrono::Duration = chrono::Duration::hours(1);
+/// Audit rows deleted per statement: short locks, bounded WAL bursts.
+const AUDIT_BATCH: i64 = 1000;
+/// Batches per sweep; a backlog goes over several sweeps.
+const AUDIT_BATCHES: usize = 500;
 
 /// Runs one sweep if no other instance is sweeping. Returns the number of
 /// rows deleted, or `None` when another instance held the lock.
-pub async fn sweep_once(pool: &PgPool) -> Result<Option<u64>, sqlx::Error> {
+pub async fn sweep_once(pool: &PgPool, settings: &Settings) -> Result<Option<u64>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
         .bind(LOCK_KEY)
@@ -26,25 +39,43 @@ pub async fn sweep_once(pool: &PgPool) -> Result<Option<u64>, sqlx::Error> {
     if !locked {
         return Ok(None);
     }
-    let mut deleted = 0;
+    let mut deleted = expiry::delete_expired_login_flows(&mut *tx).await?;
     for what in Expiring::ALL {
         deleted += expiry::delete(&mut *tx, what, GRACE).await?;
     }
     tx.commit().await?;
+    deleted += sweep_audit(pool, settings.audit.retention()).await?;
     Ok(Some(deleted))
 }
 
+/// Audit rows past the retention, a batch per statement (each its own
+/// short transaction), at most `AUDIT_BATCHES` batches per sweep.
+async fn sweep_audit(pool: &PgPool, retention: chrono::Duration) -> Result<u64, sqlx::Error> {
+    let mut deleted = 0;
+    for _ in 0..AUDIT_BATCHES {
+        let n = audit::delete_older_than(pool, retention, AUDIT_BATCH).await?;
+        deleted += n;
+        if n < AUDIT_BATCH as u64 {
+            break;
+        }
+    }
+    Ok(deleted)
+}
+
 /// Sweeps every `every` until `stop` is cancelled.
-pub fn start(pool: PgPool, every: Duration, stop: CancellationToken) {
+pub fn start(pool: PgPool, settings: Arc<Settings>, every: Duration, stop: CancellationToken) {
     tokio::spawn(async move {
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(every) => {}
             }
-            match sweep_once(&pool).await {
+            match sweep_once(&pool, &settings).await {
                 Ok(Some(n)) if n > 0 => {
-                    tracing::info!(deleted = n, "swept expired tickets, flows and sessions")
+                    tracing::info!(
+                        deleted = n,
+                        "swept expired tickets, flows, sessions and old audit rows"
+                    )
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "sweep failed; will try again"),

@@ -38,3 +38,18 @@ pub fn connect_wait_ms() -> u64 {
 pub fn session_ttl_secs() -> u64 {
     8 * 3600
 }
+pub fn statement_timeout_ms() -> u64 {
+    5000
+}
+pub fn lock_timeout_ms() -> u64 {
+    5000
+}
+pub fn connect_timeout_secs() -> u64 {
+    5
+}
+pub fn startup_timeout_secs() -> u64 {
+    60
+}
+pub fn audit_retention_days() -> u32 {
+    90
+}

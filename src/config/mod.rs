@@ -20,6 +20,7 @@ mod defaults;
 mod env;
 mod error;
 pub(crate) mod lenient;
+mod operations;
 mod settings;
 mod sources;
 mod tables;
@@ -32,6 +33,7 @@ pub use clients::{ClientsSettings, GrantMode};
 pub use env::{ENV_PREFIX, env_name};
 pub use error::ConfigError;
 pub use lenient::parse_list;
+pub use operations::{AuditSettings, DatabaseSettings, MAX_CONNECT_WAIT_MS, SHUTDOWN_DRAIN};
 pub use settings::{LogFormat, Settings};
 pub use tables::{
     AuthSettings, FlowSettings, IntrospectionSettings, ProviderSettings, WebSettings,

@@ -32,6 +32,12 @@ pub struct Settings {
         deserialize_with = "lenient::number"
     )]
     pub database_max_connections: u32,
+    /// Time limits on Postgres: statements, connections, start-up.
+    #[serde(default)]
+    pub database: super::DatabaseSettings,
+    /// How long audit rows are kept.
+    #[serde(default)]
+    pub audit: super::AuditSettings,
     /// AES-256-GCM keys as `kid:base64` entries; the first seals, all open.
     #[serde(deserialize_with = "lenient::secret_list")]
     pub keys: Vec<SecretString>,

@@ -102,7 +102,7 @@ impl Settings {
                 "must be at least 1".into(),
             ));
         }
-        Ok(())
+        self.validate_operations()
     }
 }
 

@@ -177,7 +177,7 @@ fn ask<'s>(
         .required_enum_schema(FIELD, EnumSchema::builder(labels).build())
         .description("The account to use.")
         .build()
-        .map_err(internal)?;
+        .map_err(|e| internal(anyhow::anyhow!("account question: {e}")))?;
     let message = match unknown {
         Some(_) => format!(
             "That is not one of your {} accounts. Which one should be used?",

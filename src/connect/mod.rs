@@ -11,6 +11,7 @@ pub mod events;
 pub mod grants;
 pub mod link_limit;
 pub mod locks;
+pub mod stale_keys;
 pub mod tickets;
 pub mod vault;
 
@@ -194,10 +195,15 @@ pub(crate) async fn current_ticket(
 ) -> Result<Option<Ticket>, ErrorData> {
     match round {
         Some(r) => {
-            let mut conn = state.hot_db.acquire().await.map_err(internal)?;
-            let found = db::tickets::find_by_id(&mut *conn, r.ticket_id).await;
-            conn.finish(&found);
-            found.map_err(internal)
+            let find = async {
+                let mut conn = state.hot_db.acquire().await?;
+                let found = db::tickets::find_by_id(&mut *conn, r.ticket_id).await;
+                conn.finish(&found);
+                found
+            };
+            db::faults::deadline(state.settings.database.deadline(), find)
+                .await
+                .map_err(internal)
         }
         None => Ok(None),
     }
@@ -352,29 +358,44 @@ async fn open_state(
             need.principal,
             need.provider,
             need.binding.target,
-            &e.to_string(),
+            e.reason_code(),
         )
         .await),
     }
 }
 
 /// Logs and audits a refused `requestState`; returns the one fixed error.
+/// `reason` is one of a fixed set of codes; whatever else the caller chose
+/// is cut to a short printable prefix. Repeated refusals of one principal
+/// within a minute add to one audit row's `count` (and are logged at debug
+/// level), so a flood grows neither the table nor the log.
 pub async fn reject_state(
     state: &AppState,
     p: &Principal,
     provider: &str,
     target: &str,
-    reason: &str,
+    reason: &'static str,
 ) -> ErrorData {
-    tracing::info!(reason, subject = %p.subject, target, "requestState rejected");
-    db::audit::record_or_log(
+    let prefix = crate::crypto::printable_prefix;
+    let (client_id, target, provider) = (prefix(&p.client_id), prefix(target), prefix(provider));
+    let detail = json!({ "reason": reason, "client_id": client_id, "target": target, "count": 1 });
+    let counted = db::audit::count_rejection(
         &state.db,
         AuditEvent::new(AuditKind::StateRejected)
             .user(&p.issuer, &p.subject)
-            .provider(provider)
-            .detail(json!({ "reason": reason, "client_id": p.client_id, "target": target })),
+            .provider(&provider)
+            .detail(detail),
+        &client_id,
     )
     .await;
+    let subject = prefix(&p.subject);
+    match counted {
+        Ok(true) => tracing::info!(reason, subject, target, "requestState rejected"),
+        Ok(false) => tracing::debug!(reason, subject, target, "requestState rejected again"),
+        Err(e) => {
+            tracing::error!(error = %e, reason, "requestState rejected; audit row not written")
+        }
+    }
     ErrorData::invalid_params(request_state::INVALID_STATE_MESSAGE, None)
 }
 
@@ -412,6 +433,8 @@ pub(crate) async fn wait_for_connection(
     tokio::select! {
         announced = tokio::time::timeout(limit.max(Duration::from_millis(1)), wait) => announced.unwrap_or(false),
         () = cancel.cancelled() => false,
+        // Stopping: answer now (input_required again), not after the drain.
+        () = state.shutdown.cancelled() => false,
     }
 }
 
@@ -423,7 +446,6 @@ fn unknown_provider(state: &AppState, name: &str) -> ErrorData {
     )
 }
 
-pub(crate) fn internal(e: impl std::fmt::Display) -> ErrorData {
-    tracing::error!(error = %e, "connection service failed");
-    ErrorData::internal_error("Internal error", None)
+pub(crate) fn internal(e: impl Into<anyhow::Error>) -> ErrorData {
+    crate::mcp::unavailable::failure(e, "connection service")
 }

@@ -110,28 +110,32 @@ async fn insert(
     let secret = URL_SAFE_NO_PAD.encode(raw);
     let id = Uuid::new_v4();
     let ttl = chrono::Duration::from_std(state.settings.flow.ticket_ttl())?;
-    let mut conn = state.hot_db.acquire().await?;
-    let inserted = db::tickets::insert(
-        &mut *conn,
-        db::tickets::NewTicket {
-            id,
-            ticket_hash: &hash(&secret),
-            issuer,
-            subject,
-            client_id,
-            provider,
-            scopes,
-            expires_at: Utc::now() + ttl,
-            connection_id: match purpose {
-                TicketFor::Approval(id) => Some(id),
-                _ => None,
+    let ticket_hash = hash(&secret);
+    let insert = async {
+        let mut conn = state.hot_db.acquire().await?;
+        let inserted = db::tickets::insert(
+            &mut *conn,
+            db::tickets::NewTicket {
+                id,
+                ticket_hash: &ticket_hash,
+                issuer,
+                subject,
+                client_id,
+                provider,
+                scopes,
+                expires_at: Utc::now() + ttl,
+                connection_id: match purpose {
+                    TicketFor::Approval(id) => Some(id),
+                    _ => None,
+                },
+                add_account: matches!(purpose, TicketFor::AnotherAccount),
             },
-            add_account: matches!(purpose, TicketFor::AnotherAccount),
-        },
-    )
-    .await;
-    conn.finish(&inserted);
-    inserted?;
+        )
+        .await;
+        conn.finish(&inserted);
+        inserted
+    };
+    db::faults::deadline(state.settings.database.deadline(), insert).await?;
     state.metrics.flow.ticket_issued();
     Ok(IssuedTicket { id, secret })
 }

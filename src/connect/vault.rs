@@ -170,7 +170,12 @@ fn open(state: &AppState, row: &ConnectionRow, kind: Kind) -> anyhow::Result<Opt
             &context(row.id, &row.issuer, &row.subject, &row.provider, kind),
             &sealed,
         )
-        .map_err(|e| anyhow::anyhow!("stored token of connection {} does not open: {e}", row.id))?;
+        .map_err(|e| {
+            anyhow::Error::new(e).context(format!(
+                "stored token of connection {} does not open",
+                row.id
+            ))
+        })?;
     Ok(Some(SecretString::from(String::from_utf8(plain)?)))
 }
 
@@ -239,11 +244,16 @@ pub async fn usable_token_of(
     connection: Option<Uuid>,
     required_scopes: &[String],
 ) -> anyhow::Result<TokenState> {
-    let mut conn = state.hot_db.acquire().await?;
-    let found =
-        db::connections::find_account(&mut *conn, issuer, subject, provider.name(), connection)
-            .await;
-    conn.finish(&found);
+    let limit = state.settings.database.deadline();
+    let found = db::faults::deadline(limit, async {
+        let mut conn = state.hot_db.acquire().await?;
+        let found =
+            db::connections::find_account(&mut *conn, issuer, subject, provider.name(), connection)
+                .await;
+        conn.finish(&found);
+        found
+    })
+    .await;
     let Some(row) = found? else {
         return Ok(TokenState::Missing);
     };
@@ -251,6 +261,10 @@ pub async fn usable_token_of(
         "active" => {}
         "needs_reauth" => return Ok(TokenState::NeedsReauth),
         _ => return Ok(TokenState::Missing),
+    }
+    if !state.keys.has_key(&row.key_id) {
+        super::stale_keys::unreadable(state, &row, "unknown_key").await;
+        return Ok(TokenState::NeedsReauth);
     }
     if !required_scopes
         .iter()
@@ -265,15 +279,14 @@ pub async fn usable_token_of(
         // holding a database connection; then look again.
         let lock = state.refresh_locks.get(row.id);
         let _turn = lock.lock().await;
-        let Some(row) = db::connections::find_account(
+        let again = db::connections::find_account(
             &state.db,
             issuer,
             subject,
             provider.name(),
             Some(row.id),
-        )
-        .await?
-        else {
+        );
+        let Some(row) = db::faults::deadline(limit, again).await? else {
             return Ok(TokenState::Missing);
         };
         if row.status != "active" {
@@ -295,12 +308,22 @@ pub async fn usable_token_of(
         .last_used_at
         .is_none_or(|at| at < Utc::now() - chrono::Duration::minutes(1))
     {
-        let mut conn = state.hot_db.acquire().await?;
-        let touched = db::connections::touch(&mut *conn, row.id).await;
-        conn.finish(&touched);
-        touched?;
+        db::faults::deadline(limit, async {
+            let mut conn = state.hot_db.acquire().await?;
+            let touched = db::connections::touch(&mut *conn, row.id).await;
+            conn.finish(&touched);
+            touched
+        })
+        .await?;
     }
-    Ok(TokenState::Usable(usable(state, &row)?))
+    match usable(state, &row) {
+        Ok(token) => Ok(TokenState::Usable(token)),
+        Err(e) if e.chain().any(|c| c.is::<crate::crypto::CryptoError>()) => {
+            super::stale_keys::unreadable(state, &row, "does_not_open").await;
+            Ok(TokenState::NeedsReauth)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Refreshes under the row lock. `None`: the provider refused the refresh
@@ -506,7 +529,8 @@ pub async fn rekey_all(state: &AppState) -> anyhow::Result<u64> {
         let Some(row) = db::connections::find_for_update(&mut *tx, id).await? else {
             continue;
         };
-        if row.key_id == current {
+        // Sealed by a key this ring lacks: left as it is, and reported.
+        if row.key_id == current || !state.keys.has_key(&row.key_id) {
             continue;
         }
         let ctx = |kind| context(row.id, &row.issuer, &row.subject, &row.provider, kind);

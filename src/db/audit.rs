@@ -19,6 +19,8 @@ pub enum AuditKind {
     CallbackRejected,
     GrantCreated,
     GrantRemoved,
+    /// A stored token no key of the ring opens: the user must connect again.
+    TokenUnreadable,
 }
 
 impl AuditKind {
@@ -36,6 +38,7 @@ impl AuditKind {
             AuditKind::CallbackRejected => "callback_rejected",
             AuditKind::GrantCreated => "grant_created",
             AuditKind::GrantRemoved => "grant_removed",
+            AuditKind::TokenUnreadable => "token_unreadable",
         }
     }
 }
@@ -112,4 +115,58 @@ pub async fn record_or_log(exec: impl PgExecutor<'_>, event: AuditEvent<'_>) {
     if let Err(e) = record(exec, event).await {
         tracing::error!(error = %e, kind, "audit event could not be recorded");
     }
+}
+
+/// Deletes up to `batch` audit rows recorded before `now() - retention`,
+/// oldest first. Returns how many went; fewer than `batch` means none are left.
+pub async fn delete_older_than(
+    exec: impl PgExecutor<'_>,
+    retention: chrono::Duration,
+    batch: i64,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "DELETE FROM audit_events WHERE id IN (
+             SELECT id FROM audit_events WHERE at < now() - make_interval(secs => $1)
+             ORDER BY at LIMIT $2)",
+    )
+    .bind(retention.num_seconds() as f64)
+    .bind(batch)
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Records a refusal counted per principal and minute: adds one to the
+/// `count` of the same principal's and client's row of this kind from the
+/// last minute, or inserts `event` (whose detail starts the count) when
+/// there is none. `true` when a new row was written.
+pub async fn count_rejection(
+    exec: impl PgExecutor<'_>,
+    event: AuditEvent<'_>,
+    client_id: &str,
+) -> Result<bool, sqlx::Error> {
+    let inserted: Option<i64> = sqlx::query_scalar(
+        "WITH bumped AS (
+             UPDATE audit_events
+                SET detail = jsonb_set(detail, '{count}',
+                        to_jsonb(COALESCE((detail->>'count')::bigint, 1) + 1))
+              WHERE id = (SELECT id FROM audit_events
+                           WHERE kind = $1 AND issuer = $2 AND subject = $3
+                             AND detail->>'client_id' = $4
+                             AND at > now() - interval '1 minute'
+                           ORDER BY at DESC LIMIT 1)
+             RETURNING id)
+         INSERT INTO audit_events (kind, issuer, subject, provider, detail)
+         SELECT $1, $2, $3, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM bumped)
+         RETURNING id",
+    )
+    .bind(event.kind.as_str())
+    .bind(event.issuer)
+    .bind(event.subject)
+    .bind(client_id)
+    .bind(event.provider)
+    .bind(event.detail)
+    .fetch_optional(exec)
+    .await?;
+    Ok(inserted.is_some())
 }

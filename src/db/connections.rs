@@ -344,3 +344,11 @@ pub async fn ids_not_sealed_by(
         .fetch_all(exec)
         .await
 }
+
+/// How many connections each key id seals, for finding rows sealed by a
+/// key the ring no longer has.
+pub async fn count_by_key_id(exec: impl PgExecutor<'_>) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    sqlx::query_as("SELECT key_id, count(*) FROM connections GROUP BY key_id ORDER BY key_id")
+        .fetch_all(exec)
+        .await
+}

@@ -38,3 +38,12 @@ pub async fn delete(
         .await?;
     Ok(done.rows_affected())
 }
+
+/// Deletes sign-in flows as soon as they expire: nothing refers to them
+/// afterwards, and each may have been started by anyone.
+pub async fn delete_expired_login_flows(exec: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query("DELETE FROM oauth_flows WHERE kind = 'login' AND expires_at < now()")
+        .execute(exec)
+        .await?;
+    Ok(done.rows_affected())
+}

@@ -40,6 +40,8 @@ use sqlx::{
 const MAX_IDLE: Duration = Duration::from_secs(60);
 /// Connections are replaced after this long, as the pool's are.
 const MAX_LIFETIME: Duration = Duration::from_secs(30 * 60);
+/// Unless [`HotConnections::with_connect_timeout`] says otherwise.
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The per-thread connections of one database (one per application: tests
 /// run several side by side in one process).
@@ -51,6 +53,8 @@ pub struct HotConnections {
 
 struct Shared {
     options: PgConnectOptions,
+    /// Opening a connection gives up after this long (then the pool serves).
+    connect_timeout: Duration,
     limit: usize,
     max_idle: Duration,
     open: AtomicUsize,
@@ -114,12 +118,22 @@ impl HotConnections {
         Self {
             shared: Arc::new(Shared {
                 options,
+                connect_timeout: DEFAULT_CONNECT_TIMEOUT,
                 limit,
                 max_idle,
                 open: AtomicUsize::new(0),
             }),
             pool,
         }
+    }
+
+    /// Gives up opening a connection after `timeout` (a frozen server
+    /// accepts the socket and never answers); the pool serves instead.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.connect_timeout = timeout;
+        }
+        self
     }
 
     /// How many are open now (idle or in use), for tests and diagnostics.
@@ -135,14 +149,26 @@ impl HotConnections {
             return Ok(HotConnection::own(own));
         }
         if let Some(slot) = self.shared.reserve() {
-            // On failure the slot goes back as it is dropped.
-            let conn = self.shared.options.connect().await?;
-            return Ok(HotConnection::own(Own {
-                conn,
-                slot,
-                opened: Instant::now(),
-                max_idle: self.shared.max_idle,
-            }));
+            let opening =
+                tokio::time::timeout(self.shared.connect_timeout, self.shared.options.connect())
+                    .await;
+            match opening {
+                Ok(Ok(conn)) => {
+                    return Ok(HotConnection::own(Own {
+                        conn,
+                        slot,
+                        opened: Instant::now(),
+                        max_idle: self.shared.max_idle,
+                    }));
+                }
+                // Postgres out of connections, or slow to open one: the
+                // pool's open connections can still serve. The slot goes
+                // back as it is dropped.
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "per-thread connection not opened; using the pool")
+                }
+                Err(_) => tracing::debug!("per-thread connection timed out; using the pool"),
+            }
         }
         Ok(HotConnection {
             held: Some(Held::Pooled(self.pool.acquire().await?)),

@@ -6,10 +6,12 @@ pub mod client_grants;
 pub mod connections;
 pub mod dev_secrets;
 pub mod expiry;
+pub mod faults;
 pub mod hot;
 pub mod oauth_flows;
 pub mod params;
 pub mod tickets;
+pub mod wait;
 pub mod web_sessions;
 
 use secrecy::{ExposeSecret, SecretString};
@@ -44,9 +46,18 @@ pub fn connect_options(url: &SecretString) -> Result<PgConnectOptions, DbSetupEr
 /// A lazily connecting pool: the service starts (and `/readyz` reports) even
 /// while Postgres is briefly away.
 pub fn pool(options: PgConnectOptions, max_connections: u32) -> PgPool {
+    pool_with(options, max_connections, Duration::from_secs(5))
+}
+
+/// [`pool`] giving up on a connection after `acquire_timeout`.
+pub fn pool_with(
+    options: PgConnectOptions,
+    max_connections: u32,
+    acquire_timeout: Duration,
+) -> PgPool {
     PgPoolOptions::new()
         .max_connections(max_connections)
-        .acquire_timeout(Duration::from_secs(5))
+        .acquire_timeout(acquire_timeout)
         // A ping before every use doubles the round trips of every query; a
         // dead connection surfaces as a query error instead, and the pool
         // replaces it.

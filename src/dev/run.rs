@@ -54,6 +54,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     settings.metrics_open = true;
     let app = Application::build_with_listener(settings, listener, Some(dev.clone())).await?;
     let handle = app.handle();
+    let state = app.state().clone();
     let mut server = tokio::spawn(app.run_until_stopped());
     wait_until_ready(port, &mut server).await?;
 
@@ -69,6 +70,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         finished = &mut server => return finished.context("the server task failed")?.context("the server stopped"),
         () = shutdown_signal() => tracing::info!("stopping"),
     }
+    state.begin_shutdown();
     handle.stop(true).await;
     server
         .await

@@ -70,6 +70,12 @@ impl CallRecord {
     fn get(&self) -> Option<&ToolOutcome> {
         self.0.get()
     }
+
+    /// The call ended because the database was away for a moment.
+    pub fn database_unavailable(&self) -> bool {
+        self.get()
+            .is_some_and(|o| o.code == Some(super::unavailable::UNAVAILABLE_CODE))
+    }
 }
 
 /// What the bridge learns about a request as it goes.

@@ -120,7 +120,16 @@ async fn serve(
             "Invalid Request: not a valid JSON-RPC message",
         );
     }
-    into_actix(response).await
+    let mut response = into_actix(response).await;
+    if facts.record.database_unavailable() {
+        // Retryable, and said so in HTTP terms too (proxies, load balancers).
+        *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        response.headers_mut().insert(
+            actix_web::http::header::RETRY_AFTER,
+            actix_web::http::header::HeaderValue::from(super::unavailable::RETRY_AFTER_SECS),
+        );
+    }
+    response
 }
 
 /// Checks that `body` is JSON and notes its JSON-RPC method for the log.

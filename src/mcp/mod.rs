@@ -6,6 +6,7 @@ mod access_log;
 mod bridge;
 mod server;
 pub mod state;
+pub mod unavailable;
 mod wire;
 
 use std::sync::Arc;

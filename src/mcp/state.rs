@@ -89,6 +89,27 @@ pub enum StateError {
 }
 
 impl StateError {
+    /// The fixed reason recorded for a refusal: never the input itself.
+    pub fn reason_code(&self) -> &'static str {
+        use crate::crypto::CryptoError;
+        match self {
+            StateError::TooLong => "too_long",
+            StateError::Crypto(CryptoError::UnknownKey(_)) => "unknown_key",
+            StateError::Crypto(CryptoError::Tampered) => "does_not_authenticate",
+            StateError::Crypto(_) => "malformed",
+            StateError::Payload => "bad_payload",
+            StateError::Expired => "expired",
+            StateError::Mismatch("audience") => "other_audience",
+            StateError::Mismatch("issuer") => "other_issuer",
+            StateError::Mismatch("subject") => "other_subject",
+            StateError::Mismatch("client") => "other_client",
+            StateError::Mismatch("method") => "other_method",
+            StateError::Mismatch("target") => "other_target",
+            StateError::Mismatch("arguments") => "other_arguments",
+            StateError::Mismatch(_) => "other_request",
+        }
+    }
+
     /// The JSON-RPC error the client sees, whatever the reason.
     pub fn to_client_error(&self) -> ErrorData {
         ErrorData::invalid_params(INVALID_STATE_MESSAGE, None)

@@ -16,7 +16,8 @@ use super::{
     identity::SLACK_TOKEN_ERRORS,
 };
 
-const TIMEOUT: Duration = Duration::from_secs(30);
+/// Inside the shutdown drain (`config::SHUTDOWN_DRAIN`), with a refresh before it.
+const TIMEOUT: Duration = Duration::from_secs(15);
 
 impl Provider {
     /// Calls the provider's API as the user. Refuses, before sending, a path

@@ -40,7 +40,7 @@ fn entries_fill_everything_but_credentials() {
     assert!(work.supports_revocation());
     assert_eq!(
         work.account_chooser(),
-        [("prompt".to_owned(), "select_account".to_owned())]
+        [("prompt".to_owned(), "select_account consent".to_owned())]
     );
     assert!(catalog.get("gitlab").is_none());
     assert!(!format!("{catalog:?}").contains("\"b\""));

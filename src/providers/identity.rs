@@ -12,7 +12,8 @@ use super::{
     token_answer::oauth_error,
 };
 
-const TIMEOUT: Duration = Duration::from_secs(15);
+/// Inside the shutdown drain (`config::SHUTDOWN_DRAIN`), with the code exchange before it.
+const TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_ANSWER_BYTES: usize = 256 * 1024;
 pub(super) const USER_AGENT_VALUE: &str = concat!("mcp-connect/", env!("CARGO_PKG_VERSION"));
 

@@ -21,7 +21,8 @@ use super::{
 };
 
 /// Whole-request bound for token endpoint calls: a person is waiting.
-const TIMEOUT: Duration = Duration::from_secs(15);
+/// Inside the shutdown drain (`config::SHUTDOWN_DRAIN`), with an API call after it.
+const TIMEOUT: Duration = Duration::from_secs(10);
 /// Token answers are small; anything bigger is not one.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
 

@@ -106,7 +106,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             Ok(round) if round.provider == provider.name() => {}
             Ok(_) => return Err(reject_state(state, p, provider.name(), NAME, "provider").await),
             Err(e) => {
-                return Err(reject_state(state, p, provider.name(), NAME, &e.to_string()).await);
+                return Err(reject_state(state, p, provider.name(), NAME, e.reason_code()).await);
             }
         }
         let answer = call
@@ -212,7 +212,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         .required_bool("confirm")
         .description("Set confirm to true to disconnect.")
         .build()
-        .map_err(internal)?;
+        .map_err(|e| internal(anyhow::anyhow!("{e}")))?;
     let params = ElicitRequestParams::FormElicitationParams {
         meta: None,
         message: format!(

@@ -204,9 +204,8 @@ pub(crate) fn schema_for<T: schemars::JsonSchema + 'static>() -> std::sync::Arc<
 }
 
 /// A failure inside a tool: logged with its cause, generic to the client.
-pub(crate) fn internal(e: impl std::fmt::Display) -> ErrorData {
-    tracing::error!(error = %e, "tool failed");
-    ErrorData::internal_error("Internal error", None)
+pub(crate) fn internal(e: impl Into<anyhow::Error>) -> ErrorData {
+    crate::mcp::unavailable::failure(e, "tool")
 }
 
 #[cfg(test)]

@@ -278,6 +278,10 @@ async fn reconnect(
         .web_client_id
         .as_deref()
         .unwrap_or(WEB_CLIENT_FALLBACK);
+    // The same share of new links as a tool's connect answer takes.
+    if let Err(wait) = state.link_limit.take(&user.issuer, &user.subject) {
+        return Err(WebError::TooManyLinks(wait.as_secs()));
+    }
     let ticket = connect::tickets::issue(
         &state,
         &user.issuer,

@@ -8,8 +8,9 @@
 //! `Secure` cookies are not stored over plain http; so in `insecure_http`
 //! mode (local development only) both the flag and the prefix are dropped.
 //!
-//! Values are random 256-bit base64url strings ([`super::secret`]); the
-//! server keeps only their SHA-256.
+//! Values are random 256-bit base64url strings ([`super::secret`]), of
+//! which the server keeps only the SHA-256, or values sealed by the key
+//! ring (the sign-in in progress).
 
 use std::time::Duration;
 
@@ -23,7 +24,7 @@ use crate::config::Settings;
 
 /// The browser session (see [`super::session`]).
 pub const SESSION: &str = "mcp_connect_session";
-/// Binds a sign-in in progress to the browser that started it.
+/// A sign-in in progress, sealed ([`super::login_state`]).
 pub const LOGIN: &str = "mcp_connect_login";
 
 /// How long the pre-login cookie (and its login flow) lives.
@@ -63,6 +64,30 @@ pub fn read(req: &HttpRequest, settings: &Settings, base: &str) -> Option<String
     let cookie = req.cookie(&name(settings, base))?;
     let value = cookie.value();
     if secret::is_random_value(value) {
+        Some(value.to_owned())
+    } else {
+        tracing::info!(cookie = base, "ignoring a malformed cookie");
+        None
+    }
+}
+
+/// The value of cookie `base` holding a sealed value (`kid.base64url`, at
+/// most `max_len` long); `None` for anything else. Opening it is the
+/// caller's check.
+pub fn read_sealed(
+    req: &HttpRequest,
+    settings: &Settings,
+    base: &str,
+    max_len: usize,
+) -> Option<String> {
+    let cookie = req.cookie(&name(settings, base))?;
+    let value = cookie.value();
+    let shaped = !value.is_empty()
+        && value.len() <= max_len
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if shaped {
         Some(value.to_owned())
     } else {
         tracing::info!(cookie = base, "ignoring a malformed cookie");

@@ -14,9 +14,14 @@ async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(serde_json::json!({ "status": "ok" }))
 }
 
+/// `/readyz` answers within this long: a frozen database is "not ready",
+/// not a hung probe.
+const READY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
+
 #[get("/readyz")]
 async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    match db::migrations_applied(&state.db).await {
+    let check = db::migrations_applied(&state.db);
+    match db::faults::deadline(READY_DEADLINE, check).await {
         Ok(true) => HttpResponse::Ok().json(serde_json::json!({ "status": "ready" })),
         Ok(false) => {
             tracing::warn!("readiness: migrations pending");

@@ -22,6 +22,7 @@ pub mod forms;
 pub mod headers;
 pub mod health;
 pub mod login;
+pub mod login_state;
 pub mod logout;
 pub mod metrics;
 pub mod oidc;

@@ -25,6 +25,9 @@ pub enum WebError {
     FlowRejected(&'static str),
     #[error("not configured: {0}")]
     NotConfigured(&'static str),
+    /// The user's share of new connect links for this minute is used up.
+    #[error("too many connect links; next in {0} s")]
+    TooManyLinks(u64),
     /// The identity provider or a third-party provider failed.
     #[error("upstream failure: {0:#}")]
     Upstream(anyhow::Error),
@@ -73,6 +76,14 @@ impl WebError {
             WebError::BadRequest(message) => page("This request is not valid", message),
             WebError::FlowRejected(message) => page("This can't be completed", message),
             WebError::NotConfigured(message) => page("Not available", message),
+            WebError::TooManyLinks(_) => page(
+                "Too many connect links",
+                "Too many connect links were requested for this account in the last minute. Wait a minute and try again.",
+            ),
+            WebError::Internal(e) if crate::db::faults::is_transient_chain(e) => page(
+                "Temporarily unavailable",
+                "The service cannot reach its database right now. This is temporary: please try again in a few seconds.",
+            ),
             WebError::Upstream(_) => page(
                 "The other side did not answer as expected",
                 "Signing in or connecting the account failed at the other service. Go back to your MCP client and try again.",
@@ -93,13 +104,27 @@ impl ResponseError for WebError {
             WebError::SignedOut => StatusCode::UNAUTHORIZED,
             WebError::BadRequest(_) | WebError::FlowRejected(_) => StatusCode::BAD_REQUEST,
             WebError::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
+            WebError::TooManyLinks(_) => StatusCode::TOO_MANY_REQUESTS,
+            WebError::Internal(e) if crate::db::faults::is_transient_chain(e) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             WebError::Upstream(_) => StatusCode::BAD_GATEWAY,
             WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     fn error_response(&self) -> HttpResponse {
+        let retry_after = match self {
+            WebError::TooManyLinks(secs) => Some((*secs).max(1)),
+            WebError::Internal(e) if crate::db::faults::is_transient_chain(e) => {
+                Some(RETRY_AFTER_SECS)
+            }
+            _ => None,
+        };
         match self {
+            WebError::Internal(e) if retry_after.is_some() => {
+                tracing::warn!(error = %format!("{e:#}"), "web: database unavailable")
+            }
             WebError::Internal(e) => {
                 tracing::error!(error = %format!("{e:#}"), "web: internal error")
             }
@@ -109,9 +134,19 @@ impl ResponseError for WebError {
             WebError::NotConfigured(what) => tracing::error!(what, "web: not configured"),
             other => tracing::info!(reason = %other, "web: request refused"),
         }
-        render(self.status_code(), &self.page())
+        let mut response = render(self.status_code(), &self.page());
+        if let Some(secs) = retry_after {
+            response.headers_mut().insert(
+                actix_web::http::header::RETRY_AFTER,
+                actix_web::http::header::HeaderValue::from(secs),
+            );
+        }
+        response
     }
 }
+
+/// What `Retry-After` says when the database is away for a moment.
+pub const RETRY_AFTER_SECS: u64 = 5;
 
 /// An HTML page with the security headers and `no-store`.
 pub fn render(status: StatusCode, page: &impl Template) -> HttpResponse {

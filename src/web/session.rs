@@ -98,7 +98,9 @@ async fn load(req: &HttpRequest) -> Result<Option<SignedInUser>, WebError> {
     let Some(value) = cookies::read(req, &state.settings, cookies::SESSION) else {
         return Ok(None);
     };
-    let found = db::web_sessions::find_active_by_hash(&state.db, &secret::sha256(&value)).await?;
+    let hash = secret::sha256(&value);
+    let find = db::web_sessions::find_active_by_hash(&state.db, &hash);
+    let found = db::faults::deadline(state.settings.database.deadline(), find).await?;
     let Some(row) = found else {
         tracing::info!("session cookie matches no active session; treated as signed out");
         return Ok(None);

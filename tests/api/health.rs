@@ -70,13 +70,17 @@ async fn the_sweeper_deletes_what_expired_long_ago_and_runs_on_one_instance_at_a
         .await
         .unwrap();
     assert_eq!(
-        mcp_connect::sweeper::sweep_once(&app.db).await.unwrap(),
+        mcp_connect::sweeper::sweep_once(&app.db, &app.state.settings)
+            .await
+            .unwrap(),
         None
     );
     holder.rollback().await.unwrap();
 
     assert_eq!(
-        mcp_connect::sweeper::sweep_once(&app.db).await.unwrap(),
+        mcp_connect::sweeper::sweep_once(&app.db, &app.state.settings)
+            .await
+            .unwrap(),
         Some(1)
     );
     let left: Vec<Vec<u8>> = sqlx::query_scalar("SELECT ticket_hash FROM connect_tickets")
@@ -106,4 +110,68 @@ async fn readyz_is_503_while_a_migration_is_missing() {
         .await
         .unwrap();
     assert_eq!(r.status(), 503);
+}
+
+/// The documented minimum: two connections, and the LISTEN connection
+/// comes on top, so the pool keeps its own.
+#[tokio::test]
+async fn two_database_connections_are_enough_to_serve() {
+    use mcp_connect::{
+        connect::vault::{NewConnection, store_connection},
+        providers::{Account, TokenSet},
+    };
+    let app = crate::helpers::spawn_app_with(|t| {
+        t.insert("database_max_connections".into(), 2.into());
+    })
+    .await;
+    // Give the listener time to take its connection.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let ready = app
+        .http
+        .get(format!("{}/readyz", app.addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+    let first = app
+        .call_tool("alice", "whoami", serde_json::json!({"provider": "demo"}))
+        .await;
+    assert_eq!(
+        first.1["result"]["resultType"], "input_required",
+        "{}",
+        first.1
+    );
+    let tokens = TokenSet {
+        access_token: secrecy::SecretString::from("alice-access".to_owned()),
+        refresh_token: None,
+        expires_in: Some(std::time::Duration::from_secs(3600)),
+        scopes: Some(vec!["profile".to_owned()]),
+        token_type: "Bearer".to_owned(),
+    };
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        store_connection(
+            &app.state,
+            NewConnection {
+                issuer: &app.dev.issuer(),
+                subject: "alice",
+                provider: "demo",
+                account: &Account {
+                    id: "1".into(),
+                    label: "alice".into(),
+                },
+                tokens: &tokens,
+                requested_scopes: &[],
+                client_id: Some("test-client"),
+            },
+        ),
+    )
+    .await
+    .expect("a transaction gets a connection")
+    .unwrap();
+    let (status, body) = app
+        .call_tool("alice", "whoami", serde_json::json!({"provider": "demo"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["resultType"], "complete", "{body}");
 }

@@ -31,6 +31,8 @@ pub struct TestApp {
     /// the system (e.g. an OAuth callback on another instance).
     pub state: AppState,
     owns_db: bool,
+    /// The Postgres server the database lives on.
+    pub server: String,
     handle: actix_web::dev::ServerHandle,
 }
 
@@ -46,7 +48,13 @@ pub async fn spawn_app() -> TestApp {
 /// Spawns the app; `tweak` may adjust the settings table before it is read.
 pub async fn spawn_app_with(tweak: impl FnOnce(&mut toml::Table)) -> TestApp {
     let db_name = format!("mcp_connect_test_{}", uuid::Uuid::new_v4().simple());
-    spawn_on(db_name, None, tweak).await
+    spawn_on(&server_url(), db_name, None, tweak).await
+}
+
+/// [`spawn_app_with`] on another Postgres server (`postgres://…:port`).
+pub async fn spawn_app_on(server: &str, tweak: impl FnOnce(&mut toml::Table)) -> TestApp {
+    let db_name = format!("mcp_connect_test_{}", uuid::Uuid::new_v4().simple());
+    spawn_on(server, db_name, None, tweak).await
 }
 
 impl TestApp {
@@ -59,20 +67,36 @@ impl TestApp {
 
     /// [`Self::second_instance`] with adjusted settings.
     pub async fn second_instance_with(&self, tweak: impl FnOnce(&mut toml::Table)) -> TestApp {
-        spawn_on(self.db_name.clone(), Some(self.base.clone()), tweak).await
+        spawn_on(
+            &self.server.clone(),
+            self.db_name.clone(),
+            Some(self.base.clone()),
+            tweak,
+        )
+        .await
     }
 }
 
-/// `public`: the public base URL when this is another instance of a
-/// deployment (`None`: this instance's own address, and it owns the database).
-async fn spawn_on(
-    db_name: String,
+/// What a test application is built from, before it is built.
+pub struct Prepared {
+    pub settings: Settings,
+    pub listener: TcpListener,
+    pub dev: DevServices,
+    pub pool: PgPool,
+    pub base: String,
+    pub port: u16,
+}
+
+/// Creates and migrates the database on `server`, the dev services and the
+/// settings; `public`: the public base URL of another instance.
+pub async fn prepare(
+    server: &str,
+    db_name: &str,
     public: Option<String>,
     tweak: impl FnOnce(&mut toml::Table),
-) -> TestApp {
-    let owns_db = public.is_none();
+) -> Prepared {
     crate::logs::init();
-    let database_url = format!("{}/{db_name}", server_url());
+    let database_url = format!("{server}/{db_name}");
     let options = db::connect_options(&database_url.clone().into()).expect("database url");
     db::create_database_if_missing(&options)
         .await
@@ -112,9 +136,44 @@ async fn spawn_on(
     table.insert("providers".into(), toml::Value::Table(providers));
     tweak(&mut table);
     let settings = Settings::from_sources(None, Vec::new(), table).expect("settings");
-    let app = Application::build_with_listener(settings, listener, Some(dev.clone()))
+    Prepared {
+        settings,
+        listener,
+        dev,
+        pool,
+        base,
+        port,
+    }
+}
+
+/// `public`: the public base URL when this is another instance of a
+/// deployment (`None`: this instance's own address, and it owns the database).
+async fn spawn_on(
+    server: &str,
+    db_name: String,
+    public: Option<String>,
+    tweak: impl FnOnce(&mut toml::Table),
+) -> TestApp {
+    let owns_db = public.is_none();
+    let p = prepare(server, &db_name, public, tweak).await;
+    let app = Application::build_with_listener(p.settings, p.listener, Some(p.dev.clone()))
         .await
         .expect("build app");
+    started(app, p.dev, p.pool, p.base, p.port, db_name, server, owns_db)
+}
+
+/// The test's handle on a built application, which it starts serving.
+#[allow(clippy::too_many_arguments)]
+pub fn started(
+    app: Application,
+    dev: DevServices,
+    pool: PgPool,
+    base: String,
+    port: u16,
+    db_name: String,
+    server: &str,
+    owns_db: bool,
+) -> TestApp {
     let state = app.state().clone();
     let handle = app.handle();
     tokio::spawn(app.run_until_stopped());
@@ -134,6 +193,7 @@ async fn spawn_on(
         http,
         state,
         owns_db,
+        server: server.to_owned(),
         handle,
     }
 }
@@ -305,9 +365,18 @@ pub async fn read(response: Response) -> (u16, Value) {
     )
 }
 
+impl TestApp {
+    /// Stops the server as a SIGTERM would: in-flight requests drain.
+    pub async fn shut_down(&self) {
+        self.state.begin_shutdown();
+        self.handle.stop(true).await;
+    }
+}
+
 impl Drop for TestApp {
     fn drop(&mut self) {
         let name = self.db_name.clone();
+        let server = self.server.clone();
         // Sends the stop command; awaiting it would need this very runtime.
         drop(self.handle.stop(false));
         if !self.owns_db {
@@ -322,15 +391,19 @@ impl Drop for TestApp {
             else {
                 return;
             };
+            // Bounded: a fault test's own Postgres may be gone already.
             rt.block_on(async move {
-                if let Ok(mut conn) =
-                    PgConnection::connect(&format!("{}/postgres", server_url())).await
-                {
-                    let _ =
-                        sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
-                            .execute(&mut conn)
-                            .await;
-                }
+                let drop_it = async {
+                    if let Ok(mut conn) = PgConnection::connect(&format!("{server}/postgres")).await
+                    {
+                        let _ = sqlx::query(&format!(
+                            "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+                        ))
+                        .execute(&mut conn)
+                        .await;
+                    }
+                };
+                let _ = tokio::time::timeout(Duration::from_secs(10), drop_it).await;
             });
         })
         .join();

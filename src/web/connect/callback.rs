@@ -1,7 +1,9 @@
 //! `GET /oauth/callback/{provider}`: the provider sends the browser back.
 //! The flow (found by the SHA-256 of `state`) must be a connect flow for this
 //! provider, started by this very browser session, unexpired and unused;
-//! anything else is refused, audited, and the flow deleted. It is then
+//! anything else is refused and audited. A callback from another browser
+//! session leaves the flow alone (holding someone's `state` must not let
+//! anyone cancel their connect); any other mismatch deletes it. It is then
 //! marked completed in one UPDATE, so a code is exchanged at most once.
 //! An `iss` parameter must name the provider's issuer (RFC 9207) before
 //! anything else is believed, and must be there at all for a provider that
@@ -48,6 +50,11 @@ pub(super) async fn callback(
     };
     let user = match check_flow(&flow, &provider_name, user.0) {
         Ok(user) => user,
+        // Whoever holds someone else's `state` must not be able to cancel
+        // their connect: a callback from another session leaves the flow.
+        Err(reason @ "other_session") => {
+            return Err(reject(&state, &req, &flow, reason, false).await);
+        }
         Err(reason) => return Err(reject(&state, &req, &flow, reason, true).await),
     };
     // Single use: of concurrent or replayed callbacks only one gets here.
@@ -141,20 +148,24 @@ pub(super) async fn callback(
 }
 
 /// The flow may go on only for this browser session; the reason otherwise.
+/// The session is checked first: only the flow's own session may cause
+/// it to be deleted.
 fn check_flow(
     flow: &OAuthFlow,
     provider: &str,
     user: Option<SignedInUser>,
 ) -> Result<SignedInUser, &'static str> {
+    let Some(user) =
+        user.filter(|u| flow.session_id.is_some() && flow.session_id == Some(u.session_id))
+    else {
+        return Err("other_session");
+    };
     if !flow.is(db::oauth_flows::FlowKind::Connect) {
         return Err("not_a_connect_flow");
     }
     if flow.provider.as_deref() != Some(provider) {
         return Err("other_provider");
     }
-    let Some(user) = user.filter(|u| flow.session_id == Some(u.session_id)) else {
-        return Err("other_session");
-    };
     if flow.completed_at.is_some() {
         return Err("already_used");
     }

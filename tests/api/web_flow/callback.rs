@@ -4,7 +4,7 @@
 use super::*;
 
 #[tokio::test]
-async fn a_callback_from_another_session_is_rejected_and_its_flow_deleted() {
+async fn a_callback_from_another_session_is_refused_without_touching_the_flow() {
     let app = spawn_app().await;
     let (t, _) = ticket(&app, "alice", 600).await;
     let first = signed_in(&app, "alice").await;
@@ -14,23 +14,35 @@ async fn a_callback_from_another_session_is_rejected_and_its_flow_deleted() {
         "/oauth/callback/demo?code=abc&state={state}&iss={}/dev/demo",
         app.base
     );
-    // The same person in another browser, and someone signed out.
+    // Someone holding the victim's `state`: the same person in another
+    // browser, someone else, someone signed out.
     let second = signed_in(&app, "alice").await;
-    let refused = second.get(&callback).await;
-    assert_eq!(refused.status, 400, "{}", refused.body);
-    assert!(!refused.body.contains(&state) && !refused.body.contains("abc"));
-    assert!(!flow_exists(&app, &state).await, "the flow must be deleted");
+    let mallory = signed_in(&app, "mallory").await;
+    for browser in [&second, &mallory, &Browser::new(&app)] {
+        let refused = browser.get(&callback).await;
+        assert_eq!(refused.status, 400, "{}", refused.body);
+        assert!(!refused.body.contains(&state) && !refused.body.contains("abc"));
+    }
+    assert!(flow_exists(&app, &state).await, "the flow must stay");
     let audited: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM audit_events WHERE kind = 'callback_rejected' AND detail->>'reason' = 'other_session'",
     )
     .fetch_one(&app.db)
     .await
     .unwrap();
-    assert_eq!(audited, 1);
-    // Gone for its own session too.
-    assert_eq!(first.get(&callback).await.status, 400);
-    assert_eq!(Browser::new(&app).get(&callback).await.status, 400);
-    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
+    assert_eq!(audited, 3);
+    // The victim's own connect still completes.
+    let provider_page = first.get(url.as_str()).await;
+    let back = first
+        .submit(
+            &provider_page,
+            "/dev/demo/authorize",
+            &[("account", "octo"), ("decision", "allow")],
+        )
+        .await;
+    let done = first.follow(&back).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
 }
 
 #[tokio::test]

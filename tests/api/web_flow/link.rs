@@ -258,3 +258,37 @@ async fn the_disconnect_notice_names_only_a_configured_provider_that_is_really_g
         .await;
     assert!(page.body.contains("Demo disconnected."), "{}", page.body);
 }
+
+#[tokio::test]
+async fn the_reconnect_button_takes_the_same_link_limit_as_tools() {
+    let app = crate::helpers::spawn_app_with(|t| {
+        let mut flow = toml::Table::new();
+        flow.insert("links_per_minute".into(), 2.into());
+        t.insert("flow".into(), toml::Value::Table(flow));
+    })
+    .await;
+    let alice = signed_in(&app, "alice").await;
+    let page = alice.get("/connections").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    for _ in 0..2 {
+        let sent = alice
+            .submit(&page, "/connections/demo/reconnect", &[])
+            .await;
+        assert_eq!(sent.location.as_deref(), Some("/connect/consent"));
+    }
+    let refused = alice
+        .submit(&page, "/connections/demo/reconnect", &[])
+        .await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert!(refused.headers.get("retry-after").is_some());
+    assert!(
+        refused.body.contains("Too many connect links"),
+        "{}",
+        refused.body
+    );
+    let issued: i64 = sqlx::query_scalar("SELECT count(*) FROM connect_tickets")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(issued, 2);
+}

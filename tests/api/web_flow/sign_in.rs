@@ -238,3 +238,86 @@ async fn an_issuer_spelled_with_a_trailing_slash_at_the_root_signs_in() {
         start.location
     );
 }
+
+#[tokio::test]
+async fn anonymous_sign_in_starts_write_no_row_and_still_sign_in() {
+    let app = spawn_app().await;
+    let (t, _) = ticket(&app, "alice", 600).await;
+    let before = count(&app, "SELECT count(*) FROM oauth_flows").await;
+    let mut last = None;
+    for i in 0..60 {
+        let browser = Browser::new(&app);
+        let path = if i % 2 == 0 {
+            "/login?return_to=/connections".to_owned()
+        } else {
+            format!("/connect?ticket={t}")
+        };
+        let page = browser.get(&path).await;
+        assert_eq!(page.status, 303, "{path}: {}", page.body);
+        last = Some((browser, page));
+    }
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM oauth_flows").await,
+        before
+    );
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM web_sessions").await,
+        0,
+        "no row of any kind for a visitor"
+    );
+    // The last visitor (a connect link) still signs in and lands on consent.
+    let (browser, start) = last.unwrap();
+    let landed = browser.sign_in_from(start, "alice").await;
+    assert_eq!(landed.location.as_deref(), Some("/connect/consent"));
+    assert_eq!(browser.follow(&landed).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_pre_login_cookie_does_not_finish_another_browsers_sign_in() {
+    let app = spawn_app().await;
+    // Two sign-ins in progress; each browser's callback URL opened with the
+    // other's cookie fails.
+    let a = Browser::new(&app);
+    let b = Browser::new(&app);
+    let start_a = a.get("/login").await;
+    let start_b = b.get("/login").await;
+    let idp_a = a.follow(&start_a).await;
+    let back_a = a
+        .submit(
+            &idp_a,
+            "/dev/idp/authorize",
+            &[("username", "alice"), ("action", "sign-in")],
+        )
+        .await;
+    drop(start_b);
+    let crossed = b.follow(&back_a).await;
+    assert_eq!(crossed.status, 400, "{}", crossed.body);
+    assert!(crossed.set_cookie("mcp_connect_session").is_none());
+    // Its own browser still finishes.
+    let own = a.follow(&back_a).await;
+    assert_eq!(own.status, 303, "{}", own.body);
+    assert!(own.set_cookie("mcp_connect_session").is_some());
+}
+
+#[tokio::test]
+async fn expired_login_flows_are_swept_without_grace() {
+    let app = spawn_app().await;
+    sqlx::query(
+        "INSERT INTO oauth_flows (id, state_hash, kind, pkce_verifier, key_id, expires_at)
+         VALUES (gen_random_uuid(), '\\x01', 'login', '\\x00', 'dev1', now() - interval '1 minute')",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    mcp_connect::sweeper::sweep_once(&app.db, &app.state.settings)
+        .await
+        .unwrap();
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM oauth_flows WHERE kind = 'login'"
+        )
+        .await,
+        0
+    );
+}

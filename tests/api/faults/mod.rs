@@ -1,0 +1,159 @@
+//! Faults: the service against a Postgres of its own that is frozen,
+//! stopped, restarted or short of connections. Every request gets a clear
+//! answer within a bounded time, retryable where the fault is transient.
+
+mod postgres;
+
+use std::time::{Duration, Instant};
+
+use mcp_connect::{
+    connect::vault::{NewConnection, store_connection},
+    providers::{Account, TokenSet},
+};
+use secrecy::SecretString;
+use serde_json::json;
+
+pub use postgres::OwnPostgres;
+
+use crate::helpers::{TestApp, spawn_app_on};
+
+/// Stores a demo connection for `subject`, as the OAuth callback would.
+pub async fn connect(app: &TestApp, subject: &str) {
+    let tokens = TokenSet {
+        access_token: SecretString::from(format!("{subject}-access")),
+        refresh_token: Some(SecretString::from(format!("{subject}-refresh"))),
+        expires_in: Some(Duration::from_secs(3600)),
+        scopes: Some(vec!["profile".to_owned()]),
+        token_type: "Bearer".to_owned(),
+    };
+    store_connection(
+        &app.state,
+        NewConnection {
+            issuer: &app.dev.issuer(),
+            subject,
+            provider: "demo",
+            account: &Account {
+                id: subject.into(),
+                label: subject.into(),
+            },
+            tokens: &tokens,
+            requested_scopes: &[],
+            client_id: Some("test-client"),
+        },
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_frozen_database_gets_retryable_answers_within_deadlines() {
+    let pg = OwnPostgres::start(&[]);
+    let app = spawn_app_on(&pg.url(), |_| {}).await;
+    connect(&app, "alice").await;
+    let (status, body) = app
+        .call_tool("alice", "whoami", json!({"provider": "demo"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["resultType"], "complete", "{body}");
+
+    pg.freeze();
+    let started = Instant::now();
+    let ready = app
+        .http
+        .get(format!("{}/readyz", app.addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503);
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let started = Instant::now();
+    let body = crate::helpers::request(
+        "tools/call",
+        json!({"name": "whoami", "arguments": {"provider": "demo"}}),
+    );
+    let answer = app
+        .mcp_request(Some(&app.token("alice")), &body)
+        .send()
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(answer.status(), 503, "{took:?}");
+    assert!(answer.headers().get("retry-after").is_some());
+    let text = answer.text().await.unwrap();
+    assert!(text.contains("try again"), "{text}");
+    assert!(took < Duration::from_secs(8), "{took:?}");
+
+    // A page, too.
+    let started = Instant::now();
+    let page = app
+        .http
+        .get(format!("{}/connections", app.addr))
+        .header(
+            "Cookie",
+            "mcp_connect_session=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 503);
+    assert!(page.headers().get("retry-after").is_some());
+    assert!(started.elapsed() < Duration::from_secs(8));
+
+    pg.thaw();
+    // Settles once the database is back.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = app
+            .call_tool("alice", "whoami", json!({"provider": "demo"}))
+            .await;
+        if status == 200 && body["result"]["resultType"] == "complete" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never settled: {status} {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_stopped_database_answers_mcp_with_503_not_an_internal_error() {
+    let pg = OwnPostgres::start(&[]);
+    let app = spawn_app_on(&pg.url(), |_| {}).await;
+    connect(&app, "alice").await;
+    pg.down();
+    let body = crate::helpers::request(
+        "tools/call",
+        json!({"name": "whoami", "arguments": {"provider": "demo"}}),
+    );
+    let started = Instant::now();
+    let answer = app
+        .mcp_request(Some(&app.token("alice")), &body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 503);
+    assert!(answer.headers().get("retry-after").is_some());
+    let text = answer.text().await.unwrap();
+    assert!(!text.contains("-32603"), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(8));
+    pg.up();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = app
+            .call_tool("alice", "whoami", json!({"provider": "demo"}))
+            .await;
+        if status == 200 && body["result"]["resultType"] == "complete" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never settled: {status} {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+mod shutdown;
+mod startup;
+mod too_many_clients;

@@ -1,0 +1,50 @@
+//! An oversubscribed Postgres: when a per-thread connection cannot be
+//! opened, the request is served by the pool instead of failing.
+
+use serde_json::json;
+use sqlx::{Connection, PgConnection};
+
+use super::{OwnPostgres, connect};
+use crate::helpers::spawn_app_on;
+
+#[tokio::test]
+async fn requests_fall_back_to_the_pool_when_no_new_connection_can_be_opened() {
+    let pg = OwnPostgres::start(&["max_connections = 12"]);
+    let app = spawn_app_on(&pg.url(), |t| {
+        t.insert("database_max_connections".into(), 8.into());
+    })
+    .await;
+    connect(&app, "alice").await;
+    // Warm the pool: a few of its connections open and idle.
+    for _ in 0..3 {
+        let r = app
+            .http
+            .get(format!("{}/readyz", app.addr))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    // Someone else takes every connection left.
+    let url = format!("{}/{}", pg.url(), app.db_name);
+    let mut hogs = Vec::new();
+    while let Ok(Ok(conn)) = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        PgConnection::connect(&url),
+    )
+    .await
+    {
+        hogs.push(conn);
+        assert!(hogs.len() < 20, "max_connections is not in effect");
+    }
+    assert!(!hogs.is_empty());
+    assert_eq!(app.state.hot_db.open(), 0, "no per-thread connection yet");
+    for _ in 0..8 {
+        let (status, body) = app
+            .call_tool("alice", "whoami", json!({"provider": "demo"}))
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["result"]["resultType"], "complete", "{body}");
+    }
+    drop(hogs);
+}

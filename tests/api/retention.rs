@@ -1,0 +1,98 @@
+//! `audit.retention_days`: the sweeper and `purge` delete audit rows older
+//! than the retention, in bounded batches, and nothing younger.
+
+use std::process::Command;
+
+use crate::helpers::{TestApp, server_url, spawn_app_with};
+
+async fn retention_app(days: i64) -> TestApp {
+    spawn_app_with(|t| {
+        let mut audit = toml::Table::new();
+        audit.insert("retention_days".into(), days.into());
+        t.insert("audit".into(), toml::Value::Table(audit));
+    })
+    .await
+}
+
+/// `old` rows `old_days` ago and `young` rows a day ago.
+async fn fill(app: &TestApp, old: i64, old_days: i64, young: i64) {
+    sqlx::query(
+        "INSERT INTO audit_events (at, kind, detail)
+         SELECT now() - make_interval(days => $2), 'ticket_issued', '{}'::jsonb FROM generate_series(1, $1)",
+    )
+    .bind(old)
+    .bind(old_days as i32)
+    .execute(&app.db)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO audit_events (at, kind, detail)
+         SELECT now() - interval '1 day', 'connected', '{}'::jsonb FROM generate_series(1, $1)",
+    )
+    .bind(young)
+    .execute(&app.db)
+    .await
+    .unwrap();
+}
+
+async fn counts(app: &TestApp) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE kind = 'ticket_issued'), count(*) FILTER (WHERE kind = 'connected') FROM audit_events",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_sweeper_deletes_audit_rows_past_the_retention() {
+    let app = retention_app(30).await;
+    fill(&app, 2500, 31, 3).await;
+    let swept = mcp_connect::sweeper::sweep_once(&app.db, &app.state.settings)
+        .await
+        .unwrap();
+    assert!(swept.is_some_and(|n| n >= 2500), "{swept:?}");
+    assert_eq!(counts(&app).await, (0, 3));
+}
+
+#[tokio::test]
+async fn purge_deletes_audit_rows_past_the_retention() {
+    let app = retention_app(30).await;
+    fill(&app, 1200, 45, 2).await;
+    let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
+        .arg("purge")
+        .env("MCP_CONNECT_PUBLIC_URL", &app.base)
+        .env(
+            "MCP_CONNECT_DATABASE_URL",
+            format!("{}/{}", server_url(), app.db_name),
+        )
+        .env("MCP_CONNECT_KEYS", key)
+        .env("MCP_CONNECT_AUTH__ISSUER", app.dev.issuer())
+        .env("MCP_CONNECT_AUDIT__RETENTION_DAYS", "30")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(counts(&app).await, (0, 2));
+}
+
+#[tokio::test]
+async fn the_default_retention_is_ninety_days() {
+    let app = spawn_app_with(|_| {}).await;
+    fill(&app, 5, 91, 0).await;
+    fill(&app, 0, 0, 0).await;
+    sqlx::query(
+        "INSERT INTO audit_events (at, kind) VALUES (now() - interval '89 days', 'connected')",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    mcp_connect::sweeper::sweep_once(&app.db, &app.state.settings)
+        .await
+        .unwrap();
+    assert_eq!(counts(&app).await, (0, 1));
+}
