@@ -21,7 +21,16 @@ BENCHMARKS.md.
   --rounds N              runs per cell, interleaved across servers; the table
                           shows medians (default 3)
   --levels 1,16,64        concurrency levels
-  --scenarios S1,…,S5     scenarios to run (default all)
+  --only S1,…,S6          scenarios to run (default all; --scenarios is the same).
+                          S6 (data scale) seeds the run's database after the others ran
+                          on it empty, then runs S2, S3 and S4 on it again (so S6 brings
+                          S2–S4 along), checks every request path's query plans, weighs
+                          the tables and runs the sweeper under S3; alone it runs
+                          mcp-connect only unless --servers says otherwise
+  --seed-scale F          S6 seeds F × the full scale (1,000,000 connections, 10,000,000
+                          audit rows, …; default 1, --smoke 0.001; or BENCH_SEED_SCALE)
+  --sweep-limit SECS      how long the sweeper may run under S3 before Postgres cancels
+                          it (default 90)
   --servers ours,python,bare,bare-sql
                           bare-sql is bench-bare with mcp-connect's SQL (same tables,
                           queries and connections, its own database): S2 and S3 only
@@ -45,6 +54,10 @@ pub struct Options {
     pub rounds: usize,
     pub levels: Vec<usize>,
     pub scenarios: Vec<Scenario>,
+    /// S6: seed, check plans, weigh, sweep.
+    pub scale: bool,
+    pub seed_fraction: f64,
+    pub sweep_limit: Duration,
     pub servers: Vec<Kind>,
     pub database_server: String,
     pub db_tls: bool,
@@ -62,6 +75,14 @@ fn seconds(v: &str) -> anyhow::Result<Duration> {
         bail!("{s} s is out of range (0–600)");
     }
     Ok(Duration::from_secs_f64(s))
+}
+
+fn fraction(v: &str) -> anyhow::Result<f64> {
+    let f: f64 = v.parse().with_context(|| format!("not a number: {v}"))?;
+    if !(f > 0.0 && f <= 10.0) {
+        bail!("seed scale {f} is out of range (0–10)");
+    }
+    Ok(f)
 }
 
 fn list<T>(v: &str, parse: impl Fn(&str) -> Option<T>) -> anyhow::Result<Vec<T>> {
@@ -82,6 +103,12 @@ impl Options {
             rounds: 3,
             levels: vec![1, 16, 64],
             scenarios: Scenario::ALL.to_vec(),
+            scale: true,
+            seed_fraction: match std::env::var("BENCH_SEED_SCALE") {
+                Ok(v) => fraction(&v)?,
+                Err(_) => 1.0,
+            },
+            sweep_limit: Duration::from_secs(90),
             servers: vec![Kind::Ours, Kind::Python, Kind::Bare, Kind::BareSql],
             database_server,
             db_tls: false,
@@ -91,6 +118,8 @@ impl Options {
             build: true,
         };
         let mut explicit_levels = false;
+        let mut explicit_servers = false;
+        let mut explicit_fraction = std::env::var("BENCH_SEED_SCALE").is_ok();
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             let mut value = || args.next().ok_or_else(|| anyhow!("{arg} needs a value"));
@@ -104,8 +133,33 @@ impl Options {
                     o.levels = list(&value()?, |s| s.parse().ok().filter(|&n| n > 0 && n <= 256))?;
                     explicit_levels = true;
                 }
-                "--scenarios" => o.scenarios = list(&value()?, Scenario::parse)?,
-                "--servers" => o.servers = list(&value()?, Kind::parse)?,
+                "--only" | "--scenarios" => {
+                    let wanted = list(&value()?, |s| {
+                        (s.eq_ignore_ascii_case("S6") || s == "data-scale")
+                            .then_some(None)
+                            .or_else(|| Scenario::parse(s).map(Some))
+                    })?;
+                    o.scale = wanted.contains(&None);
+                    o.scenarios = Scenario::ALL
+                        .into_iter()
+                        .filter(|s| {
+                            wanted.contains(&Some(*s))
+                                || (o.scale && crate::scale::SEEDED.contains(s))
+                        })
+                        .collect();
+                    if o.scale && !explicit_servers && wanted == [None] {
+                        o.servers = vec![Kind::Ours];
+                    }
+                }
+                "--servers" => {
+                    o.servers = list(&value()?, Kind::parse)?;
+                    explicit_servers = true;
+                }
+                "--seed-scale" => {
+                    o.seed_fraction = fraction(&value()?)?;
+                    explicit_fraction = true;
+                }
+                "--sweep-limit" => o.sweep_limit = seconds(&value()?)?,
                 "--database-server" => o.database_server = value()?,
                 "--db-tls" => o.db_tls = true,
                 "--quiet-logs" => o.quiet_logs = true,
@@ -125,6 +179,10 @@ impl Options {
             }
             o.output = None;
             o.census = false;
+            if !explicit_fraction {
+                o.seed_fraction = 0.001;
+            }
+            o.sweep_limit = o.sweep_limit.min(Duration::from_secs(20));
         }
         if o.rounds == 0 || o.levels.is_empty() || o.scenarios.is_empty() || o.servers.is_empty() {
             bail!("nothing to run");

@@ -78,6 +78,9 @@ impl Scenario {
 
     /// The servers a scenario is run on.
     pub fn applies_to(self, kind: Kind) -> bool {
+        if kind == Kind::Seeded {
+            return crate::scale::SEEDED.contains(&self);
+        }
         match self {
             // bare rmcp + SQL is there for the database's share of S2 and S3.
             Scenario::Discover => kind != Kind::BareSql,
