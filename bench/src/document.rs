@@ -24,10 +24,16 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default();
-    let scenarios: String = Scenario::ALL
+    let mut scenarios: String = Scenario::ALL
         .iter()
         .map(|s| format!("- **{} {}**: {}\n", s.id(), s.title(), s.what()))
         .collect();
+    scenarios.push_str(
+        "- **S6 data scale**: the run's database seeded with server-side SQL (`bench/sql/seed.sql`) \
+         after S1–S5, then S2, S3 and S4 again on it (rows \"mcp-connect, seeded\"), the plans of \
+         every request path's statements and foreign key lookups checked, bytes per row, what one \
+         operation writes, and S3 while the sweeper deletes a backlog (see Data scale)\n",
+    );
     let levels: Vec<String> = options.levels.iter().map(ToString::to_string).collect();
     format!(
         "# Benchmarks\n\n\

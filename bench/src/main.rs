@@ -294,7 +294,10 @@ async fn bench(
         scaled.as_ref(),
     );
     let census = report::census(&census);
-    let data_scale = scaled.as_ref().map(scale_report::data_scale).unwrap_or_default();
+    let data_scale = scaled
+        .as_ref()
+        .map(scale_report::data_scale)
+        .unwrap_or_default();
     println!("\n{table}\n{data_scale}");
     if !errors.is_empty() {
         println!("Errors:\n{errors}");

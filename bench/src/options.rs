@@ -30,7 +30,7 @@ BENCHMARKS.md.
   --seed-scale F          S6 seeds F × the full scale (1,000,000 connections, 10,000,000
                           audit rows, …; default 1, --smoke 0.001; or BENCH_SEED_SCALE)
   --sweep-limit SECS      how long the sweeper may run under S3 before Postgres cancels
-                          it (default 90)
+                          it (default 60)
   --servers ours,python,bare,bare-sql
                           bare-sql is bench-bare with mcp-connect's SQL (same tables,
                           queries and connections, its own database): S2 and S3 only
@@ -108,7 +108,7 @@ impl Options {
                 Ok(v) => fraction(&v)?,
                 Err(_) => 1.0,
             },
-            sweep_limit: Duration::from_secs(90),
+            sweep_limit: Duration::from_secs(60),
             servers: vec![Kind::Ours, Kind::Python, Kind::Bare, Kind::BareSql],
             database_server,
             db_tls: false,

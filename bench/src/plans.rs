@@ -55,16 +55,17 @@ pub fn logged(log: &str) -> Vec<Statement> {
     seen
 }
 
-/// Statements that are not plannable queries: nothing to check.
+/// Statements that are not plannable queries (BEGIN, SET, LISTEN, DDL …):
+/// nothing to check.
 fn is_utility(sql: &str) -> bool {
     let first = sql
-        .split_whitespace()
-        .next()
+        .split(|c: char| c.is_whitespace() || c == '(')
+        .find(|w| !w.is_empty())
         .unwrap_or_default()
         .to_ascii_uppercase();
-    matches!(
+    !matches!(
         first.as_str(),
-        "BEGIN" | "COMMIT" | "ROLLBACK" | "SET" | "SAVEPOINT" | "RELEASE" | "SHOW" | "RESET"
+        "SELECT" | "INSERT" | "UPDATE" | "DELETE" | "WITH" | "VALUES" | "MERGE" | "TABLE"
     )
 }
 
@@ -229,9 +230,9 @@ pub fn describe(checked: &Checked) -> String {
             Finding::NoIndex { table } => {
                 format!("❌ sequential scan of `{table}` and no index can serve it")
             }
-            Finding::LargeTable { table, rows } => format!(
-                "❌ sequential scan of `{table}` ({rows:.0} rows) chosen by the planner"
-            ),
+            Finding::LargeTable { table, rows } => {
+                format!("❌ sequential scan of `{table}` ({rows:.0} rows) chosen by the planner")
+            }
             Finding::SmallTable { table, rows } => format!(
                 "note: sequential scan of the small table `{table}` ({rows:.0} rows; an index exists)"
             ),
@@ -264,7 +265,10 @@ mod tests {
 
     #[test]
     fn finds_sequential_scans_at_any_depth_and_only_those() {
-        assert_eq!(seq_scans(&sample("Seq Scan", "web_sessions")), ["web_sessions"]);
+        assert_eq!(
+            seq_scans(&sample("Seq Scan", "web_sessions")),
+            ["web_sessions"]
+        );
         assert!(seq_scans(&sample("Index Scan", "web_sessions")).is_empty());
         assert!(seq_scans(&sample("Bitmap Heap Scan", "connections")).is_empty());
         assert!(seq_scans(&json!({"error": "x"})).is_empty());
@@ -278,14 +282,26 @@ mod tests {
         ]);
         let index = sample("Index Scan", "web_sessions");
         let no_index = json!({ "plan": sample("Seq Scan", "web_sessions"), "forced": sample("Seq Scan", "web_sessions") });
-        assert!(matches!(judge(&no_index, &rows)[..], [Finding::NoIndex { .. }]));
+        assert!(matches!(
+            judge(&no_index, &rows)[..],
+            [Finding::NoIndex { .. }]
+        ));
         let chosen = json!({ "plan": sample("Seq Scan", "web_sessions"), "forced": index });
-        assert!(matches!(judge(&chosen, &rows)[..], [Finding::LargeTable { .. }]));
+        assert!(matches!(
+            judge(&chosen, &rows)[..],
+            [Finding::LargeTable { .. }]
+        ));
         let small = json!({ "plan": sample("Seq Scan", "oauth_flows"), "forced": sample("Index Scan", "oauth_flows") });
-        assert!(matches!(judge(&small, &rows)[..], [Finding::SmallTable { .. }]));
+        assert!(matches!(
+            judge(&small, &rows)[..],
+            [Finding::SmallTable { .. }]
+        ));
         let catalog = json!({ "plan": sample("Seq Scan", "pg_class"), "forced": sample("Seq Scan", "pg_class") });
         assert!(judge(&catalog, &rows).is_empty());
-        assert!(matches!(judge(&json!({"error": "no"}), &rows)[..], [Finding::Error(_)]));
+        assert!(matches!(
+            judge(&json!({"error": "no"}), &rows)[..],
+            [Finding::Error(_)]
+        ));
     }
 
     #[test]
@@ -299,7 +315,11 @@ mod tests {
         ]
         .join("\n");
         let found: Vec<String> = logged(&log).into_iter().map(|s| s.sql).collect();
-        assert_eq!(found, ["SELECT id, issuer FROM connections WHERE id = $1", "BEGIN"]);
-        assert!(is_utility("BEGIN") && is_utility("set local x = 1") && !is_utility("SELECT 1"));
+        assert_eq!(
+            found,
+            ["SELECT id, issuer FROM connections WHERE id = $1", "BEGIN"]
+        );
+        assert!(is_utility("BEGIN") && is_utility("set local x = 1") && is_utility("LISTEN \"x\""));
+        assert!(!is_utility("SELECT 1") && !is_utility("\n with a AS (SELECT 1) SELECT 2"));
     }
 }

@@ -100,12 +100,11 @@ pub async fn data(
 pub async fn backlog(url: &str, root: &Path, scale: Scale, issuer: &str) -> anyhow::Result<f64> {
     let started = Instant::now();
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let done: Vec<anyhow::Result<()>> =
-        futures::stream::iter(pieces(scale.backlog, cores as u64))
-            .map(|(lo, hi)| part(url, root, scale, issuer, ("backlog", lo, hi)))
-            .buffer_unordered(cores)
-            .collect()
-            .await;
+    let done: Vec<anyhow::Result<()>> = futures::stream::iter(pieces(scale.backlog, cores as u64))
+        .map(|(lo, hi)| part(url, root, scale, issuer, ("backlog", lo, hi)))
+        .buffer_unordered(cores)
+        .collect()
+        .await;
     done.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
     psql::value(url, "ANALYZE connect_tickets").await?;
     Ok(started.elapsed().as_secs_f64())
@@ -160,9 +159,11 @@ pub async fn weights(url: &str) -> anyhow::Result<Vec<Weight>> {
 
 /// The server's WAL position in bytes (`pg_current_wal_lsn()`).
 pub async fn wal_position(url: &str) -> anyhow::Result<u64> {
-    Ok(psql::value(url, "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")
-        .await?
-        .parse::<f64>()? as u64)
+    Ok(
+        psql::value(url, "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")
+            .await?
+            .parse::<f64>()? as u64,
+    )
 }
 
 #[cfg(test)]

@@ -134,7 +134,11 @@ pub fn targets(
     );
     let rss: Vec<f64> = [Kind::Ours, Kind::Seeded]
         .into_iter()
-        .flat_map(|k| Scenario::ALL.iter().filter_map(move |&sc| get(sc, 64, k)?.rss_mb))
+        .flat_map(|k| {
+            Scenario::ALL
+                .iter()
+                .filter_map(move |&sc| get(sc, 64, k)?.rss_mb)
+        })
         .collect();
     if !rss.is_empty() {
         let worst = rss.iter().copied().fold(0.0, f64::max);
@@ -148,7 +152,10 @@ pub fn targets(
         let r: Vec<String> = levels
             .iter()
             .filter_map(|&l| {
-                let (o, p) = (get(scenario, l, Kind::Ours)?, get(scenario, l, Kind::Python)?);
+                let (o, p) = (
+                    get(scenario, l, Kind::Ours)?,
+                    get(scenario, l, Kind::Python)?,
+                );
                 Some(format!("{:.1}× at {l}", o.rate / p.rate))
             })
             .collect();
