@@ -12,6 +12,7 @@ mod capture;
 mod client;
 mod dbref;
 mod dbstats;
+mod demo;
 mod document;
 mod flows;
 mod load;
@@ -124,12 +125,17 @@ async fn start(
         python = Some(interpreter);
     }
     if options.servers.contains(&Kind::Bare) {
-        let server = servers::start_bare(paths, None).await?;
+        let server = servers::start_bare(paths, None, None).await?;
         eprintln!("bench: bare rmcp (pid {}) at {}", server.pid, server.base);
         servers.push(server);
     }
     if options.servers.contains(&Kind::BareSql) {
-        let server = servers::start_bare(paths, Some(&bare_database.url())).await?;
+        let server = servers::start_bare(
+            paths,
+            Some(&bare_database.url()),
+            Some(&format!("{}/dev/demo/api/me", world_base(&dev))),
+        )
+        .await?;
         eprintln!(
             "bench: bare rmcp + SQL (pid {}) at {}",
             server.pid, server.base
@@ -146,6 +152,10 @@ async fn start(
         flow_times: Vec::new(),
     };
     Ok((world, python))
+}
+
+fn world_base(dev: &servers::DevInfo) -> &str {
+    dev.web_url.trim_end_matches('/')
 }
 
 /// S5 at one level, for sizing the next: (level, flows/s, CPU ms per flow
@@ -210,6 +220,15 @@ async fn bench(
                     world.connect_users(kind).await?;
                 }
             }
+        }
+        if scenario == Scenario::CallAsUser && kinds.contains(&Kind::BareSql) {
+            // Demo access tokens live five minutes: minted just before.
+            let secret = psql::value(
+                &database.url(),
+                "SELECT value FROM dev_secrets WHERE name = 'demo_client_secret'",
+            )
+            .await?;
+            world.floor_tokens(&secret).await?;
         }
         for &level in &options.levels {
             let mut flow_jobs = if scenario == Scenario::ConnectFlow {

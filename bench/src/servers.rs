@@ -332,8 +332,13 @@ pub async fn start_python(
     bail!("the Python comparator did not answer within 30 s (see python.err.log)")
 }
 
-/// bench-bare; with `database` (a URL), "bare rmcp + SQL" on that database.
-pub async fn start_bare(paths: &Paths, database: Option<&str>) -> anyhow::Result<Server> {
+/// bench-bare; with `database` (a URL), "bare rmcp + SQL" on that database,
+/// asking `upstream` (a userinfo URL) on `whoami` (the S4 floor).
+pub async fn start_bare(
+    paths: &Paths,
+    database: Option<&str>,
+    upstream: Option<&str>,
+) -> anyhow::Result<Server> {
     let binary = paths.bin_dir.join("bench-bare");
     let (kind, log) = match database {
         Some(_) => (Kind::BareSql, "bench-bare-sql.log"),
@@ -343,6 +348,9 @@ pub async fn start_bare(paths: &Paths, database: Option<&str>) -> anyhow::Result
     command.args(["--port", "0"]);
     if let Some(url) = database {
         command.args(["--database", url]);
+    }
+    if let Some(url) = upstream {
+        command.args(["--upstream", url]);
     }
     let mut child = command
         .stdin(Stdio::null())

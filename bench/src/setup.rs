@@ -125,6 +125,27 @@ impl World {
         Ok(())
     }
 
+    /// Gives bare rmcp + SQL a real demo-provider access token for each
+    /// connected user (`secret`: the demo client's), for S4's floor.
+    pub async fn floor_tokens(&self, secret: &str) -> anyhow::Result<()> {
+        let mut conn = Conn::new(self.base(Kind::BareSql)?)?;
+        for user in &self.conn_users {
+            let token = crate::demo::access_token(&self.dev.web_url, secret, user)
+                .await
+                .with_context(|| format!("a demo token for {user}"))?;
+            let marked = conn
+                .post_json(
+                    "/bench/connected",
+                    &json!({ "sub": user, "provider": "demo", "token": token }),
+                )
+                .await?;
+            if marked.status != 200 {
+                bail!("bare rmcp + SQL: /bench/connected: HTTP {}", marked.status);
+            }
+        }
+        Ok(())
+    }
+
     /// S5 at `level`: a signed-in browser per worker and `per_worker`
     /// connect links each, minted through MCP while the users are still
     /// unconnected (a link stays good after its user connects).

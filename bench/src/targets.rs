@@ -128,10 +128,25 @@ pub fn targets(
             }
         );
     }
-    let _ = writeln!(
-        out,
-        "- ❔ S4 ≥ 0.9× its floor (bare rmcp + SQL + the same upstream call): not measured, this harness has no S4 floor yet"
-    );
+    let s4: Vec<(usize, f64)> = levels
+        .iter()
+        .filter_map(|&l| {
+            let (o, f) = (
+                get(Scenario::CallAsUser, l, Kind::Ours)?,
+                get(Scenario::CallAsUser, l, Kind::BareSql)?,
+            );
+            Some((l, o.rate / f.rate))
+        })
+        .collect();
+    if !s4.is_empty() {
+        let detail: Vec<String> = s4.iter().map(|(l, r)| format!("{r:.2}× at {l}")).collect();
+        let _ = writeln!(
+            out,
+            "- {} S4 ≥ 0.9× its floor (bare rmcp + SQL + the same upstream call with the stored token, no unsealing): {}",
+            mark(s4.iter().all(|x| x.1 >= 0.9)),
+            detail.join(", ")
+        );
+    }
     let rss: Vec<f64> = [Kind::Ours, Kind::Seeded]
         .into_iter()
         .flat_map(|k| {
