@@ -126,7 +126,7 @@ pub async fn run(
             }
         }
     }
-    let per_op = per_op(world, options, database).await?;
+    let per_op = per_op(world, options, paths, database).await?;
     let sweep = sweep(world, options, paths, database, scale, &issuer).await?;
     Ok(Report {
         scale,
@@ -161,15 +161,21 @@ async fn timed(
 
 /// WAL (and, with the census, rows) per ask, call and connect, one client.
 async fn per_op(
-    world: &World,
+    world: &mut World,
     options: &Options,
+    paths: &Paths,
     database: &Database,
 ) -> anyhow::Result<Vec<PerOp>> {
     let url = database.url();
     let (n, flows) = if options.smoke { (20, 3) } else { (200, 20) };
-    let level = options.levels[0];
-    // The links are minted (asks) before anything is measured.
-    let mut flow = scenarios::flow_jobs(world.flow_workers(level, flows).await?);
+    // A user of its own, never connected before: the first flow is a
+    // first connect, the others re-connect the same account. The links
+    // are minted (asks) before anything is measured.
+    let user = "wal-0".to_owned();
+    let minted =
+        servers::mint_tokens(paths, &url, world.dev.port, std::slice::from_ref(&user)).await?;
+    world.tokens.extend(minted);
+    let mut flow = scenarios::flow_jobs(world.flow_workers_for(&[user], flows).await?);
     let mut out = Vec::new();
     for op in ["ask (S2)", "call (S4)", "connect (S5)"] {
         let mut jobs = match op {
