@@ -193,3 +193,40 @@ impl Options {
         Ok(Some(o))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Options {
+        match Options::parse(args.iter().map(|s| (*s).to_owned())) {
+            Ok(Some(o)) => o,
+            Ok(None) => panic!("help asked"),
+            Err(e) => panic!("{e:#}"),
+        }
+    }
+
+    #[test]
+    fn only_s6_runs_the_data_scale_with_its_baseline_on_mcp_connect() {
+        let o = parse(&["--only", "S6"]);
+        assert!(o.scale);
+        assert_eq!(o.scenarios, crate::scale::SEEDED);
+        assert_eq!(o.servers, [Kind::Ours]);
+        let o = parse(&["--servers", "ours,bare-sql", "--only", "s1,S6"]);
+        assert!(o.scale);
+        assert_eq!(o.scenarios.len(), 4);
+        assert_eq!(o.servers, [Kind::Ours, Kind::BareSql]);
+        let o = parse(&["--only", "S3"]);
+        assert!(!o.scale);
+        assert_eq!(o.scenarios, [Scenario::RetryComplete]);
+        assert!(parse(&[]).scale);
+        assert!(Options::parse(["--only".to_owned(), "S7".to_owned()]).is_err());
+    }
+
+    #[test]
+    fn smoke_seeds_small_unless_told() {
+        assert!((parse(&["--smoke"]).seed_fraction - 0.001).abs() < 1e-12);
+        assert!((parse(&["--smoke", "--seed-scale", "0.05"]).seed_fraction - 0.05).abs() < 1e-12);
+        assert!(Options::parse(["--seed-scale".to_owned(), "0".to_owned()]).is_err());
+    }
+}
