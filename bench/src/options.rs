@@ -33,7 +33,8 @@ BENCHMARKS.md.
                           it (default 60)
   --servers ours,python,bare,bare-sql
                           bare-sql is bench-bare with mcp-connect's SQL (same tables,
-                          queries and connections, its own database): S2 and S3 only
+                          queries and connections, its own database; for S4 the same
+                          upstream call): S2, S3 and S4
   --database-server URL   Postgres to use (default postgres://postgres@127.0.0.1:5432,
                           or BENCH_DATABASE_SERVER / TEST_DATABASE_SERVER)
   --db-tls                talk TLS to Postgres when it offers it (default: sslmode=disable,
