@@ -177,6 +177,12 @@ async fn per_op(
     world.tokens.extend(minted);
     let mut flow = scenarios::flow_jobs(world.flow_workers_for(&[user], flows).await?);
     let mut out = Vec::new();
+    // Rows from pg_stat_database, read before and after each operation (each
+    // reading waits for the backends to publish: about 11 s).
+    let mut stats = match options.census {
+        true => dbstats::read(&options.database_server, &database.name).await,
+        false => None,
+    };
     for op in ["ask (S2)", "call (S4)", "connect (S5)"] {
         let mut jobs = match op {
             "ask (S2)" => scenarios::mcp_jobs(world, Scenario::Ask, Kind::Ours, 1)?,
@@ -184,11 +190,6 @@ async fn per_op(
             _ => vec![flow.swap_remove(0)],
         };
         let count = if op.starts_with("connect") { flows } else { n };
-        let before = options.census.then_some(());
-        let stats_before = match before {
-            Some(()) => dbstats::read(&options.database_server, &database.name).await,
-            None => None,
-        };
         let lsn = seed::wal_position(&url).await?;
         let started = Instant::now();
         let done = jobs[0].repeat(count).await;
@@ -196,13 +197,13 @@ async fn per_op(
         let window = started.elapsed();
         tokio::time::sleep(window).await;
         let idle = seed::wal_position(&url).await?.saturating_sub(lsn_after);
-        let rows = match stats_before {
-            Some(b) => dbstats::read(&options.database_server, &database.name)
-                .await
-                .and_then(|a| dbstats::per_request(b, a, done))
-                .map(|(_, rows)| rows),
-            None => None,
-        };
+        let mut rows = None;
+        if let Some(before) = stats {
+            stats = dbstats::read(&options.database_server, &database.name).await;
+            rows = stats
+                .and_then(|after| dbstats::per_request(before, after, done))
+                .map(|(_, rows)| rows);
+        }
         if done != count {
             return Err(anyhow!("{op}: {done} of {count} succeeded"));
         }
