@@ -24,10 +24,16 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default();
-    let scenarios: String = Scenario::ALL
+    let mut scenarios: String = Scenario::ALL
         .iter()
         .map(|s| format!("- **{} {}**: {}\n", s.id(), s.title(), s.what()))
         .collect();
+    scenarios.push_str(
+        "- **S6 data scale**: the run's database seeded with server-side SQL (`bench/sql/seed.sql`) \
+         after S1–S5, then S2, S3 and S4 again on it (rows \"mcp-connect, seeded\"), the plans of \
+         every request path's statements and foreign key lookups checked, bytes per row, what one \
+         operation writes, and S3 while the sweeper deletes a backlog (see Data scale)\n",
+    );
     let levels: Vec<String> = options.levels.iter().map(ToString::to_string).collect();
     format!(
         "# Benchmarks\n\n\
@@ -38,10 +44,11 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
          the compose network, JSON logs at info as in production), the **Python SDK** v2 (`mcp==2.3.0`, `MCPServer`, stateless Streamable HTTP, \
          uvicorn with uvloop + httptools, one worker, JWT bearer tokens checked with PyJWT, default sealed \
          `requestState`), **bare rmcp** (`bench-bare`: the same actix ⇄ rmcp bridge and rmcp configuration, \
-         no database, no encryption, no token check, no logging: the ceiling), and **bare rmcp + SQL** \
-         (`bench-bare --database`, S2 and S3 only: the same again plus exactly mcp-connect's SQL — its tables, \
-         queries and per-request connections, on a database of its own — so that \"ours ÷ bare + SQL\" is what \
-         mcp-connect costs beyond its database round trips).\n\n\
+         no database, no encryption, no token check, no logging: S1's floor), and **bare rmcp + SQL** \
+         (`bench-bare --database`, S2–S4: the same again plus exactly mcp-connect's SQL — its tables, \
+         queries and per-request connections, on a database of its own — and for S4 the same upstream call \
+         with the stored token, so that \"ours ÷ bare + SQL\" is what mcp-connect costs beyond its database \
+         round trips and its provider call: the floor of S2, S3 and S4).\n\n\
          {scenarios}\n\
          ## This run\n\n\
          {date}; {} s per run after {} s of warm-up, {} rounds per cell interleaved across servers (medians shown; \

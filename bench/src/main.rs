@@ -8,20 +8,28 @@
 //! whole thing in seconds for CI and times nothing worth reading.
 
 mod browser;
+mod capture;
 mod client;
 mod dbref;
 mod dbstats;
+mod demo;
 mod document;
 mod flows;
 mod load;
 mod mcp;
 mod options;
+mod plans;
 mod prepare;
 mod procstat;
+mod psql;
 mod report;
+mod scale;
+mod scale_report;
 mod scenarios;
+mod seed;
 mod servers;
 mod setup;
+mod targets;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -93,7 +101,13 @@ async fn start(
     database: &prepare::Database,
     bare_database: &prepare::Database,
 ) -> anyhow::Result<(World, Option<PathBuf>)> {
-    let (ours, dev) = servers::start_ours(paths, &database.url(), options.quiet_logs).await?;
+    let (ours, dev) = servers::start_ours(
+        paths,
+        &database.url(),
+        options.quiet_logs.then_some("warn"),
+        "mcp-connect.log",
+    )
+    .await?;
     eprintln!("bench: mcp-connect (pid {}) at {}", ours.pid, ours.base);
     let (ask, conn, flow) = setup::all_users(&options.levels);
     let everyone: Vec<String> = ask.iter().chain(&conn).chain(&flow).cloned().collect();
@@ -111,12 +125,17 @@ async fn start(
         python = Some(interpreter);
     }
     if options.servers.contains(&Kind::Bare) {
-        let server = servers::start_bare(paths, None).await?;
+        let server = servers::start_bare(paths, None, None).await?;
         eprintln!("bench: bare rmcp (pid {}) at {}", server.pid, server.base);
         servers.push(server);
     }
     if options.servers.contains(&Kind::BareSql) {
-        let server = servers::start_bare(paths, Some(&bare_database.url())).await?;
+        let server = servers::start_bare(
+            paths,
+            Some(&bare_database.url()),
+            Some(&format!("{}/dev/demo/api/me", world_base(&dev))),
+        )
+        .await?;
         eprintln!(
             "bench: bare rmcp + SQL (pid {}) at {}",
             server.pid, server.base
@@ -133,6 +152,10 @@ async fn start(
         flow_times: Vec::new(),
     };
     Ok((world, python))
+}
+
+fn world_base(dev: &servers::DevInfo) -> &str {
+    dev.web_url.trim_end_matches('/')
 }
 
 /// S5 at one level, for sizing the next: (level, flows/s, CPU ms per flow
@@ -198,6 +221,15 @@ async fn bench(
                 }
             }
         }
+        if scenario == Scenario::CallAsUser && kinds.contains(&Kind::BareSql) {
+            // Demo access tokens live five minutes: minted just before.
+            let secret = psql::value(
+                &database.url(),
+                "SELECT value FROM dev_secrets WHERE name = 'demo_client_secret'",
+            )
+            .await?;
+            world.floor_tokens(&secret).await?;
+        }
         for &level in &options.levels {
             let mut flow_jobs = if scenario == Scenario::ConnectFlow {
                 let setup_flow_s = median_secs(&world.flow_times).unwrap_or(0.01);
@@ -220,7 +252,7 @@ async fn bench(
                     let db = match kind {
                         Kind::Ours => Some(database.name.as_str()),
                         Kind::BareSql => Some(bare_database.name.as_str()),
-                        Kind::Python | Kind::Bare => None,
+                        Kind::Python | Kind::Bare | Kind::Seeded => None,
                     };
                     let measured = match flow_jobs.as_mut() {
                         Some(jobs) => {
@@ -258,6 +290,11 @@ async fn bench(
             }
         }
     }
+    let scaled = if options.scale {
+        Some(scale::run(&mut world, options, paths, database, &mut runs).await?)
+    } else {
+        None
+    };
     for server in std::mem::take(&mut world.servers) {
         server.stop().await;
     }
@@ -268,9 +305,19 @@ async fn bench(
         .collect();
     let table = report::table(&results);
     let errors = report::errors(&results);
-    let targets = report::targets(&results, &options.levels, &yardstick, &census);
+    let targets = report::targets(
+        &results,
+        &options.levels,
+        &yardstick,
+        &census,
+        scaled.as_ref(),
+    );
     let census = report::census(&census);
-    println!("\n{table}");
+    let data_scale = scaled
+        .as_ref()
+        .map(scale_report::data_scale)
+        .unwrap_or_default();
+    println!("\n{table}\n{data_scale}");
     if !errors.is_empty() {
         println!("Errors:\n{errors}");
     }
@@ -286,7 +333,7 @@ async fn bench(
             options,
             paths,
             &document::Report {
-                table: &table,
+                table: &format!("{table}\n{data_scale}"),
                 census: &census,
                 errors: &errors,
                 targets: &targets,
@@ -307,7 +354,22 @@ async fn bench(
     }
     let total_errors: u64 = results.values().map(|s| s.errors).sum();
     let empty = results.values().any(|s| s.rate <= 0.0);
-    Ok(total_errors == 0 && !empty)
+    let mut plans_ok = true;
+    if let Some(scaled) = &scaled {
+        let failing = scaled.checked.failures();
+        if failing > 0 {
+            eprintln!(
+                "bench: the plan check found {failing} statement(s) reading a table of the service sequentially:\n{}",
+                plans::describe(&scaled.checked)
+            );
+            // The smoke run checks that the harness works, not the service.
+            plans_ok = options.smoke;
+            if options.smoke {
+                eprintln!("bench: (--smoke: reported, not failed)");
+            }
+        }
+    }
+    Ok(total_errors == 0 && !empty && plans_ok)
 }
 
 fn median_secs(v: &[std::time::Duration]) -> Option<f64> {

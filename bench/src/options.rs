@@ -21,10 +21,20 @@ BENCHMARKS.md.
   --rounds N              runs per cell, interleaved across servers; the table
                           shows medians (default 3)
   --levels 1,16,64        concurrency levels
-  --scenarios S1,…,S5     scenarios to run (default all)
+  --only S1,…,S6          scenarios to run (default all; --scenarios is the same).
+                          S6 (data scale) seeds the run's database after the others ran
+                          on it empty, then runs S2, S3 and S4 on it again (so S6 brings
+                          S2–S4 along), checks every request path's query plans, weighs
+                          the tables and runs the sweeper under S3; alone it runs
+                          mcp-connect only unless --servers says otherwise
+  --seed-scale F          S6 seeds F × the full scale (1,000,000 connections, 10,000,000
+                          audit rows, …; default 1, --smoke 0.001; or BENCH_SEED_SCALE)
+  --sweep-limit SECS      how long the sweeper may run under S3 before Postgres cancels
+                          it (default 60)
   --servers ours,python,bare,bare-sql
                           bare-sql is bench-bare with mcp-connect's SQL (same tables,
-                          queries and connections, its own database): S2 and S3 only
+                          queries and connections, its own database; for S4 the same
+                          upstream call): S2, S3 and S4
   --database-server URL   Postgres to use (default postgres://postgres@127.0.0.1:5432,
                           or BENCH_DATABASE_SERVER / TEST_DATABASE_SERVER)
   --db-tls                talk TLS to Postgres when it offers it (default: sslmode=disable,
@@ -45,6 +55,10 @@ pub struct Options {
     pub rounds: usize,
     pub levels: Vec<usize>,
     pub scenarios: Vec<Scenario>,
+    /// S6: seed, check plans, weigh, sweep.
+    pub scale: bool,
+    pub seed_fraction: f64,
+    pub sweep_limit: Duration,
     pub servers: Vec<Kind>,
     pub database_server: String,
     pub db_tls: bool,
@@ -62,6 +76,14 @@ fn seconds(v: &str) -> anyhow::Result<Duration> {
         bail!("{s} s is out of range (0–600)");
     }
     Ok(Duration::from_secs_f64(s))
+}
+
+fn fraction(v: &str) -> anyhow::Result<f64> {
+    let f: f64 = v.parse().with_context(|| format!("not a number: {v}"))?;
+    if !(f > 0.0 && f <= 10.0) {
+        bail!("seed scale {f} is out of range (0–10)");
+    }
+    Ok(f)
 }
 
 fn list<T>(v: &str, parse: impl Fn(&str) -> Option<T>) -> anyhow::Result<Vec<T>> {
@@ -82,6 +104,12 @@ impl Options {
             rounds: 3,
             levels: vec![1, 16, 64],
             scenarios: Scenario::ALL.to_vec(),
+            scale: true,
+            seed_fraction: match std::env::var("BENCH_SEED_SCALE") {
+                Ok(v) => fraction(&v)?,
+                Err(_) => 1.0,
+            },
+            sweep_limit: Duration::from_secs(60),
             servers: vec![Kind::Ours, Kind::Python, Kind::Bare, Kind::BareSql],
             database_server,
             db_tls: false,
@@ -91,6 +119,8 @@ impl Options {
             build: true,
         };
         let mut explicit_levels = false;
+        let mut explicit_servers = false;
+        let mut explicit_fraction = std::env::var("BENCH_SEED_SCALE").is_ok();
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             let mut value = || args.next().ok_or_else(|| anyhow!("{arg} needs a value"));
@@ -104,8 +134,33 @@ impl Options {
                     o.levels = list(&value()?, |s| s.parse().ok().filter(|&n| n > 0 && n <= 256))?;
                     explicit_levels = true;
                 }
-                "--scenarios" => o.scenarios = list(&value()?, Scenario::parse)?,
-                "--servers" => o.servers = list(&value()?, Kind::parse)?,
+                "--only" | "--scenarios" => {
+                    let wanted = list(&value()?, |s| {
+                        (s.eq_ignore_ascii_case("S6") || s == "data-scale")
+                            .then_some(None)
+                            .or_else(|| Scenario::parse(s).map(Some))
+                    })?;
+                    o.scale = wanted.contains(&None);
+                    o.scenarios = Scenario::ALL
+                        .into_iter()
+                        .filter(|s| {
+                            wanted.contains(&Some(*s))
+                                || (o.scale && crate::scale::SEEDED.contains(s))
+                        })
+                        .collect();
+                    if o.scale && !explicit_servers && wanted == [None] {
+                        o.servers = vec![Kind::Ours];
+                    }
+                }
+                "--servers" => {
+                    o.servers = list(&value()?, Kind::parse)?;
+                    explicit_servers = true;
+                }
+                "--seed-scale" => {
+                    o.seed_fraction = fraction(&value()?)?;
+                    explicit_fraction = true;
+                }
+                "--sweep-limit" => o.sweep_limit = seconds(&value()?)?,
                 "--database-server" => o.database_server = value()?,
                 "--db-tls" => o.db_tls = true,
                 "--quiet-logs" => o.quiet_logs = true,
@@ -125,6 +180,10 @@ impl Options {
             }
             o.output = None;
             o.census = false;
+            if !explicit_fraction {
+                o.seed_fraction = 0.001;
+            }
+            o.sweep_limit = o.sweep_limit.min(Duration::from_secs(20));
         }
         if o.rounds == 0 || o.levels.is_empty() || o.scenarios.is_empty() || o.servers.is_empty() {
             bail!("nothing to run");
@@ -133,5 +192,42 @@ impl Options {
             bail!("mcp-connect (`ours`) is always needed: it is the token issuer of every run");
         }
         Ok(Some(o))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Options {
+        match Options::parse(args.iter().map(|s| (*s).to_owned())) {
+            Ok(Some(o)) => o,
+            Ok(None) => panic!("help asked"),
+            Err(e) => panic!("{e:#}"),
+        }
+    }
+
+    #[test]
+    fn only_s6_runs_the_data_scale_with_its_baseline_on_mcp_connect() {
+        let o = parse(&["--only", "S6"]);
+        assert!(o.scale);
+        assert_eq!(o.scenarios, crate::scale::SEEDED);
+        assert_eq!(o.servers, [Kind::Ours]);
+        let o = parse(&["--servers", "ours,bare-sql", "--only", "s1,S6"]);
+        assert!(o.scale);
+        assert_eq!(o.scenarios.len(), 4);
+        assert_eq!(o.servers, [Kind::Ours, Kind::BareSql]);
+        let o = parse(&["--only", "S3"]);
+        assert!(!o.scale);
+        assert_eq!(o.scenarios, [Scenario::RetryComplete]);
+        assert!(parse(&[]).scale);
+        assert!(Options::parse(["--only".to_owned(), "S7".to_owned()]).is_err());
+    }
+
+    #[test]
+    fn smoke_seeds_small_unless_told() {
+        assert!((parse(&["--smoke"]).seed_fraction - 0.001).abs() < 1e-12);
+        assert!((parse(&["--smoke", "--seed-scale", "0.05"]).seed_fraction - 0.05).abs() < 1e-12);
+        assert!(Options::parse(["--seed-scale".to_owned(), "0".to_owned()]).is_err());
     }
 }

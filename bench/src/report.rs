@@ -7,6 +7,8 @@ use std::{collections::BTreeMap, fmt::Write as _, process::Command};
 
 use crate::{dbref::Reference, load::Measured, scenarios::Scenario, servers::Kind};
 
+pub use crate::targets::targets;
+
 pub type Key = (Scenario, usize, Kind);
 
 /// The medians of one cell.
@@ -95,8 +97,8 @@ fn ratio(ours: f64, other: Option<&Summary>) -> String {
 /// The results table.
 pub fn table(results: &BTreeMap<Key, Summary>) -> String {
     let mut out = String::from(
-        "| scenario | server | conc. | req/s | p50 ms | p99 ms | errors | server CPU s/1k | DB CPU s/1k | peak RSS MB | client CPU s/1k | ours ÷ Python | ours ÷ bare | ours ÷ bare + SQL |\n\
-         |---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+        "| scenario | server | conc. | req/s | p50 ms | p99 ms | errors | server CPU s/1k | DB CPU s/1k | peak RSS MB | client CPU s/1k | ours ÷ Python | ours ÷ bare | ours ÷ bare + SQL | seeded ÷ empty |\n\
+         |---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
     );
     for (&(scenario, level, kind), s) in results {
         let versus = |other| {
@@ -111,6 +113,11 @@ pub fn table(results: &BTreeMap<Key, Summary>) -> String {
             versus(Kind::Bare),
             versus(Kind::BareSql),
         );
+        let vs_empty = if kind == Kind::Seeded {
+            ratio(s.rate, results.get(&(scenario, level, Kind::Ours)))
+        } else {
+            String::new()
+        };
         let mut flags = String::new();
         if s.dry {
             flags.push_str(" (links ran out: a lower bound)");
@@ -120,7 +127,7 @@ pub fn table(results: &BTreeMap<Key, Summary>) -> String {
         }
         let _ = writeln!(
             out,
-            "| {} {} | {} | {} | {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} {} | {} | {} | {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             scenario.id(),
             scenario.title(),
             kind.label(),
@@ -137,6 +144,7 @@ pub fn table(results: &BTreeMap<Key, Summary>) -> String {
             vs_python,
             vs_bare,
             vs_bare_sql,
+            vs_empty,
         );
     }
     out
@@ -156,174 +164,6 @@ pub fn errors(results: &BTreeMap<Key, Summary>) -> String {
                 s.samples.join(" | ")
             );
         }
-    }
-    out
-}
-
-fn mark(ok: bool) -> &'static str {
-    if ok { "✅" } else { "❌" }
-}
-
-/// The issue's targets, checked against this run.
-pub fn targets(
-    results: &BTreeMap<Key, Summary>,
-    levels: &[usize],
-    db: &Reference,
-    work: &BTreeMap<Scenario, (f64, f64)>,
-) -> String {
-    let get = |sc, l, k| results.get(&(sc, l, k));
-    let mut out = String::new();
-    for scenario in [Scenario::Ask, Scenario::RetryComplete] {
-        let ratios: Vec<String> = levels
-            .iter()
-            .filter_map(|&l| {
-                let (o, p) = (
-                    get(scenario, l, Kind::Ours)?,
-                    get(scenario, l, Kind::Python)?,
-                );
-                Some((l, o.rate / p.rate))
-            })
-            .map(|(l, r)| format!("{r:.1}× at {l}"))
-            .collect();
-        let all_ok = levels.iter().all(|&l| {
-            match (get(scenario, l, Kind::Ours), get(scenario, l, Kind::Python)) {
-                (Some(o), Some(p)) => o.rate >= 20.0 * p.rate,
-                _ => false,
-            }
-        });
-        let _ = writeln!(
-            out,
-            "- {} {} throughput ≥ 20× the Python SDK's: {} {}",
-            mark(all_ok),
-            scenario.id(),
-            ratios.join(", "),
-            if ratios.is_empty() {
-                "(not measured)"
-            } else {
-                ""
-            }
-        );
-        if let Some(o) = get(scenario, 64, Kind::Ours) {
-            let _ = writeln!(
-                out,
-                "- {} {} p99 at 64 concurrent < 10 ms: {:.2} ms",
-                mark(o.p99 < 10.0),
-                scenario.id(),
-                o.p99
-            );
-        }
-    }
-    let s1: Vec<(usize, f64, f64)> = levels
-        .iter()
-        .filter_map(|&l| {
-            let (o, b) = (
-                get(Scenario::Discover, l, Kind::Ours)?,
-                get(Scenario::Discover, l, Kind::Bare)?,
-            );
-            Some((l, b.rate / o.rate - 1.0, o.cpu_per_k / b.cpu_per_k - 1.0))
-        })
-        .collect();
-    if !s1.is_empty() {
-        let worst = s1.iter().map(|x| x.1).fold(f64::MIN, f64::max);
-        let detail: Vec<String> = s1
-            .iter()
-            .map(|(l, t, c)| {
-                format!(
-                    "at {l}: {:+.0}% time per request, {:+.0}% CPU per request",
-                    t * 100.0,
-                    c * 100.0
-                )
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            "- {} S1 overhead over bare rmcp < 15% (bare req/s ÷ ours − 1): {}",
-            mark(worst < 0.15),
-            detail.join("; ")
-        );
-    }
-    for scenario in [Scenario::Ask, Scenario::RetryComplete] {
-        let rows: Vec<(usize, f64, f64)> = levels
-            .iter()
-            .filter_map(|&l| {
-                let (o, b) = (
-                    get(scenario, l, Kind::Ours)?,
-                    get(scenario, l, Kind::BareSql)?,
-                );
-                let cpu = |s: &Summary| s.cpu_per_k + s.db_cpu_per_k.unwrap_or(0.0);
-                Some((l, b.rate / o.rate - 1.0, cpu(o) - cpu(b)))
-            })
-            .collect();
-        if rows.is_empty() {
-            continue;
-        }
-        let worst = rows.iter().map(|x| x.1).fold(f64::MIN, f64::max);
-        let detail: Vec<String> = rows
-            .iter()
-            .map(|(l, t, c)| {
-                format!(
-                    "at {l}: {:+.0}% time per request, {:+.0} µs server + DB CPU per request",
-                    t * 100.0,
-                    c * 1000.0
-                )
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            "- {} {} costs what its database round trips cost, no more (within 15% of bare rmcp running the same SQL): {}",
-            mark(worst < 0.15),
-            scenario.id(),
-            detail.join("; ")
-        );
-    }
-    let ceiling: Vec<String> = levels
-        .iter()
-        .filter_map(|&l| {
-            let (b, p) = (
-                get(Scenario::RetryComplete, l, Kind::Bare)?,
-                get(Scenario::RetryComplete, l, Kind::Python)?,
-            );
-            Some(format!("{:.1}× at {l}", b.rate / p.rate))
-        })
-        .collect();
-    if !ceiling.is_empty() {
-        let _ = writeln!(
-            out,
-            "- For scale: bare rmcp (no database, no crypto, no token check) ÷ the Python SDK on S3: {}",
-            ceiling.join(", ")
-        );
-    }
-    if let (Some(o), Some(b)) = (
-        get(Scenario::RetryComplete, 1, Kind::Ours),
-        get(Scenario::RetryComplete, 1, Kind::Bare),
-    ) {
-        let _ = writeln!(
-            out,
-            "- S3 gap to bare rmcp at concurrency 1: {:.3} ms per request at p50 ({:.3} vs {:.3}){}{}; what it is made of: see the notes",
-            o.p50 - b.p50,
-            o.p50,
-            b.p50,
-            work.get(&Scenario::RetryComplete)
-                .map_or(String::new(), |(statements, _)| format!(
-                    "; mcp-connect runs {statements:.1} SQL statements per request"
-                )),
-            db.select_ms.map_or(String::new(), |rt| format!(
-                "; Postgres alone answers a `SELECT 1` round trip in {rt:.3} ms"
-            ))
-        );
-    }
-    let rss: Vec<(Scenario, f64)> = Scenario::ALL
-        .iter()
-        .filter_map(|&sc| Some((sc, get(sc, 64, Kind::Ours)?.rss_mb?)))
-        .collect();
-    if !rss.is_empty() {
-        let worst = rss.iter().map(|x| x.1).fold(0.0, f64::max);
-        let _ = writeln!(
-            out,
-            "- {} mcp-connect peak RSS < 60 MB in the 64-concurrent runs: {:.1} MB at most",
-            mark(worst < 60.0),
-            worst
-        );
     }
     out
 }

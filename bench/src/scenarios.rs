@@ -78,11 +78,16 @@ impl Scenario {
 
     /// The servers a scenario is run on.
     pub fn applies_to(self, kind: Kind) -> bool {
+        if kind == Kind::Seeded {
+            return crate::scale::SEEDED.contains(&self);
+        }
         match self {
-            // bare rmcp + SQL is there for the database's share of S2 and S3.
+            // bare rmcp + SQL is there for the database's share of S2–S4.
             Scenario::Discover => kind != Kind::BareSql,
             Scenario::Ask | Scenario::RetryComplete => true,
-            Scenario::CallAsUser | Scenario::ConnectFlow => kind == Kind::Ours,
+            // bare rmcp + SQL + the same upstream call: S4's floor.
+            Scenario::CallAsUser => matches!(kind, Kind::Ours | Kind::BareSql),
+            Scenario::ConnectFlow => kind == Kind::Ours,
         }
     }
 }

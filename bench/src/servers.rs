@@ -27,6 +27,8 @@ pub enum Kind {
     Bare,
     /// bench-bare with `--database`: bare rmcp plus mcp-connect's SQL.
     BareSql,
+    /// Not a server of its own: mcp-connect again, on the S6-seeded database.
+    Seeded,
 }
 
 impl Kind {
@@ -36,6 +38,7 @@ impl Kind {
             Kind::Python => "Python SDK",
             Kind::Bare => "bare rmcp",
             Kind::BareSql => "bare rmcp + SQL",
+            Kind::Seeded => "mcp-connect, seeded (S6)",
         }
     }
 
@@ -101,15 +104,19 @@ async fn first_line(child: &mut Child, what: &str, limit: Duration) -> anyhow::R
     }
 }
 
+/// mcp-connect dev on `database_url`; `rust_log` overrides its log filter
+/// (`warn` for quiet runs; the plan check's instance logs its statements),
+/// `log` names its log file.
 pub async fn start_ours(
     paths: &Paths,
     database_url: &str,
-    quiet: bool,
+    rust_log: Option<&str>,
+    log: &str,
 ) -> anyhow::Result<(Server, DevInfo)> {
     let binary = paths.bin_dir.join("mcp-connect");
     let mut command = Command::new(&binary);
-    if quiet {
-        command.env("RUST_LOG", "warn");
+    if let Some(filter) = rust_log {
+        command.env("RUST_LOG", filter);
     }
     let mut child = command
         .args([
@@ -127,7 +134,7 @@ pub async fn start_ours(
         .env("MCP_CONNECT_FLOW__LINKS_PER_MINUTE", "4000000000")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(log_file(paths, "mcp-connect.log")?)
+        .stderr(log_file(paths, log)?)
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("cannot start {}", binary.display()))?;
@@ -325,8 +332,13 @@ pub async fn start_python(
     bail!("the Python comparator did not answer within 30 s (see python.err.log)")
 }
 
-/// bench-bare; with `database` (a URL), "bare rmcp + SQL" on that database.
-pub async fn start_bare(paths: &Paths, database: Option<&str>) -> anyhow::Result<Server> {
+/// bench-bare; with `database` (a URL), "bare rmcp + SQL" on that database,
+/// asking `upstream` (a userinfo URL) on `whoami` (the S4 floor).
+pub async fn start_bare(
+    paths: &Paths,
+    database: Option<&str>,
+    upstream: Option<&str>,
+) -> anyhow::Result<Server> {
     let binary = paths.bin_dir.join("bench-bare");
     let (kind, log) = match database {
         Some(_) => (Kind::BareSql, "bench-bare-sql.log"),
@@ -336,6 +348,9 @@ pub async fn start_bare(paths: &Paths, database: Option<&str>) -> anyhow::Result
     command.args(["--port", "0"]);
     if let Some(url) = database {
         command.args(["--database", url]);
+    }
+    if let Some(url) = upstream {
+        command.args(["--upstream", url]);
     }
     let mut child = command
         .stdin(Stdio::null())

@@ -125,6 +125,27 @@ impl World {
         Ok(())
     }
 
+    /// Gives bare rmcp + SQL a real demo-provider access token for each
+    /// connected user (`secret`: the demo client's), for S4's floor.
+    pub async fn floor_tokens(&self, secret: &str) -> anyhow::Result<()> {
+        let mut conn = Conn::new(self.base(Kind::BareSql)?)?;
+        for user in &self.conn_users {
+            let token = crate::demo::access_token(&self.dev.web_url, secret, user)
+                .await
+                .with_context(|| format!("a demo token for {user}"))?;
+            let marked = conn
+                .post_json(
+                    "/bench/connected",
+                    &json!({ "sub": user, "provider": "demo", "token": token }),
+                )
+                .await?;
+            if marked.status != 200 {
+                bail!("bare rmcp + SQL: /bench/connected: HTTP {}", marked.status);
+            }
+        }
+        Ok(())
+    }
+
     /// S5 at `level`: a signed-in browser per worker and `per_worker`
     /// connect links each, minted through MCP while the users are still
     /// unconnected (a link stays good after its user connects).
@@ -133,10 +154,20 @@ impl World {
         level: usize,
         per_worker: usize,
     ) -> anyhow::Result<Vec<(Browser, String, VecDeque<String>)>> {
-        let base = self.base(Kind::Ours)?.to_owned();
         let users: Vec<String> = (0..level).map(|w| flow_user(level, w)).collect();
+        self.flow_workers_for(&users, per_worker).await
+    }
+
+    /// The same for named users (who must have tokens and be unconnected).
+    pub async fn flow_workers_for(
+        &self,
+        users: &[String],
+        per_worker: usize,
+    ) -> anyhow::Result<Vec<(Browser, String, VecDeque<String>)>> {
+        let level = users.len();
+        let base = self.base(Kind::Ours)?.to_owned();
         let mut workers = Vec::new();
-        for user in &users {
+        for user in users {
             let mut browser = Browser::new(&base)?;
             flows::sign_in(&mut browser, user).await?;
             workers.push((browser, user.clone(), VecDeque::new()));
@@ -151,7 +182,7 @@ impl World {
             url_prefix: format!("{base}/connect?ticket="),
         };
         let minted = futures::future::join_all((0..lanes).map(|lane| {
-            let (wanted, users, base, expect) = (&wanted, &users, &base, &expect);
+            let (wanted, base, expect) = (&wanted, &base, &expect);
             async move {
                 let mut conn = Conn::new(base)?;
                 let mut out = Vec::new();

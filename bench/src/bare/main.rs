@@ -8,6 +8,9 @@
 //! `POST /bench/connected {"sub", "provider"}` marks a user connected (the
 //! harness's stand-in for the browser flow). `--database URL` keeps that in
 //! Postgres with mcp-connect's own queries (see `store`): "bare rmcp + SQL".
+//! `--upstream URL` (with `--database`): `whoami` on a connected user GETs
+//! that URL with the stored token, as mcp-connect asks its provider who the
+//! account is — the floor of S4, without unsealing or refreshing.
 
 mod bridge;
 mod store;
@@ -29,11 +32,16 @@ pub struct Endpoint {
 struct MarkConnected {
     sub: String,
     provider: String,
+    /// An upstream access token for the S4 floor.
+    token: Option<String>,
 }
 
 async fn mark_connected(store: web::Data<Store>, body: web::Json<MarkConnected>) -> HttpResponse {
     let body = body.into_inner();
-    match store.mark_connected(body.sub, body.provider).await {
+    match store
+        .mark_connected(body.sub, body.provider, body.token)
+        .await
+    {
         Ok(()) => HttpResponse::Ok().json(serde_json::json!({"ok": true})),
         Err(e) => HttpResponse::InternalServerError().body(e.to_string()),
     }
@@ -62,7 +70,14 @@ async fn main() -> anyhow::Result<()> {
         Some(url) => Store::postgres(&url).await?,
         None => Store::Memory(Arc::default()),
     };
-    let server = tool::BareServer::new(base.clone(), store.clone());
+    let upstream = match arg("--upstream")? {
+        Some(url) => Some(tool::Upstream {
+            url,
+            http: mcp_connect::startup::outbound_http_client()?,
+        }),
+        None => None,
+    };
+    let server = tool::BareServer::new(base.clone(), store.clone(), upstream);
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)

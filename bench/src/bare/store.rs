@@ -36,13 +36,20 @@ impl Store {
                 .read()
                 .await
                 .contains(&(subject.to_owned(), provider.to_owned()))),
-            Store::Postgres(hot) => {
-                let mut conn = hot.acquire().await?;
-                let found = db::connections::find(&mut *conn, ISSUER, subject, provider).await;
-                conn.finish(&found);
-                Ok(found?.is_some())
-            }
+            Store::Postgres(_) => Ok(self.token(subject, provider).await?.is_some()),
         }
+    }
+
+    /// The same lookup, returning the stored upstream token as it is (the
+    /// floor of S4 unseals nothing). In memory there is none.
+    pub async fn token(&self, subject: &str, provider: &str) -> anyhow::Result<Option<Vec<u8>>> {
+        let Store::Postgres(hot) = self else {
+            return Ok(None);
+        };
+        let mut conn = hot.acquire().await?;
+        let found = db::connections::find(&mut *conn, ISSUER, subject, provider).await;
+        conn.finish(&found);
+        Ok(found?.map(|row| row.access_token))
     }
 
     /// mcp-connect's ticket insert with its audit row (S2). In memory the
@@ -77,8 +84,14 @@ impl Store {
         Ok(inserted?)
     }
 
-    /// Marks a user connected (the harness's stand-in for the browser flow).
-    pub async fn mark_connected(&self, subject: String, provider: String) -> anyhow::Result<()> {
+    /// Marks a user connected (the harness's stand-in for the browser flow),
+    /// with the upstream access token the S4 floor sends, if given.
+    pub async fn mark_connected(
+        &self,
+        subject: String,
+        provider: String,
+        token: Option<String>,
+    ) -> anyhow::Result<()> {
         match self {
             Store::Memory(set) => {
                 set.write().await.insert((subject, provider));
@@ -96,7 +109,7 @@ impl Store {
                         account_id: &subject,
                         account_label: &subject,
                         scopes: &[],
-                        access_token: b"not a token",
+                        access_token: token.as_deref().unwrap_or("not a token").as_bytes(),
                         refresh_token: None,
                         key_id: "bench",
                         expires_at: None,

@@ -22,10 +22,17 @@ use serde_json::{Value, json};
 
 use super::{bridge::Caller, store::Store};
 
+/// Where `whoami` asks who the account is (the S4 floor), and with what.
+pub struct Upstream {
+    pub url: String,
+    pub http: reqwest::Client,
+}
+
 #[derive(Clone)]
 pub struct BareServer {
     base: Arc<str>,
     store: Store,
+    upstream: Option<Arc<Upstream>>,
     tools: Arc<Vec<Tool>>,
     meta: MetaObject,
 }
@@ -57,7 +64,7 @@ fn tool(name: &'static str, description: &'static str) -> Tool {
 }
 
 impl BareServer {
-    pub fn new(base: String, store: Store) -> Self {
+    pub fn new(base: String, store: Store, upstream: Option<Upstream>) -> Self {
         let mut meta = MetaObject::new();
         meta.0.insert(
             "io.modelcontextprotocol/serverInfo".to_owned(),
@@ -66,6 +73,7 @@ impl BareServer {
         Self {
             base: base.into(),
             store,
+            upstream: upstream.map(Arc::new),
             tools: Arc::new(vec![
                 tool("whoami", "The account connected at a provider."),
                 tool("connect", "Connect an account at a provider."),
@@ -119,6 +127,41 @@ impl BareServer {
         ))];
         result.meta = Some(self.meta.clone());
         CallToolResponse::Complete(result)
+    }
+}
+
+impl BareServer {
+    /// The upstream's account for the stored token: the same GET, with the
+    /// same HTTP client, as mcp-connect's `whoami`.
+    async fn ask_upstream(
+        &self,
+        upstream: &Upstream,
+        provider: &str,
+        token: &[u8],
+    ) -> Result<CallToolResponse, ErrorData> {
+        let token = std::str::from_utf8(token).map_err(|e| internal(e.into()))?;
+        let account: Value = upstream
+            .http
+            .get(&upstream.url)
+            .bearer_auth(token)
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(|e| internal(e.into()))?
+            .json()
+            .await
+            .map_err(|e| internal(e.into()))?;
+        let (id, login) = (&account["id"], &account["login"]);
+        let mut result = CallToolResult::structured(json!({
+            "provider": provider, "account_id": id, "account": login,
+        }));
+        result.content = vec![ContentBlock::text(format!(
+            "Connected to {provider} as {} (id {}).",
+            login.as_str().unwrap_or_default(),
+            id.as_str().unwrap_or_default()
+        ))];
+        result.meta = Some(self.meta.clone());
+        Ok(CallToolResponse::Complete(result))
     }
 }
 
@@ -201,15 +244,19 @@ impl ServerHandler for BareServer {
             }
         }
         // As mcp-connect: a first call looks for a connection before asking.
-        if request.request_state.is_none()
-            && matches!(self.store, Store::Postgres(_))
-            && self
+        if request.request_state.is_none() && matches!(self.store, Store::Postgres(_)) {
+            let token = self
                 .store
-                .is_connected(&caller, &provider)
+                .token(&caller, &provider)
                 .await
-                .map_err(internal)?
-        {
-            return Ok(self.connected(&provider, &caller));
+                .map_err(internal)?;
+            match (token, &self.upstream) {
+                (Some(token), Some(upstream)) if request.name == "whoami" => {
+                    return self.ask_upstream(upstream, &provider, &token).await;
+                }
+                (Some(_), _) => return Ok(self.connected(&provider, &caller)),
+                (None, _) => {}
+            }
         }
         let mut result = self.ask(&caller, &request.name, &provider).await?;
         result.meta = Some(self.meta.clone());

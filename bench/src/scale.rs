@@ -1,0 +1,317 @@
+//! S6 data scale, on the run's own database after the other scenarios ran
+//! on it empty: seed it (`seed`), weigh it, check the plans of every
+//! request path's statements (`capture`, `plans`), run S2, S3 and S4 again
+//! (the rows "mcp-connect, seeded"), measure what one ask, one call and one
+//! connect write, and run the sweeper on a backlog of expired tickets while
+//! S3 runs.
+
+use std::{collections::BTreeMap, time::Instant};
+
+use anyhow::{Context, anyhow};
+
+use crate::{
+    capture, dbstats,
+    load::{self, Measured},
+    options::Options,
+    plans::{self, Checked},
+    prepare::Database,
+    psql,
+    report::Key,
+    scenarios::{self, Scenario},
+    seed::{self, Scale, Weight},
+    servers::{self, Kind, Paths},
+    setup::World,
+};
+
+/// What one operation writes.
+pub struct PerOp {
+    pub op: &'static str,
+    pub n: usize,
+    /// WAL bytes per operation (the whole server's WAL over the window).
+    pub wal: f64,
+    /// WAL the server wrote in a window of the same length without us.
+    pub idle_wal: f64,
+    /// Rows inserted, updated or deleted per operation.
+    pub rows: Option<f64>,
+}
+
+pub struct Sweep {
+    pub level: usize,
+    pub backlog_s: f64,
+    pub quiet: Vec<Measured>,
+    pub during: Vec<Measured>,
+    pub outcome: String,
+    /// Sequential scans per table while the sweeper ran.
+    pub seq_scans: Vec<(String, i64)>,
+}
+
+pub struct Report {
+    pub scale: Scale,
+    pub fraction: f64,
+    pub seed_s: f64,
+    pub checkpoint_s: f64,
+    pub weights: Vec<Weight>,
+    pub checked: Checked,
+    pub per_op: Vec<PerOp>,
+    pub sweep: Sweep,
+}
+
+impl Report {
+    pub fn sweep_backlog(&self) -> u64 {
+        self.scale.backlog
+    }
+}
+
+pub const SEEDED: [Scenario; 3] = [Scenario::Ask, Scenario::RetryComplete, Scenario::CallAsUser];
+
+pub async fn run(
+    world: &mut World,
+    options: &Options,
+    paths: &Paths,
+    database: &Database,
+    runs: &mut BTreeMap<Key, Vec<Measured>>,
+) -> anyhow::Result<Report> {
+    let url = database.url();
+    let claims = servers::jwt_claims(&world.dev.token)?;
+    let issuer = claims["iss"]
+        .as_str()
+        .ok_or_else(|| anyhow!("the dev token names no issuer"))?
+        .to_owned();
+    let scale = Scale::of(options.seed_fraction);
+    eprintln!(
+        "bench: S6: seeding {} connections ({} users × 5), {} audit rows, {} live tickets, {} web sessions …",
+        scale.users * 5,
+        scale.users,
+        scale.audit,
+        scale.tickets,
+        scale.sessions
+    );
+    let (seed_s, checkpoint_s) = seed::data(&url, &paths.root, scale, &issuer)
+        .await
+        .context("seeding")?;
+    eprintln!("bench: S6: seeded in {seed_s:.1} s (then CHECKPOINT {checkpoint_s:.1} s)");
+    let weights = seed::weights(&url).await?;
+
+    let mut statements = capture::request_path_statements(paths, &url).await?;
+    statements.extend(plans::foreign_key_lookups(&url).await?);
+    let checked = plans::check(&url, &paths.root, statements).await?;
+    eprintln!(
+        "bench: S6: plan check: {} statements, {} failing\n{}",
+        checked.statements,
+        checked.failures(),
+        plans::describe(&checked)
+    );
+
+    if !world.retries.contains_key(&Kind::Ours) {
+        world.connect_users(Kind::Ours).await?;
+    }
+    // Two rounds at most: the full run stays within its quarter hour.
+    let rounds = options.rounds.min(2);
+    for scenario in SEEDED {
+        for &level in &options.levels {
+            for round in 0..rounds {
+                let measured = timed(world, options, scenario, level, database).await?;
+                eprintln!(
+                    "bench: S6 {} c={level:<3} round {}/{} seeded {:>8.0} req/s  p99 {:>7.2} ms  errors {}",
+                    scenario.id(),
+                    round + 1,
+                    rounds,
+                    measured.rate(),
+                    measured.p99_ms,
+                    measured.errors
+                );
+                runs.entry((scenario, level, Kind::Seeded))
+                    .or_default()
+                    .push(measured);
+            }
+        }
+    }
+    let per_op = per_op(world, options, paths, database).await?;
+    let sweep = sweep(world, options, paths, database, scale, &issuer).await?;
+    Ok(Report {
+        scale,
+        fraction: options.seed_fraction,
+        seed_s,
+        checkpoint_s,
+        weights,
+        checked,
+        per_op,
+        sweep,
+    })
+}
+
+async fn timed(
+    world: &World,
+    options: &Options,
+    scenario: Scenario,
+    level: usize,
+    database: &Database,
+) -> anyhow::Result<Measured> {
+    let mut jobs = scenarios::mcp_jobs(world, scenario, Kind::Ours, level)?;
+    let pid = world.server(Kind::Ours)?.pid;
+    Ok(load::run(
+        &mut jobs,
+        options.warmup,
+        options.duration,
+        pid,
+        Some(&database.name),
+    )
+    .await)
+}
+
+/// WAL (and, with the census, rows) per ask, call and connect, one client.
+async fn per_op(
+    world: &mut World,
+    options: &Options,
+    paths: &Paths,
+    database: &Database,
+) -> anyhow::Result<Vec<PerOp>> {
+    let url = database.url();
+    let (n, flows) = if options.smoke { (20, 3) } else { (200, 20) };
+    // A user of its own, never connected before: the first flow is a
+    // first connect, the others re-connect the same account. The links
+    // are minted (asks) before anything is measured.
+    let user = "wal-0".to_owned();
+    let minted =
+        servers::mint_tokens(paths, &url, world.dev.port, std::slice::from_ref(&user)).await?;
+    world.tokens.extend(minted);
+    let mut flow = scenarios::flow_jobs(world.flow_workers_for(&[user], flows).await?);
+    let mut out = Vec::new();
+    // Rows from pg_stat_database, read before and after each operation (each
+    // reading waits for the backends to publish: about 11 s).
+    let mut stats = match options.census {
+        true => dbstats::read(&options.database_server, &database.name).await,
+        false => None,
+    };
+    for op in ["ask (S2)", "call (S4)", "connect (S5)"] {
+        let mut jobs = match op {
+            "ask (S2)" => scenarios::mcp_jobs(world, Scenario::Ask, Kind::Ours, 1)?,
+            "call (S4)" => scenarios::mcp_jobs(world, Scenario::CallAsUser, Kind::Ours, 1)?,
+            _ => vec![flow.swap_remove(0)],
+        };
+        let count = if op.starts_with("connect") { flows } else { n };
+        let lsn = seed::wal_position(&url).await?;
+        let started = Instant::now();
+        let done = jobs[0].repeat(count).await;
+        let lsn_after = seed::wal_position(&url).await?;
+        let window = started.elapsed();
+        tokio::time::sleep(window).await;
+        let idle = seed::wal_position(&url).await?.saturating_sub(lsn_after);
+        let mut rows = None;
+        if let Some(before) = stats {
+            stats = dbstats::read(&options.database_server, &database.name).await;
+            rows = stats
+                .and_then(|after| dbstats::per_request(before, after, done))
+                .map(|(_, rows)| rows);
+        }
+        if done != count {
+            return Err(anyhow!("{op}: {done} of {count} succeeded"));
+        }
+        out.push(PerOp {
+            op,
+            n: count,
+            wal: lsn_after.saturating_sub(lsn) as f64 / count as f64,
+            idle_wal: idle as f64 / count as f64,
+            rows,
+        });
+    }
+    Ok(out)
+}
+
+async fn seq_scans(url: &str) -> anyhow::Result<BTreeMap<String, i64>> {
+    let v = psql::value(
+        url,
+        "SELECT jsonb_object_agg(relname, seq_scan) FROM pg_stat_user_tables",
+    )
+    .await?;
+    Ok(serde_json::from_str(&v)?)
+}
+
+/// S3 at 16 quiet, then again while the service's sweeper deletes a backlog
+/// of expired tickets (and whatever else it deletes: audit retention,
+/// once it is the sweeper's), for as long as the sweep lasts (at most
+/// `options.sweep_limit`, after which Postgres cancels it).
+async fn sweep(
+    world: &World,
+    options: &Options,
+    paths: &Paths,
+    database: &Database,
+    scale: Scale,
+    issuer: &str,
+) -> anyhow::Result<Sweep> {
+    let url = database.url();
+    let level = if options.levels.contains(&16) {
+        16
+    } else {
+        options.levels.iter().copied().max().unwrap_or(1)
+    };
+    eprintln!(
+        "bench: S6: {} expired tickets for the sweeper …",
+        scale.backlog
+    );
+    let backlog_s = seed::backlog(&url, &paths.root, scale, issuer).await?;
+    psql::value(&url, "CHECKPOINT").await?;
+    let mut quiet = Vec::new();
+    for _ in 0..options.rounds.min(2) {
+        quiet.push(timed(world, options, Scenario::RetryComplete, level, database).await?);
+    }
+    let before = seq_scans(&url).await?;
+    let limit = options.sweep_limit;
+    let connect = mcp_connect::db::connect_options(&url.clone().into())?
+        .options([("statement_timeout", format!("{}ms", limit.as_millis()))]);
+    let pool = mcp_connect::db::pool(connect, 1);
+    let sweeper = tokio::spawn(async move {
+        let started = Instant::now();
+        let swept = mcp_connect::sweeper::sweep_once(&pool).await;
+        pool.close().await;
+        (started.elapsed().as_secs_f64(), swept)
+    });
+    let mut during = Vec::new();
+    loop {
+        let mut jobs = scenarios::mcp_jobs(world, Scenario::RetryComplete, Kind::Ours, level)?;
+        let pid = world.server(Kind::Ours)?.pid;
+        let m = load::run(
+            &mut jobs,
+            std::time::Duration::ZERO,
+            options.duration,
+            pid,
+            Some(&database.name),
+        )
+        .await;
+        during.push(m);
+        if sweeper.is_finished() {
+            break;
+        }
+    }
+    let (took, swept) = sweeper.await?;
+    let outcome = match swept {
+        Ok(Some(n)) => format!("deleted {n} rows in {took:.1} s"),
+        Ok(None) => "another instance's sweeper held the lock; nothing measured".to_owned(),
+        Err(e) => format!("did not finish: cancelled after {took:.0} s ({e})"),
+    };
+    eprintln!("bench: S6: sweeper {outcome}");
+    // The sweeper's backend has gone; its counters are published on exit.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let after = seq_scans(&url).await?;
+    let seq_scans = after
+        .into_iter()
+        .map(|(t, n)| {
+            let d = n - before.get(&t).copied().unwrap_or(0);
+            (t, d)
+        })
+        .filter(|(_, d)| *d > 0)
+        .collect();
+    Ok(Sweep {
+        level,
+        backlog_s,
+        quiet,
+        during,
+        outcome,
+        seq_scans,
+    })
+}
+
+/// The p99 of a set of runs: the median of their p99s.
+pub fn p99(runs: &[Measured]) -> f64 {
+    crate::report::summarize(runs).p99
+}

@@ -1,0 +1,204 @@
+//! The targets, checked against this run: mcp-connect against its
+//! floor — bare rmcp for S1, bare rmcp + exactly its SQL for S2 and S3 —
+//! rather than against the Python SDK, which stays in the table as what a
+//! user would write instead.
+
+use std::{collections::BTreeMap, fmt::Write as _};
+
+use crate::{
+    dbref::Reference,
+    report::{Key, Summary},
+    scale,
+    scenarios::Scenario,
+    servers::Kind,
+};
+
+fn mark(ok: bool) -> &'static str {
+    if ok { "✅" } else { "❌" }
+}
+
+fn cpu(s: &Summary) -> f64 {
+    s.cpu_per_k + s.db_cpu_per_k.unwrap_or(0.0)
+}
+
+pub fn targets(
+    results: &BTreeMap<Key, Summary>,
+    levels: &[usize],
+    db: &Reference,
+    work: &BTreeMap<Scenario, (f64, f64)>,
+    scaled: Option<&scale::Report>,
+) -> String {
+    let get = |sc, l, k| results.get(&(sc, l, k));
+    let mut out = String::new();
+    for (scenario, floor) in [
+        (Scenario::Discover, Kind::Bare),
+        (Scenario::Ask, Kind::BareSql),
+        (Scenario::RetryComplete, Kind::BareSql),
+    ] {
+        let rows: Vec<(usize, f64, f64)> = levels
+            .iter()
+            .filter_map(|&l| {
+                let (o, f) = (get(scenario, l, Kind::Ours)?, get(scenario, l, floor)?);
+                Some((l, o.rate / f.rate, cpu(o) / cpu(f) - 1.0))
+            })
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let ok = rows.iter().all(|&(_, r, c)| r >= 0.95 && c <= 0.10);
+        let detail: Vec<String> = rows
+            .iter()
+            .map(|(l, r, c)| format!("{r:.2}× at {l} ({:+.0}% CPU per request)", c * 100.0))
+            .collect();
+        let _ = writeln!(
+            out,
+            "- {} {} ≥ 0.95× {}'s throughput and server + DB CPU per request within 10 % of it: {}",
+            mark(ok),
+            scenario.id(),
+            floor.label(),
+            detail.join(", ")
+        );
+    }
+    if let (Some(o), Some(f)) = (
+        get(Scenario::RetryComplete, 64, Kind::Ours),
+        get(Scenario::RetryComplete, 64, Kind::BareSql),
+    ) {
+        let _ = writeln!(
+            out,
+            "- {} S3 p99 at 64 concurrent within 1.2× of bare rmcp + SQL's: {:.2} ms vs {:.2} ms ({:.2}×)",
+            mark(o.p99 <= 1.2 * f.p99),
+            o.p99,
+            f.p99,
+            o.p99 / f.p99
+        );
+    }
+    if let Some(s) = scaled {
+        let rows: Vec<(Scenario, usize, f64)> = scale::SEEDED
+            .iter()
+            .flat_map(|&sc| levels.iter().map(move |&l| (sc, l)))
+            .filter_map(|(sc, l)| {
+                let (seeded, empty) = (get(sc, l, Kind::Seeded)?, get(sc, l, Kind::Ours)?);
+                Some((sc, l, seeded.rate / empty.rate))
+            })
+            .collect();
+        let ok = !rows.is_empty() && rows.iter().all(|r| r.2 >= 0.90);
+        let detail: Vec<String> = rows
+            .iter()
+            .map(|(sc, l, r)| format!("{} {r:.2}× at {l}", sc.id()))
+            .collect();
+        let _ = writeln!(
+            out,
+            "- {} S6: S2, S3, S4 on the seeded database within 10 % of the empty one (seeded ÷ empty req/s): {}",
+            mark(ok),
+            detail.join(", ")
+        );
+        let failing = s.checked.failures();
+        let _ = writeln!(
+            out,
+            "- {} S6: no sequential scan of a table of the service on a request path ({} statements and foreign key lookups EXPLAINed): {}",
+            mark(failing == 0),
+            s.checked.statements,
+            if failing == 0 {
+                "none".to_owned()
+            } else {
+                format!("{failing} found, see Data scale")
+            }
+        );
+        let (quiet, during) = (scale::p99(&s.sweep.quiet), scale::p99(&s.sweep.during));
+        let _ = writeln!(
+            out,
+            "- {} S6: S3 p99 at {} while the sweeper deletes {} expired tickets ≤ 1.5× quiet: {:.2} ms vs {:.2} ms ({:.2}×; the sweeper {})",
+            mark(during <= 1.5 * quiet),
+            s.sweep.level,
+            s.scale.backlog,
+            during,
+            quiet,
+            during / quiet,
+            s.sweep.outcome
+        );
+        let _ = writeln!(
+            out,
+            "- {} S6: seeded with server-side SQL in under five minutes: {:.0} s{}",
+            mark(s.seed_s < 300.0),
+            s.seed_s,
+            if s.fraction == 1.0 {
+                String::new()
+            } else {
+                format!(" (at {} × the full scale)", s.fraction)
+            }
+        );
+    }
+    let s4: Vec<(usize, f64)> = levels
+        .iter()
+        .filter_map(|&l| {
+            let (o, f) = (
+                get(Scenario::CallAsUser, l, Kind::Ours)?,
+                get(Scenario::CallAsUser, l, Kind::BareSql)?,
+            );
+            Some((l, o.rate / f.rate))
+        })
+        .collect();
+    if !s4.is_empty() {
+        let detail: Vec<String> = s4.iter().map(|(l, r)| format!("{r:.2}× at {l}")).collect();
+        let _ = writeln!(
+            out,
+            "- {} S4 ≥ 0.9× its floor (bare rmcp + SQL + the same upstream call with the stored token, no unsealing): {}",
+            mark(s4.iter().all(|x| x.1 >= 0.9)),
+            detail.join(", ")
+        );
+    }
+    let rss: Vec<f64> = [Kind::Ours, Kind::Seeded]
+        .into_iter()
+        .flat_map(|k| {
+            Scenario::ALL
+                .iter()
+                .filter_map(move |&sc| get(sc, 64, k)?.rss_mb)
+        })
+        .collect();
+    if !rss.is_empty() {
+        let worst = rss.iter().copied().fold(0.0, f64::max);
+        let _ = writeln!(
+            out,
+            "- {} mcp-connect peak RSS < 60 MB in every 64-concurrent run (S6 included): {worst:.1} MB at most",
+            mark(worst < 60.0)
+        );
+    }
+    for scenario in [Scenario::Ask, Scenario::RetryComplete] {
+        let r: Vec<String> = levels
+            .iter()
+            .filter_map(|&l| {
+                let (o, p) = (
+                    get(scenario, l, Kind::Ours)?,
+                    get(scenario, l, Kind::Python)?,
+                );
+                Some(format!("{:.1}× at {l}", o.rate / p.rate))
+            })
+            .collect();
+        if !r.is_empty() {
+            let _ = writeln!(
+                out,
+                "- For a user's choice: {} mcp-connect ÷ the Python SDK (what a user would write instead): {}",
+                scenario.id(),
+                r.join(", ")
+            );
+        }
+    }
+    if let (Some(o), Some(b)) = (
+        get(Scenario::RetryComplete, 1, Kind::Ours),
+        get(Scenario::RetryComplete, 1, Kind::BareSql),
+    ) {
+        let _ = writeln!(
+            out,
+            "- S3 gap to bare rmcp + SQL at concurrency 1: {:.3} ms per request at p50{}{}",
+            o.p50 - b.p50,
+            work.get(&Scenario::RetryComplete)
+                .map_or(String::new(), |(statements, _)| format!(
+                    "; mcp-connect runs {statements:.1} SQL statements per request"
+                )),
+            db.select_ms.map_or(String::new(), |rt| format!(
+                "; Postgres alone answers a `SELECT 1` round trip in {rt:.3} ms"
+            ))
+        );
+    }
+    out
+}
