@@ -63,10 +63,11 @@ enum KeysCommand {
     },
 }
 
-/// The application's state without serving: for maintenance commands.
+/// The application's state without serving and without background tasks:
+/// for maintenance commands.
 async fn offline_state(
     config: Option<&std::path::Path>,
-) -> anyhow::Result<mcp_connect::startup::AppState> {
+) -> anyhow::Result<mcp_connect::state::AppState> {
     let settings = Settings::load(config)?;
     telemetry::init(settings.log_format);
     let options = db::connect_options(&settings.database_url)?;
@@ -122,7 +123,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             command: TokensCommand::Rekey,
         } => {
             let state = offline_state(cli.config.as_deref()).await?;
-            let n = mcp_connect::connect::vault::rekey_all(&state).await?;
+            let n = state.connect.rekey().await?;
             tracing::info!(
                 resealed = n,
                 key = state.keys.current_key_id(),
@@ -132,7 +133,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "re-sealed {n} connection(s) with key {}",
                 state.keys.current_key_id()
             );
-            let missing = mcp_connect::connect::stale_keys::missing_keys(&state).await?;
+            let missing = mcp_connect::connect::stale_keys::missing_keys(&state.connect).await?;
             if !missing.is_empty() {
                 let rows: i64 = missing.iter().map(|(_, n)| n).sum();
                 let ids: Vec<&str> = missing.iter().map(|(kid, _)| kid.as_str()).collect();

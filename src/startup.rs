@@ -8,58 +8,18 @@ use actix_web::{App, HttpServer, dev::Server, web};
 use secrecy::ExposeSecret;
 use sqlx::PgPool;
 
+pub use crate::state::AppState;
 use crate::{
     auth::TokenVerifier,
     config::Settings,
-    connect::events::ConnectionEvents,
+    connect::{self, ConnectionService},
     crypto::KeyRing,
     db,
-    dev::DevServices,
     mcp::McpEndpoint,
-    providers::{ProviderCatalog, ProviderConfigError},
+    metrics::Metrics,
+    providers::{ProviderCatalog, ProviderConfigError, outbound_http_client},
     web as pages,
 };
-
-/// What every request handler may use. Cheap to clone (all `Arc`s).
-#[derive(Clone)]
-pub struct AppState {
-    pub settings: Arc<Settings>,
-    pub db: PgPool,
-    /// For the one-statement reads and writes of every MCP request; see
-    /// [`db::hot`]. Transactions use `db`.
-    pub hot_db: db::hot::HotConnections,
-    pub keys: Arc<KeyRing>,
-    pub verifier: Arc<TokenVerifier>,
-    /// Outbound HTTP (issuer metadata, JWKS, providers). Never follows redirects.
-    pub http: reqwest::Client,
-    /// The third-party providers users can connect.
-    pub providers: Arc<ProviderCatalog>,
-    /// "A connection was stored", from any instance.
-    pub events: Arc<ConnectionEvents>,
-    /// One refresh per connection at a time within this instance.
-    pub refresh_locks: Arc<crate::connect::locks::KeyedLocks>,
-    /// New connect links per user and minute.
-    pub link_limit: Arc<crate::connect::link_limit::LinkLimit>,
-    /// How MCP clients are named on pages (operator names, Client ID
-    /// Metadata Documents).
-    pub client_names: Arc<crate::connect::clients::ClientNames>,
-    /// The identity provider's metadata for starting web sign-ins.
-    pub sign_in_metadata: Arc<crate::web::oidc::StartMetadata>,
-    /// This instance's counters, read by `/metrics`.
-    pub metrics: Arc<crate::metrics::Metrics>,
-    /// Cancelled when the server begins to shut down: requests that wait
-    /// (for a user's connection) answer at once instead of being cut off.
-    pub shutdown: tokio_util::sync::CancellationToken,
-    /// Stops the background sweeper when the last clone of the state goes.
-    _sweeper: Arc<tokio_util::sync::DropGuard>,
-}
-
-impl AppState {
-    /// Tells every waiting request that the server is stopping.
-    pub fn begin_shutdown(&self) {
-        self.shutdown.cancel();
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
@@ -75,10 +35,39 @@ pub enum StartupError {
     Providers(#[from] ProviderConfigError),
 }
 
+/// Routes mounted beside the service's own, with their app data.
+pub type ExtraRoutes = Arc<dyn Fn(&mut web::ServiceConfig) + Send + Sync>;
+
 pub struct Application {
     port: u16,
     server: Server,
     state: AppState,
+    /// The sweeper and the LISTEN task, for as long as the server runs.
+    _background: Background,
+}
+
+/// The background tasks of a serving instance: the sweeper (stopped when
+/// this is dropped) and the connection events' LISTEN task (which ends with
+/// the connection service). Only `serve` and `dev` start them, through
+/// [`Application`]; maintenance commands build the state without them.
+struct Background {
+    _sweeper: tokio_util::sync::DropGuard,
+}
+
+impl Background {
+    fn start(state: &AppState) -> Self {
+        state.connect.start_listening();
+        let stop = tokio_util::sync::CancellationToken::new();
+        crate::sweeper::start(
+            state.db.clone(),
+            state.settings.clone(),
+            SWEEP_EVERY,
+            stop.clone(),
+        );
+        Self {
+            _sweeper: stop.drop_guard(),
+        }
+    }
 }
 
 impl Application {
@@ -89,12 +78,13 @@ impl Application {
     }
 
     /// Builds the app on an already bound listener (tests and dev mode bind
-    /// first, because the public URL must name the real port). `dev` mounts
-    /// the dev identity provider and demo provider.
+    /// first, because the public URL must name the real port). `extra`
+    /// mounts more routes (dev mode: the dev identity provider and demo
+    /// provider, see `dev::DevServices::routes`).
     pub async fn build_with_listener(
         settings: Settings,
         listener: TcpListener,
-        dev: Option<DevServices>,
+        extra: Option<ExtraRoutes>,
     ) -> Result<Self, StartupError> {
         let options = db::connect_options(&settings.database_url)?;
         db::wait::prepare_database(&options, settings.database.startup_timeout()).await?;
@@ -102,13 +92,15 @@ impl Application {
         let (pooled, _) = db::split_connections(settings.database_max_connections);
         let pool = db::pool_with(options, pooled, settings.database.connect_timeout());
         let state = build_state(settings, pool)?;
-        crate::connect::stale_keys::warn_about_missing_keys(&state).await;
+        crate::connect::stale_keys::warn_about_missing_keys(&state.connect).await;
+        let background = Background::start(&state);
         let port = listener.local_addr()?.port();
-        let server = serve(state.clone(), listener, dev)?;
+        let server = serve(state.clone(), listener, extra)?;
         Ok(Self {
             port,
             server,
             state,
+            _background: background,
         })
     }
 
@@ -150,81 +142,65 @@ impl Application {
 /// How often each instance offers to sweep expired rows.
 const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
 
-pub fn outbound_http_client() -> Result<reqwest::Client, reqwest::Error> {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(std::time::Duration::from_secs(5))
-        .timeout(std::time::Duration::from_secs(15))
-        .user_agent(concat!("mcp-connect/", env!("CARGO_PKG_VERSION")))
-        .build()
-}
-
+/// The application's state from settings and a migrated pool. Starts
+/// nothing in the background.
 pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, StartupError> {
-    let keys = KeyRing::from_entries(settings.keys.iter().map(|k| k.expose_secret()))?;
+    let keys = Arc::new(KeyRing::from_entries(
+        settings.keys.iter().map(|k| k.expose_secret()),
+    )?);
     let http = outbound_http_client()?;
     let verifier = TokenVerifier::new(&settings.auth, settings.mcp_resource(), http.clone());
     let providers = ProviderCatalog::from_settings(&settings)?;
-    let link_limit = Arc::new(crate::connect::link_limit::LinkLimit::new(
-        settings.flow.links_per_minute,
-    ));
     let (_, hot) = db::split_connections(settings.database_max_connections);
     let hot_db = db::hot::HotConnections::new((*pool.connect_options()).clone(), hot, pool.clone())
         .with_connect_timeout(settings.database.connect_timeout());
-    // LISTEN holds its connection for ever: one of its own, outside the
-    // pool, so the pool keeps every connection it was given.
-    let listen = db::pool_with(
-        (*pool.connect_options()).clone(),
-        1,
-        settings.database.connect_timeout(),
-    );
-    let events = ConnectionEvents::start(listen);
     let client_names = Arc::new(crate::connect::clients::ClientNames::new(&settings)?);
-    let stop_sweeper = tokio_util::sync::CancellationToken::new();
     let settings = Arc::new(settings);
-    crate::sweeper::start(
-        pool.clone(),
-        settings.clone(),
-        SWEEP_EVERY,
-        stop_sweeper.clone(),
-    );
+    let metrics = Arc::new(Metrics::default());
+    let connect = ConnectionService::new(connect::Parts {
+        db: pool.clone(),
+        hot_db,
+        keys: keys.clone(),
+        http: http.clone(),
+        providers: Arc::new(providers),
+        client_names,
+        base_url: settings.base_url(),
+        settings: settings.clone(),
+        metrics: metrics.clone(),
+    });
     Ok(AppState {
         settings,
         db: pool,
-        hot_db,
-        keys: Arc::new(keys),
+        keys,
         verifier: Arc::new(verifier),
         http,
-        providers: Arc::new(providers),
-        events,
-        refresh_locks: Arc::default(),
-        link_limit,
-        client_names,
+        connect: Arc::new(connect),
         sign_in_metadata: Arc::default(),
-        metrics: Arc::default(),
-        shutdown: tokio_util::sync::CancellationToken::new(),
-        _sweeper: Arc::new(stop_sweeper.drop_guard()),
+        metrics,
     })
 }
 
 fn serve(
     state: AppState,
     listener: TcpListener,
-    dev: Option<DevServices>,
+    extra: Option<ExtraRoutes>,
 ) -> Result<Server, std::io::Error> {
     let mcp = web::Data::new(McpEndpoint::new(&state));
+    // The settings alone, for handlers that need nothing else.
+    let settings = web::Data::from(state.settings.clone());
     let data = web::Data::new(state);
-    let dev = dev.map(web::Data::new);
     let server = HttpServer::new(move || {
         let app = App::new()
             .wrap(pages::headers::security_headers())
             .wrap(tracing_actix_web_lite())
             .app_data(data.clone())
+            .app_data(settings.clone())
             .app_data(mcp.clone())
             .configure(crate::mcp::configure)
             .configure(crate::auth::configure)
             .configure(pages::configure);
-        match &dev {
-            Some(dev) => app.app_data(dev.clone()).configure(crate::dev::configure),
+        match &extra {
+            Some(extra) => app.configure(|cfg| extra(cfg)),
             None => app,
         }
     })

@@ -11,7 +11,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    config::Settings,
+    config::{AuditSettings, Settings},
     db::{
         audit,
         expiry::{self, Expiring},
@@ -31,6 +31,15 @@ const AUDIT_BATCHES: usize = 500;
 /// Runs one sweep if no other instance is sweeping. Returns the number of
 /// rows deleted, or `None` when another instance held the lock.
 pub async fn sweep_once(pool: &PgPool, settings: &Settings) -> Result<Option<u64>, sqlx::Error> {
+    sweep_once_with(pool, &settings.audit).await
+}
+
+/// [`sweep_once`] for a caller that has the audit settings only (the
+/// benchmark sweeps the database of a server it runs).
+pub async fn sweep_once_with(
+    pool: &PgPool,
+    audit: &AuditSettings,
+) -> Result<Option<u64>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
         .bind(LOCK_KEY)
@@ -44,7 +53,7 @@ pub async fn sweep_once(pool: &PgPool, settings: &Settings) -> Result<Option<u64
         deleted += expiry::delete(&mut *tx, what, GRACE).await?;
     }
     tx.commit().await?;
-    deleted += sweep_audit(pool, settings.audit.retention()).await?;
+    deleted += sweep_audit(pool, audit.retention()).await?;
     Ok(Some(deleted))
 }
 

@@ -84,7 +84,7 @@ mod tests {
     #[actix_web::test]
     async fn falls_back_to_rfc8414_for_a_path_issuer() {
         let idp = Idp::start().await;
-        let http = crate::startup::outbound_http_client().unwrap();
+        let http = crate::providers::outbound_http_client().unwrap();
         // The fake serves OIDC discovery only at the root; `/oauth-only` has
         // nothing but RFC 8414 metadata.
         let issuer = idp.url("/oauth-only");
@@ -95,7 +95,7 @@ mod tests {
     #[actix_web::test]
     async fn metadata_for_another_issuer_is_refused() {
         let idp = Idp::start().await;
-        let http = crate::startup::outbound_http_client().unwrap();
+        let http = crate::providers::outbound_http_client().unwrap();
         let issuer = idp.url("/impostor");
         let err = jwks_uri(&http, &issuer).await.unwrap_err();
         assert!(matches!(err, AuthError::KeysUnavailable(_)), "{err}");

@@ -72,7 +72,7 @@ mod tests {
     #[actix_web::test]
     async fn oversized_and_failing_responses_are_refused() {
         let idp = Idp::start().await;
-        let http = crate::startup::outbound_http_client().unwrap();
+        let http = crate::providers::outbound_http_client().unwrap();
         let big = idp.url("/big");
         let err = get_json::<serde_json::Value>(&http, &big)
             .await

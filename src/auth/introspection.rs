@@ -152,7 +152,7 @@ mod tests {
             client_id: "rs client".into(),
             client_secret: SecretString::from("s3cret:+"),
         };
-        let http = crate::startup::outbound_http_client().unwrap();
+        let http = crate::providers::outbound_http_client().unwrap();
         (Introspector::new(&settings, http), idp.expected())
     }
 
@@ -230,7 +230,7 @@ mod tests {
             client_secret: SecretString::from("wrong"),
         };
         let introspector =
-            Introspector::new(&settings, crate::startup::outbound_http_client().unwrap());
+            Introspector::new(&settings, crate::providers::outbound_http_client().unwrap());
         let err = introspector
             .introspect("opaque-1", &idp.expected())
             .await

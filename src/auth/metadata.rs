@@ -11,7 +11,7 @@ use actix_web::{
 use serde_json::{Value, json};
 
 use super::configured_issuer;
-use crate::{config::Settings, startup::AppState};
+use crate::config::Settings;
 
 const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
 
@@ -45,13 +45,13 @@ pub fn metadata_document(settings: &Settings) -> Value {
     })
 }
 
-async fn protected_resource_metadata(state: web::Data<AppState>) -> HttpResponse {
+async fn protected_resource_metadata(settings: web::Data<Settings>) -> HttpResponse {
     HttpResponse::Ok()
         .insert_header((CACHE_CONTROL, "max-age=300"))
         // Public, credential-free metadata; browser-based MCP clients read it
         // cross-origin.
         .insert_header((ACCESS_CONTROL_ALLOW_ORIGIN, "*"))
-        .json(metadata_document(&state.settings))
+        .json(metadata_document(&settings))
 }
 
 #[cfg(test)]
@@ -96,11 +96,9 @@ mod tests {
             "MCP_CONNECT_AUTH__SCOPES_SUPPORTED",
             "mcp:tools, mcp:resources",
         )]);
-        let pool = sqlx::PgPool::connect_lazy("postgres://localhost/unused").unwrap();
-        let state = crate::startup::build_state(settings, pool).unwrap();
         let app = actix_test::init_service(
             App::new()
-                .app_data(web::Data::new(state))
+                .app_data(web::Data::new(settings))
                 .configure(configure),
         )
         .await;

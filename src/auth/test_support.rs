@@ -191,7 +191,7 @@ impl Idp {
     pub(crate) fn verifier_with(&self, extra: &str) -> TokenVerifier {
         let settings: AuthSettings =
             toml::from_str(&format!("issuer = \"{}\"\n{extra}", self.state.base)).unwrap();
-        let http = crate::startup::outbound_http_client().unwrap();
+        let http = crate::providers::outbound_http_client().unwrap();
         TokenVerifier::new(&settings, self.audience().into(), http)
     }
 

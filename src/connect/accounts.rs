@@ -17,10 +17,10 @@ use uuid::Uuid;
 
 use super::{Access, ClientKind, Need, internal};
 use crate::{
+    connect::ConnectionService,
+    connect::state::RoundState,
     db::{self, connections::AccountChoice},
-    mcp::state::{self as request_state, RoundState},
     providers::Provider,
-    startup::AppState,
 };
 
 /// The field of the form that holds the choice.
@@ -39,7 +39,7 @@ pub(super) enum Chosen<'s> {
 }
 
 pub(super) async fn choose<'s>(
-    state: &'s AppState,
+    state: &'s ConnectionService,
     need: &Need<'_>,
     provider: &Provider,
     round: Option<&RoundState>,
@@ -84,7 +84,7 @@ pub(super) async fn choose<'s>(
 /// account chooser); the retry completes with the account stored by that
 /// flow.
 pub(super) async fn add<'s>(
-    state: &'s AppState,
+    state: &'s ConnectionService,
     need: &Need<'_>,
     provider: &'s Provider,
     wanted: &[String],
@@ -100,7 +100,7 @@ pub(super) async fn add<'s>(
         });
     }
     if let Some(since) = ticket.as_ref().and_then(|t| t.redeemed_at) {
-        let stored = |state: &'s AppState| async move {
+        let stored = |state: &'s ConnectionService| async move {
             db::connections::stored_since(&state.db, &p.issuer, &p.subject, provider.name(), since)
                 .await
                 .map_err(internal)
@@ -155,7 +155,7 @@ fn answer(responses: Option<&InputResponses>, key: &str) -> Option<Answer> {
 }
 
 fn ask<'s>(
-    state: &'s AppState,
+    state: &'s ConnectionService,
     need: &Need<'_>,
     provider: &Provider,
     accounts: &[AccountChoice],
@@ -199,18 +199,12 @@ fn ask<'s>(
         InputRequest::Elicitation(ElicitRequest::new(params)),
     );
     let next = RoundState {
-        ticket_id: Uuid::nil(),
-        ticket: String::new(),
+        ticket: None,
         provider: provider.name().to_owned(),
         round: round.map_or(1, |r| r.round.saturating_add(1)),
         account: None,
     };
-    let sealed = request_state::seal(
-        &state.keys,
-        &need.binding,
-        &next,
-        state.settings.flow.request_state_ttl(),
-    );
+    let sealed = state.seal_round(&need.binding, &next)?;
     Ok(Chosen::Answer(Access::InputRequired(
         InputRequiredResult::new(Some(requests), Some(sealed)),
     )))

@@ -13,7 +13,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::input_key;
-use crate::{providers::Provider, startup::AppState};
+use crate::{connect::ConnectionService, providers::Provider};
 
 pub const URL_ELICITATION_REQUIRED: i32 = -32042;
 
@@ -83,14 +83,14 @@ pub fn url_elicitation_required(
 
 /// The client did not declare `elicitation.url`: it cannot send its user to
 /// our page, so say which capability is missing and where to connect by hand.
-pub fn missing_url_capability(state: &AppState, provider: &Provider) -> ErrorData {
+pub fn missing_url_capability(state: &ConnectionService, provider: &Provider) -> ErrorData {
     ErrorData::new(
         ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
         format!(
             "This needs your {name} account, and this client cannot open links for you (it did not declare \
              elicitation.url). Connect {name} at {base}/connections, then call again.",
             name = provider.display_name(),
-            base = state.settings.base_url()
+            base = state.base_url
         ),
         Some(json!({ "requiredCapabilities": { "elicitation": { "url": {} } } })),
     )

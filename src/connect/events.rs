@@ -19,14 +19,23 @@ pub struct ConnectionEvents {
     sender: broadcast::Sender<String>,
 }
 
+impl Default for ConnectionEvents {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl ConnectionEvents {
-    /// Starts listening in the background. The task ends when the returned
-    /// value is dropped (the application stopped).
-    pub fn start(pool: PgPool) -> Arc<Self> {
+    /// Wake-ups for this instance only, until [`Self::listen`] is called.
+    pub fn new() -> Self {
         let (sender, _) = broadcast::channel(256);
-        let events = Arc::new(Self { sender });
-        tokio::spawn(listen(pool, Arc::downgrade(&events)));
-        events
+        Self { sender }
+    }
+
+    /// Starts listening in the background. The task ends when `events` is
+    /// dropped (the application stopped).
+    pub fn listen(events: &Arc<Self>, pool: PgPool) {
+        tokio::spawn(listen(pool, Arc::downgrade(events)));
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<String> {

@@ -15,16 +15,16 @@ use super::{
 };
 use crate::{
     config::GrantMode,
+    connect::ConnectionService,
+    connect::state::RoundState,
     db::{self, tickets::Ticket},
-    mcp::state::RoundState,
     providers::Provider,
-    startup::AppState,
 };
 
 /// Hands out `token` if the calling client may use its connection;
 /// otherwise asks the user (or reports their answer to an earlier ask).
 pub(super) async fn admit<'s>(
-    state: &'s AppState,
+    state: &'s ConnectionService,
     need: &Need<'_>,
     provider: &'s Provider,
     token: UsableToken,
@@ -79,7 +79,7 @@ pub(super) async fn admit<'s>(
 /// Whether `client_id` may use the connection; notes the use (at most once
 /// a minute) when it may.
 async fn granted(
-    state: &AppState,
+    state: &ConnectionService,
     connection_id: Uuid,
     client_id: &str,
 ) -> Result<bool, ErrorData> {
@@ -104,7 +104,7 @@ async fn granted(
 /// Sends the user to the approval page: the same link while its ticket
 /// lives, a new one after.
 async fn ask<'s>(
-    state: &'s AppState,
+    state: &'s ConnectionService,
     need: &Need<'_>,
     provider: &Provider,
     token: &UsableToken,
@@ -119,13 +119,13 @@ async fn ask<'s>(
         return Err(elicit::missing_url_capability(state, provider));
     }
     let reusable = match (round, ticket) {
-        (Some(r), Some(t))
-            if t.redeemed_at.is_none()
-                && t.declined_at.is_none()
-                && t.expires_at > chrono::Utc::now() =>
-        {
-            Some((t.id, r.ticket.clone()))
-        }
+        (
+            Some(RoundState {
+                ticket: Some(sealed),
+                ..
+            }),
+            Some(t),
+        ) if tickets::usable(&t) => Some((t.id, sealed.secret.clone())),
         _ => None,
     };
     let link = match reusable {
@@ -164,7 +164,7 @@ pub enum Allowed {
 /// Allow): redeems the ticket and stores the grant in one transaction, then
 /// wakes the client's waiting retry on whichever instance it is.
 pub async fn allow(
-    state: &AppState,
+    state: &ConnectionService,
     user: (&str, &str),
     ticket: &Ticket,
 ) -> anyhow::Result<Allowed> {
@@ -199,7 +199,7 @@ pub async fn allow(
 /// client: a connection made from the connections page starts with no
 /// grant, and the first MCP client is asked.
 pub(crate) async fn grant_connecting_client(
-    state: &AppState,
+    state: &ConnectionService,
     exec: &mut sqlx::PgConnection,
     connection_id: Uuid,
     client_id: &str,
@@ -213,7 +213,7 @@ pub(crate) async fn grant_connecting_client(
 
 /// "Remove access" on the connections page. The connection stays.
 pub async fn remove(
-    state: &AppState,
+    state: &ConnectionService,
     p: (&str, &str),
     connection_id: Uuid,
     client_id: &str,

@@ -2,17 +2,23 @@
 //! needs a user's account at a provider, whether there is a usable token or
 //! the user must connect first — and, across the rounds of a Multi
 //! Round-Trip Request, what the client's retry means. Tools stay thin: they
-//! ask [`require`] and act on the [`Access`] they get.
+//! ask [`ConnectionService::require`] and act on the [`Access`] they get.
 
 pub mod accounts;
 pub mod clients;
 pub mod elicit;
 pub mod events;
+pub mod flows;
 pub mod grants;
 pub mod link_limit;
 pub mod locks;
+mod round;
+mod service;
 pub mod stale_keys;
+pub mod state;
 pub mod tickets;
+pub mod unavailable;
+mod user_pages;
 pub mod vault;
 
 use std::time::Duration;
@@ -24,6 +30,7 @@ use rmcp::{
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use self::state::{self as request_state, Binding, RoundState, RoundTicket};
 use crate::{
     auth::Principal,
     db::{
@@ -31,10 +38,10 @@ use crate::{
         audit::{AuditEvent, AuditKind},
         tickets::Ticket,
     },
-    mcp::state::{self as request_state, Binding, RoundState},
     providers::Provider,
-    startup::AppState,
 };
+pub use round::{Retry, Round};
+pub use service::{ConnectedAccount, ConnectionService, Parts};
 pub use vault::{TokenState, UsableToken};
 
 /// What the client can do with a URL elicitation.
@@ -83,7 +90,10 @@ pub fn input_key(provider: &str) -> String {
     format!("connect_{provider}")
 }
 
-pub async fn require<'s>(state: &'s AppState, need: Need<'_>) -> Result<Access<'s>, ErrorData> {
+async fn require<'s>(
+    state: &'s ConnectionService,
+    need: Need<'_>,
+) -> Result<Access<'s>, ErrorData> {
     let provider = state
         .providers
         .get(need.provider)
@@ -95,36 +105,32 @@ pub async fn require<'s>(state: &'s AppState, need: Need<'_>) -> Result<Access<'
     };
     let p = need.principal;
 
-    let round = match need.request_state {
-        Some(sealed) => Some(open_state(state, &need, sealed).await?),
-        None => None,
-    };
-    if let Some(round) = &round {
-        if round.provider != provider.name() {
-            return Err(reject_state(
-                state,
-                need.principal,
-                need.provider,
-                need.binding.target,
-                "provider",
-            )
-            .await);
+    let key = input_key(provider.name());
+    let round = state
+        .open_round(Retry {
+            principal: need.principal,
+            binding: &need.binding,
+            request_state: need.request_state,
+            input_responses: need.input_responses,
+            provider: provider.name(),
+            key: &key,
+        })
+        .await?;
+    let action = round.as_ref().and_then(Round::action);
+    match action {
+        Some(ElicitationAction::Decline) => {
+            return Ok(Access::Declined {
+                provider_name: provider.display_name().to_owned(),
+            });
         }
-        match response_action(need.input_responses, &input_key(provider.name())) {
-            Some(ElicitationAction::Decline) => {
-                return Ok(Access::Declined {
-                    provider_name: provider.display_name().to_owned(),
-                });
-            }
-            Some(ElicitationAction::Cancel) => {
-                return Ok(Access::Cancelled {
-                    provider_name: provider.display_name().to_owned(),
-                });
-            }
-            _ => {}
+        Some(ElicitationAction::Cancel) => {
+            return Ok(Access::Cancelled {
+                provider_name: provider.display_name().to_owned(),
+            });
         }
+        _ => {}
     }
-
+    let round = round.map(|r| r.state);
     if need.add_account {
         return accounts::add(state, &need, provider, &wanted, round.as_ref()).await;
     }
@@ -137,9 +143,7 @@ pub async fn require<'s>(state: &'s AppState, need: Need<'_>) -> Result<Access<'
         account: chosen,
         ..r
     });
-    let accepted = round.is_some()
-        && response_action(need.input_responses, &input_key(provider.name()))
-            == Some(ElicitationAction::Accept);
+    let accepted = action == Some(ElicitationAction::Accept);
     let mut subscription = accepted.then(|| state.events.subscribe());
     let existing_scopes = match check(state, p, provider, chosen, &wanted).await? {
         Checked::Ready(token) => {
@@ -190,14 +194,14 @@ pub async fn require<'s>(state: &'s AppState, need: Need<'_>) -> Result<Access<'
 
 /// The ticket of the previous round, if there was one.
 pub(crate) async fn current_ticket(
-    state: &AppState,
+    state: &ConnectionService,
     round: Option<&RoundState>,
 ) -> Result<Option<Ticket>, ErrorData> {
-    match round {
-        Some(r) => {
+    match round.and_then(|r| r.ticket.as_ref()) {
+        Some(t) => {
             let find = async {
                 let mut conn = state.hot_db.acquire().await?;
-                let found = db::tickets::find_by_id(&mut *conn, r.ticket_id).await;
+                let found = db::tickets::find_by_id(&mut *conn, t.id).await;
                 conn.finish(&found);
                 found
             };
@@ -215,7 +219,7 @@ enum Checked {
 }
 
 async fn check(
-    state: &AppState,
+    state: &ConnectionService,
     p: &Principal,
     provider: &Provider,
     connection: Option<uuid::Uuid>,
@@ -236,7 +240,7 @@ async fn check(
 }
 
 async fn ask<'s>(
-    state: &'s AppState,
+    state: &'s ConnectionService,
     need: &Need<'_>,
     provider: &Provider,
     wanted: &[String],
@@ -261,14 +265,17 @@ async fn ask<'s>(
     }
     // The same link while its ticket lives; a new one after.
     let reusable = match (round, ticket) {
-        (Some(r), Some(t))
-            if t.connection_id.is_none()
-                && t.add_account == need.add_account
-                && t.redeemed_at.is_none()
-                && t.declined_at.is_none()
-                && t.expires_at > chrono::Utc::now() =>
+        (
+            Some(RoundState {
+                ticket: Some(sealed),
+                ..
+            }),
+            Some(t),
+        ) if t.connection_id.is_none()
+            && t.add_account == need.add_account
+            && tickets::usable(&t) =>
         {
-            Some((t.id, r.ticket.clone()))
+            Some((t.id, sealed.secret.clone()))
         }
         _ => None,
     };
@@ -297,7 +304,7 @@ async fn ask<'s>(
 }
 
 /// Counts a new link against the user's limit; the error when it is spent.
-fn take_link(state: &AppState, p: &Principal) -> Result<(), ErrorData> {
+fn take_link(state: &ConnectionService, p: &Principal) -> Result<(), ErrorData> {
     if let Err(wait) = state.link_limit.take(&p.issuer, &p.subject) {
         tracing::info!(subject = %p.subject, client_id = %p.client_id, "connect link refused: too many this minute");
         return Err(ErrorData::invalid_request(
@@ -315,7 +322,7 @@ fn take_link(state: &AppState, p: &Principal) -> Result<(), ErrorData> {
 /// with a URL elicitation and the next round's sealed state, or for a
 /// legacy client the `-32042` error.
 fn answer_with_link<'s>(
-    state: &'s AppState,
+    state: &'s ConnectionService,
     need: &Need<'_>,
     provider: &Provider,
     round: Option<&RoundState>,
@@ -329,39 +336,18 @@ fn answer_with_link<'s>(
         ));
     }
     let next = RoundState {
-        ticket_id,
-        ticket: secret,
+        ticket: Some(RoundTicket {
+            id: ticket_id,
+            secret,
+        }),
         provider: provider.name().to_owned(),
         round: round.map_or(1, |r| r.round.saturating_add(1)),
         account: round.and_then(|r| r.account),
     };
-    let sealed = request_state::seal(
-        &state.keys,
-        &need.binding,
-        &next,
-        state.settings.flow.request_state_ttl(),
-    );
+    let sealed = state.seal_round(&need.binding, &next)?;
     Ok(Access::InputRequired(elicit::input_required(
         provider, message, &url, sealed,
     )))
-}
-
-async fn open_state(
-    state: &AppState,
-    need: &Need<'_>,
-    sealed: &str,
-) -> Result<RoundState, ErrorData> {
-    match request_state::open(&state.keys, &need.binding, sealed) {
-        Ok(round) => Ok(round),
-        Err(e) => Err(reject_state(
-            state,
-            need.principal,
-            need.provider,
-            need.binding.target,
-            e.reason_code(),
-        )
-        .await),
-    }
 }
 
 /// Logs and audits a refused `requestState`; returns the one fixed error.
@@ -370,7 +356,7 @@ async fn open_state(
 /// within a minute add to one audit row's `count` (and are logged at debug
 /// level), so a flood grows neither the table nor the log.
 pub async fn reject_state(
-    state: &AppState,
+    state: &ConnectionService,
     p: &Principal,
     provider: &str,
     target: &str,
@@ -411,7 +397,7 @@ pub(crate) fn response_action(
 /// Waits until the user's connection to `provider` is announced, the wait
 /// limit passes, or the request is cancelled. `true` when announced.
 pub(crate) async fn wait_for_connection(
-    state: &AppState,
+    state: &ConnectionService,
     p: &Principal,
     provider: &str,
     rx: &mut tokio::sync::broadcast::Receiver<String>,
@@ -438,7 +424,7 @@ pub(crate) async fn wait_for_connection(
     }
 }
 
-fn unknown_provider(state: &AppState, name: &str) -> ErrorData {
+fn unknown_provider(state: &ConnectionService, name: &str) -> ErrorData {
     let known = state.providers.names().join(", ");
     ErrorData::invalid_params(
         format!("Unknown provider `{name}`. Available providers: {known}."),
@@ -447,5 +433,5 @@ fn unknown_provider(state: &AppState, name: &str) -> ErrorData {
 }
 
 pub(crate) fn internal(e: impl Into<anyhow::Error>) -> ErrorData {
-    crate::mcp::unavailable::failure(e, "connection service")
+    unavailable::failure(e, "connection service")
 }

@@ -7,16 +7,16 @@
 use serde_json::json;
 
 use crate::{
+    connect::ConnectionService,
     db::{
         self,
         audit::{AuditEvent, AuditKind},
         connections::ConnectionRow,
     },
-    startup::AppState,
 };
 
 /// Key ids in stored rows that the ring lacks, with their row counts.
-pub async fn missing_keys(state: &AppState) -> Result<Vec<(String, i64)>, sqlx::Error> {
+pub async fn missing_keys(state: &ConnectionService) -> Result<Vec<(String, i64)>, sqlx::Error> {
     let counts = db::connections::count_by_key_id(&state.db).await?;
     Ok(counts
         .into_iter()
@@ -25,7 +25,7 @@ pub async fn missing_keys(state: &AppState) -> Result<Vec<(String, i64)>, sqlx::
 }
 
 /// Logs a warning naming the key ids stored rows use that the ring lacks.
-pub async fn warn_about_missing_keys(state: &AppState) {
+pub async fn warn_about_missing_keys(state: &ConnectionService) {
     let checked = missing_keys(state).await;
     tracing::debug!("checked the key ids of stored connections");
     match checked {
@@ -44,7 +44,7 @@ pub async fn warn_about_missing_keys(state: &AppState) {
 
 /// The connection's token does not open: marks it `needs_reauth` (unless
 /// it changed meanwhile) and audits why.
-pub async fn unreadable(state: &AppState, row: &ConnectionRow, reason: &'static str) {
+pub async fn unreadable(state: &ConnectionService, row: &ConnectionRow, reason: &'static str) {
     let marked =
         db::connections::mark_needs_reauth_if_current(&state.db, row.id, &row.access_token).await;
     match marked {

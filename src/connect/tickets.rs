@@ -1,32 +1,50 @@
-//! Issuing connect tickets: 256 random bits, base64url, stored as SHA-256
-//! only, bound to the caller and the provider.
+//! Connect tickets: the one-time secret in a `/connect?ticket=…` link, made
+//! for one person, one client and one provider. Only the SHA-256 of the
+//! secret is stored.
 
-use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use chrono::Utc;
-use rand::RngCore;
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::{db, startup::AppState};
+use super::ConnectionService;
+use crate::{
+    crypto::secret,
+    db::{self, tickets::Ticket},
+    providers::Provider,
+};
 
-/// A freshly issued ticket. `secret` goes into the URL and nowhere else.
+/// Longer than any ticket this server issues; anything longer is refused
+/// before it is hashed.
+const MAX_TICKET_LEN: usize = 128;
+
+/// A ticket just issued: its id and the secret for the link (never stored).
 pub struct IssuedTicket {
     pub id: Uuid,
     pub secret: String,
 }
 
-/// SHA-256 of a ticket as presented.
-pub fn hash(ticket: &str) -> Vec<u8> {
-    Sha256::digest(ticket.as_bytes()).to_vec()
+/// The connect link for a ticket's secret.
+pub fn connect_url(state: &ConnectionService, ticket: &str) -> String {
+    format!("{}/connect?ticket={ticket}", state.base_url)
 }
 
-/// The `/connect` URL for a ticket. It carries the ticket and nothing else.
-pub fn connect_url(state: &AppState, ticket: &str) -> String {
-    format!("{}/connect?ticket={ticket}", state.settings.base_url())
+/// A ticket that can still be used now: not redeemed, not declined, not expired.
+pub fn usable(ticket: &Ticket) -> bool {
+    ticket.redeemed_at.is_none() && ticket.declined_at.is_none() && ticket.expires_at > Utc::now()
 }
 
+/// What the ticket asks of the provider: its own scopes, or the provider's
+/// defaults when it names none.
+pub fn requested_scopes(provider: &Provider, ticket: &Ticket) -> Vec<String> {
+    if ticket.scopes.is_empty() {
+        provider.default_scopes().to_vec()
+    } else {
+        ticket.scopes.clone()
+    }
+}
+
+/// Mints a ticket and stores its hash (with its audit row, one statement).
 pub async fn issue(
-    state: &AppState,
+    state: &ConnectionService,
     issuer: &str,
     subject: &str,
     client_id: &str,
@@ -48,7 +66,7 @@ pub async fn issue(
 /// A connect ticket for another account at the provider: the consent sends
 /// the browser to the provider's account chooser.
 pub async fn issue_another_account(
-    state: &AppState,
+    state: &ConnectionService,
     issuer: &str,
     subject: &str,
     client_id: &str,
@@ -77,7 +95,7 @@ enum TicketFor {
 
 /// A ticket for the approval page: may `client_id` use this connection?
 pub async fn issue_approval(
-    state: &AppState,
+    state: &ConnectionService,
     issuer: &str,
     subject: &str,
     client_id: &str,
@@ -97,7 +115,7 @@ pub async fn issue_approval(
 }
 
 async fn insert(
-    state: &AppState,
+    state: &ConnectionService,
     issuer: &str,
     subject: &str,
     client_id: &str,
@@ -105,12 +123,10 @@ async fn insert(
     scopes: &[String],
     purpose: TicketFor,
 ) -> anyhow::Result<IssuedTicket> {
-    let mut raw = [0u8; 32];
-    rand::rng().fill_bytes(&mut raw);
-    let secret = URL_SAFE_NO_PAD.encode(raw);
+    let secret = secret::random_value();
     let id = Uuid::new_v4();
     let ttl = chrono::Duration::from_std(state.settings.flow.ticket_ttl())?;
-    let ticket_hash = hash(&secret);
+    let ticket_hash = secret::sha256(&secret);
     let insert = async {
         let mut conn = state.hot_db.acquire().await?;
         let inserted = db::tickets::insert(
@@ -140,13 +156,13 @@ async fn insert(
     Ok(IssuedTicket { id, secret })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hash_is_sha256() {
-        assert_eq!(hash("abc").len(), 32);
-        assert_ne!(hash("abc"), hash("abd"));
+/// The usable ticket whose secret a browser presented.
+pub async fn find_usable(
+    state: &ConnectionService,
+    presented: &str,
+) -> Result<Option<Ticket>, sqlx::Error> {
+    if presented.len() > MAX_TICKET_LEN {
+        return Ok(None);
     }
+    db::tickets::find_usable_by_hash(&state.db, &secret::sha256(presented)).await
 }

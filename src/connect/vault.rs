@@ -14,15 +14,15 @@ use uuid::Uuid;
 
 use super::events;
 use crate::{
+    connect::ConnectionService,
     crypto::{Purpose, Sealed},
     db::{
         self,
         audit::{AuditEvent, AuditKind},
-        connections::{ConnectionRow, StoredTokens},
+        connections::{ConnectionRow, ConnectionStatus, StoredTokens},
     },
     metrics::Refresh,
     providers::{Account, Provider, ProviderError, TokenHint, TokenSet},
-    startup::AppState,
 };
 
 /// Refresh when the access token expires within this long — or within half
@@ -108,7 +108,10 @@ fn expiry(tokens: &TokenSet) -> Option<DateTime<Utc>> {
 
 /// Stores (or replaces) the user's connection to a provider and announces
 /// it to every instance.
-pub async fn store_connection(state: &AppState, c: NewConnection<'_>) -> anyhow::Result<Uuid> {
+pub async fn store_connection(
+    state: &ConnectionService,
+    c: NewConnection<'_>,
+) -> anyhow::Result<Uuid> {
     let mut tx = state.db.begin().await?;
     let id =
         db::connections::claim_id(&mut tx, c.issuer, c.subject, c.provider, &c.account.id).await?;
@@ -119,12 +122,13 @@ pub async fn store_connection(state: &AppState, c: NewConnection<'_>) -> anyhow:
             secret.expose_secret().as_bytes(),
         )
     };
-    let access = seal(&c.tokens.access_token, Kind::Access);
+    let access = seal(&c.tokens.access_token, Kind::Access)?;
     let refresh = c
         .tokens
         .refresh_token
         .as_ref()
-        .map(|r| seal(r, Kind::Refresh));
+        .map(|r| seal(r, Kind::Refresh))
+        .transpose()?;
     let scopes = c
         .tokens
         .scopes
@@ -153,7 +157,11 @@ pub async fn store_connection(state: &AppState, c: NewConnection<'_>) -> anyhow:
     Ok(id)
 }
 
-fn open(state: &AppState, row: &ConnectionRow, kind: Kind) -> anyhow::Result<Option<SecretString>> {
+fn open(
+    state: &ConnectionService,
+    row: &ConnectionRow,
+    kind: Kind,
+) -> anyhow::Result<Option<SecretString>> {
     let bytes = match kind {
         Kind::Access => Some(&row.access_token),
         Kind::Refresh => row.refresh_token.as_ref(),
@@ -190,7 +198,7 @@ fn refresh_margin(stored_at: DateTime<Utc>, expires_at: DateTime<Utc>) -> chrono
     REFRESH_MARGIN.min(half_life.max(chrono::Duration::zero()))
 }
 
-fn usable(state: &AppState, row: &ConnectionRow) -> anyhow::Result<UsableToken> {
+fn usable(state: &ConnectionService, row: &ConnectionRow) -> anyhow::Result<UsableToken> {
     let access_token =
         open(state, row, Kind::Access)?.ok_or_else(|| anyhow::anyhow!("no access token"))?;
     Ok(UsableToken {
@@ -207,7 +215,10 @@ fn usable(state: &AppState, row: &ConnectionRow) -> anyhow::Result<UsableToken> 
 /// unless the token was refreshed or replaced in the meantime, in which
 /// case the refusal was for a token nobody uses any more. `true` when the
 /// connection was marked.
-pub async fn token_rejected(state: &AppState, token: &UsableToken) -> anyhow::Result<bool> {
+pub async fn token_rejected(
+    state: &ConnectionService,
+    token: &UsableToken,
+) -> anyhow::Result<bool> {
     state.metrics.flow.token_refused();
     let marked = db::connections::mark_needs_reauth_if_current(
         &state.db,
@@ -225,7 +236,7 @@ pub async fn token_rejected(state: &AppState, token: &UsableToken) -> anyhow::Re
 
 /// The user's token for `provider`, refreshed if need be.
 pub async fn usable_token(
-    state: &AppState,
+    state: &ConnectionService,
     issuer: &str,
     subject: &str,
     provider: &Provider,
@@ -237,7 +248,7 @@ pub async fn usable_token(
 /// [`usable_token`] of one account (`connection`); `None`: the only (or
 /// oldest) one.
 pub async fn usable_token_of(
-    state: &AppState,
+    state: &ConnectionService,
     issuer: &str,
     subject: &str,
     provider: &Provider,
@@ -257,10 +268,10 @@ pub async fn usable_token_of(
     let Some(row) = found? else {
         return Ok(TokenState::Missing);
     };
-    match row.status.as_str() {
-        "active" => {}
-        "needs_reauth" => return Ok(TokenState::NeedsReauth),
-        _ => return Ok(TokenState::Missing),
+    match row.status {
+        ConnectionStatus::Active => {}
+        ConnectionStatus::NeedsReauth => return Ok(TokenState::NeedsReauth),
+        ConnectionStatus::Revoked => return Ok(TokenState::Missing),
     }
     if !state.keys.has_key(&row.key_id) {
         super::stale_keys::unreadable(state, &row, "unknown_key").await;
@@ -289,7 +300,7 @@ pub async fn usable_token_of(
         let Some(row) = db::faults::deadline(limit, again).await? else {
             return Ok(TokenState::Missing);
         };
-        if row.status != "active" {
+        if row.status != ConnectionStatus::Active {
             return Ok(TokenState::NeedsReauth);
         }
         if needs_refresh(&row) {
@@ -329,7 +340,7 @@ pub async fn usable_token_of(
 /// Refreshes under the row lock. `None`: the provider refused the refresh
 /// token (the user must connect again).
 async fn refresh(
-    state: &AppState,
+    state: &ConnectionService,
     stale: &ConnectionRow,
     provider: &Provider,
 ) -> anyhow::Result<Option<ConnectionRow>> {
@@ -341,7 +352,7 @@ async fn refresh(
     let Some(row) = db::connections::find_for_update(&mut *tx, stale.id).await? else {
         return Ok(None);
     };
-    if row.status != "active" {
+    if row.status != ConnectionStatus::Active {
         return Ok(None);
     }
     if !needs_refresh(&row) {
@@ -349,15 +360,7 @@ async fn refresh(
         return Ok(Some(row));
     }
     let Some(refresh_token) = open(state, &row, Kind::Refresh)? else {
-        db::connections::set_status(&mut *tx, row.id, "needs_reauth").await?;
-        tx.commit().await?;
-        audit_refresh(
-            state,
-            &row,
-            AuditKind::RefreshFailed,
-            json!({"reason": "expired, no refresh token"}),
-        )
-        .await;
+        give_up(state, tx, &row, "expired, no refresh token").await?;
         return Ok(None);
     };
     match provider
@@ -370,14 +373,14 @@ async fn refresh(
                 Purpose::Token,
                 &ctx(Kind::Access),
                 tokens.access_token.expose_secret().as_bytes(),
-            );
+            )?;
             // Providers that do not rotate refresh tokens send none back: keep ours.
             let new_refresh = tokens.refresh_token.as_ref().unwrap_or(&refresh_token);
             let refresh = state.keys.seal(
                 Purpose::Token,
                 &ctx(Kind::Refresh),
                 new_refresh.expose_secret().as_bytes(),
-            );
+            )?;
             let expires_at = expiry(&tokens);
             db::connections::store_refreshed(
                 &mut *tx,
@@ -400,15 +403,7 @@ async fn refresh(
             }))
         }
         Err(ProviderError::InvalidGrant) => {
-            db::connections::set_status(&mut *tx, row.id, "needs_reauth").await?;
-            tx.commit().await?;
-            audit_refresh(
-                state,
-                &row,
-                AuditKind::RefreshFailed,
-                json!({"reason": "invalid_grant"}),
-            )
-            .await;
+            give_up(state, tx, &row, "invalid_grant").await?;
             Ok(None)
         }
         Err(e) => {
@@ -421,9 +416,29 @@ async fn refresh(
     }
 }
 
+/// The token cannot be refreshed: the connection needs the user again
+/// (marked in `tx`, committed), and the failure is audited with `reason`.
+async fn give_up(
+    state: &ConnectionService,
+    mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
+    row: &ConnectionRow,
+    reason: &str,
+) -> anyhow::Result<()> {
+    db::connections::set_status(&mut *tx, row.id, ConnectionStatus::NeedsReauth).await?;
+    tx.commit().await?;
+    audit_refresh(
+        state,
+        row,
+        AuditKind::RefreshFailed,
+        json!({ "reason": reason }),
+    )
+    .await;
+    Ok(())
+}
+
 /// Records a refresh's end in the audit log and the metrics.
 async fn audit_refresh(
-    state: &AppState,
+    state: &ConnectionService,
     row: &ConnectionRow,
     kind: AuditKind,
     detail: serde_json::Value,
@@ -450,7 +465,7 @@ async fn audit_refresh(
 /// first and the tokens revoked are the last ones stored; once it is gone
 /// nobody can refresh it again.
 pub async fn disconnect(
-    state: &AppState,
+    state: &ConnectionService,
     issuer: &str,
     subject: &str,
     provider: &str,
@@ -461,7 +476,7 @@ pub async fn disconnect(
 /// [`disconnect`] of one account (`connection`); `None`: the only (or
 /// oldest) one.
 pub async fn disconnect_account(
-    state: &AppState,
+    state: &ConnectionService,
     issuer: &str,
     subject: &str,
     provider: &str,
@@ -520,7 +535,7 @@ pub async fn disconnect_account(
 /// Re-seals every stored token not sealed by the current key (the second
 /// phase of a key rotation, so the old key can be retired). Each row is
 /// locked while it changes. Returns how many connections were re-sealed.
-pub async fn rekey_all(state: &AppState) -> anyhow::Result<u64> {
+pub async fn rekey_all(state: &ConnectionService) -> anyhow::Result<u64> {
     let current = state.keys.current_key_id().to_owned();
     let ids = db::connections::ids_not_sealed_by(&state.db, &current).await?;
     let mut done = 0;

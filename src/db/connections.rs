@@ -4,6 +4,36 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
+/// A connection's state, as the `status` column stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type, serde::Serialize)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub enum ConnectionStatus {
+    /// Tokens stored and believed good.
+    Active,
+    /// The provider refused the tokens or their refresh: the user must connect again.
+    NeedsReauth,
+    /// Claimed but never completed, or taken back.
+    Revoked,
+}
+
+impl ConnectionStatus {
+    /// As the column and the API spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::NeedsReauth => "needs_reauth",
+            Self::Revoked => "revoked",
+        }
+    }
+}
+
+impl std::fmt::Display for ConnectionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A connection as shown to its owner: everything but the tokens.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ConnectionSummary {
@@ -12,7 +42,7 @@ pub struct ConnectionSummary {
     pub account_id: String,
     pub account_label: String,
     pub scopes: Vec<String>,
-    pub status: String,
+    pub status: ConnectionStatus,
     pub created_at: DateTime<Utc>,
     pub last_used_at: Option<DateTime<Utc>>,
 }
@@ -64,7 +94,7 @@ pub struct ConnectionRow {
     pub refresh_token: Option<Vec<u8>>,
     pub key_id: String,
     pub access_token_expires_at: Option<DateTime<Utc>>,
-    pub status: String,
+    pub status: ConnectionStatus,
     pub last_used_at: Option<DateTime<Utc>>,
     /// When the row last changed; for an active row, when its tokens were
     /// stored or refreshed.
@@ -304,7 +334,7 @@ pub async fn mark_needs_reauth_if_current(
 pub async fn set_status(
     exec: impl PgExecutor<'_>,
     id: Uuid,
-    status: &str,
+    status: ConnectionStatus,
 ) -> Result<(), sqlx::Error> {
     sqlx::query("UPDATE connections SET status = $2, updated_at = now() WHERE id = $1")
         .bind(id)

@@ -6,7 +6,9 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a flow signs in to, as the `kind` column stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
 pub enum FlowKind {
     Login,
     Connect,
@@ -24,7 +26,7 @@ impl FlowKind {
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct OAuthFlow {
     pub id: Uuid,
-    pub kind: String,
+    pub kind: FlowKind,
     pub ticket_id: Option<Uuid>,
     pub session_id: Option<Uuid>,
     pub browser_binding: Option<Vec<u8>>,
@@ -40,7 +42,7 @@ pub struct OAuthFlow {
 
 impl OAuthFlow {
     pub fn is(&self, kind: FlowKind) -> bool {
-        self.kind == kind.as_str()
+        self.kind == kind
     }
 }
 
@@ -69,7 +71,7 @@ pub async fn insert(exec: impl PgExecutor<'_>, f: NewFlow<'_>) -> Result<(), sql
     )
     .bind(f.id)
     .bind(f.state_hash)
-    .bind(f.kind.as_str())
+    .bind(f.kind)
     .bind(f.ticket_id)
     .bind(f.session_id)
     .bind(f.browser_binding)

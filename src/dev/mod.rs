@@ -193,6 +193,18 @@ pub async fn dev_key_entry(pool: &PgPool) -> Result<String, DevError> {
     Ok(crate::db::dev_secrets::get_or_insert(pool, AES_KEY_SECRET, &candidate).await?)
 }
 
+impl DevServices {
+    /// The dev identity provider's and demo provider's routes with their
+    /// data, to mount beside the service's own.
+    pub fn routes(&self) -> std::sync::Arc<dyn Fn(&mut web::ServiceConfig) + Send + Sync> {
+        let data = web::Data::new(self.clone());
+        std::sync::Arc::new(move |cfg: &mut web::ServiceConfig| {
+            cfg.app_data(data.clone());
+            configure(cfg);
+        })
+    }
+}
+
 /// Registers the dev identity provider's routes.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(

@@ -52,7 +52,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     // On loopback, for whoever runs it: /metrics needs no token (one set in
     // MCP_CONNECT_METRICS_TOKEN is still asked for).
     settings.metrics_open = true;
-    let app = Application::build_with_listener(settings, listener, Some(dev.clone())).await?;
+    let app = Application::build_with_listener(settings, listener, Some(dev.routes())).await?;
     let handle = app.handle();
     let state = app.state().clone();
     let mut server = tokio::spawn(app.run_until_stopped());

@@ -16,28 +16,7 @@ use rmcp::{RoleServer, service::RequestContext};
 
 use crate::metrics::McpMetrics;
 
-/// How a `tools/call` ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
-    /// A result.
-    Complete,
-    /// A result with `isError`: the tool ran and failed.
-    ToolError,
-    /// An `input_required` result (the user must act first).
-    InputRequired,
-    /// A JSON-RPC error.
-    ProtocolError,
-    /// A result of another kind.
-    Other,
-}
-
-impl Ended {
-    /// As the log line says it — the same word as `/metrics`' `ended`
-    /// label, so one query works on both.
-    pub fn as_str(self) -> &'static str {
-        crate::metrics::labels::ENDED_LABELS[crate::metrics::labels::ended(self)]
-    }
-}
+pub use crate::metrics::labels::Ended;
 
 /// How a `tools/call` ended, as the handler saw it.
 #[derive(Debug)]
@@ -74,7 +53,7 @@ impl CallRecord {
     /// The call ended because the database was away for a moment.
     pub fn database_unavailable(&self) -> bool {
         self.get()
-            .is_some_and(|o| o.code == Some(super::unavailable::UNAVAILABLE_CODE))
+            .is_some_and(|o| o.code == Some(crate::connect::unavailable::UNAVAILABLE_CODE))
     }
 }
 

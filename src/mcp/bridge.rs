@@ -22,7 +22,7 @@ use serde_json::json;
 use super::{McpEndpoint, access_log::RequestFacts, wire};
 use crate::{
     auth::{self, AuthError, Principal},
-    startup::AppState,
+    state::AppState,
 };
 
 pub async fn handle(
@@ -126,7 +126,9 @@ async fn serve(
         *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
         response.headers_mut().insert(
             actix_web::http::header::RETRY_AFTER,
-            actix_web::http::header::HeaderValue::from(super::unavailable::RETRY_AFTER_SECS),
+            actix_web::http::header::HeaderValue::from(
+                crate::connect::unavailable::RETRY_AFTER_SECS,
+            ),
         );
     }
     response

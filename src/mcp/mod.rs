@@ -5,8 +5,6 @@
 mod access_log;
 mod bridge;
 mod server;
-pub mod state;
-pub mod unavailable;
 mod wire;
 
 use std::sync::Arc;
@@ -23,7 +21,7 @@ pub use access_log::Ended;
 pub use bridge::{into_actix, request_head};
 pub use server::McpServer;
 
-use crate::startup::AppState;
+use crate::state::AppState;
 
 /// The rmcp service behind `/mcp`, built once per application.
 pub struct McpEndpoint {
@@ -41,7 +39,10 @@ impl McpEndpoint {
             .with_allowed_origins(settings.effective_allowed_origins())
             .enforce_origin_validation()
             .with_max_request_body_bytes(settings.max_body_bytes);
-        let server = McpServer::new(state.clone());
+        let server = McpServer::new(
+            state.connect.clone(),
+            settings.mcp_resource_str().to_owned(),
+        );
         let service = StreamableHttpService::new(
             move || Ok(server.clone()),
             Arc::new(NeverSessionManager::default()),

@@ -18,7 +18,7 @@ use rmcp::{
 use super::access_log::{CallRecord, Ended, ToolOutcome};
 use crate::{
     auth::Principal,
-    startup::AppState,
+    connect::ConnectionService,
     tools::{self, resources},
 };
 
@@ -33,16 +33,19 @@ const LIST_TTL_MS: u64 = 5 * 60 * 1000;
 pub struct McpServer(Arc<Shared>);
 
 struct Shared {
-    state: AppState,
+    connect: Arc<ConnectionService>,
+    /// This server's MCP resource identifier.
+    audience: String,
     tools: Vec<Tool>,
     /// What `get_info` answers, built once: rmcp asks for it on every request.
     info: ServerConfig,
 }
 
 impl McpServer {
-    pub fn new(state: AppState) -> Self {
+    pub fn new(connect: Arc<ConnectionService>, audience: String) -> Self {
         Self(Arc::new(Shared {
-            state,
+            connect,
+            audience,
             tools: tools::definitions(),
             info: server_config(),
         }))
@@ -145,7 +148,14 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let principal = principal(&context)?;
-        let mut response = resources::read(&self.0.state, &principal, &request, &context).await?;
+        let mut response = resources::read(
+            &self.0.connect,
+            &self.0.audience,
+            &principal,
+            &request,
+            &context,
+        )
+        .await?;
         match &mut response {
             ReadResourceResponse::Complete(r) => {
                 r.meta.get_or_insert_default().0.extend(result_meta().0)
@@ -169,7 +179,8 @@ impl ServerHandler for McpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let principal = principal(&context)?;
         let call = tools::ToolCall {
-            state: &self.0.state,
+            service: &self.0.connect,
+            audience: &self.0.audience,
             principal: &principal,
             request: &request,
             context: &context,

@@ -7,7 +7,38 @@
 //! Each label maps to an index into the counters' arrays, so counting is a
 //! lookup and an atomic add.
 
-use crate::mcp::Ended;
+/// How a `tools/call` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// A result.
+    Complete,
+    /// A result with `isError`: the tool ran and failed.
+    ToolError,
+    /// An `input_required` result (the user must act first).
+    InputRequired,
+    /// A JSON-RPC error.
+    ProtocolError,
+    /// A result of another kind.
+    Other,
+}
+
+impl Ended {
+    /// As the log line says it — the same word as `/metrics`' `ended`
+    /// label, so one query works on both.
+    pub fn as_str(self) -> &'static str {
+        ENDED_LABELS[ended(self)]
+    }
+}
+
+/// The tools this server offers, as the `tool` label names them (the tools
+/// module checks that it offers exactly these).
+pub const TOOLS: [&str; 5] = [
+    "connections_list",
+    "connect",
+    "whoami",
+    "api_request",
+    "disconnect",
+];
 
 /// The JSON-RPC methods a client may send to an MCP server (2025-11-25 and
 /// 2026-07-28), whether or not this server implements them.
@@ -72,23 +103,23 @@ pub fn status(code: u16) -> usize {
 
 /// Every value of the `tool` label: this server's tools, then `other` (a
 /// name the client made up).
-pub const TOOL_LABELS: [&str; crate::tools::NAMES.len() + 1] = {
-    let mut labels = [""; crate::tools::NAMES.len() + 1];
+pub const TOOL_LABELS: [&str; TOOLS.len() + 1] = {
+    let mut labels = [""; TOOLS.len() + 1];
     let mut i = 0;
-    while i < crate::tools::NAMES.len() {
-        labels[i] = crate::tools::NAMES[i];
+    while i < TOOLS.len() {
+        labels[i] = TOOLS[i];
         i += 1;
     }
-    labels[crate::tools::NAMES.len()] = "other";
+    labels[TOOLS.len()] = "other";
     labels
 };
 
 /// The `tool` label of a `tools/call`'s tool name.
 pub fn tool(name: &str) -> usize {
-    crate::tools::NAMES
+    TOOLS
         .iter()
         .position(|known| *known == name)
-        .unwrap_or(crate::tools::NAMES.len())
+        .unwrap_or(TOOLS.len())
 }
 
 /// Every value of the `ended` label, in the order of [`ended`].
@@ -155,7 +186,7 @@ mod tests {
 
     #[test]
     fn only_this_servers_tools_are_named() {
-        for name in crate::tools::NAMES {
+        for name in TOOLS {
             assert_eq!(TOOL_LABELS[tool(name)], name);
         }
         for chosen in ["", "Whoami", "whoami2", "../etc/passwd", "other"] {

@@ -9,10 +9,9 @@ use std::{
 
 use super::{
     histogram::{BUCKETS, Histogram},
-    labels::{self, ENDED_LABELS, METHOD_LABELS, STATUS_LABELS, TOOL_LABELS},
+    labels::{self, ENDED_LABELS, Ended, METHOD_LABELS, STATUS_LABELS, TOOL_LABELS},
     text::{Exposition, Kind},
 };
-use crate::mcp::Ended;
 
 const REQUESTS: &str = "mcp_connect_mcp_requests_total";
 const DURATION: &str = "mcp_connect_mcp_request_duration_seconds";

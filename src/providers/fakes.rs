@@ -103,7 +103,7 @@ async fn record_and_serve(
 }
 
 pub(crate) fn http() -> reqwest::Client {
-    crate::startup::outbound_http_client().unwrap()
+    crate::providers::outbound_http_client().unwrap()
 }
 
 /// Settings with this public URL and these `[providers.…]` tables.

@@ -7,7 +7,7 @@
 //! Nothing here touches the database: the connection vault stores what these
 //! functions return, and the web pages drive the browser flow. Every request
 //! goes through the `reqwest::Client` the caller passes in, which must not
-//! follow redirects (see `startup::outbound_http_client`).
+//! follow redirects (see [`outbound_http_client`]).
 //!
 //! Tokens, codes, verifiers and client secrets stay in `SecretString`s or
 //! borrowed `&str`s; no error message, `Debug` output or log line carries
@@ -47,6 +47,17 @@ pub use error::{ProviderConfigError, ProviderError};
 pub use listing::catalog_markdown;
 pub use per_connection::ConnectionEndpoints;
 pub use pkce::PkcePair;
+
+/// The outbound HTTP client for identity providers and third-party
+/// providers: never follows redirects, bounded connect and total times.
+pub fn outbound_http_client() -> Result<reqwest::Client, reqwest::Error> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(15))
+        .user_agent(concat!("mcp-connect/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
 pub use provider::Provider;
 
 /// What a token endpoint granted. `refresh_token` is `None` when the answer

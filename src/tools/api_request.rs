@@ -110,7 +110,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     };
     let response = match provider
         .api_request(
-            &call.state.http,
+            call.service.http(),
             token.access_token.expose_secret(),
             &request,
         )
@@ -130,7 +130,8 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     if response.token_rejected {
         // The provider no longer honours the token: the next call asks the
         // user to connect again instead of failing forever.
-        crate::connect::vault::token_rejected(call.state, &token)
+        call.service
+            .token_rejected(&token)
             .await
             .map_err(internal)?;
     }

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ToolCall, internal, output_schema_for, result::answer, schema_for};
-use crate::db::connections::{self, ConnectionSummary};
+use crate::db::connections::ConnectionSummary;
 
 pub const NAME: &str = "connections_list";
 
@@ -59,7 +59,7 @@ impl ConnectionsList {
                     account: c.account_label.clone(),
                     account_id: c.account_id.clone(),
                     scopes: c.scopes.clone(),
-                    status: c.status.clone(),
+                    status: c.status.as_str().to_owned(),
                     connected_at: time(&c.created_at),
                     last_used_at: c.last_used_at.as_ref().map(time),
                 })
@@ -84,7 +84,9 @@ pub fn definition() -> Tool {
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let _: Args = call.arguments()?;
     let p = call.principal;
-    let rows = connections::list_for_user(&call.state.db, &p.issuer, &p.subject)
+    let rows = call
+        .service
+        .list(&p.issuer, &p.subject)
         .await
         .map_err(internal)?;
     let sentence = if rows.is_empty() {

@@ -13,18 +13,13 @@ use rmcp::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use uuid::Uuid;
 
 use super::{
     ToolCall, internal, output_schema_for,
     result::{ErrorKind, NextStep, Outcome, answer},
     schema_for,
 };
-use crate::{
-    connect::{ClientKind, reject_state, vault},
-    db,
-    mcp::state::{self as request_state, RoundState},
-};
+use crate::connect::{ClientKind, Retry, state::RoundState};
 
 pub const NAME: &str = "disconnect";
 const CONFIRM_KEY: &str = "confirm_disconnect";
@@ -91,9 +86,9 @@ fn done(
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let args: Args = call.arguments()?;
-    let state = call.state;
+    let service = call.service;
     let p = call.principal;
-    let Some(provider) = state.providers.get(&args.provider) else {
+    let Some(provider) = service.provider(&args.provider) else {
         return Err(ErrorData::invalid_params(
             format!("Unknown provider `{}`.", args.provider),
             None,
@@ -101,29 +96,22 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     };
     let binding = call.binding();
 
-    if let Some(sealed) = call.request.request_state.as_deref() {
-        match request_state::open(&state.keys, &binding, sealed) {
-            Ok(round) if round.provider == provider.name() => {}
-            Ok(_) => return Err(reject_state(state, p, provider.name(), NAME, "provider").await),
-            Err(e) => {
-                return Err(reject_state(state, p, provider.name(), NAME, e.reason_code()).await);
-            }
-        }
-        let answer = call
-            .request
-            .input_responses
-            .as_ref()
-            .and_then(|r| r.get(CONFIRM_KEY));
-        let action = answer.and_then(|a| {
-            serde_json::from_value::<ElicitationAction>(a.get("action")?.clone()).ok()
-        });
-        let confirmed = action == Some(ElicitationAction::Accept)
-            && answer
-                .and_then(|a| a.pointer("/content/confirm"))
-                .and_then(|v| v.as_bool())
-                == Some(true);
+    let round = service
+        .open_round(Retry {
+            principal: p,
+            binding: &binding,
+            request_state: call.request.request_state.as_deref(),
+            input_responses: call.request.input_responses.as_ref(),
+            provider: provider.name(),
+            key: CONFIRM_KEY,
+        })
+        .await?;
+    if let Some(round) = round {
+        let confirmed = round.action() == Some(ElicitationAction::Accept)
+            && round.content("/confirm").and_then(|v| v.as_bool()) == Some(true);
         // The account, to name it in the answer (read before it is gone).
-        let connection = db::connections::find(&state.db, &p.issuer, &p.subject, provider.name())
+        let connection = service
+            .connected_account(&p.issuer, &p.subject, provider.name())
             .await
             .map_err(internal)?;
         let account = connection
@@ -140,7 +128,8 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
                 ),
             ));
         }
-        let removed = vault::disconnect(state, &p.issuer, &p.subject, provider.name())
+        let removed = service
+            .disconnect(&p.issuer, &p.subject, provider.name())
             .await
             .map_err(internal)?;
         return Ok(if removed {
@@ -163,7 +152,8 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         });
     }
 
-    let Some(connection) = db::connections::find(&state.db, &p.issuer, &p.subject, provider.name())
+    let Some(connection) = service
+        .connected_account(&p.issuer, &p.subject, provider.name())
         .await
         .map_err(internal)?
     else {
@@ -184,7 +174,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             .is_some_and(|e| e.form.is_some() || e.url.is_none()),
     };
     if !can_ask {
-        let page = format!("{}/connections", state.settings.base_url());
+        let page = format!("{}/connections", service.base_url());
         if super::client_kind(call.context) == ClientKind::Legacy {
             let message =
                 format!("This client cannot ask the user to confirm. Disconnect at {page}.");
@@ -228,18 +218,12 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         InputRequest::Elicitation(ElicitRequest::new(params)),
     );
     let round = RoundState {
-        ticket_id: Uuid::nil(),
-        ticket: String::new(),
+        ticket: None,
         provider: provider.name().to_owned(),
         round: 1,
         account: None,
     };
-    let sealed = request_state::seal(
-        &state.keys,
-        &binding,
-        &round,
-        state.settings.flow.request_state_ttl(),
-    );
+    let sealed = service.seal_round(&binding, &round)?;
     Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
         Some(requests),
         Some(sealed),

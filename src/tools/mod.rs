@@ -22,14 +22,15 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use crate::{
     auth::Principal,
-    connect::{Access, ClientKind, Need},
-    mcp::state::Binding,
-    startup::AppState,
+    connect::state::Binding,
+    connect::{Access, ClientKind, ConnectionService, Need},
 };
 
 /// Everything a tool may use for one call.
 pub struct ToolCall<'a> {
-    pub state: &'a AppState,
+    pub service: &'a ConnectionService,
+    /// This server's MCP resource identifier (the audience of its tokens).
+    pub audience: &'a str,
     pub principal: &'a Principal,
     pub request: &'a CallToolRequestParams,
     pub context: &'a RequestContext<RoleServer>,
@@ -51,7 +52,7 @@ impl<'a> ToolCall<'a> {
     /// What this call is, for binding a `requestState` to it.
     pub fn binding(&self) -> Binding<'a> {
         Binding {
-            audience: self.state.settings.mcp_resource_str(),
+            audience: self.audience,
             issuer: &self.principal.issuer,
             subject: &self.principal.subject,
             client_id: &self.principal.client_id,
@@ -80,9 +81,8 @@ impl<'a> ToolCall<'a> {
         account: Option<&'a str>,
         add_account: bool,
     ) -> Result<Access<'a>, ErrorData> {
-        crate::connect::require(
-            self.state,
-            Need {
+        self.service
+            .require(Need {
                 principal: self.principal,
                 provider,
                 scopes,
@@ -93,9 +93,8 @@ impl<'a> ToolCall<'a> {
                 request_state: self.request.request_state.as_deref(),
                 client: client_kind(self.context),
                 cancel: &self.context.ct,
-            },
-        )
-        .await
+            })
+            .await
     }
 }
 
@@ -205,7 +204,7 @@ pub(crate) fn schema_for<T: schemars::JsonSchema + 'static>() -> std::sync::Arc<
 
 /// A failure inside a tool: logged with its cause, generic to the client.
 pub(crate) fn internal(e: impl Into<anyhow::Error>) -> ErrorData {
-    crate::mcp::unavailable::failure(e, "tool")
+    crate::connect::unavailable::failure(e, "tool")
 }
 
 #[cfg(test)]
@@ -216,5 +215,10 @@ mod tests {
     fn names_list_every_definition() {
         let defined: Vec<String> = definitions().iter().map(|t| t.name.to_string()).collect();
         assert_eq!(defined, NAMES);
+    }
+
+    #[test]
+    fn metrics_label_every_tool() {
+        assert_eq!(NAMES, crate::metrics::labels::TOOLS);
     }
 }

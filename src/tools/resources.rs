@@ -16,10 +16,7 @@ use serde_json::json;
 use super::{client_kind, connections_list::ConnectionsList, internal, result::Outcome};
 use crate::{
     auth::Principal,
-    connect::{self, Access, Need},
-    db,
-    mcp::state::Binding,
-    startup::AppState,
+    connect::{Access, ConnectionService, Need, state::Binding},
 };
 
 pub const CONNECTIONS_URI: &str = "connections://mine";
@@ -61,14 +58,18 @@ fn profile_provider(uri: &str) -> Option<&str> {
     valid.then_some(provider)
 }
 
+/// Reads a resource for `principal`; `audience` is this server's MCP
+/// resource identifier (bound into a round's `requestState`).
 pub async fn read(
-    state: &AppState,
+    service: &ConnectionService,
+    audience: &str,
     principal: &Principal,
     request: &ReadResourceRequestParams,
     context: &RequestContext<RoleServer>,
 ) -> Result<ReadResourceResponse, ErrorData> {
     if request.uri == CONNECTIONS_URI {
-        let rows = db::connections::list_for_user(&state.db, &principal.issuer, &principal.subject)
+        let rows = service
+            .list(&principal.issuer, &principal.subject)
             .await
             .map_err(internal)?;
         // The same JSON as the connections_list tool's result.
@@ -87,16 +88,15 @@ pub async fn read(
             Some(json!({ "uri": request.uri })),
         ));
     };
-    let access = connect::require(
-        state,
-        Need {
+    let access = service
+        .require(Need {
             principal,
             provider,
             scopes: &[],
             account: None,
             add_account: false,
             binding: Binding {
-                audience: state.settings.mcp_resource_str(),
+                audience,
                 issuer: &principal.issuer,
                 subject: &principal.subject,
                 client_id: &principal.client_id,
@@ -108,9 +108,8 @@ pub async fn read(
             request_state: request.request_state.as_deref(),
             client: client_kind(context),
             cancel: &context.ct,
-        },
-    )
-    .await?;
+        })
+        .await?;
     let (token, provider) = match access {
         Access::Ready { token, provider } => (token, provider),
         Access::InputRequired(result) => return Ok(ReadResourceResponse::InputRequired(result)),
@@ -131,7 +130,7 @@ pub async fn read(
             ));
         }
     };
-    let account = provider.account(&state.http, token.access_token.expose_secret()).await.map_err(|e| {
+    let account = provider.account(service.http(), token.access_token.expose_secret()).await.map_err(|e| {
         tracing::warn!(provider = provider.name(), error = %e, "profile resource: provider call failed");
         ErrorData::internal_error(format!("{} did not answer as expected.", provider.display_name()), None)
     })?;

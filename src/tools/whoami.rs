@@ -58,7 +58,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         Err(answer) => return Ok(*answer),
     };
     match provider
-        .account(&call.state.http, token.access_token.expose_secret())
+        .account(call.service.http(), token.access_token.expose_secret())
         .await
     {
         Ok(account) => {
@@ -78,7 +78,8 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             if matches!(e, crate::providers::ProviderError::Denied(_)) {
                 // As for api_request: the next call asks the user to connect
                 // again, which is what `next_step: connect` promises.
-                crate::connect::vault::token_rejected(call.state, &token)
+                call.service
+                    .token_rejected(&token)
                     .await
                     .map_err(super::internal)?;
             }

@@ -15,9 +15,8 @@ use super::{
     session::SignedInUser,
 };
 use crate::{
-    connect::grants,
     db::{self, audit::AuditKind},
-    startup::AppState,
+    state::AppState,
 };
 
 pub const REMOVE_PATH: &str = "/connections/access/remove";
@@ -47,10 +46,13 @@ pub async fn clients_by_connection(
     state: &AppState,
     user: &SignedInUser,
 ) -> Result<HashMap<Uuid, Vec<ClientRow>>, WebError> {
-    let found = db::client_grants::list_for_user(&state.db, &user.issuer, &user.subject).await?;
+    let found = state
+        .connect
+        .client_grants(&user.issuer, &user.subject)
+        .await?;
     let mut rows: HashMap<Uuid, Vec<ClientRow>> = HashMap::new();
     for g in found {
-        let client = state.client_names.describe(&g.client_id).await;
+        let client = state.connect.client_names().describe(&g.client_id).await;
         rows.entry(g.connection_id).or_default().push(ClientRow {
             name: client.shown().to_owned(),
             id_hint: client.name.is_some().then(|| client.id.clone()),
@@ -87,13 +89,10 @@ async fn remove(
         ))?
         .to_owned();
     user.check_csrf(&purpose(connection_id, &client_id), &form)?;
-    let removed = grants::remove(
-        &state,
-        (&user.issuer, &user.subject),
-        connection_id,
-        &client_id,
-    )
-    .await?;
+    let removed = state
+        .connect
+        .remove_client_access((&user.issuer, &user.subject), connection_id, &client_id)
+        .await?;
     if removed {
         let (ip, agent) = (
             req.peer_addr().map(|a| a.ip().to_string()),

@@ -11,7 +11,7 @@ use super::{
     pages::{WebError, see_other},
     session::SignedInUser,
 };
-use crate::{db, startup::AppState};
+use crate::state::AppState;
 
 pub const LABEL_PATH: &str = "/connections/label";
 const MAX_LABEL_CHARS: usize = 64;
@@ -46,7 +46,9 @@ async fn rename(
             "A label is 1 to 64 characters, without control characters.",
         ));
     }
-    db::connections::set_label(&state.db, &user.issuer, &user.subject, connection_id, label)
+    state
+        .connect
+        .rename(&user.issuer, &user.subject, connection_id, label)
         .await?;
     Ok(see_other("/connections"))
 }

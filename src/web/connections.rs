@@ -2,7 +2,7 @@
 //! token), with Disconnect and Reconnect, and the providers they can still
 //! connect. Disconnect is destructive, so it asks first: a confirm page
 //! (`GET /connections/{provider}/disconnect`) whose form revokes upstream
-//! where possible and deletes (`connect::vault::disconnect`), then comes
+//! where possible and deletes (`ConnectionService::disconnect`), then comes
 //! back here with a notice. Reconnect mints a ticket for the person
 //! exactly as the MCP side does and goes through the same consent page — the
 //! ticket id is put on the session directly, so the ticket itself never
@@ -17,7 +17,10 @@ use super::{
     pages::{self, WebError, see_other},
     session::{MaybeUser, SignedInUser},
 };
-use crate::{connect, db, startup::AppState};
+use crate::{
+    db::{self, connections::ConnectionStatus},
+    state::AppState,
+};
 
 /// The client id written on tickets minted here (when no web client id is
 /// configured, which cannot happen on a signed-in page, but stays total).
@@ -105,8 +108,8 @@ async fn home() -> HttpResponse {
 
 fn display_name(state: &AppState, name: &str) -> String {
     state
-        .providers
-        .get(name)
+        .connect
+        .provider(name)
         .map_or_else(|| name.to_owned(), |p| p.display_name().to_owned())
 }
 
@@ -119,8 +122,7 @@ async fn list(
         return Ok(see_other("/login?return_to=/connections"));
     };
     let query = forms::query(&req)?;
-    let connections =
-        db::connections::list_for_user(&state.db, &user.issuer, &user.subject).await?;
+    let connections = state.connect.list(&user.issuer, &user.subject).await?;
     // The notice names only a configured provider, in the catalog's words,
     // and only while it is indeed not connected: a crafted link can show
     // nothing untrue and no text of its own.
@@ -129,8 +131,8 @@ async fn list(
             if !connections.iter().any(|c| c.provider == name) =>
         {
             state
-                .providers
-                .get(name)
+                .connect
+                .provider(name)
                 .map(|p| format!("{} disconnected.", p.display_name()))
         }
         _ => None,
@@ -139,7 +141,7 @@ async fn list(
     let rows = connections
         .iter()
         .map(|c| {
-            let provider = state.providers.get(&c.provider);
+            let provider = state.connect.provider(&c.provider);
             Row {
                 id: c.id.to_string(),
                 label_csrf: user.csrf_token(&super::connection_label::purpose(c.id)),
@@ -155,11 +157,11 @@ async fn list(
                         raw: raw.clone(),
                     })
                     .collect(),
-                status: c.status.clone(),
-                status_text: match c.status.as_str() {
-                    "active" => "Connected",
-                    "needs_reauth" => "Needs reconnecting",
-                    _ => "Revoked",
+                status: c.status.as_str().to_owned(),
+                status_text: match c.status {
+                    ConnectionStatus::Active => "Connected",
+                    ConnectionStatus::NeedsReauth => "Needs reconnecting",
+                    ConnectionStatus::Revoked => "Revoked",
                 },
                 since: c.created_at.format("%Y-%m-%d").to_string(),
                 reconnect_csrf: user.csrf_token(&purpose("reconnect", &c.provider)),
@@ -168,7 +170,8 @@ async fn list(
         })
         .collect();
     let available = state
-        .providers
+        .connect
+        .providers()
         .names()
         .into_iter()
         .filter(|name| !connections.iter().any(|c| c.provider == *name))
@@ -214,8 +217,7 @@ async fn confirm_disconnect(
         return Ok(see_other("/login?return_to=/connections"));
     };
     let provider = provider_name(&path)?;
-    let connections =
-        db::connections::list_for_user(&state.db, &user.issuer, &user.subject).await?;
+    let connections = state.connect.list(&user.issuer, &user.subject).await?;
     let wanted = forms::query(&req)?
         .get("connection")
         .and_then(|c| uuid::Uuid::parse_str(c).ok());
@@ -232,8 +234,8 @@ async fn confirm_disconnect(
         display_name: display_name(&state, provider),
         account: connection.account_label,
         revocable: state
-            .providers
-            .get(provider)
+            .connect
+            .provider(provider)
             .is_some_and(|p| p.supports_revocation()),
         csrf: user.csrf_token(&purpose("disconnect", provider)),
     };
@@ -253,7 +255,9 @@ async fn disconnect(
     let connection = form
         .get("connection")
         .and_then(|c| uuid::Uuid::parse_str(c).ok());
-    connect::vault::disconnect_account(&state, &user.issuer, &user.subject, provider, connection)
+    state
+        .connect
+        .disconnect_account(&user.issuer, &user.subject, provider, connection)
         .await?;
     Ok(see_other(&format!(
         "/connections?done={DONE_DISCONNECTED}&provider={provider}"
@@ -269,7 +273,7 @@ async fn reconnect(
     let form = forms::form(payload).await?;
     let provider = provider_name(&path)?;
     user.check_csrf(&purpose("reconnect", provider), &form)?;
-    if state.providers.get(provider).is_none() {
+    if state.connect.provider(provider).is_none() {
         return Err(WebError::BadRequest("There is no such provider."));
     }
     let client_id = state
@@ -279,18 +283,13 @@ async fn reconnect(
         .as_deref()
         .unwrap_or(WEB_CLIENT_FALLBACK);
     // The same share of new links as a tool's connect answer takes.
-    if let Err(wait) = state.link_limit.take(&user.issuer, &user.subject) {
+    if let Err(wait) = state.connect.take_link(&user.issuer, &user.subject) {
         return Err(WebError::TooManyLinks(wait.as_secs()));
     }
-    let ticket = connect::tickets::issue(
-        &state,
-        &user.issuer,
-        &user.subject,
-        client_id,
-        provider,
-        &[],
-    )
-    .await?;
+    let ticket = state
+        .connect
+        .issue_ticket(&user.issuer, &user.subject, client_id, provider, &[])
+        .await?;
     db::web_sessions::set_pending_ticket(&state.db, user.session_id, Some(ticket.id)).await?;
     Ok(see_other(CONSENT_PATH))
 }

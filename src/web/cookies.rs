@@ -8,8 +8,8 @@
 //! `Secure` cookies are not stored over plain http; so in `insecure_http`
 //! mode (local development only) both the flag and the prefix are dropped.
 //!
-//! Values are random 256-bit base64url strings ([`super::secret`]), of
-//! which the server keeps only the SHA-256, or values sealed by the key
+//! Values are random 256-bit base64url strings ([`crate::crypto::secret`]),
+//! of which the server keeps only the SHA-256, or values sealed by the key
 //! ring (the sign-in in progress).
 
 use std::time::Duration;
@@ -19,8 +19,8 @@ use actix_web::{
     cookie::{Cookie, SameSite, time::Duration as CookieDuration},
 };
 
-use super::secret;
 use crate::config::Settings;
+use crate::crypto::secret;
 
 /// The browser session (see [`super::session`]).
 pub const SESSION: &str = "mcp_connect_session";

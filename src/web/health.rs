@@ -3,7 +3,7 @@
 
 use actix_web::{HttpResponse, get, web};
 
-use crate::{db, startup::AppState};
+use crate::{db, state::AppState};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(healthz).service(readyz);

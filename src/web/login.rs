@@ -17,10 +17,9 @@ use super::{
     login_state::{LoginState, MAX_SEALED_LEN},
     oidc,
     pages::{WebError, see_other, see_other_builder},
-    secret,
     session::{self, MaybeUser},
 };
-use crate::{db, startup::AppState};
+use crate::{crypto::secret, db, state::AppState};
 
 /// Where people land when no (valid) `return_to` is given.
 pub const DEFAULT_RETURN: &str = "/connections";
@@ -83,7 +82,8 @@ pub async fn start(
         ticket_id,
         expires: Utc::now().timestamp() + ttl,
     }
-    .seal(&state.keys);
+    .seal(&state.keys)
+    .map_err(anyhow::Error::from)?;
     Ok(see_other_builder(url.as_str())
         .cookie(cookies::build(
             &state.settings,

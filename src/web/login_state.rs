@@ -36,7 +36,7 @@ pub struct LoginState {
 }
 
 impl LoginState {
-    pub fn seal(&self, keys: &KeyRing) -> String {
+    pub fn seal(&self, keys: &KeyRing) -> Result<String, crate::crypto::CryptoError> {
         // Serializing plain strings, a uuid and a number cannot fail.
         let plain = serde_json::to_vec(self).unwrap_or_default();
         keys.seal_to_string(Purpose::Cookie, CONTEXT, &plain)
@@ -79,7 +79,7 @@ mod tests {
             ticket_id: None,
             expires: Utc::now().timestamp() + 60,
         };
-        let sealed = s.seal(&keys());
+        let sealed = s.seal(&keys()).unwrap();
         assert!(!sealed.contains("abc") && sealed.len() < MAX_SEALED_LEN);
         let opened = LoginState::open(&keys(), &sealed).unwrap();
         assert!(opened.matches("abc") && !opened.matches("abd") && !opened.expired());
@@ -88,7 +88,9 @@ mod tests {
         altered[last] = if altered[last] == b'A' { b'B' } else { b'A' };
         assert!(LoginState::open(&keys(), &String::from_utf8(altered).unwrap()).is_none());
         // Another purpose's sealed value is not a login state.
-        let other = keys().seal_to_string(Purpose::RequestState, CONTEXT, b"{}");
+        let other = keys()
+            .seal_to_string(Purpose::RequestState, CONTEXT, b"{}")
+            .unwrap();
         assert!(LoginState::open(&keys(), &other).is_none());
     }
 }

@@ -11,7 +11,7 @@ use super::{
     pages::{self, Notice, WebError},
     session::MaybeUser,
 };
-use crate::{db, startup::AppState};
+use crate::{db, state::AppState};
 
 /// CSRF purpose of the sign-out forms.
 pub const PURPOSE: &str = "logout";

@@ -13,7 +13,7 @@ use super::headers::NO_STORE;
 use crate::{
     auth,
     metrics::{CONTENT_TYPE, DbGauges},
-    startup::AppState,
+    state::AppState,
 };
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -87,7 +87,7 @@ fn db_gauges(state: &AppState) -> DbGauges {
         pool_open: state.db.size(),
         pool_idle: state.db.num_idle(),
         pool_max: state.db.options().get_max_connections(),
-        hot_open: state.hot_db.open(),
+        hot_open: state.connect.hot_connections_open(),
     }
 }
 

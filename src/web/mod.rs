@@ -27,7 +27,6 @@ pub mod logout;
 pub mod metrics;
 pub mod oidc;
 pub mod pages;
-pub mod secret;
 pub mod session;
 
 use actix_web::web::ServiceConfig;

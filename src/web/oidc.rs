@@ -27,33 +27,13 @@ use secrecy::ExposeSecret;
 use url::Url;
 
 use super::pages::WebError;
-use crate::startup::AppState;
+use crate::state::AppState;
 
 /// Largest discovery, JWKS or token response read.
 const MAX_RESPONSE_BYTES: usize = 512 * 1024;
 
 /// How long metadata discovered for starting a sign-in is reused.
 pub const START_METADATA_TTL: std::time::Duration = std::time::Duration::from_secs(300);
-
-/// The identity provider's metadata as last discovered for starting a
-/// sign-in. Failures are not kept: the next visitor tries again.
-#[derive(Default)]
-pub struct StartMetadata(tokio::sync::Mutex<Option<(std::time::Instant, CoreProviderMetadata)>>);
-
-impl StartMetadata {
-    async fn get(&self, state: &AppState) -> Result<CoreProviderMetadata, WebError> {
-        // Held across the discovery: a burst of visitors waits for one.
-        let mut kept = self.0.lock().await;
-        if let Some((at, metadata)) = kept.as_ref()
-            && at.elapsed() < START_METADATA_TTL
-        {
-            return Ok(metadata.clone());
-        }
-        let metadata = discover(state).await?;
-        *kept = Some((std::time::Instant::now(), metadata.clone()));
-        Ok(metadata)
-    }
-}
 
 type Client = CoreClient<
     EndpointSet,
@@ -85,7 +65,10 @@ pub async fn authorize_url(
     pkce_verifier: &str,
     choose_account: bool,
 ) -> Result<Url, WebError> {
-    let metadata = state.sign_in_metadata.get(state).await?;
+    let metadata = state
+        .sign_in_metadata
+        .get_or_discover(START_METADATA_TTL, discover(state))
+        .await?;
     let client = client(state, metadata)?;
     let challenge =
         PkceCodeChallenge::from_code_verifier_sha256(&PkceCodeVerifier::new(pkce_verifier.into()));

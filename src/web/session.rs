@@ -10,8 +10,9 @@ use chrono::Utc;
 use futures::future::LocalBoxFuture;
 use uuid::Uuid;
 
-use super::{cookies, csrf, forms::Params, pages::WebError, secret};
-use crate::{db, startup::AppState};
+use super::{cookies, csrf, forms::Params, pages::WebError};
+use crate::crypto::secret;
+use crate::{db, state::AppState};
 
 /// A signed-in browser.
 #[derive(Clone)]

@@ -23,7 +23,7 @@ async fn store(app: &TestApp, id: &str, label: &str, client: &str) {
         token_type: "Bearer".to_owned(),
     };
     store_connection(
-        &app.state,
+        &app.state.connect,
         NewConnection {
             issuer: &app.dev.issuer(),
             subject: "alice",

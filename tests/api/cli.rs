@@ -122,7 +122,7 @@ async fn tokens_rekey_reseals_with_the_first_key_so_the_old_one_can_retire() {
     // Before: an instance with only the new key cannot open the tokens
     // (using them would send alice to connect again, so only look).
     let before = app.second_instance_with(only_new).await;
-    let missing = mcp_connect::connect::stale_keys::missing_keys(&before.state)
+    let missing = mcp_connect::connect::stale_keys::missing_keys(&before.state.connect)
         .await
         .unwrap();
     assert_eq!(missing, vec![("dev1".to_owned(), 1)]);

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use mcp_connect::{
+    connect::state::{Binding, RoundState, RoundTicket, seal},
     connect::vault::{NewConnection, store_connection},
     crypto::KeyRing,
-    mcp::state::{Binding, RoundState, seal},
     providers::{Account, TokenSet},
 };
 use secrecy::SecretString;
@@ -14,7 +14,10 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::{
-    helpers::{CLIENT_ID, PROTOCOL, TestApp, read, request, spawn_app, spawn_app_with},
+    helpers::{
+        CLIENT_ID, PROTOCOL, TestApp, read, request, spawn_app, spawn_app_with,
+        store_demo_connection,
+    },
     schema::{assert_matches, assert_no_url_elicitation_ids},
 };
 
@@ -72,31 +75,15 @@ fn accept() -> Value {
 
 /// Stores a demo connection for `subject` as the OAuth callback would.
 pub async fn connect_directly(app: &TestApp, subject: &str, access_token: &str) {
-    let tokens = TokenSet {
-        access_token: SecretString::from(access_token.to_owned()),
-        refresh_token: Some(SecretString::from(format!("{access_token}-refresh"))),
-        expires_in: Some(Duration::from_secs(3600)),
-        scopes: Some(vec!["profile".to_owned()]),
-        token_type: "Bearer".to_owned(),
-    };
-    let account = Account {
-        id: format!("id-{subject}"),
-        label: format!("{subject}-at-demo"),
-    };
-    store_connection(
-        &app.state,
-        NewConnection {
-            issuer: &app.dev.issuer(),
-            subject,
-            provider: "demo",
-            account: &account,
-            tokens: &tokens,
-            requested_scopes: &["profile".to_owned()],
-            client_id: Some("test-client"),
-        },
+    let refresh = Some(format!("{access_token}-refresh"));
+    store_demo_connection(
+        &app.state.connect,
+        &app.dev.issuer(),
+        subject,
+        access_token,
+        refresh,
     )
-    .await
-    .expect("store connection");
+    .await;
 }
 
 #[tokio::test]
@@ -411,7 +398,7 @@ async fn accept_is_woken_by_a_connection_stored_on_another_instance() {
         token_type: "Bearer".to_owned(),
     };
     store_connection(
-        &other.state,
+        &other.state.connect,
         NewConnection {
             issuer: &app.dev.issuer(),
             subject: "alice",
@@ -500,13 +487,15 @@ fn forge(app: &TestApp, keys: &KeyRing, audience: &str, ttl: u64) -> String {
         arguments: args.as_object(),
     };
     let round = RoundState {
-        ticket_id: uuid::Uuid::new_v4(),
-        ticket: "t".into(),
+        ticket: Some(RoundTicket {
+            id: uuid::Uuid::new_v4(),
+            secret: "t".into(),
+        }),
         provider: "demo".into(),
         round: 1,
         account: None,
     };
-    seal(keys, &binding, &round, Duration::from_secs(ttl))
+    seal(keys, &binding, &round, Duration::from_secs(ttl)).unwrap()
 }
 
 #[tokio::test]
@@ -836,12 +825,12 @@ async fn a_refusal_of_a_token_that_was_refreshed_meanwhile_leaves_the_connection
     // Another call stores a new token (a refresh, a reconnect) ...
     connect_directly(&app, "alice", "second-token").await;
     // ... then the provider's 401 for the old one arrives.
-    assert!(!token_rejected(&app.state, &old).await.unwrap());
+    assert!(!token_rejected(&app.state.connect, &old).await.unwrap());
     assert_eq!(status().await, "active");
 
     // A refusal of the token in use does mark it.
     let current = app.demo_token("alice").await;
-    assert!(token_rejected(&app.state, &current).await.unwrap());
+    assert!(token_rejected(&app.state.connect, &current).await.unwrap());
     assert_eq!(status().await, "needs_reauth");
 }
 

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::{
     browser::{Browser, Page},
-    helpers::{TestApp, spawn_app},
+    helpers::{TestApp, count, spawn_app},
 };
 
 /// First round of a tool call: returns (url, requestState).
@@ -124,10 +124,6 @@ pub async fn connect_demo(app: &TestApp, subject: &str, account: &str) {
     )
     .await;
     assert_eq!(body["result"]["resultType"], "complete", "{body}");
-}
-
-async fn count(app: &TestApp, sql: &str) -> i64 {
-    sqlx::query_scalar(sql).fetch_one(&app.db).await.unwrap()
 }
 
 #[tokio::test]
@@ -511,7 +507,7 @@ async fn a_disconnect_waits_for_a_refresh_under_way_and_revokes_what_it_stored()
     let disconnecting = tokio::spawn({
         let state = app.state.clone();
         let issuer = issuer.clone();
-        async move { disconnect(&state, &issuer, "alice", "demo").await }
+        async move { disconnect(&state.connect, &issuer, "alice", "demo").await }
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!disconnecting.is_finished(), "it waits for the refresh");

@@ -151,7 +151,7 @@ async fn two_database_connections_are_enough_to_serve() {
     tokio::time::timeout(
         std::time::Duration::from_secs(10),
         store_connection(
-            &app.state,
+            &app.state.connect,
             NewConnection {
                 issuer: &app.dev.issuer(),
                 subject: "alice",

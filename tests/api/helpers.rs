@@ -156,7 +156,7 @@ async fn spawn_on(
 ) -> TestApp {
     let owns_db = public.is_none();
     let p = prepare(server, &db_name, public, tweak).await;
-    let app = Application::build_with_listener(p.settings, p.listener, Some(p.dev.clone()))
+    let app = Application::build_with_listener(p.settings, p.listener, Some(p.dev.routes()))
         .await
         .expect("build app");
     started(app, p.dev, p.pool, p.base, p.port, db_name, server, owns_db)
@@ -202,9 +202,9 @@ impl TestApp {
     /// `subject`'s usable token for the demo provider, as the vault hands it
     /// to a tool; panics when there is none.
     pub async fn demo_token(&self, subject: &str) -> mcp_connect::connect::UsableToken {
-        let demo = self.state.providers.get("demo").expect("demo provider");
+        let demo = self.state.connect.provider("demo").expect("demo provider");
         match mcp_connect::connect::vault::usable_token(
-            &self.state,
+            &self.state.connect,
             &self.dev.issuer(),
             subject,
             demo,
@@ -408,4 +408,50 @@ impl Drop for TestApp {
         })
         .join();
     }
+}
+
+/// Stores a demo connection for `subject` as the OAuth callback would:
+/// `access_token`, and a refresh token when one is given.
+pub async fn store_demo_connection(
+    service: &mcp_connect::connect::ConnectionService,
+    issuer: &str,
+    subject: &str,
+    access_token: &str,
+    refresh_token: Option<String>,
+) {
+    use mcp_connect::{
+        connect::vault::{NewConnection, store_connection},
+        providers::{Account, TokenSet},
+    };
+    use secrecy::SecretString;
+    let tokens = TokenSet {
+        access_token: SecretString::from(access_token.to_owned()),
+        refresh_token: refresh_token.map(SecretString::from),
+        expires_in: Some(Duration::from_secs(3600)),
+        scopes: Some(vec!["profile".to_owned()]),
+        token_type: "Bearer".to_owned(),
+    };
+    let account = Account {
+        id: format!("id-{subject}"),
+        label: format!("{subject}-at-demo"),
+    };
+    store_connection(
+        service,
+        NewConnection {
+            issuer,
+            subject,
+            provider: "demo",
+            account: &account,
+            tokens: &tokens,
+            requested_scopes: &["profile".to_owned()],
+            client_id: Some("test-client"),
+        },
+    )
+    .await
+    .expect("store connection");
+}
+
+/// The one number a `SELECT count(*) …` (or similar) returns.
+pub async fn count(app: &TestApp, sql: &str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(&app.db).await.unwrap()
 }

@@ -351,7 +351,7 @@ async fn the_connect_flow_counts_links_connections_refreshes_and_refused_tokens(
     // The provider then refuses the (refreshed) token on an API call.
     let token = app.demo_token("alice").await;
     assert!(
-        mcp_connect::connect::vault::token_rejected(&app.state, &token)
+        mcp_connect::connect::vault::token_rejected(&app.state.connect, &token)
             .await
             .unwrap()
     );

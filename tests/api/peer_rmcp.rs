@@ -3,16 +3,9 @@
 //! a legacy 2025-11-25 client (`initialize`, `-32042`) over Streamable HTTP
 //! with the bearer token, against the real application.
 
-use std::{
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::sync::{Arc, Mutex};
 
-use mcp_connect::{
-    connect::vault::{NewConnection, store_connection},
-    providers::{Account, TokenSet},
-    startup::AppState,
-};
+use mcp_connect::state::AppState;
 use rmcp::{
     ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient,
     model::{
@@ -26,10 +19,9 @@ use rmcp::{
         StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
     },
 };
-use secrecy::SecretString;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, spawn_app, spawn_app_with};
+use crate::helpers::{TestApp, spawn_app, spawn_app_with, store_demo_connection};
 
 /// The only thing a test client does on its own: answer URL elicitations the
 /// way a user would, by "opening the link" (`user`, if any) and accepting.
@@ -128,31 +120,14 @@ fn call(tool: &'static str) -> CallToolRequestParams {
 
 /// Stores a demo connection for `subject` as the OAuth callback would.
 async fn connect_directly(state: &AppState, issuer: &str, subject: &str) {
-    let tokens = TokenSet {
-        access_token: SecretString::from("peer-rmcp-access-token".to_owned()),
-        refresh_token: None,
-        expires_in: Some(Duration::from_secs(3600)),
-        scopes: Some(vec!["profile".to_owned()]),
-        token_type: "Bearer".to_owned(),
-    };
-    let account = Account {
-        id: format!("id-{subject}"),
-        label: format!("{subject}-at-demo"),
-    };
-    store_connection(
-        state,
-        NewConnection {
-            issuer,
-            subject,
-            provider: "demo",
-            account: &account,
-            tokens: &tokens,
-            requested_scopes: &["profile".to_owned()],
-            client_id: Some("test-client"),
-        },
+    store_demo_connection(
+        &state.connect,
+        issuer,
+        subject,
+        "peer-rmcp-access-token",
+        None,
     )
-    .await
-    .expect("store connection");
+    .await;
 }
 
 fn expect_complete(response: CallToolResponse) -> CallToolResult {

@@ -23,7 +23,7 @@ async fn connect(app: &TestApp, subject: &str) {
         token_type: "Bearer".to_owned(),
     };
     store_connection(
-        &app.state,
+        &app.state.connect,
         NewConnection {
             issuer: &app.dev.issuer(),
             subject,

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::{
     browser::{Browser, Page},
-    helpers::{TestApp, spawn_app},
+    helpers::{TestApp, count, spawn_app},
 };
 
 /// A ticket for `subject` to connect `demo`, valid for `ttl_secs` (negative:
@@ -75,10 +75,6 @@ fn param(url: &url::Url, name: &str) -> Option<String> {
     url.query_pairs()
         .find(|(k, _)| k == name)
         .map(|(_, v)| v.into_owned())
-}
-
-async fn count(app: &TestApp, sql: &str) -> i64 {
-    sqlx::query_scalar(sql).fetch_one(&app.db).await.unwrap()
 }
 
 async fn flow_exists(app: &TestApp, state: &str) -> bool {

@@ -73,7 +73,7 @@ async fn main() -> anyhow::Result<()> {
     let upstream = match arg("--upstream")? {
         Some(url) => Some(tool::Upstream {
             url,
-            http: mcp_connect::startup::outbound_http_client()?,
+            http: mcp_connect::providers::outbound_http_client()?,
         }),
         None => None,
     };

@@ -68,7 +68,7 @@ impl Store {
             &mut *conn,
             db::tickets::NewTicket {
                 id: uuid::Uuid::new_v4(),
-                ticket_hash: &mcp_connect::connect::tickets::hash(ticket),
+                ticket_hash: &mcp_connect::crypto::secret::sha256(ticket),
                 issuer: ISSUER,
                 subject,
                 client_id: "bench",

@@ -9,11 +9,11 @@ use actix_web::{HttpRequest, HttpResponse, http::StatusCode};
 use askama::Template;
 use serde_json::json;
 
-use super::{audit, consent::csrf_purpose, consent::provider_of};
+use super::{audit, consent::csrf_purpose};
 use crate::{
-    connect::grants::{self, Allowed},
+    connect::grants::Allowed,
     db::{self, audit::AuditKind, tickets::Ticket},
-    startup::AppState,
+    state::AppState,
     web::{
         pages::{self, Notice, WebError},
         session::SignedInUser,
@@ -40,16 +40,22 @@ pub(super) async fn show(
     user: &SignedInUser,
     ticket: &Ticket,
 ) -> Result<HttpResponse, WebError> {
-    let provider = provider_of(state, ticket)?;
+    let (provider, _) = state.connect.ticket_provider(ticket)?;
     let connection = match ticket.connection_id {
         Some(id) => {
-            db::connections::find_summary_for_user(&state.db, &user.issuer, &user.subject, id)
+            state
+                .connect
+                .connection_of(&user.issuer, &user.subject, id)
                 .await?
         }
         None => None,
     };
     let connection = connection.ok_or(WebError::LinkGone)?;
-    let client = state.client_names.describe(&ticket.client_id).await;
+    let client = state
+        .connect
+        .client_names()
+        .describe(&ticket.client_id)
+        .await;
     let page = ApprovePage {
         signed_in: Some(user.display_name.clone()),
         client: client.shown().to_owned(),
@@ -69,8 +75,12 @@ pub(super) async fn allow(
     user: &SignedInUser,
     ticket: &Ticket,
 ) -> Result<HttpResponse, WebError> {
-    let provider = provider_of(state, ticket)?;
-    match grants::allow(state, (&user.issuer, &user.subject), ticket).await? {
+    let (provider, _) = state.connect.ticket_provider(ticket)?;
+    match state
+        .connect
+        .allow_client((&user.issuer, &user.subject), ticket)
+        .await?
+    {
         Allowed::Granted => {}
         Allowed::TicketGone | Allowed::ConnectionGone => return Err(WebError::LinkGone),
     }
@@ -84,7 +94,11 @@ pub(super) async fn allow(
         json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "connection_id": ticket.connection_id }),
     )
     .await;
-    let client = state.client_names.describe(&ticket.client_id).await;
+    let client = state
+        .connect
+        .client_names()
+        .describe(&ticket.client_id)
+        .await;
     Ok(pages::render(
         StatusCode::OK,
         &Notice {

@@ -12,19 +12,17 @@
 
 use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
 use chrono::Utc;
-use secrecy::ExposeSecret;
 use serde_json::json;
 
 use super::audit;
 use crate::{
-    connect::vault::{self, NewConnection},
-    crypto::{Purpose, Sealed},
+    connect::flows::FinishError,
+    crypto::secret,
     db::{self, audit::AuditKind, oauth_flows::OAuthFlow},
-    startup::AppState,
+    state::AppState,
     web::{
         forms,
         pages::{self, Notice, WebError},
-        secret,
         session::{MaybeUser, SignedInUser},
     },
 };
@@ -43,7 +41,7 @@ pub(super) async fn callback(
     let Some(flow_state) = params.get("state").filter(|s| secret::is_random_value(s)) else {
         return Err(WebError::FlowRejected(RESTART));
     };
-    let found = db::oauth_flows::find_by_state_hash(&state.db, &secret::sha256(flow_state)).await?;
+    let found = state.connect.find_flow(flow_state).await?;
     let Some(flow) = found else {
         tracing::info!(provider = %provider_name, "provider callback with an unknown state");
         return Err(WebError::FlowRejected(RESTART));
@@ -58,10 +56,10 @@ pub(super) async fn callback(
         Err(reason) => return Err(reject(&state, &req, &flow, reason, true).await),
     };
     // Single use: of concurrent or replayed callbacks only one gets here.
-    let Some(flow) = db::oauth_flows::complete(&state.db, flow.id).await? else {
+    let Some(flow) = state.connect.complete_flow(flow.id).await? else {
         return Err(reject(&state, &req, &flow, "already_used", false).await);
     };
-    let provider = state.providers.get(&provider_name).ok_or_else(|| {
+    let provider = state.connect.provider(&provider_name).ok_or_else(|| {
         WebError::Internal(anyhow::anyhow!(
             "provider `{provider_name}` has a flow but no configuration"
         ))
@@ -78,46 +76,14 @@ pub(super) async fn callback(
         return refused(&state, &req, &user, &flow, provider.display_name(), error).await;
     }
     let code = params.get("code").ok_or(WebError::FlowRejected(RESTART))?;
-    let sealed = Sealed {
-        key_id: flow.key_id.clone(),
-        bytes: flow.pkce_verifier.clone(),
-    };
-    let verifier = state
-        .keys
-        .open(Purpose::PkceVerifier, flow.id.as_bytes(), &sealed)
-        .map_err(|e| WebError::Internal(anyhow::anyhow!("cannot open the PKCE verifier: {e}")))?;
-    let verifier = String::from_utf8(verifier)
-        .map_err(|_| WebError::Internal(anyhow::anyhow!("PKCE verifier is not UTF-8")))?;
-    let tokens = provider
-        .exchange_code(&state.http, code, &verifier)
+    let (connection_id, account) = state
+        .connect
+        .finish_flow(&flow, provider, code, &user.issuer, &user.subject)
         .await
-        .map_err(|e| WebError::Upstream(anyhow::anyhow!("{provider_name}: code exchange: {e}")))?;
-    let account = provider
-        .account(&state.http, tokens.access_token.expose_secret())
-        .await
-        .map_err(|e| WebError::Upstream(anyhow::anyhow!("{provider_name}: account: {e}")))?;
-    let ticket = match flow.ticket_id {
-        Some(id) => db::tickets::find_by_id(&state.db, id).await?,
-        None => None,
-    };
-    let client_id = ticket.as_ref().map(|t| t.client_id.clone());
-    let requested = ticket
-        .filter(|t| !t.scopes.is_empty())
-        .map(|t| t.scopes)
-        .unwrap_or_else(|| provider.default_scopes().to_vec());
-    let connection_id = vault::store_connection(
-        &state,
-        NewConnection {
-            issuer: &user.issuer,
-            subject: &user.subject,
-            provider: &provider_name,
-            account: &account,
-            tokens: &tokens,
-            requested_scopes: &requested,
-            client_id: client_id.as_deref(),
-        },
-    )
-    .await?;
+        .map_err(|e| match e {
+            FinishError::Upstream(e) => WebError::Upstream(e),
+            FinishError::Internal(e) => WebError::Internal(e),
+        })?;
     audit(
         &state,
         &req,
@@ -185,11 +151,11 @@ async fn reject(
     delete: bool,
 ) -> WebError {
     tracing::warn!(flow = %flow.id, reason, "provider callback rejected");
-    if delete && let Err(e) = db::oauth_flows::delete(&state.db, flow.id).await {
+    if delete && let Err(e) = state.connect.discard_flow(flow.id).await {
         return WebError::from(e);
     }
     let principal = match flow.ticket_id {
-        Some(id) => match db::tickets::find_by_id(&state.db, id).await {
+        Some(id) => match state.connect.ticket(id).await {
             Ok(ticket) => ticket,
             Err(e) => {
                 // The refusal stands; only the audit row loses its user.
@@ -234,7 +200,7 @@ async fn refused(
             "authorization error `{code}`"
         )));
     }
-    db::oauth_flows::decline_ticket(&state.db, flow.id).await?;
+    state.connect.decline_flow(flow.id).await?;
     audit(
         state,
         req,

@@ -11,31 +11,20 @@
 
 use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
 use askama::Template;
-use chrono::Utc;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{audit, identity_mismatch, usable};
+use super::{audit, identity_mismatch};
 use crate::{
-    crypto::Purpose,
-    db::{
-        self,
-        audit::AuditKind,
-        oauth_flows::{FlowKind, NewFlow},
-        tickets::Ticket,
-    },
-    providers::Provider,
-    startup::AppState,
+    connect::tickets::usable,
+    db::{self, audit::AuditKind, tickets::Ticket},
+    state::AppState,
     web::{
         forms,
         pages::{self, Notice, WebError, see_other},
-        secret,
         session::SignedInUser,
     },
 };
-
-/// How long a started connect flow waits for the provider's callback.
-const FLOW_TTL: chrono::Duration = chrono::Duration::minutes(10);
 
 #[derive(Template)]
 #[template(path = "connect/consent.html")]
@@ -55,34 +44,13 @@ pub(super) fn csrf_purpose(ticket_id: Uuid) -> String {
     format!("connect:{ticket_id}")
 }
 
-pub(super) fn provider_of<'s>(
-    state: &'s AppState,
-    ticket: &Ticket,
-) -> Result<&'s Provider, WebError> {
-    state.providers.get(&ticket.provider).ok_or_else(|| {
-        WebError::Internal(anyhow::anyhow!(
-            "ticket {} names provider `{}`, which is not configured",
-            ticket.id,
-            ticket.provider
-        ))
-    })
-}
-
-fn requested_scopes(provider: &Provider, ticket: &Ticket) -> Vec<String> {
-    if ticket.scopes.is_empty() {
-        provider.default_scopes().to_vec()
-    } else {
-        ticket.scopes.clone()
-    }
-}
-
 pub(super) async fn show(
     req: HttpRequest,
     state: web::Data<AppState>,
     user: SignedInUser,
 ) -> Result<HttpResponse, WebError> {
     let ticket = match user.pending_ticket_id {
-        Some(id) => db::tickets::find_by_id(&state.db, id).await?,
+        Some(id) => state.connect.ticket(id).await?,
         None => None,
     };
     let ticket = ticket.filter(usable).ok_or(WebError::LinkGone)?;
@@ -92,7 +60,7 @@ pub(super) async fn show(
     if ticket.connection_id.is_some() {
         return super::approve::show(&state, &user, &ticket).await;
     }
-    let provider = provider_of(&state, &ticket)?;
+    let (provider, scopes) = state.connect.ticket_provider(&ticket)?;
     let url = &state.settings.public_url;
     let host = match url.port() {
         Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
@@ -103,10 +71,7 @@ pub(super) async fn show(
         signed_in: Some(user.display_name.clone()),
         host,
         provider: provider.display_name().to_owned(),
-        scopes: requested_scopes(provider, &ticket)
-            .iter()
-            .map(|s| provider.describe_scope(s))
-            .collect(),
+        scopes: scopes.iter().map(|s| provider.describe_scope(s)).collect(),
         client_id: (!from_this_site).then(|| ticket.client_id.clone()),
         ticket_id: ticket.id.to_string(),
         csrf: user.csrf_token(&csrf_purpose(ticket.id)),
@@ -128,7 +93,9 @@ pub(super) async fn submit(
             "The form is incomplete. Go back and reload the page.",
         ))?;
     user.check_csrf(&csrf_purpose(ticket_id), &form)?;
-    let ticket = db::tickets::find_by_id(&state.db, ticket_id)
+    let ticket = state
+        .connect
+        .ticket(ticket_id)
         .await?
         .ok_or(WebError::LinkGone)?;
     if !user.is(&ticket.issuer, &ticket.subject) {
@@ -150,54 +117,25 @@ async fn proceed(
     if ticket.connection_id.is_some() {
         return super::approve::allow(state, req, user, ticket).await;
     }
-    let provider = provider_of(state, ticket)?;
-    let flow_state = secret::random_value();
-    let (verifier, challenge) = secret::pkce_pair();
-    let flow_id = Uuid::new_v4();
-    let sealed = state.keys.seal(
-        Purpose::PkceVerifier,
-        flow_id.as_bytes(),
-        verifier.as_bytes(),
-    );
-    // Redeem and record the flow together: a failure leaves the ticket usable.
-    let mut tx = state.db.begin().await?;
-    let redeemed = db::tickets::redeem(&mut *tx, ticket.id, &user.issuer, &user.subject).await?;
-    let Some(ticket) = redeemed else {
+    let started = state
+        .connect
+        .start_flow(ticket, &user.issuer, &user.subject, user.session_id)
+        .await?;
+    let Some(started) = started else {
         tracing::info!(ticket = %ticket.id, "connect ticket already used");
         return Err(WebError::LinkGone);
     };
-    db::oauth_flows::insert(
-        &mut *tx,
-        NewFlow {
-            id: flow_id,
-            state_hash: &secret::sha256(&flow_state),
-            kind: FlowKind::Connect,
-            ticket_id: Some(ticket.id),
-            session_id: Some(user.session_id),
-            browser_binding: None,
-            provider: Some(provider.name()),
-            pkce_verifier: &sealed.bytes,
-            nonce: None,
-            key_id: &sealed.key_id,
-            return_to: None,
-            expires_at: Utc::now() + FLOW_TTL,
-        },
-    )
-    .await?;
-    db::web_sessions::clear_pending_ticket(&mut *tx, user.session_id, ticket.id).await?;
-    tx.commit().await?;
-    let scopes = requested_scopes(provider, &ticket);
+    let ticket = &started.ticket;
     audit(
         state,
         req,
         AuditKind::ConsentGiven,
         Some((&user.issuer, &user.subject)),
-        Some(provider.name()),
-        json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "scopes": scopes }),
+        Some(&ticket.provider),
+        json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "scopes": started.scopes }),
     )
     .await;
-    let url = provider.authorize_url_for(&flow_state, &challenge, &scopes, ticket.add_account);
-    Ok(see_other(url.as_str()))
+    Ok(see_other(started.authorize_url.as_str()))
 }
 
 async fn cancel(
@@ -206,7 +144,11 @@ async fn cancel(
     user: &SignedInUser,
     ticket: &Ticket,
 ) -> Result<HttpResponse, WebError> {
-    if !db::tickets::decline(&state.db, ticket.id, &user.issuer, &user.subject).await? {
+    let declined = state
+        .connect
+        .decline_ticket(ticket.id, &user.issuer, &user.subject)
+        .await?;
+    if !declined {
         return Err(WebError::LinkGone);
     }
     db::web_sessions::clear_pending_ticket(&state.db, user.session_id, ticket.id).await?;

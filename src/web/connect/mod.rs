@@ -32,7 +32,7 @@ use crate::{
         audit::{AuditEvent, AuditKind},
         tickets::Ticket,
     },
-    startup::AppState,
+    state::AppState,
 };
 
 /// Where the consent page lives (a URL that never carries the ticket).
@@ -127,11 +127,4 @@ async fn identity_mismatch(
             csrf: user.csrf_token(logout::PURPOSE),
         },
     )
-}
-
-/// A ticket that can still be used now.
-fn usable(ticket: &Ticket) -> bool {
-    ticket.redeemed_at.is_none()
-        && ticket.declined_at.is_none()
-        && ticket.expires_at > chrono::Utc::now()
 }

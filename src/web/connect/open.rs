@@ -7,18 +7,13 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use super::{CONSENT_PATH, identity_mismatch};
 use crate::{
     db,
-    startup::AppState,
+    state::AppState,
     web::{
         forms, login,
         pages::{WebError, see_other},
-        secret,
         session::MaybeUser,
     },
 };
-
-/// Longer than any ticket this server issues; anything longer is refused
-/// before it is hashed.
-const MAX_TICKET_LEN: usize = 128;
 
 pub(super) async fn open(
     req: HttpRequest,
@@ -26,11 +21,8 @@ pub(super) async fn open(
     user: MaybeUser,
 ) -> Result<HttpResponse, WebError> {
     let params = forms::query(&req)?;
-    let presented = params
-        .get("ticket")
-        .filter(|t| t.len() <= MAX_TICKET_LEN)
-        .ok_or(WebError::LinkGone)?;
-    let found = db::tickets::find_usable_by_hash(&state.db, &secret::sha256(presented)).await?;
+    let presented = params.get("ticket").ok_or(WebError::LinkGone)?;
+    let found = state.connect.find_usable_ticket(presented).await?;
     let Some(ticket) = found else {
         tracing::info!("connect link unknown, expired, used or declined");
         return Err(WebError::LinkGone);

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use mcp_connect::{
     config::Settings,
+    providers::outbound_http_client,
     providers::{PkcePair, ProviderCatalog, ProviderError, TokenHint, TokenSet},
-    startup::outbound_http_client,
 };
 use secrecy::ExposeSecret;
 use serde_json::Value;

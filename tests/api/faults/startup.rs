@@ -23,7 +23,7 @@ async fn start_up_waits_for_a_database_that_comes_back() {
     let p = prepare(&pg.url(), &db_name, None, with_startup_timeout(60)).await;
     p.pool.close().await;
     pg.down();
-    let (settings, listener, dev) = (p.settings, p.listener, Some(p.dev.clone()));
+    let (settings, listener, dev) = (p.settings, p.listener, Some(p.dev.routes()));
     let building = tokio::spawn(Application::build_with_listener(settings, listener, dev));
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(!building.is_finished(), "start-up gave up at once");

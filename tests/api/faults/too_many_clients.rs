@@ -38,7 +38,11 @@ async fn requests_fall_back_to_the_pool_when_no_new_connection_can_be_opened() {
         assert!(hogs.len() < 20, "max_connections is not in effect");
     }
     assert!(!hogs.is_empty());
-    assert_eq!(app.state.hot_db.open(), 0, "no per-thread connection yet");
+    assert_eq!(
+        app.state.connect.hot_connections_open(),
+        0,
+        "no per-thread connection yet"
+    );
     for _ in 0..8 {
         let (status, body) = app
             .call_tool("alice", "whoami", json!({"provider": "demo"}))

@@ -158,7 +158,7 @@ async fn the_connections_page_lists_disconnects_and_reconnects() {
         label: "alice-at-demo".into(),
     };
     store_connection(
-        &app.state,
+        &app.state.connect,
         NewConnection {
             issuer: &app.dev.issuer(),
             subject: "alice",

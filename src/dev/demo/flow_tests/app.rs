@@ -29,7 +29,7 @@ async fn the_demo_preset_connects_refreshes_and_revokes() {
     let settings = Settings::from_sources(None, Vec::new(), table).unwrap();
     let catalog = ProviderCatalog::from_settings(&settings).unwrap();
     let provider = catalog.get("demo").unwrap();
-    let http = crate::startup::outbound_http_client().unwrap();
+    let http = crate::providers::outbound_http_client().unwrap();
 
     // The browser: the authorize URL the app builds, then Allow.
     let pkce = PkcePair::generate();

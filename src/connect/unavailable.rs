@@ -1,7 +1,9 @@
 //! A database outage is not a server bug: a request that failed because
 //! Postgres is away gets a JSON-RPC error of its own code with a message
 //! that says to retry, and the bridge sends it as HTTP 503 with
-//! `Retry-After`. `-32603` stays for real bugs.
+//! `Retry-After`. `-32603` stays for real bugs. It lives with the
+//! connection service, whose every step may meet the fault; the HTTP layer
+//! reads the code and the wait from here.
 
 use rmcp::model::{ErrorCode, ErrorData};
 

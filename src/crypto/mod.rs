@@ -11,6 +11,8 @@
 //!   (e.g. the connection a token belongs to).
 //! - A fresh random 96-bit nonce per seal.
 
+pub mod secret;
+
 use aes_gcm::{
     Aes256Gcm, KeyInit, Nonce,
     aead::{Aead, Payload},
@@ -59,6 +61,8 @@ pub enum CryptoError {
     UnknownKey(String),
     #[error("sealed value is malformed")]
     BadEnvelope,
+    #[error("encryption failed")]
+    Encrypt,
     #[error("sealed value does not authenticate")]
     Tampered,
 }
@@ -165,12 +169,19 @@ impl KeyRing {
         &self.keys[0].id
     }
 
-    pub fn seal(&self, purpose: Purpose, context: &[u8], plaintext: &[u8]) -> Sealed {
+    /// Encrypts `plaintext` with the current key. Fails only if the cipher
+    /// does (it does not with a valid key); the caller answers with an
+    /// internal error rather than store something that cannot be opened.
+    pub fn seal(
+        &self,
+        purpose: Purpose,
+        context: &[u8],
+        plaintext: &[u8],
+    ) -> Result<Sealed, CryptoError> {
         let key = &self.keys[0];
         let mut nonce = [0u8; NONCE_LEN];
         rand::rng().fill_bytes(&mut nonce);
         let aad = associated_data(purpose, &key.id, context);
-        // Encryption with a valid key and nonce size cannot fail.
         let ciphertext = key
             .cipher
             .encrypt(
@@ -180,14 +191,14 @@ impl KeyRing {
                     aad: &aad,
                 },
             )
-            .unwrap_or_default();
+            .map_err(|_| CryptoError::Encrypt)?;
         let mut bytes = Vec::with_capacity(NONCE_LEN + ciphertext.len());
         bytes.extend_from_slice(&nonce);
         bytes.extend_from_slice(&ciphertext);
-        Sealed {
+        Ok(Sealed {
             key_id: key.id.clone(),
             bytes,
-        }
+        })
     }
 
     pub fn open(
@@ -220,9 +231,18 @@ impl KeyRing {
     }
 
     /// Seals into one printable token: `kid.base64url(nonce‖ciphertext‖tag)`.
-    pub fn seal_to_string(&self, purpose: Purpose, context: &[u8], plaintext: &[u8]) -> String {
-        let sealed = self.seal(purpose, context, plaintext);
-        format!("{}.{}", sealed.key_id, URL_SAFE_NO_PAD.encode(sealed.bytes))
+    pub fn seal_to_string(
+        &self,
+        purpose: Purpose,
+        context: &[u8],
+        plaintext: &[u8],
+    ) -> Result<String, CryptoError> {
+        let sealed = self.seal(purpose, context, plaintext)?;
+        Ok(format!(
+            "{}.{}",
+            sealed.key_id,
+            URL_SAFE_NO_PAD.encode(sealed.bytes)
+        ))
     }
 
     pub fn open_string(
@@ -253,7 +273,7 @@ impl KeyRing {
         sealed: &Sealed,
     ) -> Result<Sealed, CryptoError> {
         let plain = self.open(purpose, context, sealed)?;
-        Ok(self.seal(purpose, context, &plain))
+        self.seal(purpose, context, &plain)
     }
 }
 
@@ -323,10 +343,12 @@ mod tests {
     #[test]
     fn round_trip() {
         let r = ring(&[&entry("a", 1)]);
-        let s = r.seal(Purpose::Token, b"ctx", b"secret");
+        let s = r.seal(Purpose::Token, b"ctx", b"secret").unwrap();
         assert_ne!(s.bytes[NONCE_LEN..], b"secret"[..]);
         assert_eq!(r.open(Purpose::Token, b"ctx", &s).unwrap(), b"secret");
-        let t = r.seal_to_string(Purpose::RequestState, b"", b"hello");
+        let t = r
+            .seal_to_string(Purpose::RequestState, b"", b"hello")
+            .unwrap();
         assert!(t.starts_with("a."));
         assert_eq!(
             r.open_string(Purpose::RequestState, b"", &t).unwrap(),
@@ -338,15 +360,15 @@ mod tests {
     fn nonces_differ() {
         let r = ring(&[&entry("a", 1)]);
         assert_ne!(
-            r.seal(Purpose::Token, b"", b"x").bytes,
-            r.seal(Purpose::Token, b"", b"x").bytes
+            r.seal(Purpose::Token, b"", b"x").unwrap().bytes,
+            r.seal(Purpose::Token, b"", b"x").unwrap().bytes
         );
     }
 
     #[test]
     fn wrong_purpose_or_context_fails() {
         let r = ring(&[&entry("a", 1)]);
-        let s = r.seal(Purpose::Token, b"ctx", b"secret");
+        let s = r.seal(Purpose::Token, b"ctx", b"secret").unwrap();
         assert_eq!(
             r.open(Purpose::RequestState, b"ctx", &s),
             Err(CryptoError::Tampered)
@@ -360,7 +382,7 @@ mod tests {
     #[test]
     fn tamper_fails() {
         let r = ring(&[&entry("a", 1)]);
-        let mut s = r.seal(Purpose::Token, b"", b"secret");
+        let mut s = r.seal(Purpose::Token, b"", b"secret").unwrap();
         let last = s.bytes.len() - 1;
         s.bytes[last] ^= 1;
         assert_eq!(r.open(Purpose::Token, b"", &s), Err(CryptoError::Tampered));
@@ -374,7 +396,7 @@ mod tests {
     #[test]
     fn unknown_kid_fails_and_relabel_fails() {
         let r = ring(&[&entry("a", 1), &entry("b", 1)]);
-        let mut s = r.seal(Purpose::Token, b"", b"secret");
+        let mut s = r.seal(Purpose::Token, b"", b"secret").unwrap();
         s.key_id = "zzz".into();
         assert_eq!(
             r.open(Purpose::Token, b"", &s),
@@ -393,7 +415,7 @@ mod tests {
     #[test]
     fn rotation_first_seals_all_open() {
         let old = ring(&[&entry("old", 1)]);
-        let sealed_old = old.seal(Purpose::Token, b"", b"v");
+        let sealed_old = old.seal(Purpose::Token, b"", b"v").unwrap();
         let rotated = ring(&[&entry("new", 2), &entry("old", 1)]);
         assert_eq!(
             rotated.open(Purpose::Token, b"", &sealed_old).unwrap(),

@@ -41,15 +41,23 @@ pub struct Binding<'a> {
 /// What the server carries from one round to the next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoundState {
-    pub ticket_id: Uuid,
-    /// The ticket itself, so a retry can show the same URL while it lives.
-    /// Safe here: the state is encrypted, and the client has the URL anyway.
-    pub ticket: String,
+    /// The connect ticket the round showed; `None` for a round that asked
+    /// something else (the `disconnect` confirmation).
+    pub ticket: Option<RoundTicket>,
     pub provider: String,
     pub round: u32,
     /// The account (connection) the user chose in an earlier round, when
     /// they have several at the provider.
     pub account: Option<Uuid>,
+}
+
+/// A connect ticket as a round remembers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoundTicket {
+    pub id: Uuid,
+    /// The ticket's secret, so a retry can show the same URL while it lives.
+    /// Safe here: the state is encrypted, and the client has the URL anyway.
+    pub secret: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -63,8 +71,10 @@ struct Payload {
     target: String,
     /// SHA-256 of the canonical arguments, hex.
     args: String,
-    ticket: Uuid,
-    secret: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ticket: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    secret: Option<String>,
     provider: String,
     round: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -86,6 +96,8 @@ pub enum StateError {
     Expired,
     #[error("bound to another {0}")]
     Mismatch(&'static str),
+    #[error("cannot be written: {0}")]
+    Seal(String),
 }
 
 impl StateError {
@@ -107,6 +119,8 @@ impl StateError {
             StateError::Mismatch("target") => "other_target",
             StateError::Mismatch("arguments") => "other_arguments",
             StateError::Mismatch(_) => "other_request",
+            // Only sealing fails this way; no presented state does.
+            StateError::Seal(_) => "malformed",
         }
     }
 
@@ -121,7 +135,7 @@ pub fn seal(
     binding: &Binding<'_>,
     round: &RoundState,
     ttl: std::time::Duration,
-) -> String {
+) -> Result<String, StateError> {
     let ttl = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2);
     let payload = Payload {
         aud: digest(binding.audience),
@@ -131,16 +145,15 @@ pub fn seal(
         method: digest(binding.method),
         target: digest(binding.target),
         args: arguments_digest(binding.arguments),
-        ticket: round.ticket_id,
-        secret: round.ticket.clone(),
+        ticket: round.ticket.as_ref().map(|t| t.id),
+        secret: round.ticket.as_ref().map(|t| t.secret.clone()),
         provider: round.provider.clone(),
         round: round.round,
         account: round.account,
         exp: Utc::now().timestamp().saturating_add(ttl),
     };
-    // Serializing a struct of strings and numbers cannot fail.
-    let json = serde_json::to_vec(&payload).unwrap_or_default();
-    keys.seal_to_string(Purpose::RequestState, binding.audience.as_bytes(), &json)
+    let json = serde_json::to_vec(&payload).map_err(|e| StateError::Seal(e.to_string()))?;
+    Ok(keys.seal_to_string(Purpose::RequestState, binding.audience.as_bytes(), &json)?)
 }
 
 pub fn open(keys: &KeyRing, binding: &Binding<'_>, state: &str) -> Result<RoundState, StateError> {
@@ -166,9 +179,13 @@ pub fn open(keys: &KeyRing, binding: &Binding<'_>, state: &str) -> Result<RoundS
             return Err(StateError::Mismatch(what));
         }
     }
+    let ticket = match (p.ticket, p.secret) {
+        (Some(id), Some(secret)) => Some(RoundTicket { id, secret }),
+        (None, None) => None,
+        _ => return Err(StateError::Payload),
+    };
     Ok(RoundState {
-        ticket_id: p.ticket,
-        ticket: p.secret,
+        ticket,
         provider: p.provider,
         round: p.round,
         account: p.account,
@@ -255,8 +272,10 @@ mod tests {
 
     fn round() -> RoundState {
         RoundState {
-            ticket_id: Uuid::new_v4(),
-            ticket: "t-secret".into(),
+            ticket: Some(RoundTicket {
+                id: Uuid::new_v4(),
+                secret: "t-secret".into(),
+            }),
             provider: "demo".into(),
             round: 1,
             account: None,
@@ -267,7 +286,7 @@ mod tests {
     fn round_trip_and_confidential() {
         let a = args(json!({"provider": "demo"}));
         let r = round();
-        let s = seal(&keys(), &binding(&a), &r, Duration::from_secs(60));
+        let s = seal(&keys(), &binding(&a), &r, Duration::from_secs(60)).unwrap();
         assert_eq!(open(&keys(), &binding(&a), &s).unwrap(), r);
         let body = URL_SAFE_NO_PAD
             .decode(s.split_once('.').unwrap().1)
@@ -285,7 +304,7 @@ mod tests {
     fn every_binding_is_checked() {
         let a = args(json!({"provider": "demo"}));
         let other_args = args(json!({"provider": "github"}));
-        let s = seal(&keys(), &binding(&a), &round(), Duration::from_secs(60));
+        let s = seal(&keys(), &binding(&a), &round(), Duration::from_secs(60)).unwrap();
         let variants: Vec<(&str, Binding<'_>)> = vec![
             (
                 "audience",
@@ -352,12 +371,12 @@ mod tests {
     #[test]
     fn expiry_tamper_and_garbage_fail() {
         let a = args(json!({}));
-        let expired = seal(&keys(), &binding(&a), &round(), Duration::from_secs(0));
+        let expired = seal(&keys(), &binding(&a), &round(), Duration::from_secs(0)).unwrap();
         assert_eq!(
             open(&keys(), &binding(&a), &expired),
             Err(StateError::Expired)
         );
-        let good = seal(&keys(), &binding(&a), &round(), Duration::from_secs(60));
+        let good = seal(&keys(), &binding(&a), &round(), Duration::from_secs(60)).unwrap();
         let mut flipped = good.clone().into_bytes();
         let i = flipped.len() - 5;
         flipped[i] = if flipped[i] == b'A' { b'B' } else { b'A' };

@@ -1,0 +1,179 @@
+//! The browser half of connecting: starting the provider's authorization
+//! once the person said Continue (the ticket redeemed and the flow recorded
+//! in one transaction), and finishing it when the provider sends the
+//! browser back (the PKCE verifier opened, the code exchanged, the account
+//! read and the connection stored).
+
+use chrono::Utc;
+use secrecy::ExposeSecret;
+use uuid::Uuid;
+
+use super::{
+    ConnectionService,
+    tickets::requested_scopes,
+    vault::{self, NewConnection},
+};
+use crate::{
+    crypto::{Purpose, Sealed, secret},
+    db::{
+        self,
+        oauth_flows::{FlowKind, NewFlow, OAuthFlow},
+        tickets::Ticket,
+    },
+    providers::{Account, PkcePair, Provider},
+};
+
+/// How long a started connect flow waits for the provider's callback.
+const FLOW_TTL: chrono::Duration = chrono::Duration::minutes(10);
+
+/// A connect flow under way: where to send the browser.
+pub struct StartedFlow {
+    /// The ticket as redeemed.
+    pub ticket: Ticket,
+    /// The scopes asked of the provider.
+    pub scopes: Vec<String>,
+    pub authorize_url: url::Url,
+}
+
+/// Why finishing a flow failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FinishError {
+    /// The provider refused the code or did not answer as expected.
+    #[error("{0:#}")]
+    Upstream(anyhow::Error),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+/// The provider a ticket names; a ticket for a provider no longer
+/// configured is an internal error, not the person's.
+pub(super) fn provider_of<'s>(
+    state: &'s ConnectionService,
+    ticket: &Ticket,
+) -> anyhow::Result<&'s Provider> {
+    state.providers.get(&ticket.provider).ok_or_else(|| {
+        anyhow::anyhow!(
+            "ticket {} names provider `{}`, which is not configured",
+            ticket.id,
+            ticket.provider
+        )
+    })
+}
+
+/// Redeems the ticket for this person and records the flow bound to their
+/// browser session, together: a failure leaves the ticket usable. `None`
+/// when the ticket was no longer usable (a concurrent Continue won).
+pub(super) async fn start(
+    state: &ConnectionService,
+    ticket: &Ticket,
+    user: (&str, &str),
+    session_id: Uuid,
+) -> anyhow::Result<Option<StartedFlow>> {
+    let provider = provider_of(state, ticket)?;
+    let flow_state = secret::random_value();
+    let pkce = PkcePair::generate();
+    let flow_id = Uuid::new_v4();
+    let sealed = state.keys.seal(
+        Purpose::PkceVerifier,
+        flow_id.as_bytes(),
+        pkce.verifier.expose_secret().as_bytes(),
+    )?;
+    let mut tx = state.db.begin().await?;
+    let redeemed = db::tickets::redeem(&mut *tx, ticket.id, user.0, user.1).await?;
+    let Some(ticket) = redeemed else {
+        return Ok(None);
+    };
+    db::oauth_flows::insert(
+        &mut *tx,
+        NewFlow {
+            id: flow_id,
+            state_hash: &secret::sha256(&flow_state),
+            kind: FlowKind::Connect,
+            ticket_id: Some(ticket.id),
+            session_id: Some(session_id),
+            browser_binding: None,
+            provider: Some(provider.name()),
+            pkce_verifier: &sealed.bytes,
+            nonce: None,
+            key_id: &sealed.key_id,
+            return_to: None,
+            expires_at: Utc::now() + FLOW_TTL,
+        },
+    )
+    .await?;
+    db::web_sessions::clear_pending_ticket(&mut *tx, session_id, ticket.id).await?;
+    tx.commit().await?;
+    let scopes = requested_scopes(provider, &ticket);
+    // Another account: the provider's account chooser, not the signed-in one.
+    let authorize_url =
+        provider.authorize_url_for(&flow_state, &pkce.challenge, &scopes, ticket.add_account);
+    Ok(Some(StartedFlow {
+        ticket,
+        scopes,
+        authorize_url,
+    }))
+}
+
+/// Opens the PKCE verifier sealed on a flow row (sign-in and connect).
+pub fn open_verifier(
+    keys: &crate::crypto::KeyRing,
+    flow: &OAuthFlow,
+) -> anyhow::Result<secrecy::SecretString> {
+    let sealed = Sealed {
+        key_id: flow.key_id.clone(),
+        bytes: flow.pkce_verifier.clone(),
+    };
+    let verifier = keys
+        .open(Purpose::PkceVerifier, flow.id.as_bytes(), &sealed)
+        .map_err(|e| anyhow::anyhow!("cannot open the PKCE verifier: {e}"))?;
+    let verifier =
+        String::from_utf8(verifier).map_err(|_| anyhow::anyhow!("PKCE verifier is not UTF-8"))?;
+    Ok(secrecy::SecretString::from(verifier))
+}
+
+/// Exchanges the provider's code, reads the account and stores the
+/// connection for `user`. The flow was already marked completed.
+pub(super) async fn finish(
+    state: &ConnectionService,
+    flow: &OAuthFlow,
+    provider: &Provider,
+    code: &str,
+    user: (&str, &str),
+) -> Result<(Uuid, Account), FinishError> {
+    let verifier = open_verifier(&state.keys, flow)?;
+    let name = provider.name();
+    let tokens = provider
+        .exchange_code(&state.http, code, verifier.expose_secret())
+        .await
+        .map_err(|e| FinishError::Upstream(anyhow::anyhow!("{name}: code exchange: {e}")))?;
+    let account = provider
+        .account(&state.http, tokens.access_token.expose_secret())
+        .await
+        .map_err(|e| FinishError::Upstream(anyhow::anyhow!("{name}: account: {e}")))?;
+    let ticket = match flow.ticket_id {
+        Some(id) => db::tickets::find_by_id(&state.db, id)
+            .await
+            .map_err(anyhow::Error::from)?,
+        None => None,
+    };
+    let requested = match &ticket {
+        Some(t) => requested_scopes(provider, t),
+        None => provider.default_scopes().to_vec(),
+    };
+    // The client that asked is allowed this connection (per-client grants).
+    let client_id = ticket.as_ref().map(|t| t.client_id.as_str());
+    let connection_id = vault::store_connection(
+        state,
+        NewConnection {
+            issuer: user.0,
+            subject: user.1,
+            provider: name,
+            account: &account,
+            tokens: &tokens,
+            requested_scopes: &requested,
+            client_id,
+        },
+    )
+    .await?;
+    Ok((connection_id, account))
+}

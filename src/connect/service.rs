@@ -1,0 +1,303 @@
+//! [`ConnectionService`]: the one value that owns what deciding about a
+//! user's account needs — the pools (with the per-thread hot connections),
+//! the key ring, the provider catalog, the outbound HTTP client, the
+//! connection events, the refresh locks, the link limit and the flow
+//! settings. Tools, resources and web pages hold it (or a reference to it)
+//! and call its operations; none of them reaches the tables directly.
+//!
+//! Building it starts nothing: the LISTEN task behind [`ConnectionEvents`]
+//! is started by whoever serves (see [`ConnectionService::start_listening`]).
+
+use std::sync::Arc;
+
+use rmcp::ErrorData;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::{
+    Access, Need, UsableToken,
+    clients::ClientNames,
+    events::ConnectionEvents,
+    flows::{self, FinishError, StartedFlow},
+    link_limit::LinkLimit,
+    locks::KeyedLocks,
+    tickets::{self, IssuedTicket},
+    vault,
+};
+use crate::{
+    config::Settings,
+    crypto::{KeyRing, secret},
+    db::{
+        self, connections::ConnectionSummary, hot::HotConnections, oauth_flows::OAuthFlow,
+        tickets::Ticket,
+    },
+    metrics::Metrics,
+    providers::{Account, Provider, ProviderCatalog},
+};
+
+/// The connection service. One per application; shared behind an `Arc`.
+pub struct ConnectionService {
+    /// Transactions and the rarer statements.
+    pub(super) db: PgPool,
+    /// For the one-statement reads and writes of every MCP request; see
+    /// [`crate::db::hot`].
+    pub(super) hot_db: HotConnections,
+    pub(super) keys: Arc<KeyRing>,
+    /// Outbound HTTP to providers. Never follows redirects.
+    pub(super) http: reqwest::Client,
+    pub(super) providers: Arc<ProviderCatalog>,
+    /// "A connection was stored", from any instance.
+    pub(super) events: Arc<ConnectionEvents>,
+    /// One refresh per connection at a time within this instance.
+    pub(super) refresh_locks: KeyedLocks,
+    /// New connect links per user and minute.
+    pub(super) link_limit: LinkLimit,
+    /// The operator's settings (flow, database deadlines, grants, clients).
+    pub(super) settings: Arc<Settings>,
+    /// How MCP clients are named on pages (operator names, Client ID
+    /// Metadata Documents).
+    pub(super) client_names: Arc<ClientNames>,
+    /// Cancelled when the server begins to shut down: requests that wait
+    /// (for a user's connection) answer at once instead of being cut off.
+    pub(super) shutdown: CancellationToken,
+    /// The public base URL, without a trailing slash (connect links).
+    pub(super) base_url: String,
+    pub(super) metrics: Arc<Metrics>,
+}
+
+/// A connected account as pages and tools name it. Never a token.
+pub struct ConnectedAccount {
+    pub account_label: String,
+    pub account_id: String,
+}
+
+/// What the service is built from.
+pub struct Parts {
+    pub db: PgPool,
+    pub hot_db: HotConnections,
+    pub keys: Arc<KeyRing>,
+    pub http: reqwest::Client,
+    pub providers: Arc<ProviderCatalog>,
+    pub client_names: Arc<ClientNames>,
+    pub settings: Arc<Settings>,
+    pub base_url: String,
+    pub metrics: Arc<Metrics>,
+}
+
+impl ConnectionService {
+    pub fn new(parts: Parts) -> Self {
+        Self {
+            link_limit: LinkLimit::new(parts.settings.flow.links_per_minute),
+            db: parts.db,
+            hot_db: parts.hot_db,
+            keys: parts.keys,
+            http: parts.http,
+            providers: parts.providers,
+            events: Arc::new(ConnectionEvents::new()),
+            refresh_locks: KeyedLocks::default(),
+            settings: parts.settings,
+            client_names: parts.client_names,
+            shutdown: CancellationToken::new(),
+            base_url: parts.base_url,
+            metrics: parts.metrics,
+        }
+    }
+
+    /// Starts the task that turns other instances' "connection stored"
+    /// notifications into wake-ups here. It ends when the service is dropped.
+    pub fn start_listening(&self) {
+        // LISTEN holds its connection for ever: one of its own, outside the
+        // pool, so the pool keeps every connection it was given.
+        let listen = db::pool_with(
+            (*self.db.connect_options()).clone(),
+            1,
+            self.settings.database.connect_timeout(),
+        );
+        ConnectionEvents::listen(&self.events, listen);
+    }
+
+    /// Tells every request waiting for a user's connection that the server
+    /// is stopping: they answer at once instead of being cut off.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// The operator's settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// How MCP clients are named on pages.
+    pub fn client_names(&self) -> &ClientNames {
+        &self.client_names
+    }
+
+    /// A configured provider by name.
+    pub fn provider(&self, name: &str) -> Option<&Provider> {
+        self.providers.get(name)
+    }
+
+    /// The provider catalog.
+    pub fn providers(&self) -> &ProviderCatalog {
+        &self.providers
+    }
+
+    /// The outbound HTTP client, for calling a provider's API as the user.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The public base URL, without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The key ring (the maintenance commands name its current key).
+    pub fn keys(&self) -> &KeyRing {
+        &self.keys
+    }
+
+    /// How many per-thread connections are open (for `/metrics`).
+    pub fn hot_connections_open(&self) -> usize {
+        self.hot_db.open()
+    }
+}
+
+/// The operations tools, resources and web pages use.
+impl ConnectionService {
+    /// A usable token for the request's need, or what the user must do first.
+    pub async fn require<'s>(&'s self, need: Need<'_>) -> Result<Access<'s>, ErrorData> {
+        super::require(self, need).await
+    }
+
+    /// The user's connections, newest first. Never a token.
+    pub async fn list(
+        &self,
+        issuer: &str,
+        subject: &str,
+    ) -> Result<Vec<ConnectionSummary>, sqlx::Error> {
+        db::connections::list_for_user(&self.db, issuer, subject).await
+    }
+
+    /// The user's (oldest) connected account at `provider`, if any.
+    pub async fn connected_account(
+        &self,
+        issuer: &str,
+        subject: &str,
+        provider: &str,
+    ) -> Result<Option<ConnectedAccount>, sqlx::Error> {
+        let found = db::connections::find(&self.db, issuer, subject, provider).await?;
+        Ok(found.map(|c| ConnectedAccount {
+            account_label: c.account_label,
+            account_id: c.account_id,
+        }))
+    }
+
+    /// The provider refused `token` on an API call: unless a newer token was
+    /// stored meanwhile, the connection needs the user again.
+    pub async fn token_rejected(&self, token: &UsableToken) -> anyhow::Result<bool> {
+        vault::token_rejected(self, token).await
+    }
+
+    /// Revokes upstream where possible, deletes, audits; `true` when a
+    /// connection was deleted.
+    pub async fn disconnect(
+        &self,
+        issuer: &str,
+        subject: &str,
+        provider: &str,
+    ) -> anyhow::Result<bool> {
+        vault::disconnect(self, issuer, subject, provider).await
+    }
+
+    /// Re-seals every stored token with the current key.
+    pub async fn rekey(&self) -> anyhow::Result<u64> {
+        vault::rekey_all(self).await
+    }
+
+    /// Mints a connect ticket (the web page's Reconnect; the MCP side mints
+    /// its own inside [`Self::require`]).
+    pub async fn issue_ticket(
+        &self,
+        issuer: &str,
+        subject: &str,
+        client_id: &str,
+        provider: &str,
+        scopes: &[String],
+    ) -> anyhow::Result<IssuedTicket> {
+        tickets::issue(self, issuer, subject, client_id, provider, scopes).await
+    }
+
+    /// The usable ticket behind a presented secret.
+    pub async fn find_usable_ticket(&self, presented: &str) -> Result<Option<Ticket>, sqlx::Error> {
+        tickets::find_usable(self, presented).await
+    }
+
+    /// A ticket by id, whatever its state.
+    pub async fn ticket(&self, id: Uuid) -> Result<Option<Ticket>, sqlx::Error> {
+        db::tickets::find_by_id(&self.db, id).await
+    }
+
+    /// The person said Cancel: a usable ticket of theirs is declined.
+    pub async fn decline_ticket(
+        &self,
+        id: Uuid,
+        issuer: &str,
+        subject: &str,
+    ) -> Result<bool, sqlx::Error> {
+        db::tickets::decline(&self.db, id, issuer, subject).await
+    }
+
+    /// The provider a ticket names, and the scopes the ticket asks of it.
+    pub fn ticket_provider(&self, ticket: &Ticket) -> anyhow::Result<(&Provider, Vec<String>)> {
+        let provider = flows::provider_of(self, ticket)?;
+        Ok((provider, tickets::requested_scopes(provider, ticket)))
+    }
+
+    /// The person said Continue: the ticket is redeemed for them and the
+    /// flow recorded, in one transaction; `None` when the ticket was no
+    /// longer usable (a concurrent Continue won).
+    pub async fn start_flow(
+        &self,
+        ticket: &Ticket,
+        issuer: &str,
+        subject: &str,
+        session_id: Uuid,
+    ) -> anyhow::Result<Option<StartedFlow>> {
+        flows::start(self, ticket, (issuer, subject), session_id).await
+    }
+
+    /// The flow a provider's `state` parameter names.
+    pub async fn find_flow(&self, flow_state: &str) -> Result<Option<OAuthFlow>, sqlx::Error> {
+        db::oauth_flows::find_by_state_hash(&self.db, &secret::sha256(flow_state)).await
+    }
+
+    /// Marks the flow completed; `None` if it already was (single use).
+    pub async fn complete_flow(&self, id: Uuid) -> Result<Option<OAuthFlow>, sqlx::Error> {
+        db::oauth_flows::complete(&self.db, id).await
+    }
+
+    /// Deletes a flow that must not be retried.
+    pub async fn discard_flow(&self, id: Uuid) -> Result<bool, sqlx::Error> {
+        db::oauth_flows::delete(&self.db, id).await
+    }
+
+    /// The person declined at the provider: the flow's ticket is declined.
+    pub async fn decline_flow(&self, id: Uuid) -> Result<bool, sqlx::Error> {
+        db::oauth_flows::decline_ticket(&self.db, id).await
+    }
+
+    /// Finishes a completed flow: the code exchanged (with the flow's PKCE
+    /// verifier), the account read, the connection stored.
+    pub async fn finish_flow(
+        &self,
+        flow: &OAuthFlow,
+        provider: &Provider,
+        code: &str,
+        issuer: &str,
+        subject: &str,
+    ) -> Result<(Uuid, Account), FinishError> {
+        flows::finish(self, flow, provider, code, (issuer, subject)).await
+    }
+}

@@ -1,0 +1,80 @@
+//! The operations of the connections and approval pages on the user's
+//! several accounts and their clients' grants. Like the rest of the
+//! service, they take the user's identity and never hand out a token.
+
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use super::{ConnectionService, grants, vault};
+use crate::db::{self, client_grants::Grant, connections::ConnectionSummary, tickets::Ticket};
+
+impl ConnectionService {
+    /// The user's connection `id`, if it is theirs. Never a token.
+    pub async fn connection_of(
+        &self,
+        issuer: &str,
+        subject: &str,
+        id: Uuid,
+    ) -> Result<Option<ConnectionSummary>, sqlx::Error> {
+        db::connections::find_summary_for_user(&self.db, issuer, subject, id).await
+    }
+
+    /// Renames one of the user's connections; `false` when it is not theirs.
+    pub async fn rename(
+        &self,
+        issuer: &str,
+        subject: &str,
+        id: Uuid,
+        label: &str,
+    ) -> Result<bool, sqlx::Error> {
+        db::connections::set_label(&self.db, issuer, subject, id, label).await
+    }
+
+    /// [`Self::disconnect`] for one account among several (`None`: the
+    /// oldest).
+    pub async fn disconnect_account(
+        &self,
+        issuer: &str,
+        subject: &str,
+        provider: &str,
+        connection: Option<Uuid>,
+    ) -> anyhow::Result<bool> {
+        vault::disconnect_account(self, issuer, subject, provider, connection).await
+    }
+
+    /// Counts a new connect link against the user's per-minute share; the
+    /// wait when it is spent. Tools' answers and the Reconnect button
+    /// share it.
+    pub fn take_link(&self, issuer: &str, subject: &str) -> Result<(), Duration> {
+        self.link_limit.take(issuer, subject)
+    }
+
+    /// The user's grants to MCP clients, over all their connections.
+    pub async fn client_grants(
+        &self,
+        issuer: &str,
+        subject: &str,
+    ) -> Result<Vec<Grant>, sqlx::Error> {
+        db::client_grants::list_for_user(&self.db, issuer, subject).await
+    }
+
+    /// The approval page's Allow: see [`grants::allow`].
+    pub async fn allow_client(
+        &self,
+        user: (&str, &str),
+        ticket: &Ticket,
+    ) -> anyhow::Result<grants::Allowed> {
+        grants::allow(self, user, ticket).await
+    }
+
+    /// "Remove access": the client may no longer use the connection.
+    pub async fn remove_client_access(
+        &self,
+        user: (&str, &str),
+        connection_id: Uuid,
+        client_id: &str,
+    ) -> anyhow::Result<bool> {
+        grants::remove(self, user, connection_id, client_id).await
+    }
+}

@@ -1,0 +1,69 @@
+//! [`AppState`]: the value the composition root (`startup`) builds and the
+//! HTTP layer (`web`, `mcp`, `dev`) reads. Nothing below the HTTP layer
+//! sees it: tools get the [`ConnectionService`] and the pieces they need.
+
+use std::sync::Arc;
+
+use openidconnect::core::CoreProviderMetadata;
+use sqlx::PgPool;
+
+use crate::{
+    auth::TokenVerifier, config::Settings, connect::ConnectionService, crypto::KeyRing,
+    metrics::Metrics,
+};
+
+/// The composition root: what the HTTP handlers may use. Cheap to clone
+/// (all `Arc`s). Only the HTTP layer (`web`, `mcp`, `auth`'s routes, `dev`)
+/// sees it; everything below takes the narrow piece it needs.
+#[derive(Clone)]
+pub struct AppState {
+    pub settings: Arc<Settings>,
+    /// The web side's own tables (sessions, sign-in flows) and readiness.
+    pub db: PgPool,
+    pub keys: Arc<KeyRing>,
+    pub verifier: Arc<TokenVerifier>,
+    /// Outbound HTTP (issuer metadata, JWKS, providers). Never follows redirects.
+    pub http: reqwest::Client,
+    /// Every decision about a user's account.
+    pub connect: Arc<ConnectionService>,
+    /// The identity provider's metadata for starting web sign-ins.
+    pub sign_in_metadata: Arc<SignInMetadata>,
+    /// This instance's counters, read by `/metrics`.
+    pub metrics: Arc<Metrics>,
+}
+
+impl AppState {
+    /// Tells every waiting request that the server is stopping.
+    pub fn begin_shutdown(&self) {
+        self.connect.begin_shutdown();
+    }
+}
+
+/// The identity provider's metadata as last discovered for starting a web
+/// sign-in, and when. Failures are not kept: the next visitor tries again.
+#[derive(Default)]
+pub struct SignInMetadata(tokio::sync::Mutex<Option<(std::time::Instant, CoreProviderMetadata)>>);
+
+impl SignInMetadata {
+    /// The kept metadata while younger than `ttl`, else what `discover`
+    /// finds (kept for next time). The lock is held across the discovery:
+    /// a burst of visitors waits for one.
+    pub async fn get_or_discover<E, F>(
+        &self,
+        ttl: std::time::Duration,
+        discover: F,
+    ) -> Result<CoreProviderMetadata, E>
+    where
+        F: Future<Output = Result<CoreProviderMetadata, E>>,
+    {
+        let mut kept = self.0.lock().await;
+        if let Some((at, metadata)) = kept.as_ref()
+            && at.elapsed() < ttl
+        {
+            return Ok(metadata.clone());
+        }
+        let metadata = discover.await?;
+        *kept = Some((std::time::Instant::now(), metadata.clone()));
+        Ok(metadata)
+    }
+}
