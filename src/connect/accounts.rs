@@ -48,7 +48,15 @@ pub(super) async fn choose<'s>(
         return Ok(Chosen::Connection(Some(id)));
     }
     let p = need.principal;
-    let accounts = db::connections::accounts(&state.db, &p.issuer, &p.subject, provider.name())
+    // On every call's path: bounded like the token read that follows.
+    let read = async {
+        let mut conn = state.hot_db.acquire().await?;
+        let found =
+            db::connections::accounts(&mut *conn, &p.issuer, &p.subject, provider.name()).await;
+        conn.finish(&found);
+        found
+    };
+    let accounts = db::faults::deadline(state.settings.database.deadline(), read)
         .await
         .map_err(internal)?;
     let answer = round.and_then(|_| answer(need.input_responses, &input_key(provider.name())));
