@@ -6,43 +6,16 @@ mod postgres;
 
 use std::time::{Duration, Instant};
 
-use mcp_connect::{
-    connect::vault::{NewConnection, store_connection},
-    providers::{Account, TokenSet},
-};
-use secrecy::SecretString;
 use serde_json::json;
 
 pub use postgres::OwnPostgres;
 
 use crate::helpers::{TestApp, spawn_app_on};
 
-/// Stores a demo connection for `subject`, as the OAuth callback would.
+/// Connects `subject`'s demo account through the real flow, so the demo
+/// provider knows its token (`whoami` asks the provider).
 pub async fn connect(app: &TestApp, subject: &str) {
-    let tokens = TokenSet {
-        access_token: SecretString::from(format!("{subject}-access")),
-        refresh_token: Some(SecretString::from(format!("{subject}-refresh"))),
-        expires_in: Some(Duration::from_secs(3600)),
-        scopes: Some(vec!["profile".to_owned()]),
-        token_type: "Bearer".to_owned(),
-    };
-    store_connection(
-        &app.state.connect,
-        NewConnection {
-            issuer: &app.dev.issuer(),
-            subject,
-            provider: "demo",
-            account: &Account {
-                id: subject.into(),
-                label: subject.into(),
-            },
-            tokens: &tokens,
-            requested_scopes: &[],
-            client_id: Some("test-client"),
-        },
-    )
-    .await
-    .unwrap();
+    crate::full_flow::connect_demo(app, subject, subject).await;
 }
 
 #[tokio::test]

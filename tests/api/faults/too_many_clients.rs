@@ -14,7 +14,18 @@ async fn requests_fall_back_to_the_pool_when_no_new_connection_can_be_opened() {
         t.insert("database_max_connections".into(), 8.into());
     })
     .await;
-    connect(&app, "alice").await;
+    // Connected through another instance of the deployment, so this one
+    // has opened no per-thread connection yet (the demo provider, served
+    // here, still knows the token).
+    {
+        // Few connections: this Postgres allows only twelve in all.
+        let other = app
+            .second_instance_with(|t| {
+                t.insert("database_max_connections".into(), 2.into());
+            })
+            .await;
+        connect(&other, "alice").await;
+    }
     // Warm the pool: a few of its connections open and idle.
     for _ in 0..3 {
         let r = app
