@@ -23,6 +23,7 @@ mod oauth;
 mod pkce;
 mod presets;
 mod provider;
+mod redact;
 mod scopes;
 mod token_answer;
 

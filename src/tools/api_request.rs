@@ -69,6 +69,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         .api_request(
             &call.state.http,
             token.access_token.expose_secret(),
+            token.refresh_token.as_ref().map(|t| t.expose_secret()),
             &request,
         )
         .await

@@ -19,5 +19,6 @@ mod mcp_protocol;
 mod metrics;
 mod peer_rmcp;
 mod provider_flows;
+mod redaction;
 mod schema;
 mod web_flow;

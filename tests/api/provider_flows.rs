@@ -15,7 +15,7 @@ use crate::{
 
 /// Connects alice's `name` account through the browser and the fake; returns
 /// the completed `whoami` retry.
-async fn connect(app: &TestApp, fake: &FakeProvider, name: &str) -> serde_json::Value {
+pub(crate) async fn connect(app: &TestApp, fake: &FakeProvider, name: &str) -> serde_json::Value {
     let key = format!("connect_{name}");
     let (url, state) = elicit(app, "alice", "whoami", json!({"provider": name}), &key).await;
     let browser = Browser::new(app);
@@ -51,7 +51,7 @@ async fn connect(app: &TestApp, fake: &FakeProvider, name: &str) -> serde_json::
     body
 }
 
-async fn app_with(fake: &FakeProvider, name: &str) -> TestApp {
+pub(crate) async fn app_with(fake: &FakeProvider, name: &str) -> TestApp {
     spawn_app_with(|t| fake.configure(t, name)).await
 }
 
