@@ -86,6 +86,9 @@ pub struct ProviderSettings {
     /// Largest API response passed back, in bytes.
     #[serde(default, deserialize_with = "lenient::opt_number")]
     pub max_response_bytes: Option<usize>,
+    /// How long `api_request` waits for the provider's answer, in seconds.
+    #[serde(default, deserialize_with = "lenient::opt_number")]
+    pub api_timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

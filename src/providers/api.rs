@@ -3,8 +3,6 @@
 //! `max_response_bytes`. The answer goes to a model, so every secret of the
 //! connection is redacted from it should the provider echo one back.
 
-use std::time::Duration;
-
 use reqwest::header::{AUTHORIZATION, LOCATION, USER_AGENT};
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
@@ -15,8 +13,6 @@ use super::{
     identity::{SLACK_TOKEN_ERRORS, USER_AGENT_VALUE},
     redact::Redactor,
 };
-
-const TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Provider {
     /// Calls the provider's API as the user. Refuses, before sending, a path
@@ -46,7 +42,7 @@ impl Provider {
             .request(method.clone(), url.clone())
             .header(AUTHORIZATION, format!("Bearer {access_token}"))
             .header(USER_AGENT, USER_AGENT_VALUE)
-            .timeout(TIMEOUT);
+            .timeout(self.api_timeout);
         for (name, value) in self.quirks.api_headers {
             request = request.header(*name, *value);
         }

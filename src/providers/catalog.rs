@@ -14,6 +14,10 @@ use crate::config::{ProviderSettings, Settings};
 
 /// Largest API response passed back unless configured.
 const DEFAULT_MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+/// How long `api_request` waits for an answer unless configured.
+const DEFAULT_API_TIMEOUT_SECS: u64 = 30;
+/// A longer wait would outlast any MCP client's patience.
+const MAX_API_TIMEOUT_SECS: u64 = 300;
 /// Upper bound on `max_response_bytes`: answers end up in a model's context.
 const MAX_MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 const KNOWN_METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
@@ -162,6 +166,13 @@ fn resolve(
             format!("must be between 1 and {MAX_MAX_RESPONSE_BYTES}"),
         ));
     }
+    let api_timeout_secs = ps.api_timeout_secs.unwrap_or(DEFAULT_API_TIMEOUT_SECS);
+    if !(1..=MAX_API_TIMEOUT_SECS).contains(&api_timeout_secs) {
+        return Err(err(
+            "api_timeout_secs",
+            format!("must be between 1 and {MAX_API_TIMEOUT_SECS}"),
+        ));
+    }
     Ok(Provider {
         name: name.to_owned(),
         kind,
@@ -198,6 +209,7 @@ fn resolve(
         },
         allowed_methods,
         max_response_bytes,
+        api_timeout: std::time::Duration::from_secs(api_timeout_secs),
         quirks: d.quirks,
     })
 }

@@ -30,6 +30,8 @@ pub struct Provider {
     /// Uppercase.
     pub(super) allowed_methods: Vec<String>,
     pub(super) max_response_bytes: usize,
+    /// `api_request`'s wait for an answer.
+    pub(super) api_timeout: std::time::Duration,
     pub(super) quirks: Quirks,
 }
 

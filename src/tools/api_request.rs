@@ -77,9 +77,17 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         Ok(r) => r,
         Err(e) => {
             tracing::info!(provider = provider.name(), error = %e, "api_request refused or failed");
-            return Ok(CallToolResponse::Complete(error_result(format!(
-                "Request not made: {e}"
-            ))));
+            // A model may repeat a call it believes unsent: say so only
+            // when it is true.
+            let text = if e.may_have_been_sent() {
+                format!(
+                    "No answer: {e}. The request may have reached the provider and taken effect; \
+                     check before repeating it."
+                )
+            } else {
+                format!("Request not made: {e}")
+            };
+            return Ok(CallToolResponse::Complete(error_result(text)));
         }
     };
     if response.token_rejected {

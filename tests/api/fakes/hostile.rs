@@ -3,7 +3,8 @@
 //! refresh tokens, the client secret) in every form a server might reflect
 //! a header in: raw, percent-encoded (both hex cases), JSON-escaped with
 //! `\/` and with `\uXXXX` for every character, as values and as keys.
-//! `?as=text` answers the same text as `text/plain`.
+//! `?as=text` answers the same text as `text/plain`. `POST /hostile/slow`
+//! takes the request, counts it, and answers only after three seconds.
 
 use actix_web::{HttpRequest, HttpResponse, web};
 
@@ -13,7 +14,8 @@ use super::{
 };
 
 pub(super) fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.route("/hostile/echo", web::get().to(echo));
+    cfg.route("/hostile/echo", web::get().to(echo))
+        .route("/hostile/slow", web::post().to(slow));
 }
 
 /// The forms of `secret` a reflecting server could send back, as they
@@ -68,4 +70,10 @@ async fn echo(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
         "application/json"
     };
     HttpResponse::Ok().content_type(content_type).body(body)
+}
+
+async fn slow(fake: web::Data<Shared>) -> HttpResponse {
+    Counters::bump(&fake.calls.api);
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    HttpResponse::Ok().json(serde_json::json!({"done": true}))
 }
