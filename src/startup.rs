@@ -60,6 +60,8 @@ pub enum StartupError {
     Http(#[from] reqwest::Error),
     #[error(transparent)]
     Providers(#[from] ProviderConfigError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }
 
 pub struct Application {
@@ -83,6 +85,7 @@ impl Application {
         listener: TcpListener,
         dev: Option<DevServices>,
     ) -> Result<Self, StartupError> {
+        settings.validate_for_serving()?;
         let options = db::connect_options(&settings.database_url)?;
         db::create_database_if_missing(&options).await?;
         let (pooled, _) = db::split_connections(settings.database_max_connections);

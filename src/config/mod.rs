@@ -23,6 +23,8 @@ mod settings;
 mod sources;
 mod tables;
 mod validate;
+#[cfg(test)]
+mod validate_tests;
 
 #[cfg(test)]
 mod test_support;

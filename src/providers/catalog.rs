@@ -37,7 +37,7 @@ impl ProviderCatalog {
             .providers
             .iter()
             .map(|(name, ps)| {
-                let provider = resolve(name, ps, &base, settings.insecure_http)?;
+                let provider = resolve(name, ps, &base)?;
                 Ok((name.clone(), provider))
             })
             .collect::<Result<_, _>>()?;
@@ -54,12 +54,7 @@ impl ProviderCatalog {
     }
 }
 
-fn resolve(
-    name: &str,
-    ps: &ProviderSettings,
-    base: &str,
-    insecure_http: bool,
-) -> Result<Provider, ProviderConfigError> {
+fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, ProviderConfigError> {
     let err = |field: &'static str, message: String| ProviderConfigError::Invalid {
         provider: name.to_owned(),
         field,
@@ -86,7 +81,7 @@ fn resolve(
                 .map_err(|e| err(field, format!("the preset URL `{default}` is invalid: {e}")))?,
             (None, None) => return Ok(None),
         };
-        check_url(&url, insecure_http).map_err(|m| err(field, m))?;
+        check_url(&url).map_err(|m| err(field, m))?;
         Ok(Some(url))
     };
     let required = |field: &'static str, value: Option<Url>| {
@@ -219,8 +214,9 @@ fn field(set: &Option<String>) -> Option<&str> {
 }
 
 /// Tokens and client secrets travel to these URLs: https only, except on
-/// loopback (tests, dev mode) or when the operator chose plain http.
-fn check_url(url: &Url, insecure_http: bool) -> Result<(), String> {
+/// loopback (tests, dev mode). Not even `insecure_http` allows plain http
+/// elsewhere: anyone on the path would read every token.
+fn check_url(url: &Url) -> Result<(), String> {
     let loopback = match url.host() {
         Some(url::Host::Domain(d)) => d == "localhost",
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
@@ -229,8 +225,12 @@ fn check_url(url: &Url, insecure_http: bool) -> Result<(), String> {
     };
     match url.scheme() {
         "https" => {}
-        "http" if loopback || insecure_http => {}
-        "http" => return Err(format!("`{url}` must be https")),
+        "http" if loopback => {}
+        "http" => {
+            return Err(format!(
+                "`{url}` must be https (plain http only on loopback)"
+            ));
+        }
         _ => return Err(format!("`{url}` must be an https URL")),
     }
     if !url.username().is_empty() || url.password().is_some() {
@@ -320,6 +320,21 @@ mod tests {
              token_auth_method = \"private_key_jwt\"\n",
         );
         assert!(e.starts_with("providers.github.token_auth_method:"), "{e}");
+    }
+
+    #[test]
+    fn plain_http_provider_urls_are_refused_off_loopback_even_with_insecure_http() {
+        let toml = "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+                    token_url = \"http://github.example/token\"\n";
+        let mut settings = settings_with("http://127.0.0.1:8080", toml);
+        settings.insecure_http = true;
+        let e = ProviderCatalog::from_settings(&settings)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("providers.github.token_url:"), "{e}");
+        let loopback = toml.replace("github.example", "127.0.0.1:9");
+        let settings = settings_with("http://127.0.0.1:8080", &loopback);
+        assert!(ProviderCatalog::from_settings(&settings).is_ok());
     }
 
     #[test]

@@ -21,4 +21,5 @@ mod peer_rmcp;
 mod provider_flows;
 mod redaction;
 mod schema;
+mod startup;
 mod web_flow;
