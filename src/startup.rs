@@ -171,7 +171,7 @@ fn serve(
     let dev = dev.map(web::Data::new);
     let server = HttpServer::new(move || {
         let app = App::new()
-            .wrap(pages::headers::security_headers())
+            .wrap(pages::headers::security_headers(&data.settings))
             .wrap(tracing_actix_web_lite())
             .app_data(data.clone())
             .app_data(mcp.clone())

@@ -38,3 +38,8 @@ pub fn connect_wait_ms() -> u64 {
 pub fn session_ttl_secs() -> u64 {
     8 * 3600
 }
+
+/// One year: what HSTS preload lists ask for.
+pub fn hsts_max_age_secs() -> u64 {
+    365 * 24 * 3600
+}

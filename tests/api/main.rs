@@ -13,6 +13,7 @@ mod cli;
 mod connect_mrtr;
 mod fakes;
 mod full_flow;
+mod headers;
 mod health;
 mod hot_connections;
 mod mcp_protocol;
