@@ -19,7 +19,12 @@ use futures::StreamExt;
 use http_body_util::{BodyExt, Full};
 use serde_json::json;
 
-use super::{McpEndpoint, access_log::RequestFacts, wire};
+use super::{
+    McpEndpoint,
+    access_log::RequestFacts,
+    envelope::{self, Envelope},
+    wire,
+};
 use crate::{
     auth::{self, AuthError, Principal},
     startup::AppState,
@@ -86,16 +91,38 @@ async fn serve(
     }
 
     // JSON-RPC wants a parse error (-32700) for a body that is not JSON;
-    // rmcp answers every undecodable body with 415. A syntax-only pass
-    // (only the method name is kept, for the log) tells the two apart
-    // before rmcp sees it.
-    if head.method == http::Method::POST && !note_method(&body, facts) {
-        tracing::info!("mcp: request body is not JSON");
-        return jsonrpc_error(
-            StatusCode::BAD_REQUEST,
-            -32700,
-            "Parse error: the body is not valid JSON",
-        );
+    // rmcp answers every undecodable body with 415, and a `tools/call` with
+    // mistyped params with 404 -32601. A syntax-only pass tells them apart
+    // before rmcp sees the body.
+    if head.method == http::Method::POST {
+        match envelope::inspect(&body) {
+            Envelope::NotJson => {
+                tracing::info!("mcp: request body is not JSON");
+                return jsonrpc_error(
+                    StatusCode::BAD_REQUEST,
+                    -32700,
+                    "Parse error: the body is not valid JSON",
+                );
+            }
+            Envelope::Json(method) => {
+                if let Some(method) = method {
+                    facts.set_method(&method);
+                }
+            }
+            Envelope::InvalidParams {
+                id,
+                method,
+                problem,
+            } => {
+                facts.set_method(&method);
+                tracing::info!(problem, "mcp: invalid params");
+                return HttpResponse::BadRequest().json(json!({
+                    "jsonrpc": "2.0",
+                    "id": id,
+                    "error": { "code": -32602, "message": format!("Invalid params: {problem}") },
+                }));
+            }
+        }
     }
     let sent_json = head
         .headers
@@ -121,27 +148,6 @@ async fn serve(
         );
     }
     into_actix(response).await
-}
-
-/// Checks that `body` is JSON and notes its JSON-RPC method for the log.
-/// `false` when it is not JSON at all.
-fn note_method(body: &[u8], facts: &mut RequestFacts) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Envelope<'a> {
-        #[serde(borrow)]
-        method: Option<std::borrow::Cow<'a, str>>,
-    }
-    match serde_json::from_slice::<Envelope<'_>>(body) {
-        Ok(envelope) => {
-            if let Some(method) = envelope.method {
-                facts.set_method(&method);
-            }
-            true
-        }
-        // Valid JSON of another shape (an array, a method that is not a
-        // string) is rmcp's to refuse.
-        Err(_) => serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok(),
-    }
 }
 
 /// The actix request head as an `http` 1.x head (actix-web 4 is on `http`

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod helpers;
+mod invalid_params;
 mod log_forgery;
 mod logs;
 
