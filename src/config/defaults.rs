@@ -43,3 +43,7 @@ pub fn session_ttl_secs() -> u64 {
 pub fn hsts_max_age_secs() -> u64 {
     365 * 24 * 3600
 }
+
+pub fn body_read_timeout_secs() -> u64 {
+    15
+}

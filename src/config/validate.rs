@@ -82,6 +82,12 @@ impl Settings {
                 ));
             }
         }
+        if !(1..=300).contains(&self.body_read_timeout_secs) {
+            return Err(invalid(
+                "body_read_timeout_secs",
+                "must be between 1 and 300".into(),
+            ));
+        }
         if self.max_body_bytes < 1024 {
             return Err(invalid("max_body_bytes", "must be at least 1024".into()));
         }

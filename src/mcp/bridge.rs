@@ -74,21 +74,25 @@ async fn serve(
     {
         return too_large(limit);
     }
-    let mut body = web::BytesMut::new();
-    while let Some(chunk) = payload.next().await {
-        match chunk {
-            Ok(chunk) if body.len() + chunk.len() <= limit => body.extend_from_slice(&chunk),
-            Ok(_) => return too_large(limit),
-            Err(e) => {
-                tracing::info!(error = %e, "mcp: request body could not be read");
-                return jsonrpc_error(
-                    StatusCode::BAD_REQUEST,
-                    -32700,
-                    "Parse error: unreadable body",
-                );
-            }
+    // A client dripping its body must not hold the socket (and a worker's
+    // attention) for ever.
+    let read = tokio::time::timeout(
+        state.settings.body_read_timeout(),
+        read_body(&mut payload, limit),
+    )
+    .await;
+    let body = match read {
+        Ok(Ok(body)) => body,
+        Ok(Err(response)) => return response,
+        Err(_) => {
+            tracing::info!("mcp: request body not received in time");
+            return jsonrpc_error(
+                StatusCode::REQUEST_TIMEOUT,
+                -32600,
+                "Request body not received in time",
+            );
         }
-    }
+    };
 
     // JSON-RPC wants a parse error (-32700) for a body that is not JSON;
     // rmcp answers every undecodable body with 415, and a `tools/call` with
@@ -148,6 +152,29 @@ async fn serve(
         );
     }
     into_actix(response).await
+}
+
+/// The body, up to `limit` bytes.
+async fn read_body(
+    payload: &mut web::Payload,
+    limit: usize,
+) -> Result<web::BytesMut, HttpResponse> {
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        match chunk {
+            Ok(chunk) if body.len() + chunk.len() <= limit => body.extend_from_slice(&chunk),
+            Ok(_) => return Err(too_large(limit)),
+            Err(e) => {
+                tracing::info!(error = %e, "mcp: request body could not be read");
+                return Err(jsonrpc_error(
+                    StatusCode::BAD_REQUEST,
+                    -32700,
+                    "Parse error: unreadable body",
+                ));
+            }
+        }
+    }
+    Ok(body)
 }
 
 /// The actix request head as an `http` 1.x head (actix-web 4 is on `http`

@@ -20,6 +20,9 @@ pub enum WebError {
     SignedOut,
     #[error("bad request: {0}")]
     BadRequest(&'static str),
+    /// The request body did not arrive within the deadline.
+    #[error("request body not received in time")]
+    Timeout,
     /// A sign-in or provider callback that cannot be accepted.
     #[error("flow rejected: {0}")]
     FlowRejected(&'static str),
@@ -71,6 +74,10 @@ impl WebError {
                 ..page("You are signed out", "Sign in to continue.")
             },
             WebError::BadRequest(message) => page("This request is not valid", message),
+            WebError::Timeout => page(
+                "This took too long",
+                "The form did not arrive in time. Please try again.",
+            ),
             WebError::FlowRejected(message) => page("This can't be completed", message),
             WebError::NotConfigured(message) => page("Not available", message),
             WebError::Upstream(_) => page(
@@ -92,6 +99,7 @@ impl ResponseError for WebError {
             WebError::Csrf => StatusCode::FORBIDDEN,
             WebError::SignedOut => StatusCode::UNAUTHORIZED,
             WebError::BadRequest(_) | WebError::FlowRejected(_) => StatusCode::BAD_REQUEST,
+            WebError::Timeout => StatusCode::REQUEST_TIMEOUT,
             WebError::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
             WebError::Upstream(_) => StatusCode::BAD_GATEWAY,
             WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

@@ -24,5 +24,6 @@ mod peer_rmcp;
 mod provider_flows;
 mod redaction;
 mod schema;
+mod slow_bodies;
 mod startup;
 mod web_flow;
