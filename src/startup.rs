@@ -171,6 +171,9 @@ fn serve(
     let dev = dev.map(web::Data::new);
     let server = HttpServer::new(move || {
         let app = App::new()
+            .wrap(actix_web::middleware::from_fn(
+                pages::error_pages::with_user,
+            ))
             .wrap(pages::headers::security_headers(&data.settings))
             .wrap(tracing_actix_web_lite())
             .app_data(data.clone())

@@ -15,6 +15,7 @@ pub mod connect;
 pub mod connections;
 pub mod cookies;
 pub mod csrf;
+pub mod error_pages;
 pub mod forms;
 pub mod headers;
 pub mod health;

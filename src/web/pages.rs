@@ -51,6 +51,37 @@ pub struct ErrorPage<'a> {
     pub link: Option<(&'a str, &'a str)>,
 }
 
+/// Where an error page leads when its error names no better place.
+pub const BACK_TO_CONNECTIONS: (&str, &str) = ("/connections", "Go to your connections");
+
+/// What an error page showed, kept on the response so that
+/// `error_pages::with_user` can render it again naming who is signed in
+/// (an error is rendered without the request).
+#[derive(Debug, Clone)]
+pub struct ShownError {
+    pub status: u16,
+    pub title: String,
+    pub message: String,
+    pub link: (String, String),
+}
+
+impl ShownError {
+    /// The page again, for `signed_in`.
+    pub fn render(&self, signed_in: Option<String>) -> HttpResponse {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        render(
+            status,
+            &ErrorPage {
+                signed_in,
+                status: self.status,
+                title: &self.title,
+                message: &self.message,
+                link: Some((&self.link.0, &self.link.1)),
+            },
+        )
+    }
+}
+
 impl WebError {
     fn page(&self) -> ErrorPage<'_> {
         let page = |title, message| ErrorPage {
@@ -58,7 +89,7 @@ impl WebError {
             status: self.status_code().as_u16(),
             title,
             message,
-            link: None,
+            link: Some(BACK_TO_CONNECTIONS),
         };
         match self {
             WebError::LinkGone => page(
@@ -117,7 +148,16 @@ impl ResponseError for WebError {
             WebError::NotConfigured(what) => tracing::error!(what, "web: not configured"),
             other => tracing::info!(reason = %other, "web: request refused"),
         }
-        render(self.status_code(), &self.page())
+        let page = self.page();
+        let mut response = render(self.status_code(), &page);
+        let (href, label) = page.link.unwrap_or(BACK_TO_CONNECTIONS);
+        response.extensions_mut().insert(ShownError {
+            status: page.status,
+            title: page.title.to_owned(),
+            message: page.message.to_owned(),
+            link: (href.to_owned(), label.to_owned()),
+        });
+        response
     }
 }
 
