@@ -67,6 +67,8 @@ pub(super) fn inspect(body: &[u8]) -> Envelope<'_> {
 enum Kind {
     String,
     Object,
+    /// Taken as absent for an optional parameter, as rmcp (serde) does.
+    Null,
     Other,
 }
 
@@ -102,7 +104,7 @@ impl<'de> Deserialize<'de> for Kind {
                 Ok(Kind::Other)
             }
             fn visit_unit<E>(self) -> Result<Kind, E> {
-                Ok(Kind::Other)
+                Ok(Kind::Null)
             }
         }
         d.deserialize_any(KindVisitor)
@@ -126,13 +128,22 @@ impl Shape {
         if self.name != Some(Kind::String) {
             return Some("params.name must be a string");
         }
-        if self.arguments.is_some_and(|k| k != Kind::Object) {
+        if self
+            .arguments
+            .is_some_and(|k| !matches!(k, Kind::Object | Kind::Null))
+        {
             return Some("params.arguments must be an object");
         }
-        if self.request_state.is_some_and(|k| k != Kind::String) {
+        if self
+            .request_state
+            .is_some_and(|k| !matches!(k, Kind::String | Kind::Null))
+        {
             return Some("params.requestState must be a string");
         }
-        if self.input_responses.is_some_and(|k| k != Kind::Object) {
+        if self
+            .input_responses
+            .is_some_and(|k| !matches!(k, Kind::Object | Kind::Null))
+        {
             return Some("params.inputResponses must be an object");
         }
         None
@@ -235,6 +246,13 @@ mod tests {
         assert_eq!(
             problem(r#"{"id":1,"method":"tools/call","params":[]}"#),
             Some("params must be an object")
+        );
+        // null stands for absent in optional parameters.
+        let nulls = r#"{"id":1,"method":"tools/call","params":{"name":"w","arguments":null,"requestState":null,"inputResponses":null}}"#;
+        assert!(matches!(inspect(nulls.as_bytes()), Envelope::Json(Some(_))));
+        assert_eq!(
+            problem(r#"{"id":1,"method":"tools/call","params":{"name":null}}"#),
+            Some("params.name must be a string")
         );
         // Other methods and notifications are rmcp's.
         assert_eq!(
