@@ -73,6 +73,8 @@ pub enum StartupError {
     Http(#[from] reqwest::Error),
     #[error(transparent)]
     Providers(#[from] ProviderConfigError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }
 
 pub struct Application {
@@ -96,6 +98,7 @@ impl Application {
         listener: TcpListener,
         dev: Option<DevServices>,
     ) -> Result<Self, StartupError> {
+        settings.validate_for_serving()?;
         let options = db::connect_options(&settings.database_url)?;
         db::wait::prepare_database(&options, settings.database.startup_timeout()).await?;
         let options = db::faults::with_timeouts(options, &settings.database);
@@ -216,7 +219,10 @@ fn serve(
     let dev = dev.map(web::Data::new);
     let server = HttpServer::new(move || {
         let app = App::new()
-            .wrap(pages::headers::security_headers())
+            .wrap(actix_web::middleware::from_fn(
+                pages::error_pages::with_user,
+            ))
+            .wrap(pages::headers::security_headers(&data.settings))
             .wrap(tracing_actix_web_lite())
             .app_data(data.clone())
             .app_data(mcp.clone())

@@ -53,3 +53,12 @@ pub fn startup_timeout_secs() -> u64 {
 pub fn audit_retention_days() -> u32 {
     90
 }
+
+/// One year: what HSTS preload lists ask for.
+pub fn hsts_max_age_secs() -> u64 {
+    365 * 24 * 3600
+}
+
+pub fn body_read_timeout_secs() -> u64 {
+    15
+}

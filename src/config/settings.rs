@@ -55,6 +55,13 @@ pub struct Settings {
         deserialize_with = "lenient::number"
     )]
     pub max_body_bytes: usize,
+    /// How long a request body (on `/mcp` and web forms) may take to
+    /// arrive, in seconds; slower ones get 408.
+    #[serde(
+        default = "defaults::body_read_timeout_secs",
+        deserialize_with = "lenient::number"
+    )]
+    pub body_read_timeout_secs: u64,
     /// `json` (one object per line) or `pretty`.
     #[serde(default = "defaults::log_format")]
     pub log_format: LogFormat,
@@ -102,6 +109,11 @@ pub enum LogFormat {
 }
 
 impl Settings {
+    /// See `body_read_timeout_secs`.
+    pub fn body_read_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.body_read_timeout_secs)
+    }
+
     /// The base URL without a trailing slash, for joining paths.
     pub fn base_url(&self) -> String {
         self.public_url.as_str().trim_end_matches('/').to_owned()

@@ -116,8 +116,12 @@ fn deserialize(table: toml::Table) -> Result<Settings, ConfigError> {
             .strip_prefix("unknown field `")
             .and_then(|s| s.split('`').next())
         {
+            // Unlike a missing one, an unknown field is already the last
+            // element of serde's path.
             let key = if key == "." {
                 field.to_owned()
+            } else if key == field || key.ends_with(&format!(".{field}")) {
+                key
             } else {
                 format!("{key}.{field}")
             };

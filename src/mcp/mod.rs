@@ -4,6 +4,7 @@
 
 mod access_log;
 mod bridge;
+mod envelope;
 mod server;
 pub mod state;
 pub mod unavailable;

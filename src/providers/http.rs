@@ -1,5 +1,5 @@
 //! Small HTTP helpers shared by the OAuth, identity and API calls: bounded
-//! body reads, RFC 6749 Basic client authentication, and redaction.
+//! body reads and RFC 6749 Basic client authentication.
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 use reqwest::header::CONTENT_TYPE;
@@ -82,24 +82,6 @@ pub(super) fn basic_auth(client_id: &str, client_secret: &str) -> String {
     )
 }
 
-/// Replaces every occurrence of `secret` in `text`, and a cut-off start of
-/// it at the very end (a truncated body may end inside the token).
-pub(super) fn redact(text: &str, secret: &str) -> String {
-    const SHOWN: &str = "[redacted]";
-    if secret.len() < 4 {
-        return text.to_owned();
-    }
-    let mut out = text.replace(secret, SHOWN);
-    let tail = (4..secret.len())
-        .rev()
-        .find(|&n| secret.is_char_boundary(n) && out.ends_with(&secret[..n]));
-    if let Some(n) = tail {
-        out.truncate(out.len() - n);
-        out.push_str(SHOWN);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,19 +94,6 @@ mod tests {
             .decode(header.strip_prefix("Basic ").unwrap())
             .unwrap();
         assert_eq!(String::from_utf8(decoded).unwrap(), "a+b:p%3Aw%25");
-    }
-
-    #[test]
-    fn redaction_covers_whole_and_cut_tokens() {
-        assert_eq!(
-            redact("x gho_abcdef y gho_abcdef", "gho_abcdef"),
-            "x [redacted] y [redacted]"
-        );
-        assert_eq!(
-            redact("body ends gho_ab", "gho_abcdef"),
-            "body ends [redacted]"
-        );
-        assert_eq!(redact("nothing here", "gho_abcdef"), "nothing here");
     }
 
     #[test]

@@ -65,7 +65,7 @@ impl Provider {
             let text = template::fill(template, &values).map_err(refused)?;
             let url =
                 Url::parse(&text).map_err(|_| refused("a templated URL is invalid".into()))?;
-            super::catalog::check_url(&url, self.insecure_http).map_err(refused)?;
+            super::catalog::check_url(&url).map_err(refused)?;
             Ok(Some(url))
         };
         let t = &self.templates;
@@ -108,8 +108,7 @@ impl Provider {
             };
             let url = Url::parse(lookup)
                 .map_err(|_| ProviderError::BadResponse("the lookup URL is invalid".into()))?;
-            super::catalog::check_url(&url, self.insecure_http)
-                .map_err(ProviderError::RequestRefused)?;
+            super::catalog::check_url(&url).map_err(ProviderError::RequestRefused)?;
             let (request, _) = self.authorized(http, reqwest::Method::GET, url, access_token);
             let mut response = request
                 .timeout(LOOKUP_TIMEOUT)

@@ -45,6 +45,8 @@ pub struct Provider {
     /// Uppercase.
     pub(super) allowed_methods: Vec<String>,
     pub(super) max_response_bytes: usize,
+    /// `api_request`'s wait for an answer.
+    pub(super) api_timeout: std::time::Duration,
     pub(super) quirks: Quirks,
     pub(super) scope_rules: ScopeRules,
     /// The entry's URL templates and parameters, for per-connection values.
@@ -52,7 +54,6 @@ pub struct Provider {
     pub(super) param_specs: BTreeMap<String, ParamSpec>,
     /// Built-in values and the operator's defaults.
     pub(super) fixed_values: BTreeMap<String, String>,
-    pub(super) insecure_http: bool,
 }
 
 /// The entry's endpoints before parameters are filled in.

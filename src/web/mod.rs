@@ -18,6 +18,7 @@ pub mod connection_label;
 pub mod connections;
 pub mod cookies;
 pub mod csrf;
+pub mod error_pages;
 pub mod forms;
 pub mod headers;
 pub mod health;

@@ -38,18 +38,48 @@ pub const START_METADATA_TTL: std::time::Duration = std::time::Duration::from_se
 /// The identity provider's metadata as last discovered for starting a
 /// sign-in. Failures are not kept: the next visitor tries again.
 #[derive(Default)]
-pub struct StartMetadata(tokio::sync::Mutex<Option<(std::time::Instant, CoreProviderMetadata)>>);
+pub struct StartMetadata {
+    kept: tokio::sync::Mutex<Option<(std::time::Instant, CoreProviderMetadata)>>,
+    /// Discovered at least once since start-up.
+    reached: std::sync::atomic::AtomicBool,
+}
+
+/// How long `/readyz` waits for a first discovery.
+const READY_DISCOVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl StartMetadata {
+    /// Whether the identity provider's metadata was fetched once; if not,
+    /// tries now (briefly). Until then the instance can verify no token and
+    /// sign nobody in, so it must not be sent traffic.
+    pub async fn reached(&self, state: &AppState) -> bool {
+        use std::sync::atomic::Ordering;
+        if self.reached.load(Ordering::Relaxed) {
+            return true;
+        }
+        match tokio::time::timeout(READY_DISCOVERY_WAIT, self.get(state)).await {
+            Ok(Ok(_)) => true,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "readiness: identity provider metadata not fetched");
+                false
+            }
+            Err(_) => {
+                tracing::warn!("readiness: identity provider metadata not fetched in time");
+                false
+            }
+        }
+    }
+
     async fn get(&self, state: &AppState) -> Result<CoreProviderMetadata, WebError> {
         // Held across the discovery: a burst of visitors waits for one.
-        let mut kept = self.0.lock().await;
+        let mut kept = self.kept.lock().await;
         if let Some((at, metadata)) = kept.as_ref()
             && at.elapsed() < START_METADATA_TTL
         {
             return Ok(metadata.clone());
         }
         let metadata = discover(state).await?;
+        self.reached
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         *kept = Some((std::time::Instant::now(), metadata.clone()));
         Ok(metadata)
     }

@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod helpers;
+mod invalid_params;
+mod log_forgery;
 mod logs;
 
 mod accounts;
@@ -17,6 +19,7 @@ mod fakes;
 mod faults;
 mod full_flow;
 mod grants;
+mod headers;
 mod health;
 mod hot_connections;
 mod mcp_protocol;
@@ -24,9 +27,12 @@ mod metrics;
 mod peer_rmcp;
 mod provider_flows;
 mod provider_params;
+mod redaction;
 mod retention;
 mod schema;
+mod slow_bodies;
 mod stale_keys;
+mod startup;
 mod state_rejections;
 mod tool_results;
 mod web_flow;

@@ -27,6 +27,9 @@ pub struct Browser {
     client: Client,
     shots: PathBuf,
     counter: Arc<AtomicU32>,
+    /// Our pages (under this base URL) are checked with axe-core.
+    ours: String,
+    axe: Arc<String>,
 }
 
 impl Browser {
@@ -71,11 +74,16 @@ impl Browser {
             .await
             .with_context(|| format!("start a browser for {who}"))?;
         std::fs::create_dir_all(&shots)?;
+        let axe_path = world.repo.join("e2e/node_modules/axe-core/axe.min.js");
+        let axe = std::fs::read_to_string(&axe_path)
+            .with_context(|| format!("read {} (run e2e/setup.sh)", axe_path.display()))?;
         Ok(Browser {
             who: who.to_owned(),
             client,
             shots,
             counter,
+            ours: format!("{}/", world.base),
+            axe: Arc::new(axe),
         })
     }
 
@@ -145,13 +153,31 @@ impl Browser {
         Ok(v.as_str().unwrap_or_default().to_owned())
     }
 
-    /// Saves what the person sees now as `NN-<who>-<label>.png`.
+    /// Saves what the person sees now as `NN-<who>-<label>.png`; a page
+    /// of ours is first checked with axe-core (see `axe`).
     pub async fn shot(&self, label: &str) -> anyhow::Result<PathBuf> {
         let n = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
         let path = self.shots.join(format!("{n:02}-{}-{label}.png", self.who));
+        let url = self.url().await?;
+        if url.as_str().starts_with(&self.ours) {
+            crate::axe::audit(
+                &self.client,
+                &self.axe,
+                &format!("{label} ({})", url.path()),
+            )
+            .await?;
+        }
         let png = self.client.screenshot().await?;
         std::fs::write(&path, png)?;
         Ok(path)
+    }
+
+    /// Loads the page shown again, as the reload button does.
+    pub async fn reload(&self) -> anyhow::Result<()> {
+        self.client
+            .refresh()
+            .await
+            .with_context(|| format!("{} reloads the page", self.who))
     }
 
     pub async fn fill(&self, css: &str, value: &str) -> anyhow::Result<()> {

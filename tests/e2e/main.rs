@@ -13,6 +13,7 @@
 // In tests a panic is how a check fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod axe;
 mod browser;
 mod client;
 mod procs;

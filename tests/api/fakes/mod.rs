@@ -22,6 +22,7 @@
 
 pub mod github;
 pub mod google;
+pub mod hostile;
 pub mod slack;
 
 mod http;

@@ -243,6 +243,19 @@ impl Memory {
         true
     }
 
+    /// The live access token `token` and every token of its grant.
+    pub(super) fn grant_tokens(&self, token: &str) -> Option<Vec<String>> {
+        let grant = self.access(token)?.grant;
+        let access = self.access.iter().filter(|(_, a)| a.grant == grant);
+        let refresh = self.refresh.iter().filter(|(_, r)| r.grant == grant);
+        Some(
+            access
+                .map(|(t, _)| t.clone())
+                .chain(refresh.map(|(t, _)| t.clone()))
+                .collect(),
+        )
+    }
+
     pub(super) fn expire_access_tokens(&mut self) {
         let now = Instant::now();
         for access in self.access.values_mut() {

@@ -231,6 +231,21 @@ pub async fn connect_in_browser(
         text.contains(&format!("{PROVIDER_DISPLAY} connected")) && text.contains(account),
         "the success page should say {PROVIDER_DISPLAY} is connected as {account}:\n{text}"
     );
+    // Reloaded (the code in its address is spent), it still says so.
+    browser.reload().await?;
+    browser
+        .wait_for_url(&format!("{}/oauth/callback/{PROVIDER}", w.base))
+        .await?;
+    browser.shot("connected-reloaded").await?;
+    ensure!(
+        browser.status().await? == 200,
+        "reloaded success page status"
+    );
+    let again = browser.text().await?;
+    ensure!(
+        again.contains(&format!("{PROVIDER_DISPLAY} connected")) && again.contains(account),
+        "the reloaded success page should still say {PROVIDER_DISPLAY} is connected as {account}:\n{again}"
+    );
     s.note_cookies(browser).await
 }
 
