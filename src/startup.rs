@@ -84,7 +84,9 @@ impl Application {
         dev: Option<DevServices>,
     ) -> Result<Self, StartupError> {
         let options = db::connect_options(&settings.database_url)?;
-        db::create_database_if_missing(&options).await?;
+        if settings.database_create_if_missing {
+            db::create_database_if_missing(&options).await?;
+        }
         let (pooled, _) = db::split_connections(settings.database_max_connections);
         let pool = db::pool(options, pooled);
         db::migrate(&pool).await?;
