@@ -53,15 +53,20 @@ if ! have "$rust"; then
   cp -a "$toolchain"/lib/*.so* "$ctx/toolchain/lib/" 2>/dev/null || true
   mkdir -p "$ctx/toolchain/lib/rustlib"
   cp -a "$toolchain/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')" "$toolchain/lib/rustlib/etc" "$ctx/toolchain/lib/rustlib/" 2>/dev/null || true
+  mkdir -p "$ctx/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$ctx/ca-certificates/" 2>/dev/null || true
   cp scripts/docker/rust.Dockerfile "$ctx/Dockerfile"
   docker build -q --build-arg BASE_IMAGE="$base" -t "$rust" "$ctx" >/dev/null
   rm -rf "$ctx"
 fi
 
+# Tagged by the hash of what they are made of, so a change rebuilds them.
+tag() { cat "scripts/docker/$1".* | sha256sum | cut -c1-12; }
 for name in caddy postgres; do
-  if ! have "$prefix/$name:bookworm"; then
-    log "$prefix/$name:bookworm from Debian's package"
-    docker build -q --build-arg BASE_IMAGE="$base" -t "$prefix/$name:bookworm" \
+  image=$prefix/$name:$(tag "$name")
+  if ! have "$image"; then
+    log "$image from Debian's package"
+    docker build -q --build-arg BASE_IMAGE="$base" -t "$image" \
       -f "scripts/docker/$name.Dockerfile" scripts/docker >/dev/null
   fi
 done
@@ -69,6 +74,6 @@ done
 cat <<VARS
 export RUST_IMAGE=$rust
 export RUNTIME_IMAGE=$base
-export CADDY_IMAGE=$prefix/caddy:bookworm
-export POSTGRES_IMAGE=$prefix/postgres:bookworm
+export CADDY_IMAGE=$prefix/caddy:$(tag caddy)
+export POSTGRES_IMAGE=$prefix/postgres:$(tag postgres)
 VARS

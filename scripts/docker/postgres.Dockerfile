@@ -9,6 +9,6 @@ RUN apt-get update && apt-get install -y --no-install-recommends postgresql \
     && mkdir -p /var/lib/postgresql/data /var/run/postgresql \
     && chown -R postgres:postgres /var/lib/postgresql /var/run/postgresql
 ENV PATH=/usr/lib/postgresql/15/bin:$PATH PGDATA=/var/lib/postgresql/data
-COPY postgres-entrypoint.sh /usr/local/bin/docker-entrypoint.sh
-USER postgres
+COPY postgres.entrypoint.sh /usr/local/bin/docker-entrypoint.sh
+
 ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]

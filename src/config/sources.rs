@@ -35,9 +35,9 @@ impl Settings {
     ) -> Result<Self, ConfigError> {
         let mut table = base;
         if let Some(path) = file {
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ReadFile {
+            let text = std::fs::read_to_string(path).map_err(|error| ConfigError::ReadFile {
                 path: path.display().to_string(),
-                source,
+                error,
             })?;
             let file_table: toml::Table =
                 text.parse()

@@ -3,6 +3,7 @@
 //! secrets it saw, checked against every log and the database at its end.
 
 pub mod alice_connects;
+pub mod compose_stack;
 pub mod decline_and_cancel;
 pub mod legacy_client;
 pub mod phishing_link;
