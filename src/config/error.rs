@@ -23,6 +23,8 @@ pub enum ConfigError {
     Invalid { key: String, message: String },
     #[error("setting `{key}` is required (set it in the file or as {env})")]
     Missing { key: String, env: String },
+    #[error("required settings are missing (set them in the file or as these variables): {list}")]
+    MissingSeveral { list: String },
 }
 
 /// Secret files are often made mode 0600 by root; the service does not run
