@@ -15,6 +15,7 @@ mod flow;
 mod histogram;
 pub mod labels;
 mod mcp;
+mod process;
 mod text;
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -82,6 +83,7 @@ impl Metrics {
         self.mcp.write(&mut e);
         self.flow.write(&mut e);
         write_db(&mut e, db);
+        process::ProcessStats::read().write(&mut e);
         e.finish()
     }
 }

@@ -412,3 +412,22 @@ async fn dev_mode_serves_metrics_without_a_token() {
     parse(&response.text().await.unwrap());
     dev.kill().await.unwrap();
 }
+
+#[tokio::test]
+async fn process_metrics_describe_this_process() {
+    let app = spawn_with_token().await;
+    let (text, m) = scrape(&app).await;
+    for name in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_max_fds",
+    ] {
+        assert!(m.has(name), "{name} missing:\n{text}");
+    }
+    assert!(text.contains("# TYPE process_cpu_seconds_total counter"), "{text}");
+    // The test process: tens of megabytes, a pool's sockets and more open.
+    assert!(m.value("process_resident_memory_bytes", &[]) > 1_000_000.0);
+    assert!(m.value("process_open_fds", &[]) >= 3.0);
+    assert!(m.value("process_max_fds", &[]) >= m.value("process_open_fds", &[]));
+}
