@@ -43,7 +43,9 @@ run)
   start=$(date +%s)
   eval "$(bash "$repo/scripts/docker-setup.sh")"
   log "image build"
-  docker build -q --build-arg RUST_IMAGE="$RUST_IMAGE" --build-arg RUNTIME_IMAGE="$RUNTIME_IMAGE" \
+  # COMPOSE_SMOKE_NO_BUILD=1: use the mcp-connect:latest there is (local
+  # iterations on the test itself).
+  [ -n "${COMPOSE_SMOKE_NO_BUILD:-}" ] || docker build -q --build-arg RUST_IMAGE="$RUST_IMAGE" --build-arg RUNTIME_IMAGE="$RUNTIME_IMAGE" \
     -t mcp-connect:latest "$repo" >/dev/null
   log "image built after $(( $(date +%s) - start ))s"
   rm -rf "$dir"; mkdir -p "$dir"
@@ -57,12 +59,12 @@ run)
   status=0
   E2E_COMPOSE="$repo/scripts/compose-smoke.sh" E2E_COMPOSE_DIR="$dir" \
     E2E_HTTPS_PORT=$port E2E_PEER_BIND=$bridge E2E_DATABASE_URL_FILE="$dir/database-url" \
-    E2E_TRUSTED_SPKI_FILE="$dir/caddy-ca.spki" SSL_CERT_FILE="$dir/ca-bundle.crt" SSL_CERT_DIR= \
+    E2E_TRUSTED_SPKI_FILE="$dir/caddy-ca.spki" E2E_CA_FILE="$dir/stack/caddy-ca/root.crt" E2E_CA_BUNDLE="$dir/ca-bundle.crt" \
     E2E_OUT="$repo/target/e2e-compose" bash "$repo/e2e/run.sh" compose_stack || status=$?
   if [ "$status" = 0 ]; then
     # Both instances served the flow after scaling (health probes aside).
     for n in 1 2; do
-      grep -E "^${project}_mcp-connect_${n} " "$dir/final.log" \
+      grep -E "^mcp-connect_${n} " "$dir/final.log" \
         | grep -qE 'mcp request|(GET|POST) /(connect|auth/|oauth/)' \
         || { log "instance $n served no request of the flow"; status=1; }
     done

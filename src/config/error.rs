@@ -9,7 +9,10 @@ pub enum ConfigError {
     // `main` prints the whole chain, which would say it twice.
     #[error("cannot read the configuration file {path}: {error}")]
     ReadFile { path: String, error: std::io::Error },
-    #[error("cannot read {var} (the file it names, {path}): {error}{}", permission_hint(error))]
+    #[error(
+        "cannot read {var} (the file it names, {path}): {error}{}",
+        permission_hint(error)
+    )]
     ReadSecretFile {
         var: String,
         path: String,

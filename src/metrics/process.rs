@@ -95,7 +95,8 @@ mod tests {
 
     #[test]
     fn proc_files_are_parsed() {
-        let stat = "4242 (tokio (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 9 0 100 0 0";
+        let stat =
+            "4242 (tokio (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 9 0 100 0 0";
         assert_eq!(cpu_seconds(stat), Some(3.0));
         assert_eq!(
             resident_bytes("Name:\tmcp\nVmRSS:\t   2048 kB\n"),

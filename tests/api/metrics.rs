@@ -425,7 +425,10 @@ async fn process_metrics_describe_this_process() {
     ] {
         assert!(m.has(name), "{name} missing:\n{text}");
     }
-    assert!(text.contains("# TYPE process_cpu_seconds_total counter"), "{text}");
+    assert!(
+        text.contains("# TYPE process_cpu_seconds_total counter"),
+        "{text}"
+    );
     // The test process: tens of megabytes, a pool's sockets and more open.
     assert!(m.value("process_resident_memory_bytes", &[]) > 1_000_000.0);
     assert!(m.value("process_open_fds", &[]) >= 3.0);

@@ -37,7 +37,8 @@ impl Compose {
         let Some(hook) = std::env::var_os("E2E_COMPOSE") else {
             return Ok(None);
         };
-        let var = |name: &str| std::env::var(name).with_context(|| format!("E2E_COMPOSE needs {name}"));
+        let var =
+            |name: &str| std::env::var(name).with_context(|| format!("E2E_COMPOSE needs {name}"));
         Ok(Some(Compose {
             hook: PathBuf::from(hook),
             https_port: var("E2E_HTTPS_PORT")?.parse().context("E2E_HTTPS_PORT")?,
@@ -87,9 +88,19 @@ impl Compose {
 }
 
 /// An HTTP client that finds the peers' `*.localhost` names on loopback, as
-/// the browser does (RFC 6761), and trusts what `SSL_CERT_FILE` names.
+/// the browser does (RFC 6761), and trusts Caddy's CA of this run (the file
+/// `E2E_CA_FILE`, once the hook's `up` has written it).
 pub fn http() -> reqwest::ClientBuilder {
-    PEER_NAMES.iter().fold(reqwest::Client::builder(), |b, name| {
-        b.resolve(name, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
-    })
+    let builder = PEER_NAMES
+        .iter()
+        .fold(reqwest::Client::builder(), |b, name| {
+            b.resolve(name, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+        });
+    let ca = std::env::var_os("E2E_CA_FILE")
+        .and_then(|f| std::fs::read(f).ok())
+        .and_then(|pem| reqwest::Certificate::from_pem(&pem).ok());
+    match ca {
+        Some(ca) => builder.tls_certs_only([ca]),
+        None => builder,
+    }
 }

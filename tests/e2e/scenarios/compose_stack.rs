@@ -62,6 +62,9 @@ async fn api_request(s: &mut Scenario<'_>, token: &str, account: &str) -> anyhow
         result_text(&result)
     );
     let shown = format!("{} {}", result["structured"], result_text(&result));
-    ensure!(shown.contains(account), "the API should answer for {account}: {shown}");
+    ensure!(
+        shown.contains(account),
+        "the API should answer for {account}: {shown}"
+    );
     api.finish().await
 }

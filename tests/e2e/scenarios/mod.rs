@@ -249,7 +249,10 @@ pub async fn consent_page(s: &Scenario<'_>, browser: &Browser) -> anyhow::Result
     );
     ensure!(browser.status().await? == 200, "consent page status");
     let text = browser.text().await?;
-    let host = w.base.trim_start_matches("http://");
+    let host = w
+        .base
+        .trim_start_matches("http://")
+        .trim_start_matches("https://");
     for expected in [
         format!("{host} wants to connect your {PROVIDER_DISPLAY} account"),
         host.to_owned(),
