@@ -171,7 +171,9 @@ fn serve(
     let server = HttpServer::new(move || {
         let app = App::new()
             .wrap(pages::headers::security_headers())
-            .wrap(tracing_actix_web_lite())
+            .wrap(actix_web::middleware::from_fn(
+                crate::web::access_log::access_log,
+            ))
             .app_data(data.clone())
             .app_data(mcp.clone())
             .configure(crate::mcp::configure)
@@ -186,14 +188,4 @@ fn serve(
     .shutdown_timeout(10)
     .run();
     Ok(server)
-}
-
-/// Request logging without query strings: `/connect?ticket=…` and OAuth
-/// callbacks carry one-time secrets in the query, which must never be logged.
-/// `/mcp` writes its own line, with the caller and the JSON-RPC method
-/// (`mcp::access_log`).
-fn tracing_actix_web_lite() -> actix_web::middleware::Logger {
-    actix_web::middleware::Logger::new(r#"%a "%{METHOD}xi %U" %s %b %Dms"#)
-        .custom_request_replace("METHOD", |req| req.method().to_string())
-        .exclude("/mcp")
 }

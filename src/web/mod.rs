@@ -10,6 +10,7 @@
 //!
 //! Operational endpoints: `health` (`/healthz`, `/readyz`) and `metrics`.
 
+pub mod access_log;
 pub mod assets;
 pub mod connect;
 pub mod connections;
