@@ -9,6 +9,7 @@ pub mod crypto;
 pub mod db;
 pub mod dev;
 pub mod error;
+pub mod healthcheck;
 pub mod mcp;
 pub mod metrics;
 pub mod providers;

@@ -8,6 +8,9 @@ use super::LogFormat;
 pub fn bind() -> SocketAddr {
     SocketAddr::from(([0, 0, 0, 0], 8080))
 }
+pub fn yes() -> bool {
+    true
+}
 pub fn db_max_connections() -> u32 {
     20
 }

@@ -38,6 +38,12 @@ pub struct Settings {
     /// How long audit rows are kept.
     #[serde(default)]
     pub audit: super::AuditSettings,
+    /// Whether start-up creates the database when it does not exist, through
+    /// the server's `postgres` maintenance database. Managed Postgres and
+    /// PgBouncer often forbid that connection: set `false` there and create
+    /// the database beforehand.
+    #[serde(default = "defaults::yes", deserialize_with = "lenient::boolean")]
+    pub database_create_if_missing: bool,
     /// AES-256-GCM keys as `kid:base64` entries; the first seals, all open.
     #[serde(deserialize_with = "lenient::secret_list")]
     pub keys: Vec<SecretString>,

@@ -15,12 +15,15 @@ mod flow;
 mod histogram;
 pub mod labels;
 mod mcp;
+mod pages;
+mod process;
 mod text;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use flow::{FlowMetrics, Refresh};
 pub use mcp::McpMetrics;
+pub use pages::PageMetrics;
 pub use text::CONTENT_TYPE;
 
 use text::{Exposition, Kind};
@@ -30,6 +33,7 @@ pub struct Metrics {
     started: f64,
     pub mcp: McpMetrics,
     pub flow: FlowMetrics,
+    pub pages: PageMetrics,
 }
 
 /// The database connections at the moment of a scrape.
@@ -57,6 +61,7 @@ impl Metrics {
                 .map_or(0.0, |d| d.as_secs_f64()),
             mcp: McpMetrics::default(),
             flow: FlowMetrics::default(),
+            pages: PageMetrics::default(),
         }
     }
 
@@ -81,7 +86,9 @@ impl Metrics {
         e.sample("mcp_connect_start_time_seconds", &[], self.started.floor());
         self.mcp.write(&mut e);
         self.flow.write(&mut e);
+        self.pages.write(&mut e);
         write_db(&mut e, db);
+        process::ProcessStats::read().write(&mut e);
         e.finish()
     }
 }

@@ -11,6 +11,7 @@
 //!
 //! Operational endpoints: `health` (`/healthz`, `/readyz`) and `metrics`.
 
+pub mod access_log;
 pub mod assets;
 pub mod client_access;
 pub mod connect;

@@ -24,6 +24,7 @@ mod health;
 mod hot_connections;
 mod mcp_protocol;
 mod metrics;
+mod operator_cli;
 mod peer_rmcp;
 mod provider_flows;
 mod provider_params;

@@ -57,11 +57,24 @@ impl Browser {
             "--no-first-run",
             "--disable-quic",
             "--window-size=1000,800",
-            // Nothing but loopback exists here: fail other names at once
-            // (oidc-provider's pages import a web font) instead of waiting.
-            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
             &format!("--user-data-dir={}", profile.display()),
         ];
+        // Nothing but loopback exists here: fail other names at once
+        // (oidc-provider's pages import a web font) instead of waiting. In
+        // the compose smoke test everything is behind Caddy on loopback at
+        // `localhost` names, under a certificate of Caddy's CA of this run,
+        // whose keys the file `E2E_TRUSTED_SPKI_FILE` names.
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        if world.compose.is_some() {
+            args.push("--host-resolver-rules=MAP localhost 127.0.0.1, MAP *.localhost 127.0.0.1, MAP * ~NOTFOUND, EXCLUDE 127.0.0.1".into());
+            let spki = std::env::var_os("E2E_TRUSTED_SPKI_FILE")
+                .and_then(|f| std::fs::read_to_string(f).ok());
+            if let Some(spki) = spki.map(|s| s.trim().to_owned()) {
+                args.push(format!("--ignore-certificate-errors-spki-list={spki}"));
+            }
+        } else {
+            args.push("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1".into());
+        }
         let mut caps = serde_json::Map::new();
         caps.insert("browserName".into(), json!("chrome"));
         caps.insert(

@@ -3,6 +3,7 @@
 //! secrets it saw, checked against every log and the database at its end.
 
 pub mod alice_connects;
+pub mod compose_stack;
 pub mod decline_and_cancel;
 pub mod legacy_client;
 pub mod phishing_link;
@@ -263,7 +264,10 @@ pub async fn consent_page(s: &Scenario<'_>, browser: &Browser) -> anyhow::Result
     );
     ensure!(browser.status().await? == 200, "consent page status");
     let text = browser.text().await?;
-    let host = w.base.trim_start_matches("http://");
+    let host = w
+        .base
+        .trim_start_matches("http://")
+        .trim_start_matches("https://");
     for expected in [
         format!("{host} wants to connect your {PROVIDER_DISPLAY} account"),
         host.to_owned(),
