@@ -48,9 +48,18 @@ pub(super) async fn choose<'s>(
         return Ok(Chosen::Connection(Some(id)));
     }
     let p = need.principal;
-    let accounts = db::connections::accounts(&state.db, &p.issuer, &p.subject, provider.name())
-        .await
-        .map_err(internal)?;
+    // On every call, so on the per-thread connections and within the
+    // database deadline like the other steps of a tool call.
+    let limit = state.settings.database.deadline();
+    let accounts = db::faults::deadline(limit, async {
+        let mut conn = state.hot_db.acquire().await?;
+        let found =
+            db::connections::accounts(&mut *conn, &p.issuer, &p.subject, provider.name()).await;
+        conn.finish(&found);
+        found
+    })
+    .await
+    .map_err(internal)?;
     let answer = round.and_then(|_| answer(need.input_responses, &input_key(provider.name())));
     let named = match (need.account, &answer) {
         (Some(name), _) => Some(name.to_owned()),

@@ -24,7 +24,10 @@ pub async fn with_user(
         .extensions()
         .get::<ShownError>()
         .cloned();
-    let Some(shown) = shown.filter(|_| has_cookie) else {
+    // A 503 says the database is unavailable: looking up the session would
+    // only wait for it a second time.
+    let unavailable = response.status() == actix_web::http::StatusCode::SERVICE_UNAVAILABLE;
+    let Some(shown) = shown.filter(|_| has_cookie && !unavailable) else {
         return Ok(response.map_into_left_body());
     };
     let user = MaybeUser::extract(response.request()).await;
@@ -32,7 +35,13 @@ pub async fn with_user(
         // Signed out, or the session cannot be read now: the page as it was.
         return Ok(response.map_into_left_body());
     };
-    let (request, _) = response.into_parts();
-    let page = shown.render(Some(user.display_name));
+    let (request, old) = response.into_parts();
+    let mut page = shown.render(Some(user.display_name));
+    // The page changes, not what it says to the client: keep `Retry-After`
+    // and the like.
+    if let Some(retry_after) = old.headers().get(actix_web::http::header::RETRY_AFTER) {
+        page.headers_mut()
+            .insert(actix_web::http::header::RETRY_AFTER, retry_after.clone());
+    }
     Ok(ServiceResponse::new(request, page).map_into_right_body())
 }

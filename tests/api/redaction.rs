@@ -29,7 +29,10 @@ async fn echoed_secrets_are_redacted_in_every_form_json_and_text() {
             )
             .await;
         assert_eq!(fake.calls().api, before + 1, "{body}");
-        assert_eq!(body["result"]["structuredContent"]["status"], 200, "{body}");
+        assert_eq!(
+            body["result"]["structuredContent"]["http_status"], 200,
+            "{body}"
+        );
         let shown = body.to_string();
         assert!(shown.contains("[redacted]"), "{shown}");
         for secret in &secrets {

@@ -17,7 +17,9 @@ pub use postgres::OwnPostgres;
 
 use crate::helpers::{TestApp, spawn_app_on};
 
-/// Stores a demo connection for `subject`, as the OAuth callback would.
+/// Stores a demo connection for `subject`, as the OAuth callback would. Its
+/// token is not one the demo provider knows: the tests call `connect`, which
+/// answers from the stored connection without asking the provider.
 pub async fn connect(app: &TestApp, subject: &str) {
     let tokens = TokenSet {
         access_token: SecretString::from(format!("{subject}-access")),
@@ -51,7 +53,7 @@ async fn a_frozen_database_gets_retryable_answers_within_deadlines() {
     let app = spawn_app_on(&pg.url(), |_| {}).await;
     connect(&app, "alice").await;
     let (status, body) = app
-        .call_tool("alice", "whoami", json!({"provider": "demo"}))
+        .call_tool("alice", "connect", json!({"provider": "demo"}))
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"]["resultType"], "complete", "{body}");
@@ -74,7 +76,7 @@ async fn a_frozen_database_gets_retryable_answers_within_deadlines() {
     let started = Instant::now();
     let body = crate::helpers::request(
         "tools/call",
-        json!({"name": "whoami", "arguments": {"provider": "demo"}}),
+        json!({"name": "connect", "arguments": {"provider": "demo"}}),
     );
     let answer = app
         .mcp_request(Some(&app.token("alice")), &body)
@@ -109,7 +111,7 @@ async fn a_frozen_database_gets_retryable_answers_within_deadlines() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (status, body) = app
-            .call_tool("alice", "whoami", json!({"provider": "demo"}))
+            .call_tool("alice", "connect", json!({"provider": "demo"}))
             .await;
         if status == 200 && body["result"]["resultType"] == "complete" {
             break;
@@ -127,7 +129,7 @@ async fn a_stopped_database_answers_mcp_with_503_not_an_internal_error() {
     pg.down();
     let body = crate::helpers::request(
         "tools/call",
-        json!({"name": "whoami", "arguments": {"provider": "demo"}}),
+        json!({"name": "connect", "arguments": {"provider": "demo"}}),
     );
     let started = Instant::now();
     let answer = app
@@ -144,7 +146,7 @@ async fn a_stopped_database_answers_mcp_with_503_not_an_internal_error() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (status, body) = app
-            .call_tool("alice", "whoami", json!({"provider": "demo"}))
+            .call_tool("alice", "connect", json!({"provider": "demo"}))
             .await;
         if status == 200 && body["result"]["resultType"] == "complete" {
             break;
