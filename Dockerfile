@@ -22,6 +22,7 @@ RUN mkdir -p src tests/e2e bench/src/bare \
         target/release/deps/libmcp_connect-* target/release/mcp-connect*
 COPY src ./src
 COPY migrations ./migrations
+COPY catalog ./catalog
 COPY templates ./templates
 COPY static ./static
 RUN cargo build --release --locked --bin mcp-connect

@@ -165,7 +165,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Purge => {
             let state = offline_state(cli.config.as_deref()).await?;
-            match mcp_connect::sweeper::sweep_once(&state.db, &state.settings).await? {
+            match mcp_connect::sweeper::sweep_once(&state.db, state.settings.audit.retention())
+                .await?
+            {
                 Some(n) => println!("deleted {n} expired row(s)"),
                 None => println!("another instance is sweeping right now; nothing done"),
             }

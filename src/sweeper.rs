@@ -28,9 +28,13 @@ const AUDIT_BATCH: i64 = 1000;
 /// Batches per sweep; a backlog goes over several sweeps.
 const AUDIT_BATCHES: usize = 500;
 
-/// Runs one sweep if no other instance is sweeping. Returns the number of
-/// rows deleted, or `None` when another instance held the lock.
-pub async fn sweep_once(pool: &PgPool, settings: &Settings) -> Result<Option<u64>, sqlx::Error> {
+/// Runs one sweep if no other instance is sweeping; audit rows older than
+/// `audit_retention` go too. Returns the number of rows deleted, or `None`
+/// when another instance held the lock.
+pub async fn sweep_once(
+    pool: &PgPool,
+    audit_retention: chrono::Duration,
+) -> Result<Option<u64>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
         .bind(LOCK_KEY)
@@ -44,7 +48,7 @@ pub async fn sweep_once(pool: &PgPool, settings: &Settings) -> Result<Option<u64
         deleted += expiry::delete(&mut *tx, what, GRACE).await?;
     }
     tx.commit().await?;
-    deleted += sweep_audit(pool, settings.audit.retention()).await?;
+    deleted += sweep_audit(pool, audit_retention).await?;
     Ok(Some(deleted))
 }
 
@@ -70,7 +74,7 @@ pub fn start(pool: PgPool, settings: Arc<Settings>, every: Duration, stop: Cance
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(every) => {}
             }
-            match sweep_once(&pool, &settings).await {
+            match sweep_once(&pool, settings.audit.retention()).await {
                 Ok(Some(n)) if n > 0 => {
                     tracing::info!(
                         deleted = n,

@@ -295,7 +295,7 @@ async fn expired_login_flows_are_swept_without_grace() {
     .execute(&app.db)
     .await
     .unwrap();
-    mcp_connect::sweeper::sweep_once(&app.db, &app.state.settings)
+    mcp_connect::sweeper::sweep_once(&app.db, app.state.settings.audit.retention())
         .await
         .unwrap();
     assert_eq!(
