@@ -15,6 +15,7 @@ use super::{
     identity::SLACK_TOKEN_ERRORS,
     redact::Redactor,
 };
+use crate::metrics::Call;
 
 impl Provider {
     /// Calls the provider's API as the user. Refuses, before sending, a path
@@ -45,7 +46,7 @@ impl Provider {
         if let Some(body) = &req.body {
             request = request.json(body);
         }
-        let mut response = request.send().await.map_err(ProviderError::http)?;
+        let (mut response, mut timer) = self.send(Call::Api, request).await?;
         // The client we are given must not follow redirects; if one did,
         // the answer came from somewhere we did not vet.
         if response.url() != &url {
@@ -58,6 +59,7 @@ impl Provider {
         tracing::info!(provider = %self.name, %method, status, "api request");
 
         if response.status().is_redirection() {
+            timer.finish();
             return Ok(ApiResponse {
                 status,
                 content_type,
@@ -66,7 +68,8 @@ impl Provider {
                 token_rejected: false,
             });
         }
-        let read = read_bounded(&mut response, self.max_response_bytes).await?;
+        let read = read_bounded(&mut response, self.max_response_bytes, &mut timer).await?;
+        timer.finish();
         let length = read.bytes.len();
         let text = match String::from_utf8(read.bytes) {
             Ok(text) => Some(text),

@@ -17,7 +17,10 @@ use super::{
     scopes::ScopeRules,
     shipped, template,
 };
-use crate::config::{ProviderSettings, Settings};
+use crate::{
+    config::{ProviderSettings, Settings},
+    metrics::ProviderCalls,
+};
 
 /// Largest API response passed back unless configured.
 const DEFAULT_MAX_RESPONSE_BYTES: usize = 1024 * 1024;
@@ -57,6 +60,14 @@ impl ProviderCatalog {
     /// Provider names, sorted.
     pub fn names(&self) -> Vec<&str> {
         self.providers.keys().map(String::as_str).collect()
+    }
+
+    /// Each provider's name and outbound call counters, sorted by name:
+    /// what `/metrics` reports of them.
+    pub fn call_metrics(&self) -> impl Iterator<Item = (&str, &ProviderCalls)> + Clone {
+        self.providers
+            .iter()
+            .map(|(name, provider)| (name.as_str(), &provider.calls))
     }
 }
 
@@ -306,6 +317,7 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
             implied_by: e.scope_implied_by.clone().unwrap_or_default(),
             descriptions: e.scope_descriptions.clone().unwrap_or_default(),
         },
+        calls: ProviderCalls::default(),
     })
 }
 

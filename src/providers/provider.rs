@@ -11,6 +11,7 @@ use super::{
     entry::{AccountIdFrom, CredentialKind, ParamSpec},
     scopes::ScopeRules,
 };
+use crate::metrics::ProviderCalls;
 
 /// A provider users can connect, fully resolved from its catalog entry and
 /// the operator's settings.
@@ -54,6 +55,9 @@ pub struct Provider {
     pub(super) param_specs: BTreeMap<String, ParamSpec>,
     /// Built-in values and the operator's defaults.
     pub(super) fixed_values: BTreeMap<String, String>,
+    /// Every call sent to this provider, for `/metrics`; made with it at
+    /// start-up, so its name is the only provider label there is.
+    pub(super) calls: ProviderCalls,
 }
 
 /// The entry's endpoints before parameters are filled in.

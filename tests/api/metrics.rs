@@ -1,7 +1,9 @@
 //! `/metrics`: who may read it, that it is the Prometheus text format, that
 //! MCP requests and the connect flow move its counters — and that nothing a
 //! client chose or is (a made-up method, a subject, a client id, a ticket)
-//! ends up in it.
+//! ends up in it. Outbound provider calls: `providers`.
+
+mod providers;
 
 use std::time::Duration;
 
@@ -324,6 +326,10 @@ async fn nothing_a_client_chose_or_is_appears_in_the_metrics() {
                 "tool" => mcp_connect::metrics::labels::TOOL_LABELS.contains(&value.as_str()),
                 "ended" => mcp_connect::metrics::labels::ENDED_LABELS.contains(&value.as_str()),
                 "result" => ["ok", "needs_reauth", "error"].contains(&value.as_str()),
+                // The configured provider's name, never one the client sent.
+                "provider" => value == "demo",
+                "call" => mcp_connect::metrics::CALL_LABELS.contains(&value.as_str()),
+                "outcome" => mcp_connect::metrics::OUTCOME_LABELS.contains(&value.as_str()),
                 "le" => value == "+Inf" || value.parse::<f64>().is_ok(),
                 "version" => value == env!("CARGO_PKG_VERSION"),
                 // A route pattern of the application's, never a raw path.

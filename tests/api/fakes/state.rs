@@ -100,6 +100,9 @@ struct Refresh {
 
 pub(super) struct Memory {
     pub deny_next: bool,
+    /// Every request is answered with this status, as by a provider that
+    /// is down behind its load balancer.
+    pub fail_with: Option<u16>,
     pub account: Account,
     /// Lifetime of new access tokens; `None` for tokens that never expire.
     pub access_ttl: Option<Duration>,
@@ -127,6 +130,7 @@ impl Shared {
             calls: Counters::default(),
             memory: Mutex::new(Memory {
                 deny_next: false,
+                fail_with: None,
                 account,
                 access_ttl,
                 last_authorize: None,
