@@ -97,7 +97,6 @@ web_client_id = "$E2E_WEB_CLIENT_ID"
 scopes_supported = ["mcp:tools"]
 
 [providers.$p]
-preset = "generic"
 display_name = "$E2E_PROVIDER_DISPLAY"
 client_id = "$E2E_TP_CLIENT_ID"
 authorize_url = "$E2E_TP_ISSUER/auth"

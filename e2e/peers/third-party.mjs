@@ -1,7 +1,7 @@
 // The third-party provider of the end-to-end suite, in two parts:
 //
 // 1. An OAuth 2.0 / OpenID Connect authorization server (oidc-provider) with
-//    what mcp-connect's `generic` preset meets at real providers: opaque
+//    what an operator's own catalog entry in mcp-connect meets at real providers: opaque
 //    access tokens, refresh tokens, client_secret_post at the token
 //    endpoint, PKCE, an `iss` on every authorization response (RFC 9207),
 //    RFC 7009 revocation and a userinfo endpoint; access tokens live 4 s.

@@ -272,7 +272,6 @@ impl World {
             .env("MCP_CONNECT_AUTH__WEB_CLIENT_ID", WEB_CLIENT_ID)
             .env("MCP_CONNECT_AUTH__WEB_CLIENT_SECRET", web_secret)
             .env("MCP_CONNECT_AUTH__SCOPES_SUPPORTED", "mcp:tools")
-            .env(p("PRESET"), "generic")
             .env(p("DISPLAY_NAME"), PROVIDER_DISPLAY)
             .env(p("AUTHORIZE_URL"), format!("{tp}/auth"))
             .env(p("TOKEN_URL"), format!("{tp}/token"))
