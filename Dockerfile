@@ -1,19 +1,34 @@
+# The base images are build arguments so that a machine that cannot pull
+# them can pass local ones (scripts/docker-setup.sh); the defaults are the
+# official images.
+ARG RUST_IMAGE=rust:1.95-slim-bookworm
+ARG RUNTIME_IMAGE=debian:bookworm-slim
+
 # Build stage: the release binary.
-FROM rust:1.95-slim-bookworm AS build
+FROM ${RUST_IMAGE} AS build
 WORKDIR /src
-RUN apt-get update && apt-get install -y --no-install-recommends cmake clang pkg-config \
+RUN apt-get update && apt-get install -y --no-install-recommends cmake pkg-config \
     && rm -rf /var/lib/apt/lists/*
+# Dependencies first, in a layer of their own: built against empty targets,
+# so a change to the sources reuses this layer instead of recompiling every
+# dependency. The workspace's other members only need to parse.
 COPY Cargo.toml Cargo.lock ./
+COPY bench/Cargo.toml ./bench/
+RUN mkdir -p src tests/e2e bench/src/bare \
+    && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+    && for f in tests/e2e/main.rs bench/src/main.rs bench/src/bare/main.rs; do echo 'fn main() {}' > "$f"; done \
+    && cargo build --release --locked --bin mcp-connect \
+    && rm -rf src target/release/.fingerprint/mcp-connect-* target/release/deps/mcp_connect-* \
+        target/release/deps/libmcp_connect-* target/release/mcp-connect*
 COPY src ./src
 COPY migrations ./migrations
+COPY catalog ./catalog
 COPY templates ./templates
 COPY static ./static
-# A workspace member: cargo needs its manifest even to build the service.
-COPY bench ./bench
 RUN cargo build --release --locked --bin mcp-connect
 
 # Runtime stage: a slim image, a non-root user, only the binary.
-FROM debian:bookworm-slim
+FROM ${RUNTIME_IMAGE}
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --no-create-home mcp
@@ -21,5 +36,8 @@ COPY --from=build /src/target/release/mcp-connect /usr/local/bin/mcp-connect
 USER 10001
 ENV MCP_CONNECT_BIND=0.0.0.0:8080
 EXPOSE 8080
+# Needs nothing outside the image: the binary asks its own /readyz.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["mcp-connect", "health", "--url", "http://127.0.0.1:8080/readyz"]
 ENTRYPOINT ["mcp-connect"]
 CMD ["serve"]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Validates docker-compose.yml without a Docker engine: against the Compose
 # specification's JSON schema, and with docker-compose 1.29's own parser.
+# (scripts/compose-smoke.sh runs the stack for real.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=target/tools-venv
@@ -20,8 +21,10 @@ if command -v docker-compose >/dev/null; then
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   cp docker-compose.yml .env.example "$tmp/"
-  mkdir -p "$tmp/secrets"
-  for f in postgres_password database_url mcp_connect_keys metrics_token; do echo placeholder > "$tmp/secrets/$f"; done
+  cp -r deploy "$tmp/"
+  cp deploy/mcp-connect.example.toml "$tmp/deploy/mcp-connect.toml"
+  mkdir -p "$tmp/secrets/providers"
+  for f in postgres_password database_url keys metrics_token web_client_secret; do echo placeholder > "$tmp/secrets/$f"; done
   (cd "$tmp" && cp .env.example .env && docker-compose config -q)
   echo "docker-compose config: ok"
 fi

@@ -40,6 +40,17 @@ enum Command {
         #[command(subcommand)]
         command: TokensCommand,
     },
+    /// Ask a running instance whether it is ready: exits 0 when `--url`
+    /// answers 2xx, 1 otherwise. For container health checks (the image has
+    /// no other HTTP client).
+    Health {
+        /// The URL to ask.
+        #[arg(long, default_value = "http://127.0.0.1:8080/readyz")]
+        url: String,
+        /// Seconds to wait for the answer.
+        #[arg(long, default_value_t = 5)]
+        timeout: u64,
+    },
     /// Delete expired tickets, OAuth flows and sessions, and audit rows past
     /// `audit.retention_days`, now (the service
     /// also does this in the background).
@@ -108,12 +119,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{entry}");
             Ok(())
         }
+        Command::Health { url, timeout } => {
+            let status =
+                mcp_connect::healthcheck::probe(&url, std::time::Duration::from_secs(timeout))
+                    .await?;
+            println!("{url}: {status}");
+            Ok(())
+        }
         Command::Dev(args) => mcp_connect::dev::run(args).await,
         Command::Migrate => {
             let settings = Settings::load(cli.config.as_deref())?;
             telemetry::init(settings.log_format);
             let options = db::connect_options(&settings.database_url)?;
-            db::create_database_if_missing(&options).await?;
+            if settings.database_create_if_missing {
+                db::create_database_if_missing(&options).await?;
+            }
             let pool = db::pool(options, 2);
             db::migrate(&pool).await?;
             tracing::info!("migrations applied");
@@ -146,7 +166,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Purge => {
             let state = offline_state(cli.config.as_deref()).await?;
-            match mcp_connect::sweeper::sweep_once(&state.db, &state.settings).await? {
+            match mcp_connect::sweeper::sweep_once(&state.db, state.settings.audit.retention())
+                .await?
+            {
                 Some(n) => println!("deleted {n} expired row(s)"),
                 None => println!("another instance is sweeping right now; nothing done"),
             }

@@ -33,6 +33,8 @@ pub enum StartupError {
     Http(#[from] reqwest::Error),
     #[error(transparent)]
     Providers(#[from] ProviderConfigError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }
 
 /// Routes mounted beside the service's own, with their app data.
@@ -86,8 +88,14 @@ impl Application {
         listener: TcpListener,
         extra: Option<ExtraRoutes>,
     ) -> Result<Self, StartupError> {
+        settings.validate_for_serving()?;
         let options = db::connect_options(&settings.database_url)?;
-        db::wait::prepare_database(&options, settings.database.startup_timeout()).await?;
+        db::wait::prepare_database(
+            &options,
+            settings.database.startup_timeout(),
+            settings.database_create_if_missing,
+        )
+        .await?;
         let options = db::faults::with_timeouts(options, &settings.database);
         let (pooled, _) = db::split_connections(settings.database_max_connections);
         let pool = db::pool_with(options, pooled, settings.database.connect_timeout());
@@ -191,8 +199,13 @@ fn serve(
     let data = web::Data::new(state);
     let server = HttpServer::new(move || {
         let app = App::new()
-            .wrap(pages::headers::security_headers())
-            .wrap(tracing_actix_web_lite())
+            .wrap(actix_web::middleware::from_fn(
+                pages::error_pages::with_user,
+            ))
+            .wrap(pages::headers::security_headers(&data.settings))
+            .wrap(actix_web::middleware::from_fn(
+                crate::web::access_log::access_log,
+            ))
             .app_data(data.clone())
             .app_data(settings.clone())
             .app_data(mcp.clone())
@@ -211,14 +224,4 @@ fn serve(
     .disable_signals()
     .run();
     Ok(server)
-}
-
-/// Request logging without query strings: `/connect?ticket=…` and OAuth
-/// callbacks carry one-time secrets in the query, which must never be logged.
-/// `/mcp` writes its own line, with the caller and the JSON-RPC method
-/// (`mcp::access_log`).
-fn tracing_actix_web_lite() -> actix_web::middleware::Logger {
-    actix_web::middleware::Logger::new(r#"%a "%{METHOD}xi %U" %s %b %Dms"#)
-        .custom_request_replace("METHOD", |req| req.method().to_string())
-        .exclude("/mcp")
 }

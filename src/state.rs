@@ -42,9 +42,18 @@ impl AppState {
 /// The identity provider's metadata as last discovered for starting a web
 /// sign-in, and when. Failures are not kept: the next visitor tries again.
 #[derive(Default)]
-pub struct SignInMetadata(tokio::sync::Mutex<Option<(std::time::Instant, CoreProviderMetadata)>>);
+pub struct SignInMetadata {
+    kept: tokio::sync::Mutex<Option<(std::time::Instant, CoreProviderMetadata)>>,
+    /// Discovered at least once since start-up.
+    reached: std::sync::atomic::AtomicBool,
+}
 
 impl SignInMetadata {
+    /// Whether a discovery succeeded once since start-up.
+    pub fn was_reached(&self) -> bool {
+        self.reached.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The kept metadata while younger than `ttl`, else what `discover`
     /// finds (kept for next time). The lock is held across the discovery:
     /// a burst of visitors waits for one.
@@ -56,13 +65,15 @@ impl SignInMetadata {
     where
         F: Future<Output = Result<CoreProviderMetadata, E>>,
     {
-        let mut kept = self.0.lock().await;
+        let mut kept = self.kept.lock().await;
         if let Some((at, metadata)) = kept.as_ref()
             && at.elapsed() < ttl
         {
             return Ok(metadata.clone());
         }
         let metadata = discover.await?;
+        self.reached
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         *kept = Some((std::time::Instant::now(), metadata.clone()));
         Ok(metadata)
     }

@@ -11,7 +11,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    config::{AuditSettings, Settings},
+    config::Settings,
     db::{
         audit,
         expiry::{self, Expiring},
@@ -28,17 +28,12 @@ const AUDIT_BATCH: i64 = 1000;
 /// Batches per sweep; a backlog goes over several sweeps.
 const AUDIT_BATCHES: usize = 500;
 
-/// Runs one sweep if no other instance is sweeping. Returns the number of
-/// rows deleted, or `None` when another instance held the lock.
-pub async fn sweep_once(pool: &PgPool, settings: &Settings) -> Result<Option<u64>, sqlx::Error> {
-    sweep_once_with(pool, &settings.audit).await
-}
-
-/// [`sweep_once`] for a caller that has the audit settings only (the
-/// benchmark sweeps the database of a server it runs).
-pub async fn sweep_once_with(
+/// Runs one sweep if no other instance is sweeping; audit rows older than
+/// `audit_retention` go too. Returns the number of rows deleted, or `None`
+/// when another instance held the lock.
+pub async fn sweep_once(
     pool: &PgPool,
-    audit: &AuditSettings,
+    audit_retention: chrono::Duration,
 ) -> Result<Option<u64>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
@@ -53,7 +48,7 @@ pub async fn sweep_once_with(
         deleted += expiry::delete(&mut *tx, what, GRACE).await?;
     }
     tx.commit().await?;
-    deleted += sweep_audit(pool, audit.retention()).await?;
+    deleted += sweep_audit(pool, audit_retention).await?;
     Ok(Some(deleted))
 }
 
@@ -79,7 +74,7 @@ pub fn start(pool: PgPool, settings: Arc<Settings>, every: Duration, stop: Cance
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(every) => {}
             }
-            match sweep_once(&pool, &settings).await {
+            match sweep_once(&pool, settings.audit.retention()).await {
                 Ok(Some(n)) if n > 0 => {
                     tracing::info!(
                         deleted = n,

@@ -56,6 +56,52 @@ pub fn init_for_serving(format: LogFormat) -> LogGuard {
     }
 }
 
+/// How the `pretty` format writes an event's message and fields: like the
+/// default, but with every control character (newline, carriage return,
+/// ANSI escape…) and Unicode line or direction mark escaped, so a string a
+/// client sent (a path, an OAuth `error`) cannot forge a line or repaint a
+/// terminal. The JSON format escapes them already.
+pub fn pretty_fields()
+-> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + Send + Sync + 'static {
+    tracing_subscriber::fmt::format::debug_fn(|writer, field, value| {
+        let name = field.name();
+        // What the `log` bridge adds; the formatter shows it already.
+        if name.starts_with("log.") {
+            return Ok(());
+        }
+        let raw = format!("{value:?}");
+        let text = escape_controls(&raw);
+        if name == "message" {
+            write!(writer, "{text}")
+        } else {
+            write!(writer, " {}={text}", name.trim_start_matches("r#"))
+        }
+    })
+}
+
+/// `text` with control characters and invisible line or direction marks
+/// written as escapes.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if unsafe_char(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 fn install<W>(format: LogFormat, writer: W)
 where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
@@ -68,6 +114,20 @@ where
     // A second init (tests that start several apps) is not an error.
     let _ = match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        LogFormat::Pretty => builder.compact().try_init(),
+        LogFormat::Pretty => builder.compact().fmt_fields(pretty_fields()).try_init(),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape_controls;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(escape_controls("plain text"), "plain text");
+        assert_eq!(
+            escape_controls("x\nINFO forged\u{1b}[31m\r\u{2028}"),
+            "x\\nINFO forged\\u{1b}[31m\\r\\u{2028}"
+        );
+    }
 }

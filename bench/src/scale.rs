@@ -262,8 +262,11 @@ async fn sweep(
     let pool = mcp_connect::db::pool(connect, 1);
     let sweeper = tokio::spawn(async move {
         let started = Instant::now();
-        let audit = mcp_connect::config::AuditSettings::default();
-        let swept = mcp_connect::sweeper::sweep_once_with(&pool, &audit).await;
+        let swept = mcp_connect::sweeper::sweep_once(
+            &pool,
+            mcp_connect::config::AuditSettings::default().retention(),
+        )
+        .await;
         pool.close().await;
         (started.elapsed().as_secs_f64(), swept)
     });

@@ -11,7 +11,7 @@
 //                       redirect; the suite drives its sign-in over HTTP
 //
 // Environment: E2E_AS_PORT, E2E_MCP_PUBLIC_URL, E2E_WEB_CLIENT_ID,
-// E2E_WEB_CLIENT_SECRET. Prints "ready <issuer>" when listening.
+// E2E_WEB_CLIENT_SECRET; optional E2E_BIND, E2E_AS_ISSUER. Prints "ready <issuer>" when listening.
 
 import Provider, { errors } from 'oidc-provider';
 
@@ -20,7 +20,10 @@ import {
 } from './common.mjs';
 
 const port = Number(env('E2E_AS_PORT'));
-const issuer = `http://127.0.0.1:${port}`;
+// Behind a TLS proxy (the compose smoke test) the issuer is the proxy's
+// https address and the peer listens where the proxy can reach it.
+const bind = process.env.E2E_BIND ?? '127.0.0.1';
+const issuer = process.env.E2E_AS_ISSUER ?? `http://127.0.0.1:${port}`;
 const publicUrl = env('E2E_MCP_PUBLIC_URL').replace(/\/$/, '');
 const mcpResource = `${publicUrl}/mcp`;
 const webClientId = env('E2E_WEB_CLIENT_ID');
@@ -88,8 +91,10 @@ const provider = new Provider(issuer, {
   },
 });
 
+// Trust the proxy's X-Forwarded-Proto/Host for the URLs it builds.
+provider.proxy = issuer.startsWith('https:');
 logRequests(provider, 'as');
 recordIssued(provider);
 exitWithParent();
 
-provider.listen(port, '127.0.0.1', () => console.log(`ready ${issuer}`));
+provider.listen(port, bind, () => console.log(`ready ${issuer}`));

@@ -1,7 +1,7 @@
 // The third-party provider of the end-to-end suite, in two parts:
 //
 // 1. An OAuth 2.0 / OpenID Connect authorization server (oidc-provider) with
-//    what mcp-connect's `generic` preset meets at real providers: opaque
+//    what an operator's own catalog entry in mcp-connect meets at real providers: opaque
 //    access tokens, refresh tokens, client_secret_post at the token
 //    endpoint, PKCE, an `iss` on every authorization response (RFC 9207),
 //    RFC 7009 revocation and a userinfo endpoint; access tokens live 4 s.
@@ -14,7 +14,8 @@
 // credentials, for introspection only).
 //
 // Environment: E2E_TP_PORT, E2E_API_PORT, E2E_MCP_PUBLIC_URL,
-// E2E_TP_CLIENT_ID, E2E_TP_CLIENT_SECRET. Prints "ready <issuer> <api>".
+// E2E_TP_CLIENT_ID, E2E_TP_CLIENT_SECRET; optional E2E_BIND, E2E_TP_ISSUER,
+// E2E_API_BASE. Prints "ready <issuer> <api>".
 
 import { createServer } from 'node:http';
 import { randomBytes } from 'node:crypto';
@@ -27,8 +28,11 @@ import {
 
 const port = Number(env('E2E_TP_PORT'));
 const apiPort = Number(env('E2E_API_PORT'));
-const issuer = `http://127.0.0.1:${port}`;
-const apiBase = `http://127.0.0.1:${apiPort}/api/`;
+// Behind a TLS proxy (the compose smoke test) the public addresses are the
+// proxy's and the peer listens where the proxy can reach it.
+const bind = process.env.E2E_BIND ?? '127.0.0.1';
+const issuer = process.env.E2E_TP_ISSUER ?? `http://127.0.0.1:${port}`;
+const apiBase = process.env.E2E_API_BASE ?? `http://127.0.0.1:${apiPort}/api/`;
 const publicUrl = env('E2E_MCP_PUBLIC_URL').replace(/\/$/, '');
 const apiClient = { id: 'tp-api', secret: randomBytes(24).toString('base64url') };
 
@@ -91,13 +95,15 @@ const provider = new Provider(issuer, {
   },
 });
 
+provider.proxy = issuer.startsWith('https:');
 logRequests(provider, 'tp');
 recordIssued(provider);
 exitWithParent();
 
 /** Asks the authorization server whether `token` is active. */
 async function introspect(token) {
-  const response = await fetch(`${issuer}/token/introspection`, {
+  // Directly, not through the proxy: the same process's other listener.
+  const response = await fetch(`http://${bind}:${port}/token/introspection`, {
     method: 'POST',
     headers: {
       'content-type': 'application/x-www-form-urlencoded',
@@ -136,6 +142,6 @@ const api = createServer(async (req, res) => {
   return send(res, 404, { error: 'not_found' });
 });
 
-provider.listen(port, '127.0.0.1', () => {
-  api.listen(apiPort, '127.0.0.1', () => console.log(`ready ${issuer} ${apiBase}`));
+provider.listen(port, bind, () => {
+  api.listen(apiPort, bind, () => console.log(`ready ${issuer} ${apiBase}`));
 });

@@ -8,6 +8,9 @@ use super::LogFormat;
 pub fn bind() -> SocketAddr {
     SocketAddr::from(([0, 0, 0, 0], 8080))
 }
+pub fn yes() -> bool {
+    true
+}
 pub fn db_max_connections() -> u32 {
     20
 }
@@ -52,4 +55,13 @@ pub fn startup_timeout_secs() -> u64 {
 }
 pub fn audit_retention_days() -> u32 {
     90
+}
+
+/// One year: what HSTS preload lists ask for.
+pub fn hsts_max_age_secs() -> u64 {
+    365 * 24 * 3600
+}
+
+pub fn body_read_timeout_secs() -> u64 {
+    15
 }

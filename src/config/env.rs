@@ -32,11 +32,11 @@ pub(super) fn env_entries(
         }
         let (rest, value) = match rest.strip_suffix("_FILE") {
             Some(rest) => {
-                let text = std::fs::read_to_string(&value).map_err(|source| {
+                let text = std::fs::read_to_string(&value).map_err(|error| {
                     ConfigError::ReadSecretFile {
                         var: var.clone(),
                         path: value.clone(),
-                        source,
+                        error,
                     }
                 })?;
                 (rest, text.trim_end_matches(['\n', '\r']).to_owned())

@@ -25,6 +25,8 @@ mod settings;
 mod sources;
 mod tables;
 mod validate;
+#[cfg(test)]
+mod validate_tests;
 
 #[cfg(test)]
 mod test_support;

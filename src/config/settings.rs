@@ -38,6 +38,12 @@ pub struct Settings {
     /// How long audit rows are kept.
     #[serde(default)]
     pub audit: super::AuditSettings,
+    /// Whether start-up creates the database when it does not exist, through
+    /// the server's `postgres` maintenance database. Managed Postgres and
+    /// PgBouncer often forbid that connection: set `false` there and create
+    /// the database beforehand.
+    #[serde(default = "defaults::yes", deserialize_with = "lenient::boolean")]
+    pub database_create_if_missing: bool,
     /// AES-256-GCM keys as `kid:base64` entries; the first seals, all open.
     #[serde(deserialize_with = "lenient::secret_list")]
     pub keys: Vec<SecretString>,
@@ -55,6 +61,13 @@ pub struct Settings {
         deserialize_with = "lenient::number"
     )]
     pub max_body_bytes: usize,
+    /// How long a request body (on `/mcp` and web forms) may take to
+    /// arrive, in seconds; slower ones get 408.
+    #[serde(
+        default = "defaults::body_read_timeout_secs",
+        deserialize_with = "lenient::number"
+    )]
+    pub body_read_timeout_secs: u64,
     /// `json` (one object per line) or `pretty`.
     #[serde(default = "defaults::log_format")]
     pub log_format: LogFormat,
@@ -102,6 +115,11 @@ pub enum LogFormat {
 }
 
 impl Settings {
+    /// See `body_read_timeout_secs`.
+    pub fn body_read_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.body_read_timeout_secs)
+    }
+
     /// The base URL without a trailing slash, for joining paths.
     pub fn base_url(&self) -> String {
         self.public_url.as_str().trim_end_matches('/').to_owned()

@@ -35,9 +35,9 @@ impl Settings {
     ) -> Result<Self, ConfigError> {
         let mut table = base;
         if let Some(path) = file {
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ReadFile {
+            let text = std::fs::read_to_string(path).map_err(|error| ConfigError::ReadFile {
                 path: path.display().to_string(),
-                source,
+                error,
             })?;
             let file_table: toml::Table =
                 text.parse()
@@ -54,11 +54,39 @@ impl Settings {
         table
             .entry("auth")
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let missing = missing_required(&table);
+        if missing.len() > 1 {
+            return Err(ConfigError::MissingSeveral {
+                list: missing
+                    .iter()
+                    .map(|key| format!("`{key}` ({})", env_name(key)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
         let mut settings: Settings = deserialize(table)?;
         settings.validate()?;
         settings.mcp_resource = settings.mcp_resource();
         Ok(settings)
     }
+}
+
+/// The settings without a default. Checked together before deserializing,
+/// which stops at the first, so that an operator learns them all at once.
+const REQUIRED: [&str; 4] = ["public_url", "database_url", "keys", "auth.issuer"];
+
+fn missing_required(table: &toml::Table) -> Vec<&'static str> {
+    REQUIRED
+        .into_iter()
+        .filter(|key| {
+            let mut parts = key.split('.');
+            let first = parts.next().and_then(|k| table.get(k));
+            parts
+                .try_fold(first, |v, k| Some(v?.as_table()?.get(k)))
+                .flatten()
+                .is_none()
+        })
+        .collect()
 }
 
 fn insert_path(table: &mut toml::Table, path: &[String], value: toml::Value) {
@@ -116,8 +144,12 @@ fn deserialize(table: toml::Table) -> Result<Settings, ConfigError> {
             .strip_prefix("unknown field `")
             .and_then(|s| s.split('`').next())
         {
+            // Unlike a missing one, an unknown field is already the last
+            // element of serde's path.
             let key = if key == "." {
                 field.to_owned()
+            } else if key == field || key.ends_with(&format!(".{field}")) {
+                key
             } else {
                 format!("{key}.{field}")
             };
@@ -138,6 +170,28 @@ mod tests {
     use secrecy::ExposeSecret;
 
     use super::*;
+
+    #[test]
+    fn every_missing_required_setting_is_named_at_once() {
+        let err = Settings::from_sources(None, Vec::new(), toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        for env in [
+            "MCP_CONNECT_PUBLIC_URL",
+            "MCP_CONNECT_DATABASE_URL",
+            "MCP_CONNECT_KEYS",
+            "MCP_CONNECT_AUTH__ISSUER",
+        ] {
+            assert!(err.contains(env), "{err}");
+        }
+        // With one left, it is named as before.
+        let mut vars = crate::config::test_support::minimal();
+        vars.retain(|(k, _)| k != "MCP_CONNECT_AUTH__ISSUER");
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`auth.issuer` is required"), "{err}");
+    }
     use crate::config::test_support::minimal;
 
     #[test]

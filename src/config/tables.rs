@@ -21,12 +21,20 @@ pub struct WebSettings {
         deserialize_with = "lenient::number"
     )]
     pub session_ttl_secs: u64,
+    /// `Strict-Transport-Security: max-age` sent when `public_url` is
+    /// https, in seconds; 0 sends none.
+    #[serde(
+        default = "defaults::hsts_max_age_secs",
+        deserialize_with = "lenient::number"
+    )]
+    pub hsts_max_age_secs: u64,
 }
 
 impl Default for WebSettings {
     fn default() -> Self {
         Self {
             session_ttl_secs: defaults::session_ttl_secs(),
+            hsts_max_age_secs: defaults::hsts_max_age_secs(),
         }
     }
 }

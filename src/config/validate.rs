@@ -34,6 +34,37 @@ impl Settings {
                 "must be https (plain http is accepted only on loopback)".into(),
             ));
         }
+        if self.insecure_http && self.public_url.scheme() == "https" {
+            // It would strip `Secure` and `__Host-` from the cookies of an
+            // https site, for nothing.
+            return Err(invalid(
+                "insecure_http",
+                "must be false when public_url is https (it is only for plain http on loopback)"
+                    .into(),
+            ));
+        }
+        check_database_url(self.database_url.expose_secret())
+            .map_err(|m| invalid("database_url", m.into()))?;
+        // Tokens are checked against what these URLs answer: on plain http
+        // anyone on the path could forge every identity.
+        let identity_urls = [
+            ("auth.issuer", Some(&self.auth.issuer)),
+            ("auth.jwks_url", self.auth.jwks_url.as_ref()),
+            (
+                "auth.introspection.url",
+                self.auth.introspection.as_ref().map(|i| &i.url),
+            ),
+        ];
+        for (key, url) in identity_urls {
+            if let Some(url) = url
+                && !(url.scheme() == "https" || (url.scheme() == "http" && is_loopback(url)))
+            {
+                return Err(invalid(
+                    key,
+                    "must be https (plain http is accepted only on loopback)".into(),
+                ));
+            }
+        }
         if self.keys.is_empty() {
             return Err(ConfigError::Missing {
                 key: "keys".into(),
@@ -50,6 +81,12 @@ impl Settings {
                     "must be at least 16 characters of A-Z a-z 0-9 - . _ ~ + / (e.g. `openssl rand -hex 32`)".into(),
                 ));
             }
+        }
+        if !(1..=300).contains(&self.body_read_timeout_secs) {
+            return Err(invalid(
+                "body_read_timeout_secs",
+                "must be between 1 and 300".into(),
+            ));
         }
         if self.max_body_bytes < 1024 {
             return Err(invalid("max_body_bytes", "must be at least 1024".into()));
@@ -104,6 +141,52 @@ impl Settings {
         }
         self.validate_operations()
     }
+}
+
+impl Settings {
+    /// What `serve` (and dev mode) needs beyond a loadable configuration:
+    /// without a provider or a web sign-in client every connect link would
+    /// end on an error page. (`migrate`, `purge`, `tokens rekey` need
+    /// neither.)
+    pub fn validate_for_serving(&self) -> Result<(), ConfigError> {
+        if self.providers.is_empty() {
+            return Err(ConfigError::Invalid {
+                key: "providers".into(),
+                message: "no provider is configured: add at least one [providers.NAME] table \
+                          (or MCP_CONNECT_PROVIDERS__NAME__CLIENT_ID)"
+                    .into(),
+            });
+        }
+        let web_client = self.auth.web_client_id.as_deref().map(str::trim);
+        if web_client.is_none_or(str::is_empty) {
+            return Err(ConfigError::Invalid {
+                key: "auth.web_client_id".into(),
+                message: format!(
+                    "is required to sign people in on the connect pages (set it in the file or as {})",
+                    env_name("auth.web_client_id")
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Only Postgres, and a URL naming both the server and the database: a
+/// bare `host:port` or another scheme would otherwise become a database
+/// named after the port. The URL is a secret: messages never repeat it.
+fn check_database_url(raw: &str) -> Result<(), &'static str> {
+    let url = Url::parse(raw).map_err(|_| "must be a postgres:// URL")?;
+    if !matches!(url.scheme(), "postgres" | "postgresql") {
+        return Err("must be a postgres:// or postgresql:// URL");
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("must name the database server (postgres://HOST/DATABASE)");
+    }
+    let database = url.path().trim_start_matches('/');
+    if database.is_empty() || database.contains('/') {
+        return Err("must name the database (postgres://HOST/DATABASE)");
+    }
+    Ok(())
 }
 
 fn is_loopback(url: &Url) -> bool {

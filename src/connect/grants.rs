@@ -83,9 +83,14 @@ async fn granted(
     connection_id: Uuid,
     client_id: &str,
 ) -> Result<bool, ErrorData> {
-    let mut conn = state.hot_db.acquire().await.map_err(internal)?;
-    let found = db::client_grants::find(&mut *conn, connection_id, client_id).await;
-    conn.finish(&found);
+    let limit = state.settings.database.deadline();
+    let found = db::faults::deadline(limit, async {
+        let mut conn = state.hot_db.acquire().await?;
+        let found = db::client_grants::find(&mut *conn, connection_id, client_id).await;
+        conn.finish(&found);
+        found
+    })
+    .await;
     let Some(grant) = found.map_err(internal)? else {
         return Ok(false);
     };
@@ -93,10 +98,14 @@ async fn granted(
         .last_used_at
         .is_none_or(|at| at < chrono::Utc::now() - chrono::Duration::minutes(1));
     if stale {
-        let mut conn = state.hot_db.acquire().await.map_err(internal)?;
-        let touched = db::client_grants::touch(&mut *conn, connection_id, client_id).await;
-        conn.finish(&touched);
-        touched.map_err(internal)?;
+        db::faults::deadline(limit, async {
+            let mut conn = state.hot_db.acquire().await?;
+            let touched = db::client_grants::touch(&mut *conn, connection_id, client_id).await;
+            conn.finish(&touched);
+            touched
+        })
+        .await
+        .map_err(internal)?;
     }
     Ok(true)
 }

@@ -6,10 +6,32 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::{ConnectionService, grants, vault};
-use crate::db::{self, client_grants::Grant, connections::ConnectionSummary, tickets::Ticket};
+use super::{ConnectedAccount, ConnectionService, grants, vault};
+use crate::db::{
+    self,
+    client_grants::Grant,
+    connections::{ConnectionStatus, ConnectionSummary},
+    tickets::Ticket,
+};
 
 impl ConnectionService {
+    /// The user's (oldest) account at `provider` while it is usable: what a
+    /// reload of the success page shows again.
+    pub async fn active_account(
+        &self,
+        issuer: &str,
+        subject: &str,
+        provider: &str,
+    ) -> Result<Option<ConnectedAccount>, sqlx::Error> {
+        let found = db::connections::find(&self.db, issuer, subject, provider).await?;
+        Ok(found
+            .filter(|c| c.status == ConnectionStatus::Active)
+            .map(|c| ConnectedAccount {
+                account_label: c.account_label,
+                account_id: c.account_id,
+            }))
+    }
+
     /// The user's connection `id`, if it is theirs. Never a token.
     pub async fn connection_of(
         &self,

@@ -34,6 +34,8 @@ const REFRESH_MARGIN: chrono::Duration = chrono::Duration::seconds(60);
 pub struct UsableToken {
     pub connection_id: Uuid,
     pub access_token: SecretString,
+    /// Only to be hidden from what the provider answers.
+    pub refresh_token: Option<SecretString>,
     pub account_id: String,
     pub account_label: String,
     pub scopes: Vec<String>,
@@ -204,6 +206,7 @@ fn usable(state: &ConnectionService, row: &ConnectionRow) -> anyhow::Result<Usab
     Ok(UsableToken {
         connection_id: row.id,
         access_token,
+        refresh_token: open(state, row, Kind::Refresh)?,
         account_id: row.account_id.clone(),
         account_label: row.account_label.clone(),
         scopes: row.scopes.clone(),

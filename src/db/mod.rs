@@ -94,12 +94,14 @@ pub async fn create_database_if_missing(options: &PgConnectOptions) -> Result<()
         let created = sqlx::query(&format!("CREATE DATABASE {quoted}"))
             .execute(&mut conn)
             .await;
-        // Another instance may have created it in the meantime.
+        // Another instance may have created it in the meantime: when it
+        // did so first, 42P04 (duplicate_database); when both were creating
+        // it at once, the catalog's unique index answers 23505.
         if let Err(e) = created {
             let already = e
                 .as_database_error()
                 .and_then(|d| d.code())
-                .is_some_and(|c| c == "42P04");
+                .is_some_and(|c| c == "42P04" || c == "23505");
             if !already {
                 return Err(DbSetupError::Create { name, source: e });
             }

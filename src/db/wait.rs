@@ -11,17 +11,19 @@ use super::{DbSetupError, create_database_if_missing, migrate, pool};
 /// The longest pause between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
-/// Creates the database if missing and applies the migrations, retrying
-/// while the failure is one a waiting can cure, for at most `limit`.
+/// Creates the database if missing (when `create_if_missing`) and applies
+/// the migrations, retrying while the failure is one a waiting can cure, for
+/// at most `limit`.
 pub async fn prepare_database(
     options: &PgConnectOptions,
     limit: Duration,
+    create_if_missing: bool,
 ) -> Result<(), DbSetupError> {
     let started = Instant::now();
     let mut backoff = Duration::from_millis(250);
     let mut attempt: u32 = 1;
     loop {
-        match prepare_once(options).await {
+        match prepare_once(options, create_if_missing).await {
             Ok(()) => return Ok(()),
             Err(e) if is_retryable(&e) && started.elapsed() < limit => {
                 tracing::warn!(
@@ -43,8 +45,13 @@ pub async fn prepare_database(
     }
 }
 
-async fn prepare_once(options: &PgConnectOptions) -> Result<(), DbSetupError> {
-    create_database_if_missing(options).await?;
+async fn prepare_once(
+    options: &PgConnectOptions,
+    create_if_missing: bool,
+) -> Result<(), DbSetupError> {
+    if create_if_missing {
+        create_database_if_missing(options).await?;
+    }
     // Migrations run on a connection of their own, without the statement
     // timeout of the service's connections: a long migration is not a fault.
     let migrations = pool(options.clone(), 1);

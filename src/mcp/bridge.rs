@@ -19,7 +19,12 @@ use futures::StreamExt;
 use http_body_util::{BodyExt, Full};
 use serde_json::json;
 
-use super::{McpEndpoint, access_log::RequestFacts, wire};
+use super::{
+    McpEndpoint,
+    access_log::RequestFacts,
+    envelope::{self, Envelope},
+    wire,
+};
 use crate::{
     auth::{self, AuthError, Principal},
     state::AppState,
@@ -69,33 +74,59 @@ async fn serve(
     {
         return too_large(limit);
     }
-    let mut body = web::BytesMut::new();
-    while let Some(chunk) = payload.next().await {
-        match chunk {
-            Ok(chunk) if body.len() + chunk.len() <= limit => body.extend_from_slice(&chunk),
-            Ok(_) => return too_large(limit),
-            Err(e) => {
-                tracing::info!(error = %e, "mcp: request body could not be read");
+    // A client dripping its body must not hold the socket (and a worker's
+    // attention) for ever.
+    let read = tokio::time::timeout(
+        state.settings.body_read_timeout(),
+        read_body(&mut payload, limit),
+    )
+    .await;
+    let body = match read {
+        Ok(Ok(body)) => body,
+        Ok(Err(response)) => return response,
+        Err(_) => {
+            tracing::info!("mcp: request body not received in time");
+            return jsonrpc_error(
+                StatusCode::REQUEST_TIMEOUT,
+                -32600,
+                "Request body not received in time",
+            );
+        }
+    };
+
+    // JSON-RPC wants a parse error (-32700) for a body that is not JSON;
+    // rmcp answers every undecodable body with 415, and a `tools/call` with
+    // mistyped params with 404 -32601. A syntax-only pass tells them apart
+    // before rmcp sees the body.
+    if head.method == http::Method::POST {
+        match envelope::inspect(&body) {
+            Envelope::NotJson => {
+                tracing::info!("mcp: request body is not JSON");
                 return jsonrpc_error(
                     StatusCode::BAD_REQUEST,
                     -32700,
-                    "Parse error: unreadable body",
+                    "Parse error: the body is not valid JSON",
                 );
             }
+            Envelope::Json(method) => {
+                if let Some(method) = method {
+                    facts.set_method(&method);
+                }
+            }
+            Envelope::InvalidParams {
+                id,
+                method,
+                problem,
+            } => {
+                facts.set_method(&method);
+                tracing::info!(problem, "mcp: invalid params");
+                return HttpResponse::BadRequest().json(json!({
+                    "jsonrpc": "2.0",
+                    "id": id,
+                    "error": { "code": -32602, "message": format!("Invalid params: {problem}") },
+                }));
+            }
         }
-    }
-
-    // JSON-RPC wants a parse error (-32700) for a body that is not JSON;
-    // rmcp answers every undecodable body with 415. A syntax-only pass
-    // (only the method name is kept, for the log) tells the two apart
-    // before rmcp sees it.
-    if head.method == http::Method::POST && !note_method(&body, facts) {
-        tracing::info!("mcp: request body is not JSON");
-        return jsonrpc_error(
-            StatusCode::BAD_REQUEST,
-            -32700,
-            "Parse error: the body is not valid JSON",
-        );
     }
     let sent_json = head
         .headers
@@ -134,25 +165,27 @@ async fn serve(
     response
 }
 
-/// Checks that `body` is JSON and notes its JSON-RPC method for the log.
-/// `false` when it is not JSON at all.
-fn note_method(body: &[u8], facts: &mut RequestFacts) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Envelope<'a> {
-        #[serde(borrow)]
-        method: Option<std::borrow::Cow<'a, str>>,
-    }
-    match serde_json::from_slice::<Envelope<'_>>(body) {
-        Ok(envelope) => {
-            if let Some(method) = envelope.method {
-                facts.set_method(&method);
+/// The body, up to `limit` bytes.
+async fn read_body(
+    payload: &mut web::Payload,
+    limit: usize,
+) -> Result<web::BytesMut, HttpResponse> {
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        match chunk {
+            Ok(chunk) if body.len() + chunk.len() <= limit => body.extend_from_slice(&chunk),
+            Ok(_) => return Err(too_large(limit)),
+            Err(e) => {
+                tracing::info!(error = %e, "mcp: request body could not be read");
+                return Err(jsonrpc_error(
+                    StatusCode::BAD_REQUEST,
+                    -32700,
+                    "Parse error: unreadable body",
+                ));
             }
-            true
         }
-        // Valid JSON of another shape (an array, a method that is not a
-        // string) is rmcp's to refuse.
-        Err(_) => serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok(),
     }
+    Ok(body)
 }
 
 /// The actix request head as an `http` 1.x head (actix-web 4 is on `http`

@@ -4,6 +4,7 @@
 
 mod access_log;
 mod bridge;
+mod envelope;
 mod server;
 mod wire;
 
@@ -28,6 +29,31 @@ pub struct McpEndpoint {
     service: StreamableHttpService<McpServer, NeverSessionManager>,
 }
 
+/// Origins with the scheme's default port written out. An origin's
+/// serialization leaves out 443 and 80 (RFC 6454); rmcp reads a portless
+/// entry as "any port" and warns about it at every start, a warning the
+/// operator could not act on. With the port explicit it matches exactly
+/// the same browser origins (rmcp applies the default port to an `Origin`
+/// header without one).
+fn with_explicit_ports(origins: Vec<String>) -> Vec<String> {
+    origins
+        .into_iter()
+        .map(|origin| match url::Url::parse(&origin) {
+            Ok(url) if url.port().is_none() && url.host_str().is_some() => {
+                match url.port_or_known_default() {
+                    Some(port) => format!(
+                        "{}://{}:{port}",
+                        url.scheme(),
+                        url.host_str().unwrap_or_default()
+                    ),
+                    None => origin,
+                }
+            }
+            _ => origin,
+        })
+        .collect()
+}
+
 impl McpEndpoint {
     pub fn new(state: &AppState) -> Self {
         let settings = &state.settings;
@@ -36,7 +62,7 @@ impl McpEndpoint {
             .with_legacy_session_mode(false)
             .with_json_response(true)
             .with_allowed_hosts(settings.effective_allowed_hosts())
-            .with_allowed_origins(settings.effective_allowed_origins())
+            .with_allowed_origins(with_explicit_ports(settings.effective_allowed_origins()))
             .enforce_origin_validation()
             .with_max_request_body_bytes(settings.max_body_bytes);
         let server = McpServer::new(
@@ -54,4 +80,28 @@ impl McpEndpoint {
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/mcp").route(web::route().to(bridge::handle)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_explicit_ports;
+
+    #[test]
+    fn origins_reach_rmcp_with_their_port() {
+        let given = vec![
+            "https://connect.example.com".to_owned(),
+            "http://localhost:8080".to_owned(),
+            "http://example.org".to_owned(),
+            "null".to_owned(),
+        ];
+        assert_eq!(
+            with_explicit_ports(given),
+            [
+                "https://connect.example.com:443",
+                "http://localhost:8080",
+                "http://example.org:80",
+                "null"
+            ]
+        );
+    }
 }

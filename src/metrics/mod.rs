@@ -1,6 +1,6 @@
 //! What `GET /metrics` reports, in the Prometheus text format: MCP requests
-//! (`mcp`), the connect flow (`flow`), the database connections and the
-//! instance itself. Served by `web::metrics`, which decides who may read it.
+//! (`mcp`), the connect flow (`flow`), outbound calls to providers
+//! (`providers`), the database connections and the instance itself. Served by `web::metrics`, which decides who may read it.
 //!
 //! Every counter is an atomic in a fixed array, indexed by a label from a
 //! fixed list (`labels`): counting on the request path is a lookup and an
@@ -15,12 +15,17 @@ mod flow;
 mod histogram;
 pub mod labels;
 mod mcp;
+mod pages;
+mod process;
+mod providers;
 mod text;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use flow::{FlowMetrics, Refresh};
 pub use mcp::McpMetrics;
+pub use pages::PageMetrics;
+pub use providers::{CALL_LABELS, Call, CallTimer, OUTCOME_LABELS, ProviderCalls};
 pub use text::CONTENT_TYPE;
 
 use text::{Exposition, Kind};
@@ -30,6 +35,7 @@ pub struct Metrics {
     started: f64,
     pub mcp: McpMetrics,
     pub flow: FlowMetrics,
+    pub pages: PageMetrics,
 }
 
 /// The database connections at the moment of a scrape.
@@ -57,11 +63,17 @@ impl Metrics {
                 .map_or(0.0, |d| d.as_secs_f64()),
             mcp: McpMetrics::default(),
             flow: FlowMetrics::default(),
+            pages: PageMetrics::default(),
         }
     }
 
-    /// The exposition text.
-    pub fn render(&self, db: DbGauges) -> String {
+    /// The exposition text. `providers`: each configured provider's name
+    /// and call counters, in a fixed order.
+    pub fn render<'a>(
+        &self,
+        db: DbGauges,
+        providers: impl Iterator<Item = (&'a str, &'a ProviderCalls)> + Clone,
+    ) -> String {
         let mut e = Exposition::default();
         e.family(
             "mcp_connect_build_info",
@@ -81,7 +93,10 @@ impl Metrics {
         e.sample("mcp_connect_start_time_seconds", &[], self.started.floor());
         self.mcp.write(&mut e);
         self.flow.write(&mut e);
+        self.pages.write(&mut e);
+        providers::write(&mut e, providers);
         write_db(&mut e, db);
+        process::ProcessStats::read().write(&mut e);
         e.finish()
     }
 }
@@ -122,12 +137,15 @@ mod tests {
     #[test]
     fn the_exposition_names_the_version_and_the_database_gauges() {
         let m = Metrics::new();
-        let text = m.render(DbGauges {
-            pool_open: 3,
-            pool_idle: 2,
-            pool_max: 10,
-            hot_open: 4,
-        });
+        let text = m.render(
+            DbGauges {
+                pool_open: 3,
+                pool_idle: 2,
+                pool_max: 10,
+                hot_open: 4,
+            },
+            std::iter::empty(),
+        );
         let version = env!("CARGO_PKG_VERSION");
         for line in [
             format!("mcp_connect_build_info{{version=\"{version}\"}} 1\n"),
@@ -151,12 +169,17 @@ mod tests {
         let m = Metrics::new();
         m.mcp
             .request(Some("ping"), 200, std::time::Duration::from_micros(5));
-        let text = m.render(DbGauges {
-            pool_open: 0,
-            pool_idle: 0,
-            pool_max: 0,
-            hot_open: 0,
-        });
+        let calls = ProviderCalls::default();
+        calls.start(Call::Api).answered(200);
+        let text = m.render(
+            DbGauges {
+                pool_open: 0,
+                pool_idle: 0,
+                pool_max: 0,
+                hot_open: 0,
+            },
+            [("demo", &calls)].into_iter(),
+        );
         let mut declared: Vec<&str> = Vec::new();
         for line in text.lines() {
             if let Some(rest) = line.strip_prefix("# TYPE ") {

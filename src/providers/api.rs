@@ -1,34 +1,34 @@
 //! API calls as the user (`api_request` tool): guarded by `guard`, sent with
 //! the credential as the entry presents it, never redirected, and read up to the provider's
-//! `max_response_bytes`. The answer goes to a model, so the access token is
-//! redacted from it should the provider echo it back.
-
-use std::time::Duration;
+//! `max_response_bytes`. The answer goes to a model, so every secret of the
+//! connection is redacted from it should the provider echo one back.
 
 use reqwest::header::LOCATION;
+use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 
 use super::{
     ApiRequest, ApiResponse, Provider, ProviderError,
     entry::ApiPathRules,
     guard,
-    http::{is_json, media_type, read_bounded, redact},
+    http::{is_json, media_type, read_bounded},
     identity::SLACK_TOKEN_ERRORS,
+    redact::Redactor,
 };
-
-/// Inside the shutdown drain (`config::SHUTDOWN_DRAIN`), with a refresh before it.
-const TIMEOUT: Duration = Duration::from_secs(15);
+use crate::metrics::Call;
 
 impl Provider {
     /// Calls the provider's API as the user. Refuses, before sending, a path
     /// outside the API base URL, a method the provider does not allow, query
     /// values other than scalars and a body on a method that takes none.
     /// Any HTTP status comes back as an [`ApiResponse`]; a redirect is
-    /// reported, not followed.
+    /// reported, not followed. `access_token`, `refresh_token` and the
+    /// client secret never appear in the answer, in any encoding.
     pub async fn api_request(
         &self,
         http: &reqwest::Client,
         access_token: &str,
+        refresh_token: Option<&str>,
         req: &ApiRequest,
     ) -> Result<ApiResponse, ProviderError> {
         let method = guard::method(&self.allowed_methods, &req.method)?;
@@ -42,11 +42,11 @@ impl Provider {
             url.query_pairs_mut().extend_pairs(&query);
         }
         let (request, url) = self.authorized(http, method.clone(), url, access_token);
-        let mut request = request.timeout(TIMEOUT);
+        let mut request = request.timeout(self.api_timeout);
         if let Some(body) = &req.body {
             request = request.json(body);
         }
-        let mut response = request.send().await.map_err(ProviderError::http)?;
+        let (mut response, mut timer) = self.send(Call::Api, request).await?;
         // The client we are given must not follow redirects; if one did,
         // the answer came from somewhere we did not vet.
         if response.url() != &url {
@@ -59,6 +59,7 @@ impl Provider {
         tracing::info!(provider = %self.name, %method, status, "api request");
 
         if response.status().is_redirection() {
+            timer.finish();
             return Ok(ApiResponse {
                 status,
                 content_type,
@@ -67,7 +68,8 @@ impl Provider {
                 token_rejected: false,
             });
         }
-        let read = read_bounded(&mut response, self.max_response_bytes).await?;
+        let read = read_bounded(&mut response, self.max_response_bytes, &mut timer).await?;
+        timer.finish();
         let length = read.bytes.len();
         let text = match String::from_utf8(read.bytes) {
             Ok(text) => Some(text),
@@ -84,9 +86,19 @@ impl Provider {
             _ if method == reqwest::Method::HEAD => Value::Null,
             None => Value::String(format!("[{length} bytes of binary content not shown]")),
             Some(text) => {
-                let text = redact(&text, access_token);
+                let client_secret = self.client_secret.as_ref().map(|s| s.expose_secret());
+                let redactor = Redactor::new(
+                    [Some(access_token), refresh_token, client_secret]
+                        .into_iter()
+                        .flatten(),
+                );
+                // Raw text first (escapes are still visible), then every
+                // string and key of what the parser decoded.
+                let text = redactor.text(&text);
                 match serde_json::from_str(&text) {
-                    Ok(value) if is_json(content_type.as_deref()) && !read.truncated => value,
+                    Ok(value) if is_json(content_type.as_deref()) && !read.truncated => {
+                        redactor.value(value)
+                    }
                     _ => Value::String(text),
                 }
             }
@@ -148,7 +160,10 @@ mod tests {
         req.query = json!({"per_page": 5, "sort": "updated", "all": true})
             .as_object()
             .cloned();
-        let r = gh.api_request(&http(), GITHUB_TOKEN, &req).await.unwrap();
+        let r = gh
+            .api_request(&http(), GITHUB_TOKEN, None, &req)
+            .await
+            .unwrap();
         assert_eq!(r.status, 200);
         assert_eq!(r.content_type.as_deref(), Some("application/json"));
         assert_eq!(r.body["full_name"], "octocat/hello");
@@ -194,7 +209,7 @@ mod tests {
         ];
         for req in cases {
             let e = gh
-                .api_request(&http(), GITHUB_TOKEN, &req)
+                .api_request(&http(), GITHUB_TOKEN, None, &req)
                 .await
                 .unwrap_err();
             assert!(!e.to_string().contains(GITHUB_TOKEN), "{e}");
@@ -205,7 +220,7 @@ mod tests {
             ..get("echo")
         };
         let e = demo
-            .api_request(&http(), DEMO_TOKEN, &body_on_get)
+            .api_request(&http(), DEMO_TOKEN, None, &body_on_get)
             .await
             .unwrap_err();
         assert!(matches!(e, ProviderError::RequestRefused(_)), "{e}");
@@ -219,7 +234,7 @@ mod tests {
         let catalog = fake.catalog();
         let gh = catalog.get("github").unwrap();
         let r = gh
-            .api_request(&http(), GITHUB_TOKEN, &get("tarball"))
+            .api_request(&http(), GITHUB_TOKEN, None, &get("tarball"))
             .await
             .unwrap();
         assert_eq!(r.status, 302);
@@ -237,13 +252,13 @@ mod tests {
         let catalog = fake.catalog();
         let rfc = catalog.get("rfc").unwrap();
         let r = rfc
-            .api_request(&http(), RFC_TOKEN, &get("big"))
+            .api_request(&http(), RFC_TOKEN, None, &get("big"))
             .await
             .unwrap();
         assert!(r.truncated);
         assert_eq!(r.body.as_str().unwrap().len(), 1000);
         let r = rfc
-            .api_request(&http(), RFC_TOKEN, &get("items"))
+            .api_request(&http(), RFC_TOKEN, None, &get("items"))
             .await
             .unwrap();
         assert!(!r.truncated);
@@ -261,7 +276,10 @@ mod tests {
             query: None,
             body: Some(json!({"message": "hi"})),
         };
-        let r = demo.api_request(&http(), DEMO_TOKEN, &req).await.unwrap();
+        let r = demo
+            .api_request(&http(), DEMO_TOKEN, None, &req)
+            .await
+            .unwrap();
         assert_eq!(r.status, 200);
         assert_eq!(r.body["method"], "POST");
         assert_eq!(r.body["body"]["message"], "hi");
@@ -269,7 +287,7 @@ mod tests {
         assert_eq!(r.body["authorization"], "Bearer [redacted]");
         let gh = catalog.get("github").unwrap();
         let r = gh
-            .api_request(&http(), GITHUB_TOKEN, &get("echo-auth"))
+            .api_request(&http(), GITHUB_TOKEN, None, &get("echo-auth"))
             .await
             .unwrap();
         assert_eq!(r.body, json!("you sent Bearer [redacted]"));
@@ -281,19 +299,19 @@ mod tests {
         let catalog = fake.catalog();
         let slack = catalog.get("slack").unwrap();
         let r = slack
-            .api_request(&http(), "xoxp-stale", &get("conversations.list"))
+            .api_request(&http(), "xoxp-stale", None, &get("conversations.list"))
             .await
             .unwrap();
         assert_eq!((r.status, r.token_rejected), (200, true));
         assert_eq!(r.body["error"], "invalid_auth");
         let r = slack
-            .api_request(&http(), SLACK_TOKEN, &get("conversations.list"))
+            .api_request(&http(), SLACK_TOKEN, None, &get("conversations.list"))
             .await
             .unwrap();
         assert!(!r.token_rejected);
         let rfc = catalog.get("rfc").unwrap();
         let r = rfc
-            .api_request(&http(), "stale", &get("items"))
+            .api_request(&http(), "stale", None, &get("items"))
             .await
             .unwrap();
         assert_eq!((r.status, r.token_rejected), (401, true));

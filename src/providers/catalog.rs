@@ -17,10 +17,17 @@ use super::{
     scopes::ScopeRules,
     shipped, template,
 };
-use crate::config::{ProviderSettings, Settings};
+use crate::{
+    config::{ProviderSettings, Settings},
+    metrics::ProviderCalls,
+};
 
 /// Largest API response passed back unless configured.
 const DEFAULT_MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+/// How long `api_request` waits for an answer unless configured.
+const DEFAULT_API_TIMEOUT_SECS: u64 = 15;
+/// Every API call must end inside the shutdown drain (`config::SHUTDOWN_DRAIN`, 30 s).
+const MAX_API_TIMEOUT_SECS: u64 = 25;
 /// Upper bound on `max_response_bytes`: answers end up in a model's context.
 const MAX_MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
@@ -39,7 +46,7 @@ impl ProviderCatalog {
             .providers
             .iter()
             .map(|(name, ps)| {
-                let provider = resolve(name, ps, &base, settings.insecure_http)?;
+                let provider = resolve(name, ps, &base)?;
                 Ok((name.clone(), provider))
             })
             .collect::<Result<_, _>>()?;
@@ -53,6 +60,14 @@ impl ProviderCatalog {
     /// Provider names, sorted.
     pub fn names(&self) -> Vec<&str> {
         self.providers.keys().map(String::as_str).collect()
+    }
+
+    /// Each provider's name and outbound call counters, sorted by name:
+    /// what `/metrics` reports of them.
+    pub fn call_metrics(&self) -> impl Iterator<Item = (&str, &ProviderCalls)> + Clone {
+        self.providers
+            .iter()
+            .map(|(name, provider)| (name.as_str(), &provider.calls))
     }
 }
 
@@ -86,12 +101,7 @@ pub(super) fn merged_entry(
     entry::parse(table)
 }
 
-fn resolve(
-    name: &str,
-    ps: &ProviderSettings,
-    base: &str,
-    insecure_http: bool,
-) -> Result<Provider, ProviderConfigError> {
+fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, ProviderConfigError> {
     let n = Named { provider: name };
     let entry_name = match &ps.preset {
         Some(p) => Some(p.as_str()),
@@ -108,7 +118,7 @@ fn resolve(
     // A shipped entry, however the operator changed it, must still be a
     // whole one; an operator's own entry is checked field by field below.
     if entry_name.is_some() {
-        super::check::entry(&e, insecure_http).map_err(|(field, m)| n.err(&field, m))?;
+        super::check::entry(&e).map_err(|(field, m)| n.err(&field, m))?;
     }
     let kind = e.kind.unwrap_or(CredentialKind::Oauth2);
     if kind != CredentialKind::Oauth2 {
@@ -134,7 +144,7 @@ fn resolve(
         let text = template::fill(template, &values).map_err(|m| n.err(field, m))?;
         let url =
             Url::parse(&text).map_err(|e| n.err(field, format!("`{text}` is invalid: {e}")))?;
-        check_url(&url, insecure_http).map_err(|m| n.err(field, m))?;
+        check_url(&url).map_err(|m| n.err(field, m))?;
         Ok(Some(url))
     };
     let required = |field: &'static str, value: Option<Url>| {
@@ -177,6 +187,13 @@ fn resolve(
         ));
     }
     let allowed_methods = methods(&n, e.allowed_methods.as_deref())?;
+    let api_timeout_secs = e.api_timeout_secs.unwrap_or(DEFAULT_API_TIMEOUT_SECS);
+    if !(1..=MAX_API_TIMEOUT_SECS).contains(&api_timeout_secs) {
+        return Err(n.err(
+            "api_timeout_secs",
+            format!("must be between 1 and {MAX_API_TIMEOUT_SECS}"),
+        ));
+    }
     let max_response_bytes = e.max_response_bytes.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES);
     if !(1..=MAX_MAX_RESPONSE_BYTES).contains(&max_response_bytes) {
         return Err(n.err(
@@ -268,6 +285,7 @@ fn resolve(
         },
         allowed_methods,
         max_response_bytes,
+        api_timeout: std::time::Duration::from_secs(api_timeout_secs),
         quirks: Quirks {
             scope_param: e.scope_param.clone().unwrap_or_else(|| "scope".into()),
             scope_separator: e.scope_separator.clone().unwrap_or_else(|| " ".into()),
@@ -293,13 +311,13 @@ fn resolve(
         },
         param_specs: e.params.clone().unwrap_or_default(),
         fixed_values: values.clone(),
-        insecure_http,
         scope_rules: ScopeRules {
             prefix: e.scope_prefix.clone(),
             aliases: e.scope_aliases.clone().unwrap_or_default(),
             implied_by: e.scope_implied_by.clone().unwrap_or_default(),
             descriptions: e.scope_descriptions.clone().unwrap_or_default(),
         },
+        calls: ProviderCalls::default(),
     })
 }
 

@@ -215,7 +215,7 @@ fn every_shipped_entry_is_valid() {
     for name in shipped::names() {
         let table = shipped::table(name).unwrap_or_else(|| panic!("{name}: not TOML"));
         let entry = entry::parse(table).unwrap_or_else(|e| panic!("{name}: {e:?}"));
-        check::entry(&entry, false).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        check::entry(&entry).unwrap_or_else(|e| panic!("{name}: {e:?}"));
         for url in [
             &entry.authorize_url,
             &entry.token_url,
@@ -241,7 +241,7 @@ fn the_checks_refuse_broken_entries() {
     let broken = |edit: &str| {
         let mut table = base.clone();
         entry::merge(&mut table, edit.parse().unwrap());
-        check::entry(&entry::parse(table).unwrap(), false).unwrap_err()
+        check::entry(&entry::parse(table).unwrap()).unwrap_err()
     };
     assert_eq!(
         broken("token_url = \"https://{tenant}.example/t\"").0,
@@ -274,7 +274,7 @@ fn the_checks_refuse_broken_entries() {
         &mut table,
         "[fields.auth_token]\nsend = \"bearer\"".parse().unwrap(),
     );
-    let e = check::entry(&entry::parse(table).unwrap(), false).unwrap_err();
+    let e = check::entry(&entry::parse(table).unwrap()).unwrap_err();
     assert_eq!(e.0, "fields");
 }
 
@@ -300,4 +300,19 @@ fn the_readme_lists_the_catalog() {
         readme == wanted,
         "README.md's provider table differs from catalog/; rerun with UPDATE_README=1"
     );
+}
+
+#[test]
+fn plain_http_provider_urls_are_refused_off_loopback_even_with_insecure_http() {
+    let toml = "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+                token_url = \"http://github.example/token\"\n";
+    let mut settings = settings_with("http://127.0.0.1:8080", toml);
+    settings.insecure_http = true;
+    let e = ProviderCatalog::from_settings(&settings)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("providers.github.token_url:"), "{e}");
+    let loopback = toml.replace("github.example", "127.0.0.1:9");
+    let settings = settings_with("http://127.0.0.1:8080", &loopback);
+    assert!(ProviderCatalog::from_settings(&settings).is_ok());
 }

@@ -24,7 +24,7 @@ fn problem(field: &str, message: impl Into<String>) -> Problem {
     (field.to_owned(), message.into())
 }
 
-pub(super) fn entry(e: &Entry, insecure_http: bool) -> Result<(), Problem> {
+pub(super) fn entry(e: &Entry) -> Result<(), Problem> {
     let kind = e.kind.ok_or_else(|| problem("kind", "required"))?;
     let oauth = kind == CredentialKind::Oauth2;
     if e.display_name.as_deref().is_none_or(str::is_empty) {
@@ -175,7 +175,7 @@ pub(super) fn entry(e: &Entry, insecure_http: bool) -> Result<(), Problem> {
         let Some(template) = template else { continue };
         let text = template::fill(template, &examples).map_err(|m| problem(field, m))?;
         let url = Url::parse(&text).map_err(|err| problem(field, format!("`{text}`: {err}")))?;
-        check_url(&url, insecure_http).map_err(|m| problem(field, m))?;
+        check_url(&url).map_err(|m| problem(field, m))?;
     }
 
     if e.account_id_from.unwrap_or(AccountIdFrom::Response) == AccountIdFrom::Response {

@@ -217,6 +217,9 @@ pub(super) struct Entry {
     pub allowed_methods: Option<Vec<String>>,
     #[serde(default, deserialize_with = "lenient::opt_number")]
     pub max_response_bytes: Option<usize>,
+    /// How long `api_request` waits for the provider's answer, in seconds.
+    #[serde(default, deserialize_with = "lenient::opt_number")]
+    pub api_timeout_secs: Option<u64>,
 
     pub params: Option<BTreeMap<String, ParamSpec>>,
     pub fields: Option<BTreeMap<String, FieldSpec>>,

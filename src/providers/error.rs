@@ -41,6 +41,17 @@ pub enum ProviderError {
 }
 
 impl ProviderError {
+    /// Whether the request may have reached the provider (and been acted
+    /// on) although no usable answer came: a timeout or a transfer cut
+    /// after sending, not a refusal before sending or a failed connect.
+    pub fn may_have_been_sent(&self) -> bool {
+        match self {
+            ProviderError::Http(e) => !e.is_connect() && !e.is_builder(),
+            ProviderError::BadResponse(_) => true,
+            _ => false,
+        }
+    }
+
     /// Wraps a transport error without its URL: API URLs carry the model's
     /// path and query, which have no business in logs.
     pub(super) fn http(e: reqwest::Error) -> Self {

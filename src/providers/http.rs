@@ -1,10 +1,28 @@
-//! Small HTTP helpers shared by the OAuth, identity and API calls: bounded
-//! body reads, RFC 6749 Basic client authentication, and redaction.
+//! Small HTTP helpers shared by the OAuth, identity and API calls: sending
+//! a call counted for `/metrics`, bounded body reads and RFC 6749 Basic
+//! client authentication.
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 use reqwest::header::CONTENT_TYPE;
 
-use super::ProviderError;
+use super::{Provider, ProviderError};
+use crate::metrics::{Call, CallTimer};
+
+impl Provider {
+    /// Sends one call to this provider. The returned timer counts it (by
+    /// the answer's status) when dropped or finished; the caller keeps it
+    /// while reading the body. A send that fails is counted as `transport`.
+    pub(super) async fn send(
+        &self,
+        call: Call,
+        request: reqwest::RequestBuilder,
+    ) -> Result<(reqwest::Response, CallTimer<'_>), ProviderError> {
+        let mut timer = self.calls.start(call);
+        let response = request.send().await.map_err(ProviderError::http)?;
+        timer.answered(response.status().as_u16());
+        Ok((response, timer))
+    }
+}
 
 /// A body read up to a limit.
 pub(super) struct Body {
@@ -14,12 +32,22 @@ pub(super) struct Body {
 
 /// Reads at most `limit` bytes, streaming, and reports whether more came.
 /// A hostile provider cannot make us buffer more than `limit` (+ one chunk).
+/// A transfer that breaks off makes the call's `timer` count no answer.
 pub(super) async fn read_bounded(
     response: &mut reqwest::Response,
     limit: usize,
+    timer: &mut CallTimer<'_>,
 ) -> Result<Body, ProviderError> {
     let mut bytes = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(ProviderError::http)? {
+    loop {
+        let chunk = match response.chunk().await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break,
+            Err(e) => {
+                timer.unread();
+                return Err(ProviderError::http(e));
+            }
+        };
         let room = limit - bytes.len();
         if chunk.len() > room {
             bytes.extend_from_slice(&chunk[..room]);
@@ -41,8 +69,9 @@ pub(super) async fn read_bounded(
 pub(super) async fn read_all(
     response: &mut reqwest::Response,
     limit: usize,
+    timer: &mut CallTimer<'_>,
 ) -> Result<Vec<u8>, ProviderError> {
-    let body = read_bounded(response, limit).await?;
+    let body = read_bounded(response, limit, timer).await?;
     if body.truncated {
         return Err(ProviderError::BadResponse(format!(
             "answer larger than {limit} bytes"
@@ -82,27 +111,69 @@ pub(super) fn basic_auth(client_id: &str, client_secret: &str) -> String {
     )
 }
 
-/// Replaces every occurrence of `secret` in `text`, and a cut-off start of
-/// it at the very end (a truncated body may end inside the token).
-pub(super) fn redact(text: &str, secret: &str) -> String {
-    const SHOWN: &str = "[redacted]";
-    if secret.len() < 4 {
-        return text.to_owned();
-    }
-    let mut out = text.replace(secret, SHOWN);
-    let tail = (4..secret.len())
-        .rev()
-        .find(|&n| secret.is_char_boundary(n) && out.ends_with(&secret[..n]));
-    if let Some(n) = tail {
-        out.truncate(out.len() - n);
-        out.push_str(SHOWN);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::{
+        ApiRequest, TokenHint,
+        fakes::{Fake, catalog_for, http},
+        fakes_routes::DEMO_TOKEN,
+    };
+
+    #[actix_web::test]
+    async fn every_call_sent_is_counted_by_its_http_outcome() {
+        let fake = Fake::start().await;
+        let catalog = fake.catalog();
+        let (demo, rfc, google) = (
+            catalog.get("demo").unwrap(),
+            catalog.get("rfc").unwrap(),
+            catalog.get("google").unwrap(),
+        );
+        let me = ApiRequest {
+            method: "GET".into(),
+            path: "me".into(),
+            ..Default::default()
+        };
+        demo.api_request(&http(), DEMO_TOKEN, None, &me)
+            .await
+            .unwrap();
+        demo.account(&http(), DEMO_TOKEN).await.unwrap();
+        let stale = rfc.api_request(&http(), "stale", None, &me).await.unwrap();
+        assert_eq!(stale.status, 401);
+        // Revoked as far as the caller is concerned, but not a 2xx answer.
+        google
+            .revoke(&http(), "gone", TokenHint::AccessToken)
+            .await
+            .unwrap();
+        // Refused before anything is sent: not a call.
+        let outside = ApiRequest {
+            path: "../outside".into(),
+            ..me.clone()
+        };
+        assert!(
+            demo.api_request(&http(), DEMO_TOKEN, None, &outside)
+                .await
+                .is_err()
+        );
+        assert_eq!(demo.calls.count(Call::Api, "ok"), 1);
+        assert_eq!(demo.calls.count(Call::Identity, "ok"), 1);
+        assert_eq!(rfc.calls.count(Call::Api, "http_error"), 1);
+        assert_eq!(google.calls.count(Call::Revoke, "http_error"), 1);
+        assert_eq!(rfc.calls.count(Call::Api, "ok"), 0);
+
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let nowhere = format!("http://127.0.0.1:{}", closed.local_addr().unwrap().port());
+        drop(closed);
+        let gone = catalog_for(&nowhere);
+        let demo = gone.get("demo").unwrap();
+        assert!(demo.account(&http(), DEMO_TOKEN).await.is_err());
+        assert!(demo.refresh(&http(), "r").await.is_err());
+        assert!(demo.exchange_code(&http(), "c", "v").await.is_err());
+        assert_eq!(demo.calls.count(Call::Identity, "transport"), 1);
+        assert_eq!(demo.calls.count(Call::Refresh, "transport"), 1);
+        assert_eq!(demo.calls.count(Call::Token, "transport"), 1);
+        assert_eq!(gone.get("rfc").unwrap().calls.count(Call::Api, "ok"), 0);
+    }
 
     #[test]
     fn basic_auth_form_encodes_before_base64() {
@@ -112,19 +183,6 @@ mod tests {
             .decode(header.strip_prefix("Basic ").unwrap())
             .unwrap();
         assert_eq!(String::from_utf8(decoded).unwrap(), "a+b:p%3Aw%25");
-    }
-
-    #[test]
-    fn redaction_covers_whole_and_cut_tokens() {
-        assert_eq!(
-            redact("x gho_abcdef y gho_abcdef", "gho_abcdef"),
-            "x [redacted] y [redacted]"
-        );
-        assert_eq!(
-            redact("body ends gho_ab", "gho_abcdef"),
-            "body ends [redacted]"
-        );
-        assert_eq!(redact("nothing here", "gho_abcdef"), "nothing here");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use super::{
     Account, Provider, ProviderError, entry::AccountIdFrom, http::read_all,
     token_answer::oauth_error,
 };
+use crate::metrics::Call;
 
 /// Inside the shutdown drain (`config::SHUTDOWN_DRAIN`), with the code exchange before it.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -57,7 +58,7 @@ impl Provider {
         if let Some(body) = &self.userinfo_body {
             request = request.json(body);
         }
-        let mut response = request.send().await.map_err(ProviderError::http)?;
+        let (mut response, mut timer) = self.send(Call::Identity, request).await?;
         let status = response.status().as_u16();
         if status == 401 {
             return Err(ProviderError::Denied("HTTP 401".into()));
@@ -65,7 +66,8 @@ impl Provider {
         if !(200..300).contains(&status) {
             return Err(ProviderError::Status(status));
         }
-        let body = read_all(&mut response, MAX_ANSWER_BYTES).await?;
+        let body = read_all(&mut response, MAX_ANSWER_BYTES, &mut timer).await?;
+        timer.finish();
         let Ok(answer) = serde_json::from_slice::<Value>(&body) else {
             return Err(ProviderError::BadResponse(
                 "the account answer is not JSON".into(),

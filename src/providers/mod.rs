@@ -27,6 +27,7 @@ mod per_connection;
 mod pkce;
 mod provider;
 mod quirks;
+mod redact;
 mod resolve;
 mod scopes;
 mod shipped;

@@ -19,6 +19,7 @@ use super::{
     provider::TokenAuthMethod,
     token_answer::{self, Answer},
 };
+use crate::metrics::Call;
 
 /// Whole-request bound for token endpoint calls: a person is waiting.
 /// Inside the shutdown drain (`config::SHUTDOWN_DRAIN`), with an API call after it.
@@ -59,7 +60,7 @@ impl Provider {
         }
         let url = &self.token_url;
         let result = self
-            .token_request(http, url, form, &[code, pkce_verifier])
+            .token_request(http, Call::Token, url, form, &[code, pkce_verifier])
             .await
             .and_then(|(tokens, answer)| Ok((tokens, self.learned_from_token_answer(&answer)?)));
         log_outcome(&self.name, "exchange", result.as_ref().map(|(t, _)| t));
@@ -80,7 +81,7 @@ impl Provider {
         ];
         let url = &self.refresh_url;
         let result = self
-            .token_request(http, url, form, &[refresh_token])
+            .token_request(http, Call::Refresh, url, form, &[refresh_token])
             .await
             .map(|(tokens, _)| tokens);
         log_outcome(&self.name, "refresh", result.as_ref());
@@ -100,13 +101,11 @@ impl Provider {
             .as_ref()
             .ok_or(ProviderError::Unsupported("token revocation"))?;
         let form = vec![("token", token), ("token_type_hint", hint.as_str())];
-        let mut response = self
-            .authenticated_post(http, url, form)
-            .send()
-            .await
-            .map_err(ProviderError::http)?;
+        let request = self.authenticated_post(http, url, form);
+        let (mut response, mut timer) = self.send(Call::Revoke, request).await?;
         let status = response.status().as_u16();
-        let body = read_all(&mut response, MAX_ANSWER_BYTES).await?;
+        let body = read_all(&mut response, MAX_ANSWER_BYTES, &mut timer).await?;
+        timer.finish();
         // RFC 7009 promises no body; an error, if any, is RFC 6749 JSON.
         let fields = match serde_json::from_slice(&body) {
             Ok(Value::Object(map)) => map,
@@ -141,18 +140,17 @@ impl Provider {
     async fn token_request(
         &self,
         http: &reqwest::Client,
+        call: Call,
         url: &url::Url,
         form: Vec<(&str, &str)>,
         sent: &[&str],
     ) -> Result<(TokenSet, Value), ProviderError> {
-        let mut response = self
-            .authenticated_post(http, url, form)
-            .send()
-            .await
-            .map_err(ProviderError::http)?;
+        let request = self.authenticated_post(http, url, form);
+        let (mut response, mut timer) = self.send(call, request).await?;
         let status = response.status().as_u16();
         let media = media_type(&response);
-        let body = read_all(&mut response, MAX_ANSWER_BYTES).await?;
+        let body = read_all(&mut response, MAX_ANSWER_BYTES, &mut timer).await?;
+        timer.finish();
         let mut secrets = sent.to_vec();
         secrets.push(self.secret());
         token_answer::parse_keeping_fields(

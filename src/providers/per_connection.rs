@@ -11,6 +11,7 @@ use serde_json::Value;
 use url::Url;
 
 use super::{Provider, ProviderError, http::read_all, template};
+use crate::metrics::Call;
 
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(15);
 const MAX_LOOKUP_BYTES: usize = 256 * 1024;
@@ -65,7 +66,7 @@ impl Provider {
             let text = template::fill(template, &values).map_err(refused)?;
             let url =
                 Url::parse(&text).map_err(|_| refused("a templated URL is invalid".into()))?;
-            super::catalog::check_url(&url, self.insecure_http).map_err(refused)?;
+            super::catalog::check_url(&url).map_err(refused)?;
             Ok(Some(url))
         };
         let t = &self.templates;
@@ -108,14 +109,10 @@ impl Provider {
             };
             let url = Url::parse(lookup)
                 .map_err(|_| ProviderError::BadResponse("the lookup URL is invalid".into()))?;
-            super::catalog::check_url(&url, self.insecure_http)
-                .map_err(ProviderError::RequestRefused)?;
+            super::catalog::check_url(&url).map_err(ProviderError::RequestRefused)?;
             let (request, _) = self.authorized(http, reqwest::Method::GET, url, access_token);
-            let mut response = request
-                .timeout(LOOKUP_TIMEOUT)
-                .send()
-                .await
-                .map_err(ProviderError::http)?;
+            let request = request.timeout(LOOKUP_TIMEOUT);
+            let (mut response, mut timer) = self.send(Call::Lookup, request).await?;
             let status = response.status().as_u16();
             if status == 401 {
                 return Err(ProviderError::Denied("HTTP 401".into()));
@@ -123,7 +120,8 @@ impl Provider {
             if !(200..300).contains(&status) {
                 return Err(ProviderError::Status(status));
             }
-            let body = read_all(&mut response, MAX_LOOKUP_BYTES).await?;
+            let body = read_all(&mut response, MAX_LOOKUP_BYTES, &mut timer).await?;
+            timer.finish();
             let answer: Value = serde_json::from_slice(&body)
                 .map_err(|_| ProviderError::BadResponse("the lookup answer is not JSON".into()))?;
             out.insert(name.clone(), self.learned_value(name, &answer)?);

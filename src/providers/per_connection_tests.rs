@@ -4,7 +4,10 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
-use crate::providers::{ProviderCatalog, ProviderError, fakes::settings_with};
+use crate::{
+    metrics::Call,
+    providers::{ProviderCatalog, ProviderError, fakes::settings_with},
+};
 
 fn catalog(providers_toml: &str) -> ProviderCatalog {
     ProviderCatalog::from_settings(&settings_with(
@@ -155,4 +158,6 @@ async fn a_cloud_id_is_looked_up_after_consent() {
     );
     let err = atl.lookup_params(&http(), "stale").await.unwrap_err();
     assert!(matches!(err, ProviderError::Denied(_)), "{err}");
+    assert_eq!(atl.calls.count(Call::Lookup, "ok"), 1);
+    assert_eq!(atl.calls.count(Call::Lookup, "http_error"), 1);
 }

@@ -11,6 +11,7 @@ use super::{
     entry::{AccountIdFrom, CredentialKind, ParamSpec},
     scopes::ScopeRules,
 };
+use crate::metrics::ProviderCalls;
 
 /// A provider users can connect, fully resolved from its catalog entry and
 /// the operator's settings.
@@ -45,6 +46,8 @@ pub struct Provider {
     /// Uppercase.
     pub(super) allowed_methods: Vec<String>,
     pub(super) max_response_bytes: usize,
+    /// `api_request`'s wait for an answer.
+    pub(super) api_timeout: std::time::Duration,
     pub(super) quirks: Quirks,
     pub(super) scope_rules: ScopeRules,
     /// The entry's URL templates and parameters, for per-connection values.
@@ -52,7 +55,9 @@ pub struct Provider {
     pub(super) param_specs: BTreeMap<String, ParamSpec>,
     /// Built-in values and the operator's defaults.
     pub(super) fixed_values: BTreeMap<String, String>,
-    pub(super) insecure_http: bool,
+    /// Every call sent to this provider, for `/metrics`; made with it at
+    /// start-up, so its name is the only provider label there is.
+    pub(super) calls: ProviderCalls,
 }
 
 /// The entry's endpoints before parameters are filled in.

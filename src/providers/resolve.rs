@@ -60,8 +60,9 @@ pub(super) fn methods(
 }
 
 /// Tokens and client secrets travel to these URLs: https only, except on
-/// loopback (tests, dev mode) or when the operator chose plain http.
-pub(super) fn check_url(url: &Url, insecure_http: bool) -> Result<(), String> {
+/// loopback (tests, dev mode). Not even `insecure_http` allows plain http
+/// elsewhere: anyone on the path would read every token.
+pub(super) fn check_url(url: &Url) -> Result<(), String> {
     let loopback = match url.host() {
         Some(url::Host::Domain(d)) => d == "localhost",
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
@@ -70,8 +71,12 @@ pub(super) fn check_url(url: &Url, insecure_http: bool) -> Result<(), String> {
     };
     match url.scheme() {
         "https" => {}
-        "http" if loopback || insecure_http => {}
-        "http" => return Err(format!("`{url}` must be https")),
+        "http" if loopback => {}
+        "http" => {
+            return Err(format!(
+                "`{url}` must be https (plain http only on loopback)"
+            ));
+        }
         _ => return Err(format!("`{url}` must be an https URL")),
     }
     if !url.username().is_empty() || url.password().is_some() {

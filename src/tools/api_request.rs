@@ -112,6 +112,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         .api_request(
             call.service.http(),
             token.access_token.expose_secret(),
+            token.refresh_token.as_ref().map(|t| t.expose_secret()),
             &request,
         )
         .await
@@ -119,11 +120,13 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         Ok(r) => r,
         Err(e) => {
             tracing::info!(provider = provider.name(), error = %e, "api_request refused or failed");
-            let result = ApiResult::from_outcome(
-                provider_failure(provider.name(), &e)
-                    .for_account(&token.account_label, &token.account_id),
-            );
-            let sentence = format!("Request not made: {e}");
+            let outcome = provider_failure(provider.name(), &e)
+                .for_account(&token.account_label, &token.account_id);
+            let sentence = match (&outcome.error, e.may_have_been_sent()) {
+                (Some(error), true) => error.message.clone(),
+                _ => format!("Request not made: {e}"),
+            };
+            let result = ApiResult::from_outcome(outcome);
             return Ok(CallToolResponse::Complete(answer(&result, true, sentence)));
         }
     };

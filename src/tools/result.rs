@@ -132,7 +132,17 @@ pub fn provider_failure(provider: &str, e: &ProviderError) -> Outcome {
         | ProviderError::Unsupported(_) => (ErrorKind::ProviderError, NextStep::None),
     };
     // Provider errors carry no credential by construction (see its docs).
-    Outcome::failed(provider, kind, e.to_string(), next)
+    // A model may repeat a call it believes unsent: say it may have been
+    // sent whenever that is possible.
+    let message = if e.may_have_been_sent() {
+        format!(
+            "No answer: {e}. The request may have reached the provider and taken effect; \
+             check before repeating it."
+        )
+    } else {
+        e.to_string()
+    };
+    Outcome::failed(provider, kind, message, next)
 }
 
 /// What an HTTP error status from a provider's API asks of the model.

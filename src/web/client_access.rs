@@ -75,7 +75,7 @@ async fn remove(
     user: SignedInUser,
     payload: web::Payload,
 ) -> Result<HttpResponse, WebError> {
-    let form = forms::form(payload).await?;
+    let form = forms::form(payload, state.settings.body_read_timeout()).await?;
     let incomplete = WebError::BadRequest("The form is incomplete. Go back and reload the page.");
     let connection_id = form
         .get("connection")

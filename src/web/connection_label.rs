@@ -29,7 +29,7 @@ async fn rename(
     user: SignedInUser,
     payload: web::Payload,
 ) -> Result<HttpResponse, WebError> {
-    let form = forms::form(payload).await?;
+    let form = forms::form(payload, state.settings.body_read_timeout()).await?;
     let connection_id = form
         .get("connection")
         .and_then(|c| Uuid::parse_str(c).ok())

@@ -248,7 +248,7 @@ async fn disconnect(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> Result<HttpResponse, WebError> {
-    let form = forms::form(payload).await?;
+    let form = forms::form(payload, state.settings.body_read_timeout()).await?;
     let provider = provider_name(&path)?;
     user.check_csrf(&purpose("disconnect", provider), &form)?;
     // Audited by the vault (it is shared with the MCP `disconnect` tool).
@@ -270,7 +270,7 @@ async fn reconnect(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> Result<HttpResponse, WebError> {
-    let form = forms::form(payload).await?;
+    let form = forms::form(payload, state.settings.body_read_timeout()).await?;
     let provider = provider_name(&path)?;
     user.check_csrf(&purpose("reconnect", provider), &form)?;
     if state.connect.provider(provider).is_none() {

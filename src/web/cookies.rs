@@ -100,9 +100,15 @@ mod tests {
     use super::*;
 
     fn settings(insecure_http: bool) -> Settings {
+        // `insecure_http` is accepted only with a plain-http loopback URL.
+        let public_url = if insecure_http {
+            "http://127.0.0.1:8080"
+        } else {
+            "https://connect.example.com"
+        };
         let table: toml::Table = toml::from_str(&format!(
             r#"
-            public_url = "https://connect.example.com"
+            public_url = "{public_url}"
             database_url = "postgres://localhost/x"
             keys = ["k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="]
             insecure_http = {insecure_http}

@@ -2,7 +2,7 @@
 //! bounded in size, a parameter given twice refused, bad UTF-8 replaced
 //! rather than panicking. A bad request is a page, never a crash.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::Duration};
 
 use actix_web::{HttpRequest, web};
 use futures::StreamExt;
@@ -49,8 +49,15 @@ pub fn query(req: &HttpRequest) -> Result<Params, WebError> {
     Params::parse(req.query_string().as_bytes())
 }
 
-/// Reads an urlencoded body of at most [`MAX_LEN`] bytes.
-pub async fn form(mut payload: web::Payload) -> Result<Params, WebError> {
+/// Reads an urlencoded body of at most [`MAX_LEN`] bytes, arriving within
+/// `deadline` (a client dripping it must not hold the socket).
+pub async fn form(payload: web::Payload, deadline: Duration) -> Result<Params, WebError> {
+    tokio::time::timeout(deadline, read_form(payload))
+        .await
+        .map_err(|_| WebError::Timeout)?
+}
+
+async fn read_form(mut payload: web::Payload) -> Result<Params, WebError> {
     let mut body = web::BytesMut::new();
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|_| WebError::BadRequest("The form could not be read."))?;

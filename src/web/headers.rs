@@ -22,11 +22,21 @@ pub const SECURITY_HEADERS: [(&str, &str); 4] = [
 /// Flow pages (they hold one-time links or personal data) are never cached.
 pub const NO_STORE: (&str, &str) = ("Cache-Control", "no-store");
 
-/// Middleware adding [`SECURITY_HEADERS`] where a handler has not set them.
-pub fn security_headers() -> DefaultHeaders {
-    SECURITY_HEADERS
+/// Middleware adding [`SECURITY_HEADERS`] where a handler has not set them,
+/// and `Strict-Transport-Security` when the public URL is https (a browser
+/// then never tries plain http to this host, where a session cookie could
+/// be stripped or planted). Behind a TLS-terminating proxy the app sees
+/// plain http, so the public URL decides, not the request.
+pub fn security_headers(settings: &crate::config::Settings) -> DefaultHeaders {
+    let headers = SECURITY_HEADERS
         .iter()
-        .fold(DefaultHeaders::new(), |headers, pair| headers.add(*pair))
+        .fold(DefaultHeaders::new(), |headers, pair| headers.add(*pair));
+    let max_age = settings.web.hsts_max_age_secs;
+    if settings.public_url.scheme() == "https" && max_age > 0 {
+        headers.add(("Strict-Transport-Security", format!("max-age={max_age}")))
+    } else {
+        headers
+    }
 }
 
 /// Adds the security headers and `no-store` to a response being built; the

@@ -1,5 +1,6 @@
-//! `/healthz` (the process is up) and `/readyz` (it can serve: the database
-//! answers and every migration is applied).
+//! `/healthz` (the process is up) and `/readyz` (it can serve: the identity
+//! provider's metadata was fetched once, the database answers and every
+//! migration is applied).
 
 use actix_web::{HttpResponse, get, web};
 
@@ -20,6 +21,10 @@ const READY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[get("/readyz")]
 async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+    if !super::oidc::metadata_reached(&state).await {
+        return HttpResponse::ServiceUnavailable()
+            .json(serde_json::json!({ "status": "identity provider unreachable" }));
+    }
     let check = db::migrations_applied(&state.db);
     match db::faults::deadline(READY_DEADLINE, check).await {
         Ok(true) => HttpResponse::Ok().json(serde_json::json!({ "status": "ready" })),

@@ -25,7 +25,7 @@ async fn logout(
     user: MaybeUser,
     payload: web::Payload,
 ) -> Result<HttpResponse, WebError> {
-    let form = forms::form(payload).await?;
+    let form = forms::form(payload, state.settings.body_read_timeout()).await?;
     let removal = cookies::removal(&state.settings, cookies::SESSION);
     let Some(user) = user.0 else {
         // Already signed out: say so, and clear whatever cookie is left.

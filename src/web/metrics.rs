@@ -39,7 +39,11 @@ async fn scrape(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
         Access::Granted => HttpResponse::Ok()
             .content_type(CONTENT_TYPE)
             .insert_header(NO_STORE)
-            .body(state.metrics.render(db_gauges(&state))),
+            .body(
+                state
+                    .metrics
+                    .render(db_gauges(&state), state.connect.providers().call_metrics()),
+            ),
     }
 }
 

@@ -11,6 +11,7 @@
 //!
 //! Operational endpoints: `health` (`/healthz`, `/readyz`) and `metrics`.
 
+pub mod access_log;
 pub mod assets;
 pub mod client_access;
 pub mod connect;
@@ -18,6 +19,7 @@ pub mod connection_label;
 pub mod connections;
 pub mod cookies;
 pub mod csrf;
+pub mod error_pages;
 pub mod forms;
 pub mod headers;
 pub mod health;

@@ -35,6 +35,32 @@ const MAX_RESPONSE_BYTES: usize = 512 * 1024;
 /// How long metadata discovered for starting a sign-in is reused.
 pub const START_METADATA_TTL: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// How long `/readyz` waits for a first discovery.
+const READY_DISCOVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether the identity provider's metadata was fetched once; if not,
+/// tries now (briefly). Until then the instance can verify no token and
+/// sign nobody in, so it must not be sent traffic.
+pub async fn metadata_reached(state: &AppState) -> bool {
+    if state.sign_in_metadata.was_reached() {
+        return true;
+    }
+    let discovery = state
+        .sign_in_metadata
+        .get_or_discover(START_METADATA_TTL, discover(state));
+    match tokio::time::timeout(READY_DISCOVERY_WAIT, discovery).await {
+        Ok(Ok(_)) => true,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "readiness: identity provider metadata not fetched");
+            false
+        }
+        Err(_) => {
+            tracing::warn!("readiness: identity provider metadata not fetched in time");
+            false
+        }
+    }
+}
+
 type Client = CoreClient<
     EndpointSet,
     EndpointNotSet,

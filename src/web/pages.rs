@@ -20,6 +20,9 @@ pub enum WebError {
     SignedOut,
     #[error("bad request: {0}")]
     BadRequest(&'static str),
+    /// The request body did not arrive within the deadline.
+    #[error("request body not received in time")]
+    Timeout,
     /// A sign-in or provider callback that cannot be accepted.
     #[error("flow rejected: {0}")]
     FlowRejected(&'static str),
@@ -51,6 +54,37 @@ pub struct ErrorPage<'a> {
     pub link: Option<(&'a str, &'a str)>,
 }
 
+/// Where an error page leads when its error names no better place.
+pub const BACK_TO_CONNECTIONS: (&str, &str) = ("/connections", "Go to your connections");
+
+/// What an error page showed, kept on the response so that
+/// `error_pages::with_user` can render it again naming who is signed in
+/// (an error is rendered without the request).
+#[derive(Debug, Clone)]
+pub struct ShownError {
+    pub status: u16,
+    pub title: String,
+    pub message: String,
+    pub link: (String, String),
+}
+
+impl ShownError {
+    /// The page again, for `signed_in`.
+    pub fn render(&self, signed_in: Option<String>) -> HttpResponse {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        render(
+            status,
+            &ErrorPage {
+                signed_in,
+                status: self.status,
+                title: &self.title,
+                message: &self.message,
+                link: Some((&self.link.0, &self.link.1)),
+            },
+        )
+    }
+}
+
 impl WebError {
     fn page(&self) -> ErrorPage<'_> {
         let page = |title, message| ErrorPage {
@@ -58,7 +92,7 @@ impl WebError {
             status: self.status_code().as_u16(),
             title,
             message,
-            link: None,
+            link: Some(BACK_TO_CONNECTIONS),
         };
         match self {
             WebError::LinkGone => page(
@@ -74,6 +108,10 @@ impl WebError {
                 ..page("You are signed out", "Sign in to continue.")
             },
             WebError::BadRequest(message) => page("This request is not valid", message),
+            WebError::Timeout => page(
+                "This took too long",
+                "The form did not arrive in time. Please try again.",
+            ),
             WebError::FlowRejected(message) => page("This can't be completed", message),
             WebError::NotConfigured(message) => page("Not available", message),
             WebError::TooManyLinks(_) => page(
@@ -103,6 +141,7 @@ impl ResponseError for WebError {
             WebError::Csrf => StatusCode::FORBIDDEN,
             WebError::SignedOut => StatusCode::UNAUTHORIZED,
             WebError::BadRequest(_) | WebError::FlowRejected(_) => StatusCode::BAD_REQUEST,
+            WebError::Timeout => StatusCode::REQUEST_TIMEOUT,
             WebError::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
             WebError::TooManyLinks(_) => StatusCode::TOO_MANY_REQUESTS,
             WebError::Internal(e) if crate::db::faults::is_transient_chain(e) => {
@@ -134,13 +173,21 @@ impl ResponseError for WebError {
             WebError::NotConfigured(what) => tracing::error!(what, "web: not configured"),
             other => tracing::info!(reason = %other, "web: request refused"),
         }
-        let mut response = render(self.status_code(), &self.page());
+        let page = self.page();
+        let mut response = render(self.status_code(), &page);
         if let Some(secs) = retry_after {
             response.headers_mut().insert(
                 actix_web::http::header::RETRY_AFTER,
                 actix_web::http::header::HeaderValue::from(secs),
             );
         }
+        let (href, label) = page.link.unwrap_or(BACK_TO_CONNECTIONS);
+        response.extensions_mut().insert(ShownError {
+            status: page.status,
+            title: page.title.to_owned(),
+            message: page.message.to_owned(),
+            link: (href.to_owned(), label.to_owned()),
+        });
         response
     }
 }

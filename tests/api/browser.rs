@@ -43,6 +43,11 @@ impl Page {
 
 impl Browser {
     pub fn new(app: &TestApp) -> Self {
+        Self::at(&app.base)
+    }
+
+    /// A browser for a service at `base` that is not a [`TestApp`].
+    pub fn at(base: &str) -> Self {
         let jar = Arc::new(Jar::default());
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
@@ -53,7 +58,7 @@ impl Browser {
         Self {
             client,
             jar,
-            base: app.base.clone(),
+            base: base.to_owned(),
         }
     }
 

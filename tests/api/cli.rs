@@ -88,6 +88,25 @@ fn serve_without_configuration_names_the_missing_setting() {
 }
 
 #[test]
+fn serve_refuses_insecure_http_with_an_https_public_url() {
+    let output = bin()
+        .arg("serve")
+        .env("MCP_CONNECT_PUBLIC_URL", "https://connect.example.com")
+        .env("MCP_CONNECT_INSECURE_HTTP", "true")
+        .env("MCP_CONNECT_DATABASE_URL", "postgres://localhost/none")
+        .env(
+            "MCP_CONNECT_KEYS",
+            "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+        )
+        .env("MCP_CONNECT_AUTH__ISSUER", "https://idp.example")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("insecure_http"), "{stderr}");
+}
+
+#[test]
 fn dev_refuses_a_non_loopback_address() {
     let output = bin()
         .args(["dev", "--bind-host", "0.0.0.0", "--port", "0"])

@@ -70,7 +70,7 @@ async fn the_sweeper_deletes_what_expired_long_ago_and_runs_on_one_instance_at_a
         .await
         .unwrap();
     assert_eq!(
-        mcp_connect::sweeper::sweep_once(&app.db, &app.state.settings)
+        mcp_connect::sweeper::sweep_once(&app.db, app.state.settings.audit.retention())
             .await
             .unwrap(),
         None
@@ -78,7 +78,7 @@ async fn the_sweeper_deletes_what_expired_long_ago_and_runs_on_one_instance_at_a
     holder.rollback().await.unwrap();
 
     assert_eq!(
-        mcp_connect::sweeper::sweep_once(&app.db, &app.state.settings)
+        mcp_connect::sweeper::sweep_once(&app.db, app.state.settings.audit.retention())
             .await
             .unwrap(),
         Some(1)

@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod helpers;
+mod invalid_params;
+mod log_forgery;
 mod logs;
 
 mod accounts;
@@ -17,16 +19,21 @@ mod fakes;
 mod faults;
 mod full_flow;
 mod grants;
+mod headers;
 mod health;
 mod hot_connections;
 mod mcp_protocol;
 mod metrics;
+mod operator_cli;
 mod peer_rmcp;
 mod provider_flows;
 mod provider_params;
+mod redaction;
 mod retention;
 mod schema;
+mod slow_bodies;
 mod stale_keys;
+mod startup;
 mod state_rejections;
 mod tool_results;
 mod web_flow;

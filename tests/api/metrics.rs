@@ -1,7 +1,9 @@
 //! `/metrics`: who may read it, that it is the Prometheus text format, that
 //! MCP requests and the connect flow move its counters — and that nothing a
 //! client chose or is (a made-up method, a subject, a client id, a ticket)
-//! ends up in it.
+//! ends up in it. Outbound provider calls: `providers`.
+
+mod providers;
 
 use std::time::Duration;
 
@@ -324,8 +326,14 @@ async fn nothing_a_client_chose_or_is_appears_in_the_metrics() {
                 "tool" => mcp_connect::metrics::labels::TOOL_LABELS.contains(&value.as_str()),
                 "ended" => mcp_connect::metrics::labels::ENDED_LABELS.contains(&value.as_str()),
                 "result" => ["ok", "needs_reauth", "error"].contains(&value.as_str()),
+                // The configured provider's name, never one the client sent.
+                "provider" => value == "demo",
+                "call" => mcp_connect::metrics::CALL_LABELS.contains(&value.as_str()),
+                "outcome" => mcp_connect::metrics::OUTCOME_LABELS.contains(&value.as_str()),
                 "le" => value == "+Inf" || value.parse::<f64>().is_ok(),
                 "version" => value == env!("CARGO_PKG_VERSION"),
+                // A route pattern of the application's, never a raw path.
+                "route" => value == "other" || (value.starts_with('/') && !value.contains('?')),
                 _ => false,
             };
             assert!(allowed, "{key}={value:?} on {}", sample.name);
@@ -411,4 +419,77 @@ async fn dev_mode_serves_metrics_without_a_token() {
     assert_eq!(response.status(), 200);
     parse(&response.text().await.unwrap());
     dev.kill().await.unwrap();
+}
+
+#[tokio::test]
+async fn process_metrics_describe_this_process() {
+    let app = spawn_with_token().await;
+    let (text, m) = scrape(&app).await;
+    for name in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_max_fds",
+    ] {
+        assert!(m.has(name), "{name} missing:\n{text}");
+    }
+    assert!(
+        text.contains("# TYPE process_cpu_seconds_total counter"),
+        "{text}"
+    );
+    // The test process: tens of megabytes, a pool's sockets and more open.
+    assert!(m.value("process_resident_memory_bytes", &[]) > 1_000_000.0);
+    assert!(m.value("process_open_fds", &[]) >= 3.0);
+    assert!(m.value("process_max_fds", &[]) >= m.value("process_open_fds", &[]));
+}
+
+#[tokio::test]
+async fn page_requests_are_counted_by_route_and_status_class_and_logged_without_query() {
+    crate::logs::init();
+    let app = spawn_with_token().await;
+    let marker = uuid::Uuid::new_v4().simple().to_string();
+    let secret = format!("secret{marker}");
+    for path in [
+        "/healthz".to_owned(),
+        format!("/no-such-page-{marker}?ticket={secret}"),
+    ] {
+        app.http
+            .get(format!("{}{path}", app.addr))
+            .send()
+            .await
+            .unwrap();
+    }
+    let (text, m) = scrape(&app).await;
+    assert!(
+        m.value(
+            "mcp_connect_page_requests_total",
+            &[("route", "/healthz"), ("status", "2xx")]
+        ) >= 1.0,
+        "{text}"
+    );
+    assert!(
+        m.value(
+            "mcp_connect_page_requests_total",
+            &[("route", "other"), ("status", "4xx")]
+        ) >= 1.0,
+        "{text}"
+    );
+    assert!(!text.contains(&marker), "a path became a label:\n{text}");
+    // The line: structured fields, the path without its query, no file path
+    // of the build.
+    let logs = crate::logs::captured();
+    let line = logs
+        .lines()
+        .find(|l| l.contains(&format!("/no-such-page-{marker}")))
+        .unwrap_or_else(|| panic!("no access line:\n{logs}"));
+    assert!(line.contains("status=404"), "{line}");
+    assert!(
+        line.contains("http=\"GET\"") || line.contains("http=GET"),
+        "{line}"
+    );
+    assert!(
+        !line.contains("log.file") && !line.contains(".cargo"),
+        "{line}"
+    );
+    assert!(!logs.contains(&secret), "the query reached the log");
 }

@@ -15,7 +15,7 @@ use crate::{
 
 /// Connects alice's `name` account through the browser and the fake; returns
 /// the completed `whoami` retry.
-async fn connect(app: &TestApp, fake: &FakeProvider, name: &str) -> serde_json::Value {
+pub(crate) async fn connect(app: &TestApp, fake: &FakeProvider, name: &str) -> serde_json::Value {
     let key = format!("connect_{name}");
     let (url, state) = elicit(app, "alice", "whoami", json!({"provider": name}), &key).await;
     let browser = Browser::new(app);
@@ -51,7 +51,7 @@ async fn connect(app: &TestApp, fake: &FakeProvider, name: &str) -> serde_json::
     body
 }
 
-async fn app_with(fake: &FakeProvider, name: &str) -> TestApp {
+pub(crate) async fn app_with(fake: &FakeProvider, name: &str) -> TestApp {
     spawn_app_with(|t| fake.configure(t, name)).await
 }
 
@@ -236,4 +236,34 @@ async fn deny_at_a_real_style_provider_is_a_declined_page_and_answer() {
     .await;
     assert_eq!(body["result"]["isError"], true, "{body}");
     assert_eq!(fake.calls().token, 0, "no code was exchanged");
+}
+
+#[tokio::test]
+async fn reloading_the_success_page_shows_the_connection_again() {
+    let fake = fakes::github::start().await;
+    let app = app_with(&fake, "github").await;
+    let (url, _) = elicit(
+        &app,
+        "alice",
+        "whoami",
+        json!({"provider": "github"}),
+        "connect_github",
+    )
+    .await;
+    let browser = Browser::new(&app);
+    let to_provider = open_and_continue(&browser, &url, "alice").await;
+    let callback = fake.visit(to_provider.location.as_deref().unwrap()).await;
+    let done = browser.get(callback.as_str()).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    let again = browser.get(callback.as_str()).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert!(
+        again.body.contains("connected as octocat"),
+        "{}",
+        again.body
+    );
+    assert_eq!(fake.calls().token, 1, "the spent code is not sent again");
+    // Another browser replaying the same URL still learns nothing.
+    let other = Browser::new(&app).get(callback.as_str()).await;
+    assert_eq!(other.status, 400, "{}", other.body);
 }

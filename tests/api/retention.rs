@@ -48,7 +48,7 @@ async fn counts(app: &TestApp) -> (i64, i64) {
 async fn the_sweeper_deletes_audit_rows_past_the_retention() {
     let app = retention_app(30).await;
     fill(&app, 2500, 31, 3).await;
-    let swept = mcp_connect::sweeper::sweep_once(&app.db, &app.state.settings)
+    let swept = mcp_connect::sweeper::sweep_once(&app.db, app.state.settings.audit.retention())
         .await
         .unwrap();
     assert!(swept.is_some_and(|n| n >= 2500), "{swept:?}");
@@ -91,7 +91,7 @@ async fn the_default_retention_is_ninety_days() {
     .execute(&app.db)
     .await
     .unwrap();
-    mcp_connect::sweeper::sweep_once(&app.db, &app.state.settings)
+    mcp_connect::sweeper::sweep_once(&app.db, app.state.settings.audit.retention())
         .await
         .unwrap();
     assert_eq!(counts(&app).await, (0, 1));

@@ -27,6 +27,9 @@ pub struct Browser {
     client: Client,
     shots: PathBuf,
     counter: Arc<AtomicU32>,
+    /// Our pages (under this base URL) are checked with axe-core.
+    ours: String,
+    axe: Arc<String>,
 }
 
 impl Browser {
@@ -54,11 +57,24 @@ impl Browser {
             "--no-first-run",
             "--disable-quic",
             "--window-size=1000,800",
-            // Nothing but loopback exists here: fail other names at once
-            // (oidc-provider's pages import a web font) instead of waiting.
-            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
             &format!("--user-data-dir={}", profile.display()),
         ];
+        // Nothing but loopback exists here: fail other names at once
+        // (oidc-provider's pages import a web font) instead of waiting. In
+        // the compose smoke test everything is behind Caddy on loopback at
+        // `localhost` names, under a certificate of Caddy's CA of this run,
+        // whose keys the file `E2E_TRUSTED_SPKI_FILE` names.
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        if world.compose.is_some() {
+            args.push("--host-resolver-rules=MAP localhost 127.0.0.1, MAP *.localhost 127.0.0.1, MAP * ~NOTFOUND, EXCLUDE 127.0.0.1".into());
+            let spki = std::env::var_os("E2E_TRUSTED_SPKI_FILE")
+                .and_then(|f| std::fs::read_to_string(f).ok());
+            if let Some(spki) = spki.map(|s| s.trim().to_owned()) {
+                args.push(format!("--ignore-certificate-errors-spki-list={spki}"));
+            }
+        } else {
+            args.push("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1".into());
+        }
         let mut caps = serde_json::Map::new();
         caps.insert("browserName".into(), json!("chrome"));
         caps.insert(
@@ -71,11 +87,16 @@ impl Browser {
             .await
             .with_context(|| format!("start a browser for {who}"))?;
         std::fs::create_dir_all(&shots)?;
+        let axe_path = world.repo.join("e2e/node_modules/axe-core/axe.min.js");
+        let axe = std::fs::read_to_string(&axe_path)
+            .with_context(|| format!("read {} (run e2e/setup.sh)", axe_path.display()))?;
         Ok(Browser {
             who: who.to_owned(),
             client,
             shots,
             counter,
+            ours: format!("{}/", world.base),
+            axe: Arc::new(axe),
         })
     }
 
@@ -145,13 +166,31 @@ impl Browser {
         Ok(v.as_str().unwrap_or_default().to_owned())
     }
 
-    /// Saves what the person sees now as `NN-<who>-<label>.png`.
+    /// Saves what the person sees now as `NN-<who>-<label>.png`; a page
+    /// of ours is first checked with axe-core (see `axe`).
     pub async fn shot(&self, label: &str) -> anyhow::Result<PathBuf> {
         let n = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
         let path = self.shots.join(format!("{n:02}-{}-{label}.png", self.who));
+        let url = self.url().await?;
+        if url.as_str().starts_with(&self.ours) {
+            crate::axe::audit(
+                &self.client,
+                &self.axe,
+                &format!("{label} ({})", url.path()),
+            )
+            .await?;
+        }
         let png = self.client.screenshot().await?;
         std::fs::write(&path, png)?;
         Ok(path)
+    }
+
+    /// Loads the page shown again, as the reload button does.
+    pub async fn reload(&self) -> anyhow::Result<()> {
+        self.client
+            .refresh()
+            .await
+            .with_context(|| format!("{} reloads the page", self.who))
     }
 
     pub async fn fill(&self, css: &str, value: &str) -> anyhow::Result<()> {

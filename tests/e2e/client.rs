@@ -57,7 +57,14 @@ impl McpClient {
     ) -> anyhow::Result<McpClient> {
         let stderr_log = world.logs.join(format!("{log_name}.stderr.log"));
         let stderr = std::fs::File::create(&stderr_log)?;
-        let mut child = Command::new(&world.python)
+        let mut command = Command::new(&world.python);
+        // Behind Caddy's TLS: trust its CA of this run. Passed by its own
+        // name, since a TLS library in this process may rewrite
+        // SSL_CERT_FILE in our environment (openssl-probe does).
+        if let Some(bundle) = std::env::var_os("E2E_CA_BUNDLE") {
+            command.env("SSL_CERT_FILE", bundle);
+        }
+        let mut child = command
             .arg(world.repo.join("e2e/client/connect_client.py"))
             .args([
                 "--url",

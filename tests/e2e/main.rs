@@ -13,8 +13,10 @@
 // In tests a panic is how a check fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod axe;
 mod browser;
 mod client;
+mod compose;
 mod procs;
 mod scenarios;
 mod secrets;
@@ -56,13 +58,24 @@ const SCENARIOS: &[(&str, Run)] = &[
     }),
 ];
 
+/// The compose smoke test's one scenario, which replaces the others when
+/// `E2E_COMPOSE` is set (scripts/compose-smoke.sh).
+const COMPOSE_SCENARIOS: &[(&str, Run)] = &[("compose_stack", |s| {
+    Box::pin(scenarios::compose_stack::run(s))
+})];
+
 /// Longest a scenario may take before it counts as hung.
-const SCENARIO_LIMIT: Duration = Duration::from_secs(240);
+const SCENARIO_LIMIT: Duration = Duration::from_secs(600);
 
 fn main() {
     let args = Arguments::from_args();
     let world: Arc<OnceLock<World>> = Arc::new(OnceLock::new());
-    let trials = SCENARIOS
+    let scenarios = if std::env::var_os("E2E_COMPOSE").is_some() {
+        COMPOSE_SCENARIOS
+    } else {
+        SCENARIOS
+    };
+    let trials = scenarios
         .iter()
         .map(|&(name, run)| {
             let world = world.clone();
@@ -72,7 +85,7 @@ fn main() {
 
     let will_run = (args.ignored || args.include_ignored)
         && !args.list
-        && SCENARIOS.iter().any(|(name, _)| selected(&args, name));
+        && scenarios.iter().any(|(name, _)| selected(&args, name));
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let out = std::env::var_os("E2E_OUT")
         .map(PathBuf::from)

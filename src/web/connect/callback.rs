@@ -46,6 +46,9 @@ pub(super) async fn callback(
         tracing::info!(provider = %provider_name, "provider callback with an unknown state");
         return Err(WebError::FlowRejected(RESTART));
     };
+    if let Some(page) = already_connected(&state, &flow, &provider_name, user.0.as_ref()).await? {
+        return Ok(page);
+    }
     let user = match check_flow(&flow, &provider_name, user.0) {
         Ok(user) => user,
         // Whoever holds someone else's `state` must not be able to cancel
@@ -93,24 +96,59 @@ pub(super) async fn callback(
         json!({ "connection_id": connection_id, "account_id": account.id, "ticket_id": flow.ticket_id }),
     )
     .await;
-    Ok(pages::render(
+    Ok(connected_page(
+        &user,
+        provider.display_name(),
+        &account.label,
+    ))
+}
+
+/// The success page, for the callback that connected the account.
+fn connected_page(user: &SignedInUser, provider: &str, account: &str) -> HttpResponse {
+    pages::render(
         StatusCode::OK,
         &Notice {
             signed_in: Some(user.display_name.clone()),
             tone: "ok",
-            title: format!("{} connected", provider.display_name()),
+            title: format!("{provider} connected"),
             lines: vec![format!(
-                "{} connected as {} — you can return to your MCP client.",
-                provider.display_name(),
-                account.label
+                "{provider} connected as {account} — you can return to your MCP client."
             )],
             facts: vec![
-                ("Provider".into(), provider.display_name().to_owned()),
-                ("Account".into(), account.label.clone()),
+                ("Provider".into(), provider.to_owned()),
+                ("Account".into(), account.to_owned()),
             ],
             link: Some(("/connections".into(), "See your connections".into())),
         },
-    ))
+    )
+}
+
+/// A reload of the success page: the flow was completed, in this very
+/// browser session, and its account is connected. Shown again as it is
+/// now, without touching the flow or the provider (the code is spent).
+async fn already_connected(
+    state: &AppState,
+    flow: &OAuthFlow,
+    provider_name: &str,
+    user: Option<&SignedInUser>,
+) -> Result<Option<HttpResponse>, WebError> {
+    let Some(user) = user else { return Ok(None) };
+    let same_browser = flow.is(db::oauth_flows::FlowKind::Connect)
+        && flow.completed_at.is_some()
+        && flow.provider.as_deref() == Some(provider_name)
+        && flow.session_id == Some(user.session_id);
+    let Some(provider) = state
+        .connect
+        .provider(provider_name)
+        .filter(|_| same_browser)
+    else {
+        return Ok(None);
+    };
+    let account = state
+        .connect
+        .active_account(&user.issuer, &user.subject, provider_name)
+        .await?;
+    Ok(account.map(|a| connected_page(user, provider.display_name(), &a.account_label)))
 }
 
 /// The flow may go on only for this browser session; the reason otherwise.

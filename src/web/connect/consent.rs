@@ -85,7 +85,7 @@ pub(super) async fn submit(
     user: SignedInUser,
     payload: web::Payload,
 ) -> Result<HttpResponse, WebError> {
-    let form = forms::form(payload).await?;
+    let form = forms::form(payload, state.settings.body_read_timeout()).await?;
     let ticket_id = form
         .get("ticket")
         .and_then(|t| Uuid::parse_str(t).ok())

@@ -5,6 +5,7 @@
 //! `access_type=offline` and `prompt=consent`, and on refresh a new access
 //! token without a new refresh token. `/v1/userinfo` is OpenID Connect's;
 //! `/revoke` ends the whole grant of an access or refresh token.
+//! `/hostile/echo` reflects the grant's secrets (see `hostile`).
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -46,7 +47,8 @@ fn routes(cfg: &mut web::ServiceConfig) {
         .route(
             "/calendar/v3/users/me/calendarList",
             web::get().to(calendars),
-        );
+        )
+        .configure(super::hostile::routes);
 }
 
 /// Google's short scope names, as its answers spell them.

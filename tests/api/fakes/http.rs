@@ -2,11 +2,37 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::{HttpRequest, HttpResponse, http::StatusCode};
+use actix_web::{
+    HttpRequest, HttpResponse,
+    body::{EitherBody, MessageBody},
+    dev::{ServiceRequest, ServiceResponse},
+    http::StatusCode,
+    middleware::Next,
+    web,
+};
 use base64::{Engine, engine::general_purpose::STANDARD};
 use percent_encoding::percent_decode_str;
 use serde_json::Value;
 use url::{Host, Url};
+
+/// Answers every request with the status a test set (`fail_with`), before
+/// any route sees it.
+pub(super) async fn failing(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
+    let status = req
+        .app_data::<web::Data<super::state::Shared>>()
+        .and_then(|shared| shared.memory().fail_with);
+    if let Some(status) = status {
+        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let response = HttpResponse::build(code).body("failing on purpose");
+        return Ok(req.into_response(response).map_into_right_body());
+    }
+    next.call(req)
+        .await
+        .map(ServiceResponse::map_into_left_body)
+}
 
 /// Query parameters, then form-body parameters over them (GitHub and
 /// Slack accept either place).

@@ -22,6 +22,7 @@
 
 pub mod github;
 pub mod google;
+pub mod hostile;
 pub mod slack;
 
 mod http;
@@ -30,7 +31,7 @@ mod state;
 
 use std::{collections::BTreeMap, net::TcpListener, time::Duration};
 
-use actix_web::{App, HttpServer, dev::ServerHandle, web};
+use actix_web::{App, HttpServer, dev::ServerHandle, middleware::from_fn, web};
 
 use state::Shared;
 pub use state::{Account, Calls};
@@ -63,12 +64,17 @@ async fn serve(kind: Kind, shared: Shared, routes: fn(&mut web::ServiceConfig)) 
     let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
     let shared = web::Data::new(shared);
     let data = shared.clone();
-    let server = HttpServer::new(move || App::new().app_data(data.clone()).configure(routes))
-        .workers(1)
-        .disable_signals()
-        .listen(listener)
-        .unwrap()
-        .run();
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .wrap(from_fn(http::failing))
+            .configure(routes)
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)
+    .unwrap()
+    .run();
     let handle = server.handle();
     tokio::spawn(server);
     FakeProvider {
@@ -97,6 +103,12 @@ impl FakeProvider {
     /// the person presses Cancel.
     pub fn deny_next(&self) {
         self.shared.memory().deny_next = true;
+    }
+
+    /// From now on every request is answered with `status` and nothing
+    /// else (`None`: served again).
+    pub fn fail_with(&self, status: Option<u16>) {
+        self.shared.memory().fail_with = status;
     }
 
     /// The account approving the next authorize requests (tokens issued

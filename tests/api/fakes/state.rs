@@ -100,6 +100,9 @@ struct Refresh {
 
 pub(super) struct Memory {
     pub deny_next: bool,
+    /// Every request is answered with this status, as by a provider that
+    /// is down behind its load balancer.
+    pub fail_with: Option<u16>,
     pub account: Account,
     /// Lifetime of new access tokens; `None` for tokens that never expire.
     pub access_ttl: Option<Duration>,
@@ -127,6 +130,7 @@ impl Shared {
             calls: Counters::default(),
             memory: Mutex::new(Memory {
                 deny_next: false,
+                fail_with: None,
                 account,
                 access_ttl,
                 last_authorize: None,
@@ -241,6 +245,19 @@ impl Memory {
         self.access.retain(|_, a| a.grant != grant);
         self.refresh.retain(|_, r| r.grant != grant);
         true
+    }
+
+    /// The live access token `token` and every token of its grant.
+    pub(super) fn grant_tokens(&self, token: &str) -> Option<Vec<String>> {
+        let grant = self.access(token)?.grant;
+        let access = self.access.iter().filter(|(_, a)| a.grant == grant);
+        let refresh = self.refresh.iter().filter(|(_, r)| r.grant == grant);
+        Some(
+            access
+                .map(|(t, _)| t.clone())
+                .chain(refresh.map(|(t, _)| t.clone()))
+                .collect(),
+        )
     }
 
     pub(super) fn expire_access_tokens(&mut self) {

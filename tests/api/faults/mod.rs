@@ -12,8 +12,9 @@ pub use postgres::OwnPostgres;
 
 use crate::helpers::{TestApp, spawn_app_on};
 
-/// Connects `subject`'s demo account through the real flow, so the demo
-/// provider knows its token (`whoami` asks the provider).
+/// Connects `subject`'s demo account through the real flow. The tests then
+/// call `connect`, which answers from the stored connection without asking
+/// the provider: only the database is under test.
 pub async fn connect(app: &TestApp, subject: &str) {
     crate::full_flow::connect_demo(app, subject, subject).await;
 }
@@ -24,7 +25,7 @@ async fn a_frozen_database_gets_retryable_answers_within_deadlines() {
     let app = spawn_app_on(&pg.url(), |_| {}).await;
     connect(&app, "alice").await;
     let (status, body) = app
-        .call_tool("alice", "whoami", json!({"provider": "demo"}))
+        .call_tool("alice", "connect", json!({"provider": "demo"}))
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"]["resultType"], "complete", "{body}");
@@ -47,7 +48,7 @@ async fn a_frozen_database_gets_retryable_answers_within_deadlines() {
     let started = Instant::now();
     let body = crate::helpers::request(
         "tools/call",
-        json!({"name": "whoami", "arguments": {"provider": "demo"}}),
+        json!({"name": "connect", "arguments": {"provider": "demo"}}),
     );
     let answer = app
         .mcp_request(Some(&app.token("alice")), &body)
@@ -82,7 +83,7 @@ async fn a_frozen_database_gets_retryable_answers_within_deadlines() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (status, body) = app
-            .call_tool("alice", "whoami", json!({"provider": "demo"}))
+            .call_tool("alice", "connect", json!({"provider": "demo"}))
             .await;
         if status == 200 && body["result"]["resultType"] == "complete" {
             break;
@@ -100,7 +101,7 @@ async fn a_stopped_database_answers_mcp_with_503_not_an_internal_error() {
     pg.down();
     let body = crate::helpers::request(
         "tools/call",
-        json!({"name": "whoami", "arguments": {"provider": "demo"}}),
+        json!({"name": "connect", "arguments": {"provider": "demo"}}),
     );
     let started = Instant::now();
     let answer = app
@@ -117,7 +118,7 @@ async fn a_stopped_database_answers_mcp_with_503_not_an_internal_error() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (status, body) = app
-            .call_tool("alice", "whoami", json!({"provider": "demo"}))
+            .call_tool("alice", "connect", json!({"provider": "demo"}))
             .await;
         if status == 200 && body["result"]["resultType"] == "complete" {
             break;

@@ -56,7 +56,7 @@ async fn requests_fall_back_to_the_pool_when_no_new_connection_can_be_opened() {
     );
     for _ in 0..8 {
         let (status, body) = app
-            .call_tool("alice", "whoami", json!({"provider": "demo"}))
+            .call_tool("alice", "connect", json!({"provider": "demo"}))
             .await;
         assert_eq!(status, 200, "{body}");
         assert_eq!(body["result"]["resultType"], "complete", "{body}");

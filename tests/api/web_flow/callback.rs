@@ -275,9 +275,13 @@ async fn a_full_connect_stores_the_connection_once_and_shows_the_account() {
         .await,
         1
     );
-    // The same callback again: refused, nothing exchanged twice.
+    // The same callback again in her browser (a reload): the connection
+    // as it is, nothing exchanged twice; from any other browser: refused.
     let replay = alice.get(&callback).await;
-    assert_eq!(replay.status, 400, "{}", replay.body);
+    assert_eq!(replay.status, 200, "{}", replay.body);
+    assert!(replay.body.contains("Demo connected as"), "{}", replay.body);
+    let elsewhere = Browser::new(&app).get(&callback).await;
+    assert_eq!(elsewhere.status, 400, "{}", elsewhere.body);
     assert_eq!(
         count(
             &app,

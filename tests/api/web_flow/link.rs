@@ -292,3 +292,32 @@ async fn the_reconnect_button_takes_the_same_link_limit_as_tools() {
         .unwrap();
     assert_eq!(issued, 2);
 }
+
+#[tokio::test]
+async fn error_pages_show_who_is_signed_in_and_lead_back_to_the_connections() {
+    let app = spawn_app().await;
+    let browser = signed_in(&app, "alice").await;
+    let page = browser.get("/connect?ticket=tnot-a-real-ticket").await;
+    assert!(page.status >= 400, "{}", page.body);
+    assert!(
+        page.body.contains("Signed in as <strong>alice"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("Not signed in"), "{}", page.body);
+    assert!(
+        page.body.contains(r#"href="/connections""#),
+        "{}",
+        page.body
+    );
+    // Signed out, the page says so and still leads somewhere.
+    let page = Browser::new(&app).get("/oauth/callback/demo?state=x").await;
+    assert_eq!(page.status, 400, "{}", page.body);
+    assert!(page.body.contains("Not signed in"), "{}", page.body);
+    assert!(
+        page.body
+            .contains(r#"class="button primary" href="/connections""#),
+        "{}",
+        page.body
+    );
+}

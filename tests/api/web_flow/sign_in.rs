@@ -114,20 +114,6 @@ async fn logout_ends_the_session_and_forged_cookies_are_signed_out() {
 }
 
 #[tokio::test]
-async fn without_a_web_client_id_sign_in_says_it_is_not_set_up() {
-    let app = crate::helpers::spawn_app_with(|table| {
-        if let Some(toml::Value::Table(auth)) = table.get_mut("auth") {
-            auth.remove("web_client_id");
-        }
-    })
-    .await;
-    let page = Browser::new(&app).get("/login").await;
-    assert_eq!(page.status, 503, "{}", page.body);
-    assert!(page.body.contains("auth.web_client_id"), "{}", page.body);
-    assert_eq!(count(&app, "SELECT count(*) FROM oauth_flows").await, 0);
-}
-
-#[tokio::test]
 async fn starting_a_sign_in_reuses_the_identity_providers_metadata() {
     // The identity provider is another application's, so it can be stopped.
     let idp = spawn_app().await;
@@ -309,7 +295,7 @@ async fn expired_login_flows_are_swept_without_grace() {
     .execute(&app.db)
     .await
     .unwrap();
-    mcp_connect::sweeper::sweep_once(&app.db, &app.state.settings)
+    mcp_connect::sweeper::sweep_once(&app.db, app.state.settings.audit.retention())
         .await
         .unwrap();
     assert_eq!(

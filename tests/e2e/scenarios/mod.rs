@@ -3,6 +3,7 @@
 //! secrets it saw, checked against every log and the database at its end.
 
 pub mod alice_connects;
+pub mod compose_stack;
 pub mod decline_and_cancel;
 pub mod legacy_client;
 pub mod phishing_link;
@@ -231,6 +232,21 @@ pub async fn connect_in_browser(
         text.contains(&format!("{PROVIDER_DISPLAY} connected")) && text.contains(account),
         "the success page should say {PROVIDER_DISPLAY} is connected as {account}:\n{text}"
     );
+    // Reloaded (the code in its address is spent), it still says so.
+    browser.reload().await?;
+    browser
+        .wait_for_url(&format!("{}/oauth/callback/{PROVIDER}", w.base))
+        .await?;
+    browser.shot("connected-reloaded").await?;
+    ensure!(
+        browser.status().await? == 200,
+        "reloaded success page status"
+    );
+    let again = browser.text().await?;
+    ensure!(
+        again.contains(&format!("{PROVIDER_DISPLAY} connected")) && again.contains(account),
+        "the reloaded success page should still say {PROVIDER_DISPLAY} is connected as {account}:\n{again}"
+    );
     s.note_cookies(browser).await
 }
 
@@ -248,7 +264,10 @@ pub async fn consent_page(s: &Scenario<'_>, browser: &Browser) -> anyhow::Result
     );
     ensure!(browser.status().await? == 200, "consent page status");
     let text = browser.text().await?;
-    let host = w.base.trim_start_matches("http://");
+    let host = w
+        .base
+        .trim_start_matches("http://")
+        .trim_start_matches("https://");
     for expected in [
         format!("{host} wants to connect your {PROVIDER_DISPLAY} account"),
         host.to_owned(),

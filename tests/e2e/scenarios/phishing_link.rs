@@ -43,6 +43,21 @@ pub async fn run(s: &mut Scenario<'_>) -> anyhow::Result<()> {
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     let still = bobs.url().await?;
     ensure!(still == url, "bob's browser moved on to {still}");
+    // A link that does not exist: an error page that still knows him and
+    // leads back to his connections.
+    bobs.goto(&format!("{}/connect?ticket=tno-such-ticket", w.base))
+        .await?;
+    bobs.wait_for_url(&format!("{}/connect", w.base)).await?;
+    bobs.shot("unknown-link").await?;
+    ensure!(bobs.status().await? >= 400, "an unknown link is an error");
+    let text = bobs.text().await?;
+    ensure!(
+        text.contains(&format!("Signed in as {bob}")) && !text.contains("Not signed in"),
+        "the error page should show bob signed in:\n{text}"
+    );
+    bobs.click_text("Go to your connections").await?;
+    bobs.wait_for_url(&format!("{}/connections", w.base))
+        .await?;
     s.note_cookies(&bobs).await?;
     nothing_happened_for(w, &[alice, bob]).await?;
 

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Creates the secrets docker-compose.yml reads, under ./secrets/, without
+# starting anything: the Postgres password (hex, so the database URL made
+# from it needs no escaping), the database URL, the encryption key and the
+# metrics token. Keeps every file that exists already, so it is safe to run
+# again; it then gives every secret mode 0600, owned by the service's user
+# (uid 10001 in the image), and lists the secrets only you can supply: the
+# web client secret and each provider's client secret.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+uid=10001
+umask 077
+mkdir -p secrets/providers
+
+new() { [ -s "secrets/$1" ] && return 1; echo "created secrets/$1" >&2; }
+if new postgres_password; then openssl rand -hex 24 > secrets/postgres_password; fi
+if new database_url; then
+  printf 'postgres://mcp_connect:%s@postgres:5432/mcp_connect\n' "$(cat secrets/postgres_password)" > secrets/database_url
+fi
+# Same format as `mcp-connect keys generate`: <key id>:<32 random bytes, base64>.
+if new keys; then printf 'k%s:%s\n' "$(date -u +%Y%m%d)" "$(openssl rand -base64 32)" > secrets/keys; fi
+if new metrics_token; then openssl rand -hex 32 > secrets/metrics_token; fi
+
+missing=()
+[ -s secrets/web_client_secret ] || missing+=("secrets/web_client_secret   (the web client's secret at your identity provider)")
+while IFS= read -r line; do
+  case "$line" in
+    MCP_CONNECT_PROVIDERS__*__CLIENT_SECRET_FILE=/run/secrets/providers/*)
+      name=${line##*/}
+      [ -s "secrets/providers/$name" ] || missing+=("secrets/providers/$name   (the client secret of provider $name)")
+      ;;
+  esac
+done < deploy/providers.env
+
+chmod 700 secrets secrets/providers
+find secrets -type f -exec chmod 600 {} +
+if [ "$(id -u)" = 0 ]; then
+  chown -R "$uid" secrets
+  # Postgres reads its password as root before it drops privileges.
+else
+  echo "note: not root, so secrets/ stays owned by you; the service (uid $uid) must be able to read it:" >&2
+  echo "      sudo chown -R $uid secrets" >&2
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  printf 'still missing (write each with printf %%s '"'"'…'"'"' > FILE, then run this again):\n' >&2
+  printf '  %s\n' "${missing[@]}" >&2
+  exit 1
+fi
+echo "secrets ready" >&2

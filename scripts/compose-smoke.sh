@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# The compose smoke test: the operator's docker compose stack (Postgres,
+# mcp-connect, Caddy with TLS) set up as README.md says, with the
+# end-to-end suite's oidc-provider peers as the identity provider and the
+# third-party provider, its MCP Python SDK client and headless Chromium.
+# The suite's `compose_stack` scenario connects through Caddy, restarts the
+# stack (the connection survives) and scales it to two instances (a new
+# connection completes across them).
+#
+#   bash scripts/compose-smoke.sh          the whole test (CI)
+#
+# The suite calls this script back (E2E_COMPOSE) with one action:
+#   up | logs | restart | scale | down
+# Everything listens on 127.0.0.1 or on the Docker bridge this run started;
+# nothing is sent anywhere else.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+dir=${E2E_COMPOSE_DIR:-$repo/target/compose-smoke}
+stack=$dir/stack
+project=mcpconnectsmoke
+log() { printf '==> compose smoke: %s\n' "$*" >&2; }
+dc() { (cd "$stack" && docker-compose -p "$project" -f docker-compose.yml -f docker-compose.smoke.yml "$@"); }
+
+# Until every instance of mcp-connect reports healthy (its own healthcheck,
+# `mcp-connect health`), or fail with the logs.
+wait_healthy() {
+  local want=$1
+  for _ in $(seq 1 120); do
+    local ids healthy=0
+    ids=$(dc ps -q mcp-connect)
+    for id in $ids; do
+      [ "$(docker inspect -f '{{.State.Health.Status}}' "$id")" = healthy ] && healthy=$((healthy + 1))
+    done
+    [ "$healthy" -ge "$want" ] && { log "$healthy instance(s) healthy"; return 0; }
+    sleep 1
+  done
+  dc ps >&2; dc logs --tail 40 >&2
+  return 1
+}
+
+case "${1:-run}" in
+run)
+  start=$(date +%s)
+  eval "$(bash "$repo/scripts/docker-setup.sh")"
+  log "image build"
+  # COMPOSE_SMOKE_NO_BUILD=1: use the mcp-connect:latest there is (local
+  # iterations on the test itself).
+  [ -n "${COMPOSE_SMOKE_NO_BUILD:-}" ] || docker build -q --build-arg RUST_IMAGE="$RUST_IMAGE" --build-arg RUNTIME_IMAGE="$RUNTIME_IMAGE" \
+    -t mcp-connect:latest "$repo" >/dev/null
+  log "image built after $(( $(date +%s) - start ))s"
+  rm -rf "$dir"; mkdir -p "$dir"
+  # The port Caddy publishes on 127.0.0.1, the peers' address on the Docker
+  # bridge (Caddy's container reaches the host there), the test database's.
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  pgport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  bridge=$(ip -4 -o addr show docker0 | awk '{print $4}' | cut -d/ -f1)
+  printf 'export CADDY_IMAGE=%s POSTGRES_IMAGE=%s SMOKE_PORT=%s SMOKE_PGPORT=%s\n' \
+    "$CADDY_IMAGE" "$POSTGRES_IMAGE" "$port" "$pgport" > "$dir/env"
+  status=0
+  E2E_COMPOSE="$repo/scripts/compose-smoke.sh" E2E_COMPOSE_DIR="$dir" \
+    E2E_HTTPS_PORT=$port E2E_PEER_BIND=$bridge E2E_DATABASE_URL_FILE="$dir/database-url" \
+    E2E_TRUSTED_SPKI_FILE="$dir/caddy-ca.spki" E2E_CA_FILE="$dir/stack/caddy-ca/root.crt" E2E_CA_BUNDLE="$dir/ca-bundle.crt" \
+    E2E_OUT="$repo/target/e2e-compose" bash "$repo/e2e/run.sh" compose_stack || status=$?
+  if [ "$status" = 0 ]; then
+    # Both instances served the flow after scaling (health probes aside).
+    for n in 1 2; do
+      grep -E "^mcp-connect_${n} " "$dir/final.log" \
+        | grep -qE 'mcp request|(GET|POST) /(connect|auth/|oauth/)' \
+        || { log "instance $n served no request of the flow"; status=1; }
+    done
+  fi
+  log "$( [ "$status" = 0 ] && echo passed || echo FAILED ) in $(( $(date +%s) - start ))s"
+  exit "$status"
+  ;;
+up)
+  # shellcheck disable=SC1091
+  . "$dir/env"
+  export CADDY_IMAGE POSTGRES_IMAGE
+  rm -rf "$stack"; mkdir -p "$stack"
+  # The operator's steps (README.md, "Deploying with Docker Compose").
+  cp "$repo/docker-compose.yml" "$repo/.env.example" "$stack/"
+  cp -r "$repo/deploy" "$stack/"
+  cd "$stack"
+  cp .env.example .env
+  sed -i -e "s/^MCP_CONNECT_SITE=.*/MCP_CONNECT_SITE=localhost:$SMOKE_PORT/" \
+    -e "s/^MCP_CONNECT_HTTPS_PORT=.*/MCP_CONNECT_HTTPS_PORT=$SMOKE_PORT/" \
+    -e "s/^MCP_CONNECT_TLS=.*/MCP_CONNECT_TLS=internal/" .env
+  p=$E2E_PROVIDER
+  cat > deploy/mcp-connect.toml <<TOML
+public_url = "$E2E_PUBLIC_URL"
+bind = "0.0.0.0:8080"
+log_format = "json"
+
+[auth]
+issuer = "$E2E_AS_ISSUER"
+web_client_id = "$E2E_WEB_CLIENT_ID"
+scopes_supported = ["mcp:tools"]
+
+[providers.$p]
+display_name = "$E2E_PROVIDER_DISPLAY"
+client_id = "$E2E_TP_CLIENT_ID"
+authorize_url = "$E2E_TP_ISSUER/auth"
+token_url = "$E2E_TP_ISSUER/token"
+userinfo_url = "$E2E_TP_ISSUER/me"
+revocation_url = "$E2E_TP_ISSUER/token/revocation"
+issuer = "$E2E_TP_ISSUER"
+api_base_url = "$E2E_API_BASE"
+token_auth_method = "client_secret_post"
+scopes = ["openid", "profile"]
+TOML
+  echo "MCP_CONNECT_PROVIDERS__${p^^}__CLIENT_SECRET_FILE=/run/secrets/providers/$p" > deploy/providers.env
+  bash deploy/make-secrets.sh 2>/dev/null || true
+  (umask 077; printf %s "$E2E_WEB_CLIENT_SECRET" > secrets/web_client_secret
+   printf %s "$E2E_TP_CLIENT_SECRET" > "secrets/providers/$p")
+  bash deploy/make-secrets.sh
+  # Test-only: the peers behind the same Caddy, under Caddy's own CA.
+  cat > deploy/caddy.d/peers.caddy <<CADDY
+idp.localhost:$SMOKE_PORT {
+	tls internal
+	reverse_proxy $E2E_AS_UPSTREAM
+}
+provider.localhost:$SMOKE_PORT {
+	tls internal
+	reverse_proxy $E2E_TP_UPSTREAM
+}
+api.localhost:$SMOKE_PORT {
+	tls internal
+	reverse_proxy $E2E_API_UPSTREAM
+}
+CADDY
+  # Test-only: the peers' names resolve to Caddy inside the network; the
+  # service trusts Caddy's CA; the database is reachable for the checks.
+  cat > docker-compose.smoke.yml <<YAML
+services:
+  caddy:
+    networks:
+      default:
+        aliases: [idp.localhost, provider.localhost, api.localhost]
+  mcp-connect:
+    environment:
+      SSL_CERT_FILE: /run/caddy-ca/root.crt
+    volumes:
+      - ./caddy-ca:/run/caddy-ca:ro
+  postgres:
+    ports:
+      - "127.0.0.1:$SMOKE_PGPORT:5432"
+YAML
+  mkdir -p caddy-ca
+  # Caddy first, alone: it makes its CA, which the service and the test's
+  # clients are told to trust.
+  dc up -d --no-deps caddy >&2
+  cid=$(dc ps -q caddy)
+  for _ in $(seq 1 60); do
+    docker cp "$cid:/data/caddy/pki/authorities/local/root.crt" caddy-ca/root.crt 2>/dev/null && break
+    sleep 1
+  done
+  docker cp "$cid:/data/caddy/pki/authorities/local/intermediate.crt" caddy-ca/intermediate.crt
+  chmod 644 caddy-ca/*.crt
+  cat /etc/ssl/certs/ca-certificates.crt caddy-ca/root.crt > "$dir/ca-bundle.crt"
+  for cert in caddy-ca/root.crt caddy-ca/intermediate.crt; do
+    openssl x509 -in "$cert" -pubkey -noout | openssl pkey -pubin -outform der \
+      | openssl dgst -sha256 -binary | base64
+  done | paste -sd, > "$dir/caddy-ca.spki"
+  printf 'postgres://mcp_connect:%s@127.0.0.1:%s/mcp_connect\n' \
+    "$(cat secrets/postgres_password)" "$SMOKE_PGPORT" > "$dir/database-url"
+  dc up -d >&2
+  wait_healthy 1
+  ;;
+logs)
+  exec docker-compose -p "$project" -f "$stack/docker-compose.yml" -f "$stack/docker-compose.smoke.yml" \
+    --project-directory "$stack" logs -f --no-color mcp-connect
+  ;;
+restart)
+  . "$dir/env"; export CADDY_IMAGE POSTGRES_IMAGE
+  dc down >&2
+  dc up -d >&2
+  wait_healthy 1
+  ;;
+scale)
+  . "$dir/env"; export CADDY_IMAGE POSTGRES_IMAGE
+  dc up -d --scale mcp-connect=2 >&2
+  wait_healthy 2
+  # Caddy looks the instances up again every 5 s.
+  sleep 6
+  ;;
+down)
+  . "$dir/env"; export CADDY_IMAGE POSTGRES_IMAGE
+  dc logs --no-color mcp-connect > "$dir/final.log" 2>&1 || true
+  dc down -v >&2
+  ;;
+*)
+  echo "usage: $0 [run|up|logs|restart|scale|down]" >&2; exit 2
+  ;;
+esac

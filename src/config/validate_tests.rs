@@ -1,0 +1,137 @@
+//! What `validate` (and `validate_for_serving`) refuse, each named by its
+//! setting.
+
+use super::{Settings, test_support::minimal};
+
+fn error_with(extra: &[(&str, &str)]) -> String {
+    let mut vars = minimal();
+    for (k, v) in extra {
+        vars.retain(|(name, _)| name != k);
+        vars.push(((*k).into(), (*v).into()));
+    }
+    Settings::from_sources(None, vars, toml::Table::new())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn insecure_http_with_an_https_public_url_is_refused() {
+    let err = error_with(&[("MCP_CONNECT_INSECURE_HTTP", "true")]);
+    assert!(err.contains("insecure_http"), "{err}");
+    // On a loopback http URL it is what it is for.
+    let err = error_with(&[
+        ("MCP_CONNECT_INSECURE_HTTP", "true"),
+        ("MCP_CONNECT_PUBLIC_URL", "http://127.0.0.1:8080"),
+        ("MCP_CONNECT_AUTH__ISSUER", "http://127.0.0.1:9000"),
+    ]);
+    assert_eq!(err, "");
+}
+
+#[test]
+fn plain_http_identity_urls_are_refused_off_loopback() {
+    for (var, value, key) in [
+        (
+            "MCP_CONNECT_AUTH__ISSUER",
+            "http://idp.example.com",
+            "auth.issuer",
+        ),
+        (
+            "MCP_CONNECT_AUTH__JWKS_URL",
+            "http://idp.example.com/jwks",
+            "auth.jwks_url",
+        ),
+        (
+            "MCP_CONNECT_AUTH__INTROSPECTION__URL",
+            "http://idp.example.com/introspect",
+            "auth.introspection.url",
+        ),
+    ] {
+        let err = error_with(&[
+            (var, value),
+            ("MCP_CONNECT_AUTH__INTROSPECTION__CLIENT_ID", "rs"),
+            ("MCP_CONNECT_AUTH__INTROSPECTION__CLIENT_SECRET", "s"),
+            (
+                "MCP_CONNECT_AUTH__INTROSPECTION__URL",
+                if key == "auth.introspection.url" {
+                    value
+                } else {
+                    "https://idp.example.com/introspect"
+                },
+            ),
+        ]);
+        assert!(err.contains(&format!("`{key}`")), "{key}: {err}");
+        assert!(err.contains("https"), "{err}");
+    }
+    for issuer in [
+        "http://127.0.0.1:9000",
+        "http://localhost:9000",
+        "http://[::1]:9000",
+    ] {
+        assert_eq!(
+            error_with(&[("MCP_CONNECT_AUTH__ISSUER", issuer)]),
+            "",
+            "{issuer}"
+        );
+    }
+}
+
+#[test]
+fn unknown_nested_keys_are_named_once() {
+    let err = error_with(&[("MCP_CONNECT_AUTH__ISUER", "https://x.example")]);
+    assert!(err.contains("`auth.isuer`"), "{err}");
+    assert!(!err.contains("isuer.isuer"), "{err}");
+    assert!(err.contains("MCP_CONNECT_AUTH__ISUER)"), "{err}");
+    let err = error_with(&[("MCP_CONNECT_PUBLIK_URL", "x")]);
+    assert!(err.contains("`publik_url`"), "{err}");
+}
+
+#[test]
+fn database_urls_must_be_postgres_with_a_host_and_a_database() {
+    for url in [
+        "localhost:5432",
+        "mysql://localhost/x",
+        "postgres://localhost",
+        "postgres://localhost/",
+        "postgresql:///x",
+        "x",
+    ] {
+        let err = error_with(&[("MCP_CONNECT_DATABASE_URL", url)]);
+        assert!(err.contains("`database_url`"), "{url}: {err}");
+        assert!(
+            !err.contains(url),
+            "the URL (a secret) is not echoed: {err}"
+        );
+    }
+    for url in [
+        "postgres://u:p@db.example:5432/app",
+        "postgresql://localhost/x?sslmode=require",
+    ] {
+        assert_eq!(
+            error_with(&[("MCP_CONNECT_DATABASE_URL", url)]),
+            "",
+            "{url}"
+        );
+    }
+}
+
+#[test]
+fn serving_needs_a_provider_and_a_web_client() {
+    let settings = Settings::from_sources(None, minimal(), toml::Table::new()).unwrap();
+    let err = settings.validate_for_serving().unwrap_err().to_string();
+    assert!(err.contains("`providers`"), "{err}");
+    let mut table = toml::Table::new();
+    let mut github = toml::Table::new();
+    github.insert("client_id".into(), "a".into());
+    let mut providers = toml::Table::new();
+    providers.insert("github".into(), github.into());
+    table.insert("providers".into(), providers.into());
+    let settings = Settings::from_sources(None, minimal(), table.clone()).unwrap();
+    let err = settings.validate_for_serving().unwrap_err().to_string();
+    assert!(err.contains("`auth.web_client_id`"), "{err}");
+    assert!(err.contains("MCP_CONNECT_AUTH__WEB_CLIENT_ID"), "{err}");
+    let mut vars = minimal();
+    vars.push(("MCP_CONNECT_AUTH__WEB_CLIENT_ID".into(), "web".into()));
+    let settings = Settings::from_sources(None, vars, table).unwrap();
+    assert!(settings.validate_for_serving().is_ok());
+}

@@ -1,0 +1,43 @@
+//! One structured line per request outside `/mcp` (which writes its own,
+//! `mcp::access_log`): peer, method, path without the query (`/connect?ticket=…`
+//! and OAuth callbacks carry one-time secrets there), status, duration.
+//! Health probes, which come every few seconds, are logged at debug. Each
+//! request is also counted in the page metrics.
+
+use std::time::Instant;
+
+use actix_web::{
+    Error,
+    body::MessageBody,
+    dev::{ServiceRequest, ServiceResponse},
+    middleware::Next,
+    web,
+};
+
+use crate::startup::AppState;
+
+pub async fn access_log(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, Error> {
+    let path = req.path().to_owned();
+    if path == "/mcp" {
+        return next.call(req).await;
+    }
+    let started = Instant::now();
+    let method = req.method().to_string();
+    let peer = req.peer_addr().map(|a| a.ip().to_string());
+    let response = next.call(req).await?;
+    let status = response.status().as_u16();
+    let route = response.request().match_pattern();
+    if let Some(state) = response.request().app_data::<web::Data<AppState>>() {
+        state.metrics.pages.request(route.as_deref(), status);
+    }
+    let ms = (started.elapsed().as_secs_f64() * 100_000.0).round() / 100.0;
+    if path == "/healthz" || path == "/readyz" {
+        tracing::debug!(peer, http = method, path, status, ms, "request");
+    } else {
+        tracing::info!(peer, http = method, path, status, ms, "request");
+    }
+    Ok(response)
+}

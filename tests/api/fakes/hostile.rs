@@ -1,0 +1,79 @@
+//! A hostile provider API: `GET /hostile/echo` answers, to a caller with a
+//! live access token, every secret of its grant (the access token, the
+//! refresh tokens, the client secret) in every form a server might reflect
+//! a header in: raw, percent-encoded (both hex cases), JSON-escaped with
+//! `\/` and with `\uXXXX` for every character, as values and as keys.
+//! `?as=text` answers the same text as `text/plain`. `POST /hostile/slow`
+//! takes the request, counts it, and answers only after three seconds.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+
+use super::{
+    http::credentials,
+    state::{Counters, Shared},
+};
+
+pub(super) fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/hostile/echo", web::get().to(echo))
+        .route("/hostile/slow", web::post().to(slow));
+}
+
+/// The forms of `secret` a reflecting server could send back, as they
+/// appear in the answer's text.
+pub fn forms(secret: &str) -> Vec<String> {
+    let pct_upper: String = secret.bytes().map(|b| format!("%{b:02X}")).collect();
+    let pct_lower: String = secret.bytes().map(|b| format!("%{b:02x}")).collect();
+    let slash = secret.replace('/', "\\/");
+    let unicode: String = secret
+        .chars()
+        .map(|c| format!("\\u{:04x}", c as u32))
+        .collect();
+    let unicode_upper: String = secret
+        .chars()
+        .map(|c| format!("\\u{:04X}", c as u32))
+        .collect();
+    let slash_only_escaped = secret.replace('/', "\\u002f");
+    vec![
+        secret.to_owned(),
+        pct_upper,
+        pct_lower,
+        slash,
+        unicode,
+        unicode_upper,
+        slash_only_escaped,
+    ]
+}
+
+async fn echo(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
+    Counters::bump(&fake.calls.api);
+    let Some(token) = credentials(&req, &["bearer"]) else {
+        return HttpResponse::Unauthorized().finish();
+    };
+    let Some(mut secrets) = fake.memory().grant_tokens(token) else {
+        return HttpResponse::Unauthorized().finish();
+    };
+    secrets.push(fake.client_secret.clone());
+    let as_text = req.query_string().contains("as=text");
+    let mut entries = Vec::new();
+    for (i, secret) in secrets.iter().enumerate() {
+        for (j, form) in forms(secret).iter().enumerate() {
+            // Escapes are written as they are, so that a JSON parser
+            // decodes them back into the secret.
+            entries.push(format!("\"v{i}-{j}\": \"Bearer {form}\""));
+            entries.push(format!("\"{form}\": {j}"));
+        }
+    }
+    let body = format!("{{{}}}", entries.join(", "));
+    let content_type = if as_text {
+        "text/plain"
+    } else {
+        "application/json"
+    };
+    HttpResponse::Ok().content_type(content_type).body(body)
+}
+
+async fn slow(fake: web::Data<Shared>) -> HttpResponse {
+    Counters::bump(&fake.calls.api);
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    HttpResponse::Ok().json(serde_json::json!({"done": true}))
+}

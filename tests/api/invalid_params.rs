@@ -1,0 +1,37 @@
+//! Well-formed JSON-RPC requests with wrongly typed parameters are invalid
+//! params (-32602), not an unknown method.
+
+use serde_json::json;
+
+use crate::helpers::{request, spawn_app};
+
+#[tokio::test]
+async fn wrongly_typed_tools_call_params_are_invalid_params() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    for params in [
+        json!({"name": "whoami", "arguments": {"provider": "demo"}, "requestState": 5}),
+        json!({"name": "whoami", "arguments": {"provider": "demo"}, "requestState": {"x": 1}}),
+        json!({"name": 5, "arguments": {}}),
+        json!({"name": "whoami", "arguments": "demo"}),
+        json!({"name": "whoami", "arguments": {}, "inputResponses": "yes"}),
+        json!({"arguments": {}}),
+    ] {
+        let body = request("tools/call", params.clone());
+        let response = app.mcp_request(Some(&token), &body).send().await.unwrap();
+        let status = response.status().as_u16();
+        let answer: serde_json::Value = response.json().await.unwrap_or_default();
+        assert_eq!(
+            answer["error"]["code"], -32602,
+            "{params}: {status} {answer}"
+        );
+        assert_eq!(answer["id"], 1, "{params}: {answer}");
+        // As for any other malformed request (a missing `_meta`…).
+        assert_eq!(status, 400, "{params}: {answer}");
+    }
+    // The method itself unknown stays -32601.
+    let body = request("tools/nope", json!({}));
+    let response = app.mcp_request(Some(&token), &body).send().await.unwrap();
+    let answer: serde_json::Value = response.json().await.unwrap_or_default();
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+}

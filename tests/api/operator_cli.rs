@@ -1,0 +1,144 @@
+//! What an operator's deployment leans on, run as the real binary: several
+//! instances starting at once on one fresh database, a database the service
+//! must not create, and the container health check.
+
+use std::process::{Command, Output};
+
+use sqlx::{Connection, PgConnection};
+
+use crate::helpers::{server_url, spawn_app};
+
+/// `mcp-connect <args>` configured only by the minimal environment.
+fn run(database_url: &str, extra: &[(&str, &str)], args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
+        .args(args)
+        .env_clear()
+        .env("MCP_CONNECT_PUBLIC_URL", "https://connect.example.com")
+        .env("MCP_CONNECT_DATABASE_URL", database_url)
+        .env(
+            "MCP_CONNECT_KEYS",
+            "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+        )
+        .env("MCP_CONNECT_AUTH__ISSUER", "https://idp.example.com")
+        .envs(extra.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn ok(output: &Output) -> bool {
+    output.status.success()
+}
+
+async fn admin() -> PgConnection {
+    PgConnection::connect(&format!("{}/postgres", server_url()))
+        .await
+        .unwrap()
+}
+
+async fn exists(name: &str) -> bool {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+        .bind(name)
+        .fetch_one(&mut admin().await)
+        .await
+        .unwrap()
+}
+
+async fn drop_db(name: &str) {
+    sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+        .execute(&mut admin().await)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn concurrent_start_of_two_instances_on_one_fresh_database_is_safe() {
+    // A few rounds: the race is between creating the database and taking
+    // the migration lock, so give it several chances.
+    for _ in 0..3 {
+        let name = format!("mcp_connect_test_{}", uuid::Uuid::new_v4().simple());
+        let url = format!("{}/{name}", server_url());
+        let starts: Vec<_> = (0..2).map(|_| run(&url, &[], &["migrate"])).collect();
+        let outputs: Vec<Output> = starts
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect();
+        for output in &outputs {
+            assert!(ok(output), "{}", String::from_utf8_lossy(&output.stderr));
+        }
+        let mut db = PgConnection::connect(&url).await.unwrap();
+        let (applied, distinct, failed): (i64, i64, i64) = sqlx::query_as(
+            "SELECT count(*), count(DISTINCT version), count(*) FILTER (WHERE NOT success) FROM _sqlx_migrations",
+        )
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+        assert_eq!(applied, mcp_connect::db::MIGRATOR.iter().count() as i64);
+        assert_eq!((applied, failed), (distinct, 0));
+        drop(db);
+        drop_db(&name).await;
+    }
+}
+
+#[tokio::test]
+async fn concurrent_start_without_create_if_missing_leaves_the_database_to_the_operator() {
+    let name = format!("mcp_connect_test_{}", uuid::Uuid::new_v4().simple());
+    let url = format!("{}/{name}", server_url());
+    let output = run(
+        &url,
+        &[("MCP_CONNECT_DATABASE_CREATE_IF_MISSING", "false")],
+        &["migrate"],
+    )
+    .wait_with_output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!ok(&output), "{stderr}");
+    assert!(stderr.contains("does not exist"), "{stderr}");
+    assert!(!exists(&name).await, "the database was created");
+
+    // Created beforehand, it is migrated.
+    sqlx::query(&format!("CREATE DATABASE \"{name}\""))
+        .execute(&mut admin().await)
+        .await
+        .unwrap();
+    let output = run(
+        &url,
+        &[("MCP_CONNECT_DATABASE_CREATE_IF_MISSING", "false")],
+        &["migrate"],
+    )
+    .wait_with_output()
+    .unwrap();
+    assert!(ok(&output), "{}", String::from_utf8_lossy(&output.stderr));
+    drop_db(&name).await;
+}
+
+#[tokio::test]
+async fn health_command_exits_0_for_a_ready_instance_and_1_otherwise() {
+    let app = spawn_app().await;
+    // Off the runtime's thread: the app answers on it.
+    let health = |url: String| async move {
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
+                .args(["health", "--url", &url, "--timeout", "5"])
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap()
+    };
+    let ready = health(format!("{}/readyz", app.addr)).await;
+    assert!(ok(&ready), "{}", String::from_utf8_lossy(&ready.stderr));
+    let missing = health(format!("{}/no-such-page", app.addr)).await;
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("HTTP 404"));
+    drop(app);
+    // Nobody listens there any more.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let down = health(format!("http://127.0.0.1:{port}/readyz")).await;
+    assert_eq!(down.status.code(), Some(1));
+}
