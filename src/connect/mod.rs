@@ -284,12 +284,14 @@ async fn ask<'s>(
         None => {
             take_link(state, p)?;
             let (iss, sub, cid, name) = (&p.issuer, &p.subject, &p.client_id, provider.name());
-            let t = if need.add_account {
-                tickets::issue_another_account(state, iss, sub, cid, name, &scopes).await
+            let purpose = if need.add_account {
+                tickets::TicketFor::AnotherAccount
             } else {
-                tickets::issue(state, iss, sub, cid, name, &scopes).await
-            }
-            .map_err(internal)?;
+                tickets::TicketFor::Connect
+            };
+            let t = tickets::insert(state, iss, sub, cid, name, &scopes, purpose)
+                .await
+                .map_err(internal)?;
             (t.id, t.secret)
         }
     };

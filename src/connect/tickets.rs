@@ -63,31 +63,11 @@ pub async fn issue(
     .await
 }
 
-/// A connect ticket for another account at the provider: the consent sends
-/// the browser to the provider's account chooser.
-pub async fn issue_another_account(
-    state: &ConnectionService,
-    issuer: &str,
-    subject: &str,
-    client_id: &str,
-    provider: &str,
-    scopes: &[String],
-) -> anyhow::Result<IssuedTicket> {
-    insert(
-        state,
-        issuer,
-        subject,
-        client_id,
-        provider,
-        scopes,
-        TicketFor::AnotherAccount,
-    )
-    .await
-}
-
 /// What a ticket's link is for.
-enum TicketFor {
+pub(crate) enum TicketFor {
     Connect,
+    /// Another account at the provider: the consent sends the browser to
+    /// the provider's account chooser.
     AnotherAccount,
     /// Letting the ticket's client use this connection.
     Approval(Uuid),
@@ -114,7 +94,9 @@ pub async fn issue_approval(
     .await
 }
 
-async fn insert(
+/// Mints a ticket for `purpose` and stores its hash (with its audit row,
+/// one statement).
+pub(crate) async fn insert(
     state: &ConnectionService,
     issuer: &str,
     subject: &str,
