@@ -1,4 +1,6 @@
-//! `connections_list`: the caller's connected accounts. Never a token.
+//! `connections_list`: the caller's connected accounts, and the providers
+//! this server can connect (so a model picks a provider by its real name
+//! instead of guessing). Never a token.
 
 use rmcp::{
     ErrorData,
@@ -8,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ToolCall, internal, output_schema_for, result::answer, schema_for};
-use crate::db::connections::ConnectionSummary;
+use crate::{db::connections::ConnectionSummary, providers::ProviderCatalog};
 
 pub const NAME: &str = "connections_list";
 
@@ -17,10 +19,29 @@ pub const NAME: &str = "connections_list";
 #[serde(deny_unknown_fields)]
 pub struct Args {}
 
-/// The user's connected accounts; also the `connections://mine` resource.
+/// The user's connected accounts and the providers they can connect; also
+/// the `connections://mine` resource.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ConnectionsList {
     pub connections: Vec<ConnectionInfo>,
+    /// Every provider this server can connect, connected or not.
+    pub providers: Vec<ProviderInfo>,
+}
+
+/// A provider this server can connect. The user always connects it on this
+/// server's own page (a link the tools hand out), whatever the kind.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ProviderInfo {
+    /// The name tools take as `provider`, e.g. "github".
+    pub provider: String,
+    /// The name people know it by, e.g. "GitHub".
+    pub display_name: String,
+    /// How the user connects it: "oauth2" (signs in at the provider),
+    /// "api_key" or "basic" (pastes a key or credentials on this server's
+    /// page).
+    pub credential: String,
+    /// How many of the user's accounts of this provider are connected.
+    pub connected_accounts: usize,
 }
 
 /// One connected account. Never a token.
@@ -47,7 +68,7 @@ pub struct ConnectionInfo {
 }
 
 impl ConnectionsList {
-    pub fn of(rows: &[ConnectionSummary]) -> Self {
+    pub fn of(rows: &[ConnectionSummary], catalog: &ProviderCatalog) -> Self {
         let time = |t: &chrono::DateTime<chrono::Utc>| {
             t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         };
@@ -64,6 +85,17 @@ impl ConnectionsList {
                     last_used_at: c.last_used_at.as_ref().map(time),
                 })
                 .collect(),
+            providers: catalog
+                .names()
+                .into_iter()
+                .filter_map(|name| catalog.get(name).map(|p| (name, p)))
+                .map(|(name, p)| ProviderInfo {
+                    provider: name.to_owned(),
+                    display_name: p.display_name().to_owned(),
+                    credential: p.credential_kind().to_owned(),
+                    connected_accounts: rows.iter().filter(|c| c.provider == name).count(),
+                })
+                .collect(),
         }
     }
 }
@@ -73,7 +105,8 @@ pub fn definition() -> Tool {
         NAME,
         "List the third-party accounts (GitHub, Google, Slack, …) the user has connected to this \
          server: provider, account, granted scopes, status and when it was connected and last used. \
-         Returns no credentials.",
+         Also lists every provider this server can connect (its `provider` name for the other \
+         tools, and how many accounts of it are connected). Returns no credentials.",
         schema_for::<Args>(),
     )
     .with_raw_output_schema(output_schema_for::<ConnectionsList>())
@@ -89,7 +122,8 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         .list(&p.issuer, &p.subject)
         .await
         .map_err(internal)?;
-    let sentence = if rows.is_empty() {
+    let catalog = call.service.providers();
+    let connected = if rows.is_empty() {
         "No accounts are connected yet.".to_owned()
     } else {
         rows.iter()
@@ -97,6 +131,8 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             .collect::<Vec<_>>()
             .join("\n")
     };
-    let list = ConnectionsList::of(&rows);
+    let names = catalog.names().join(", ");
+    let sentence = format!("{connected}\nProviders this server can connect: {names}.");
+    let list = ConnectionsList::of(&rows, catalog);
     Ok(CallToolResponse::Complete(answer(&list, false, sentence)))
 }

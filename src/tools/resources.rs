@@ -73,7 +73,8 @@ pub async fn read(
             .await
             .map_err(internal)?;
         // The same JSON as the connections_list tool's result.
-        let text = serde_json::to_string(&ConnectionsList::of(&rows)).map_err(internal)?;
+        let text = serde_json::to_string(&ConnectionsList::of(&rows, service.providers()))
+            .map_err(internal)?;
         return Ok(ReadResourceResponse::Complete(
             ReadResourceResult::new(vec![
                 ResourceContents::text(text, CONNECTIONS_URI).with_mime_type("application/json"),

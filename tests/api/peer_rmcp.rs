@@ -216,7 +216,9 @@ async fn rmcp_client_discovers_lists_tools_and_lists_no_connections() {
     assert_ne!(result.is_error, Some(true), "{result:?}");
     assert_eq!(
         result.structured_content,
-        Some(json!({"connections": []})),
+        Some(json!({"connections": [], "providers": [{
+            "provider": "demo", "display_name": "Demo", "credential": "oauth2", "connected_accounts": 0
+        }]})),
         "{result:?}"
     );
     client.cancel().await.expect("close client");

@@ -207,9 +207,20 @@ async fn connections_list_and_disconnect_conform_on_every_path() {
     let app = spawn_app().await;
     let schemas = Schemas::of(&app).await;
     let (_, empty) = app.call_tool("alice", "connections_list", json!({})).await;
+    let empty = schemas.check("connections_list", &empty);
+    assert_eq!(empty["connections"], json!([]), "{empty}");
+    // The model learns which providers exist without guessing names.
+    let demo_entry = |list: &Value| {
+        list["providers"]
+            .as_array()
+            .and_then(|all| all.iter().find(|p| p["provider"] == "demo"))
+            .cloned()
+            .unwrap_or_else(|| panic!("demo is not among the providers: {list}"))
+    };
     assert_eq!(
-        schemas.check("connections_list", &empty),
-        json!({"connections": []})
+        demo_entry(&empty),
+        json!({"provider": "demo", "display_name": "Demo",
+               "credential": "oauth2", "connected_accounts": 0})
     );
     let demo = json!({"provider": "demo"});
     let (_, nothing) = app.call_tool("alice", "disconnect", demo.clone()).await;
@@ -221,6 +232,7 @@ async fn connections_list_and_disconnect_conform_on_every_path() {
     let one = schemas.check("connections_list", &one);
     assert_eq!(one["connections"][0]["account"], "alice-at-demo", "{one}");
     assert_eq!(one["connections"][0]["status"], "active", "{one}");
+    assert_eq!(demo_entry(&one)["connected_accounts"], 1, "{one}");
 
     // A client that cannot ask the user to confirm.
     let (_, legacy) = app.legacy_call("alice", "disconnect", demo.clone()).await;
