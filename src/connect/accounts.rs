@@ -6,6 +6,7 @@
 //! that names no account is asked again. The choice travels in the sealed
 //! `requestState`, so a later round (an approval, a reconnect) keeps it.
 
+use super::errors::RequestError;
 use rmcp::{
     ErrorData,
     model::{
@@ -171,15 +172,12 @@ fn ask<'s>(
     unknown: Option<&str>,
 ) -> Result<Chosen<'s>, ErrorData> {
     let labels: Vec<String> = accounts.iter().map(|a| a.account_label.clone()).collect();
-    let names = labels.join(", ");
     if need.client == ClientKind::Legacy {
-        return Err(ErrorData::invalid_params(
-            format!(
-                "You have several {} accounts ({names}); name one in the `account` argument.",
-                provider.display_name()
-            ),
-            None,
-        ));
+        return Err(RequestError::AccountNotNamed {
+            provider: provider.display_name().to_owned(),
+            labels,
+        }
+        .into());
     }
     let schema = ElicitationSchema::builder()
         .required_enum_schema(FIELD, EnumSchema::builder(labels).build())

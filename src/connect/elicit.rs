@@ -4,18 +4,15 @@
 
 use rmcp::{
     ErrorData,
-    model::{
-        ElicitRequest, ElicitRequestParams, ErrorCode, InputRequest, InputRequests,
-        InputRequiredResult,
-    },
+    model::{ElicitRequest, ElicitRequestParams, InputRequest, InputRequests, InputRequiredResult},
 };
-use serde_json::json;
 use uuid::Uuid;
 
-use super::input_key;
+use super::{
+    errors::{ElicitationMode, RequestError},
+    input_key,
+};
 use crate::{connect::ConnectionService, providers::Provider};
-
-pub const URL_ELICITATION_REQUIRED: i32 = -32042;
 
 /// What a connect link asks of the user.
 pub fn connect_message(provider: &Provider) -> String {
@@ -64,34 +61,26 @@ pub fn url_elicitation_required(
     ticket_id: Uuid,
     url: &str,
 ) -> ErrorData {
-    ErrorData::new(
-        ErrorCode(URL_ELICITATION_REQUIRED),
-        format!(
-            "Your {} account is needed to continue.",
-            provider.display_name()
-        ),
-        Some(json!({
-            "elicitations": [{
-                "mode": "url",
-                "elicitationId": ticket_id.to_string(),
-                "url": url,
-                "message": message,
-            }]
-        })),
-    )
+    RequestError::UrlElicitationRequired {
+        provider: provider.display_name().to_owned(),
+        message,
+        ticket_id,
+        url: url.to_owned(),
+    }
+    .into()
 }
 
 /// The client did not declare `elicitation.url`: it cannot send its user to
 /// our page, so say which capability is missing and where to connect by hand.
 pub fn missing_url_capability(state: &ConnectionService, provider: &Provider) -> ErrorData {
-    ErrorData::new(
-        ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
-        format!(
+    RequestError::MissingCapability {
+        mode: ElicitationMode::Url,
+        how: format!(
             "This needs your {name} account, and this client cannot open links for you (it did not declare \
              elicitation.url). Connect {name} at {base}/connections, then call again.",
             name = provider.display_name(),
             base = state.base_url
         ),
-        Some(json!({ "requiredCapabilities": { "elicitation": { "url": {} } } })),
-    )
+    }
+    .into()
 }

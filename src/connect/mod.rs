@@ -7,6 +7,7 @@
 pub mod accounts;
 pub mod clients;
 pub mod elicit;
+pub mod errors;
 pub mod events;
 pub mod flows;
 pub mod grants;
@@ -17,9 +18,11 @@ mod service;
 pub mod stale_keys;
 pub mod state;
 pub mod tickets;
-pub mod unavailable;
 mod user_pages;
 pub mod vault;
+
+use errors::RequestError;
+pub(crate) use errors::internal;
 
 use std::time::Duration;
 
@@ -30,7 +33,7 @@ use rmcp::{
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use self::state::{self as request_state, Binding, RoundState, RoundTicket};
+use self::state::{Binding, RoundState, RoundTicket};
 use crate::{
     auth::Principal,
     db::{
@@ -309,13 +312,7 @@ async fn ask<'s>(
 fn take_link(state: &ConnectionService, p: &Principal) -> Result<(), ErrorData> {
     if let Err(wait) = state.link_limit.take(&p.issuer, &p.subject) {
         tracing::info!(subject = %p.subject, client_id = %p.client_id, "connect link refused: too many this minute");
-        return Err(ErrorData::invalid_request(
-            format!(
-                "Too many connect links were requested for this account in the last minute. Try again in {} s.",
-                wait.as_secs().max(1)
-            ),
-            None,
-        ));
+        return Err(RequestError::TooManyLinks { retry_after: wait }.into());
     }
     Ok(())
 }
@@ -384,7 +381,7 @@ pub async fn reject_state(
             tracing::error!(error = %e, reason, "requestState rejected; audit row not written")
         }
     }
-    ErrorData::invalid_params(request_state::INVALID_STATE_MESSAGE, None)
+    RequestError::InvalidState.into()
 }
 
 /// The action in the client's answer to our elicitation, if it sent one.
@@ -427,13 +424,14 @@ pub(crate) async fn wait_for_connection(
 }
 
 fn unknown_provider(state: &ConnectionService, name: &str) -> ErrorData {
-    let known = state.providers.names().join(", ");
-    ErrorData::invalid_params(
-        format!("Unknown provider `{name}`. Available providers: {known}."),
-        None,
-    )
-}
-
-pub(crate) fn internal(e: impl Into<anyhow::Error>) -> ErrorData {
-    unavailable::failure(e, "connection service")
+    RequestError::UnknownProvider {
+        name: name.to_owned(),
+        known: state
+            .providers
+            .names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+    }
+    .into()
 }

@@ -126,7 +126,7 @@ impl StateError {
 
     /// The JSON-RPC error the client sees, whatever the reason.
     pub fn to_client_error(&self) -> ErrorData {
-        ErrorData::invalid_params(INVALID_STATE_MESSAGE, None)
+        super::errors::RequestError::InvalidState.into()
     }
 }
 

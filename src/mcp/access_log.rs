@@ -53,7 +53,7 @@ impl CallRecord {
     /// The call ended because the database was away for a moment.
     pub fn database_unavailable(&self) -> bool {
         self.get()
-            .is_some_and(|o| o.code == Some(crate::connect::unavailable::UNAVAILABLE_CODE))
+            .is_some_and(|o| o.code == Some(crate::connect::errors::UNAVAILABLE_CODE))
     }
 }
 

@@ -157,9 +157,7 @@ async fn serve(
         *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
         response.headers_mut().insert(
             actix_web::http::header::RETRY_AFTER,
-            actix_web::http::header::HeaderValue::from(
-                crate::connect::unavailable::RETRY_AFTER_SECS,
-            ),
+            actix_web::http::header::HeaderValue::from(crate::connect::errors::RETRY_AFTER_SECS),
         );
     }
     response

@@ -2,6 +2,7 @@
 //! tools) and the dispatch of each request to the tools. Stateless: one
 //! handler value serves every request; the caller comes with each request.
 
+use crate::connect::errors::RequestError;
 use std::{borrow::Cow, sync::Arc};
 
 use rmcp::{
@@ -93,7 +94,7 @@ pub fn principal(context: &RequestContext<RoleServer>) -> Result<Principal, Erro
         .cloned()
         .ok_or_else(|| {
             tracing::error!("mcp: request reached a handler without an authenticated principal");
-            ErrorData::internal_error("Internal error", None)
+            ErrorData::from(RequestError::Internal)
         })
 }
 

@@ -3,16 +3,16 @@
 //! and deletes the connection. The confirmation round is bound to this call
 //! by a sealed `requestState`, like the connect flow's.
 
+use crate::connect::errors::{ElicitationMode, RequestError};
 use rmcp::{
     ErrorData,
     model::{
         CallToolResponse, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
-        ErrorCode, InputRequest, InputRequests, InputRequiredResult, Tool, ToolAnnotations,
+        InputRequest, InputRequests, InputRequiredResult, Tool, ToolAnnotations,
     },
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use super::{
     ToolCall, internal, output_schema_for,
@@ -89,10 +89,16 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let service = call.service;
     let p = call.principal;
     let Some(provider) = service.provider(&args.provider) else {
-        return Err(ErrorData::invalid_params(
-            format!("Unknown provider `{}`.", args.provider),
-            None,
-        ));
+        return Err(RequestError::UnknownProvider {
+            name: args.provider,
+            known: service
+                .providers()
+                .names()
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+        }
+        .into());
     };
     let binding = call.binding();
 
@@ -190,13 +196,13 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             };
             return Ok(CallToolResponse::Complete(answer(&result, true, message)));
         }
-        return Err(ErrorData::new(
-            ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
-            format!(
+        return Err(RequestError::MissingCapability {
+            mode: ElicitationMode::Form,
+            how: format!(
                 "Disconnecting needs the user's confirmation (elicitation.form). Or disconnect at {page}."
             ),
-            Some(json!({ "requiredCapabilities": { "elicitation": { "form": {} } } })),
-        ));
+        }
+        .into());
     }
     let schema = ElicitationSchema::builder()
         .required_bool("confirm")

@@ -10,6 +10,7 @@ mod disconnect;
 mod output_schema;
 pub mod resources;
 pub mod result;
+use crate::connect::errors::RequestError;
 use output_schema::output_schema_for;
 mod whoami;
 
@@ -42,10 +43,11 @@ impl<'a> ToolCall<'a> {
     pub fn arguments<T: DeserializeOwned>(&self) -> Result<T, ErrorData> {
         let value = serde_json::Value::Object(self.request.arguments.clone().unwrap_or_default());
         serde_json::from_value(value).map_err(|e| {
-            ErrorData::invalid_params(
-                format!("Invalid arguments for tool {}: {e}", self.request.name),
-                None,
-            )
+            RequestError::InvalidArguments(format!(
+                "Invalid arguments for tool {}: {e}",
+                self.request.name
+            ))
+            .into()
         })
     }
 
@@ -140,10 +142,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         whoami::NAME => whoami::call(call).await,
         api_request::NAME => api_request::call(call).await,
         disconnect::NAME => disconnect::call(call).await,
-        other => Err(ErrorData::invalid_params(
-            format!("Unknown tool: {other}"),
-            None,
-        )),
+        other => Err(RequestError::UnknownTool(other.to_owned()).into()),
     }
 }
 
@@ -190,10 +189,11 @@ pub(crate) fn check_scopes(scopes: &[String]) -> Result<(), ErrorData> {
     if ok {
         Ok(())
     } else {
-        Err(ErrorData::invalid_params(
-            "scopes must be at most 32 non-empty scope names without spaces or control characters",
-            None,
-        ))
+        Err(RequestError::InvalidArguments(
+            "scopes must be at most 32 non-empty scope names without spaces or control characters"
+                .to_owned(),
+        )
+        .into())
     }
 }
 
@@ -203,9 +203,7 @@ pub(crate) fn schema_for<T: schemars::JsonSchema + 'static>() -> std::sync::Arc<
 }
 
 /// A failure inside a tool: logged with its cause, generic to the client.
-pub(crate) fn internal(e: impl Into<anyhow::Error>) -> ErrorData {
-    crate::connect::unavailable::failure(e, "tool")
-}
+pub(crate) use crate::connect::errors::internal;
 
 #[cfg(test)]
 mod tests {

@@ -2,16 +2,16 @@
 //! template, `connection://{provider}/profile`, whose read needs the account
 //! and so goes through the same connect flow as the tools.
 
+use crate::connect::errors::RequestError;
 use rmcp::{
     ErrorData, RoleServer,
     model::{
-        CacheScope, ErrorCode, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-        Resource, ResourceContents, ResourceTemplate,
+        CacheScope, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+        ResourceContents, ResourceTemplate,
     },
     service::RequestContext,
 };
 use secrecy::ExposeSecret;
-use serde_json::json;
 
 use super::{client_kind, connections_list::ConnectionsList, internal, result::Outcome};
 use crate::{
@@ -84,10 +84,10 @@ pub async fn read(
         ));
     }
     let Some(provider) = profile_provider(&request.uri) else {
-        return Err(ErrorData::resource_not_found(
-            format!("No such resource: {}", request.uri),
-            Some(json!({ "uri": request.uri })),
-        ));
+        return Err(RequestError::ResourceNotFound {
+            uri: request.uri.clone(),
+        }
+        .into());
     };
     let access = service
         .require(Need {
@@ -115,25 +115,21 @@ pub async fn read(
         Access::Ready { token, provider } => (token, provider),
         Access::InputRequired(result) => return Ok(ReadResourceResponse::InputRequired(result)),
         Access::Declined { provider_name } => {
-            return Err(ErrorData::new(
-                ErrorCode::INVALID_REQUEST,
-                format!("The user declined to connect {provider_name}."),
-                None,
-            ));
+            return Err(RequestError::Declined {
+                provider: provider_name,
+            }
+            .into());
         }
         Access::Cancelled { provider_name } => {
-            return Err(ErrorData::new(
-                ErrorCode::INVALID_REQUEST,
-                format!(
-                    "Connecting {provider_name} was cancelled. Read the resource again to retry."
-                ),
-                None,
-            ));
+            return Err(RequestError::Cancelled {
+                provider: provider_name,
+            }
+            .into());
         }
     };
     let account = provider.account(service.http(), token.access_token.expose_secret()).await.map_err(|e| {
         tracing::warn!(provider = provider.name(), error = %e, "profile resource: provider call failed");
-        ErrorData::internal_error(format!("{} did not answer as expected.", provider.display_name()), None)
+        ErrorData::from(RequestError::ProviderFailed { provider: provider.display_name().to_owned() })
     })?;
     // The same JSON as the whoami tool's result.
     let text = serde_json::to_string(&Outcome::ok(provider.name(), &account.label, &account.id))
