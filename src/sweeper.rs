@@ -15,6 +15,7 @@ use crate::{
     db::{
         audit,
         expiry::{self, Expiring},
+        transaction,
     },
 };
 
@@ -36,11 +37,7 @@ pub async fn sweep_once(
     audit_retention: chrono::Duration,
 ) -> Result<Option<u64>, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
-        .bind(LOCK_KEY)
-        .fetch_one(&mut *tx)
-        .await?;
-    if !locked {
+    if !transaction::try_advisory_lock(&mut *tx, LOCK_KEY).await? {
         return Ok(None);
     }
     let mut deleted = expiry::delete_expired_login_flows(&mut *tx).await?;

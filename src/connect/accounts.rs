@@ -50,13 +50,9 @@ pub(super) async fn choose<'s>(
     }
     let p = need.principal;
     // On every call's path: bounded like the token read that follows.
-    let read = async {
-        let mut conn = state.hot_db.acquire().await?;
-        let found =
-            db::connections::accounts(&mut *conn, &p.issuer, &p.subject, provider.name()).await;
-        conn.finish(&found);
-        found
-    };
+    let read = state.hot_db.run(async |conn| {
+        db::connections::accounts(conn, &p.issuer, &p.subject, provider.name()).await
+    });
     let accounts = db::faults::deadline(state.settings.database.deadline(), read)
         .await
         .map_err(internal)?;

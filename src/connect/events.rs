@@ -13,7 +13,7 @@ use std::{
 use sqlx::{PgExecutor, PgPool, postgres::PgListener};
 use tokio::sync::broadcast;
 
-const CHANNEL: &str = "mcp_connect_connection_stored";
+use crate::db;
 
 pub struct ConnectionEvents {
     sender: broadcast::Sender<String>,
@@ -50,12 +50,7 @@ pub fn key(issuer: &str, subject: &str, provider: &str) -> String {
 
 /// Announces a stored connection; inside a transaction it is delivered at commit.
 pub async fn notify(exec: impl PgExecutor<'_>, key: &str) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(CHANNEL)
-        .bind(key)
-        .execute(exec)
-        .await?;
-    Ok(())
+    db::notifications::notify(exec, key).await
 }
 
 async fn listen(pool: PgPool, events: Weak<ConnectionEvents>) {
@@ -73,7 +68,7 @@ async fn listen(pool: PgPool, events: Weak<ConnectionEvents>) {
                 continue;
             }
         };
-        if let Err(e) = listener.listen(CHANNEL).await {
+        if let Err(e) = db::notifications::listen(&mut listener).await {
             tracing::warn!(error = %e, "connection events: cannot LISTEN; retrying");
             tokio::time::sleep(backoff).await;
             continue;

@@ -84,12 +84,12 @@ async fn granted(
     client_id: &str,
 ) -> Result<bool, ErrorData> {
     let limit = state.settings.database.deadline();
-    let found = db::faults::deadline(limit, async {
-        let mut conn = state.hot_db.acquire().await?;
-        let found = db::client_grants::find(&mut *conn, connection_id, client_id).await;
-        conn.finish(&found);
-        found
-    })
+    let found = db::faults::deadline(
+        limit,
+        state
+            .hot_db
+            .run(async |conn| db::client_grants::find(conn, connection_id, client_id).await),
+    )
     .await;
     let Some(grant) = found.map_err(internal)? else {
         return Ok(false);
@@ -98,12 +98,12 @@ async fn granted(
         .last_used_at
         .is_none_or(|at| at < chrono::Utc::now() - chrono::Duration::minutes(1));
     if stale {
-        db::faults::deadline(limit, async {
-            let mut conn = state.hot_db.acquire().await?;
-            let touched = db::client_grants::touch(&mut *conn, connection_id, client_id).await;
-            conn.finish(&touched);
-            touched
-        })
+        db::faults::deadline(
+            limit,
+            state
+                .hot_db
+                .run(async |conn| db::client_grants::touch(conn, connection_id, client_id).await),
+        )
         .await
         .map_err(internal)?;
     }

@@ -202,12 +202,9 @@ pub(crate) async fn current_ticket(
 ) -> Result<Option<Ticket>, ErrorData> {
     match round.and_then(|r| r.ticket.as_ref()) {
         Some(t) => {
-            let find = async {
-                let mut conn = state.hot_db.acquire().await?;
-                let found = db::tickets::find_by_id(&mut *conn, t.id).await;
-                conn.finish(&found);
-                found
-            };
+            let find = state
+                .hot_db
+                .run(async |conn| db::tickets::find_by_id(conn, t.id).await);
             db::faults::deadline(state.settings.database.deadline(), find)
                 .await
                 .map_err(internal)

@@ -109,10 +109,9 @@ pub(crate) async fn insert(
     let id = Uuid::new_v4();
     let ttl = chrono::Duration::from_std(state.settings.flow.ticket_ttl())?;
     let ticket_hash = secret::sha256(&secret);
-    let insert = async {
-        let mut conn = state.hot_db.acquire().await?;
-        let inserted = db::tickets::insert(
-            &mut *conn,
+    let insert = state.hot_db.run(async |conn| {
+        db::tickets::insert(
+            conn,
             db::tickets::NewTicket {
                 id,
                 ticket_hash: &ticket_hash,
@@ -129,10 +128,8 @@ pub(crate) async fn insert(
                 add_account: matches!(purpose, TicketFor::AnotherAccount),
             },
         )
-        .await;
-        conn.finish(&inserted);
-        inserted
-    };
+        .await
+    });
     db::faults::deadline(state.settings.database.deadline(), insert).await?;
     state.metrics.flow.ticket_issued();
     Ok(IssuedTicket { id, secret })

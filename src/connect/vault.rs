@@ -29,6 +29,9 @@ use crate::{
 /// its lifetime, if that is shorter: a provider issuing one-minute tokens
 /// would otherwise be asked for a new one on every call.
 const REFRESH_MARGIN: chrono::Duration = chrono::Duration::seconds(60);
+/// How long a refresh or a disconnect waits for the row another instance
+/// holds while it refreshes (a slow provider must not pin us forever).
+const REFRESH_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// A token ready for a call to the provider, and what it belongs to.
 pub struct UsableToken {
@@ -259,14 +262,12 @@ pub async fn usable_token_of(
     required_scopes: &[String],
 ) -> anyhow::Result<TokenState> {
     let limit = state.settings.database.deadline();
-    let found = db::faults::deadline(limit, async {
-        let mut conn = state.hot_db.acquire().await?;
-        let found =
-            db::connections::find_account(&mut *conn, issuer, subject, provider.name(), connection)
-                .await;
-        conn.finish(&found);
-        found
-    })
+    let found = db::faults::deadline(
+        limit,
+        state.hot_db.run(async |conn| {
+            db::connections::find_account(conn, issuer, subject, provider.name(), connection).await
+        }),
+    )
     .await;
     let Some(row) = found? else {
         return Ok(TokenState::Missing);
@@ -322,12 +323,12 @@ pub async fn usable_token_of(
         .last_used_at
         .is_none_or(|at| at < Utc::now() - chrono::Duration::minutes(1))
     {
-        db::faults::deadline(limit, async {
-            let mut conn = state.hot_db.acquire().await?;
-            let touched = db::connections::touch(&mut *conn, row.id).await;
-            conn.finish(&touched);
-            touched
-        })
+        db::faults::deadline(
+            limit,
+            state
+                .hot_db
+                .run(async |conn| db::connections::touch(conn, row.id).await),
+        )
         .await?;
     }
     match usable(state, &row) {
@@ -349,9 +350,7 @@ async fn refresh(
 ) -> anyhow::Result<Option<ConnectionRow>> {
     let mut tx = state.db.begin().await?;
     // Another instance refreshing a slow provider must not pin us forever.
-    sqlx::query("SET LOCAL lock_timeout = '20s'")
-        .execute(&mut *tx)
-        .await?;
+    db::transaction::set_lock_timeout(&mut *tx, REFRESH_LOCK_TIMEOUT).await?;
     let Some(row) = db::connections::find_for_update(&mut *tx, stale.id).await? else {
         return Ok(None);
     };
@@ -492,9 +491,7 @@ pub async fn disconnect_account(
     };
     let mut tx = state.db.begin().await?;
     // As long as a refresh may take, and no longer.
-    sqlx::query("SET LOCAL lock_timeout = '20s'")
-        .execute(&mut *tx)
-        .await?;
+    db::transaction::set_lock_timeout(&mut *tx, REFRESH_LOCK_TIMEOUT).await?;
     let Some(row) = db::connections::find_for_update(&mut *tx, found.id).await? else {
         return Ok(false);
     };

@@ -88,17 +88,15 @@ impl<'a> AuditEvent<'a> {
 }
 
 pub async fn record(exec: impl PgExecutor<'_>, event: AuditEvent<'_>) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO audit_events (issuer, subject, kind, provider, detail, ip, user_agent)
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
-    )
-    .bind(event.issuer)
-    .bind(event.subject)
-    .bind(event.kind.as_str())
-    .bind(event.provider)
-    .bind(event.detail)
-    .bind(event.ip)
-    .bind(
+        event.issuer,
+        event.subject,
+        event.kind.as_str(),
+        event.provider,
+        event.detail,
+        event.ip,
         event
             .user_agent
             .map(|ua| ua.chars().take(256).collect::<String>()),
@@ -124,13 +122,13 @@ pub async fn delete_older_than(
     retention: chrono::Duration,
     batch: i64,
 ) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "DELETE FROM audit_events WHERE id IN (
              SELECT id FROM audit_events WHERE at < now() - make_interval(secs => $1)
              ORDER BY at LIMIT $2)",
+        retention.num_seconds() as f64,
+        batch,
     )
-    .bind(retention.num_seconds() as f64)
-    .bind(batch)
     .execute(exec)
     .await?;
     Ok(done.rows_affected())
@@ -145,8 +143,8 @@ pub async fn count_rejection(
     event: AuditEvent<'_>,
     client_id: &str,
 ) -> Result<bool, sqlx::Error> {
-    let inserted: Option<i64> = sqlx::query_scalar(
-        "WITH bumped AS (
+    let inserted: Option<i64> = sqlx::query_scalar!(
+        r#"WITH bumped AS (
              UPDATE audit_events
                 SET detail = jsonb_set(detail, '{count}',
                         to_jsonb(COALESCE((detail->>'count')::bigint, 1) + 1))
@@ -158,14 +156,14 @@ pub async fn count_rejection(
              RETURNING id)
          INSERT INTO audit_events (kind, issuer, subject, provider, detail)
          SELECT $1, $2, $3, $5, $6 WHERE NOT EXISTS (SELECT 1 FROM bumped)
-         RETURNING id",
+         RETURNING id AS "id!""#,
+        event.kind.as_str(),
+        event.issuer,
+        event.subject,
+        client_id,
+        event.provider,
+        event.detail,
     )
-    .bind(event.kind.as_str())
-    .bind(event.issuer)
-    .bind(event.subject)
-    .bind(client_id)
-    .bind(event.provider)
-    .bind(event.detail)
     .fetch_optional(exec)
     .await?;
     Ok(inserted.is_some())

@@ -5,7 +5,7 @@ use sqlx::PgExecutor;
 use uuid::Uuid;
 
 /// One client's grant on one of the user's connections.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct Grant {
     pub connection_id: Uuid,
     pub client_id: String,
@@ -13,20 +13,18 @@ pub struct Grant {
     pub last_used_at: Option<DateTime<Utc>>,
 }
 
-const COLUMNS: &str = "connection_id, client_id, created_at, last_used_at";
-
 /// Grants `client_id` the use of a connection; `false` if it already had it.
 pub async fn insert(
     exec: impl PgExecutor<'_>,
     connection_id: Uuid,
     client_id: &str,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "INSERT INTO client_grants (connection_id, client_id) VALUES ($1, $2)
          ON CONFLICT (connection_id, client_id) DO NOTHING",
+        connection_id,
+        client_id,
     )
-    .bind(connection_id)
-    .bind(client_id)
     .execute(exec)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -37,11 +35,13 @@ pub async fn find(
     connection_id: Uuid,
     client_id: &str,
 ) -> Result<Option<Grant>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM client_grants WHERE connection_id = $1 AND client_id = $2"
-    ))
-    .bind(connection_id)
-    .bind(client_id)
+    sqlx::query_as!(
+        Grant,
+        "SELECT connection_id, client_id, created_at, last_used_at
+         FROM client_grants WHERE connection_id = $1 AND client_id = $2",
+        connection_id,
+        client_id,
+    )
     .fetch_optional(exec)
     .await
 }
@@ -52,13 +52,13 @@ pub async fn touch(
     connection_id: Uuid,
     client_id: &str,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE client_grants SET last_used_at = now()
          WHERE connection_id = $1 AND client_id = $2
            AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
+        connection_id,
+        client_id,
     )
-    .bind(connection_id)
-    .bind(client_id)
     .execute(exec)
     .await?;
     Ok(())
@@ -70,14 +70,15 @@ pub async fn list_for_user(
     issuer: &str,
     subject: &str,
 ) -> Result<Vec<Grant>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        Grant,
         "SELECT g.connection_id, g.client_id, g.created_at, g.last_used_at
          FROM client_grants g JOIN connections c ON c.id = g.connection_id
          WHERE c.issuer = $1 AND c.subject = $2
          ORDER BY g.created_at, g.client_id",
+        issuer,
+        subject,
     )
-    .bind(issuer)
-    .bind(subject)
     .fetch_all(exec)
     .await
 }
@@ -91,15 +92,15 @@ pub async fn delete_for_user(
     connection_id: Uuid,
     client_id: &str,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "DELETE FROM client_grants g USING connections c
          WHERE g.connection_id = $3 AND g.client_id = $4
            AND c.id = g.connection_id AND c.issuer = $1 AND c.subject = $2",
+        issuer,
+        subject,
+        connection_id,
+        client_id,
     )
-    .bind(issuer)
-    .bind(subject)
-    .bind(connection_id)
-    .bind(client_id)
     .execute(exec)
     .await?;
     Ok(done.rows_affected() == 1)

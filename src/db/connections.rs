@@ -35,7 +35,7 @@ impl std::fmt::Display for ConnectionStatus {
 }
 
 /// A connection as shown to its owner: everything but the tokens.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct ConnectionSummary {
     pub id: Uuid,
     pub provider: String,
@@ -52,12 +52,14 @@ pub async fn list_for_user(
     issuer: &str,
     subject: &str,
 ) -> Result<Vec<ConnectionSummary>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, provider, account_id, account_label, scopes, status, created_at, last_used_at
-         FROM connections WHERE issuer = $1 AND subject = $2 AND account_id <> '' ORDER BY provider",
+    sqlx::query_as!(
+        ConnectionSummary,
+        r#"SELECT id, provider, account_id, account_label, scopes, status AS "status: ConnectionStatus",
+                  created_at, last_used_at
+           FROM connections WHERE issuer = $1 AND subject = $2 AND account_id <> '' ORDER BY provider"#,
+        issuer,
+        subject,
     )
-    .bind(issuer)
-    .bind(subject)
     .fetch_all(exec)
     .await
 }
@@ -69,19 +71,21 @@ pub async fn find_summary_for_user(
     subject: &str,
     id: Uuid,
 ) -> Result<Option<ConnectionSummary>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, provider, account_id, account_label, scopes, status, created_at, last_used_at
-         FROM connections WHERE id = $1 AND issuer = $2 AND subject = $3 AND account_id <> ''",
+    sqlx::query_as!(
+        ConnectionSummary,
+        r#"SELECT id, provider, account_id, account_label, scopes, status AS "status: ConnectionStatus",
+                  created_at, last_used_at
+           FROM connections WHERE id = $1 AND issuer = $2 AND subject = $3 AND account_id <> ''"#,
+        id,
+        issuer,
+        subject,
     )
-    .bind(id)
-    .bind(issuer)
-    .bind(subject)
     .fetch_optional(exec)
     .await
 }
 
 /// A connection with its sealed tokens, for the vault.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct ConnectionRow {
     pub id: Uuid,
     pub issuer: String,
@@ -101,9 +105,6 @@ pub struct ConnectionRow {
     pub updated_at: DateTime<Utc>,
 }
 
-const ROW: &str = "id, issuer, subject, provider, account_id, account_label, scopes, access_token, \
-                   refresh_token, key_id, access_token_expires_at, status, last_used_at, updated_at";
-
 /// The user's connection to `provider` (the oldest, when there are several).
 pub async fn find(
     exec: impl PgExecutor<'_>,
@@ -122,21 +123,25 @@ pub async fn find_account(
     provider: &str,
     id: Option<Uuid>,
 ) -> Result<Option<ConnectionRow>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "SELECT {ROW} FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3
-           AND ($4::uuid IS NULL OR id = $4)
-         ORDER BY (account_id = ''), created_at, id LIMIT 1"
-    ))
-    .bind(issuer)
-    .bind(subject)
-    .bind(provider)
-    .bind(id)
+    sqlx::query_as!(
+        ConnectionRow,
+        r#"SELECT id, issuer, subject, provider, account_id, account_label, scopes, access_token,
+                  refresh_token, key_id, access_token_expires_at, status AS "status: ConnectionStatus",
+                  last_used_at, updated_at
+           FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3
+             AND ($4::uuid IS NULL OR id = $4)
+           ORDER BY (account_id = ''), created_at, id LIMIT 1"#,
+        issuer,
+        subject,
+        provider,
+        id,
+    )
     .fetch_optional(exec)
     .await
 }
 
 /// One account of the user at a provider, to choose from.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct AccountChoice {
     pub id: Uuid,
     pub account_id: String,
@@ -150,14 +155,15 @@ pub async fn accounts(
     subject: &str,
     provider: &str,
 ) -> Result<Vec<AccountChoice>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        AccountChoice,
         "SELECT id, account_id, account_label FROM connections
          WHERE issuer = $1 AND subject = $2 AND provider = $3 AND account_id <> ''
          ORDER BY created_at, id",
+        issuer,
+        subject,
+        provider,
     )
-    .bind(issuer)
-    .bind(subject)
-    .bind(provider)
     .fetch_all(exec)
     .await
 }
@@ -171,16 +177,16 @@ pub async fn stored_since(
     provider: &str,
     since: DateTime<Utc>,
 ) -> Result<Option<Uuid>, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "SELECT id FROM connections
          WHERE issuer = $1 AND subject = $2 AND provider = $3 AND status = 'active'
            AND account_id <> '' AND updated_at >= $4
          ORDER BY updated_at DESC LIMIT 1",
+        issuer,
+        subject,
+        provider,
+        since,
     )
-    .bind(issuer)
-    .bind(subject)
-    .bind(provider)
-    .bind(since)
     .fetch_optional(exec)
     .await
 }
@@ -193,14 +199,14 @@ pub async fn set_label(
     id: Uuid,
     label: &str,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE connections SET account_label = $4, label_edited = true, updated_at = now()
          WHERE id = $1 AND issuer = $2 AND subject = $3",
+        id,
+        issuer,
+        subject,
+        label,
     )
-    .bind(id)
-    .bind(issuer)
-    .bind(subject)
-    .bind(label)
     .execute(exec)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -211,10 +217,14 @@ pub async fn find_for_update(
     exec: impl PgExecutor<'_>,
     id: Uuid,
 ) -> Result<Option<ConnectionRow>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "SELECT {ROW} FROM connections WHERE id = $1 FOR UPDATE"
-    ))
-    .bind(id)
+    sqlx::query_as!(
+        ConnectionRow,
+        r#"SELECT id, issuer, subject, provider, account_id, account_label, scopes, access_token,
+                  refresh_token, key_id, access_token_expires_at, status AS "status: ConnectionStatus",
+                  last_used_at, updated_at
+           FROM connections WHERE id = $1 FOR UPDATE"#,
+        id,
+    )
     .fetch_optional(exec)
     .await
 }
@@ -229,26 +239,26 @@ pub async fn claim_id(
     provider: &str,
     account_id: &str,
 ) -> Result<Uuid, sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO connections (id, issuer, subject, provider, account_id, account_label, access_token, key_id, status)
          VALUES ($1, $2, $3, $4, $5, '', '\\x', '', 'revoked')
          ON CONFLICT (issuer, subject, provider, account_id) DO NOTHING",
+        Uuid::new_v4(),
+        issuer,
+        subject,
+        provider,
+        account_id,
     )
-    .bind(Uuid::new_v4())
-    .bind(issuer)
-    .bind(subject)
-    .bind(provider)
-    .bind(account_id)
     .execute(&mut *exec)
     .await?;
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "SELECT id FROM connections
          WHERE issuer = $1 AND subject = $2 AND provider = $3 AND account_id = $4 FOR UPDATE",
+        issuer,
+        subject,
+        provider,
+        account_id,
     )
-    .bind(issuer)
-    .bind(subject)
-    .bind(provider)
-    .bind(account_id)
     .fetch_one(&mut *exec)
     .await
 }
@@ -269,20 +279,20 @@ pub async fn store(
     id: Uuid,
     t: StoredTokens<'_>,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE connections SET account_id = $2,
              account_label = CASE WHEN label_edited THEN account_label ELSE $3 END, scopes = $4, access_token = $5,
              refresh_token = $6, key_id = $7, access_token_expires_at = $8, status = 'active', updated_at = now()
          WHERE id = $1",
+        id,
+        t.account_id,
+        t.account_label,
+        t.scopes,
+        t.access_token,
+        t.refresh_token,
+        t.key_id,
+        t.expires_at,
     )
-    .bind(id)
-    .bind(t.account_id)
-    .bind(t.account_label)
-    .bind(t.scopes)
-    .bind(t.access_token)
-    .bind(t.refresh_token)
-    .bind(t.key_id)
-    .bind(t.expires_at)
     .execute(exec)
     .await?;
     Ok(())
@@ -297,16 +307,16 @@ pub async fn store_refreshed(
     key_id: &str,
     expires_at: Option<DateTime<Utc>>,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE connections SET access_token = $2, refresh_token = $3, key_id = $4,
              access_token_expires_at = $5, updated_at = now()
          WHERE id = $1",
+        id,
+        access_token,
+        refresh_token,
+        key_id,
+        expires_at,
     )
-    .bind(id)
-    .bind(access_token)
-    .bind(refresh_token)
-    .bind(key_id)
-    .bind(expires_at)
     .execute(exec)
     .await?;
     Ok(())
@@ -320,12 +330,12 @@ pub async fn mark_needs_reauth_if_current(
     id: Uuid,
     sealed_access_token: &[u8],
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE connections SET status = 'needs_reauth', updated_at = now()
          WHERE id = $1 AND status = 'active' AND access_token = $2",
+        id,
+        sealed_access_token,
     )
-    .bind(id)
-    .bind(sealed_access_token)
     .execute(exec)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -336,29 +346,30 @@ pub async fn set_status(
     id: Uuid,
     status: ConnectionStatus,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE connections SET status = $2, updated_at = now() WHERE id = $1")
-        .bind(id)
-        .bind(status)
-        .execute(exec)
-        .await?;
+    sqlx::query!(
+        "UPDATE connections SET status = $2, updated_at = now() WHERE id = $1",
+        id,
+        status as ConnectionStatus,
+    )
+    .execute(exec)
+    .await?;
     Ok(())
 }
 
 /// Notes a use, at most once a minute per connection (keeps hot paths read-only).
 pub async fn touch(exec: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE connections SET last_used_at = now()
          WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
+        id,
     )
-    .bind(id)
     .execute(exec)
     .await?;
     Ok(())
 }
 
 pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM connections WHERE id = $1")
-        .bind(id)
+    let done = sqlx::query!("DELETE FROM connections WHERE id = $1", id)
         .execute(exec)
         .await?;
     Ok(done.rows_affected() == 1)
@@ -369,16 +380,21 @@ pub async fn ids_not_sealed_by(
     exec: impl PgExecutor<'_>,
     key_id: &str,
 ) -> Result<Vec<Uuid>, sqlx::Error> {
-    sqlx::query_scalar("SELECT id FROM connections WHERE key_id <> $1 ORDER BY id")
-        .bind(key_id)
-        .fetch_all(exec)
-        .await
+    sqlx::query_scalar!(
+        "SELECT id FROM connections WHERE key_id <> $1 ORDER BY id",
+        key_id
+    )
+    .fetch_all(exec)
+    .await
 }
 
 /// How many connections each key id seals, for finding rows sealed by a
 /// key the ring no longer has.
 pub async fn count_by_key_id(exec: impl PgExecutor<'_>) -> Result<Vec<(String, i64)>, sqlx::Error> {
-    sqlx::query_as("SELECT key_id, count(*) FROM connections GROUP BY key_id ORDER BY key_id")
-        .fetch_all(exec)
-        .await
+    let counts = sqlx::query!(
+        r#"SELECT key_id, count(*) AS "count!" FROM connections GROUP BY key_id ORDER BY key_id"#
+    )
+    .fetch_all(exec)
+    .await?;
+    Ok(counts.into_iter().map(|c| (c.key_id, c.count)).collect())
 }

@@ -9,21 +9,21 @@ pub async fn get_or_insert(
     name: &str,
     candidate: &str,
 ) -> Result<String, sqlx::Error> {
-    sqlx::query_scalar(
-        "WITH ins AS (
+    sqlx::query_scalar!(
+        r#"WITH ins AS (
              INSERT INTO dev_secrets (name, value) VALUES ($1, $2)
              ON CONFLICT (name) DO NOTHING RETURNING value)
-         SELECT value FROM ins UNION ALL SELECT value FROM dev_secrets WHERE name = $1 LIMIT 1",
+         SELECT value AS "value!" FROM ins
+         UNION ALL SELECT value FROM dev_secrets WHERE name = $1 LIMIT 1"#,
+        name,
+        candidate,
     )
-    .bind(name)
-    .bind(candidate)
     .fetch_one(exec)
     .await
 }
 
 pub async fn get(exec: impl PgExecutor<'_>, name: &str) -> Result<Option<String>, sqlx::Error> {
-    sqlx::query_scalar("SELECT value FROM dev_secrets WHERE name = $1")
-        .bind(name)
+    sqlx::query_scalar!("SELECT value FROM dev_secrets WHERE name = $1", name)
         .fetch_optional(exec)
         .await
 }

@@ -12,14 +12,6 @@ pub enum Expiring {
 
 impl Expiring {
     pub const ALL: [Expiring; 3] = [Expiring::Flows, Expiring::Sessions, Expiring::Tickets];
-
-    fn table(self) -> &'static str {
-        match self {
-            Expiring::Tickets => "connect_tickets",
-            Expiring::Flows => "oauth_flows",
-            Expiring::Sessions => "web_sessions",
-        }
-    }
 }
 
 /// Deletes rows of `what` that expired more than `grace` ago.
@@ -28,21 +20,40 @@ pub async fn delete(
     what: Expiring,
     grace: chrono::Duration,
 ) -> Result<u64, sqlx::Error> {
-    let sql = format!(
-        "DELETE FROM {} WHERE expires_at < now() - make_interval(secs => $1)",
-        what.table()
-    );
-    let done = sqlx::query(&sql)
-        .bind(grace.num_seconds() as f64)
-        .execute(exec)
-        .await?;
+    let grace = grace.num_seconds() as f64;
+    // One statement per table: a table name cannot be a parameter.
+    let done =
+        match what {
+            Expiring::Tickets => sqlx::query!(
+                "DELETE FROM connect_tickets WHERE expires_at < now() - make_interval(secs => $1)",
+                grace,
+            )
+            .execute(exec)
+            .await?,
+            Expiring::Flows => {
+                sqlx::query!(
+                    "DELETE FROM oauth_flows WHERE expires_at < now() - make_interval(secs => $1)",
+                    grace,
+                )
+                .execute(exec)
+                .await?
+            }
+            Expiring::Sessions => {
+                sqlx::query!(
+                    "DELETE FROM web_sessions WHERE expires_at < now() - make_interval(secs => $1)",
+                    grace,
+                )
+                .execute(exec)
+                .await?
+            }
+        };
     Ok(done.rows_affected())
 }
 
 /// Deletes sign-in flows as soon as they expire: nothing refers to them
 /// afterwards, and each may have been started by anyone.
 pub async fn delete_expired_login_flows(exec: impl PgExecutor<'_>) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM oauth_flows WHERE kind = 'login' AND expires_at < now()")
+    let done = sqlx::query!("DELETE FROM oauth_flows WHERE kind = 'login' AND expires_at < now()")
         .execute(exec)
         .await?;
     Ok(done.rows_affected())

@@ -141,9 +141,23 @@ impl HotConnections {
         self.shared.open.load(Ordering::Acquire)
     }
 
+    /// Runs `statement` on a connection of this thread: acquires one, and
+    /// gives it back for reuse only if the statement ran to completion and
+    /// succeeded. (Dropped mid-statement, as when the request is cancelled,
+    /// the connection is closed.)
+    pub async fn run<T>(
+        &self,
+        statement: impl AsyncFnOnce(&mut PgConnection) -> Result<T, sqlx::Error>,
+    ) -> Result<T, sqlx::Error> {
+        let mut conn = self.acquire().await?;
+        let result = statement(&mut conn).await;
+        conn.finish(&result);
+        result
+    }
+
     /// A connection for one statement. Pass the statement's result to
     /// [`HotConnection::finish`]; a connection dropped without it (the
-    /// request was cancelled) is closed.
+    /// request was cancelled) is closed. [`Self::run`] does all this.
     pub async fn acquire(&self) -> Result<HotConnection, sqlx::Error> {
         if let Some(own) = self.take_idle() {
             return Ok(HotConnection::own(own));

@@ -1,5 +1,21 @@
 //! Postgres: the pool, migrations, and one module per table with free async
 //! functions taking `impl PgExecutor`, so callers pass a pool or a transaction.
+//!
+//! Every statement of the service is here, and every one is checked against
+//! the schema of `migrations/` when the crate is compiled (`sqlx::query!`
+//! and friends), from the offline data in `.sqlx/`:
+//! `scripts/sqlx-prepare.sh` rewrites it, CI checks it is current. The only
+//! statements the macros cannot take are sent as plain strings and say why
+//! where they are: `CREATE DATABASE` (a name is not a parameter), the read
+//! of the migrator's own table, and the `LISTEN` sqlx's listener sends.
+//!
+//! sqlx 0.9: its first stable release of the line (May 2026), with every
+//! feature used here (`runtime-tokio`, `tls-rustls-aws-lc-rs`, `postgres`,
+//! `macros`, `migrate`, `uuid`, `chrono`, `json`); nothing else in the
+//! dependency tree (rmcp, actix) pins sqlx. It needs Rust 1.94, hence the
+//! crate's `rust-version`. Its `query()` takes only `&'static str` unless
+//! the caller writes `AssertSqlSafe`, which makes a spliced statement easy
+//! to find.
 
 pub mod audit;
 pub mod client_grants;
@@ -8,9 +24,11 @@ pub mod dev_secrets;
 pub mod expiry;
 pub mod faults;
 pub mod hot;
+pub mod notifications;
 pub mod oauth_flows;
 pub mod params;
 pub mod tickets;
+pub mod transaction;
 pub mod wait;
 pub mod web_sessions;
 
@@ -83,15 +101,18 @@ pub async fn create_database_if_missing(options: &PgConnectOptions) -> Result<()
         .connect()
         .await
         .map_err(DbSetupError::Connect)?;
-    let exists: bool =
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-            .bind(&name)
-            .fetch_one(&mut conn)
-            .await
-            .map_err(DbSetupError::Connect)?;
+    let exists = sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1) AS "exists!""#,
+        name,
+    )
+    .fetch_one(&mut conn)
+    .await
+    .map_err(DbSetupError::Connect)?;
     if !exists {
+        // Not checkable: a database name is an identifier, never a
+        // parameter. Quoted here, and nothing but the name is spliced in.
         let quoted = format!("\"{}\"", name.replace('"', "\"\""));
-        let created = sqlx::query(&format!("CREATE DATABASE {quoted}"))
+        let created = sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {quoted}")))
             .execute(&mut conn)
             .await;
         // Another instance may have created it in the meantime: when it
@@ -118,6 +139,9 @@ pub async fn migrate(pool: &PgPool) -> Result<(), DbSetupError> {
 }
 
 /// True when every embedded migration has been applied successfully.
+///
+/// Not checkable at build time: `_sqlx_migrations` is the migrator's own
+/// table, created when it first runs, not by `migrations/`.
 pub async fn migrations_applied(pool: &PgPool) -> Result<bool, sqlx::Error> {
     let applied: Vec<i64> =
         sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")

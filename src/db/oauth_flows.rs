@@ -23,7 +23,7 @@ impl FlowKind {
     }
 }
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct OAuthFlow {
     pub id: Uuid,
     pub kind: FlowKind,
@@ -61,26 +61,24 @@ pub struct NewFlow<'a> {
     pub expires_at: DateTime<Utc>,
 }
 
-const COLUMNS: &str = "id, kind, ticket_id, session_id, browser_binding, provider, pkce_verifier, nonce, key_id, return_to, created_at, expires_at, completed_at";
-
 pub async fn insert(exec: impl PgExecutor<'_>, f: NewFlow<'_>) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO oauth_flows (id, state_hash, kind, ticket_id, session_id, browser_binding,
                                   provider, pkce_verifier, nonce, key_id, return_to, expires_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        f.id,
+        f.state_hash,
+        f.kind as FlowKind,
+        f.ticket_id,
+        f.session_id,
+        f.browser_binding,
+        f.provider,
+        f.pkce_verifier,
+        f.nonce,
+        f.key_id,
+        f.return_to,
+        f.expires_at,
     )
-    .bind(f.id)
-    .bind(f.state_hash)
-    .bind(f.kind)
-    .bind(f.ticket_id)
-    .bind(f.session_id)
-    .bind(f.browser_binding)
-    .bind(f.provider)
-    .bind(f.pkce_verifier)
-    .bind(f.nonce)
-    .bind(f.key_id)
-    .bind(f.return_to)
-    .bind(f.expires_at)
     .execute(exec)
     .await?;
     Ok(())
@@ -92,10 +90,13 @@ pub async fn take_login(
     exec: impl PgExecutor<'_>,
     state_hash: &[u8],
 ) -> Result<Option<OAuthFlow>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "DELETE FROM oauth_flows WHERE state_hash = $1 AND kind = 'login' RETURNING {COLUMNS}"
-    ))
-    .bind(state_hash)
+    sqlx::query_as!(
+        OAuthFlow,
+        r#"DELETE FROM oauth_flows WHERE state_hash = $1 AND kind = 'login'
+           RETURNING id, kind AS "kind: FlowKind", ticket_id, session_id, browser_binding, provider,
+                     pkce_verifier, nonce, key_id, return_to, created_at, expires_at, completed_at"#,
+        state_hash,
+    )
     .fetch_optional(exec)
     .await
 }
@@ -104,10 +105,13 @@ pub async fn find_by_state_hash(
     exec: impl PgExecutor<'_>,
     state_hash: &[u8],
 ) -> Result<Option<OAuthFlow>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM oauth_flows WHERE state_hash = $1"
-    ))
-    .bind(state_hash)
+    sqlx::query_as!(
+        OAuthFlow,
+        r#"SELECT id, kind AS "kind: FlowKind", ticket_id, session_id, browser_binding, provider,
+                  pkce_verifier, nonce, key_id, return_to, created_at, expires_at, completed_at
+           FROM oauth_flows WHERE state_hash = $1"#,
+        state_hash,
+    )
     .fetch_optional(exec)
     .await
 }
@@ -118,19 +122,20 @@ pub async fn complete(
     exec: impl PgExecutor<'_>,
     id: Uuid,
 ) -> Result<Option<OAuthFlow>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "UPDATE oauth_flows SET completed_at = now()
-         WHERE id = $1 AND completed_at IS NULL AND expires_at > now()
-         RETURNING {COLUMNS}"
-    ))
-    .bind(id)
+    sqlx::query_as!(
+        OAuthFlow,
+        r#"UPDATE oauth_flows SET completed_at = now()
+           WHERE id = $1 AND completed_at IS NULL AND expires_at > now()
+           RETURNING id, kind AS "kind: FlowKind", ticket_id, session_id, browser_binding, provider,
+                     pkce_verifier, nonce, key_id, return_to, created_at, expires_at, completed_at"#,
+        id,
+    )
     .fetch_optional(exec)
     .await
 }
 
 pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM oauth_flows WHERE id = $1")
-        .bind(id)
+    let done = sqlx::query!("DELETE FROM oauth_flows WHERE id = $1", id)
         .execute(exec)
         .await?;
     Ok(done.rows_affected() == 1)
@@ -140,12 +145,12 @@ pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::E
 /// the provider), so the MCP client's retry can say so. The ticket was
 /// redeemed when the flow started, so this does not require it unredeemed.
 pub async fn decline_ticket(exec: impl PgExecutor<'_>, flow_id: Uuid) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE connect_tickets SET declined_at = now()
          WHERE declined_at IS NULL
            AND id = (SELECT ticket_id FROM oauth_flows WHERE id = $1 AND kind = 'connect')",
+        flow_id,
     )
-    .bind(flow_id)
     .execute(exec)
     .await?;
     Ok(done.rows_affected() == 1)

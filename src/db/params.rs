@@ -26,18 +26,36 @@ pub async fn set(
     id: Uuid,
     params: &Params,
 ) -> Result<bool, sqlx::Error> {
-    let sql = match holder {
-        Holder::Ticket => "UPDATE connect_tickets SET params = $2 WHERE id = $1",
-        Holder::Flow => "UPDATE oauth_flows SET params = $2 WHERE id = $1",
+    let params = Json(params);
+    let done = match holder {
+        Holder::Ticket => {
+            sqlx::query!(
+                "UPDATE connect_tickets SET params = $2 WHERE id = $1",
+                id,
+                params as _,
+            )
+            .execute(exec)
+            .await?
+        }
+        Holder::Flow => {
+            sqlx::query!(
+                "UPDATE oauth_flows SET params = $2 WHERE id = $1",
+                id,
+                params as _,
+            )
+            .execute(exec)
+            .await?
+        }
         Holder::Connection => {
-            "UPDATE connections SET params = $2, updated_at = now() WHERE id = $1"
+            sqlx::query!(
+                "UPDATE connections SET params = $2, updated_at = now() WHERE id = $1",
+                id,
+                params as _,
+            )
+            .execute(exec)
+            .await?
         }
     };
-    let done = sqlx::query(sql)
-        .bind(id)
-        .bind(Json(params))
-        .execute(exec)
-        .await?;
     Ok(done.rows_affected() == 1)
 }
 
@@ -47,14 +65,31 @@ pub async fn get(
     holder: Holder,
     id: Uuid,
 ) -> Result<Option<Params>, sqlx::Error> {
-    let sql = match holder {
-        Holder::Ticket => "SELECT params FROM connect_tickets WHERE id = $1",
-        Holder::Flow => "SELECT params FROM oauth_flows WHERE id = $1",
-        Holder::Connection => "SELECT params FROM connections WHERE id = $1",
+    let found = match holder {
+        Holder::Ticket => {
+            sqlx::query_scalar!(
+                r#"SELECT params AS "params: Json<Params>" FROM connect_tickets WHERE id = $1"#,
+                id,
+            )
+            .fetch_optional(exec)
+            .await?
+        }
+        Holder::Flow => {
+            sqlx::query_scalar!(
+                r#"SELECT params AS "params: Json<Params>" FROM oauth_flows WHERE id = $1"#,
+                id,
+            )
+            .fetch_optional(exec)
+            .await?
+        }
+        Holder::Connection => {
+            sqlx::query_scalar!(
+                r#"SELECT params AS "params: Json<Params>" FROM connections WHERE id = $1"#,
+                id,
+            )
+            .fetch_optional(exec)
+            .await?
+        }
     };
-    let found: Option<Json<Params>> = sqlx::query_scalar(sql)
-        .bind(id)
-        .fetch_optional(exec)
-        .await?;
     Ok(found.map(|Json(p)| p))
 }

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct Ticket {
     pub id: Uuid,
     pub issuer: String,
@@ -38,8 +38,6 @@ pub struct NewTicket<'a> {
     pub add_account: bool,
 }
 
-const COLUMNS: &str = "id, issuer, subject, client_id, provider, scopes, created_at, expires_at, redeemed_at, declined_at, connection_id, add_account";
-
 /// Inserts a ticket and its `ticket_issued` audit row in one statement (one
 /// round trip, one commit: this is on the path of every first ask).
 ///
@@ -51,7 +49,7 @@ const COLUMNS: &str = "id, issuer, subject, client_id, provider, scopes, created
 /// any later synchronous commit (redeeming the ticket, say) flushes them
 /// first: nothing that depends on a ticket can outlive it.
 pub async fn insert(exec: impl PgExecutor<'_>, t: NewTicket<'_>) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)),
          ticket AS (
              INSERT INTO connect_tickets (id, ticket_hash, issuer, subject, client_id, provider, scopes, expires_at, connection_id, add_account)
@@ -61,17 +59,17 @@ pub async fn insert(exec: impl PgExecutor<'_>, t: NewTicket<'_>) -> Result<(), s
          SELECT $3, $4, 'ticket_issued', $6,
                 jsonb_build_object('ticket_id', ticket.id, 'client_id', $5::text, 'scopes', to_jsonb($7::text[]))
          FROM ticket, relaxed",
+        t.id,
+        t.ticket_hash,
+        t.issuer,
+        t.subject,
+        t.client_id,
+        t.provider,
+        t.scopes,
+        t.expires_at,
+        t.connection_id,
+        t.add_account,
     )
-    .bind(t.id)
-    .bind(t.ticket_hash)
-    .bind(t.issuer)
-    .bind(t.subject)
-    .bind(t.client_id)
-    .bind(t.provider)
-    .bind(t.scopes)
-    .bind(t.expires_at)
-    .bind(t.connection_id)
-    .bind(t.add_account)
     .execute(exec)
     .await?;
     Ok(())
@@ -81,10 +79,13 @@ pub async fn find_by_id(
     exec: impl PgExecutor<'_>,
     id: Uuid,
 ) -> Result<Option<Ticket>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM connect_tickets WHERE id = $1"
-    ))
-    .bind(id)
+    sqlx::query_as!(
+        Ticket,
+        "SELECT id, issuer, subject, client_id, provider, scopes, created_at, expires_at,
+                redeemed_at, declined_at, connection_id, add_account
+         FROM connect_tickets WHERE id = $1",
+        id,
+    )
     .fetch_optional(exec)
     .await
 }
@@ -94,11 +95,14 @@ pub async fn find_usable_by_hash(
     exec: impl PgExecutor<'_>,
     hash: &[u8],
 ) -> Result<Option<Ticket>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM connect_tickets
-         WHERE ticket_hash = $1 AND redeemed_at IS NULL AND declined_at IS NULL AND expires_at > now()"
-    ))
-    .bind(hash)
+    sqlx::query_as!(
+        Ticket,
+        "SELECT id, issuer, subject, client_id, provider, scopes, created_at, expires_at,
+                redeemed_at, declined_at, connection_id, add_account
+         FROM connect_tickets
+         WHERE ticket_hash = $1 AND redeemed_at IS NULL AND declined_at IS NULL AND expires_at > now()",
+        hash,
+    )
     .fetch_optional(exec)
     .await
 }
@@ -111,15 +115,17 @@ pub async fn redeem(
     issuer: &str,
     subject: &str,
 ) -> Result<Option<Ticket>, sqlx::Error> {
-    sqlx::query_as(&format!(
+    sqlx::query_as!(
+        Ticket,
         "UPDATE connect_tickets SET redeemed_at = now()
          WHERE id = $1 AND issuer = $2 AND subject = $3
            AND redeemed_at IS NULL AND declined_at IS NULL AND expires_at > now()
-         RETURNING {COLUMNS}"
-    ))
-    .bind(id)
-    .bind(issuer)
-    .bind(subject)
+         RETURNING id, issuer, subject, client_id, provider, scopes, created_at, expires_at,
+                   redeemed_at, declined_at, connection_id, add_account",
+        id,
+        issuer,
+        subject,
+    )
     .fetch_optional(exec)
     .await
 }
@@ -132,14 +138,14 @@ pub async fn decline(
     issuer: &str,
     subject: &str,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE connect_tickets SET declined_at = now()
          WHERE id = $1 AND issuer = $2 AND subject = $3
            AND redeemed_at IS NULL AND declined_at IS NULL AND expires_at > now()",
+        id,
+        issuer,
+        subject,
     )
-    .bind(id)
-    .bind(issuer)
-    .bind(subject)
     .execute(exec)
     .await?;
     Ok(done.rows_affected() == 1)

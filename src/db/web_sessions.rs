@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct WebSession {
     pub id: Uuid,
     pub issuer: String,
@@ -30,21 +30,19 @@ pub struct NewWebSession<'a> {
     pub pending_ticket_id: Option<Uuid>,
 }
 
-const COLUMNS: &str = "id, issuer, subject, display_name, csrf_secret, created_at, expires_at, last_seen_at, pending_ticket_id";
-
 pub async fn insert(exec: impl PgExecutor<'_>, s: NewWebSession<'_>) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO web_sessions (id, id_hash, issuer, subject, display_name, csrf_secret, expires_at, pending_ticket_id)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        s.id,
+        s.id_hash,
+        s.issuer,
+        s.subject,
+        s.display_name,
+        s.csrf_secret,
+        s.expires_at,
+        s.pending_ticket_id,
     )
-    .bind(s.id)
-    .bind(s.id_hash)
-    .bind(s.issuer)
-    .bind(s.subject)
-    .bind(s.display_name)
-    .bind(s.csrf_secret)
-    .bind(s.expires_at)
-    .bind(s.pending_ticket_id)
     .execute(exec)
     .await?;
     Ok(())
@@ -55,10 +53,13 @@ pub async fn find_active_by_hash(
     exec: impl PgExecutor<'_>,
     id_hash: &[u8],
 ) -> Result<Option<WebSession>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM web_sessions WHERE id_hash = $1 AND expires_at > now()"
-    ))
-    .bind(id_hash)
+    sqlx::query_as!(
+        WebSession,
+        "SELECT id, issuer, subject, display_name, csrf_secret, created_at, expires_at,
+                last_seen_at, pending_ticket_id
+         FROM web_sessions WHERE id_hash = $1 AND expires_at > now()",
+        id_hash,
+    )
     .fetch_optional(exec)
     .await
 }
@@ -66,11 +67,11 @@ pub async fn find_active_by_hash(
 /// Records activity, at most once a minute per session (a write per page
 /// view would be wasted I/O).
 pub async fn touch(exec: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE web_sessions SET last_seen_at = now()
          WHERE id = $1 AND last_seen_at < now() - interval '1 minute'",
+        id,
     )
-    .bind(id)
     .execute(exec)
     .await?;
     Ok(())
@@ -81,11 +82,13 @@ pub async fn set_pending_ticket(
     id: Uuid,
     ticket_id: Option<Uuid>,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE web_sessions SET pending_ticket_id = $2 WHERE id = $1")
-        .bind(id)
-        .bind(ticket_id)
-        .execute(exec)
-        .await?;
+    sqlx::query!(
+        "UPDATE web_sessions SET pending_ticket_id = $2 WHERE id = $1",
+        id,
+        ticket_id,
+    )
+    .execute(exec)
+    .await?;
     Ok(())
 }
 
@@ -96,11 +99,11 @@ pub async fn clear_pending_ticket(
     id: Uuid,
     ticket_id: Uuid,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE web_sessions SET pending_ticket_id = NULL WHERE id = $1 AND pending_ticket_id = $2",
+        id,
+        ticket_id,
     )
-    .bind(id)
-    .bind(ticket_id)
     .execute(exec)
     .await?;
     Ok(())
@@ -108,8 +111,7 @@ pub async fn clear_pending_ticket(
 
 /// Ends a session; its OAuth flows go with it (ON DELETE CASCADE).
 pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM web_sessions WHERE id = $1")
-        .bind(id)
+    let done = sqlx::query!("DELETE FROM web_sessions WHERE id = $1", id)
         .execute(exec)
         .await?;
     Ok(done.rows_affected() == 1)

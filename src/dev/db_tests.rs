@@ -39,10 +39,12 @@ where
     .await;
     pool.close().await;
     let mut admin = options("postgres").connect().await.unwrap();
-    sqlx::query(&format!("DROP DATABASE \"{name}\" WITH (FORCE)"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE \"{name}\" WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
     }

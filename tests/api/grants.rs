@@ -75,7 +75,10 @@ pub async fn approval_page(browser: &Browser, url: &str) -> Page {
 }
 
 async fn count(app: &TestApp, sql: &str) -> i64 {
-    sqlx::query_scalar(sql).fetch_one(&app.db).await.unwrap()
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
 }
 
 #[tokio::test]

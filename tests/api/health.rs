@@ -28,10 +28,13 @@ async fn readyz_flips_to_503_when_the_database_goes_away() {
     let mut conn = PgConnection::connect(&format!("{}/postgres", server_url()))
         .await
         .unwrap();
-    sqlx::query(&format!("DROP DATABASE \"{}\" WITH (FORCE)", app.db_name))
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE \"{}\" WITH (FORCE)",
+        app.db_name
+    )))
+    .execute(&mut conn)
+    .await
+    .unwrap();
     let r = app
         .http
         .get(format!("{}/readyz", app.base))
@@ -53,10 +56,10 @@ async fn readyz_flips_to_503_when_the_database_goes_away() {
 async fn the_sweeper_deletes_what_expired_long_ago_and_runs_on_one_instance_at_a_time() {
     let app = spawn_app().await;
     for (age, secret) in [("2 hours", "old"), ("1 minute", "recent")] {
-        sqlx::query(&format!(
+        sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO connect_tickets (id, ticket_hash, issuer, subject, client_id, provider, expires_at)
              VALUES ($1, $2, 'i', 's', 'c', 'demo', now() - interval '{age}')"
-        ))
+        )))
         .bind(uuid::Uuid::new_v4())
         .bind(secret.as_bytes())
         .execute(&app.db)

@@ -396,9 +396,9 @@ impl Drop for TestApp {
                 let drop_it = async {
                     if let Ok(mut conn) = PgConnection::connect(&format!("{server}/postgres")).await
                     {
-                        let _ = sqlx::query(&format!(
+                        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
                             "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-                        ))
+                        )))
                         .execute(&mut conn)
                         .await;
                     }
@@ -453,5 +453,8 @@ pub async fn store_demo_connection(
 
 /// The one number a `SELECT count(*) …` (or similar) returns.
 pub async fn count(app: &TestApp, sql: &str) -> i64 {
-    sqlx::query_scalar(sql).fetch_one(&app.db).await.unwrap()
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
 }

@@ -111,3 +111,47 @@ async fn an_idle_connection_past_its_time_is_closed_and_its_place_given_back() {
     assert_ne!(before, after);
     assert_eq!(hot.open(), 1);
 }
+
+/// The backend behind `run`, with the statement's own outcome.
+async fn run_pid(hot: &HotConnections, fail: bool) -> Result<i32, sqlx::Error> {
+    hot.run(async |conn| {
+        let pid = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut *conn)
+            .await?;
+        if fail {
+            sqlx::query("SELECT 1/0").execute(&mut *conn).await?;
+        }
+        Ok(pid)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn run_gives_the_connection_back_only_after_success() {
+    let app = spawn_app().await;
+    let hot = hot(&app, 4);
+    let first = run_pid(&hot, false).await.unwrap();
+    assert_eq!(first, run_pid(&hot, false).await.unwrap(), "reused");
+    assert!(run_pid(&hot, true).await.is_err());
+    let after_failure = run_pid(&hot, false).await.unwrap();
+    assert_ne!(
+        first, after_failure,
+        "a failed statement's connection is closed"
+    );
+    assert_eq!(hot.open(), 1);
+}
+
+#[tokio::test]
+async fn run_dropped_mid_statement_closes_its_connection() {
+    let app = spawn_app().await;
+    let hot = hot(&app, 4);
+    let before = run_pid(&hot, false).await.unwrap();
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(100),
+        hot.run(async |conn| sqlx::query("SELECT pg_sleep(5)").execute(conn).await),
+    )
+    .await;
+    assert!(cancelled.is_err(), "the statement was still running");
+    assert_ne!(before, run_pid(&hot, false).await.unwrap());
+    assert_eq!(hot.open(), 1);
+}

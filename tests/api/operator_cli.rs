@@ -46,10 +46,12 @@ async fn exists(name: &str) -> bool {
 }
 
 async fn drop_db(name: &str) {
-    sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
-        .execute(&mut admin().await)
-        .await
-        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+    )))
+    .execute(&mut admin().await)
+    .await
+    .unwrap();
 }
 
 #[tokio::test]
@@ -98,7 +100,7 @@ async fn concurrent_start_without_create_if_missing_leaves_the_database_to_the_o
     assert!(!exists(&name).await, "the database was created");
 
     // Created beforehand, it is migrated.
-    sqlx::query(&format!("CREATE DATABASE \"{name}\""))
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
         .execute(&mut admin().await)
         .await
         .unwrap();

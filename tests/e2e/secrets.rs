@@ -78,13 +78,14 @@ impl Secrets {
         .collect();
         let mut found = Vec::new();
         for table in tables {
-            let rows: Vec<String> =
-                sqlx::query(&format!("SELECT row_to_json(t)::text FROM \"{table}\" t"))
-                    .fetch_all(&mut db)
-                    .await?
-                    .iter()
-                    .map(|r| r.get::<String, _>(0))
-                    .collect();
+            let rows: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT row_to_json(t)::text FROM \"{table}\" t"
+            )))
+            .fetch_all(&mut db)
+            .await?
+            .iter()
+            .map(|r| r.get::<String, _>(0))
+            .collect();
             for (what, value) in &self.seen {
                 if rows.iter().any(|r| r.contains(value.as_str())) {
                     found.push(format!("{what} in table {table}"));

@@ -399,10 +399,10 @@ impl World {
             return c.run("down", &[], &self.logs);
         }
         let mut admin = PgConnection::connect(&format!("{}/postgres", self.db_server)).await?;
-        sqlx::query(&format!(
+        sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
             self.db_name
-        ))
+        )))
         .execute(&mut admin)
         .await
         .context("drop the e2e database")?;

@@ -46,10 +46,10 @@ impl Store {
         let Store::Postgres(hot) = self else {
             return Ok(None);
         };
-        let mut conn = hot.acquire().await?;
-        let found = db::connections::find(&mut *conn, ISSUER, subject, provider).await;
-        conn.finish(&found);
-        Ok(found?.map(|row| row.access_token))
+        let found = hot
+            .run(async |conn| db::connections::find(conn, ISSUER, subject, provider).await)
+            .await?;
+        Ok(found.map(|row| row.access_token))
     }
 
     /// mcp-connect's ticket insert with its audit row (S2). In memory the
@@ -63,25 +63,27 @@ impl Store {
         let Store::Postgres(hot) = self else {
             return Ok(());
         };
-        let mut conn = hot.acquire().await?;
-        let inserted = db::tickets::insert(
-            &mut *conn,
-            db::tickets::NewTicket {
-                id: uuid::Uuid::new_v4(),
-                ticket_hash: &mcp_connect::crypto::secret::sha256(ticket),
-                issuer: ISSUER,
-                subject,
-                client_id: "bench",
-                provider,
-                scopes: &[],
-                expires_at: chrono::Utc::now() + chrono::Duration::minutes(10),
-                connection_id: None,
-                add_account: false,
-            },
-        )
-        .await;
-        conn.finish(&inserted);
-        Ok(inserted?)
+        let ticket_hash = mcp_connect::crypto::secret::sha256(ticket);
+        hot.run(async |conn| {
+            db::tickets::insert(
+                conn,
+                db::tickets::NewTicket {
+                    id: uuid::Uuid::new_v4(),
+                    ticket_hash: &ticket_hash,
+                    issuer: ISSUER,
+                    subject,
+                    client_id: "bench",
+                    provider,
+                    scopes: &[],
+                    expires_at: chrono::Utc::now() + chrono::Duration::minutes(10),
+                    connection_id: None,
+                    add_account: false,
+                },
+            )
+            .await
+        })
+        .await?;
+        Ok(())
     }
 
     /// Marks a user connected (the harness's stand-in for the browser flow),
@@ -98,25 +100,25 @@ impl Store {
                 Ok(())
             }
             Store::Postgres(hot) => {
-                let mut conn = hot.acquire().await?;
-                let id =
-                    db::connections::claim_id(&mut conn, ISSUER, &subject, &provider, &subject)
+                hot.run(async |conn| {
+                    let id = db::connections::claim_id(conn, ISSUER, &subject, &provider, &subject)
                         .await?;
-                db::connections::store(
-                    &mut *conn,
-                    id,
-                    db::connections::StoredTokens {
-                        account_id: &subject,
-                        account_label: &subject,
-                        scopes: &[],
-                        access_token: token.as_deref().unwrap_or("not a token").as_bytes(),
-                        refresh_token: None,
-                        key_id: "bench",
-                        expires_at: None,
-                    },
-                )
+                    db::connections::store(
+                        conn,
+                        id,
+                        db::connections::StoredTokens {
+                            account_id: &subject,
+                            account_label: &subject,
+                            scopes: &[],
+                            access_token: token.as_deref().unwrap_or("not a token").as_bytes(),
+                            refresh_token: None,
+                            key_id: "bench",
+                            expires_at: None,
+                        },
+                    )
+                    .await
+                })
                 .await?;
-                conn.finish(&Ok::<(), ()>(()));
                 Ok(())
             }
         }
