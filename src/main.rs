@@ -171,9 +171,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .await?
             {
                 Some(n) => {
-                    let m =
-                        mcp_connect::sweeper::sweep_outbox(&state.db, &state.settings.webhooks)
-                            .await?;
+                    let m = mcp_connect::sweeper::sweep_outbox(&state.db, &state.settings.webhooks)
+                        .await?;
                     println!("deleted {} expired row(s)", n + m)
                 }
                 None => println!("another instance is sweeping right now; nothing done"),

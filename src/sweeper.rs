@@ -70,10 +70,7 @@ async fn sweep_audit(pool: &PgPool, retention: chrono::Duration) -> Result<u64, 
 /// Webhook events that failed longer ago than `webhooks.failed_retention_days`,
 /// and those nobody tried for that long past the retry window (their
 /// endpoint was removed), a batch per statement. Returns how many went.
-pub async fn sweep_outbox(
-    pool: &PgPool,
-    webhooks: &WebhookSettings,
-) -> Result<u64, sqlx::Error> {
+pub async fn sweep_outbox(pool: &PgPool, webhooks: &WebhookSettings) -> Result<u64, sqlx::Error> {
     let now = chrono::Utc::now();
     let failed_before = now - webhooks.failed_retention();
     let retry_for =

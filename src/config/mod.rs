@@ -26,11 +26,11 @@ mod settings;
 mod sources;
 mod tables;
 mod validate;
+#[cfg(test)]
+mod validate_tests;
 mod webhooks;
 #[cfg(test)]
 mod webhooks_tests;
-#[cfg(test)]
-mod validate_tests;
 
 #[cfg(test)]
 mod test_support;

@@ -9,7 +9,11 @@ const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 fn load(extra: &[(&str, &str)]) -> Result<Settings, String> {
     let mut vars = minimal();
-    vars.extend(extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    vars.extend(
+        extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
     Settings::from_sources(None, vars, toml::Table::new()).map_err(|e| e.to_string())
 }
 
@@ -52,7 +56,10 @@ fn an_endpoint_comes_from_the_environment_with_its_secret_from_a_file() {
         s.webhooks.endpoints_for(WebhookEvent::ConnectionCreated),
         vec!["ops".to_owned()]
     );
-    assert!(!format!("{s:?}").contains("MfKQ9r8"), "the secret is redacted");
+    assert!(
+        !format!("{s:?}").contains("MfKQ9r8"),
+        "the secret is redacted"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -62,11 +69,31 @@ fn bad_endpoints_are_refused_by_setting_and_secrets_are_not_echoed() {
     let secret = "MCP_CONNECT_WEBHOOKS__ENDPOINTS__OPS__SECRET";
     let good_url = "https://hooks.example.com/x";
     for (u, s, key) in [
-        ("http://hooks.example.com/x", SECRET, "webhooks.endpoints.ops.url"),
-        ("ftp://hooks.example.com/x", SECRET, "webhooks.endpoints.ops.url"),
-        ("https://hooks.example.com/x#f", SECRET, "webhooks.endpoints.ops.url"),
-        (good_url, "not-a-whsec-secret", "webhooks.endpoints.ops.secret"),
-        (good_url, "whsec_!!notbase64!!", "webhooks.endpoints.ops.secret"),
+        (
+            "http://hooks.example.com/x",
+            SECRET,
+            "webhooks.endpoints.ops.url",
+        ),
+        (
+            "ftp://hooks.example.com/x",
+            SECRET,
+            "webhooks.endpoints.ops.url",
+        ),
+        (
+            "https://hooks.example.com/x#f",
+            SECRET,
+            "webhooks.endpoints.ops.url",
+        ),
+        (
+            good_url,
+            "not-a-whsec-secret",
+            "webhooks.endpoints.ops.secret",
+        ),
+        (
+            good_url,
+            "whsec_!!notbase64!!",
+            "webhooks.endpoints.ops.secret",
+        ),
         (good_url, "whsec_c2hvcnQ=", "webhooks.endpoints.ops.secret"),
     ] {
         let err = load(&[(url, u), (secret, s)]).unwrap_err();
@@ -80,7 +107,10 @@ fn bad_endpoints_are_refused_by_setting_and_secrets_are_not_echoed() {
     let err = load(&[
         (url, good_url),
         (secret, SECRET),
-        ("MCP_CONNECT_WEBHOOKS__ENDPOINTS__OPS__EVENTS", "connection.updated"),
+        (
+            "MCP_CONNECT_WEBHOOKS__ENDPOINTS__OPS__EVENTS",
+            "connection.updated",
+        ),
     ])
     .unwrap_err();
     assert!(
@@ -89,10 +119,11 @@ fn bad_endpoints_are_refused_by_setting_and_secrets_are_not_echoed() {
     );
     let err = load(&[("MCP_CONNECT_WEBHOOKS__TIMEOUT_SECS", "0")]).unwrap_err();
     assert!(err.contains("webhooks.timeout_secs"), "{err}");
-    let err = load(&[(url, good_url), (secret, SECRET), (
-        "MCP_CONNECT_WEBHOOKS__ENDPOINTS__OPS__SIGNING_KEY",
-        "x",
-    )])
+    let err = load(&[
+        (url, good_url),
+        (secret, SECRET),
+        ("MCP_CONNECT_WEBHOOKS__ENDPOINTS__OPS__SIGNING_KEY", "x"),
+    ])
     .unwrap_err();
     assert!(err.contains("webhooks.endpoints.ops.signing_key"), "{err}");
 }

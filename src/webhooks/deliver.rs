@@ -154,9 +154,14 @@ impl Deliverer {
                 attempt = row.attempts, error = %error,
                 "webhook delivery failed; giving up (the event is kept as failed)"
             );
-            let marked =
-                db::event_outbox::mark_failed(&self.pool, row.event_id, &row.endpoint, lease_id, &error)
-                    .await;
+            let marked = db::event_outbox::mark_failed(
+                &self.pool,
+                row.event_id,
+                &row.endpoint,
+                lease_id,
+                &error,
+            )
+            .await;
             self.settle(Delivery::Failed, marked);
         } else {
             tracing::warn!(
@@ -265,7 +270,9 @@ fn cause(e: &(dyn std::error::Error + 'static)) -> String {
 /// time, at most [`MAX_BACKOFF`], plus up to a tenth more so that retries
 /// of a burst spread out.
 fn backoff(first: Duration, attempts: i32) -> Duration {
-    let doublings = u32::try_from(attempts.saturating_sub(1)).unwrap_or(0).min(20);
+    let doublings = u32::try_from(attempts.saturating_sub(1))
+        .unwrap_or(0)
+        .min(20);
     let wait = first.saturating_mul(1 << doublings).min(MAX_BACKOFF);
     let jitter = rand::random_range(0..=wait.as_millis() as u64 / 10);
     wait + Duration::from_millis(jitter)
@@ -280,10 +287,7 @@ mod tests {
         let first = Duration::from_secs(5);
         let within = |attempts, low: u64| {
             let wait = backoff(first, attempts).as_millis() as u64;
-            assert!(
-                (low..=low + low / 10).contains(&wait),
-                "{attempts}: {wait}"
-            );
+            assert!((low..=low + low / 10).contains(&wait), "{attempts}: {wait}");
         };
         within(1, 5_000);
         within(2, 10_000);

@@ -28,7 +28,10 @@ async fn a_receiver_that_fails_twice_gets_each_event_acknowledged_once() {
     let acked = receiver.wait_for_acknowledged(2, PATIENCE).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(acked.len(), 2, "{acked:?}");
-    assert!(receiver.acknowledged().values().all(|n| *n == 1), "{acked:?}");
+    assert!(
+        receiver.acknowledged().values().all(|n| *n == 1),
+        "{acked:?}"
+    );
     let attempts = receiver.attempts();
     assert_eq!(attempts.len(), 6, "{attempts:?}");
     assert!(attempts.iter().all(|a| a.verified), "{attempts:?}");
@@ -71,7 +74,13 @@ async fn an_endpoint_that_never_accepts_is_given_up_and_the_event_kept() {
     let app = spawn_app_with(with_webhooks(&receiver.url, CREATED, "retry_for_secs = 1")).await;
     store_demo_connection(&app.state.connect, &app.dev.issuer(), "alice", "a-1", None).await;
     let started = Instant::now();
-    while count(&app, "SELECT count(*) FROM event_outbox WHERE failed_at IS NOT NULL").await == 0 {
+    while count(
+        &app,
+        "SELECT count(*) FROM event_outbox WHERE failed_at IS NOT NULL",
+    )
+    .await
+        == 0
+    {
         assert!(started.elapsed() < PATIENCE, "never given up");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -98,8 +107,14 @@ async fn an_instance_killed_mid_delivery_loses_no_event() {
     let doomed = owner
         .second_instance_with(with_webhooks(&receiver.url, CREATED, ""))
         .await;
-    store_demo_connection(&doomed.state.connect, &owner.dev.issuer(), "alice", "a-1", None)
-        .await;
+    store_demo_connection(
+        &doomed.state.connect,
+        &owner.dev.issuer(),
+        "alice",
+        "a-1",
+        None,
+    )
+    .await;
     let hung = receiver.wait_for_attempts(1, PATIENCE).await;
     assert_eq!(receiver.arrived(), 1, "{hung:?}");
     let claimed_at = Instant::now();
@@ -131,10 +146,7 @@ async fn an_instance_killed_mid_delivery_loses_no_event() {
     );
     assert!(delivered.verified);
     assert_eq!(delivered.body["type"], "connection.created");
-    assert_eq!(
-        heir.state.metrics.webhooks.count(Delivery::Delivered),
-        1
-    );
+    assert_eq!(heir.state.metrics.webhooks.count(Delivery::Delivered), 1);
     assert_eq!(count(&owner, "SELECT count(*) FROM event_outbox").await, 0);
 }
 
@@ -158,11 +170,15 @@ async fn two_instances_never_deliver_one_event_at_the_same_time() {
     let acked = receiver.wait_for_acknowledged(EVENTS, PATIENCE).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(acked.len(), EVENTS);
-    assert!(receiver.acknowledged().values().all(|n| *n == 1), "{acked:?}");
+    assert!(
+        receiver.acknowledged().values().all(|n| *n == 1),
+        "{acked:?}"
+    );
     assert_eq!(receiver.overlaps(), Vec::<String>::new());
     // One refusal and one acknowledgement per event: no attempt twice.
     assert_eq!(receiver.attempts().len(), 2 * EVENTS);
-    let delivered = |app: &crate::helpers::TestApp| app.state.metrics.webhooks.count(Delivery::Delivered);
+    let delivered =
+        |app: &crate::helpers::TestApp| app.state.metrics.webhooks.count(Delivery::Delivered);
     assert_eq!(delivered(&one) + delivered(&two), EVENTS as u64);
     assert_eq!(count(&one, "SELECT count(*) FROM event_outbox").await, 0);
 }

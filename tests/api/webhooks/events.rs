@@ -73,7 +73,12 @@ async fn each_action_writes_its_own_events_and_never_a_credential() {
     let (mut seen, mut all, mut secrets) = (0, Vec::new(), Vec::new());
 
     connect_demo(&app, "alice", "octo").await;
-    let got = next_events(&receiver, &mut seen, &["connection.created", "grant.created"]).await;
+    let got = next_events(
+        &receiver,
+        &mut seen,
+        &["connection.created", "grant.created"],
+    )
+    .await;
     let created = event(&got, "connection.created");
     let id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connections")
         .fetch_one(&app.db)
@@ -116,8 +121,13 @@ async fn each_action_writes_its_own_events_and_never_a_credential() {
             .await
             .unwrap();
     expire(&app).await;
-    let (_, first) = app.call_tool("alice", "whoami", json!({"provider": "demo"})).await;
-    assert_eq!(first["result"]["structuredContent"]["account"], "octo", "{first}");
+    let (_, first) = app
+        .call_tool("alice", "whoami", json!({"provider": "demo"}))
+        .await;
+    assert_eq!(
+        first["result"]["structuredContent"]["account"], "octo",
+        "{first}"
+    );
     demo_secrets(&app, &mut secrets).await;
     sqlx::query("UPDATE connections SET refresh_token = $1, key_id = $2")
         .bind(old_refresh)
@@ -126,7 +136,9 @@ async fn each_action_writes_its_own_events_and_never_a_credential() {
         .await
         .unwrap();
     expire(&app).await;
-    let (_, body) = app.call_tool("alice", "whoami", json!({"provider": "demo"})).await;
+    let (_, body) = app
+        .call_tool("alice", "whoami", json!({"provider": "demo"}))
+        .await;
     assert_eq!(body["result"]["resultType"], "input_required", "{body}");
     let got = next_events(
         &receiver,
@@ -134,8 +146,14 @@ async fn each_action_writes_its_own_events_and_never_a_credential() {
         &["connection.reauth_required", "connection.refresh_failed"],
     )
     .await;
-    assert_eq!(event(&got, "connection.refresh_failed")["reason"], "invalid_grant");
-    assert_eq!(event(&got, "connection.reauth_required")["reason"], "invalid_grant");
+    assert_eq!(
+        event(&got, "connection.refresh_failed")["reason"],
+        "invalid_grant"
+    );
+    assert_eq!(
+        event(&got, "connection.reauth_required")["reason"],
+        "invalid_grant"
+    );
     all.extend(got);
 
     // Connecting again: the same connection, back in use.
@@ -143,7 +161,10 @@ async fn each_action_writes_its_own_events_and_never_a_credential() {
     connect_demo(&app, "alice", "octo").await;
     let got = next_events(&receiver, &mut seen, &["connection.created"]).await;
     assert_eq!(event(&got, "connection.created")["reconnected"], true);
-    assert_eq!(event(&got, "connection.created")["connection_id"], json!(id));
+    assert_eq!(
+        event(&got, "connection.created")["connection_id"],
+        json!(id)
+    );
     demo_secrets(&app, &mut secrets).await;
     all.extend(got);
 
@@ -161,11 +182,21 @@ async fn each_action_writes_its_own_events_and_never_a_credential() {
         .await
         .unwrap();
     let (_, body) = app
-        .call_tool("alice", "api_request", json!({"provider": "demo", "method": "GET", "path": "me"}))
+        .call_tool(
+            "alice",
+            "api_request",
+            json!({"provider": "demo", "method": "GET", "path": "me"}),
+        )
         .await;
-    assert_eq!(body["result"]["structuredContent"]["http_status"], 401, "{body}");
+    assert_eq!(
+        body["result"]["structuredContent"]["http_status"], 401,
+        "{body}"
+    );
     let got = next_events(&receiver, &mut seen, &["connection.reauth_required"]).await;
-    assert_eq!(event(&got, "connection.reauth_required")["reason"], "token_rejected");
+    assert_eq!(
+        event(&got, "connection.reauth_required")["reason"],
+        "token_rejected"
+    );
     all.extend(got);
 
     // Disconnect, confirmed.
@@ -180,20 +211,39 @@ async fn each_action_writes_its_own_events_and_never_a_credential() {
         .await;
     assert!(gone.to_string().contains("disconnected"), "{gone}");
     let got = next_events(&receiver, &mut seen, &["connection.deleted"]).await;
-    assert_eq!(event(&got, "connection.deleted")["connection_id"], json!(id));
+    assert_eq!(
+        event(&got, "connection.deleted")["connection_id"],
+        json!(id)
+    );
     all.extend(got);
 
     // Never a credential: only these fields, and no token anywhere.
     let allowed: BTreeSet<&str> = [
-        "connection_id", "issuer", "subject", "provider", "account_id", "account_label",
-        "reconnected", "client_id", "reason",
+        "connection_id",
+        "issuer",
+        "subject",
+        "provider",
+        "account_id",
+        "account_label",
+        "reconnected",
+        "client_id",
+        "reason",
     ]
     .into();
     let text = serde_json::to_string(&all).unwrap();
     for e in &all {
-        let keys: BTreeSet<&str> = e["data"].as_object().unwrap().keys().map(String::as_str).collect();
+        let keys: BTreeSet<&str> = e["data"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
         assert!(keys.is_subset(&allowed), "{e}");
-        assert_eq!(e.as_object().unwrap().len(), 3, "type, timestamp, data: {e}");
+        assert_eq!(
+            e.as_object().unwrap().len(),
+            3,
+            "type, timestamp, data: {e}"
+        );
     }
     assert!(secrets.len() >= 4, "{}", secrets.len());
     for secret in &secrets {
@@ -220,7 +270,12 @@ async fn a_change_that_fails_writes_no_event() {
     let issuer = app.dev.issuer();
     store_demo_connection(&app.state.connect, &issuer, "alice", "a-1", None).await;
     let mut seen = 0;
-    next_events(&receiver, &mut seen, &["connection.created", "grant.created"]).await;
+    next_events(
+        &receiver,
+        &mut seen,
+        &["connection.created", "grant.created"],
+    )
+    .await;
 
     // The database refuses the last statement of each change.
     sqlx::raw_sql(
@@ -252,7 +307,13 @@ async fn a_change_that_fails_writes_no_event() {
         .execute(&app.db)
         .await
         .unwrap();
-    assert!(app.state.connect.disconnect(&issuer, "alice", "demo").await.unwrap());
+    assert!(
+        app.state
+            .connect
+            .disconnect(&issuer, "alice", "demo")
+            .await
+            .unwrap()
+    );
     next_events(&receiver, &mut seen, &["connection.deleted"]).await;
 }
 
@@ -261,7 +322,13 @@ async fn without_an_endpoint_nothing_is_written() {
     let app = spawn_app().await;
     let issuer = app.dev.issuer();
     store_demo_connection(&app.state.connect, &issuer, "alice", "a-1", None).await;
-    assert!(app.state.connect.disconnect(&issuer, "alice", "demo").await.unwrap());
+    assert!(
+        app.state
+            .connect
+            .disconnect(&issuer, "alice", "demo")
+            .await
+            .unwrap()
+    );
     assert_eq!(count(&app, "SELECT count(*) FROM event_outbox").await, 0);
 }
 
@@ -275,7 +342,13 @@ async fn an_endpoint_gets_only_the_events_it_asked_for() {
     let issuer = app.dev.issuer();
     store_demo_connection(&app.state.connect, &issuer, "alice", "a-1", None).await;
     assert_eq!(count(&app, "SELECT count(*) FROM event_outbox").await, 0);
-    assert!(app.state.connect.disconnect(&issuer, "alice", "demo").await.unwrap());
+    assert!(
+        app.state
+            .connect
+            .disconnect(&issuer, "alice", "demo")
+            .await
+            .unwrap()
+    );
     let mut seen = 0;
     next_events(&receiver, &mut seen, &["connection.deleted"]).await;
 }

@@ -12,15 +12,15 @@ use std::time::Duration;
 use receiver::SECRET;
 
 /// The `[webhooks]` table of a test instance: one endpoint `ops` at `url`
-/// for `events` (empty: all), quick polls and retries.
+/// for `events` (empty: all), quick polls and retries; `extra` (TOML)
+/// overrides the timing.
 pub fn webhooks_table(url: &str, events: &[&str], extra: &str) -> toml::Table {
     let events: Vec<String> = events.iter().map(|e| format!("\"{e}\"")).collect();
-    toml::from_str(&format!(
+    let mut table: toml::Table = toml::from_str(&format!(
         r#"
         poll_interval_ms = 50
         first_retry_ms = 200
         timeout_secs = 2
-        {extra}
         [endpoints.ops]
         url = "{url}"
         secret = "{SECRET}"
@@ -29,7 +29,10 @@ pub fn webhooks_table(url: &str, events: &[&str], extra: &str) -> toml::Table {
         "#,
         events.join(", ")
     ))
-    .unwrap()
+    .unwrap();
+    let extra: toml::Table = toml::from_str(extra).unwrap();
+    table.extend(extra);
+    table
 }
 
 /// A settings tweak adding [`webhooks_table`].

@@ -23,10 +23,7 @@ pub const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 #[derive(Debug, Clone, Copy)]
 pub enum Mode {
     /// 2xx, after `delay`, except for each id's first `fail_first` attempts (500).
-    Answer {
-        fail_first: usize,
-        delay: Duration,
-    },
+    Answer { fail_first: usize, delay: Duration },
     /// Never answers (until the mode changes).
     Hang,
 }
@@ -275,7 +272,13 @@ fn this_verifier_accepts_the_published_test_vector_and_nothing_else() {
     );
     let good = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
     assert!(signed_by(&key, id, ts, good, body));
-    assert!(signed_by(&key, id, ts, &format!("v1,bm9wZQ== {good}"), body));
+    assert!(signed_by(
+        &key,
+        id,
+        ts,
+        &format!("v1,bm9wZQ== {good}"),
+        body
+    ));
     assert!(!signed_by(&key, id, "1614265331", good, body));
     assert!(!signed_by(&key, id, ts, good, br#"{"test": 2432232315}"#));
     // Stale: the vector is from 2021.
