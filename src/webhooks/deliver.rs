@@ -33,6 +33,8 @@ const LEASE_MARGIN: Duration = Duration::from_secs(5);
 const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 /// How often the backlog gauge is refreshed.
 const COUNT_EVERY: Duration = Duration::from_secs(10);
+/// The longest pause between two looks while the database is away.
+const MAX_IDLE: Duration = Duration::from_secs(30);
 
 pub struct Deliverer {
     pool: PgPool,
@@ -61,18 +63,35 @@ impl Deliverer {
     pub fn start(self, stop: CancellationToken) {
         tokio::spawn(async move {
             let mut counted: Option<Instant> = None;
+            // Claims that failed in a row (the database is away): each
+            // wait is longer, and only some are logged.
+            let mut failures: u32 = 0;
             loop {
-                tokio::select! {
+                let claimed = tokio::select! {
                     () = stop.cancelled() => return,
-                    () = self.deliver_due() => {}
+                    claimed = self.deliver_due() => claimed,
+                };
+                match claimed {
+                    Ok(()) => failures = 0,
+                    Err(e) => {
+                        if failures.is_power_of_two() || failures == 0 {
+                            tracing::warn!(error = %e, failures = failures + 1, "cannot claim webhook events; will try again");
+                        }
+                        failures = failures.saturating_add(1);
+                    }
                 }
-                if counted.is_none_or(|at| at.elapsed() >= COUNT_EVERY) {
+                if failures == 0 && counted.is_none_or(|at| at.elapsed() >= COUNT_EVERY) {
                     self.count_backlog().await;
                     counted = Some(Instant::now());
                 }
+                let wait = self
+                    .settings
+                    .poll_interval()
+                    .saturating_mul(1 << failures.min(6))
+                    .min(MAX_IDLE);
                 tokio::select! {
                     () = stop.cancelled() => return,
-                    () = tokio::time::sleep(self.settings.poll_interval()) => {}
+                    () = tokio::time::sleep(wait) => {}
                 }
             }
         });
@@ -83,7 +102,7 @@ impl Deliverer {
     }
 
     /// Everything due now, a batch at a time.
-    async fn deliver_due(&self) {
+    async fn deliver_due(&self) -> Result<(), sqlx::Error> {
         loop {
             let lease_id = Uuid::new_v4();
             let claimed = db::event_outbox::claim_due(
@@ -93,17 +112,11 @@ impl Deliverer {
                 BATCH,
             )
             .await;
-            let claimed = match claimed {
-                Ok(rows) => rows,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot claim webhook events; will try again");
-                    return;
-                }
-            };
+            let claimed = claimed?;
             let full = claimed.len() as i64 == BATCH;
             futures::future::join_all(claimed.iter().map(|row| self.attempt(row, lease_id))).await;
             if !full {
-                return;
+                return Ok(());
             }
         }
     }

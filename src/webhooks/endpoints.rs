@@ -102,7 +102,40 @@ fn names_public_host(url: &Url) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use secrecy::SecretString;
+
     use super::*;
+    use crate::config::WebhookEndpoint;
+
+    fn settings(url: &str, allow_private_network: bool) -> WebhookSettings {
+        let endpoint = WebhookEndpoint {
+            url: Url::parse(url).unwrap(),
+            secret: SecretString::from("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned()),
+            events: Vec::new(),
+            allow_private_network,
+        };
+        WebhookSettings {
+            endpoints: [("ops".to_owned(), endpoint)].into(),
+            ..WebhookSettings::default()
+        }
+    }
+
+    #[test]
+    fn a_private_address_needs_the_endpoint_to_allow_it() {
+        let err = Endpoints::from_settings(&settings("http://127.0.0.1:9000/hook", false))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("webhooks.endpoints.ops.url")
+                && err.contains("MCP_CONNECT_WEBHOOKS__ENDPOINTS__OPS__ALLOW_PRIVATE_NETWORK"),
+            "{err}"
+        );
+        let allowed = Endpoints::from_settings(&settings("http://127.0.0.1:9000/hook", true));
+        assert!(allowed.unwrap().get("ops").is_some());
+        let public = Endpoints::from_settings(&settings("https://hooks.example.com/x", false));
+        assert_eq!(public.unwrap().get("ops").unwrap().key.len(), 24);
+    }
 
     #[test]
     fn literal_private_addresses_and_localhost_are_not_public_hosts() {

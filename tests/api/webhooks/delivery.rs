@@ -42,8 +42,9 @@ async fn a_receiver_that_fails_twice_gets_each_event_acknowledged_once() {
         // The same event each time, waiting longer before each retry.
         assert!(mine.iter().all(|a| a.body == mine[0].body));
         let (first, second) = (mine[1].at - mine[0].at, mine[2].at - mine[1].at);
+        // (Lower bounds: a loaded machine only makes the waits longer.)
         assert!(first >= Duration::from_millis(200), "{first:?}");
-        assert!(second > first, "{first:?} then {second:?}");
+        assert!(second >= Duration::from_millis(400), "{second:?}");
     }
     let webhooks = &app.state.metrics.webhooks;
     assert_eq!(webhooks.count(Delivery::Retry), 4);
@@ -146,6 +147,12 @@ async fn an_instance_killed_mid_delivery_loses_no_event() {
     );
     assert!(delivered.verified);
     assert_eq!(delivered.body["type"], "connection.created");
+    // Settled just after the answer.
+    let started = Instant::now();
+    while heir.state.metrics.webhooks.count(Delivery::Delivered) == 0 {
+        assert!(started.elapsed() < PATIENCE, "never settled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(heir.state.metrics.webhooks.count(Delivery::Delivered), 1);
     assert_eq!(count(&owner, "SELECT count(*) FROM event_outbox").await, 0);
 }
