@@ -74,7 +74,7 @@ impl Deliverer {
                 match claimed {
                     Ok(()) => failures = 0,
                     Err(e) => {
-                        if failures.is_power_of_two() || failures == 0 {
+                        if failures == 0 || failures.is_power_of_two() {
                             tracing::warn!(error = %e, failures = failures + 1, "cannot claim webhook events; will try again");
                         }
                         failures = failures.saturating_add(1);

@@ -189,3 +189,26 @@ async fn two_instances_never_deliver_one_event_at_the_same_time() {
     assert_eq!(delivered(&one) + delivered(&two), EVENTS as u64);
     assert_eq!(count(&one, "SELECT count(*) FROM event_outbox").await, 0);
 }
+
+#[tokio::test]
+async fn failed_and_abandoned_events_are_swept_after_their_retention() {
+    // No endpoint: nothing delivers; the rows are put there as they would be.
+    let app = spawn_app().await;
+    sqlx::raw_sql(
+        "INSERT INTO event_outbox (event_id, endpoint, event_type, payload, created_at, next_attempt_at, failed_at)
+         VALUES (gen_random_uuid(), 'ops', 'connection.created', '{}', now() - interval '9 days', now() - interval '9 days', now() - interval '8 days'),
+                (gen_random_uuid(), 'ops', 'connection.created', '{}', now() - interval '2 days', now() - interval '2 days', now() - interval '1 day'),
+                (gen_random_uuid(), 'gone', 'connection.created', '{}', now() - interval '9 days', now() - interval '9 days', NULL),
+                (gen_random_uuid(), 'ops', 'connection.created', '{}', now() - interval '3 days', now() - interval '3 days', NULL)",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    // Failed 8 days ago (past the 7-day retention), and never tried in 9
+    // days (past the day of retries and the retention): gone.
+    let deleted = mcp_connect::sweeper::sweep_outbox(&app.db, &app.state.settings.webhooks)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 2);
+    assert_eq!(count(&app, "SELECT count(*) FROM event_outbox").await, 2);
+}
