@@ -64,6 +64,23 @@ async fn a_receiver_that_fails_twice_gets_each_event_acknowledged_once() {
         shown.contains("mcp_connect_webhook_deliveries_total{outcome=\"retry\"} 4\n"),
         "{shown}"
     );
+    // Each failure is logged by the endpoint's name and the webhook-id,
+    // without the URL, the body or the secret.
+    let logs = crate::logs::captured();
+    for id in acked.keys() {
+        let lines: Vec<&str> = logs.lines().filter(|l| l.contains(id.as_str())).collect();
+        let retries = lines
+            .iter()
+            .filter(|l| l.contains("will retry") && l.contains("answered HTTP 500"))
+            .count();
+        assert_eq!(retries, 2, "{lines:#?}");
+        for line in lines {
+            assert!(line.contains("endpoint=ops"), "{line}");
+            assert!(!line.contains("/hook") && !line.contains("alice"), "{line}");
+        }
+    }
+    let key = super::receiver::SECRET.trim_start_matches("whsec_").to_owned();
+    crate::logs::assert_absent(&[key]);
 }
 
 #[tokio::test]
