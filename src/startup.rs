@@ -61,25 +61,25 @@ struct Background {
 }
 
 impl Background {
-    fn start(state: &AppState) -> Result<Self, StartupError> {
-        let stop = tokio_util::sync::CancellationToken::new();
-        // First what can refuse to start: a webhook endpoint's address.
-        crate::webhooks::start(
-            state.db.clone(),
-            &state.settings.webhooks,
-            state.metrics.clone(),
-            stop.clone(),
-        )?;
+    fn start(state: &AppState, webhooks: crate::webhooks::Endpoints) -> Self {
         state.connect.start_listening();
+        let stop = tokio_util::sync::CancellationToken::new();
         crate::sweeper::start(
             state.db.clone(),
             state.settings.clone(),
             SWEEP_EVERY,
             stop.clone(),
         );
-        Ok(Self {
+        crate::webhooks::start(
+            state.db.clone(),
+            webhooks,
+            &state.settings.webhooks,
+            state.metrics.clone(),
+            stop.clone(),
+        );
+        Self {
             _stop: stop.drop_guard(),
-        })
+        }
     }
 }
 
@@ -100,6 +100,8 @@ impl Application {
         extra: Option<ExtraRoutes>,
     ) -> Result<Self, StartupError> {
         settings.validate_for_serving()?;
+        // Refused, like the settings, before anything is touched.
+        let webhooks = crate::webhooks::Endpoints::from_settings(&settings.webhooks)?;
         let options = db::connect_options(&settings.database_url)?;
         db::wait::prepare_database(
             &options,
@@ -112,7 +114,7 @@ impl Application {
         let pool = db::pool_with(options, pooled, settings.database.connect_timeout());
         let state = build_state(settings, pool)?;
         crate::connect::stale_keys::warn_about_missing_keys(&state.connect).await;
-        let background = Background::start(&state)?;
+        let background = Background::start(&state, webhooks);
         let port = listener.local_addr()?.port();
         let server = serve(state.clone(), listener, extra)?;
         Ok(Self {

@@ -24,14 +24,13 @@ use crate::{config::WebhookSettings, metrics::Metrics};
 /// when `stop` is cancelled.
 pub fn start(
     pool: PgPool,
+    endpoints: Endpoints,
     settings: &WebhookSettings,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
-) -> Result<(), SetupError> {
-    let endpoints = Endpoints::from_settings(settings)?;
+) {
     if endpoints.is_empty() {
-        return Ok(());
+        return;
     }
     Deliverer::new(pool, Arc::new(endpoints), settings.clone(), metrics).start(stop);
-    Ok(())
 }

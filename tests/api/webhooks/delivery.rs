@@ -79,7 +79,9 @@ async fn a_receiver_that_fails_twice_gets_each_event_acknowledged_once() {
             assert!(!line.contains("/hook") && !line.contains("alice"), "{line}");
         }
     }
-    let key = super::receiver::SECRET.trim_start_matches("whsec_").to_owned();
+    let key = super::receiver::SECRET
+        .trim_start_matches("whsec_")
+        .to_owned();
     crate::logs::assert_absent(&[key]);
 }
 
