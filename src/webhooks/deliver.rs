@@ -156,43 +156,49 @@ impl Deliverer {
             Err(why) => why,
         };
         let wait = backoff(self.settings.first_retry(), row.attempts);
-        let next = Utc::now() + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
-        let deadline = row.created_at
-            + chrono::Duration::from_std(self.settings.retry_for())
-                .unwrap_or(chrono::Duration::MAX);
+        let later = |at: chrono::DateTime<Utc>, by: Duration| {
+            chrono::Duration::from_std(by)
+                .ok()
+                .and_then(|by| at.checked_add_signed(by))
+        };
+        let deadline = later(row.created_at, self.settings.retry_for());
+        let next = later(Utc::now(), wait).filter(|next| deadline.is_none_or(|d| *next <= d));
         let error = why.to_string();
-        if matches!(why, Failure::EndpointGone) || next > deadline {
-            tracing::warn!(
-                endpoint = %row.endpoint, webhook_id = %id, event = %row.event_type,
-                attempt = row.attempts, error = %error,
-                "webhook delivery failed; giving up (the event is kept as failed)"
-            );
-            let marked = db::event_outbox::mark_failed(
-                &self.pool,
-                row.event_id,
-                &row.endpoint,
-                lease_id,
-                &error,
-            )
-            .await;
-            self.settle(Delivery::Failed, marked);
-        } else {
-            tracing::warn!(
-                endpoint = %row.endpoint, webhook_id = %id, event = %row.event_type,
-                attempt = row.attempts, error = %error, retry_in_ms = wait.as_millis() as u64,
-                "webhook delivery failed; will retry"
-            );
-            let scheduled = db::event_outbox::schedule_retry(
-                &self.pool,
-                row.event_id,
-                &row.endpoint,
-                lease_id,
-                next,
-                &error,
-            )
-            .await;
-            self.settle(Delivery::Retry, scheduled);
-        }
+        let next = match next {
+            Some(next) if !matches!(why, Failure::EndpointGone) => next,
+            _ => {
+                tracing::warn!(
+                    endpoint = %row.endpoint, webhook_id = %id, event = %row.event_type,
+                    attempt = row.attempts, error = %error,
+                    "webhook delivery failed; giving up (the event is kept as failed)"
+                );
+                let marked = db::event_outbox::mark_failed(
+                    &self.pool,
+                    row.event_id,
+                    &row.endpoint,
+                    lease_id,
+                    &error,
+                )
+                .await;
+                self.settle(Delivery::Failed, marked);
+                return;
+            }
+        };
+        tracing::warn!(
+            endpoint = %row.endpoint, webhook_id = %id, event = %row.event_type,
+            attempt = row.attempts, error = %error, retry_in_ms = wait.as_millis() as u64,
+            "webhook delivery failed; will retry"
+        );
+        let scheduled = db::event_outbox::schedule_retry(
+            &self.pool,
+            row.event_id,
+            &row.endpoint,
+            lease_id,
+            next,
+            &error,
+        )
+        .await;
+        self.settle(Delivery::Retry, scheduled);
     }
 
     /// Counts an attempt whose row was settled; one that could not be is
