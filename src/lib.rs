@@ -19,3 +19,4 @@ pub mod sweeper;
 pub mod telemetry;
 pub mod tools;
 pub mod web;
+pub mod webhooks;

@@ -51,9 +51,10 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         timeout: u64,
     },
-    /// Delete expired tickets, OAuth flows and sessions, and audit rows past
-    /// `audit.retention_days`, now (the service
-    /// also does this in the background).
+    /// Delete expired tickets, OAuth flows and sessions, audit rows past
+    /// `audit.retention_days` and failed webhook events past
+    /// `webhooks.failed_retention_days`, now (the service also does this in
+    /// the background).
     Purge,
 }
 
@@ -169,7 +170,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             match mcp_connect::sweeper::sweep_once(&state.db, state.settings.audit.retention())
                 .await?
             {
-                Some(n) => println!("deleted {n} expired row(s)"),
+                Some(n) => {
+                    let m = mcp_connect::sweeper::sweep_outbox(&state.db, &state.settings.webhooks)
+                        .await?;
+                    println!("deleted {} expired row(s)", n + m)
+                }
                 None => println!("another instance is sweeping right now; nothing done"),
             }
             Ok(())

@@ -35,6 +35,8 @@ pub enum StartupError {
     Providers(#[from] ProviderConfigError),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Webhooks(#[from] crate::webhooks::SetupError),
 }
 
 /// Routes mounted beside the service's own, with their app data.
@@ -44,20 +46,22 @@ pub struct Application {
     port: u16,
     server: Server,
     state: AppState,
-    /// The sweeper and the LISTEN task, for as long as the server runs.
+    /// The sweeper, the webhook deliverer and the LISTEN task, for as long
+    /// as the server runs.
     _background: Background,
 }
 
-/// The background tasks of a serving instance: the sweeper (stopped when
-/// this is dropped) and the connection events' LISTEN task (which ends with
-/// the connection service). Only `serve` and `dev` start them, through
-/// [`Application`]; maintenance commands build the state without them.
+/// The background tasks of a serving instance: the sweeper and the
+/// webhook deliverer (both stopped when this is dropped) and the
+/// connection events' LISTEN task (which ends with the connection
+/// service). Only `serve` and `dev` start them, through [`Application`];
+/// maintenance commands build the state without them.
 struct Background {
-    _sweeper: tokio_util::sync::DropGuard,
+    _stop: tokio_util::sync::DropGuard,
 }
 
 impl Background {
-    fn start(state: &AppState) -> Self {
+    fn start(state: &AppState, webhooks: crate::webhooks::Endpoints) -> Self {
         state.connect.start_listening();
         let stop = tokio_util::sync::CancellationToken::new();
         crate::sweeper::start(
@@ -66,8 +70,15 @@ impl Background {
             SWEEP_EVERY,
             stop.clone(),
         );
+        crate::webhooks::start(
+            state.db.clone(),
+            webhooks,
+            &state.settings.webhooks,
+            state.metrics.clone(),
+            stop.clone(),
+        );
         Self {
-            _sweeper: stop.drop_guard(),
+            _stop: stop.drop_guard(),
         }
     }
 }
@@ -89,6 +100,8 @@ impl Application {
         extra: Option<ExtraRoutes>,
     ) -> Result<Self, StartupError> {
         settings.validate_for_serving()?;
+        // Refused, like the settings, before anything is touched.
+        let webhooks = crate::webhooks::Endpoints::from_settings(&settings.webhooks)?;
         let options = db::connect_options(&settings.database_url)?;
         db::wait::prepare_database(
             &options,
@@ -101,7 +114,7 @@ impl Application {
         let pool = db::pool_with(options, pooled, settings.database.connect_timeout());
         let state = build_state(settings, pool)?;
         crate::connect::stale_keys::warn_about_missing_keys(&state.connect).await;
-        let background = Background::start(&state);
+        let background = Background::start(&state, webhooks);
         let port = listener.local_addr()?.port();
         let server = serve(state.clone(), listener, extra)?;
         Ok(Self {

@@ -1,5 +1,6 @@
 //! The background sweeper: deletes expired tickets, OAuth flows and browser
-//! sessions, and audit rows past `audit.retention_days`. Every instance
+//! sessions, audit rows past `audit.retention_days`, and webhook events
+//! failed longer ago than `webhooks.failed_retention_days`. Every instance
 //! runs the loop; a Postgres advisory lock makes sure only one of them
 //! sweeps at a time.
 
@@ -11,9 +12,9 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    config::Settings,
+    config::{Settings, WebhookSettings},
     db::{
-        audit,
+        audit, event_outbox,
         expiry::{self, Expiring},
         transaction,
     },
@@ -63,6 +64,27 @@ async fn sweep_audit(pool: &PgPool, retention: chrono::Duration) -> Result<u64, 
     Ok(deleted)
 }
 
+/// Webhook events that failed longer ago than `webhooks.failed_retention_days`,
+/// and those nobody tried for that long past the retry window (their
+/// endpoint was removed), a batch per statement. Returns how many went.
+pub async fn sweep_outbox(pool: &PgPool, webhooks: &WebhookSettings) -> Result<u64, sqlx::Error> {
+    let now = chrono::Utc::now();
+    let failed_before = now - webhooks.failed_retention();
+    let retry_for =
+        chrono::Duration::from_std(webhooks.retry_for()).unwrap_or(chrono::Duration::MAX);
+    let abandoned_before = failed_before - retry_for;
+    let mut deleted = 0;
+    for _ in 0..AUDIT_BATCHES {
+        let n = event_outbox::delete_expired(pool, failed_before, abandoned_before, AUDIT_BATCH)
+            .await?;
+        deleted += n;
+        if n < AUDIT_BATCH as u64 {
+            break;
+        }
+    }
+    Ok(deleted)
+}
+
 /// Sweeps every `every` until `stop` is cancelled.
 pub fn start(pool: PgPool, settings: Arc<Settings>, every: Duration, stop: CancellationToken) {
     tokio::spawn(async move {
@@ -71,11 +93,17 @@ pub fn start(pool: PgPool, settings: Arc<Settings>, every: Duration, stop: Cance
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(every) => {}
             }
-            match sweep_once(&pool, settings.audit.retention()).await {
+            let swept = match sweep_once(&pool, settings.audit.retention()).await {
+                Ok(Some(n)) => sweep_outbox(&pool, &settings.webhooks)
+                    .await
+                    .map(|m| Some(n + m)),
+                other => other,
+            };
+            match swept {
                 Ok(Some(n)) if n > 0 => {
                     tracing::info!(
                         deleted = n,
-                        "swept expired tickets, flows, sessions and old audit rows"
+                        "swept expired tickets, flows, sessions, old audit rows and failed webhook events"
                     )
                 }
                 Ok(_) => {}

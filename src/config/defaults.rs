@@ -65,3 +65,20 @@ pub fn hsts_max_age_secs() -> u64 {
 pub fn body_read_timeout_secs() -> u64 {
     15
 }
+
+/// A day: a receiver down for a night still gets every event.
+pub fn webhook_retry_for_secs() -> u64 {
+    24 * 3600
+}
+pub fn webhook_first_retry_ms() -> u64 {
+    5000
+}
+pub fn webhook_timeout_secs() -> u64 {
+    10
+}
+pub fn webhook_poll_interval_ms() -> u64 {
+    1000
+}
+pub fn webhook_failed_retention_days() -> u32 {
+    7
+}

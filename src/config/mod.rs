@@ -12,7 +12,8 @@
 //! each key (README's settings table follows them); `defaults` the values of
 //! unset keys; `lenient` the deserializers that also take the strings the
 //! environment gives; `env` the variable names; `sources` the layering and
-//! loading; `validate` the checks a loaded configuration must pass; `error`
+//! loading; `validate` the checks a loaded configuration must pass; `webhooks`
+//! the endpoints connection events are sent to; `error`
 //! what stops loading.
 
 mod clients;
@@ -27,6 +28,9 @@ mod tables;
 mod validate;
 #[cfg(test)]
 mod validate_tests;
+mod webhooks;
+#[cfg(test)]
+mod webhooks_tests;
 
 #[cfg(test)]
 mod test_support;
@@ -40,3 +44,4 @@ pub use settings::{LogFormat, Settings};
 pub use tables::{
     AuthSettings, FlowSettings, IntrospectionSettings, ProviderSettings, WebSettings,
 };
+pub use webhooks::{WebhookEndpoint, WebhookEvent, WebhookSettings, signing_key};

@@ -99,6 +99,9 @@ pub struct Settings {
     /// How MCP clients are named to people.
     #[serde(default)]
     pub clients: ClientsSettings,
+    /// Where connection events are sent (`[webhooks.endpoints.NAME]`).
+    #[serde(default)]
+    pub webhooks: super::WebhookSettings,
     /// Third-party providers users can connect, by name (`[providers.github]`).
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderSettings>,

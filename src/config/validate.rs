@@ -139,6 +139,7 @@ impl Settings {
                 "must be at least 1".into(),
             ));
         }
+        self.webhooks.validate()?;
         self.validate_operations()
     }
 }
@@ -189,7 +190,7 @@ fn check_database_url(raw: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-fn is_loopback(url: &Url) -> bool {
+pub(super) fn is_loopback(url: &Url) -> bool {
     match url.host() {
         Some(url::Host::Domain(d)) => d == "localhost",
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),

@@ -11,10 +11,12 @@ use uuid::Uuid;
 
 use super::{
     Access, ClientKind, Need, UsableToken, answer_with_link, current_ticket, elicit, events,
-    input_key, internal, response_action, take_link, tickets,
+    input_key, internal,
+    outbox::{self, Detail},
+    response_action, take_link, tickets,
 };
 use crate::{
-    config::GrantMode,
+    config::{GrantMode, WebhookEvent},
     connect::ConnectionService,
     connect::state::RoundState,
     db::{self, tickets::Ticket},
@@ -193,7 +195,16 @@ pub async fn allow(
     else {
         return Ok(Allowed::ConnectionGone);
     };
-    db::client_grants::insert(&mut *tx, connection_id, &ticket.client_id).await?;
+    if db::client_grants::insert(&mut *tx, connection_id, &ticket.client_id).await? {
+        outbox::record(
+            state,
+            &mut tx,
+            WebhookEvent::GrantCreated,
+            connection_id,
+            Detail::Client(&ticket.client_id),
+        )
+        .await?;
+    }
     events::notify(
         &mut *tx,
         &events::key(issuer, subject, &connection.provider),
@@ -216,16 +227,40 @@ pub(crate) async fn grant_connecting_client(
     if state.settings.auth.web_client_id.as_deref() == Some(client_id) {
         return Ok(());
     }
-    db::client_grants::insert(exec, connection_id, client_id).await?;
+    if db::client_grants::insert(&mut *exec, connection_id, client_id).await? {
+        outbox::record(
+            state,
+            exec,
+            WebhookEvent::GrantCreated,
+            connection_id,
+            Detail::Client(client_id),
+        )
+        .await?;
+    }
     Ok(())
 }
 
-/// "Remove access" on the connections page. The connection stays.
+/// "Remove access" on the connections page, with its event, in one
+/// transaction. The connection stays.
 pub async fn remove(
     state: &ConnectionService,
     p: (&str, &str),
     connection_id: Uuid,
     client_id: &str,
 ) -> anyhow::Result<bool> {
-    Ok(db::client_grants::delete_for_user(&state.db, p.0, p.1, connection_id, client_id).await?)
+    let mut tx = state.db.begin().await?;
+    let removed =
+        db::client_grants::delete_for_user(&mut *tx, p.0, p.1, connection_id, client_id).await?;
+    if removed {
+        outbox::record(
+            state,
+            &mut tx,
+            WebhookEvent::GrantRemoved,
+            connection_id,
+            Detail::Client(client_id),
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(removed)
 }

@@ -13,6 +13,7 @@ pub mod flows;
 pub mod grants;
 pub mod link_limit;
 pub mod locks;
+mod outbox;
 mod round;
 mod service;
 pub mod stale_keys;

@@ -46,7 +46,7 @@ pub async fn warn_about_missing_keys(state: &ConnectionService) {
 /// it changed meanwhile) and audits why.
 pub async fn unreadable(state: &ConnectionService, row: &ConnectionRow, reason: &'static str) {
     let marked =
-        db::connections::mark_needs_reauth_if_current(&state.db, row.id, &row.access_token).await;
+        super::vault::mark_needs_reauth(state, row.id, &row.access_token, "token_unreadable").await;
     match marked {
         Ok(marked) => tracing::warn!(
             connection = %row.id,

@@ -12,8 +12,12 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::events;
+use super::{
+    events,
+    outbox::{self, Detail},
+};
 use crate::{
+    config::WebhookEvent,
     connect::ConnectionService,
     crypto::{Purpose, Sealed},
     db::{
@@ -120,6 +124,14 @@ pub async fn store_connection(
     let mut tx = state.db.begin().await?;
     let id =
         db::connections::claim_id(&mut tx, c.issuer, c.subject, c.provider, &c.account.id).await?;
+    // A fresh claim is `revoked` until stored: anything else was connected before.
+    let reconnected = if state.wants_event(WebhookEvent::ConnectionCreated) {
+        db::connections::find_ref(&mut *tx, id)
+            .await?
+            .is_some_and(|r| r.status != ConnectionStatus::Revoked)
+    } else {
+        false
+    };
     let seal = |secret: &SecretString, kind| {
         state.keys.seal(
             Purpose::Token,
@@ -151,6 +163,14 @@ pub async fn store_connection(
             key_id: &access.key_id,
             expires_at: expiry(c.tokens),
         },
+    )
+    .await?;
+    outbox::record(
+        state,
+        &mut tx,
+        WebhookEvent::ConnectionCreated,
+        id,
+        Detail::Reconnected(reconnected),
     )
     .await?;
     if let Some(client_id) = c.client_id {
@@ -226,10 +246,11 @@ pub async fn token_rejected(
     token: &UsableToken,
 ) -> anyhow::Result<bool> {
     state.metrics.flow.token_refused();
-    let marked = db::connections::mark_needs_reauth_if_current(
-        &state.db,
+    let marked = mark_needs_reauth(
+        state,
         token.connection_id,
         &token.sealed_access_token,
+        "token_rejected",
     )
     .await?;
     tracing::info!(
@@ -237,6 +258,32 @@ pub async fn token_rejected(
         marked,
         "provider refused the access token"
     );
+    Ok(marked)
+}
+
+/// Marks the connection `needs_reauth` if its access token is still
+/// `sealed_access_token`, with its event, in one transaction. `true` when
+/// it was marked.
+pub(super) async fn mark_needs_reauth(
+    state: &ConnectionService,
+    id: Uuid,
+    sealed_access_token: &[u8],
+    reason: &'static str,
+) -> Result<bool, sqlx::Error> {
+    let mut tx = state.db.begin().await?;
+    let marked =
+        db::connections::mark_needs_reauth_if_current(&mut *tx, id, sealed_access_token).await?;
+    if marked {
+        outbox::record(
+            state,
+            &mut tx,
+            WebhookEvent::ConnectionReauthRequired,
+            id,
+            Detail::Reason(reason),
+        )
+        .await?;
+    }
+    tx.commit().await?;
     Ok(marked)
 }
 
@@ -362,7 +409,7 @@ async fn refresh(
         return Ok(Some(row));
     }
     let Some(refresh_token) = open(state, &row, Kind::Refresh)? else {
-        give_up(state, tx, &row, "expired, no refresh token").await?;
+        give_up(state, tx, &row, "no_refresh_token").await?;
         return Ok(None);
     };
     match provider
@@ -424,9 +471,15 @@ async fn give_up(
     state: &ConnectionService,
     mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
     row: &ConnectionRow,
-    reason: &str,
+    reason: &'static str,
 ) -> anyhow::Result<()> {
     db::connections::set_status(&mut *tx, row.id, ConnectionStatus::NeedsReauth).await?;
+    for event in [
+        WebhookEvent::ConnectionRefreshFailed,
+        WebhookEvent::ConnectionReauthRequired,
+    ] {
+        outbox::record(state, &mut tx, event, row.id, Detail::Reason(reason)).await?;
+    }
     tx.commit().await?;
     audit_refresh(
         state,
@@ -495,6 +548,14 @@ pub async fn disconnect_account(
     let Some(row) = db::connections::find_for_update(&mut *tx, found.id).await? else {
         return Ok(false);
     };
+    outbox::record(
+        state,
+        &mut tx,
+        WebhookEvent::ConnectionDeleted,
+        row.id,
+        Detail::None,
+    )
+    .await?;
     let deleted = db::connections::delete(&mut *tx, row.id).await?;
     tx.commit().await?;
     let mut revoked = false;

@@ -84,6 +84,32 @@ pub async fn find_summary_for_user(
     .await
 }
 
+/// What a connection event says about its connection: whose it is and
+/// which account. Never a token.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ConnectionRef {
+    pub id: Uuid,
+    pub issuer: String,
+    pub subject: String,
+    pub provider: String,
+    pub account_id: String,
+    pub account_label: String,
+    pub status: ConnectionStatus,
+}
+
+pub async fn find_ref(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+) -> Result<Option<ConnectionRef>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, issuer, subject, provider, account_id, account_label, status
+         FROM connections WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_optional(exec)
+    .await
+}
+
 /// A connection with its sealed tokens, for the vault.
 #[derive(Debug, Clone)]
 pub struct ConnectionRow {

@@ -21,6 +21,7 @@ pub mod audit;
 pub mod client_grants;
 pub mod connections;
 pub mod dev_secrets;
+pub mod event_outbox;
 pub mod expiry;
 pub mod faults;
 pub mod hot;

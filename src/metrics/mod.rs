@@ -1,6 +1,8 @@
 //! What `GET /metrics` reports, in the Prometheus text format: MCP requests
 //! (`mcp`), the connect flow (`flow`), outbound calls to providers
-//! (`providers`), the database connections and the instance itself. Served by `web::metrics`, which decides who may read it.
+//! (`providers`), webhook deliveries (`webhooks`), the database
+//! connections and the instance itself. Served by `web::metrics`, which
+//! decides who may read it.
 //!
 //! Every counter is an atomic in a fixed array, indexed by a label from a
 //! fixed list (`labels`): counting on the request path is a lookup and an
@@ -19,6 +21,7 @@ mod pages;
 mod process;
 mod providers;
 mod text;
+mod webhooks;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -27,6 +30,7 @@ pub use mcp::McpMetrics;
 pub use pages::PageMetrics;
 pub use providers::{CALL_LABELS, Call, CallTimer, OUTCOME_LABELS, ProviderCalls};
 pub use text::CONTENT_TYPE;
+pub use webhooks::{DELIVERY_LABELS, Delivery, WebhookMetrics};
 
 use text::{Exposition, Kind};
 
@@ -36,6 +40,7 @@ pub struct Metrics {
     pub mcp: McpMetrics,
     pub flow: FlowMetrics,
     pub pages: PageMetrics,
+    pub webhooks: WebhookMetrics,
 }
 
 /// The database connections at the moment of a scrape.
@@ -64,6 +69,7 @@ impl Metrics {
             mcp: McpMetrics::default(),
             flow: FlowMetrics::default(),
             pages: PageMetrics::default(),
+            webhooks: WebhookMetrics::default(),
         }
     }
 
@@ -94,6 +100,7 @@ impl Metrics {
         self.mcp.write(&mut e);
         self.flow.write(&mut e);
         self.pages.write(&mut e);
+        self.webhooks.write(&mut e);
         providers::write(&mut e, providers);
         write_db(&mut e, db);
         process::ProcessStats::read().write(&mut e);

@@ -13,6 +13,7 @@
 //! borrowed `&str`s; no error message, `Debug` output or log line carries
 //! one.
 
+mod address_guard;
 mod api;
 mod catalog;
 mod check;
@@ -43,6 +44,7 @@ use std::time::Duration;
 
 use secrecy::SecretString;
 
+pub use address_guard::{PublicOnly, is_public};
 pub use catalog::ProviderCatalog;
 pub use error::{ProviderConfigError, ProviderError};
 pub use listing::catalog_markdown;
@@ -52,12 +54,18 @@ pub use pkce::PkcePair;
 /// The outbound HTTP client for identity providers and third-party
 /// providers: never follows redirects, bounded connect and total times.
 pub fn outbound_http_client() -> Result<reqwest::Client, reqwest::Error> {
+    outbound_http_builder()
+        .timeout(Duration::from_secs(15))
+        .build()
+}
+
+/// [`outbound_http_client`] before its total time limit is set, for
+/// callers with a limit of their own (webhook deliveries).
+pub fn outbound_http_builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(5))
-        .timeout(Duration::from_secs(15))
         .user_agent(concat!("mcp-connect/", env!("CARGO_PKG_VERSION")))
-        .build()
 }
 pub use provider::Provider;
 

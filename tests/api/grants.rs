@@ -156,7 +156,7 @@ async fn another_client_is_asked_once_the_connecting_client_never() {
 }
 
 /// The hidden fields of the "remove access" form for `client`.
-fn remove_form(page: &Page, client: &str) -> Vec<(String, String)> {
+pub fn remove_form(page: &Page, client: &str) -> Vec<(String, String)> {
     let marker = format!("name=\"client\" value=\"{client}\"");
     let at = page
         .body

@@ -37,3 +37,4 @@ mod startup;
 mod state_rejections;
 mod tool_results;
 mod web_flow;
+mod webhooks;

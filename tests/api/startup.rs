@@ -45,6 +45,21 @@ async fn serve_refuses_to_start_without_a_provider_or_a_web_client() {
 }
 
 #[tokio::test]
+async fn serve_refuses_a_webhook_endpoint_inside_the_network_unless_allowed() {
+    let err = refusal(
+        "[auth]\nissuer = \"https://idp.example.com\"\nweb_client_id = \"web\"\n\
+         [providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+         [webhooks.endpoints.ops]\nurl = \"https://10.0.0.5/hook\"\n\
+         secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"",
+    )
+    .await;
+    assert!(
+        err.contains("webhooks.endpoints.ops.url") && err.contains("allow_private_network"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
 async fn readyz_waits_for_the_issuers_metadata() {
     // Nothing listens on port 9 of loopback: the issuer cannot be reached.
     let app = spawn_app_with(|t| {

@@ -1,0 +1,161 @@
+//! `event_outbox`: connection events waiting for (or given up on) delivery
+//! to the operator's webhook endpoints, one row per event and endpoint.
+//! Claims are leases: a claim moves the row's due time to the lease's end
+//! and names itself in `lease_id`; only the holder of the lease may settle
+//! the row, and a lease that nobody settles lapses by itself.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+/// Writes one event for each of `endpoints` (in the caller's transaction).
+pub async fn insert(
+    exec: impl PgExecutor<'_>,
+    event_id: Uuid,
+    endpoints: &[String],
+    event_type: &str,
+    payload: &serde_json::Value,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO event_outbox (event_id, endpoint, event_type, payload)
+         SELECT $1, endpoint, $3, $4 FROM unnest($2::text[]) AS endpoint",
+    )
+    .bind(event_id)
+    .bind(endpoints)
+    .bind(event_type)
+    .bind(payload)
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
+/// A row claimed for one delivery attempt.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Claimed {
+    pub event_id: Uuid,
+    pub endpoint: String,
+    pub event_type: String,
+    pub payload: serde_json::Value,
+    pub created_at: DateTime<Utc>,
+    /// Including this one.
+    pub attempts: i32,
+}
+
+/// Claims up to `limit` due rows for `lease_secs` under `lease_id`. Rows
+/// another instance is claiming right now are skipped, not waited for.
+pub async fn claim_due(
+    exec: impl PgExecutor<'_>,
+    lease_id: Uuid,
+    lease_secs: f64,
+    limit: i64,
+) -> Result<Vec<Claimed>, sqlx::Error> {
+    sqlx::query_as(
+        "UPDATE event_outbox o
+         SET next_attempt_at = now() + make_interval(secs => $2), lease_id = $1,
+             attempts = o.attempts + 1
+         FROM (SELECT event_id, endpoint FROM event_outbox
+               WHERE failed_at IS NULL AND next_attempt_at <= now()
+               ORDER BY next_attempt_at LIMIT $3
+               FOR UPDATE SKIP LOCKED) due
+         WHERE o.event_id = due.event_id AND o.endpoint = due.endpoint
+         RETURNING o.event_id, o.endpoint, o.event_type, o.payload, o.created_at, o.attempts",
+    )
+    .bind(lease_id)
+    .bind(lease_secs)
+    .bind(limit)
+    .fetch_all(exec)
+    .await
+}
+
+/// The endpoint acknowledged the event: the row goes. `false`: the lease
+/// was no longer ours.
+pub async fn delete_delivered(
+    exec: impl PgExecutor<'_>,
+    event_id: Uuid,
+    endpoint: &str,
+    lease_id: Uuid,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "DELETE FROM event_outbox WHERE event_id = $1 AND endpoint = $2 AND lease_id = $3",
+    )
+    .bind(event_id)
+    .bind(endpoint)
+    .bind(lease_id)
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The attempt failed: due again at `next_attempt_at`.
+pub async fn schedule_retry(
+    exec: impl PgExecutor<'_>,
+    event_id: Uuid,
+    endpoint: &str,
+    lease_id: Uuid,
+    next_attempt_at: DateTime<Utc>,
+    error: &str,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE event_outbox SET next_attempt_at = $4, lease_id = NULL, last_error = $5
+         WHERE event_id = $1 AND endpoint = $2 AND lease_id = $3",
+    )
+    .bind(event_id)
+    .bind(endpoint)
+    .bind(lease_id)
+    .bind(next_attempt_at)
+    .bind(error)
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Retried for as long as allowed: kept, failed, for inspection.
+pub async fn mark_failed(
+    exec: impl PgExecutor<'_>,
+    event_id: Uuid,
+    endpoint: &str,
+    lease_id: Uuid,
+    error: &str,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE event_outbox SET failed_at = now(), lease_id = NULL, last_error = $4
+         WHERE event_id = $1 AND endpoint = $2 AND lease_id = $3",
+    )
+    .bind(event_id)
+    .bind(endpoint)
+    .bind(lease_id)
+    .bind(error)
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Rows still to be delivered, due or not.
+pub async fn count_pending(exec: impl PgExecutor<'_>) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT count(*) FROM event_outbox WHERE failed_at IS NULL")
+        .fetch_one(exec)
+        .await
+}
+
+/// Deletes up to `limit` rows that failed before `failed_before`, or that
+/// nobody tried since `abandoned_before` (their endpoint was removed from
+/// the configuration). Returns how many went.
+pub async fn delete_expired(
+    exec: impl PgExecutor<'_>,
+    failed_before: DateTime<Utc>,
+    abandoned_before: DateTime<Utc>,
+    limit: i64,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "DELETE FROM event_outbox WHERE ctid IN (
+             SELECT ctid FROM event_outbox
+             WHERE failed_at < $1 OR (failed_at IS NULL AND next_attempt_at < $2)
+             LIMIT $3)",
+    )
+    .bind(failed_before)
+    .bind(abandoned_before)
+    .bind(limit)
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected())
+}

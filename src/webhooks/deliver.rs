@@ -1,0 +1,324 @@
+//! The deliverer: a loop on every serving instance that claims due outbox
+//! rows (a lease: `FOR UPDATE SKIP LOCKED`, then the row's due time moved
+//! to the lease's end), POSTs each to its endpoint with a fresh timestamp
+//! and signature, and settles it — deleted when the endpoint answered 2xx,
+//! due again after an exponential backoff otherwise, failed once the retry
+//! window is over. An instance that stops mid-delivery settles nothing:
+//! its leases lapse and any instance delivers the rows again (at least
+//! once; receivers deduplicate by `webhook-id`). A lease outlasts the
+//! request timeout, so no two instances send one event at the same time.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use chrono::Utc;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::{Endpoint, Endpoints, signature::sign};
+use crate::{
+    config::WebhookSettings,
+    db::{self, event_outbox::Claimed},
+    metrics::{Delivery, Metrics},
+};
+
+/// Rows claimed at once (and delivered concurrently).
+const BATCH: i64 = 16;
+/// A lease lasts this much longer than a request may.
+const LEASE_MARGIN: Duration = Duration::from_secs(5);
+/// The longest wait between two attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(3600);
+/// How often the backlog gauge is refreshed.
+const COUNT_EVERY: Duration = Duration::from_secs(10);
+/// The longest pause between two looks while the database is away.
+const MAX_IDLE: Duration = Duration::from_secs(30);
+
+pub struct Deliverer {
+    pool: PgPool,
+    endpoints: Arc<Endpoints>,
+    settings: WebhookSettings,
+    metrics: Arc<Metrics>,
+}
+
+impl Deliverer {
+    pub fn new(
+        pool: PgPool,
+        endpoints: Arc<Endpoints>,
+        settings: WebhookSettings,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            pool,
+            endpoints,
+            settings,
+            metrics,
+        }
+    }
+
+    /// Delivers until `stop` is cancelled; a delivery under way then is
+    /// abandoned (its lease lapses).
+    pub fn start(self, stop: CancellationToken) {
+        tokio::spawn(async move {
+            let mut counted: Option<Instant> = None;
+            // Claims that failed in a row (the database is away): each
+            // wait is longer, and only some are logged.
+            let mut failures: u32 = 0;
+            loop {
+                let claimed = tokio::select! {
+                    () = stop.cancelled() => return,
+                    claimed = self.deliver_due() => claimed,
+                };
+                match claimed {
+                    Ok(()) => failures = 0,
+                    Err(e) => {
+                        if failures == 0 || failures.is_power_of_two() {
+                            tracing::warn!(error = %e, failures = failures + 1, "cannot claim webhook events; will try again");
+                        }
+                        failures = failures.saturating_add(1);
+                    }
+                }
+                if failures == 0 && counted.is_none_or(|at| at.elapsed() >= COUNT_EVERY) {
+                    self.count_backlog().await;
+                    counted = Some(Instant::now());
+                }
+                let wait = self
+                    .settings
+                    .poll_interval()
+                    .saturating_mul(1 << failures.min(6))
+                    .min(MAX_IDLE);
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(wait) => {}
+                }
+            }
+        });
+    }
+
+    fn lease(&self) -> Duration {
+        self.settings.timeout() + LEASE_MARGIN
+    }
+
+    /// Everything due now, a batch at a time.
+    async fn deliver_due(&self) -> Result<(), sqlx::Error> {
+        loop {
+            let lease_id = Uuid::new_v4();
+            let claimed = db::event_outbox::claim_due(
+                &self.pool,
+                lease_id,
+                self.lease().as_secs_f64(),
+                BATCH,
+            )
+            .await;
+            let claimed = claimed?;
+            let full = claimed.len() as i64 == BATCH;
+            futures::future::join_all(claimed.iter().map(|row| self.attempt(row, lease_id))).await;
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn count_backlog(&self) {
+        match db::event_outbox::count_pending(&self.pool).await {
+            Ok(n) => self
+                .metrics
+                .webhooks
+                .set_backlog(u64::try_from(n).unwrap_or_default()),
+            Err(e) => tracing::warn!(error = %e, "cannot count the webhook backlog"),
+        }
+    }
+
+    /// One attempt at one row, settled under our lease.
+    async fn attempt(&self, row: &Claimed, lease_id: Uuid) {
+        let id = webhook_id(row.event_id);
+        let sent = match self.endpoints.get(&row.endpoint) {
+            Some(endpoint) => post(endpoint, &id, row).await,
+            None => Err(Failure::EndpointGone),
+        };
+        let why = match sent {
+            Ok(()) => {
+                self.settle(
+                    Delivery::Delivered,
+                    db::event_outbox::delete_delivered(
+                        &self.pool,
+                        row.event_id,
+                        &row.endpoint,
+                        lease_id,
+                    )
+                    .await,
+                );
+                tracing::debug!(endpoint = %row.endpoint, webhook_id = %id, event = %row.event_type, "webhook delivered");
+                return;
+            }
+            Err(why) => why,
+        };
+        let wait = backoff(self.settings.first_retry(), row.attempts);
+        let later = |at: chrono::DateTime<Utc>, by: Duration| {
+            chrono::Duration::from_std(by)
+                .ok()
+                .and_then(|by| at.checked_add_signed(by))
+        };
+        let deadline = later(row.created_at, self.settings.retry_for());
+        let next = later(Utc::now(), wait).filter(|next| deadline.is_none_or(|d| *next <= d));
+        let error = why.to_string();
+        let next = match next {
+            Some(next) if !matches!(why, Failure::EndpointGone) => next,
+            _ => {
+                tracing::warn!(
+                    endpoint = %row.endpoint, webhook_id = %id, event = %row.event_type,
+                    attempt = row.attempts, error = %error,
+                    "webhook delivery failed; giving up (the event is kept as failed)"
+                );
+                let marked = db::event_outbox::mark_failed(
+                    &self.pool,
+                    row.event_id,
+                    &row.endpoint,
+                    lease_id,
+                    &error,
+                )
+                .await;
+                self.settle(Delivery::Failed, marked);
+                return;
+            }
+        };
+        tracing::warn!(
+            endpoint = %row.endpoint, webhook_id = %id, event = %row.event_type,
+            attempt = row.attempts, error = %error, retry_in_ms = wait.as_millis() as u64,
+            "webhook delivery failed; will retry"
+        );
+        let scheduled = db::event_outbox::schedule_retry(
+            &self.pool,
+            row.event_id,
+            &row.endpoint,
+            lease_id,
+            next,
+            &error,
+        )
+        .await;
+        self.settle(Delivery::Retry, scheduled);
+    }
+
+    /// Counts an attempt whose row was settled; one that could not be is
+    /// delivered again once its lease lapses.
+    fn settle(&self, outcome: Delivery, settled: Result<bool, sqlx::Error>) {
+        self.metrics.webhooks.delivery(outcome);
+        match settled {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!("a webhook lease lapsed before its attempt was settled"),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot settle a webhook attempt; it will be retried")
+            }
+        }
+    }
+}
+
+/// The `webhook-id`: the same for every attempt of one event.
+pub fn webhook_id(event_id: Uuid) -> String {
+    format!("msg_{}", event_id.simple())
+}
+
+/// Why an attempt failed, as logged and kept in the row: no URL, no body,
+/// no secret.
+#[derive(Debug)]
+enum Failure {
+    Status(u16),
+    TimedOut,
+    Connect(String),
+    Other(String),
+    EndpointGone,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Status(code) => write!(f, "answered HTTP {code}"),
+            Self::TimedOut => f.write_str("timed out"),
+            Self::Connect(why) => write!(f, "cannot connect: {why}"),
+            Self::Other(why) => write!(f, "request failed: {why}"),
+            Self::EndpointGone => f.write_str("the endpoint is no longer configured"),
+        }
+    }
+}
+
+async fn post(endpoint: &Endpoint, id: &str, row: &Claimed) -> Result<(), Failure> {
+    let body = serde_json::to_vec(&row.payload).map_err(|e| Failure::Other(e.to_string()))?;
+    let timestamp = Utc::now().timestamp();
+    let signature = sign(&endpoint.key, id, timestamp, &body);
+    let sent = endpoint
+        .client
+        .post(endpoint.url.clone())
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header("webhook-id", id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header("webhook-signature", signature)
+        .body(body)
+        .send()
+        .await;
+    match sent {
+        Ok(response) if response.status().is_success() => Ok(()),
+        Ok(response) => Err(Failure::Status(response.status().as_u16())),
+        Err(e) if e.is_timeout() => Err(Failure::TimedOut),
+        Err(e) => {
+            let connect = e.is_connect();
+            let why = cause(&e.without_url());
+            Err(if connect {
+                Failure::Connect(why)
+            } else {
+                Failure::Other(why)
+            })
+        }
+    }
+}
+
+/// The error and its causes, one line (the URL already removed).
+fn cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text.chars().take(300).collect()
+}
+
+/// The wait after the `attempts`-th failed attempt: `first`, doubling each
+/// time, at most [`MAX_BACKOFF`], plus up to a tenth more so that retries
+/// of a burst spread out.
+fn backoff(first: Duration, attempts: i32) -> Duration {
+    let doublings = u32::try_from(attempts.saturating_sub(1))
+        .unwrap_or(0)
+        .min(20);
+    let wait = first.saturating_mul(1 << doublings).min(MAX_BACKOFF);
+    let jitter = rand::random_range(0..=wait.as_millis() as u64 / 10);
+    wait + Duration::from_millis(jitter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_doubles_up_to_an_hour() {
+        let first = Duration::from_secs(5);
+        let within = |attempts, low: u64| {
+            let wait = backoff(first, attempts).as_millis() as u64;
+            assert!((low..=low + low / 10).contains(&wait), "{attempts}: {wait}");
+        };
+        within(1, 5_000);
+        within(2, 10_000);
+        within(3, 20_000);
+        within(30, 3_600_000);
+        within(i32::MAX, 3_600_000);
+    }
+
+    #[test]
+    fn the_webhook_id_is_stable_per_event() {
+        let id = Uuid::new_v4();
+        assert_eq!(webhook_id(id), webhook_id(id));
+        assert!(webhook_id(id).starts_with("msg_"));
+    }
+}

@@ -1,0 +1,156 @@
+//! The configured endpoints, ready to send to: URL, HMAC key and the HTTP
+//! client. Every request goes through the service's outbound client
+//! settings (no redirects, bounded times); an endpoint that does not
+//! allow private networks gets the address-guarded one, which connects to
+//! public addresses only — a name that later resolves inside the network
+//! is not followed there.
+
+use std::{collections::HashMap, sync::Arc};
+
+use url::{Host, Url};
+
+use crate::{
+    config::{ConfigError, WebhookSettings, env_name, signing_key},
+    providers::{PublicOnly, is_public, outbound_http_builder},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot build the webhook HTTP client: {0}")]
+    Http(#[from] reqwest::Error),
+}
+
+/// One endpoint as the deliverer uses it.
+pub struct Endpoint {
+    pub url: Url,
+    /// The HMAC key (the decoded secret).
+    pub key: Vec<u8>,
+    pub client: reqwest::Client,
+}
+
+/// The endpoints by name.
+pub struct Endpoints {
+    by_name: HashMap<String, Endpoint>,
+}
+
+impl Endpoints {
+    /// Checks what loading could not (an address literal or `localhost`
+    /// needs `allow_private_network`) and builds the clients.
+    pub fn from_settings(settings: &WebhookSettings) -> Result<Self, SetupError> {
+        let builder = || outbound_http_builder().timeout(settings.timeout());
+        let guarded = builder().dns_resolver(Arc::new(PublicOnly)).build()?;
+        let open = builder().build()?;
+        let mut by_name = HashMap::new();
+        for (name, e) in &settings.endpoints {
+            let key = |field: &str| format!("webhooks.endpoints.{name}.{field}");
+            if !e.allow_private_network && !names_public_host(&e.url) {
+                return Err(ConfigError::Invalid {
+                    key: key("url"),
+                    message: format!(
+                        "names a loopback or private address; set {} = true (or {}) if that is meant",
+                        key("allow_private_network"),
+                        env_name(&key("allow_private_network"))
+                    ),
+                }
+                .into());
+            }
+            let signing = signing_key(&e.secret).map_err(|m| ConfigError::Invalid {
+                key: key("secret"),
+                message: m.into(),
+            })?;
+            let client = if e.allow_private_network {
+                open.clone()
+            } else {
+                guarded.clone()
+            };
+            by_name.insert(
+                name.clone(),
+                Endpoint {
+                    url: e.url.clone(),
+                    key: signing,
+                    client,
+                },
+            );
+        }
+        Ok(Self { by_name })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Endpoint> {
+        self.by_name.get(name)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+}
+
+/// The resolver only sees names: address literals and `localhost` are
+/// judged here.
+fn names_public_host(url: &Url) -> bool {
+    match url.host() {
+        Some(Host::Ipv4(ip)) => is_public(ip.into()),
+        Some(Host::Ipv6(ip)) => is_public(ip.into()),
+        Some(Host::Domain(d)) => {
+            let d = d.trim_end_matches('.').to_ascii_lowercase();
+            d != "localhost" && !d.ends_with(".localhost")
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use secrecy::SecretString;
+
+    use super::*;
+    use crate::config::WebhookEndpoint;
+
+    fn settings(url: &str, allow_private_network: bool) -> WebhookSettings {
+        let endpoint = WebhookEndpoint {
+            url: Url::parse(url).unwrap(),
+            secret: SecretString::from("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned()),
+            events: Vec::new(),
+            allow_private_network,
+        };
+        WebhookSettings {
+            endpoints: [("ops".to_owned(), endpoint)].into(),
+            ..WebhookSettings::default()
+        }
+    }
+
+    #[test]
+    fn a_private_address_needs_the_endpoint_to_allow_it() {
+        let err = Endpoints::from_settings(&settings("http://127.0.0.1:9000/hook", false))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("webhooks.endpoints.ops.url")
+                && err.contains("MCP_CONNECT_WEBHOOKS__ENDPOINTS__OPS__ALLOW_PRIVATE_NETWORK"),
+            "{err}"
+        );
+        let allowed = Endpoints::from_settings(&settings("http://127.0.0.1:9000/hook", true));
+        assert!(allowed.unwrap().get("ops").is_some());
+        let public = Endpoints::from_settings(&settings("https://hooks.example.com/x", false));
+        assert_eq!(public.unwrap().get("ops").unwrap().key.len(), 24);
+    }
+
+    #[test]
+    fn literal_private_addresses_and_localhost_are_not_public_hosts() {
+        for url in [
+            "http://127.0.0.1:9000/hook",
+            "https://10.0.0.5/hook",
+            "https://[::1]/hook",
+            "https://localhost/hook",
+            "https://x.localhost./hook",
+            "https://169.254.169.254/latest",
+        ] {
+            assert!(!names_public_host(&Url::parse(url).unwrap()), "{url}");
+        }
+        for url in ["https://hooks.example.com/x", "https://93.184.216.34/x"] {
+            assert!(names_public_host(&Url::parse(url).unwrap()), "{url}");
+        }
+    }
+}

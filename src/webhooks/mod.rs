@@ -1,0 +1,36 @@
+//! Webhooks: delivering the connection events the connection service
+//! writes to the outbox (`connect::outbox`) to the operator's endpoints,
+//! the Standard Webhooks way (`webhook-id`, `webhook-timestamp`,
+//! `webhook-signature`). Only `serve` and `dev` start the deliverer,
+//! through the application's background tasks, and only when an endpoint
+//! is configured.
+
+mod deliver;
+mod endpoints;
+mod signature;
+
+use std::sync::Arc;
+
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+pub use deliver::{Deliverer, webhook_id};
+pub use endpoints::{Endpoint, Endpoints, SetupError};
+pub use signature::sign;
+
+use crate::{config::WebhookSettings, metrics::Metrics};
+
+/// Starts the deliverer when there is an endpoint to deliver to; it stops
+/// when `stop` is cancelled.
+pub fn start(
+    pool: PgPool,
+    endpoints: Endpoints,
+    settings: &WebhookSettings,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) {
+    if endpoints.is_empty() {
+        return;
+    }
+    Deliverer::new(pool, Arc::new(endpoints), settings.clone(), metrics).start(stop);
+}

@@ -1,0 +1,233 @@
+//! Delivery: signatures that verify, retries with backoff until a 2xx,
+//! giving up after the retry window, an instance killed mid-delivery, and
+//! two instances sharing the outbox.
+
+use std::time::{Duration, Instant};
+
+use mcp_connect::metrics::Delivery;
+
+use super::{
+    PATIENCE,
+    receiver::{Mode, Receiver},
+    with_webhooks,
+};
+use crate::helpers::{count, spawn_app, spawn_app_with, store_demo_connection};
+
+const CREATED: &[&str] = &["connection.created"];
+
+#[tokio::test]
+async fn a_receiver_that_fails_twice_gets_each_event_acknowledged_once() {
+    let receiver = Receiver::start(Mode::Answer {
+        fail_first: 2,
+        delay: Duration::ZERO,
+    });
+    let app = spawn_app_with(with_webhooks(&receiver.url, &[], "")).await;
+    store_demo_connection(&app.state.connect, &app.dev.issuer(), "alice", "a-1", None).await;
+
+    // connection.created and grant.created.
+    let acked = receiver.wait_for_acknowledged(2, PATIENCE).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(acked.len(), 2, "{acked:?}");
+    assert!(
+        receiver.acknowledged().values().all(|n| *n == 1),
+        "{acked:?}"
+    );
+    let attempts = receiver.attempts();
+    assert_eq!(attempts.len(), 6, "{attempts:?}");
+    assert!(attempts.iter().all(|a| a.verified), "{attempts:?}");
+    for id in acked.keys() {
+        let mine: Vec<_> = attempts.iter().filter(|a| &a.id == id).collect();
+        let statuses: Vec<u16> = mine.iter().map(|a| a.status).collect();
+        assert_eq!(statuses, [500, 500, 200], "{id}");
+        // The same event each time, waiting longer before each retry.
+        assert!(mine.iter().all(|a| a.body == mine[0].body));
+        let (first, second) = (mine[1].at - mine[0].at, mine[2].at - mine[1].at);
+        // (Lower bounds: a loaded machine only makes the waits longer.)
+        assert!(first >= Duration::from_millis(200), "{first:?}");
+        assert!(second >= Duration::from_millis(400), "{second:?}");
+    }
+    let webhooks = &app.state.metrics.webhooks;
+    assert_eq!(webhooks.count(Delivery::Retry), 4);
+    assert_eq!(webhooks.count(Delivery::Delivered), 2);
+    assert_eq!(webhooks.count(Delivery::Failed), 0);
+    assert_eq!(count(&app, "SELECT count(*) FROM event_outbox").await, 0);
+    let shown = app.state.metrics.render(
+        mcp_connect::metrics::DbGauges {
+            pool_open: 0,
+            pool_idle: 0,
+            pool_max: 0,
+            hot_open: 0,
+        },
+        std::iter::empty(),
+    );
+    assert!(
+        shown.contains("mcp_connect_webhook_deliveries_total{outcome=\"retry\"} 4\n"),
+        "{shown}"
+    );
+    // Each failure is logged by the endpoint's name and the webhook-id,
+    // without the URL, the body or the secret.
+    let logs = crate::logs::captured();
+    for id in acked.keys() {
+        let lines: Vec<&str> = logs.lines().filter(|l| l.contains(id.as_str())).collect();
+        let retries = lines
+            .iter()
+            .filter(|l| l.contains("will retry") && l.contains("answered HTTP 500"))
+            .count();
+        assert_eq!(retries, 2, "{lines:#?}");
+        for line in lines {
+            assert!(line.contains("endpoint=ops"), "{line}");
+            assert!(!line.contains("/hook") && !line.contains("alice"), "{line}");
+        }
+    }
+    let key = super::receiver::SECRET
+        .trim_start_matches("whsec_")
+        .to_owned();
+    crate::logs::assert_absent(&[key]);
+}
+
+#[tokio::test]
+async fn an_endpoint_that_never_accepts_is_given_up_and_the_event_kept() {
+    let receiver = Receiver::start(Mode::Answer {
+        fail_first: usize::MAX,
+        delay: Duration::ZERO,
+    });
+    let app = spawn_app_with(with_webhooks(&receiver.url, CREATED, "retry_for_secs = 1")).await;
+    store_demo_connection(&app.state.connect, &app.dev.issuer(), "alice", "a-1", None).await;
+    let started = Instant::now();
+    while count(
+        &app,
+        "SELECT count(*) FROM event_outbox WHERE failed_at IS NOT NULL",
+    )
+    .await
+        == 0
+    {
+        assert!(started.elapsed() < PATIENCE, "never given up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (attempts, error): (i32, String) =
+        sqlx::query_as("SELECT attempts, last_error FROM event_outbox")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert!(attempts >= 2, "retried first: {attempts}");
+    assert_eq!(error, "answered HTTP 500");
+    assert_eq!(app.state.metrics.webhooks.count(Delivery::Failed), 1);
+    // Kept, and not tried again.
+    let tried = receiver.arrived();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(receiver.arrived(), tried);
+    assert_eq!(count(&app, "SELECT count(*) FROM event_outbox").await, 1);
+}
+
+#[tokio::test]
+async fn an_instance_killed_mid_delivery_loses_no_event() {
+    let receiver = Receiver::start(Mode::Hang);
+    // The first instance only owns the database; it delivers nothing.
+    let owner = spawn_app().await;
+    let doomed = owner
+        .second_instance_with(with_webhooks(&receiver.url, CREATED, ""))
+        .await;
+    store_demo_connection(
+        &doomed.state.connect,
+        &owner.dev.issuer(),
+        "alice",
+        "a-1",
+        None,
+    )
+    .await;
+    let hung = receiver.wait_for_attempts(1, PATIENCE).await;
+    assert_eq!(receiver.arrived(), 1, "{hung:?}");
+    let claimed_at = Instant::now();
+    drop(doomed);
+    // Dead: it neither settles nor retries (it would after its 2 s timeout).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(receiver.arrived(), 1, "the killed instance went on");
+    assert_eq!(count(&owner, "SELECT count(*) FROM event_outbox").await, 1);
+
+    receiver.set_mode(Mode::Answer {
+        fail_first: 0,
+        delay: Duration::ZERO,
+    });
+    let heir = owner
+        .second_instance_with(with_webhooks(&receiver.url, CREATED, ""))
+        .await;
+    let acked = receiver.wait_for_acknowledged(1, PATIENCE).await;
+    assert_eq!(acked.len(), 1, "delivered by the other instance");
+    let delivered = receiver
+        .attempts()
+        .into_iter()
+        .find(|a| a.status == 200)
+        .unwrap();
+    // After the lease (timeout 2 s + 5 s) lapsed, not before.
+    assert!(
+        delivered.at - claimed_at >= Duration::from_secs(6),
+        "{:?}",
+        delivered.at - claimed_at
+    );
+    assert!(delivered.verified);
+    assert_eq!(delivered.body["type"], "connection.created");
+    // Settled just after the answer.
+    let started = Instant::now();
+    while heir.state.metrics.webhooks.count(Delivery::Delivered) == 0 {
+        assert!(started.elapsed() < PATIENCE, "never settled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(heir.state.metrics.webhooks.count(Delivery::Delivered), 1);
+    assert_eq!(count(&owner, "SELECT count(*) FROM event_outbox").await, 0);
+}
+
+#[tokio::test]
+async fn two_instances_never_deliver_one_event_at_the_same_time() {
+    // Slow answers, each event refused once: many claims, long in flight.
+    let receiver = Receiver::start(Mode::Answer {
+        fail_first: 1,
+        delay: Duration::from_millis(150),
+    });
+    let one = spawn_app_with(with_webhooks(&receiver.url, CREATED, "first_retry_ms = 10")).await;
+    let two = one
+        .second_instance_with(with_webhooks(&receiver.url, CREATED, "first_retry_ms = 10"))
+        .await;
+    const EVENTS: usize = 24;
+    for i in 0..EVENTS {
+        let app = if i % 2 == 0 { &one } else { &two };
+        let user = format!("user{i}");
+        store_demo_connection(&app.state.connect, &one.dev.issuer(), &user, "t", None).await;
+    }
+    let acked = receiver.wait_for_acknowledged(EVENTS, PATIENCE).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(acked.len(), EVENTS);
+    assert!(
+        receiver.acknowledged().values().all(|n| *n == 1),
+        "{acked:?}"
+    );
+    assert_eq!(receiver.overlaps(), Vec::<String>::new());
+    // One refusal and one acknowledgement per event: no attempt twice.
+    assert_eq!(receiver.attempts().len(), 2 * EVENTS);
+    let delivered =
+        |app: &crate::helpers::TestApp| app.state.metrics.webhooks.count(Delivery::Delivered);
+    assert_eq!(delivered(&one) + delivered(&two), EVENTS as u64);
+    assert_eq!(count(&one, "SELECT count(*) FROM event_outbox").await, 0);
+}
+
+#[tokio::test]
+async fn failed_and_abandoned_events_are_swept_after_their_retention() {
+    // No endpoint: nothing delivers; the rows are put there as they would be.
+    let app = spawn_app().await;
+    sqlx::raw_sql(
+        "INSERT INTO event_outbox (event_id, endpoint, event_type, payload, created_at, next_attempt_at, failed_at)
+         VALUES (gen_random_uuid(), 'ops', 'connection.created', '{}', now() - interval '9 days', now() - interval '9 days', now() - interval '8 days'),
+                (gen_random_uuid(), 'ops', 'connection.created', '{}', now() - interval '2 days', now() - interval '2 days', now() - interval '1 day'),
+                (gen_random_uuid(), 'gone', 'connection.created', '{}', now() - interval '9 days', now() - interval '9 days', NULL),
+                (gen_random_uuid(), 'ops', 'connection.created', '{}', now() - interval '3 days', now() - interval '3 days', NULL)",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    // Failed 8 days ago (past the 7-day retention), and never tried in 9
+    // days (past the day of retries and the retention): gone.
+    let deleted = mcp_connect::sweeper::sweep_outbox(&app.db, &app.state.settings.webhooks)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 2);
+    assert_eq!(count(&app, "SELECT count(*) FROM event_outbox").await, 2);
+}
