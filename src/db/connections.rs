@@ -86,7 +86,7 @@ pub async fn find_summary_for_user(
 
 /// What a connection event says about its connection: whose it is and
 /// which account. Never a token.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct ConnectionRef {
     pub id: Uuid,
     pub issuer: String,
@@ -101,11 +101,13 @@ pub async fn find_ref(
     exec: impl PgExecutor<'_>,
     id: Uuid,
 ) -> Result<Option<ConnectionRef>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, issuer, subject, provider, account_id, account_label, status
-         FROM connections WHERE id = $1",
+    sqlx::query_as!(
+        ConnectionRef,
+        r#"SELECT id, issuer, subject, provider, account_id, account_label,
+                  status AS "status: ConnectionStatus"
+           FROM connections WHERE id = $1"#,
+        id,
     )
-    .bind(id)
     .fetch_optional(exec)
     .await
 }

@@ -16,21 +16,21 @@ pub async fn insert(
     event_type: &str,
     payload: &serde_json::Value,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO event_outbox (event_id, endpoint, event_type, payload)
          SELECT $1, endpoint, $3, $4 FROM unnest($2::text[]) AS endpoint",
+        event_id,
+        endpoints,
+        event_type,
+        payload,
     )
-    .bind(event_id)
-    .bind(endpoints)
-    .bind(event_type)
-    .bind(payload)
     .execute(exec)
     .await?;
     Ok(())
 }
 
 /// A row claimed for one delivery attempt.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct Claimed {
     pub event_id: Uuid,
     pub endpoint: String,
@@ -49,7 +49,8 @@ pub async fn claim_due(
     lease_secs: f64,
     limit: i64,
 ) -> Result<Vec<Claimed>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        Claimed,
         "UPDATE event_outbox o
          SET next_attempt_at = now() + make_interval(secs => $2), lease_id = $1,
              attempts = o.attempts + 1
@@ -59,10 +60,10 @@ pub async fn claim_due(
                FOR UPDATE SKIP LOCKED) due
          WHERE o.event_id = due.event_id AND o.endpoint = due.endpoint
          RETURNING o.event_id, o.endpoint, o.event_type, o.payload, o.created_at, o.attempts",
+        lease_id,
+        lease_secs,
+        limit,
     )
-    .bind(lease_id)
-    .bind(lease_secs)
-    .bind(limit)
     .fetch_all(exec)
     .await
 }
@@ -75,12 +76,12 @@ pub async fn delete_delivered(
     endpoint: &str,
     lease_id: Uuid,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "DELETE FROM event_outbox WHERE event_id = $1 AND endpoint = $2 AND lease_id = $3",
+        event_id,
+        endpoint,
+        lease_id,
     )
-    .bind(event_id)
-    .bind(endpoint)
-    .bind(lease_id)
     .execute(exec)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -95,15 +96,15 @@ pub async fn schedule_retry(
     next_attempt_at: DateTime<Utc>,
     error: &str,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE event_outbox SET next_attempt_at = $4, lease_id = NULL, last_error = $5
          WHERE event_id = $1 AND endpoint = $2 AND lease_id = $3",
+        event_id,
+        endpoint,
+        lease_id,
+        next_attempt_at,
+        error,
     )
-    .bind(event_id)
-    .bind(endpoint)
-    .bind(lease_id)
-    .bind(next_attempt_at)
-    .bind(error)
     .execute(exec)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -117,14 +118,14 @@ pub async fn mark_failed(
     lease_id: Uuid,
     error: &str,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE event_outbox SET failed_at = now(), lease_id = NULL, last_error = $4
          WHERE event_id = $1 AND endpoint = $2 AND lease_id = $3",
+        event_id,
+        endpoint,
+        lease_id,
+        error,
     )
-    .bind(event_id)
-    .bind(endpoint)
-    .bind(lease_id)
-    .bind(error)
     .execute(exec)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -132,7 +133,7 @@ pub async fn mark_failed(
 
 /// Rows still to be delivered, due or not.
 pub async fn count_pending(exec: impl PgExecutor<'_>) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT count(*) FROM event_outbox WHERE failed_at IS NULL")
+    sqlx::query_scalar!(r#"SELECT count(*) AS "count!" FROM event_outbox WHERE failed_at IS NULL"#)
         .fetch_one(exec)
         .await
 }
@@ -146,15 +147,15 @@ pub async fn delete_expired(
     abandoned_before: DateTime<Utc>,
     limit: i64,
 ) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "DELETE FROM event_outbox WHERE ctid IN (
              SELECT ctid FROM event_outbox
              WHERE failed_at < $1 OR (failed_at IS NULL AND next_attempt_at < $2)
              LIMIT $3)",
+        failed_before,
+        abandoned_before,
+        limit,
     )
-    .bind(failed_before)
-    .bind(abandoned_before)
-    .bind(limit)
     .execute(exec)
     .await?;
     Ok(done.rows_affected())
