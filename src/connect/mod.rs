@@ -6,6 +6,7 @@
 
 pub mod accounts;
 pub mod clients;
+pub mod credentials;
 pub mod elicit;
 pub mod events;
 pub mod flows;

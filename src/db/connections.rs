@@ -45,6 +45,8 @@ pub struct ConnectionSummary {
     pub status: ConnectionStatus,
     pub created_at: DateTime<Utc>,
     pub last_used_at: Option<DateTime<Utc>>,
+    /// All that is shown of an API key or Basic password ("…a1b2").
+    pub credential_hint: Option<String>,
 }
 
 pub async fn list_for_user(
@@ -53,7 +55,8 @@ pub async fn list_for_user(
     subject: &str,
 ) -> Result<Vec<ConnectionSummary>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT id, provider, account_id, account_label, scopes, status, created_at, last_used_at
+        "SELECT id, provider, account_id, account_label, scopes, status, created_at, last_used_at,
+                credential_hint
          FROM connections WHERE issuer = $1 AND subject = $2 AND account_id <> '' ORDER BY provider",
     )
     .bind(issuer)
@@ -70,7 +73,8 @@ pub async fn find_summary_for_user(
     id: Uuid,
 ) -> Result<Option<ConnectionSummary>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT id, provider, account_id, account_label, scopes, status, created_at, last_used_at
+        "SELECT id, provider, account_id, account_label, scopes, status, created_at, last_used_at,
+                credential_hint
          FROM connections WHERE id = $1 AND issuer = $2 AND subject = $3 AND account_id <> ''",
     )
     .bind(id)
@@ -99,10 +103,13 @@ pub struct ConnectionRow {
     /// When the row last changed; for an active row, when its tokens were
     /// stored or refreshed.
     pub updated_at: DateTime<Utc>,
+    /// The connection's provider parameters (a Datadog site).
+    pub params: sqlx::types::Json<super::params::Params>,
 }
 
 const ROW: &str = "id, issuer, subject, provider, account_id, account_label, scopes, access_token, \
-                   refresh_token, key_id, access_token_expires_at, status, last_used_at, updated_at";
+                   refresh_token, key_id, access_token_expires_at, status, last_used_at, updated_at, \
+                   params";
 
 /// The user's connection to `provider` (the oldest, when there are several).
 pub async fn find(
@@ -285,6 +292,21 @@ pub async fn store(
     .bind(t.expires_at)
     .execute(exec)
     .await?;
+    Ok(())
+}
+
+/// Sets what pages show of an API key or Basic password (`None`: an
+/// OAuth connection, nothing to show).
+pub async fn set_credential_hint(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    hint: Option<&str>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE connections SET credential_hint = $2 WHERE id = $1")
+        .bind(id)
+        .bind(hint)
+        .execute(exec)
+        .await?;
     Ok(())
 }
 

@@ -121,26 +121,49 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
         super::check::entry(&e).map_err(|(field, m)| n.err(&field, m))?;
     }
     let kind = e.kind.unwrap_or(CredentialKind::Oauth2);
-    if kind != CredentialKind::Oauth2 {
-        return Err(n.err(
-            "kind",
-            format!(
-                "{} providers cannot be connected through the connect page yet",
-                kind.as_str()
-            ),
-        ));
+    let oauth = kind == CredentialKind::Oauth2;
+    // An operator's own API-key or Basic entry is checked whole too: it has
+    // no client credentials to catch a mistake later.
+    if !oauth && entry_name.is_none() {
+        super::check::entry(&e).map_err(|(field, m)| n.err(&field, m))?;
     }
-    if ps.client_id.trim().is_empty() {
+    if oauth && ps.client_id.trim().is_empty() {
         return Err(n.err("client_id", "required by oauth2 entries".into()));
     }
     let values = param_values(&n, &e, base, &ps.client_id)?;
     let entry_label = entry_name.unwrap_or("custom");
+    // Values only a connection has: the parameters users give on the
+    // connect page and the credential's non-secret fields (an account SID).
+    let per_connection: Vec<&str> = e
+        .params
+        .iter()
+        .flatten()
+        .map(|(name, _)| name.as_str())
+        .chain(
+            e.fields
+                .iter()
+                .flatten()
+                .filter(|(_, f)| f.secret == Some(false))
+                .map(|(name, _)| name.as_str()),
+        )
+        .filter(|name| !values.contains_key(*name))
+        .collect();
     let url = |field: &'static str,
                template: &Option<String>|
      -> Result<Option<Url>, ProviderConfigError> {
         let Some(template) = template else {
             return Ok(None);
         };
+        // An API-key entry resolves such URLs per connection only (its
+        // templates were checked with examples above).
+        if !oauth
+            && template::names(template)
+                .map_err(|m| n.err(field, m))?
+                .iter()
+                .any(|name| per_connection.contains(name))
+        {
+            return Ok(None);
+        }
         let text = template::fill(template, &values).map_err(|m| n.err(field, m))?;
         let url =
             Url::parse(&text).map_err(|e| n.err(field, format!("`{text}` is invalid: {e}")))?;
@@ -151,20 +174,37 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
         value.ok_or_else(|| n.err(field, format!("required by the {entry_label} entry")))
     };
 
-    let authorize_url = required("authorize_url", url("authorize_url", &e.authorize_url)?)?;
-    let token_url = required("token_url", url("token_url", &e.token_url)?)?;
-    let refresh_url = url("refresh_url", &e.refresh_url)?.unwrap_or_else(|| token_url.clone());
-    let userinfo_url = required("userinfo_url", url("userinfo_url", &e.userinfo_url)?)?;
-    let mut api_base_url = required("api_base_url", url("api_base_url", &e.api_base_url)?)?;
+    let (authorize_url, token_url, refresh_url, userinfo_url) = if oauth {
+        let authorize_url = required("authorize_url", url("authorize_url", &e.authorize_url)?)?;
+        let token_url = required("token_url", url("token_url", &e.token_url)?)?;
+        let refresh_url = url("refresh_url", &e.refresh_url)?.unwrap_or_else(|| token_url.clone());
+        let userinfo_url = required("userinfo_url", url("userinfo_url", &e.userinfo_url)?)?;
+        (
+            Some(authorize_url),
+            Some(token_url),
+            Some(refresh_url),
+            Some(userinfo_url),
+        )
+    } else {
+        (None, None, None, url("userinfo_url", &e.userinfo_url)?)
+    };
+    let api_base_url = url("api_base_url", &e.api_base_url)?;
+    let mut api_base_url = if oauth {
+        Some(required("api_base_url", api_base_url)?)
+    } else {
+        api_base_url
+    };
     let revocation_url = url("revocation_url", &e.revocation_url)?;
-    if api_base_url.query().is_some() || api_base_url.fragment().is_some() {
-        return Err(n.err("api_base_url", "must not carry a query or fragment".into()));
-    }
-    // A base without a trailing slash would let `join` replace its last
-    // segment, and would make the prefix check admit `/v1x` for `/v1`.
-    if !api_base_url.path().ends_with('/') {
-        let path = format!("{}/", api_base_url.path());
-        api_base_url.set_path(&path);
+    if let Some(api_base_url) = api_base_url.as_mut() {
+        if api_base_url.query().is_some() || api_base_url.fragment().is_some() {
+            return Err(n.err("api_base_url", "must not carry a query or fragment".into()));
+        }
+        // A base without a trailing slash would let `join` replace its last
+        // segment, and would make the prefix check admit `/v1x` for `/v1`.
+        if !api_base_url.path().ends_with('/') {
+            let path = format!("{}/", api_base_url.path());
+            api_base_url.set_path(&path);
+        }
     }
 
     let auth_method = match &e.token_auth_method {
@@ -174,7 +214,9 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
                 format!("unknown method `{m}` (client_secret_post, client_secret_basic or none)"),
             )
         })?,
-        None => TokenAuthMethod::ClientSecretBasic,
+        None if oauth => TokenAuthMethod::ClientSecretBasic,
+        // No token endpoint, no client to authenticate.
+        None => TokenAuthMethod::None,
     };
     let client_secret = ps
         .client_secret
@@ -310,6 +352,9 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
             api_base: e.api_base_url.clone(),
         },
         param_specs: e.params.clone().unwrap_or_default(),
+        field_specs: e.fields.clone().unwrap_or_default(),
+        key_url: e.key_url.clone(),
+        instructions: e.instructions.clone(),
         fixed_values: values.clone(),
         scope_rules: ScopeRules {
             prefix: e.scope_prefix.clone(),

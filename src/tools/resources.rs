@@ -10,7 +10,6 @@ use rmcp::{
     },
     service::RequestContext,
 };
-use secrecy::ExposeSecret;
 use serde_json::json;
 
 use super::{client_kind, connections_list::ConnectionsList, internal, result::Outcome};
@@ -130,7 +129,7 @@ pub async fn read(
             ));
         }
     };
-    let account = provider.account(service.http(), token.access_token.expose_secret()).await.map_err(|e| {
+    let account = provider.account_as(service.http(), &token.credential()).await.map_err(|e| {
         tracing::warn!(provider = provider.name(), error = %e, "profile resource: provider call failed");
         ErrorData::internal_error(format!("{} did not answer as expected.", provider.display_name()), None)
     })?;
