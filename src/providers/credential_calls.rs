@@ -84,6 +84,8 @@ impl Provider {
             .await;
         match &result {
             Ok(_) => tracing::debug!(provider = %self.name, "credential accepted"),
+            // The caller says what a refusal means; only failures are news here.
+            Err(ProviderError::Denied(_)) => {}
             Err(e) => tracing::info!(provider = %self.name, error = %e, "credential check failed"),
         }
         result

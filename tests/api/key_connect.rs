@@ -6,6 +6,7 @@
 
 mod datadog;
 mod refusals;
+mod rmcp_client;
 mod twilio;
 
 use serde_json::{Value, json};
@@ -52,6 +53,12 @@ pub(crate) async fn app_with(fake: &KeyFake, name: &str, entry: toml::Table) -> 
 /// way, and answers the connect page with its form.
 pub(crate) async fn open_form(app: &TestApp, url: &str, user: &str) -> (Browser, Page) {
     let browser = Browser::new(app);
+    let form = open_form_in(&browser, url, user).await;
+    (browser, form)
+}
+
+/// [`open_form`] in a given browser.
+pub(crate) async fn open_form_in(browser: &Browser, url: &str, user: &str) -> Page {
     let opened = browser.get(url).await;
     assert_eq!(opened.status, 303, "{}", opened.body);
     let mut page = browser.sign_in_from(opened, user).await;
@@ -60,7 +67,7 @@ pub(crate) async fn open_form(app: &TestApp, url: &str, user: &str) -> (Browser,
     }
     assert_eq!(page.status, 200, "{}", page.body);
     assert!(page.body.contains("<form"), "{}", page.body);
-    (browser, page)
+    page
 }
 
 /// Presses Connect on the form with these inputs.
