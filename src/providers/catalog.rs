@@ -6,14 +6,13 @@
 use std::collections::BTreeMap;
 
 use secrecy::ExposeSecret;
-use url::Url;
 
 pub(super) use super::resolve::check_url;
 use super::{
     Provider, ProviderConfigError,
     entry::{self, AccountIdFrom, CredentialKind, Entry, Refresh, TokenResponseFormat},
     provider::{ApiAuth, Quirks, Templates, TokenAuthMethod},
-    resolve::{methods, param_values},
+    resolve::{Endpoints, endpoints, methods, param_values},
     scopes::ScopeRules,
     shipped, template,
 };
@@ -132,80 +131,14 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
     }
     let values = param_values(&n, &e, base, &ps.client_id)?;
     let entry_label = entry_name.unwrap_or("custom");
-    // Values only a connection has: the parameters users give on the
-    // connect page and the credential's non-secret fields (an account SID).
-    let per_connection: Vec<&str> = e
-        .params
-        .iter()
-        .flatten()
-        .map(|(name, _)| name.as_str())
-        .chain(
-            e.fields
-                .iter()
-                .flatten()
-                .filter(|(_, f)| f.secret == Some(false))
-                .map(|(name, _)| name.as_str()),
-        )
-        .filter(|name| !values.contains_key(*name))
-        .collect();
-    let url = |field: &'static str,
-               template: &Option<String>|
-     -> Result<Option<Url>, ProviderConfigError> {
-        let Some(template) = template else {
-            return Ok(None);
-        };
-        // An API-key entry resolves such URLs per connection only (its
-        // templates were checked with examples above).
-        if !oauth
-            && template::names(template)
-                .map_err(|m| n.err(field, m))?
-                .iter()
-                .any(|name| per_connection.contains(name))
-        {
-            return Ok(None);
-        }
-        let text = template::fill(template, &values).map_err(|m| n.err(field, m))?;
-        let url =
-            Url::parse(&text).map_err(|e| n.err(field, format!("`{text}` is invalid: {e}")))?;
-        check_url(&url).map_err(|m| n.err(field, m))?;
-        Ok(Some(url))
-    };
-    let required = |field: &'static str, value: Option<Url>| {
-        value.ok_or_else(|| n.err(field, format!("required by the {entry_label} entry")))
-    };
-
-    let (authorize_url, token_url, refresh_url, userinfo_url) = if oauth {
-        let authorize_url = required("authorize_url", url("authorize_url", &e.authorize_url)?)?;
-        let token_url = required("token_url", url("token_url", &e.token_url)?)?;
-        let refresh_url = url("refresh_url", &e.refresh_url)?.unwrap_or_else(|| token_url.clone());
-        let userinfo_url = required("userinfo_url", url("userinfo_url", &e.userinfo_url)?)?;
-        (
-            Some(authorize_url),
-            Some(token_url),
-            Some(refresh_url),
-            Some(userinfo_url),
-        )
-    } else {
-        (None, None, None, url("userinfo_url", &e.userinfo_url)?)
-    };
-    let api_base_url = url("api_base_url", &e.api_base_url)?;
-    let mut api_base_url = if oauth {
-        Some(required("api_base_url", api_base_url)?)
-    } else {
-        api_base_url
-    };
-    let revocation_url = url("revocation_url", &e.revocation_url)?;
-    if let Some(api_base_url) = api_base_url.as_mut() {
-        if api_base_url.query().is_some() || api_base_url.fragment().is_some() {
-            return Err(n.err("api_base_url", "must not carry a query or fragment".into()));
-        }
-        // A base without a trailing slash would let `join` replace its last
-        // segment, and would make the prefix check admit `/v1x` for `/v1`.
-        if !api_base_url.path().ends_with('/') {
-            let path = format!("{}/", api_base_url.path());
-            api_base_url.set_path(&path);
-        }
-    }
+    let Endpoints {
+        authorize: authorize_url,
+        token: token_url,
+        refresh: refresh_url,
+        userinfo: userinfo_url,
+        api_base: api_base_url,
+        revocation: revocation_url,
+    } = endpoints(&n, &e, &values, entry_label)?;
 
     let auth_method = match &e.token_auth_method {
         Some(m) => TokenAuthMethod::parse(m).ok_or_else(|| {

@@ -89,6 +89,16 @@ async fn sid_and_token_connect_as_basic_and_the_sid_names_the_path() {
         }
     }
 
+    // A key has no scopes: asking for some does not send the user back.
+    let (_, scoped) = app
+        .call_tool(
+            "alice",
+            "connect",
+            json!({"provider": "twilio", "scopes": ["messages"]}),
+        )
+        .await;
+    assert_eq!(scoped["result"]["resultType"], "complete", "{scoped}");
+
     let secrets = fake.secrets(false);
     assert_not_stored_in_clear(&app, &secrets).await;
     let page = browser.get("/connections").await;

@@ -23,9 +23,12 @@ use std::{
 
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, dev::ServerHandle, web};
 use base64::{Engine, engine::general_purpose::STANDARD};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::hostile::forms;
+
+pub mod datadog;
+pub mod twilio;
 
 /// One request as the fake saw it.
 #[derive(Debug, Clone)]
@@ -170,154 +173,4 @@ fn echo_all(secrets: &[&str]) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("application/json")
         .body(body)
-}
-
-pub mod datadog {
-    use super::*;
-
-    /// A Datadog-like fake with a random API key (32 hex) and application
-    /// key (40 hex).
-    pub async fn start() -> KeyFake {
-        serve(random_hex(32), random_hex(40), routes).await
-    }
-
-    fn routes(cfg: &mut web::ServiceConfig) {
-        cfg.route("/api/v1/validate", web::get().to(validate))
-            .route("/api/v1/echo", web::get().to(echo))
-            .route("/api/{tail:.*}", web::to(api));
-    }
-
-    fn forbidden() -> HttpResponse {
-        HttpResponse::Forbidden().json(json!({"errors": ["Forbidden"]}))
-    }
-
-    fn keys(req: &HttpRequest) -> (Option<&str>, Option<&str>) {
-        let get = |n| req.headers().get(n).and_then(|v| v.to_str().ok());
-        (get("dd-api-key"), get("dd-application-key"))
-    }
-
-    async fn validate(req: HttpRequest, shared: web::Data<Shared>) -> HttpResponse {
-        record(&req, &shared);
-        match keys(&req).0 {
-            Some(k) if k == shared.first => HttpResponse::Ok().json(json!({"valid": true})),
-            _ => forbidden(),
-        }
-    }
-
-    fn both_keys(req: &HttpRequest, shared: &Shared) -> bool {
-        keys(req) == (Some(shared.first.as_str()), Some(shared.second.as_str()))
-    }
-
-    async fn echo(req: HttpRequest, shared: web::Data<Shared>) -> HttpResponse {
-        record(&req, &shared);
-        if !both_keys(&req, &shared) {
-            return forbidden();
-        }
-        echo_all(&[&shared.first, &shared.second])
-    }
-
-    async fn api(req: HttpRequest, shared: web::Data<Shared>) -> HttpResponse {
-        record(&req, &shared);
-        if !both_keys(&req, &shared) {
-            return forbidden();
-        }
-        HttpResponse::Ok().json(json!({
-            "monitors": [{"id": 1, "name": "CPU high"}],
-            "path": req.path(),
-        }))
-    }
-}
-
-pub mod twilio {
-    use super::*;
-
-    /// A Twilio-like fake with a random account SID and auth token.
-    pub async fn start() -> KeyFake {
-        serve(format!("AC{}", random_hex(32)), random_hex(32), routes).await
-    }
-
-    fn routes(cfg: &mut web::ServiceConfig) {
-        cfg.route("/2010-04-01/Accounts/{file}", web::get().to(account))
-            .route("/2010-04-01/Accounts/{sid}/Echo.json", web::get().to(echo))
-            .route(
-                "/2010-04-01/Accounts/{sid}/{tail:.*}",
-                web::get().to(resource),
-            );
-    }
-
-    /// Twilio's answer to missing or wrong credentials.
-    fn unauthenticated() -> HttpResponse {
-        HttpResponse::Unauthorized()
-            .insert_header(("WWW-Authenticate", "Basic realm=\"Twilio API\""))
-            .json(json!({
-                "code": 20003,
-                "message": "Authenticate",
-                "more_info": "https://www.twilio.com/docs/errors/20003",
-                "status": 401
-            }))
-    }
-
-    fn not_found() -> HttpResponse {
-        HttpResponse::NotFound().json(json!({
-            "code": 20404,
-            "message": "The requested resource was not found",
-            "more_info": "https://www.twilio.com/docs/errors/20404",
-            "status": 404
-        }))
-    }
-
-    /// The account SID of good Basic credentials, if they are.
-    fn authenticated(req: &HttpRequest, shared: &Shared) -> Option<String> {
-        let header = req.headers().get("authorization")?.to_str().ok()?;
-        let encoded = header.strip_prefix("Basic ")?;
-        let decoded = String::from_utf8(STANDARD.decode(encoded).ok()?).ok()?;
-        let (sid, token) = decoded.split_once(':')?;
-        (sid == shared.first && token == shared.second).then(|| sid.to_owned())
-    }
-
-    async fn account(req: HttpRequest, shared: web::Data<Shared>) -> HttpResponse {
-        record(&req, &shared);
-        let Some(sid) = authenticated(&req, &shared) else {
-            return unauthenticated();
-        };
-        let file = req.match_info().query("file");
-        if file != format!("{sid}.json") {
-            return not_found();
-        }
-        HttpResponse::Ok().json(json!({
-            "sid": sid,
-            "friendly_name": "Alice's Twilio",
-            "status": "active",
-            "type": "Full",
-        }))
-    }
-
-    async fn echo(req: HttpRequest, shared: web::Data<Shared>) -> HttpResponse {
-        record(&req, &shared);
-        if authenticated(&req, &shared).is_none() {
-            return unauthenticated();
-        }
-        let header = req
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        let basic = header.trim_start_matches("Basic ").to_owned();
-        echo_all(&[&shared.second, &basic])
-    }
-
-    async fn resource(req: HttpRequest, shared: web::Data<Shared>) -> HttpResponse {
-        record(&req, &shared);
-        let Some(sid) = authenticated(&req, &shared) else {
-            return unauthenticated();
-        };
-        if req.match_info().query("sid") != sid {
-            return not_found();
-        }
-        HttpResponse::Ok().json(json!({
-            "messages": [{"sid": "SM1", "body": "hello"}],
-            "uri": req.path(),
-        }))
-    }
 }
