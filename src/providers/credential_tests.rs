@@ -168,3 +168,37 @@ fn the_stored_form_reads_back() {
     assert!(!format!("{back:?}").contains(API_KEY));
     assert!(FieldCredential::from_secret("gho_plain_token").is_err());
 }
+
+#[test]
+fn an_operators_own_key_entry_can_send_its_key_as_a_query_parameter() {
+    let catalog = catalog(
+        "[providers.keys]\nkind = \"api_key\"\ndisplay_name = \"Keys\"\n\
+         docs_url = \"https://k.example/docs\"\nkey_url = \"https://k.example/keys\"\n\
+         instructions = \"Paste it.\"\nuserinfo_url = \"https://k.example/v1/me\"\n\
+         api_base_url = \"https://k.example/v1\"\naccount_id_from = \"credential\"\n\
+         [providers.keys.fields.key]\nlabel = \"Key\"\npattern = \"k_[a-z0-9]{8,64}\"\n\
+         send = \"query:api_key\"\n",
+    );
+    let keys = catalog.get("keys").unwrap();
+    assert_eq!(
+        keys.api_base_url().unwrap().as_str(),
+        "https://k.example/v1/"
+    );
+    let checked = keys
+        .check_credential_form(&map(&[("key", " k_abcdef123 ")]), &BTreeMap::new())
+        .unwrap();
+    let url = url::Url::parse("https://k.example/v1/items?page=2").unwrap();
+    let (request, sent) = keys.presented(
+        &reqwest::Client::new(),
+        reqwest::Method::GET,
+        url,
+        &checked.credential,
+    );
+    assert_eq!(
+        sent.as_str(),
+        "https://k.example/v1/items?page=2&api_key=k_abcdef123"
+    );
+    let request = request.build().unwrap();
+    assert!(request.headers().get("authorization").is_none());
+    assert_eq!(keys.credential_hint(&checked.credential), "…f123");
+}
