@@ -8,6 +8,10 @@
 // 2. A small resource API at /api/ on its own port, which knows nothing but
 //    a bearer token and checks it by RFC 7662 introspection, like a real
 //    resource server in front of an opaque-token issuer.
+// 3. On the same port, an OpenAI-like API at /openai/v1/ for a provider
+//    connected with an API key: the key (E2E_OPENAI_KEY) as a bearer token,
+//    `GET /openai/v1/models` lists models, a wrong key gets OpenAI's 401
+//    `invalid_api_key` error.
 //
 // Clients: E2E_TP_CLIENT_ID (mcp-connect; redirect URI
 // `<public_url>/oauth/callback/thirdparty`) and `tp-api` (the API's own
@@ -15,7 +19,7 @@
 //
 // Environment: E2E_TP_PORT, E2E_API_PORT, E2E_MCP_PUBLIC_URL,
 // E2E_TP_CLIENT_ID, E2E_TP_CLIENT_SECRET; optional E2E_BIND, E2E_TP_ISSUER,
-// E2E_API_BASE. Prints "ready <issuer> <api>".
+// E2E_API_BASE, E2E_OPENAI_KEY. Prints "ready <issuer> <api>".
 
 import { createServer } from 'node:http';
 import { randomBytes } from 'node:crypto';
@@ -120,10 +124,28 @@ function send(res, status, body, headers = {}) {
   res.end(JSON.stringify(body));
 }
 
+/** The OpenAI-like API: an API key, not a token this issuer knows. */
+function openai(req, res, path) {
+  const key = process.env.E2E_OPENAI_KEY;
+  if (!key || req.headers.authorization !== `Bearer ${key}`) {
+    return send(res, 401, {
+      error: {
+        message: 'Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys.',
+        type: 'invalid_request_error', param: null, code: 'invalid_api_key',
+      },
+    });
+  }
+  if (req.method === 'GET' && path === '/openai/v1/models') {
+    return send(res, 200, { object: 'list', data: [{ id: 'gpt-e2e', object: 'model', owned_by: 'e2e' }] });
+  }
+  return send(res, 404, { error: { message: 'Not found', type: 'invalid_request_error', code: null } });
+}
+
 const api = createServer(async (req, res) => {
   const path = new URL(req.url, apiBase).pathname;
   const started = Date.now();
   res.on('finish', () => console.log(`api ${req.method} ${path} ${res.statusCode} ${Date.now() - started}ms`));
+  if (path.startsWith('/openai/')) return openai(req, res, path);
   const match = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/.exec(req.headers.authorization ?? '');
   if (!match) return send(res, 401, { error: 'invalid_request' }, { 'www-authenticate': 'Bearer' });
   let info;

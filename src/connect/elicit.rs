@@ -16,9 +16,15 @@ use crate::{connect::ConnectionService, providers::Provider};
 
 /// What a connect link asks of the user.
 pub fn connect_message(provider: &Provider) -> String {
+    // Keys are typed on this server's page, never into the client.
+    let step = if provider.is_oauth() {
+        "approve access"
+    } else {
+        "enter the key on that page"
+    };
     format!(
-        "Connect your {name} account to continue. Open this link in your browser, sign in, and approve \
-         access; then come back here. The link is for you only and works once.",
+        "Connect your {name} account to continue. Open this link in your browser, sign in, and {step}; \
+         then come back here. The link is for you only and works once.",
         name = provider.display_name()
     )
 }

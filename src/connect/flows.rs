@@ -70,6 +70,12 @@ pub(super) async fn start(
     session_id: Uuid,
 ) -> anyhow::Result<Option<StartedFlow>> {
     let provider = provider_of(state, ticket)?;
+    if !provider.is_oauth() {
+        anyhow::bail!(
+            "provider `{}` takes its credential on the connect page, not through OAuth",
+            provider.name()
+        );
+    }
     let flow_state = secret::random_value();
     let pkce = PkcePair::generate();
     let flow_id = Uuid::new_v4();
@@ -105,8 +111,9 @@ pub(super) async fn start(
     tx.commit().await?;
     let scopes = requested_scopes(provider, &ticket);
     // Another account: the provider's account chooser, not the signed-in one.
-    let authorize_url =
-        provider.authorize_url_for(&flow_state, &pkce.challenge, &scopes, ticket.add_account);
+    let authorize_url = provider
+        .authorize_url_for(&flow_state, &pkce.challenge, &scopes, ticket.add_account)
+        .ok_or_else(|| anyhow::anyhow!("provider `{}` has no authorize URL", provider.name()))?;
     Ok(Some(StartedFlow {
         ticket,
         scopes,

@@ -6,6 +6,7 @@
 
 pub mod accounts;
 pub mod clients;
+pub mod credentials;
 pub mod elicit;
 pub mod errors;
 pub mod events;
@@ -102,7 +103,11 @@ async fn require<'s>(
         .providers
         .get(need.provider)
         .ok_or_else(|| unknown_provider(state, need.provider))?;
-    let wanted = if need.scopes.is_empty() {
+    // A key grants what it grants: there are no scopes to ask an API-key or
+    // Basic provider for, nor to upgrade.
+    let wanted = if !provider.is_oauth() {
+        Vec::new()
+    } else if need.scopes.is_empty() {
         provider.default_scopes().to_vec()
     } else {
         need.scopes.to_vec()

@@ -18,6 +18,7 @@ use uuid::Uuid;
 use super::{
     Access, Need, UsableToken,
     clients::ClientNames,
+    credentials::{self, CredentialOutcome, SubmittedCredential},
     events::ConnectionEvents,
     flows::{self, FinishError, StartedFlow},
     link_limit::LinkLimit,
@@ -266,6 +267,20 @@ impl ConnectionService {
         session_id: Uuid,
     ) -> anyhow::Result<Option<StartedFlow>> {
         flows::start(self, ticket, (issuer, subject), session_id).await
+    }
+
+    /// The person submitted an API key or Basic credential for this
+    /// ticket: checked against the entry, then at the provider, and only
+    /// then stored (redeeming the ticket in the same transaction).
+    pub async fn connect_with_credential(
+        &self,
+        ticket: &Ticket,
+        issuer: &str,
+        subject: &str,
+        session_id: Uuid,
+        submitted: SubmittedCredential<'_>,
+    ) -> anyhow::Result<CredentialOutcome> {
+        credentials::connect(self, ticket, (issuer, subject), session_id, submitted).await
     }
 
     /// The flow a provider's `state` parameter names.

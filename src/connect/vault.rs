@@ -26,7 +26,7 @@ use crate::{
         connections::{ConnectionRow, ConnectionStatus, StoredTokens},
     },
     metrics::Refresh,
-    providers::{Account, Provider, ProviderError, TokenHint, TokenSet},
+    providers::{Account, Credential, Provider, ProviderError, TokenHint, TokenSet},
 };
 
 /// Refresh when the access token expires within this long — or within half
@@ -46,8 +46,22 @@ pub struct UsableToken {
     pub account_id: String,
     pub account_label: String,
     pub scopes: Vec<String>,
+    /// The connection's provider parameters (a Datadog site).
+    pub params: db::params::Params,
     /// The token as stored, to tell whether it was replaced since.
     sealed_access_token: Vec<u8>,
+}
+
+impl UsableToken {
+    /// The credential as provider calls take it: for API-key and Basic
+    /// connections, `access_token` holds the sealed fields.
+    pub fn credential(&self) -> Credential<'_> {
+        Credential {
+            secret: self.access_token.expose_secret(),
+            refresh_token: self.refresh_token.as_ref().map(|t| t.expose_secret()),
+            params: &self.params,
+        }
+    }
 }
 
 impl std::fmt::Debug for UsableToken {
@@ -122,11 +136,26 @@ pub async fn store_connection(
     c: NewConnection<'_>,
 ) -> anyhow::Result<Uuid> {
     let mut tx = state.db.begin().await?;
-    let id =
-        db::connections::claim_id(&mut tx, c.issuer, c.subject, c.provider, &c.account.id).await?;
+    let id = store_in(state, &mut tx, c).await?;
+    tx.commit().await?;
+    state.metrics.flow.connection_stored();
+    Ok(id)
+}
+
+/// [`store_connection`] inside the caller's transaction (the caller
+/// commits, then counts it with `connection_stored`): the connection, its
+/// webhook event, the connecting client's grant and the announcement all
+/// happen or none does.
+pub(super) async fn store_in(
+    state: &ConnectionService,
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    c: NewConnection<'_>,
+) -> anyhow::Result<Uuid> {
+    let id = db::connections::claim_id(&mut **tx, c.issuer, c.subject, c.provider, &c.account.id)
+        .await?;
     // A fresh claim is `revoked` until stored: anything else was connected before.
     let reconnected = if state.wants_event(WebhookEvent::ConnectionCreated) {
-        db::connections::find_ref(&mut *tx, id)
+        db::connections::find_ref(&mut **tx, id)
             .await?
             .is_some_and(|r| r.status != ConnectionStatus::Revoked)
     } else {
@@ -152,7 +181,7 @@ pub async fn store_connection(
         .clone()
         .unwrap_or_else(|| c.requested_scopes.to_vec());
     db::connections::store(
-        &mut *tx,
+        &mut **tx,
         id,
         StoredTokens {
             account_id: &c.account.id,
@@ -167,18 +196,16 @@ pub async fn store_connection(
     .await?;
     outbox::record(
         state,
-        &mut tx,
+        tx,
         WebhookEvent::ConnectionCreated,
         id,
         Detail::Reconnected(reconnected),
     )
     .await?;
     if let Some(client_id) = c.client_id {
-        super::grants::grant_connecting_client(state, &mut tx, id, client_id).await?;
+        super::grants::grant_connecting_client(state, tx, id, client_id).await?;
     }
-    events::notify(&mut *tx, &events::key(c.issuer, c.subject, c.provider)).await?;
-    tx.commit().await?;
-    state.metrics.flow.connection_stored();
+    events::notify(&mut **tx, &events::key(c.issuer, c.subject, c.provider)).await?;
     Ok(id)
 }
 
@@ -233,6 +260,7 @@ fn usable(state: &ConnectionService, row: &ConnectionRow) -> anyhow::Result<Usab
         account_id: row.account_id.clone(),
         account_label: row.account_label.clone(),
         scopes: row.scopes.clone(),
+        params: row.params.0.clone(),
         sealed_access_token: row.access_token.clone(),
     })
 }

@@ -45,6 +45,8 @@ pub struct ConnectionSummary {
     pub status: ConnectionStatus,
     pub created_at: DateTime<Utc>,
     pub last_used_at: Option<DateTime<Utc>>,
+    /// All that is shown of an API key or Basic password ("…a1b2").
+    pub credential_hint: Option<String>,
 }
 
 pub async fn list_for_user(
@@ -55,7 +57,7 @@ pub async fn list_for_user(
     sqlx::query_as!(
         ConnectionSummary,
         r#"SELECT id, provider, account_id, account_label, scopes, status AS "status: ConnectionStatus",
-                  created_at, last_used_at
+                  created_at, last_used_at, credential_hint
            FROM connections WHERE issuer = $1 AND subject = $2 AND account_id <> '' ORDER BY provider"#,
         issuer,
         subject,
@@ -74,7 +76,7 @@ pub async fn find_summary_for_user(
     sqlx::query_as!(
         ConnectionSummary,
         r#"SELECT id, provider, account_id, account_label, scopes, status AS "status: ConnectionStatus",
-                  created_at, last_used_at
+                  created_at, last_used_at, credential_hint
            FROM connections WHERE id = $1 AND issuer = $2 AND subject = $3 AND account_id <> ''"#,
         id,
         issuer,
@@ -131,6 +133,8 @@ pub struct ConnectionRow {
     /// When the row last changed; for an active row, when its tokens were
     /// stored or refreshed.
     pub updated_at: DateTime<Utc>,
+    /// The connection's provider parameters (a Datadog site).
+    pub params: sqlx::types::Json<super::params::Params>,
 }
 
 /// The user's connection to `provider` (the oldest, when there are several).
@@ -155,7 +159,7 @@ pub async fn find_account(
         ConnectionRow,
         r#"SELECT id, issuer, subject, provider, account_id, account_label, scopes, access_token,
                   refresh_token, key_id, access_token_expires_at, status AS "status: ConnectionStatus",
-                  last_used_at, updated_at
+                  last_used_at, updated_at, params AS "params: sqlx::types::Json<super::params::Params>"
            FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3
              AND ($4::uuid IS NULL OR id = $4)
            ORDER BY (account_id = ''), created_at, id LIMIT 1"#,
@@ -249,7 +253,7 @@ pub async fn find_for_update(
         ConnectionRow,
         r#"SELECT id, issuer, subject, provider, account_id, account_label, scopes, access_token,
                   refresh_token, key_id, access_token_expires_at, status AS "status: ConnectionStatus",
-                  last_used_at, updated_at
+                  last_used_at, updated_at, params AS "params: sqlx::types::Json<super::params::Params>"
            FROM connections WHERE id = $1 FOR UPDATE"#,
         id,
     )
@@ -320,6 +324,23 @@ pub async fn store(
         t.refresh_token,
         t.key_id,
         t.expires_at,
+    )
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
+/// Sets what pages show of an API key or Basic password (`None`: an
+/// OAuth connection, nothing to show).
+pub async fn set_credential_hint(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    hint: Option<&str>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE connections SET credential_hint = $2 WHERE id = $1",
+        id,
+        hint,
     )
     .execute(exec)
     .await?;

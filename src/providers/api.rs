@@ -7,8 +7,11 @@ use reqwest::header::LOCATION;
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 
+use std::collections::BTreeMap;
+
 use super::{
-    ApiRequest, ApiResponse, Provider, ProviderError,
+    ApiRequest, ApiResponse, Credential, Provider, ProviderError,
+    credential::FieldCredential,
     entry::ApiPathRules,
     guard,
     http::{is_json, media_type, read_bounded},
@@ -31,8 +34,40 @@ impl Provider {
         refresh_token: Option<&str>,
         req: &ApiRequest,
     ) -> Result<ApiResponse, ProviderError> {
+        static NO_PARAMS: BTreeMap<String, String> = BTreeMap::new();
+        let credential = Credential {
+            secret: access_token,
+            refresh_token,
+            params: &NO_PARAMS,
+        };
+        self.api_request_as(http, &credential, req).await
+    }
+
+    /// [`Self::api_request`] with a stored connection's credential of any
+    /// kind: an API-key or Basic credential is presented as its entry
+    /// says, beneath the API base URL its parameters (and identifying
+    /// fields) make; every secret field is redacted from the answer.
+    pub async fn api_request_as(
+        &self,
+        http: &reqwest::Client,
+        credential: &Credential<'_>,
+        req: &ApiRequest,
+    ) -> Result<ApiResponse, ProviderError> {
+        let (access_token, refresh_token) = (credential.secret, credential.refresh_token);
+        let fields = if self.is_oauth() {
+            None
+        } else {
+            Some(FieldCredential::from_secret(access_token)?)
+        };
+        let base = match (&self.api_base_url, &fields) {
+            (Some(base), None) if credential.params.is_empty() => base.clone(),
+            _ => {
+                self.endpoints_with(credential.params, fields.as_ref())?
+                    .api_base
+            }
+        };
         let method = guard::method(&self.allowed_methods, &req.method)?;
-        let mut url = guard::resolve(&self.api_base_url, &req.path)?;
+        let mut url = guard::resolve(&base, &req.path)?;
         let query = guard::query_pairs(req.query.as_ref())?;
         guard::body_allowed(&method, req.body.as_ref())?;
         if self.quirks.path_rules == Some(ApiPathRules::SlackMethods) {
@@ -41,7 +76,10 @@ impl Provider {
         if !query.is_empty() {
             url.query_pairs_mut().extend_pairs(&query);
         }
-        let (request, url) = self.authorized(http, method.clone(), url, access_token);
+        let (request, url) = match &fields {
+            Some(fields) => self.presented(http, method.clone(), url, fields),
+            None => self.authorized(http, method.clone(), url, access_token),
+        };
         let mut request = request.timeout(self.api_timeout);
         if let Some(body) = &req.body {
             request = request.json(body);
@@ -87,10 +125,15 @@ impl Provider {
             None => Value::String(format!("[{length} bytes of binary content not shown]")),
             Some(text) => {
                 let client_secret = self.client_secret.as_ref().map(|s| s.expose_secret());
+                let field_secrets = fields
+                    .as_ref()
+                    .map(|f| self.credential_secrets(f))
+                    .unwrap_or_default();
                 let redactor = Redactor::new(
                     [Some(access_token), refresh_token, client_secret]
                         .into_iter()
-                        .flatten(),
+                        .flatten()
+                        .chain(field_secrets.iter().map(String::as_str)),
                 );
                 // Raw text first (escapes are still visible), then every
                 // string and key of what the parser decoded.

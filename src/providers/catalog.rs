@@ -6,14 +6,13 @@
 use std::collections::BTreeMap;
 
 use secrecy::ExposeSecret;
-use url::Url;
 
 pub(super) use super::resolve::check_url;
 use super::{
     Provider, ProviderConfigError,
     entry::{self, AccountIdFrom, CredentialKind, Entry, Refresh, TokenResponseFormat},
     provider::{ApiAuth, Quirks, Templates, TokenAuthMethod},
-    resolve::{methods, param_values},
+    resolve::{Endpoints, endpoints, methods, param_values},
     scopes::ScopeRules,
     shipped, template,
 };
@@ -121,51 +120,25 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
         super::check::entry(&e).map_err(|(field, m)| n.err(&field, m))?;
     }
     let kind = e.kind.unwrap_or(CredentialKind::Oauth2);
-    if kind != CredentialKind::Oauth2 {
-        return Err(n.err(
-            "kind",
-            format!(
-                "{} providers cannot be connected through the connect page yet",
-                kind.as_str()
-            ),
-        ));
+    let oauth = kind == CredentialKind::Oauth2;
+    // An operator's own API-key or Basic entry is checked whole too: it has
+    // no client credentials to catch a mistake later.
+    if !oauth && entry_name.is_none() {
+        super::check::entry(&e).map_err(|(field, m)| n.err(&field, m))?;
     }
-    if ps.client_id.trim().is_empty() {
+    if oauth && ps.client_id.trim().is_empty() {
         return Err(n.err("client_id", "required by oauth2 entries".into()));
     }
     let values = param_values(&n, &e, base, &ps.client_id)?;
     let entry_label = entry_name.unwrap_or("custom");
-    let url = |field: &'static str,
-               template: &Option<String>|
-     -> Result<Option<Url>, ProviderConfigError> {
-        let Some(template) = template else {
-            return Ok(None);
-        };
-        let text = template::fill(template, &values).map_err(|m| n.err(field, m))?;
-        let url =
-            Url::parse(&text).map_err(|e| n.err(field, format!("`{text}` is invalid: {e}")))?;
-        check_url(&url).map_err(|m| n.err(field, m))?;
-        Ok(Some(url))
-    };
-    let required = |field: &'static str, value: Option<Url>| {
-        value.ok_or_else(|| n.err(field, format!("required by the {entry_label} entry")))
-    };
-
-    let authorize_url = required("authorize_url", url("authorize_url", &e.authorize_url)?)?;
-    let token_url = required("token_url", url("token_url", &e.token_url)?)?;
-    let refresh_url = url("refresh_url", &e.refresh_url)?.unwrap_or_else(|| token_url.clone());
-    let userinfo_url = required("userinfo_url", url("userinfo_url", &e.userinfo_url)?)?;
-    let mut api_base_url = required("api_base_url", url("api_base_url", &e.api_base_url)?)?;
-    let revocation_url = url("revocation_url", &e.revocation_url)?;
-    if api_base_url.query().is_some() || api_base_url.fragment().is_some() {
-        return Err(n.err("api_base_url", "must not carry a query or fragment".into()));
-    }
-    // A base without a trailing slash would let `join` replace its last
-    // segment, and would make the prefix check admit `/v1x` for `/v1`.
-    if !api_base_url.path().ends_with('/') {
-        let path = format!("{}/", api_base_url.path());
-        api_base_url.set_path(&path);
-    }
+    let Endpoints {
+        authorize: authorize_url,
+        token: token_url,
+        refresh: refresh_url,
+        userinfo: userinfo_url,
+        api_base: api_base_url,
+        revocation: revocation_url,
+    } = endpoints(&n, &e, &values, entry_label)?;
 
     let auth_method = match &e.token_auth_method {
         Some(m) => TokenAuthMethod::parse(m).ok_or_else(|| {
@@ -174,7 +147,9 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
                 format!("unknown method `{m}` (client_secret_post, client_secret_basic or none)"),
             )
         })?,
-        None => TokenAuthMethod::ClientSecretBasic,
+        None if oauth => TokenAuthMethod::ClientSecretBasic,
+        // No token endpoint, no client to authenticate.
+        None => TokenAuthMethod::None,
     };
     let client_secret = ps
         .client_secret
@@ -310,6 +285,9 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
             api_base: e.api_base_url.clone(),
         },
         param_specs: e.params.clone().unwrap_or_default(),
+        field_specs: e.fields.clone().unwrap_or_default(),
+        key_url: e.key_url.clone(),
+        instructions: e.instructions.clone(),
         fixed_values: values.clone(),
         scope_rules: ScopeRules {
             prefix: e.scope_prefix.clone(),

@@ -68,11 +68,11 @@ fn operators_override_any_field_and_tables_merge() {
     assert_eq!(headers, ["accept", "x-extra", "x-github-api-version"]);
     let zd = catalog.get("zendesk").unwrap();
     assert_eq!(
-        zd.api_base_url().as_str(),
+        zd.api_base_url().unwrap().as_str(),
         "https://acme.zendesk.com/api/v2/"
     );
     assert_eq!(
-        zd.authorize_url.as_str(),
+        zd.authorize_url.as_ref().unwrap().as_str(),
         "https://acme.zendesk.com/oauth/authorizations/new"
     );
 }
@@ -109,12 +109,28 @@ fn unknown_fields_and_bad_parameters_are_refused() {
          allowed_hosts = [\"git.example.org\"]\n",
     );
     let gl = catalog.get("gitlab").unwrap();
-    assert_eq!(gl.token_url.as_str(), "https://git.example.org/oauth/token");
-    // Learned parameters and API-key kinds are not connectable yet.
+    assert_eq!(
+        gl.token_url.as_ref().unwrap().as_str(),
+        "https://git.example.org/oauth/token"
+    );
+    // Learned parameters are not connectable yet.
     let e = error_of("[providers.salesforce]\nclient_id = \"a\"\nclient_secret = \"b\"\n");
     assert!(e.contains("needs the parameter `instance_url`"), "{e}");
-    let e = error_of("[providers.stripe]\n");
-    assert!(e.starts_with("providers.stripe.kind:"), "{e}");
+    // An API-key entry needs nothing but its name, and keeps its checks.
+    let stripe = catalog_of("[providers.stripe]\n");
+    assert_eq!(stripe.get("stripe").unwrap().credential_kind(), "api_key");
+    let e = error_of("[providers.datadog.params.site]\ndefault = \"evil.example\"\n");
+    assert!(e.contains("does not match its pattern"), "{e}");
+    let e = error_of(
+        "[providers.keys]\nkind = \"api_key\"\ndisplay_name = \"Keys\"\n\
+         docs_url = \"https://k.example/docs\"\nkey_url = \"https://k.example/keys\"\n\
+         instructions = \"Paste it.\"\nuserinfo_url = \"https://k.example/me\"\n\
+         api_base_url = \"https://k.example/\"\naccount_id_from = \"credential\"\n",
+    );
+    assert_eq!(
+        e,
+        "providers.keys.fields: an api_key entry names its key field"
+    );
 }
 
 #[test]
@@ -183,7 +199,10 @@ fn public_clients_need_no_secret_and_bases_get_a_slash() {
     );
     let catalog = ProviderCatalog::from_settings(&settings).unwrap();
     let acme = catalog.get("acme").unwrap();
-    assert_eq!(acme.api_base_url().as_str(), "https://api.a.example/v1/");
+    assert_eq!(
+        acme.api_base_url().unwrap().as_str(),
+        "https://api.a.example/v1/"
+    );
     assert_eq!(acme.allowed_methods, vec!["GET", "POST"]);
     assert_eq!(acme.display_name(), "acme");
     assert_eq!(acme.preset(), "custom");

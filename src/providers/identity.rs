@@ -48,10 +48,15 @@ impl Provider {
         http: &reqwest::Client,
         access_token: &str,
     ) -> Result<Account, ProviderError> {
+        // Without a fixed identity URL (a connection's own, or an API-key
+        // entry's), `account_as` is the call to make.
+        let userinfo_url = self.userinfo_url.clone().ok_or(ProviderError::Unsupported(
+            "an identity URL without the connection",
+        ))?;
         let (mut request, _) = self.authorized(
             http,
             self.userinfo_method.clone(),
-            self.userinfo_url.clone(),
+            userinfo_url,
             access_token,
         );
         request = request.timeout(TIMEOUT);
@@ -86,7 +91,11 @@ impl Provider {
         self.account_from(&answer, access_token)
     }
 
-    fn account_from(&self, answer: &Value, credential: &str) -> Result<Account, ProviderError> {
+    pub(super) fn account_from(
+        &self,
+        answer: &Value,
+        credential: &str,
+    ) -> Result<Account, ProviderError> {
         if self.account_id_from == AccountIdFrom::Credential {
             return Ok(credential_account(credential));
         }
@@ -108,7 +117,7 @@ impl Provider {
 /// For a provider that names no account: a digest of the credential as the
 /// id (the same key connects as the same account), its last four
 /// characters as the label. The digest cannot be turned back into the key.
-fn credential_account(credential: &str) -> Account {
+pub(super) fn credential_account(credential: &str) -> Account {
     let digest = Sha256::digest(credential.as_bytes());
     let id: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
     let tail: String = credential.chars().rev().take(4).collect();

@@ -17,6 +17,8 @@ mod address_guard;
 mod api;
 mod catalog;
 mod check;
+mod credential;
+mod credential_calls;
 mod entry;
 mod error;
 mod guard;
@@ -40,12 +42,13 @@ mod fakes;
 #[cfg(test)]
 mod fakes_routes;
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 use secrecy::SecretString;
 
 pub use address_guard::{PublicOnly, is_public};
 pub use catalog::ProviderCatalog;
+pub use credential::{CheckedCredential, CredentialField, FieldCredential, FormProblem};
 pub use error::{ProviderConfigError, ProviderError};
 pub use listing::catalog_markdown;
 pub use per_connection::ConnectionEndpoints;
@@ -116,6 +119,18 @@ pub struct ApiRequest {
     pub path: String,
     pub query: Option<serde_json::Map<String, serde_json::Value>>,
     pub body: Option<serde_json::Value>,
+}
+
+/// A stored connection's credential, as calls to its provider take it.
+#[derive(Clone, Copy)]
+pub struct Credential<'a> {
+    /// The OAuth access token, or an API-key or Basic credential as
+    /// [`FieldCredential::to_secret`] wrote it.
+    pub secret: &'a str,
+    /// Only to be hidden from what the provider answers.
+    pub refresh_token: Option<&'a str>,
+    /// The connection's parameters (a Datadog site).
+    pub params: &'a BTreeMap<String, String>,
 }
 
 /// A provider's answer to an [`ApiRequest`], safe to show to the client.

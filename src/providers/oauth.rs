@@ -58,7 +58,10 @@ impl Provider {
         if self.quirks.pkce {
             form.push(("code_verifier", pkce_verifier));
         }
-        let url = &self.token_url;
+        let url = self
+            .token_url
+            .as_ref()
+            .ok_or(ProviderError::Unsupported("the OAuth code flow"))?;
         let result = self
             .token_request(http, Call::Token, url, form, &[code, pkce_verifier])
             .await
@@ -79,7 +82,10 @@ impl Provider {
             ("grant_type", "refresh_token"),
             ("refresh_token", refresh_token),
         ];
-        let url = &self.refresh_url;
+        let url = self
+            .refresh_url
+            .as_ref()
+            .ok_or(ProviderError::Unsupported("refresh"))?;
         let result = self
             .token_request(http, Call::Refresh, url, form, &[refresh_token])
             .await

@@ -10,7 +10,7 @@ use std::{collections::BTreeMap, time::Duration};
 use serde_json::Value;
 use url::Url;
 
-use super::{Provider, ProviderError, http::read_all, template};
+use super::{Provider, ProviderError, credential::FieldCredential, http::read_all, template};
 use crate::metrics::Call;
 
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(15);
@@ -49,6 +49,17 @@ impl Provider {
         &self,
         given: &BTreeMap<String, String>,
     ) -> Result<ConnectionEndpoints, ProviderError> {
+        self.endpoints_with(given, None)
+    }
+
+    /// [`Self::endpoints_for`], with the non-secret fields of an API-key or
+    /// Basic credential (a Twilio account SID) as values too, each checked
+    /// against its field's pattern. Secret fields never reach a URL.
+    pub(super) fn endpoints_with(
+        &self,
+        given: &BTreeMap<String, String>,
+        credential: Option<&FieldCredential>,
+    ) -> Result<ConnectionEndpoints, ProviderError> {
         let refused = |m: String| ProviderError::RequestRefused(m);
         let mut values = self.fixed_values.clone();
         for (name, value) in given {
@@ -57,6 +68,21 @@ impl Provider {
                 .get(name)
                 .ok_or_else(|| refused(format!("`{name}` is not a parameter of this provider")))?;
             let checked = template::check_value(name, spec, value).map_err(refused)?;
+            values.insert(name.clone(), checked);
+        }
+        let identifiers = self
+            .field_specs
+            .iter()
+            .filter(|(_, spec)| spec.secret == Some(false));
+        for (name, spec) in identifiers {
+            let Some(value) = credential.and_then(|c| c.get(name)) else {
+                continue;
+            };
+            let as_param = super::entry::ParamSpec {
+                pattern: spec.pattern.clone(),
+                ..Default::default()
+            };
+            let checked = template::check_value(name, &as_param, value).map_err(refused)?;
             values.insert(name.clone(), checked);
         }
         let url = |template: &Option<String>| -> Result<Option<Url>, ProviderError> {

@@ -8,7 +8,7 @@ use url::Url;
 
 pub(super) use super::quirks::{ApiAuth, Quirks, TokenAuthMethod};
 use super::{
-    entry::{AccountIdFrom, CredentialKind, ParamSpec},
+    entry::{AccountIdFrom, CredentialKind, FieldSpec, ParamSpec},
     scopes::ScopeRules,
 };
 use crate::metrics::ProviderCalls;
@@ -26,15 +26,19 @@ pub struct Provider {
     pub(super) client_id: String,
     pub(super) client_secret: Option<SecretString>,
     pub(super) auth_method: TokenAuthMethod,
-    pub(super) authorize_url: Url,
-    pub(super) token_url: Url,
-    pub(super) refresh_url: Url,
+    /// The OAuth endpoints; `None` for API-key and Basic entries.
+    pub(super) authorize_url: Option<Url>,
+    pub(super) token_url: Option<Url>,
+    pub(super) refresh_url: Option<Url>,
     pub(super) revocation_url: Option<Url>,
-    pub(super) userinfo_url: Url,
+    /// `None` when the template needs a value only a connection has (a
+    /// Twilio account SID): see `Provider::endpoints_for`.
+    pub(super) userinfo_url: Option<Url>,
     pub(super) userinfo_method: reqwest::Method,
     pub(super) userinfo_body: Option<serde_json::Value>,
-    /// Always ends with `/`, so relative paths join beneath it.
-    pub(super) api_base_url: Url,
+    /// Always ends with `/`, so relative paths join beneath it. `None` as
+    /// for `userinfo_url`.
+    pub(super) api_base_url: Option<Url>,
     pub(super) issuer: Option<String>,
     pub(super) require_iss: bool,
     pub(super) redirect_uri: String,
@@ -53,6 +57,12 @@ pub struct Provider {
     /// The entry's URL templates and parameters, for per-connection values.
     pub(super) templates: Templates,
     pub(super) param_specs: BTreeMap<String, ParamSpec>,
+    /// The fields of an API-key or Basic credential; empty for OAuth.
+    pub(super) field_specs: BTreeMap<String, FieldSpec>,
+    /// Where the user creates the key (API-key and Basic kinds).
+    pub(super) key_url: Option<String>,
+    /// What the connect page tells the user about the credential.
+    pub(super) instructions: Option<String>,
     /// Built-in values and the operator's defaults.
     pub(super) fixed_values: BTreeMap<String, String>,
     /// Every call sent to this provider, for `/metrics`; made with it at
@@ -132,9 +142,17 @@ impl Provider {
         &self.redirect_uri
     }
 
-    /// The only base URL [`Provider::api_request`] calls beneath.
-    pub fn api_base_url(&self) -> &Url {
-        &self.api_base_url
+    /// The only base URL [`Provider::api_request`] calls beneath, for a
+    /// connection without parameters of its own; `None` when every
+    /// connection has its own (a Twilio account SID in the path).
+    pub fn api_base_url(&self) -> Option<&Url> {
+        self.api_base_url.as_ref()
+    }
+
+    /// Whether the user connects through the OAuth code flow; `false`:
+    /// they hand over an API key or Basic credential on the connect page.
+    pub fn is_oauth(&self) -> bool {
+        self.kind == CredentialKind::Oauth2
     }
 
     /// Whether [`Provider::revoke`] can revoke upstream (RFC 7009).
@@ -161,7 +179,13 @@ impl Provider {
     /// session; `pkce_challenge` is the S256 challenge of the verifier later
     /// passed to [`Provider::exchange_code`]. Empty `scopes` means
     /// [`Provider::default_scopes`].
-    pub fn authorize_url(&self, state: &str, pkce_challenge: &str, scopes: &[String]) -> Url {
+    /// `None` for a provider without the OAuth code flow.
+    pub fn authorize_url(
+        &self,
+        state: &str,
+        pkce_challenge: &str,
+        scopes: &[String],
+    ) -> Option<Url> {
         self.authorize_url_for(state, pkce_challenge, scopes, false)
     }
 
@@ -173,13 +197,13 @@ impl Provider {
         pkce_challenge: &str,
         scopes: &[String],
         choose_account: bool,
-    ) -> Url {
+    ) -> Option<Url> {
         let scopes = if scopes.is_empty() {
             &self.default_scopes[..]
         } else {
             scopes
         };
-        let mut url = self.authorize_url.clone();
+        let mut url = self.authorize_url.clone()?;
         {
             let mut query = url.query_pairs_mut();
             query
@@ -216,7 +240,7 @@ impl Provider {
                 query.append_pair(key, value);
             }
         }
-        url
+        Some(url)
     }
 }
 
@@ -238,7 +262,9 @@ mod tests {
     fn github_authorize_url_carries_pkce_state_and_space_scopes() {
         let catalog = catalog_for("http://127.0.0.1:9");
         let gh = catalog.get("github").unwrap();
-        let url = gh.authorize_url("st4te", "ch4llenge", &scopes(&["repo", "read:user"]));
+        let url = gh
+            .authorize_url("st4te", "ch4llenge", &scopes(&["repo", "read:user"]))
+            .unwrap();
         assert!(
             url.as_str()
                 .starts_with("http://127.0.0.1:9/github/authorize?")
@@ -260,7 +286,11 @@ mod tests {
     #[test]
     fn google_asks_for_offline_access_with_consent() {
         let catalog = catalog_for("http://127.0.0.1:9");
-        let url = catalog.get("google").unwrap().authorize_url("s", "c", &[]);
+        let url = catalog
+            .get("google")
+            .unwrap()
+            .authorize_url("s", "c", &[])
+            .unwrap();
         let p = params(&url);
         assert_eq!(p["access_type"], "offline");
         assert_eq!(p["prompt"], "consent");
@@ -272,7 +302,9 @@ mod tests {
     fn slack_puts_user_scopes_in_user_scope_with_commas() {
         let catalog = catalog_for("http://127.0.0.1:9");
         let slack = catalog.get("slack").unwrap();
-        let url = slack.authorize_url("s", "c", &scopes(&["channels:read", "chat:write"]));
+        let url = slack
+            .authorize_url("s", "c", &scopes(&["channels:read", "chat:write"]))
+            .unwrap();
         let p = params(&url);
         assert_eq!(p["user_scope"], "channels:read,chat:write");
         assert!(!p.contains_key("scope"), "{url}");
@@ -283,13 +315,21 @@ mod tests {
     #[test]
     fn demo_and_generic_authorize_urls() {
         let catalog = catalog_for("http://127.0.0.1:9");
-        let demo = catalog.get("demo").unwrap().authorize_url("s", "c", &[]);
+        let demo = catalog
+            .get("demo")
+            .unwrap()
+            .authorize_url("s", "c", &[])
+            .unwrap();
         assert!(
             demo.as_str()
                 .starts_with("http://127.0.0.1:9/dev/demo/authorize?")
         );
         assert_eq!(params(&demo)["scope"], "profile");
-        let generic = catalog.get("rfc").unwrap().authorize_url("s", "c", &[]);
+        let generic = catalog
+            .get("rfc")
+            .unwrap()
+            .authorize_url("s", "c", &[])
+            .unwrap();
         let p = params(&generic);
         assert_eq!(p["client_id"], "my client");
         assert!(!p.contains_key("scope"), "no default scopes: {generic}");

@@ -24,7 +24,7 @@ const SHOP: &str = "[providers.shopify]\nclient_id = \"c\"\nclient_secret = \"s\
 fn a_token_in_its_own_header_is_not_a_bearer() {
     let catalog = catalog(SHOP);
     let shop = catalog.get("shopify").unwrap();
-    let url = shop.api_base_url().join("products.json").unwrap();
+    let url = shop.api_base_url().unwrap().join("products.json").unwrap();
     let http = reqwest::Client::new();
     let (request, sent) = shop.authorized(&http, reqwest::Method::GET, url, "shpat_123");
     let request = request.build().unwrap();
@@ -46,7 +46,7 @@ fn a_query_credential_and_templated_headers() {
     );
     let http = reqwest::Client::new();
     let twitch = catalog.get("twitch").unwrap();
-    let url = twitch.api_base_url().join("users").unwrap();
+    let url = twitch.api_base_url().unwrap().join("users").unwrap();
     let request = twitch
         .authorized(&http, reqwest::Method::GET, url.clone(), "tok")
         .0
@@ -77,7 +77,8 @@ fn providers_without_pkce_get_no_challenge() {
     let notion = catalog
         .get("notion")
         .unwrap()
-        .authorize_url("st", "ch", &[]);
+        .authorize_url("st", "ch", &[])
+        .unwrap();
     let p = params(&notion);
     assert!(!p.contains_key("code_challenge"), "{notion}");
     assert_eq!(p["owner"], "user");
@@ -85,7 +86,8 @@ fn providers_without_pkce_get_no_challenge() {
     let dropbox = catalog
         .get("dropbox")
         .unwrap()
-        .authorize_url("st", "ch", &[]);
+        .authorize_url("st", "ch", &[])
+        .unwrap();
     let p = params(&dropbox);
     assert_eq!(p["code_challenge"], "ch");
     assert_eq!(p["token_access_type"], "offline");
@@ -100,7 +102,7 @@ fn json_token_requests_with_basic_client_authentication() {
     let http = reqwest::Client::new();
     let form = vec![("grant_type", "authorization_code"), ("code", "c0de")];
     let request = notion
-        .authenticated_post(&http, &notion.token_url, form)
+        .authenticated_post(&http, notion.token_url.as_ref().unwrap(), form)
         .build()
         .unwrap();
     assert_eq!(
@@ -128,12 +130,17 @@ fn tenants_and_sites_reach_their_templates() {
     );
     let ms = catalog.get("microsoft").unwrap();
     assert_eq!(
-        ms.token_url.as_str(),
+        ms.token_url.as_ref().unwrap().as_str(),
         "https://login.microsoftonline.com/contoso.onmicrosoft.com/oauth2/v2.0/token"
     );
-    assert!(ms.authorize_url("s", "c", &[]).as_str().starts_with(
-        "https://login.microsoftonline.com/contoso.onmicrosoft.com/oauth2/v2.0/authorize?"
-    ));
+    assert!(
+        ms.authorize_url("s", "c", &[])
+            .unwrap()
+            .as_str()
+            .starts_with(
+                "https://login.microsoftonline.com/contoso.onmicrosoft.com/oauth2/v2.0/authorize?"
+            )
+    );
 }
 
 /// An entry whose refresh goes elsewhere than its code exchange.

@@ -1,12 +1,17 @@
 //! Values the catalog resolves an entry with: its parameters as the
-//! operator fixed them, the allowed API methods, and the rule for URLs that
-//! credentials travel to.
+//! operator fixed them, its endpoints, the allowed API methods, and the
+//! rule for URLs that credentials travel to.
 
 use std::collections::BTreeMap;
 
 use url::Url;
 
-use super::{ProviderConfigError, catalog::Named, entry::Entry, template};
+use super::{
+    ProviderConfigError,
+    catalog::Named,
+    entry::{CredentialKind, Entry},
+    template,
+};
 
 const KNOWN_METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 const READ_ONLY: &[&str] = &["GET", "HEAD"];
@@ -35,6 +40,113 @@ pub(super) fn param_values(
         values.insert(pname.clone(), value);
     }
     Ok(values)
+}
+
+/// An entry's endpoints as the catalog resolves them at start-up; `None`
+/// where it has none, and for an API-key or Basic entry where a URL needs a
+/// value only a connection has (see `Provider::endpoints_for`).
+pub(super) struct Endpoints {
+    pub authorize: Option<Url>,
+    pub token: Option<Url>,
+    pub refresh: Option<Url>,
+    pub userinfo: Option<Url>,
+    /// Ends with `/`.
+    pub api_base: Option<Url>,
+    pub revocation: Option<Url>,
+}
+
+/// Fills the entry's URL templates with `values` and checks each URL
+/// (`check_url`); an OAuth entry must have all of its endpoints.
+pub(super) fn endpoints(
+    n: &Named<'_>,
+    e: &Entry,
+    values: &BTreeMap<String, String>,
+    entry_label: &str,
+) -> Result<Endpoints, ProviderConfigError> {
+    let oauth = e.kind.unwrap_or(CredentialKind::Oauth2) == CredentialKind::Oauth2;
+    // Values only a connection has: the parameters users give on the
+    // connect page and the credential's non-secret fields (an account SID).
+    let per_connection: Vec<&str> = e
+        .params
+        .iter()
+        .flatten()
+        .map(|(name, _)| name.as_str())
+        .chain(
+            e.fields
+                .iter()
+                .flatten()
+                .filter(|(_, f)| f.secret == Some(false))
+                .map(|(name, _)| name.as_str()),
+        )
+        .filter(|name| !values.contains_key(*name))
+        .collect();
+    let url = |field: &'static str,
+               template: &Option<String>|
+     -> Result<Option<Url>, ProviderConfigError> {
+        let Some(template) = template else {
+            return Ok(None);
+        };
+        // An API-key entry resolves such URLs per connection only (its
+        // templates were checked with examples above).
+        if !oauth
+            && template::names(template)
+                .map_err(|m| n.err(field, m))?
+                .iter()
+                .any(|name| per_connection.contains(name))
+        {
+            return Ok(None);
+        }
+        let text = template::fill(template, values).map_err(|m| n.err(field, m))?;
+        let url =
+            Url::parse(&text).map_err(|e| n.err(field, format!("`{text}` is invalid: {e}")))?;
+        check_url(&url).map_err(|m| n.err(field, m))?;
+        Ok(Some(url))
+    };
+    let required = |field: &'static str, value: Option<Url>| {
+        value.ok_or_else(|| n.err(field, format!("required by the {entry_label} entry")))
+    };
+
+    let (authorize_url, token_url, refresh_url, userinfo_url) = if oauth {
+        let authorize_url = required("authorize_url", url("authorize_url", &e.authorize_url)?)?;
+        let token_url = required("token_url", url("token_url", &e.token_url)?)?;
+        let refresh_url = url("refresh_url", &e.refresh_url)?.unwrap_or_else(|| token_url.clone());
+        let userinfo_url = required("userinfo_url", url("userinfo_url", &e.userinfo_url)?)?;
+        (
+            Some(authorize_url),
+            Some(token_url),
+            Some(refresh_url),
+            Some(userinfo_url),
+        )
+    } else {
+        (None, None, None, url("userinfo_url", &e.userinfo_url)?)
+    };
+    let api_base_url = url("api_base_url", &e.api_base_url)?;
+    let mut api_base_url = if oauth {
+        Some(required("api_base_url", api_base_url)?)
+    } else {
+        api_base_url
+    };
+    let revocation_url = url("revocation_url", &e.revocation_url)?;
+    if let Some(api_base_url) = api_base_url.as_mut() {
+        if api_base_url.query().is_some() || api_base_url.fragment().is_some() {
+            return Err(n.err("api_base_url", "must not carry a query or fragment".into()));
+        }
+        // A base without a trailing slash would let `join` replace its last
+        // segment, and would make the prefix check admit `/v1x` for `/v1`.
+        if !api_base_url.path().ends_with('/') {
+            let path = format!("{}/", api_base_url.path());
+            api_base_url.set_path(&path);
+        }
+    }
+
+    Ok(Endpoints {
+        authorize: authorize_url,
+        token: token_url,
+        refresh: refresh_url,
+        userinfo: userinfo_url,
+        api_base: api_base_url,
+        revocation: revocation_url,
+    })
 }
 
 pub(super) fn methods(

@@ -7,7 +7,6 @@ use rmcp::{
     model::{CallToolResponse, Tool, ToolAnnotations},
 };
 use schemars::JsonSchema;
-use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -109,12 +108,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         body: args.body,
     };
     let response = match provider
-        .api_request(
-            call.service.http(),
-            token.access_token.expose_secret(),
-            token.refresh_token.as_ref().map(|t| t.expose_secret()),
-            &request,
-        )
+        .api_request_as(call.service.http(), &token.credential(), &request)
         .await
     {
         Ok(r) => r,

@@ -11,7 +11,6 @@ use rmcp::{
     },
     service::RequestContext,
 };
-use secrecy::ExposeSecret;
 
 use super::{client_kind, connections_list::ConnectionsList, internal, result::Outcome};
 use crate::{
@@ -127,7 +126,7 @@ pub async fn read(
             .into());
         }
     };
-    let account = provider.account(service.http(), token.access_token.expose_secret()).await.map_err(|e| {
+    let account = provider.account_as(service.http(), &token.credential()).await.map_err(|e| {
         tracing::warn!(provider = provider.name(), error = %e, "profile resource: provider call failed");
         ErrorData::from(RequestError::ProviderFailed { provider: provider.display_name().to_owned() })
     })?;

@@ -6,7 +6,6 @@ use rmcp::{
     model::{CallToolResponse, Tool, ToolAnnotations},
 };
 use schemars::JsonSchema;
-use secrecy::ExposeSecret;
 use serde::Deserialize;
 
 use super::{
@@ -58,7 +57,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         Err(answer) => return Ok(*answer),
     };
     match provider
-        .account(call.service.http(), token.access_token.expose_secret())
+        .account_as(call.service.http(), &token.credential())
         .await
     {
         Ok(account) => {

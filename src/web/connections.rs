@@ -52,6 +52,8 @@ struct Row {
     name: String,
     display_name: String,
     account: String,
+    /// All that is shown of an API key or Basic password ("…a1b2").
+    key_hint: Option<String>,
     scopes: Vec<Scope>,
     status: String,
     status_text: &'static str,
@@ -148,6 +150,7 @@ async fn list(
                 name: c.provider.clone(),
                 display_name: display_name(&state, &c.provider),
                 account: c.account_label.clone(),
+                key_hint: c.credential_hint.clone(),
                 scopes: c
                     .scopes
                     .iter()

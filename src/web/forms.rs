@@ -2,7 +2,10 @@
 //! bounded in size, a parameter given twice refused, bad UTF-8 replaced
 //! rather than panicking. A bad request is a page, never a crash.
 
-use std::{collections::HashMap, time::Duration};
+use std::{
+    collections::{BTreeMap, HashMap},
+    time::Duration,
+};
 
 use actix_web::{HttpRequest, web};
 use futures::StreamExt;
@@ -24,6 +27,15 @@ impl Params {
             .get(name)
             .map(String::as_str)
             .filter(|v| !v.is_empty())
+    }
+
+    /// Every parameter named `<prefix><name>`, by `<name>` (empty values
+    /// included: a form's blank input is an answer too).
+    pub fn with_prefix(&self, prefix: &str) -> BTreeMap<String, String> {
+        self.0
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(prefix)?.to_owned(), v.clone())))
+            .collect()
     }
 
     pub fn parse(bytes: &[u8]) -> Result<Self, WebError> {

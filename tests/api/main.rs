@@ -22,6 +22,7 @@ mod grants;
 mod headers;
 mod health;
 mod hot_connections;
+mod key_connect;
 mod mcp_protocol;
 mod metrics;
 mod operator_cli;

@@ -56,6 +56,9 @@ const SCENARIOS: &[(&str, Run)] = &[
     ("switch_account", |s| {
         Box::pin(scenarios::switch_account::run(s))
     }),
+    ("alice_pastes_a_key", |s| {
+        Box::pin(scenarios::alice_pastes_a_key::run(s))
+    }),
 ];
 
 /// The compose smoke test's one scenario, which replaces the others when

@@ -38,6 +38,8 @@ pub struct World {
     pub as_issuer: String,
     pub tp_issuer: String,
     pub api_base: String,
+    /// The API key the OpenAI-like API accepts (an `api_key` provider).
+    pub openai_key: String,
     pub webdriver: String,
     pub chromium: PathBuf,
     pub python: PathBuf,
@@ -141,6 +143,7 @@ impl World {
             as_issuer: peer_url("idp.localhost", ports.authorization_server),
             tp_issuer: peer_url("provider.localhost", ports.third_party),
             api_base: format!("{}/api/", peer_url("api.localhost", ports.api)),
+            openai_key: format!("sk-e2e{}", secret().replace(['-', '_'], "x")),
             webdriver: format!("http://127.0.0.1:{}", ports.webdriver),
             chromium: Path::new("/usr/lib/chromium/chromium")
                 .is_file()
@@ -205,7 +208,8 @@ impl World {
             .env("E2E_API_PORT", ports.api.to_string())
             .env("E2E_MCP_PUBLIC_URL", base)
             .env("E2E_TP_CLIENT_ID", TP_CLIENT_ID)
-            .env("E2E_TP_CLIENT_SECRET", tp_secret);
+            .env("E2E_TP_CLIENT_SECRET", tp_secret)
+            .env("E2E_OPENAI_KEY", &self.openai_key);
         let mut third_party = Proc::spawn("third-party", logs, cmd)?;
 
         let mut cmd = Command::new("chromedriver");
@@ -283,6 +287,14 @@ impl World {
             .env(p("CLIENT_ID"), TP_CLIENT_ID)
             .env(p("CLIENT_SECRET"), tp_secret)
             .env(p("SCOPES"), "openid,profile");
+        // The shipped `openai` entry, enabled by naming it: only its URLs
+        // point at the peer.
+        let openai = self.api_base.replace("/api/", "/openai/v1/");
+        cmd.env(
+            "MCP_CONNECT_PROVIDERS__OPENAI__USERINFO_URL",
+            format!("{openai}models"),
+        )
+        .env("MCP_CONNECT_PROVIDERS__OPENAI__API_BASE_URL", &openai);
         let mut server = Proc::spawn("mcp-connect", &self.logs, cmd)?;
         let http = reqwest::Client::new();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(90);

@@ -104,7 +104,7 @@ pub(super) async fn callback(
 }
 
 /// The success page, for the callback that connected the account.
-fn connected_page(user: &SignedInUser, provider: &str, account: &str) -> HttpResponse {
+pub(super) fn connected_page(user: &SignedInUser, provider: &str, account: &str) -> HttpResponse {
     pages::render(
         StatusCode::OK,
         &Notice {

@@ -61,22 +61,48 @@ pub(super) async fn show(
         return super::approve::show(&state, &user, &ticket).await;
     }
     let (provider, scopes) = state.connect.ticket_provider(&ticket)?;
-    let url = &state.settings.public_url;
-    let host = match url.port() {
-        Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
-        None => url.host_str().unwrap_or_default().to_owned(),
-    };
-    let from_this_site = state.settings.auth.web_client_id.as_deref() == Some(&ticket.client_id);
+    if !provider.is_oauth() {
+        let context = credential_context(&state, &ticket, provider);
+        return Ok(super::credential::show(&user, &ticket, context));
+    }
     let page = ConsentPage {
         signed_in: Some(user.display_name.clone()),
-        host,
+        host: host(&state),
         provider: provider.display_name().to_owned(),
         scopes: scopes.iter().map(|s| provider.describe_scope(s)).collect(),
-        client_id: (!from_this_site).then(|| ticket.client_id.clone()),
+        client_id: asking_client(&state, &ticket),
         ticket_id: ticket.id.to_string(),
         csrf: user.csrf_token(&csrf_purpose(ticket.id)),
     };
     Ok(pages::render(StatusCode::OK, &page))
+}
+
+/// This server's host (and port), as the page names it.
+fn host(state: &AppState) -> String {
+    let url = &state.settings.public_url;
+    match url.port() {
+        Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
+        None => url.host_str().unwrap_or_default().to_owned(),
+    }
+}
+
+/// The MCP client that asked; `None` when the person started from the
+/// connections page.
+fn asking_client(state: &AppState, ticket: &Ticket) -> Option<String> {
+    let from_this_site = state.settings.auth.web_client_id.as_deref() == Some(&ticket.client_id);
+    (!from_this_site).then(|| ticket.client_id.clone())
+}
+
+fn credential_context<'a>(
+    state: &AppState,
+    ticket: &Ticket,
+    provider: &'a crate::providers::Provider,
+) -> super::credential::Context<'a> {
+    super::credential::Context {
+        host: host(state),
+        client_id: asking_client(state, ticket),
+        provider,
+    }
 }
 
 pub(super) async fn submit(
@@ -102,7 +128,7 @@ pub(super) async fn submit(
         return Ok(identity_mismatch(&state, &req, &user, &ticket).await);
     }
     match form.get("action") {
-        Some("continue") => proceed(&state, &req, &user, &ticket).await,
+        Some("continue") => proceed(&state, &req, &user, &ticket, &form).await,
         Some("cancel") => cancel(&state, &req, &user, &ticket).await,
         _ => Err(WebError::BadRequest("Choose Continue or Cancel.")),
     }
@@ -113,9 +139,15 @@ async fn proceed(
     req: &HttpRequest,
     user: &SignedInUser,
     ticket: &Ticket,
+    form: &forms::Params,
 ) -> Result<HttpResponse, WebError> {
     if ticket.connection_id.is_some() {
         return super::approve::allow(state, req, user, ticket).await;
+    }
+    let (provider, _) = state.connect.ticket_provider(ticket)?;
+    if !provider.is_oauth() {
+        let context = credential_context(state, ticket, provider);
+        return super::credential::submit(state, req, user, ticket, form, context).await;
     }
     let started = state
         .connect

@@ -13,12 +13,16 @@
 //!    same page shows "*client* wants to use your *provider* account" with
 //!    Allow and Deny (`approve`), and Allow stores the grant (no provider
 //!    round trip).
+//!    For an API-key or Basic provider the same page is a form instead
+//!    (`credential`): the key is checked at the provider and stored on
+//!    Continue, with no round trip through the provider's pages.
 //! 3. `GET /oauth/callback/{provider}` (`callback`): the provider's answer,
 //!    accepted only from the browser session that started the flow, once.
 
 mod approve;
 mod callback;
 mod consent;
+mod credential;
 mod open;
 
 use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};

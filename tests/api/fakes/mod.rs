@@ -23,6 +23,7 @@
 pub mod github;
 pub mod google;
 pub mod hostile;
+pub mod key_providers;
 pub mod slack;
 
 mod http;

@@ -35,7 +35,9 @@ async fn connect(fake: &FakeProvider, name: &str) -> (BTreeMap<String, String>, 
     let catalog = catalog(fake, name);
     let provider = catalog.get(name).unwrap();
     let pkce = PkcePair::generate();
-    let url = provider.authorize_url("st4te", &pkce.challenge, &[]);
+    let url = provider
+        .authorize_url("st4te", &pkce.challenge, &[])
+        .unwrap();
     let back = fake.visit(url.as_str()).await;
     assert!(
         back.as_str()
@@ -240,7 +242,11 @@ async fn github_wants_a_user_agent_and_honours_deny_next() {
 
     github.deny_next();
     let catalog = catalog(&github, "github");
-    let url = catalog.get("github").unwrap().authorize_url("s2", "c", &[]);
+    let url = catalog
+        .get("github")
+        .unwrap()
+        .authorize_url("s2", "c", &[])
+        .unwrap();
     let back = github.visit(url.as_str()).await;
     let query: BTreeMap<_, _> = back.query_pairs().into_owned().collect();
     assert_eq!(

@@ -3,6 +3,7 @@
 //! secrets it saw, checked against every log and the database at its end.
 
 pub mod alice_connects;
+pub mod alice_pastes_a_key;
 pub mod compose_stack;
 pub mod decline_and_cancel;
 pub mod legacy_client;

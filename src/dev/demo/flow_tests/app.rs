@@ -33,7 +33,9 @@ async fn the_demo_preset_connects_refreshes_and_revokes() {
 
     // The browser: the authorize URL the app builds, then Allow.
     let pkce = PkcePair::generate();
-    let url = provider.authorize_url("st-app", &pkce.challenge, &[]);
+    let url = provider
+        .authorize_url("st-app", &pkce.challenge, &[])
+        .unwrap();
     let query: Vec<(String, String)> = url.query_pairs().into_owned().collect();
     let mut form = query.clone();
     form.extend([

@@ -1,0 +1,112 @@
+//! Connecting an API-key or Basic provider on the connect page. What the
+//! person typed is checked against the entry first (nothing is sent for a
+//! value that does not match its pattern), then at the provider's identity
+//! URL; only a credential the provider accepts is stored — sealed like
+//! tokens, with the connection's parameters and a masked hint — in the
+//! transaction that redeems the ticket, as Continue does for OAuth. There
+//! is no flow row: nothing comes back from the provider later.
+
+use std::collections::BTreeMap;
+
+use uuid::Uuid;
+
+use super::{
+    ConnectionService,
+    flows::provider_of,
+    tickets::requested_scopes,
+    vault::{self, NewConnection},
+};
+use crate::{
+    db::{self, params::Holder, tickets::Ticket},
+    providers::{Account, FormProblem, ProviderError, TokenSet},
+};
+
+/// What became of a submitted credential.
+pub enum CredentialOutcome {
+    Connected {
+        connection_id: Uuid,
+        account: Account,
+        /// The ticket as redeemed.
+        ticket: Box<Ticket>,
+    },
+    /// Values refused before anything was sent.
+    Invalid(Vec<FormProblem>),
+    /// The provider refused the credential (HTTP 401 or 403); not stored.
+    Refused { status: String },
+    /// The provider could not check it (unreachable, another status, an
+    /// unexpected answer); not stored.
+    Unchecked(ProviderError),
+    /// The ticket was no longer usable (a concurrent submit won).
+    TicketGone,
+}
+
+/// The form as the page posted it: field values and parameter values by name.
+pub struct SubmittedCredential<'a> {
+    pub fields: &'a BTreeMap<String, String>,
+    pub params: &'a BTreeMap<String, String>,
+}
+
+pub(super) async fn connect(
+    state: &ConnectionService,
+    ticket: &Ticket,
+    user: (&str, &str),
+    session_id: Uuid,
+    submitted: SubmittedCredential<'_>,
+) -> anyhow::Result<CredentialOutcome> {
+    let provider = provider_of(state, ticket)?;
+    if provider.is_oauth() {
+        anyhow::bail!(
+            "provider `{}` connects through OAuth, not with a credential",
+            provider.name()
+        );
+    }
+    let checked = match provider.check_credential_form(submitted.fields, submitted.params) {
+        Ok(checked) => checked,
+        Err(problems) => return Ok(CredentialOutcome::Invalid(problems)),
+    };
+    let account = match provider
+        .verify_credential(&state.http, &checked.credential, &checked.params)
+        .await
+    {
+        Ok(account) => account,
+        Err(ProviderError::Denied(status)) => return Ok(CredentialOutcome::Refused { status }),
+        Err(e) => return Ok(CredentialOutcome::Unchecked(e)),
+    };
+    let tokens = TokenSet {
+        access_token: checked.credential.to_secret(),
+        refresh_token: None,
+        expires_in: None,
+        scopes: Some(Vec::new()),
+        token_type: provider.credential_kind().to_owned(),
+    };
+    let mut tx = state.db.begin().await?;
+    let Some(ticket) = db::tickets::redeem(&mut *tx, ticket.id, user.0, user.1).await? else {
+        return Ok(CredentialOutcome::TicketGone);
+    };
+    let requested = requested_scopes(provider, &ticket);
+    let connection_id = vault::store_in(
+        state,
+        &mut tx,
+        NewConnection {
+            issuer: user.0,
+            subject: user.1,
+            provider: provider.name(),
+            account: &account,
+            tokens: &tokens,
+            requested_scopes: &requested,
+            client_id: Some(&ticket.client_id),
+        },
+    )
+    .await?;
+    db::params::set(&mut *tx, Holder::Connection, connection_id, &checked.params).await?;
+    let hint = provider.credential_hint(&checked.credential);
+    db::connections::set_credential_hint(&mut *tx, connection_id, Some(&hint)).await?;
+    db::web_sessions::clear_pending_ticket(&mut *tx, session_id, ticket.id).await?;
+    tx.commit().await?;
+    state.metrics.flow.connection_stored();
+    Ok(CredentialOutcome::Connected {
+        connection_id,
+        account,
+        ticket: Box::new(ticket),
+    })
+}
