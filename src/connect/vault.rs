@@ -151,8 +151,7 @@ pub(super) async fn store_in(
     tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
     c: NewConnection<'_>,
 ) -> anyhow::Result<Uuid> {
-    let id = db::connections::claim_id(&mut **tx, c.issuer, c.subject, c.provider, &c.account.id)
-        .await?;
+    let id = db::connections::claim_id(tx, c.issuer, c.subject, c.provider, &c.account.id).await?;
     // A fresh claim is `revoked` until stored: anything else was connected before.
     let reconnected = if state.wants_event(WebhookEvent::ConnectionCreated) {
         db::connections::find_ref(&mut **tx, id)
