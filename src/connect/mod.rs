@@ -328,7 +328,7 @@ fn answer_with_link<'s>(
     need: &Need<'_>,
     provider: &Provider,
     round: Option<&RoundState>,
-    (ticket_id, secret): (uuid::Uuid, String),
+    (ticket_id, secret): (uuid::Uuid, tickets::TicketSecret),
     message: String,
 ) -> Result<Access<'s>, ErrorData> {
     let url = tickets::connect_url(state, &secret);

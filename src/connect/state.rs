@@ -9,6 +9,7 @@
 //! expired, another principal, another request — is answered with the same
 //! error ([`INVALID_STATE_MESSAGE`]) and the real reason goes to the log.
 
+use crate::connect::tickets::TicketSecret;
 use chrono::Utc;
 use rmcp::{ErrorData, model::JsonObject};
 use serde::{Deserialize, Serialize};
@@ -57,7 +58,7 @@ pub struct RoundTicket {
     pub id: Uuid,
     /// The ticket's secret, so a retry can show the same URL while it lives.
     /// Safe here: the state is encrypted, and the client has the URL anyway.
-    pub secret: String,
+    pub secret: TicketSecret,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -146,7 +147,7 @@ pub fn seal(
         target: digest(binding.target),
         args: arguments_digest(binding.arguments),
         ticket: round.ticket.as_ref().map(|t| t.id),
-        secret: round.ticket.as_ref().map(|t| t.secret.clone()),
+        secret: round.ticket.as_ref().map(|t| t.secret.expose().to_owned()),
         provider: round.provider.clone(),
         round: round.round,
         account: round.account,
@@ -180,7 +181,10 @@ pub fn open(keys: &KeyRing, binding: &Binding<'_>, state: &str) -> Result<RoundS
         }
     }
     let ticket = match (p.ticket, p.secret) {
-        (Some(id), Some(secret)) => Some(RoundTicket { id, secret }),
+        (Some(id), Some(secret)) => Some(RoundTicket {
+            id,
+            secret: TicketSecret::parse(&secret).ok_or(StateError::Payload)?,
+        }),
         (None, None) => None,
         _ => return Err(StateError::Payload),
     };
@@ -274,7 +278,7 @@ mod tests {
         RoundState {
             ticket: Some(RoundTicket {
                 id: Uuid::new_v4(),
-                secret: "t-secret".into(),
+                secret: TicketSecret::generate(),
             }),
             provider: "demo".into(),
             round: 1,

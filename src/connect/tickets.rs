@@ -1,6 +1,7 @@
 //! Connect tickets: the one-time secret in a `/connect?ticket=…` link, made
 //! for one person, one client and one provider. Only the SHA-256 of the
-//! secret is stored.
+//! secret is stored. [`TicketSecret`] is the one way to make, read and hash
+//! a ticket's secret.
 
 use chrono::Utc;
 use uuid::Uuid;
@@ -12,19 +13,49 @@ use crate::{
     providers::Provider,
 };
 
-/// Longer than any ticket this server issues; anything longer is refused
-/// before it is hashed.
-const MAX_TICKET_LEN: usize = 128;
+/// A ticket's secret: 256 random bits, base64url. Made only by
+/// [`TicketSecret::generate`]; one a browser presents becomes one only
+/// through [`TicketSecret::parse`], which checks its shape before anything
+/// is hashed or looked up; the database sees only [`TicketSecret::hash`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct TicketSecret(String);
+
+impl TicketSecret {
+    pub fn generate() -> Self {
+        Self(secret::random_value())
+    }
+
+    /// `None` for anything this server cannot have issued.
+    pub fn parse(presented: &str) -> Option<Self> {
+        secret::is_random_value(presented).then(|| Self(presented.to_owned()))
+    }
+
+    /// What is stored and looked up: SHA-256 of the secret.
+    pub fn hash(&self) -> Vec<u8> {
+        secret::sha256(&self.0)
+    }
+
+    /// The secret itself, for the link and the sealed round state only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for TicketSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TicketSecret(…)")
+    }
+}
 
 /// A ticket just issued: its id and the secret for the link (never stored).
 pub struct IssuedTicket {
     pub id: Uuid,
-    pub secret: String,
+    pub secret: TicketSecret,
 }
 
 /// The connect link for a ticket's secret.
-pub fn connect_url(state: &ConnectionService, ticket: &str) -> String {
-    format!("{}/connect?ticket={ticket}", state.base_url)
+pub fn connect_url(state: &ConnectionService, ticket: &TicketSecret) -> String {
+    format!("{}/connect?ticket={}", state.base_url, ticket.expose())
 }
 
 /// A ticket that can still be used now: not redeemed, not declined, not expired.
@@ -105,10 +136,10 @@ pub(crate) async fn insert(
     scopes: &[String],
     purpose: TicketFor,
 ) -> anyhow::Result<IssuedTicket> {
-    let secret = secret::random_value();
+    let secret = TicketSecret::generate();
     let id = Uuid::new_v4();
     let ttl = chrono::Duration::from_std(state.settings.flow.ticket_ttl())?;
-    let ticket_hash = secret::sha256(&secret);
+    let ticket_hash = secret.hash();
     let insert = state.hot_db.run(async |conn| {
         db::tickets::insert(
             conn,
@@ -140,8 +171,35 @@ pub async fn find_usable(
     state: &ConnectionService,
     presented: &str,
 ) -> Result<Option<Ticket>, sqlx::Error> {
-    if presented.len() > MAX_TICKET_LEN {
+    let Some(secret) = TicketSecret::parse(presented) else {
         return Ok(None);
+    };
+    db::tickets::find_usable_by_hash(&state.db, &secret.hash()).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_secrets_of_the_issued_shape_are_read() {
+        let issued = TicketSecret::generate();
+        let presented = TicketSecret::parse(issued.expose()).expect("an issued secret parses");
+        assert_eq!(presented.hash(), issued.hash());
+        assert_ne!(TicketSecret::generate().hash(), issued.hash());
+        for bad in [
+            "",
+            "short",
+            &"a".repeat(44),
+            &format!("{}=", &issued.expose()[..42]),
+        ] {
+            assert!(TicketSecret::parse(bad).is_none(), "{bad:?}");
+        }
     }
-    db::tickets::find_usable_by_hash(&state.db, &secret::sha256(presented)).await
+
+    #[test]
+    fn debug_output_never_shows_the_secret() {
+        let secret = TicketSecret::generate();
+        assert!(!format!("{secret:?}").contains(secret.expose()));
+    }
 }

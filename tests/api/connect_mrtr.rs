@@ -489,7 +489,7 @@ fn forge(app: &TestApp, keys: &KeyRing, audience: &str, ttl: u64) -> String {
     let round = RoundState {
         ticket: Some(RoundTicket {
             id: uuid::Uuid::new_v4(),
-            secret: "t".into(),
+            secret: mcp_connect::connect::tickets::TicketSecret::generate(),
         }),
         provider: "demo".into(),
         round: 1,

@@ -20,7 +20,11 @@ use crate::{
 /// A ticket for `subject` to connect `demo`, valid for `ttl_secs` (negative:
 /// already expired). Returns the ticket string and its id.
 async fn ticket(app: &TestApp, subject: &str, ttl_secs: i64) -> (String, Uuid) {
-    let secret = format!("t{}", Uuid::new_v4().simple());
+    // The shape the server issues (256 random bits, base64url): anything
+    // else is refused before it is looked up.
+    let secret = mcp_connect::connect::tickets::TicketSecret::generate()
+        .expose()
+        .to_owned();
     let id = Uuid::new_v4();
     sqlx::query(
         "INSERT INTO connect_tickets (id, ticket_hash, issuer, subject, client_id, provider, expires_at)
