@@ -56,6 +56,9 @@ const SCENARIOS: &[(&str, Run)] = &[
     ("switch_account", |s| {
         Box::pin(scenarios::switch_account::run(s))
     }),
+    ("client_grants", |s| {
+        Box::pin(scenarios::client_grants::run(s))
+    }),
 ];
 
 /// The compose smoke test's one scenario, which replaces the others when
