@@ -9,6 +9,8 @@
 //   E2E_WEB_CLIENT_ID   mcp-connect's web sign-in (authorization code, secret)
 //   e2e-mcp-client      the MCP client's tokens: public, PKCE, loopback
 //                       redirect; the suite drives its sign-in over HTTP
+//   e2e-mcp-client-b    a second MCP client of the same people, registered
+//                       the same way (per-client grants: it is asked first)
 //
 // Environment: E2E_AS_PORT, E2E_MCP_PUBLIC_URL, E2E_WEB_CLIENT_ID,
 // E2E_WEB_CLIENT_SECRET; optional E2E_BIND, E2E_AS_ISSUER. Prints "ready <issuer>" when listening.
@@ -28,6 +30,7 @@ const publicUrl = env('E2E_MCP_PUBLIC_URL').replace(/\/$/, '');
 const mcpResource = `${publicUrl}/mcp`;
 const webClientId = env('E2E_WEB_CLIENT_ID');
 export const MCP_CLIENT_ID = 'e2e-mcp-client';
+export const MCP_CLIENT_B_ID = 'e2e-mcp-client-b';
 export const MCP_SCOPE = 'mcp:tools';
 
 const provider = new Provider(issuer, {
@@ -39,14 +42,14 @@ const provider = new Provider(issuer, {
       grant_types: ['authorization_code'],
       response_types: ['code'],
     },
-    {
-      client_id: MCP_CLIENT_ID,
+    ...[MCP_CLIENT_ID, MCP_CLIENT_B_ID].map((clientId) => ({
+      client_id: clientId,
       application_type: 'native',
       token_endpoint_auth_method: 'none',
       redirect_uris: ['http://127.0.0.1/callback'],
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
-    },
+    })),
   ],
   jwks: signingKeys(),
   cookies: { keys: cookieKeys() },

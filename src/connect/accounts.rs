@@ -4,9 +4,11 @@
 //! is asked with a form-mode elicitation — a choice among their own
 //! labels, no secret — and the retry goes on with the answer. An answer
 //! that names no account is asked again. The choice travels in the sealed
-//! `requestState`, so a later round (an approval, a reconnect) keeps it.
+//! `requestState`, so a later round (an approval, a reconnect, the
+//! `disconnect` confirmation) keeps it. A client that cannot answer a form
+//! (no `elicitation.form`) is told to name the account instead.
 
-use super::errors::RequestError;
+use super::errors::{ElicitationMode, RequestError};
 use rmcp::{
     ErrorData,
     model::{
@@ -32,11 +34,54 @@ pub fn input_key(provider: &str) -> String {
     format!("account_{provider}")
 }
 
-pub(super) enum Chosen<'s> {
+/// Which account a request is about, or what to answer instead.
+pub enum Chosen<'s> {
     /// Use this connection; `None`: the user has at most one (or none).
     Connection(Option<Uuid>),
     /// Answer the request with this.
     Answer(Access<'s>),
+}
+
+/// One of the user's accounts, as an operation on that very account (a
+/// disconnect) names it. Never a token.
+pub struct ChosenAccount {
+    pub connection: Uuid,
+    pub account_label: String,
+    pub account_id: String,
+}
+
+impl ConnectionService {
+    /// The account `need` is about (see [`choose`]): the one named, chosen
+    /// in an earlier round, or the only one; or the question to ask.
+    pub async fn choose_account<'s>(
+        &'s self,
+        need: &Need<'_>,
+        round: Option<&RoundState>,
+    ) -> Result<Chosen<'s>, ErrorData> {
+        let provider = self
+            .providers
+            .get(need.provider)
+            .ok_or_else(|| super::unknown_provider(self, need.provider))?;
+        choose(self, need, provider, round).await
+    }
+
+    /// The user's connection `connection` at `provider` (`None`: the only,
+    /// or oldest, one), if it is theirs.
+    pub async fn chosen_account(
+        &self,
+        issuer: &str,
+        subject: &str,
+        provider: &str,
+        connection: Option<Uuid>,
+    ) -> Result<Option<ChosenAccount>, sqlx::Error> {
+        let found =
+            db::connections::find_account(&self.db, issuer, subject, provider, connection).await?;
+        Ok(found.map(|c| ChosenAccount {
+            connection: c.id,
+            account_label: c.account_label,
+            account_id: c.account_id,
+        }))
+    }
 }
 
 pub(super) async fn choose<'s>(
@@ -168,12 +213,30 @@ fn ask<'s>(
     unknown: Option<&str>,
 ) -> Result<Chosen<'s>, ErrorData> {
     let labels: Vec<String> = accounts.iter().map(|a| a.account_label.clone()).collect();
-    if need.client == ClientKind::Legacy {
-        return Err(RequestError::AccountNotNamed {
-            provider: provider.display_name().to_owned(),
-            labels,
+    match need.client {
+        ClientKind::Legacy => {
+            return Err(RequestError::AccountNotNamed {
+                provider: provider.display_name().to_owned(),
+                labels,
+            }
+            .into());
         }
-        .into());
+        ClientKind::Modern {
+            form_elicitation: false,
+            ..
+        } => {
+            return Err(RequestError::MissingCapability {
+                mode: ElicitationMode::Form,
+                how: format!(
+                    "You have several {name} accounts ({labels}), and this client cannot ask you which one \
+                     (it did not declare elicitation.form). Name one in the `account` argument.",
+                    name = provider.display_name(),
+                    labels = labels.join(", ")
+                ),
+            }
+            .into());
+        }
+        ClientKind::Modern { .. } => {}
     }
     let schema = ElicitationSchema::builder()
         .required_enum_schema(FIELD, EnumSchema::builder(labels).build())

@@ -125,6 +125,7 @@ async fn ask<'s>(
     let p = need.principal;
     if let ClientKind::Modern {
         url_elicitation: false,
+        ..
     } = need.client
     {
         return Err(elicit::missing_url_capability(state, provider));

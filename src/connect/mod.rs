@@ -52,8 +52,12 @@ pub use vault::{TokenState, UsableToken};
 /// What the client can do with a URL elicitation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClientKind {
-    /// 2026-07-28: MRTR; `url` says whether it declared `elicitation.url`.
-    Modern { url_elicitation: bool },
+    /// 2026-07-28: MRTR; whether it declared `elicitation.url`, and
+    /// `elicitation.form` (an empty `elicitation` counts as form).
+    Modern {
+        url_elicitation: bool,
+        form_elicitation: bool,
+    },
     /// 2025-11-25 and before: `-32042` URLElicitationRequiredError.
     Legacy,
 }
@@ -257,6 +261,7 @@ async fn ask<'s>(
     let p = need.principal;
     if let ClientKind::Modern {
         url_elicitation: false,
+        ..
     } = need.client
     {
         return Err(elicit::missing_url_capability(state, provider));

@@ -181,20 +181,6 @@ impl ConnectionService {
         db::connections::list_for_user(&self.db, issuer, subject).await
     }
 
-    /// The user's (oldest) connected account at `provider`, if any.
-    pub async fn connected_account(
-        &self,
-        issuer: &str,
-        subject: &str,
-        provider: &str,
-    ) -> Result<Option<ConnectedAccount>, sqlx::Error> {
-        let found = db::connections::find(&self.db, issuer, subject, provider).await?;
-        Ok(found.map(|c| ConnectedAccount {
-            account_label: c.account_label,
-            account_id: c.account_id,
-        }))
-    }
-
     /// The provider refused `token` on an API call: unless a newer token was
     /// stored meanwhile, the connection needs the user again.
     pub async fn token_rejected(&self, token: &UsableToken) -> anyhow::Result<bool> {

@@ -1,7 +1,10 @@
 //! `disconnect`: asks the user to confirm (a form-mode elicitation, yes or
 //! no), then revokes the tokens upstream where the provider supports RFC 7009
 //! and deletes the connection. The confirmation round is bound to this call
-//! by a sealed `requestState`, like the connect flow's.
+//! by a sealed `requestState`, like the connect flow's, and names the one
+//! connection it asked about. With several accounts at the provider and none
+//! named, the user is first asked which (the account question every tool
+//! asks); it never picks one for them.
 
 use crate::connect::errors::{ElicitationMode, RequestError};
 use rmcp::{
@@ -19,7 +22,7 @@ use super::{
     result::{ErrorKind, NextStep, Outcome, answer},
     schema_for,
 };
-use crate::connect::{ClientKind, Retry, state::RoundState};
+use crate::connect::{Access, ClientKind, Retry, accounts::Chosen, state::RoundState};
 
 pub const NAME: &str = "disconnect";
 const CONFIRM_KEY: &str = "confirm_disconnect";
@@ -29,6 +32,11 @@ const CONFIRM_KEY: &str = "confirm_disconnect";
 pub struct Args {
     /// The provider to disconnect, e.g. "github".
     pub provider: String,
+    /// Which of several accounts at the provider to disconnect: its label
+    /// (as connections_list shows it) or account id. Omit when there is
+    /// one; with several, the user is asked which.
+    #[serde(default)]
+    pub account: Option<String>,
 }
 
 /// What became of the connection.
@@ -55,7 +63,8 @@ pub fn definition() -> Tool {
     Tool::new(
         NAME,
         "Disconnect the user's account at a provider: after the user confirms, the server revokes its \
-         tokens at the provider (where supported) and forgets them. The user is asked to confirm first.",
+         tokens at the provider (where supported) and forgets them. The user is asked to confirm first, \
+         and, with several accounts at the provider and none named in `account`, which one.",
         schema_for::<Args>(),
     )
     .with_raw_output_schema(output_schema_for::<DisconnectResult>())
@@ -112,40 +121,77 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             key: CONFIRM_KEY,
         })
         .await?;
-    if let Some(round) = round {
-        let confirmed = round.action() == Some(ElicitationAction::Accept)
-            && round.content("/confirm").and_then(|v| v.as_bool()) == Some(true);
-        // The account, to name it in the answer (read before it is gone).
-        let connection = service
-            .connected_account(&p.issuer, &p.subject, provider.name())
-            .await
-            .map_err(internal)?;
-        let account = connection
-            .as_ref()
-            .map(|c| (c.account_label.as_str(), c.account_id.as_str()));
-        if !confirmed {
+    // Which account: a destructive tool never guesses among several. The
+    // confirmation round carries the account it asked about; an earlier
+    // round may have asked which one.
+    let need = call.need(provider.name(), &[], args.account.as_deref(), false);
+    let chosen = match service
+        .choose_account(&need, round.as_ref().map(|r| &r.state))
+        .await?
+    {
+        Chosen::Connection(id) => id,
+        Chosen::Answer(Access::InputRequired(question)) => {
+            return Ok(CallToolResponse::InputRequired(question));
+        }
+        Chosen::Answer(_) => {
             return Ok(done(
                 provider.name(),
-                account,
+                None,
                 Disconnection::Kept,
                 format!(
-                    "Nothing changed: {} stays connected.",
+                    "Nothing changed: no {} account was chosen.",
                     provider.display_name()
                 ),
             ));
         }
+    };
+    let Some(account) = service
+        .chosen_account(&p.issuer, &p.subject, provider.name(), chosen)
+        .await
+        .map_err(internal)?
+    else {
+        return Ok(done(
+            provider.name(),
+            None,
+            Disconnection::NotConnected,
+            format!("No {} account is connected.", provider.display_name()),
+        ));
+    };
+    let names = Some((account.account_label.as_str(), account.account_id.as_str()));
+
+    if let Some(round) = round.as_ref().filter(|r| r.state.account.is_some()) {
+        let confirmed = round.action() == Some(ElicitationAction::Accept)
+            && round.content("/confirm").and_then(|v| v.as_bool()) == Some(true);
+        if !confirmed {
+            return Ok(done(
+                provider.name(),
+                names,
+                Disconnection::Kept,
+                format!(
+                    "Nothing changed: {} account {} stays connected.",
+                    provider.display_name(),
+                    account.account_label
+                ),
+            ));
+        }
         let removed = service
-            .disconnect(&p.issuer, &p.subject, provider.name())
+            .disconnect_account(
+                &p.issuer,
+                &p.subject,
+                provider.name(),
+                Some(account.connection),
+            )
             .await
             .map_err(internal)?;
         return Ok(if removed {
             done(
                 provider.name(),
-                account,
+                names,
                 Disconnection::Disconnected,
                 format!(
-                    "{} is disconnected; its tokens were revoked where the provider allows.",
-                    provider.display_name()
+                    "{} account {} is disconnected; its tokens were revoked where the provider allows.",
+                    provider.display_name(),
+                    account.account_label
                 ),
             )
         } else {
@@ -158,44 +204,28 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         });
     }
 
-    let Some(connection) = service
-        .connected_account(&p.issuer, &p.subject, provider.name())
-        .await
-        .map_err(internal)?
-    else {
-        return Ok(done(
-            provider.name(),
-            None,
-            Disconnection::NotConnected,
-            format!("No {} account is connected.", provider.display_name()),
-        ));
-    };
-    let can_ask = match super::client_kind(call.context) {
-        ClientKind::Legacy => false,
-        ClientKind::Modern { .. } => call
-            .context
-            .client_capabilities()
-            .and_then(|c| c.elicitation)
-            // An empty `elicitation` object means form support (2025-11-25 rule).
-            .is_some_and(|e| e.form.is_some() || e.url.is_none()),
-    };
-    if !can_ask {
+    let kind = super::client_kind(call.context);
+    if let ClientKind::Legacy = kind {
         let page = format!("{}/connections", service.base_url());
-        if super::client_kind(call.context) == ClientKind::Legacy {
-            let message =
-                format!("This client cannot ask the user to confirm. Disconnect at {page}.");
-            let result = DisconnectResult {
-                outcome: Outcome::failed(
-                    provider.name(),
-                    ErrorKind::ConfirmationUnavailable,
-                    message.clone(),
-                    NextStep::AskUser,
-                )
-                .for_account(&connection.account_label, &connection.account_id),
-                connection: Disconnection::Kept,
-            };
-            return Ok(CallToolResponse::Complete(answer(&result, true, message)));
-        }
+        let message = format!("This client cannot ask the user to confirm. Disconnect at {page}.");
+        let result = DisconnectResult {
+            outcome: Outcome::failed(
+                provider.name(),
+                ErrorKind::ConfirmationUnavailable,
+                message.clone(),
+                NextStep::AskUser,
+            )
+            .for_account(&account.account_label, &account.account_id),
+            connection: Disconnection::Kept,
+        };
+        return Ok(CallToolResponse::Complete(answer(&result, true, message)));
+    }
+    if let ClientKind::Modern {
+        form_elicitation: false,
+        ..
+    } = kind
+    {
+        let page = format!("{}/connections", service.base_url());
         return Err(RequestError::MissingCapability {
             mode: ElicitationMode::Form,
             how: format!(
@@ -214,7 +244,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         message: format!(
             "Disconnect your {} account {} from this server? Its tokens will be revoked and forgotten.",
             provider.display_name(),
-            connection.account_label
+            account.account_label
         ),
         requested_schema: schema,
     };
@@ -223,13 +253,17 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         CONFIRM_KEY.to_owned(),
         InputRequest::Elicitation(ElicitRequest::new(params)),
     );
-    let round = RoundState {
+    // The confirmation is about this very connection: the retry removes
+    // it, not whichever is oldest by then.
+    let next = RoundState {
         ticket: None,
         provider: provider.name().to_owned(),
-        round: 1,
-        account: None,
+        round: round
+            .as_ref()
+            .map_or(1, |r| r.state.round.saturating_add(1)),
+        account: Some(account.connection),
     };
-    let sealed = service.seal_round(&binding, &round)?;
+    let sealed = service.seal_round(&binding, &next)?;
     Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
         Some(requests),
         Some(sealed),

@@ -84,23 +84,36 @@ impl<'a> ToolCall<'a> {
         add_account: bool,
     ) -> Result<Access<'a>, ErrorData> {
         self.service
-            .require(Need {
-                principal: self.principal,
-                provider,
-                scopes,
-                account,
-                add_account,
-                binding: self.binding(),
-                input_responses: self.request.input_responses.as_ref(),
-                request_state: self.request.request_state.as_deref(),
-                client: client_kind(self.context),
-                cancel: &self.context.ct,
-            })
+            .require(self.need(provider, scopes, account, add_account))
             .await
+    }
+
+    /// What this call needs of the user's account at `provider`, for the
+    /// connection service.
+    pub fn need(
+        &self,
+        provider: &'a str,
+        scopes: &'a [String],
+        account: Option<&'a str>,
+        add_account: bool,
+    ) -> Need<'a> {
+        Need {
+            principal: self.principal,
+            provider,
+            scopes,
+            account,
+            add_account,
+            binding: self.binding(),
+            input_responses: self.request.input_responses.as_ref(),
+            request_state: self.request.request_state.as_deref(),
+            client: client_kind(self.context),
+            cancel: &self.context.ct,
+        }
     }
 }
 
-/// Whether the client speaks MRTR, and whether it can open URLs for its user.
+/// Whether the client speaks MRTR, and which elicitation modes it declared:
+/// URLs it can open for its user, forms it can show.
 pub fn client_kind(context: &RequestContext<RoleServer>) -> ClientKind {
     let modern = context
         .protocol_version()
@@ -108,11 +121,13 @@ pub fn client_kind(context: &RequestContext<RoleServer>) -> ClientKind {
     if !modern {
         return ClientKind::Legacy;
     }
-    let url_elicitation = context
-        .client_capabilities()
-        .and_then(|c| c.elicitation)
-        .is_some_and(|e| e.url.is_some());
-    ClientKind::Modern { url_elicitation }
+    let elicitation = context.client_capabilities().and_then(|c| c.elicitation);
+    ClientKind::Modern {
+        url_elicitation: elicitation.as_ref().is_some_and(|e| e.url.is_some()),
+        // An empty `elicitation` object means form support (the
+        // specification's backwards-compatibility rule).
+        form_elicitation: elicitation.is_some_and(|e| e.form.is_some() || e.url.is_none()),
+    }
 }
 
 /// The names of every tool this server offers, in [`definitions`] order.

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::{CLIENT_ID, TestApp, spawn_app};
 
-async fn store(app: &TestApp, id: &str, label: &str, client: &str) {
+pub(crate) async fn store(app: &TestApp, id: &str, label: &str, client: &str) {
     let tokens = TokenSet {
         access_token: SecretString::from(format!("at-{id}")),
         refresh_token: None,
@@ -60,7 +60,7 @@ async fn connect(app: &TestApp, client: &str, extra: Value) -> Value {
     body
 }
 
-fn form(body: &Value) -> &Value {
+pub(crate) fn form(body: &Value) -> &Value {
     assert_eq!(body["result"]["resultType"], "input_required", "{body}");
     let request = &body["result"]["inputRequests"]["account_demo"];
     assert_eq!(request["method"], "elicitation/create", "{body}");
@@ -72,7 +72,7 @@ fn form(body: &Value) -> &Value {
     params
 }
 
-fn choose(state: &str, choice: &str) -> Value {
+pub(crate) fn choose(state: &str, choice: &str) -> Value {
     json!({"requestState": state,
         "inputResponses": {"account_demo": {"action": "accept", "content": {"account": choice}}}})
 }

@@ -10,6 +10,7 @@ mod log_forgery;
 mod logs;
 
 mod accounts;
+mod accounts_disconnect;
 mod auth;
 mod browser;
 mod cli;

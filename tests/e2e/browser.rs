@@ -131,6 +131,32 @@ impl Browser {
         }
     }
 
+    /// Waits until the page's visible text passes `check` (a page that
+    /// posts back to its own address changes only its text); `what` names
+    /// the wait in the error.
+    pub async fn wait_for_text(
+        &self,
+        what: &str,
+        check: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<String> {
+        let deadline = tokio::time::Instant::now() + PAGE_WAIT;
+        loop {
+            let text = self.text().await?;
+            if check(&text) && self.loaded().await? {
+                return Ok(text);
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!(
+                    "{}'s browser never showed {what} at {}:\n{}",
+                    self.who,
+                    self.url_string().await,
+                    text.chars().take(600).collect::<String>()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     async fn loaded(&self) -> anyhow::Result<bool> {
         let state = self
             .client

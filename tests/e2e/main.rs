@@ -59,6 +59,9 @@ const SCENARIOS: &[(&str, Run)] = &[
     ("alice_pastes_a_key", |s| {
         Box::pin(scenarios::alice_pastes_a_key::run(s))
     }),
+    ("client_grants", |s| {
+        Box::pin(scenarios::client_grants::run(s))
+    }),
 ];
 
 /// The compose smoke test's one scenario, which replaces the others when

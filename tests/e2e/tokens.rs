@@ -10,12 +10,13 @@ use reqwest::{StatusCode, Url, redirect::Policy};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::world::{MCP_CLIENT_ID, World};
+use crate::world::World;
 
 const REDIRECT_URI: &str = "http://127.0.0.1/callback";
 
-/// An access token for the MCP server, for `user`.
-pub async fn mcp_token(world: &World, user: &str) -> anyhow::Result<String> {
+/// An access token for the MCP server, for `user` of the MCP client
+/// `client_id` (registered at the authorization server).
+pub async fn mcp_token_for(world: &World, user: &str, client_id: &str) -> anyhow::Result<String> {
     let http = crate::compose::http()
         .redirect(Policy::none())
         .cookie_store(true)
@@ -26,7 +27,7 @@ pub async fn mcp_token(world: &World, user: &str) -> anyhow::Result<String> {
     let resource = world.mcp_url();
     let mut url = Url::parse(&format!("{}/auth", world.as_issuer))?;
     url.query_pairs_mut()
-        .append_pair("client_id", MCP_CLIENT_ID)
+        .append_pair("client_id", client_id)
         .append_pair("response_type", "code")
         .append_pair("redirect_uri", REDIRECT_URI)
         .append_pair("scope", "mcp:tools")
@@ -92,7 +93,7 @@ pub async fn mcp_token(world: &World, user: &str) -> anyhow::Result<String> {
             ("code", code.as_str()),
             ("redirect_uri", REDIRECT_URI),
             ("code_verifier", verifier.as_str()),
-            ("client_id", MCP_CLIENT_ID),
+            ("client_id", client_id),
             ("resource", resource.as_str()),
         ])
         .send()

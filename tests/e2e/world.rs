@@ -24,6 +24,8 @@ pub const PROVIDER: &str = "thirdparty";
 pub const PROVIDER_DISPLAY: &str = "Example Cloud";
 /// The MCP client id at the authorization server (see the peer).
 pub const MCP_CLIENT_ID: &str = "e2e-mcp-client";
+/// A second MCP client registered there, for per-client grants.
+pub const MCP_CLIENT_B_ID: &str = "e2e-mcp-client-b";
 pub const WEB_CLIENT_ID: &str = "mcp-connect-web";
 pub const TP_CLIENT_ID: &str = "mcp-connect";
 

@@ -4,6 +4,7 @@
 
 pub mod alice_connects;
 pub mod alice_pastes_a_key;
+pub mod client_grants;
 pub mod compose_stack;
 pub mod decline_and_cancel;
 pub mod legacy_client;
@@ -58,9 +59,14 @@ impl<'w> Scenario<'w> {
 
     /// An MCP bearer token for `user`, from the authorization server.
     pub async fn token(&mut self, user: &str) -> anyhow::Result<String> {
-        let token = tokens::mcp_token(self.world, user)
+        self.token_for(user, crate::world::MCP_CLIENT_ID).await
+    }
+
+    /// An MCP bearer token for `user` of the MCP client `client_id`.
+    pub async fn token_for(&mut self, user: &str, client_id: &str) -> anyhow::Result<String> {
+        let token = tokens::mcp_token_for(self.world, user, client_id)
             .await
-            .with_context(|| format!("get an MCP token for {user}"))?;
+            .with_context(|| format!("get an MCP token for {user} of {client_id}"))?;
         self.secrets.add("MCP bearer token", &token);
         self.signs_in(user);
         Ok(token)
