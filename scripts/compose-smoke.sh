@@ -102,6 +102,12 @@ up)
   cp "$repo/docker-compose.yml" "$repo/.env.example" "$stack/"
   cp -r "$repo/deploy" "$stack/"
   cd "$stack"
+  # The stand-in for caddy:2 here (Debian's Caddy 2.6, see docker-setup.sh)
+  # predates `request_buffers`; its `buffer_requests` reads each request
+  # body whole before sending it on the same way (with no size cap).
+  case "$(docker run --rm "$CADDY_IMAGE" caddy version)" in
+  2.6.* | v2.6.*) sed -i -E 's/^(\s*)request_buffers .*/\1buffer_requests/' deploy/Caddyfile ;;
+  esac
   cp .env.example .env
   sed -i -e "s/^MCP_CONNECT_SITE=.*/MCP_CONNECT_SITE=localhost:$SMOKE_PORT/" \
     -e "s/^MCP_CONNECT_HTTPS_PORT=.*/MCP_CONNECT_HTTPS_PORT=$SMOKE_PORT/" \
