@@ -62,18 +62,6 @@ run)
     E2E_HTTPS_PORT=$port E2E_PEER_BIND=$bridge E2E_DATABASE_URL_FILE="$dir/database-url" \
     E2E_TRUSTED_SPKI_FILE="$dir/caddy-ca.spki" E2E_CA_FILE="$dir/stack/caddy-ca/root.crt" E2E_CA_BUNDLE="$dir/ca-bundle.crt" \
     E2E_OUT="$repo/target/e2e-compose" bash "$repo/e2e/run.sh" compose_stack || status=$?
-  if [ "$status" != 0 ]; then
-    # Known intermittent failure, not yet understood: a large /mcp answer
-    # (tools/list) reaching the client through Caddy cut short ("peer closed
-    # connection without sending complete message body"); the same answer
-    # arrives whole without the proxy. Said loudly, then tried once more.
-    log "FAILED once (status $status); running the scenario again"
-    status=0
-    E2E_COMPOSE="$repo/scripts/compose-smoke.sh" E2E_COMPOSE_DIR="$dir" \
-      E2E_HTTPS_PORT=$port E2E_PEER_BIND=$bridge E2E_DATABASE_URL_FILE="$dir/database-url" \
-      E2E_TRUSTED_SPKI_FILE="$dir/caddy-ca.spki" E2E_CA_FILE="$dir/stack/caddy-ca/root.crt" E2E_CA_BUNDLE="$dir/ca-bundle.crt" \
-      E2E_OUT="$repo/target/e2e-compose" bash "$repo/e2e/run.sh" compose_stack || status=$?
-  fi
   if [ "$status" = 0 ]; then
     # Both instances served the flow after scaling (health probes aside).
     # The log holds the containers there were at the end (the ones started
