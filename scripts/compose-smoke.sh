@@ -62,18 +62,6 @@ run)
     E2E_HTTPS_PORT=$port E2E_PEER_BIND=$bridge E2E_DATABASE_URL_FILE="$dir/database-url" \
     E2E_TRUSTED_SPKI_FILE="$dir/caddy-ca.spki" E2E_CA_FILE="$dir/stack/caddy-ca/root.crt" E2E_CA_BUNDLE="$dir/ca-bundle.crt" \
     E2E_OUT="$repo/target/e2e-compose" bash "$repo/e2e/run.sh" compose_stack || status=$?
-  if [ "$status" != 0 ]; then
-    # Known intermittent failure, not yet understood: a large /mcp answer
-    # (tools/list) reaching the client through Caddy cut short ("peer closed
-    # connection without sending complete message body"); the same answer
-    # arrives whole without the proxy. Said loudly, then tried once more.
-    log "FAILED once (status $status); running the scenario again"
-    status=0
-    E2E_COMPOSE="$repo/scripts/compose-smoke.sh" E2E_COMPOSE_DIR="$dir" \
-      E2E_HTTPS_PORT=$port E2E_PEER_BIND=$bridge E2E_DATABASE_URL_FILE="$dir/database-url" \
-      E2E_TRUSTED_SPKI_FILE="$dir/caddy-ca.spki" E2E_CA_FILE="$dir/stack/caddy-ca/root.crt" E2E_CA_BUNDLE="$dir/ca-bundle.crt" \
-      E2E_OUT="$repo/target/e2e-compose" bash "$repo/e2e/run.sh" compose_stack || status=$?
-  fi
   if [ "$status" = 0 ]; then
     # Both instances served the flow after scaling (health probes aside).
     # The log holds the containers there were at the end (the ones started
@@ -102,6 +90,12 @@ up)
   cp "$repo/docker-compose.yml" "$repo/.env.example" "$stack/"
   cp -r "$repo/deploy" "$stack/"
   cd "$stack"
+  # The stand-in for caddy:2 here (Debian's Caddy 2.6, see docker-setup.sh)
+  # predates `request_buffers`; its `buffer_requests` reads each request
+  # body whole before sending it on the same way (with no size cap).
+  case "$(docker run --rm "$CADDY_IMAGE" caddy version)" in
+  2.6.* | v2.6.*) sed -i -E 's/^(\s*)request_buffers .*/\1buffer_requests/' deploy/Caddyfile ;;
+  esac
   cp .env.example .env
   sed -i -e "s/^MCP_CONNECT_SITE=.*/MCP_CONNECT_SITE=localhost:$SMOKE_PORT/" \
     -e "s/^MCP_CONNECT_HTTPS_PORT=.*/MCP_CONNECT_HTTPS_PORT=$SMOKE_PORT/" \
