@@ -35,13 +35,6 @@ pub fn sha256(value: &str) -> Vec<u8> {
     Sha256::digest(value.as_bytes()).to_vec()
 }
 
-/// A PKCE pair (RFC 7636): a fresh verifier and its S256 challenge.
-pub fn pkce_pair() -> (String, String) {
-    let verifier = random_value();
-    let challenge = URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()));
-    (verifier, challenge)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,7 +55,5 @@ mod tests {
         let verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
         let challenge = URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()));
         assert_eq!(challenge, "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM");
-        let (v, c) = pkce_pair();
-        assert_eq!(c, URL_SAFE_NO_PAD.encode(Sha256::digest(v.as_bytes())));
     }
 }

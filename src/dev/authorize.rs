@@ -15,11 +15,14 @@ use super::{
     DevServices,
     grants::CodeGrant,
     now_secs,
+    pages::{Refusal, hidden_fields, html},
     params::{
         UserName, check_redirect_uri, is_client_id, is_s256_challenge, parse_form, redirect_back,
     },
 };
 
+/// Names the page in a log line when its template fails.
+const WHO: &str = "dev identity provider";
 /// The authorization request parameters carried from the page to the POST.
 const CARRIED: [&str; 9] = [
     "response_type",
@@ -59,18 +62,6 @@ struct AuthRequest<'a> {
     code_challenge: &'a str,
     scope: &'a str,
     nonce: Option<&'a str>,
-}
-
-enum Refusal {
-    /// Shown to the person; nothing is redirected.
-    Page(String),
-    /// RFC 6749 §4.1.2.1: sent back to the (checked) redirect URI.
-    Redirect {
-        to: Box<Url>,
-        state: Option<String>,
-        error: &'static str,
-        description: &'static str,
-    },
 }
 
 pub(crate) async fn show(req: HttpRequest, dev: web::Data<DevServices>) -> HttpResponse {
@@ -159,12 +150,7 @@ fn read_request<'a>(
         .map_err(|e| Refusal::Page(format!("{e}. It was: {redirect_raw}")))?;
 
     let state = get("state");
-    let back = |error: &'static str, description: &'static str| Refusal::Redirect {
-        to: Box::new(redirect_uri.clone()),
-        state: state.map(str::to_owned),
-        error,
-        description,
-    };
+    let back = |error, description| Refusal::redirect(&redirect_uri, state, error, description);
     if get("response_type") != Some("code") {
         return Err(back(
             "unsupported_response_type",
@@ -210,18 +196,7 @@ fn read_request<'a>(
 }
 
 fn refuse(refusal: Refusal, dev: &DevServices) -> HttpResponse {
-    match refusal {
-        Refusal::Page(message) => error_page(&message),
-        Refusal::Redirect {
-            to,
-            state,
-            error,
-            description,
-        } => {
-            let pairs = [("error", error), ("error_description", description)];
-            redirect_back(*to, &pairs, state.as_deref(), &dev.issuer())
-        }
-    }
+    refusal.answer(&dev.issuer(), error_page)
 }
 
 fn sign_in_page(
@@ -231,10 +206,7 @@ fn sign_in_page(
     error: Option<&str>,
     status: StatusCode,
 ) -> HttpResponse {
-    let hidden = CARRIED
-        .iter()
-        .filter_map(|name| params.get(*name).map(|value| (*name, value.as_str())))
-        .collect();
+    let hidden = hidden_fields(&CARRIED, params);
     let page = AuthorizePage {
         client_id: request.client_id,
         redirect_origin: request.redirect_uri.origin().ascii_serialization(),
@@ -243,22 +215,9 @@ fn sign_in_page(
         username,
         error,
     };
-    html(status, page.render())
+    html(status, page.render(), WHO)
 }
 
 fn error_page(message: &str) -> HttpResponse {
-    html(StatusCode::BAD_REQUEST, ErrorPage { message }.render())
-}
-
-fn html(status: StatusCode, rendered: Result<String, askama::Error>) -> HttpResponse {
-    match rendered {
-        Ok(body) => HttpResponse::build(status)
-            .content_type("text/html; charset=utf-8")
-            .insert_header(("Cache-Control", "no-store"))
-            .body(body),
-        Err(e) => {
-            tracing::error!(error = %e, "dev identity provider: template failed");
-            HttpResponse::InternalServerError().finish()
-        }
-    }
+    html(StatusCode::BAD_REQUEST, ErrorPage { message }.render(), WHO)
 }

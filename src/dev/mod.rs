@@ -12,6 +12,7 @@ pub mod demo;
 mod discovery;
 mod grants;
 mod mint;
+mod pages;
 mod params;
 mod run;
 mod signing;
@@ -21,6 +22,8 @@ mod token;
 mod db_tests;
 #[cfg(test)]
 mod flow_tests;
+#[cfg(test)]
+mod test_server;
 
 use std::{
     sync::{Arc, Mutex, MutexGuard},

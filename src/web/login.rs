@@ -10,6 +10,7 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use chrono::Utc;
+use secrecy::ExposeSecret;
 use uuid::Uuid;
 
 use super::{
@@ -19,7 +20,7 @@ use super::{
     pages::{WebError, see_other, see_other_builder},
     session::{self, MaybeUser},
 };
-use crate::{crypto::secret, db, state::AppState};
+use crate::{crypto::secret, db, providers::PkcePair, state::AppState};
 
 /// Where people land when no (valid) `return_to` is given.
 pub const DEFAULT_RETURN: &str = "/connections";
@@ -71,7 +72,9 @@ pub async fn start(
 ) -> Result<HttpResponse, WebError> {
     let flow_state = secret::random_value();
     let nonce = secret::random_value();
-    let (verifier, _) = secret::pkce_pair();
+    // One PKCE helper for both flows: the sign-in's verifier is sealed in
+    // its cookie, the connect flow's on its row.
+    let verifier = PkcePair::generate().verifier.expose_secret().to_owned();
     let url = oidc::authorize_url(state, &flow_state, &nonce, &verifier, choose_account).await?;
     let ttl = i64::try_from(cookies::LOGIN_TTL.as_secs()).unwrap_or(600);
     let sealed = LoginState {

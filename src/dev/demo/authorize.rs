@@ -14,7 +14,10 @@ use askama::Template;
 use url::Url;
 
 use super::{CLIENT_ID, DEFAULT_SCOPE, DemoProvider, DevServices, store::CodeGrant};
-use crate::dev::params::{UserName, is_s256_challenge, parse_form, redirect_back};
+use crate::dev::{
+    pages::{Refusal, hidden_fields, html},
+    params::{UserName, is_s256_challenge, parse_form, redirect_back},
+};
 
 /// The authorization request, carried from the page to the POST.
 const CARRIED: [&str; 7] = [
@@ -27,6 +30,8 @@ const CARRIED: [&str; 7] = [
     "scope",
 ];
 const DEFAULT_ACCOUNT: &str = "demo-user";
+/// Names the page in a log line when its template fails.
+const WHO: &str = "demo provider";
 
 #[derive(Template)]
 #[template(path = "dev/demo/authorize.html")]
@@ -51,12 +56,6 @@ struct Request<'a> {
     state: Option<&'a str>,
     code_challenge: &'a str,
     scope: String,
-}
-
-enum Refusal {
-    Page(&'static str),
-    /// RFC 6749 §4.1.2.1: sent back to the registered redirect URI.
-    Redirect(Box<Url>, Option<String>, &'static str, &'static str),
 }
 
 pub(super) async fn show(req: HttpRequest, dev: web::Data<DevServices>) -> HttpResponse {
@@ -123,26 +122,19 @@ fn read_request<'a>(
     };
     match get("client_id") {
         Some(CLIENT_ID) => {}
-        Some(_) => return Err(Refusal::Page("The application is not registered here.")),
-        None => return Err(Refusal::Page("The request names no client_id.")),
+        Some(_) => return Err(Refusal::page("The application is not registered here.")),
+        None => return Err(Refusal::page("The request names no client_id.")),
     }
     // Exact string comparison, as RFC 9700 §4.1.3 asks of a server.
     if get("redirect_uri") != Some(demo.redirect_uri()) {
-        return Err(Refusal::Page(
+        return Err(Refusal::page(
             "The redirect_uri is not the one registered for this application.",
         ));
     }
     let redirect_uri = Url::parse(demo.redirect_uri())
-        .map_err(|_| Refusal::Page("The registered redirect URI is not a URL."))?;
+        .map_err(|_| Refusal::page("The registered redirect URI is not a URL."))?;
     let state = get("state");
-    let back = |error, description| {
-        Refusal::Redirect(
-            Box::new(redirect_uri.clone()),
-            state.map(str::to_owned),
-            error,
-            description,
-        )
-    };
+    let back = |error, description| Refusal::redirect(&redirect_uri, state, error, description);
     if get("response_type") != Some("code") {
         return Err(back(
             "unsupported_response_type",
@@ -179,13 +171,7 @@ fn read_request<'a>(
 }
 
 fn refuse(refusal: Refusal, demo: &DemoProvider) -> HttpResponse {
-    match refusal {
-        Refusal::Page(message) => error_page(message),
-        Refusal::Redirect(to, state, error, description) => {
-            let pairs = [("error", error), ("error_description", description)];
-            redirect_back(*to, &pairs, state.as_deref(), demo.issuer())
-        }
-    }
+    refusal.answer(demo.issuer(), error_page)
 }
 
 fn consent_page(
@@ -198,10 +184,7 @@ fn consent_page(
         client_id: CLIENT_ID,
         redirect_uri: request.redirect_uri.as_str(),
         scopes: request.scope.split(' ').collect(),
-        hidden: CARRIED
-            .iter()
-            .filter_map(|name| params.get(*name).map(|value| (*name, value.as_str())))
-            .collect(),
+        hidden: hidden_fields(&CARRIED, params),
         account,
         error,
     };
@@ -209,22 +192,9 @@ fn consent_page(
         Some(_) => StatusCode::BAD_REQUEST,
         None => StatusCode::OK,
     };
-    html(status, page.render())
+    html(status, page.render(), WHO)
 }
 
 fn error_page(message: &str) -> HttpResponse {
-    html(StatusCode::BAD_REQUEST, ErrorPage { message }.render())
-}
-
-fn html(status: StatusCode, rendered: Result<String, askama::Error>) -> HttpResponse {
-    match rendered {
-        Ok(body) => HttpResponse::build(status)
-            .content_type("text/html; charset=utf-8")
-            .insert_header(("Cache-Control", "no-store"))
-            .body(body),
-        Err(e) => {
-            tracing::error!(error = %e, "demo provider: template failed");
-            HttpResponse::InternalServerError().finish()
-        }
-    }
+    html(StatusCode::BAD_REQUEST, ErrorPage { message }.render(), WHO)
 }

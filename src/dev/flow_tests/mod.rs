@@ -5,19 +5,19 @@
 mod authorize;
 mod token;
 
-use std::{collections::HashMap, net::TcpListener};
+use std::collections::HashMap;
 
-use actix_web::{App, HttpServer, web};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, jwk::JwkSet};
 use serde_json::Value;
 
-use super::{DevServices, configure};
+pub(super) use super::test_server::{CHALLENGE, VERIFIER};
+use super::{
+    DevServices, configure,
+    test_server::{self, DevServer, with_changes},
+};
 
 pub(super) const REDIRECT: &str = "http://127.0.0.1:9/callback";
 pub(super) const CLIENT: &str = "test-client";
-// RFC 7636 Appendix B.
-pub(super) const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
-pub(super) const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
 
 pub(super) struct Idp {
     pub(super) base: String,
@@ -26,21 +26,7 @@ pub(super) struct Idp {
 }
 
 pub(super) async fn start() -> Idp {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
-    let dev = DevServices::ephemeral(&base);
-    let data = web::Data::new(dev.clone());
-    let server = HttpServer::new(move || App::new().app_data(data.clone()).configure(configure))
-        .workers(1)
-        .listen(listener)
-        .unwrap()
-        .run();
-    tokio::spawn(server);
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .build()
-        .unwrap();
+    let DevServer { base, dev, http } = test_server::start(configure).await;
     Idp { base, dev, http }
 }
 
@@ -48,7 +34,7 @@ impl Idp {
     /// A valid authorization request, with `changes` applied (`None` removes).
     pub(super) fn request(&self, changes: &[(&str, Option<&str>)]) -> Vec<(String, String)> {
         let resource = format!("{}/mcp", self.base);
-        let mut params: Vec<(String, String)> = [
+        let defaults = [
             ("response_type", "code"),
             ("client_id", CLIENT),
             ("redirect_uri", REDIRECT),
@@ -58,17 +44,8 @@ impl Idp {
             ("scope", "openid profile"),
             ("nonce", "n-1"),
             ("resource", resource.as_str()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-        for (name, value) in changes {
-            params.retain(|(k, _)| k != name);
-            if let Some(value) = value {
-                params.push(((*name).to_owned(), (*value).to_owned()));
-            }
-        }
-        params
+        ];
+        with_changes(&defaults, changes)
     }
 
     pub(super) async fn get(&self, path: &str, query: &[(String, String)]) -> reqwest::Response {
@@ -145,16 +122,5 @@ impl Idp {
 }
 
 pub(super) fn redirected_query(response: &reqwest::Response) -> HashMap<String, String> {
-    assert_eq!(
-        response.status(),
-        303,
-        "expected a redirect back to the client"
-    );
-    let location = response.headers()["location"].to_str().unwrap();
-    assert!(location.starts_with(REDIRECT), "{location}");
-    url::Url::parse(location)
-        .unwrap()
-        .query_pairs()
-        .into_owned()
-        .collect()
+    test_server::redirected_query(response, REDIRECT)
 }

@@ -7,18 +7,17 @@ mod app;
 mod authorize;
 mod tokens;
 
-use std::{collections::HashMap, net::TcpListener};
+use std::collections::HashMap;
 
-use actix_web::{App, HttpServer, web};
 use secrecy::ExposeSecret;
 use serde_json::Value;
 
 use super::{CLIENT_ID, configure};
-use crate::dev::DevServices;
-
-// RFC 7636 Appendix B.
-pub(super) const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
-pub(super) const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
+pub(super) use crate::dev::test_server::{CHALLENGE, VERIFIER};
+use crate::dev::{
+    DevServices,
+    test_server::{self, DevServer, with_changes},
+};
 
 pub(super) struct Demo {
     pub(super) base: String,
@@ -27,22 +26,7 @@ pub(super) struct Demo {
 }
 
 pub(super) async fn start() -> Demo {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
-    let dev = DevServices::ephemeral(&base);
-    let data = web::Data::new(dev.clone());
-    let server = HttpServer::new(move || App::new().app_data(data.clone()).configure(configure))
-        .workers(1)
-        .disable_signals()
-        .listen(listener)
-        .unwrap()
-        .run();
-    tokio::spawn(server);
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .build()
-        .unwrap();
+    let DevServer { base, dev, http } = test_server::start(configure).await;
     Demo { base, dev, http }
 }
 
@@ -53,25 +37,17 @@ impl Demo {
 
     /// A valid authorization request, with `changes` applied (`None` removes).
     pub(super) fn request(&self, changes: &[(&str, Option<&str>)]) -> Vec<(String, String)> {
-        let mut params: Vec<(String, String)> = [
+        let redirect_uri = self.redirect_uri();
+        let defaults = [
             ("response_type", "code"),
             ("client_id", CLIENT_ID),
-            ("redirect_uri", &self.redirect_uri()),
+            ("redirect_uri", redirect_uri.as_str()),
             ("state", "st-1"),
             ("code_challenge", CHALLENGE),
             ("code_challenge_method", "S256"),
             ("scope", "profile"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-        for (name, value) in changes {
-            params.retain(|(k, _)| k != name);
-            if let Some(value) = value {
-                params.push(((*name).to_owned(), (*value).to_owned()));
-            }
-        }
-        params
+        ];
+        with_changes(&defaults, changes)
     }
 
     pub(super) fn url(&self, path: &str) -> String {
@@ -178,14 +154,7 @@ impl Demo {
 
     /// The query of a 303 back to the registered redirect URI.
     pub(super) fn redirected_query(&self, response: &reqwest::Response) -> HashMap<String, String> {
-        assert_eq!(response.status(), 303, "expected a redirect to the client");
-        let location = response.headers()["location"].to_str().unwrap();
-        assert!(location.starts_with(&self.redirect_uri()), "{location}");
-        url::Url::parse(location)
-            .unwrap()
-            .query_pairs()
-            .into_owned()
-            .collect()
+        test_server::redirected_query(response, &self.redirect_uri())
     }
 }
 

@@ -1,0 +1,94 @@
+//! What the dev identity provider and the demo provider share when they
+//! answer a browser: a refused authorization request (a page, or a redirect
+//! back with an RFC 6749 error), the request carried in hidden fields, and a
+//! rendered page that is never cached.
+
+use std::collections::HashMap;
+
+use actix_web::{HttpResponse, http::StatusCode};
+use url::Url;
+
+use super::params::redirect_back;
+
+pub(super) enum Refusal {
+    /// Shown to the person; nothing is redirected.
+    Page(String),
+    /// RFC 6749 §4.1.2.1: sent back to the (checked) redirect URI.
+    Redirect {
+        to: Box<Url>,
+        state: Option<String>,
+        error: &'static str,
+        description: &'static str,
+    },
+}
+
+impl Refusal {
+    pub(super) fn page(message: impl Into<String>) -> Refusal {
+        Refusal::Page(message.into())
+    }
+
+    /// The refusal a checked redirect URI gets back, with `state`.
+    pub(super) fn redirect(
+        to: &Url,
+        state: Option<&str>,
+        error: &'static str,
+        description: &'static str,
+    ) -> Refusal {
+        Refusal::Redirect {
+            to: Box::new(to.clone()),
+            state: state.map(str::to_owned),
+            error,
+            description,
+        }
+    }
+
+    /// The answer: `error_page` for a page, else the redirect with `iss`.
+    pub(super) fn answer(
+        self,
+        issuer: &str,
+        error_page: impl FnOnce(&str) -> HttpResponse,
+    ) -> HttpResponse {
+        match self {
+            Refusal::Page(message) => error_page(&message),
+            Refusal::Redirect {
+                to,
+                state,
+                error,
+                description,
+            } => {
+                let pairs = [("error", error), ("error_description", description)];
+                redirect_back(*to, &pairs, state.as_deref(), issuer)
+            }
+        }
+    }
+}
+
+/// The parameters named in `carried` that the request has, for the page's
+/// hidden fields.
+pub(super) fn hidden_fields<'a>(
+    carried: &[&'a str],
+    params: &'a HashMap<String, String>,
+) -> Vec<(&'a str, &'a str)> {
+    carried
+        .iter()
+        .filter_map(|name| params.get(*name).map(|value| (*name, value.as_str())))
+        .collect()
+}
+
+/// A rendered page, or a logged 500 naming `who` when the template failed.
+pub(super) fn html(
+    status: StatusCode,
+    rendered: Result<String, askama::Error>,
+    who: &str,
+) -> HttpResponse {
+    match rendered {
+        Ok(body) => HttpResponse::build(status)
+            .content_type("text/html; charset=utf-8")
+            .insert_header(("Cache-Control", "no-store"))
+            .body(body),
+        Err(e) => {
+            tracing::error!(error = %e, "{who}: template failed");
+            HttpResponse::InternalServerError().finish()
+        }
+    }
+}
