@@ -14,8 +14,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends cmake pkg-confi
 # dependency. The workspace's other members only need to parse.
 COPY Cargo.toml Cargo.lock ./
 COPY bench/Cargo.toml ./bench/
-RUN mkdir -p src tests/e2e bench/src/bare \
-    && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+COPY provider-fakes/Cargo.toml ./provider-fakes/
+RUN mkdir -p src tests/e2e bench/src/bare provider-fakes/src \
+    && echo 'fn main() {}' > src/main.rs && touch src/lib.rs provider-fakes/src/lib.rs \
     && for f in tests/e2e/main.rs bench/src/main.rs bench/src/bare/main.rs; do echo 'fn main() {}' > "$f"; done \
     && cargo build --release --locked --bin mcp-connect \
     && rm -rf src target/release/.fingerprint/mcp-connect-* target/release/deps/mcp_connect-* \

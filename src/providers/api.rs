@@ -177,13 +177,11 @@ fn redirect_body(response: &reqwest::Response, from: &url::Url) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use provider_fakes::scripted::{DEMO_TOKEN, Fake, GITHUB_TOKEN, RFC_TOKEN, SLACK_TOKEN};
     use serde_json::json;
 
     use super::*;
-    use crate::providers::{
-        fakes::{Fake, http},
-        fakes_routes::{DEMO_TOKEN, GITHUB_TOKEN, RFC_TOKEN, SLACK_TOKEN},
-    };
+    use crate::providers::test_catalog::{catalog_for, http};
 
     fn get(path: &str) -> ApiRequest {
         ApiRequest {
@@ -196,7 +194,7 @@ mod tests {
     #[actix_web::test]
     async fn github_calls_carry_its_headers_and_the_query() {
         let fake = Fake::start().await;
-        let catalog = fake.catalog();
+        let catalog = catalog_for(fake.base());
         let gh = catalog.get("github").unwrap();
         let mut req = get("/repos/octocat/hello");
         req.method = "get".into();
@@ -226,7 +224,7 @@ mod tests {
     #[actix_web::test]
     async fn refused_requests_never_reach_the_provider() {
         let fake = Fake::start().await;
-        let catalog = fake.catalog();
+        let catalog = catalog_for(fake.base());
         let gh = catalog.get("github").unwrap();
         let cases = [
             get("https://evil.example/x"),
@@ -274,7 +272,7 @@ mod tests {
     #[actix_web::test]
     async fn redirects_are_reported_not_followed() {
         let fake = Fake::start().await;
-        let catalog = fake.catalog();
+        let catalog = catalog_for(fake.base());
         let gh = catalog.get("github").unwrap();
         let r = gh
             .api_request(&http(), GITHUB_TOKEN, None, &get("tarball"))
@@ -292,7 +290,7 @@ mod tests {
     #[actix_web::test]
     async fn large_answers_are_cut_and_marked() {
         let fake = Fake::start().await;
-        let catalog = fake.catalog();
+        let catalog = catalog_for(fake.base());
         let rfc = catalog.get("rfc").unwrap();
         let r = rfc
             .api_request(&http(), RFC_TOKEN, None, &get("big"))
@@ -311,7 +309,7 @@ mod tests {
     #[actix_web::test]
     async fn echoed_tokens_are_redacted() {
         let fake = Fake::start().await;
-        let catalog = fake.catalog();
+        let catalog = catalog_for(fake.base());
         let demo = catalog.get("demo").unwrap();
         let req = ApiRequest {
             method: "post".into(),
@@ -339,7 +337,7 @@ mod tests {
     #[actix_web::test]
     async fn refused_tokens_are_flagged() {
         let fake = Fake::start().await;
-        let catalog = fake.catalog();
+        let catalog = catalog_for(fake.base());
         let slack = catalog.get("slack").unwrap();
         let r = slack
             .api_request(&http(), "xoxp-stale", None, &get("conversations.list"))

@@ -2,7 +2,7 @@
 //! and every shipped entry checked as data.
 
 use super::*;
-use crate::providers::{check, fakes::settings_with, shipped};
+use crate::providers::{check, shipped, test_catalog::settings_with};
 
 fn error_of(providers_toml: &str) -> String {
     let settings = settings_with("https://connect.example.com", providers_toml);

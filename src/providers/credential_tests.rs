@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::providers::{ProviderCatalog, fakes::settings_with};
+use crate::providers::{ProviderCatalog, test_catalog::settings_with};
 
 fn catalog(toml: &str) -> ProviderCatalog {
     let settings = settings_with("https://connect.example.com", toml);

@@ -113,17 +113,18 @@ pub(super) fn basic_auth(client_id: &str, client_secret: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use provider_fakes::scripted::{DEMO_TOKEN, Fake};
+
     use super::*;
     use crate::providers::{
         ApiRequest, TokenHint,
-        fakes::{Fake, catalog_for, http},
-        fakes_routes::DEMO_TOKEN,
+        test_catalog::{catalog_for, http},
     };
 
     #[actix_web::test]
     async fn every_call_sent_is_counted_by_its_http_outcome() {
         let fake = Fake::start().await;
-        let catalog = fake.catalog();
+        let catalog = catalog_for(fake.base());
         let (demo, rfc, google) = (
             catalog.get("demo").unwrap(),
             catalog.get("rfc").unwrap(),

@@ -141,13 +141,13 @@ fn scalar(value: &Value, pointer: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use provider_fakes::scripted::{
+        DEMO_TOKEN, Fake, GITHUB_TOKEN, GOOGLE_TOKEN, RFC_TOKEN, SLACK_TOKEN,
+    };
     use serde_json::json;
 
     use super::*;
-    use crate::providers::{
-        fakes::{Fake, http},
-        fakes_routes::{DEMO_TOKEN, GITHUB_TOKEN, GOOGLE_TOKEN, RFC_TOKEN, SLACK_TOKEN},
-    };
+    use crate::providers::test_catalog::{catalog_for, http};
 
     fn account(id: &str, label: &str) -> Account {
         Account {
@@ -159,7 +159,7 @@ mod tests {
     #[actix_web::test]
     async fn each_preset_reads_its_identity() {
         let fake = Fake::start().await;
-        let catalog = fake.catalog();
+        let catalog = catalog_for(fake.base());
         let http = http();
         let cases = [
             ("github", GITHUB_TOKEN, account("583231", "octocat")),
@@ -186,7 +186,7 @@ mod tests {
     #[actix_web::test]
     async fn refused_tokens_are_denied_without_echoing_them() {
         let fake = Fake::start().await;
-        let catalog = fake.catalog();
+        let catalog = catalog_for(fake.base());
         let http = http();
         for name in ["github", "slack", "google"] {
             let e = catalog

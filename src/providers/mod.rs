@@ -38,9 +38,7 @@ mod template;
 mod token_answer;
 
 #[cfg(test)]
-mod fakes;
-#[cfg(test)]
-mod fakes_routes;
+mod test_catalog;
 
 use std::{collections::BTreeMap, time::Duration};
 

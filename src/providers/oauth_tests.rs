@@ -3,18 +3,20 @@
 
 use std::time::Duration;
 
+use provider_fakes::scripted::{
+    DEMO_TOKEN, Fake, GITHUB_TOKEN, GOOGLE_TOKEN, RFC_TOKEN, SLACK_TOKEN,
+};
 use secrecy::ExposeSecret;
 
 use crate::providers::{
     ProviderError, TokenHint,
-    fakes::{Fake, http},
-    fakes_routes::{DEMO_TOKEN, GITHUB_TOKEN, GOOGLE_TOKEN, RFC_TOKEN, SLACK_TOKEN},
+    test_catalog::{catalog_for, http},
 };
 
 #[actix_web::test]
 async fn github_exchange_asks_for_json_and_posts_the_secret() {
     let fake = Fake::start().await;
-    let catalog = fake.catalog();
+    let catalog = catalog_for(fake.base());
     let gh = catalog.get("github").unwrap();
     let t = gh
         .exchange_code(&http(), "gh-code", "verifier-1")
@@ -39,7 +41,7 @@ async fn github_exchange_asks_for_json_and_posts_the_secret() {
 #[actix_web::test]
 async fn github_form_encoded_answers_and_200_errors() {
     let fake = Fake::start().await;
-    let catalog = fake.catalog();
+    let catalog = catalog_for(fake.base());
     let form_only = catalog.get("ghform").unwrap();
     let t = form_only
         .exchange_code(&http(), "gh-code", "v")
@@ -64,7 +66,7 @@ async fn github_form_encoded_answers_and_200_errors() {
 #[actix_web::test]
 async fn github_app_tokens_refresh_and_expire() {
     let fake = Fake::start().await;
-    let catalog = fake.catalog();
+    let catalog = catalog_for(fake.base());
     let gh = catalog.get("github").unwrap();
     let t = gh.refresh(&http(), "ghr_live").await.unwrap();
     assert_eq!(t.access_token.expose_secret(), "ghu_NEW");
@@ -78,7 +80,7 @@ async fn github_app_tokens_refresh_and_expire() {
 #[actix_web::test]
 async fn google_exchange_and_refresh_without_a_new_refresh_token() {
     let fake = Fake::start().await;
-    let catalog = fake.catalog();
+    let catalog = catalog_for(fake.base());
     let google = catalog.get("google").unwrap();
     let t = google.exchange_code(&http(), "g-code", "v").await.unwrap();
     assert_eq!(t.access_token.expose_secret(), GOOGLE_TOKEN);
@@ -101,7 +103,7 @@ async fn google_exchange_and_refresh_without_a_new_refresh_token() {
 #[actix_web::test]
 async fn slack_user_token_comes_from_authed_user() {
     let fake = Fake::start().await;
-    let catalog = fake.catalog();
+    let catalog = catalog_for(fake.base());
     let slack = catalog.get("slack").unwrap();
     let t = slack.exchange_code(&http(), "s-code", "v").await.unwrap();
     assert_eq!(
@@ -138,7 +140,7 @@ async fn slack_user_token_comes_from_authed_user() {
 #[actix_web::test]
 async fn basic_client_auth_is_rfc_encoded_and_errors_are_rfc_errors() {
     let fake = Fake::start().await;
-    let catalog = fake.catalog();
+    let catalog = catalog_for(fake.base());
     let rfc = catalog.get("rfc").unwrap();
     // The fake accepts only `my+client:s3cr%3Aet%25`, and no secret in the body.
     let t = rfc.exchange_code(&http(), "r-code", "v").await.unwrap();
@@ -163,7 +165,7 @@ async fn basic_client_auth_is_rfc_encoded_and_errors_are_rfc_errors() {
 #[actix_web::test]
 async fn revocation_sends_token_and_hint() {
     let fake = Fake::start().await;
-    let catalog = fake.catalog();
+    let catalog = catalog_for(fake.base());
     let google = catalog.get("google").unwrap();
     google
         .revoke(&http(), "1//g-refresh", TokenHint::RefreshToken)
@@ -196,7 +198,7 @@ async fn revocation_sends_token_and_hint() {
 #[actix_web::test]
 async fn no_error_message_carries_a_secret() {
     let fake = Fake::start().await;
-    let catalog = fake.catalog();
+    let catalog = catalog_for(fake.base());
     let http = http();
     let mut messages = Vec::new();
     for name in ["github", "ghform", "google", "slack", "demo", "rfc"] {
@@ -215,7 +217,7 @@ async fn no_error_message_carries_a_secret() {
         }
     }
     // Unreachable provider: transport errors must not carry the URL's query.
-    let dead = crate::providers::fakes::catalog_for("http://127.0.0.1:1");
+    let dead = crate::providers::test_catalog::catalog_for("http://127.0.0.1:1");
     if let Err(e) = dead
         .get("rfc")
         .unwrap()

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::{
     metrics::Call,
-    providers::{ProviderCatalog, ProviderError, fakes::settings_with},
+    providers::{ProviderCatalog, ProviderError, test_catalog::settings_with},
 };
 
 fn catalog(providers_toml: &str) -> ProviderCatalog {
@@ -134,10 +134,9 @@ fn values_learned_from_a_token_answer_are_checked() {
 
 #[actix_web::test]
 async fn a_cloud_id_is_looked_up_after_consent() {
-    use crate::providers::{
-        fakes::{Fake, http},
-        fakes_routes::{ATLASSIAN_CLOUD_ID, ATLASSIAN_TOKEN},
-    };
+    use provider_fakes::scripted::{ATLASSIAN_CLOUD_ID, ATLASSIAN_TOKEN, Fake};
+
+    use crate::providers::test_catalog::http;
     let fake = Fake::start().await;
     let b = fake.base();
     let catalog = catalog(&format!(

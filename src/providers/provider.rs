@@ -248,7 +248,7 @@ impl Provider {
 mod tests {
     use std::collections::HashMap;
 
-    use crate::providers::fakes::catalog_for;
+    use crate::providers::test_catalog::catalog_for;
 
     fn params(url: &url::Url) -> HashMap<String, String> {
         url.query_pairs().into_owned().collect()

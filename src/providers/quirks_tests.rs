@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::providers::{ProviderCatalog, fakes::settings_with};
+use crate::providers::{ProviderCatalog, test_catalog::settings_with};
 
 fn catalog(providers_toml: &str) -> ProviderCatalog {
     ProviderCatalog::from_settings(&settings_with(
@@ -148,7 +148,9 @@ fn tenants_and_sites_reach_their_templates() {
 async fn refresh_goes_to_the_refresh_url() {
     use secrecy::ExposeSecret;
 
-    use crate::providers::fakes::{Fake, http};
+    use provider_fakes::scripted::Fake;
+
+    use crate::providers::test_catalog::http;
     let fake = Fake::start().await;
     let b = fake.base();
     let settings = settings_with(

@@ -67,7 +67,7 @@ impl ScopeRules {
 
 #[cfg(test)]
 mod tests {
-    use crate::providers::fakes::catalog_for;
+    use crate::providers::test_catalog::catalog_for;
 
     #[test]
     fn grants_are_compared_as_the_provider_means_them() {

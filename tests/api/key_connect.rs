@@ -11,9 +11,10 @@ mod twilio;
 
 use serde_json::{Value, json};
 
+use provider_fakes::key_providers::KeyFake;
+
 use crate::{
     browser::{Browser, Page},
-    fakes::key_providers::KeyFake,
     full_flow::elicit,
     helpers::{TestApp, count, spawn_app_with},
 };

@@ -16,7 +16,7 @@ mod browser;
 mod cli;
 mod client_names;
 mod connect_mrtr;
-mod fakes;
+mod fake_providers;
 mod faults;
 mod full_flow;
 mod grants;

@@ -6,9 +6,10 @@
 
 use serde_json::json;
 
+use provider_fakes::{self as fakes, FakeProvider};
+
 use crate::{
     browser::Browser,
-    fakes::{self, FakeProvider},
     full_flow::{elicit, open_and_continue, retry_accepted},
     helpers::{TestApp, spawn_app_with},
 };

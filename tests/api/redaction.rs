@@ -4,10 +4,9 @@
 
 use serde_json::json;
 
-use crate::{
-    fakes::{self, hostile::forms},
-    provider_flows::{app_with, connect},
-};
+use provider_fakes::{self as fakes, hostile::forms};
+
+use crate::provider_flows::{app_with, connect};
 
 #[tokio::test]
 async fn echoed_secrets_are_redacted_in_every_form_json_and_text() {

@@ -6,11 +6,9 @@ use serde_json::json;
 use super::{
     app_with, assert_not_stored_in_clear, datadog_entry, disconnect, first_round, open_form, submit,
 };
-use crate::{
-    fakes::{hostile::forms, key_providers::datadog},
-    full_flow::retry_accepted,
-    helpers::count,
-};
+use provider_fakes::{hostile::forms, key_providers::datadog};
+
+use crate::{full_flow::retry_accepted, helpers::count};
 
 #[tokio::test]
 async fn two_keys_and_a_site_connect_and_call_the_api_at_that_site() {

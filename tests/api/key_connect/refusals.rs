@@ -4,11 +4,9 @@
 use serde_json::json;
 
 use super::{app_with, datadog_entry, first_round, open_form, submit, twilio_entry};
-use crate::{
-    fakes::key_providers::{datadog, twilio},
-    full_flow::retry_accepted,
-    helpers::count,
-};
+use provider_fakes::key_providers::{datadog, twilio};
+
+use crate::{full_flow::retry_accepted, helpers::count};
 
 #[tokio::test]
 async fn values_off_their_pattern_are_refused_before_any_request_leaves() {

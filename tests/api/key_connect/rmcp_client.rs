@@ -18,7 +18,9 @@ use rmcp::{
 use serde_json::json;
 
 use super::{app_with, open_form_in, submit, twilio_entry};
-use crate::{browser::Browser, fakes::key_providers::twilio};
+use provider_fakes::key_providers::twilio;
+
+use crate::browser::Browser;
 
 /// The person behind the client: opens the link, types the credential.
 #[derive(Clone)]

@@ -7,10 +7,9 @@ use serde_json::json;
 use super::{
     app_with, assert_not_stored_in_clear, disconnect, first_round, open_form, submit, twilio_entry,
 };
-use crate::{
-    fakes::{hostile::forms, key_providers::twilio},
-    full_flow::retry_accepted,
-};
+use provider_fakes::{hostile::forms, key_providers::twilio};
+
+use crate::full_flow::retry_accepted;
 
 #[tokio::test]
 async fn sid_and_token_connect_as_basic_and_the_sid_names_the_path() {

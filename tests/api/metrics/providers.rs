@@ -5,8 +5,9 @@
 use serde_json::json;
 
 use super::{Exposition, TOKEN, scrape};
+use provider_fakes as fakes;
+
 use crate::{
-    fakes,
     full_flow::connect_demo,
     helpers::{TestApp, spawn_app_with},
     provider_flows,

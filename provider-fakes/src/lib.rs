@@ -1,11 +1,17 @@
-//! Local fakes of GitHub, Google and Slack, for tests that drive the whole
-//! connect flow without the internet. Each is a real HTTP server on
-//! 127.0.0.1:0 serving the paths its preset calls, with the provider's
-//! documented quirks (see each module). Codes and tokens are random and
-//! single-use where the real ones are.
+//! Local fakes of the third-party providers, for mcp-connect's unit and
+//! integration tests, so that no test needs the internet. Every fake is a
+//! real HTTP server on 127.0.0.1:0 (`server`).
+//!
+//! GitHub, Google and Slack (`github`, `google`, `slack`): each serves the
+//! paths its preset calls, with the provider's documented quirks (see each
+//! module). Codes and tokens are random and single-use where the real ones
+//! are. `key_providers`: Datadog- and Twilio-like providers connected with a
+//! credential; `hostile`: an API that reflects the secrets it was sent;
+//! `scripted`: one server with fixed answers (the demo provider, a strict
+//! RFC 6749 server, Atlassian's sites) that records every request.
 //!
 //! ```ignore
-//! let github = fakes::github::start().await;
+//! let github = provider_fakes::github::start().await;
 //! let app = spawn_app_with(|table| github.configure(table, "github")).await;
 //! // … the browser is sent to github's authorize URL:
 //! let callback = github.visit(&authorize_url).await; // → the app's callback URL
@@ -17,22 +23,24 @@
 //! providers match a registered callback, which a test cannot know before
 //! the app has bound its port.
 
-// A library for the flow tests: not every helper is used by every build.
-#![allow(dead_code)]
+// A test double: a broken fixture should stop the test at once, loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod github;
 pub mod google;
 pub mod hostile;
 pub mod key_providers;
+pub mod scripted;
 pub mod slack;
 
 mod http;
-mod self_tests;
+mod scripted_routes;
+mod server;
 mod state;
 
-use std::{collections::BTreeMap, net::TcpListener, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
-use actix_web::{App, HttpServer, dev::ServerHandle, middleware::from_fn, web};
+use actix_web::web;
 
 use state::Shared;
 pub use state::{Account, Calls};
@@ -50,39 +58,21 @@ pub struct FakeProvider {
     pub base: String,
     pub kind: Kind,
     shared: web::Data<Shared>,
-    handle: ServerHandle,
-}
-
-impl Drop for FakeProvider {
-    fn drop(&mut self) {
-        // Sends the stop command; its completion is not awaited.
-        drop(self.handle.stop(false));
-    }
+    _server: server::Server,
 }
 
 async fn serve(kind: Kind, shared: Shared, routes: fn(&mut web::ServiceConfig)) -> FakeProvider {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
     let shared = web::Data::new(shared);
     let data = shared.clone();
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(data.clone())
-            .wrap(from_fn(http::failing))
-            .configure(routes)
-    })
-    .workers(1)
-    .disable_signals()
-    .listen(listener)
-    .unwrap()
-    .run();
-    let handle = server.handle();
-    tokio::spawn(server);
+    let server = server::start(move |cfg| {
+        cfg.app_data(data.clone());
+        routes(cfg);
+    });
     FakeProvider {
-        base,
+        base: server.base.clone(),
         kind,
         shared,
-        handle,
+        _server: server,
     }
 }
 
@@ -229,57 +219,4 @@ pub fn no_redirects() -> reqwest::Client {
         .no_proxy()
         .build()
         .unwrap()
-}
-
-#[tokio::test]
-async fn github_answers_form_encoded_without_accept_json() {
-    let github = github::start().await;
-    let verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
-    let authorize = format!(
-        "{}/login/oauth/authorize?client_id={}&redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcb\
-         &scope=read%3Auser&state=s1&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM\
-         &code_challenge_method=S256",
-        github.base,
-        github.client_id()
-    );
-    let back = github.visit(&authorize).await;
-    let query: BTreeMap<_, _> = back.query_pairs().into_owned().collect();
-    assert_eq!(query["state"], "s1");
-    let form = [
-        ("client_id", github.client_id()),
-        ("client_secret", github.client_secret()),
-        ("code", &query["code"]),
-        ("redirect_uri", "http://127.0.0.1:9/cb"),
-        ("code_verifier", verifier),
-    ];
-    let url = format!("{}/login/oauth/access_token", github.base);
-    let response = no_redirects().post(&url).form(&form).send().await.unwrap();
-    assert_eq!(response.status(), 200);
-    assert!(
-        response.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("application/x-www-form-urlencoded")
-    );
-    let body = response.text().await.unwrap();
-    let answer: BTreeMap<_, _> = url::form_urlencoded::parse(body.as_bytes())
-        .into_owned()
-        .collect();
-    assert!(answer["access_token"].starts_with("gho_"), "{body}");
-    assert_eq!(answer["scope"], "read:user");
-    assert_eq!(answer["token_type"], "bearer");
-    assert!(!answer.contains_key("expires_in") && !answer.contains_key("refresh_token"));
-    assert!(body.contains("scope=read%3Auser"), "{body}");
-    // The code is spent: the second try is an HTTP 200 error, as JSON now.
-    let response = no_redirects()
-        .post(&url)
-        .header("Accept", "application/json")
-        .form(&form)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let error: serde_json::Value = response.json().await.unwrap();
-    assert_eq!(error["error"], "bad_verification_code");
-    assert_eq!(github.calls().token, 2);
 }

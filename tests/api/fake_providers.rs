@@ -9,10 +9,9 @@ use mcp_connect::{
     providers::outbound_http_client,
     providers::{PkcePair, ProviderCatalog, ProviderError, TokenHint, TokenSet},
 };
+use provider_fakes::{FakeProvider, github, google, no_redirects, slack};
 use secrecy::ExposeSecret;
 use serde_json::Value;
-
-use super::{FakeProvider, github, google, no_redirects, slack};
 
 const PUBLIC_URL: &str = "http://127.0.0.1:9";
 
@@ -254,4 +253,57 @@ async fn github_wants_a_user_agent_and_honours_deny_next() {
         ("access_denied", "s2")
     );
     assert!(!query.contains_key("code"));
+}
+
+#[tokio::test]
+async fn github_answers_form_encoded_without_accept_json() {
+    let github = github::start().await;
+    let verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+    let authorize = format!(
+        "{}/login/oauth/authorize?client_id={}&redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcb\
+         &scope=read%3Auser&state=s1&code_challenge=E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM\
+         &code_challenge_method=S256",
+        github.base,
+        github.client_id()
+    );
+    let back = github.visit(&authorize).await;
+    let query: BTreeMap<_, _> = back.query_pairs().into_owned().collect();
+    assert_eq!(query["state"], "s1");
+    let form = [
+        ("client_id", github.client_id()),
+        ("client_secret", github.client_secret()),
+        ("code", &query["code"]),
+        ("redirect_uri", "http://127.0.0.1:9/cb"),
+        ("code_verifier", verifier),
+    ];
+    let url = format!("{}/login/oauth/access_token", github.base);
+    let response = no_redirects().post(&url).form(&form).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/x-www-form-urlencoded")
+    );
+    let body = response.text().await.unwrap();
+    let answer: BTreeMap<_, _> = url::form_urlencoded::parse(body.as_bytes())
+        .into_owned()
+        .collect();
+    assert!(answer["access_token"].starts_with("gho_"), "{body}");
+    assert_eq!(answer["scope"], "read:user");
+    assert_eq!(answer["token_type"], "bearer");
+    assert!(!answer.contains_key("expires_in") && !answer.contains_key("refresh_token"));
+    assert!(body.contains("scope=read%3Auser"), "{body}");
+    // The code is spent: the second try is an HTTP 200 error, as JSON now.
+    let response = no_redirects()
+        .post(&url)
+        .header("Accept", "application/json")
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let error: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(error["error"], "bad_verification_code");
+    assert_eq!(github.calls().token, 2);
 }

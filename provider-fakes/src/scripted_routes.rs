@@ -1,4 +1,4 @@
-//! Test-only: what each fake provider answers. Modelled on the providers'
+//! What the scripted fake answers. Modelled on the providers'
 //! documented behaviour: GitHub answers form-encoded unless asked for JSON
 //! and reports token errors with HTTP 200; Google sends no new refresh token
 //! on refresh and `invalid_grant` with HTTP 400; Slack nests the user token
@@ -8,15 +8,15 @@ use actix_web::{HttpResponse, http::StatusCode};
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Value, json};
 
-use super::fakes::Seen;
+use crate::scripted::Seen;
 
-pub(crate) const GITHUB_TOKEN: &str = "gho_SECRET16C7e42F292c6912E7710c8";
-pub(crate) const GOOGLE_TOKEN: &str = "ya29.SECRET-a0AfH6SMC";
-pub(crate) const SLACK_TOKEN: &str = "xoxp-SECRET-1234-5678";
-pub(crate) const DEMO_TOKEN: &str = "demo-at-SECRET-77";
-pub(crate) const RFC_TOKEN: &str = "rfc-at-SECRET-99";
-pub(crate) const ATLASSIAN_TOKEN: &str = "atl-at-SECRET";
-pub(crate) const ATLASSIAN_CLOUD_ID: &str = "11223344-a1b2-3b33-c444-def123456789";
+pub const GITHUB_TOKEN: &str = "gho_SECRET16C7e42F292c6912E7710c8";
+pub const GOOGLE_TOKEN: &str = "ya29.SECRET-a0AfH6SMC";
+pub const SLACK_TOKEN: &str = "xoxp-SECRET-1234-5678";
+pub const DEMO_TOKEN: &str = "demo-at-SECRET-77";
+pub const RFC_TOKEN: &str = "rfc-at-SECRET-99";
+pub const ATLASSIAN_TOKEN: &str = "atl-at-SECRET";
+pub const ATLASSIAN_CLOUD_ID: &str = "11223344-a1b2-3b33-c444-def123456789";
 
 fn json_answer(status: u16, body: Value) -> HttpResponse {
     HttpResponse::build(StatusCode::from_u16(status).unwrap()).json(body)

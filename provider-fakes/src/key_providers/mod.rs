@@ -16,16 +16,13 @@
 //! sent in every form a server might (raw, percent-encoded, JSON-escaped),
 //! as real providers never do. Every request is counted and recorded.
 
-use std::{
-    net::TcpListener,
-    sync::{Arc, Mutex},
-};
+use std::sync::{Arc, Mutex};
 
-use actix_web::{App, HttpRequest, HttpResponse, HttpServer, dev::ServerHandle, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::Value;
 
-use super::hostile::forms;
+use crate::{hostile::forms, server::Server};
 
 pub mod datadog;
 pub mod twilio;
@@ -62,13 +59,7 @@ pub struct KeyFake {
     /// The application key (Datadog) or auth token (Twilio) it accepts.
     pub second: String,
     shared: Arc<Shared>,
-    handle: ServerHandle,
-}
-
-impl Drop for KeyFake {
-    fn drop(&mut self) {
-        drop(self.handle.stop(false));
-    }
+    _server: Server,
 }
 
 fn random_hex(len: usize) -> String {
@@ -78,29 +69,23 @@ fn random_hex(len: usize) -> String {
 }
 
 async fn serve(first: String, second: String, routes: fn(&mut web::ServiceConfig)) -> KeyFake {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let shared = Arc::new(Shared {
         first: first.clone(),
         second: second.clone(),
         memory: Mutex::default(),
     });
     let data = web::Data::from(shared.clone());
-    let server = HttpServer::new(move || App::new().app_data(data.clone()).configure(routes))
-        .workers(1)
-        .disable_signals()
-        .listen(listener)
-        .unwrap()
-        .run();
-    let handle = server.handle();
-    tokio::spawn(server);
+    let server = crate::server::start(move |cfg| {
+        cfg.app_data(data.clone());
+        routes(cfg);
+    });
     KeyFake {
-        base: format!("http://127.0.0.1:{port}"),
-        port,
+        base: server.base.clone(),
+        port: server.port,
         first,
         second,
         shared,
-        handle,
+        _server: server,
     }
 }
 
