@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::{
     browser::{Browser, Page},
     full_flow::connect_demo,
-    helpers::{CLIENT_ID, TestApp, spawn_app, spawn_app_with},
+    helpers::{CLIENT_ID, TestApp, count, spawn_app, spawn_app_with},
 };
 
 const OTHER: &str = "other-client";
@@ -72,13 +72,6 @@ pub async fn approval_page(browser: &Browser, url: &str) -> Page {
     }
     assert_eq!(page.status, 200, "{}", page.body);
     page
-}
-
-async fn count(app: &TestApp, sql: &str) -> i64 {
-    sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-        .fetch_one(&app.db)
-        .await
-        .unwrap()
 }
 
 #[tokio::test]
