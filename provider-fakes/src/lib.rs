@@ -31,11 +31,11 @@ pub mod google;
 pub mod hostile;
 pub mod key_providers;
 pub mod scripted;
+pub mod server;
 pub mod slack;
 
 mod http;
 mod scripted_routes;
-mod server;
 mod state;
 
 use std::{collections::BTreeMap, time::Duration};

@@ -4,11 +4,11 @@
 //! on refresh and `invalid_grant` with HTTP 400; Slack nests the user token
 //! under `authed_user` and reports errors as `{"ok": false}` with HTTP 200.
 
-use actix_web::{HttpResponse, http::StatusCode};
+use actix_web::HttpResponse;
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Value, json};
 
-use crate::scripted::Seen;
+use crate::{http::json, scripted::Seen};
 
 pub const GITHUB_TOKEN: &str = "gho_SECRET16C7e42F292c6912E7710c8";
 pub const GOOGLE_TOKEN: &str = "ya29.SECRET-a0AfH6SMC";
@@ -17,10 +17,6 @@ pub const DEMO_TOKEN: &str = "demo-at-SECRET-77";
 pub const RFC_TOKEN: &str = "rfc-at-SECRET-99";
 pub const ATLASSIAN_TOKEN: &str = "atl-at-SECRET";
 pub const ATLASSIAN_CLOUD_ID: &str = "11223344-a1b2-3b33-c444-def123456789";
-
-fn json_answer(status: u16, body: Value) -> HttpResponse {
-    HttpResponse::build(StatusCode::from_u16(status).unwrap()).json(body)
-}
 
 fn form_answer(pairs: &[(&str, &str)]) -> HttpResponse {
     let body = url::form_urlencoded::Serializer::new(String::new())
@@ -63,15 +59,15 @@ pub(crate) fn serve(s: &Seen) -> HttpResponse {
     // Atlassian: the sites a token reaches, each with its cloud id.
     if path == "/atlassian/oauth/token/accessible-resources" {
         if !bearer(s, ATLASSIAN_TOKEN) {
-            return json_answer(401, json!({"code": 401, "message": "Unauthorized"}));
+            return json(401, json!({"code": 401, "message": "Unauthorized"}));
         }
-        return json_answer(
+        return json(
             200,
             json!([{"id": ATLASSIAN_CLOUD_ID, "url": "https://acme.atlassian.net",
                     "name": "acme", "scopes": ["read:jira-work"]}]),
         );
     }
-    json_answer(404, json!({"message": "Not Found"}))
+    json(404, json!({"message": "Not Found"}))
 }
 
 fn github(s: &Seen, rest: &str) -> HttpResponse {
@@ -114,16 +110,16 @@ fn github(s: &Seen, rest: &str) -> HttpResponse {
                     .iter()
                     .map(|(k, v)| (k.to_string(), json!(v)))
                     .collect();
-                json_answer(200, Value::Object(map))
+                json(200, Value::Object(map))
             } else {
                 form_answer(&pairs)
             }
         }
         _ if header(s, "user-agent").is_empty() => HttpResponse::Forbidden()
             .body("Request forbidden by administrative rules. Please make sure your request has a User-Agent header"),
-        _ if !bearer(s, GITHUB_TOKEN) => json_answer(401, json!({"message": "Bad credentials"})),
-        "user" => json_answer(200, json!({"login": "octocat", "id": 583231, "name": "The Octocat"})),
-        "api/repos/octocat/hello" => json_answer(
+        _ if !bearer(s, GITHUB_TOKEN) => json(401, json!({"message": "Bad credentials"})),
+        "user" => json(200, json!({"login": "octocat", "id": 583231, "name": "The Octocat"})),
+        "api/repos/octocat/hello" => json(
             200,
             json!({"full_name": "octocat/hello", "accept": header(s, "accept"),
                    "api_version": header(s, "x-github-api-version"), "query": s.query}),
@@ -137,17 +133,17 @@ fn github(s: &Seen, rest: &str) -> HttpResponse {
         "api/echo-auth" => HttpResponse::Ok()
             .content_type("text/plain")
             .body(format!("you sent {}", header(s, "authorization"))),
-        _ => json_answer(404, json!({"message": "Not Found"})),
+        _ => json(404, json!({"message": "Not Found"})),
     }
 }
 
 fn google(s: &Seen, rest: &str) -> HttpResponse {
     let client_ok = form(s, "client_id") == "g-client" && form(s, "client_secret") == "g-secret";
     match rest {
-        "token" if !client_ok => json_answer(401, json!({"error": "invalid_client"})),
+        "token" if !client_ok => json(401, json!({"error": "invalid_client"})),
         "token" if form(s, "grant_type") == "authorization_code" => {
             if form(s, "code") == "g-code" && !form(s, "code_verifier").is_empty() {
-                json_answer(
+                json(
                     200,
                     json!({"access_token": GOOGLE_TOKEN, "expires_in": 3599,
                            "refresh_token": "1//g-refresh", "token_type": "Bearer",
@@ -155,44 +151,44 @@ fn google(s: &Seen, rest: &str) -> HttpResponse {
                            "id_token": "e30.e30.sig"}),
                 )
             } else {
-                json_answer(
+                json(
                     400,
                     json!({"error": "invalid_grant", "error_description": "Malformed auth code."}),
                 )
             }
         }
-        "token" if form(s, "refresh_token") == "1//g-refresh" => json_answer(
+        "token" if form(s, "refresh_token") == "1//g-refresh" => json(
             200,
             json!({"access_token": "ya29.FRESH", "expires_in": 3599, "token_type": "Bearer",
                    "scope": "openid https://www.googleapis.com/auth/userinfo.email"}),
         ),
-        "token" => json_answer(
+        "token" => json(
             400,
             json!({"error": "invalid_grant", "error_description": "Token has been expired or revoked."}),
         ),
         "revoke" if [GOOGLE_TOKEN, "1//g-refresh"].contains(&form(s, "token")) => {
-            json_answer(200, json!({}))
+            json(200, json!({}))
         }
-        "revoke" => json_answer(
+        "revoke" => json(
             400,
             json!({"error": "invalid_token", "error_description": "Token expired or revoked"}),
         ),
-        "userinfo" if bearer(s, GOOGLE_TOKEN) => json_answer(
+        "userinfo" if bearer(s, GOOGLE_TOKEN) => json(
             200,
             json!({"sub": "110169484474386276334", "email": "alice@example.com",
                    "email_verified": true, "name": "Alice"}),
         ),
-        _ => json_answer(401, json!({"error": "invalid_request"})),
+        _ => json(401, json!({"error": "invalid_request"})),
     }
 }
 
 fn slack(s: &Seen, rest: &str) -> HttpResponse {
-    let fail = |error: &str| json_answer(200, json!({"ok": false, "error": error}));
+    let fail = |error: &str| json(200, json!({"ok": false, "error": error}));
     match rest {
         "oauth.v2.access" if form(s, "client_secret") != "s-secret" => fail("bad_client_secret"),
         "oauth.v2.access" if form(s, "grant_type") == "refresh_token" => {
             if form(s, "refresh_token") == "xoxe-live" {
-                json_answer(
+                json(
                     200,
                     json!({"ok": true, "access_token": "xoxe.xoxp-NEW", "expires_in": 43200,
                            "refresh_token": "xoxe-next", "token_type": "user",
@@ -209,7 +205,7 @@ fn slack(s: &Seen, rest: &str) -> HttpResponse {
                 user["refresh_token"] = json!("xoxe-1-user");
                 user["expires_in"] = json!(43200);
             }
-            json_answer(
+            json(
                 200,
                 json!({"ok": true, "app_id": "A0KRD7HC3", "authed_user": user,
                        "scope": "commands", "token_type": "bot", "access_token": "xoxb-BOT",
@@ -219,12 +215,12 @@ fn slack(s: &Seen, rest: &str) -> HttpResponse {
         }
         "oauth.v2.access" => fail("invalid_code"),
         _ if !bearer(s, SLACK_TOKEN) => fail("invalid_auth"),
-        "auth.test" => json_answer(
+        "auth.test" => json(
             200,
             json!({"ok": true, "url": "https://acme.slack.com/", "team": "Acme",
                    "user": "alice", "team_id": "T9TK3CUKW", "user_id": "U0ALICE"}),
         ),
-        "conversations.list" => json_answer(200, json!({"ok": true, "channels": []})),
+        "conversations.list" => json(200, json!({"ok": true, "channels": []})),
         _ => fail("unknown_method"),
     }
 }
@@ -233,24 +229,24 @@ fn demo(s: &Seen, rest: &str) -> HttpResponse {
     let basic = format!("Basic {}", STANDARD.encode("demo-client:demo-secret"));
     match rest {
         "token" | "revoke" if header(s, "authorization") != basic => {
-            json_answer(401, json!({"error": "invalid_client"}))
+            json(401, json!({"error": "invalid_client"}))
         }
-        "token" if form(s, "code") == "d-code" => json_answer(
+        "token" if form(s, "code") == "d-code" => json(
             200,
             json!({"access_token": DEMO_TOKEN, "token_type": "Bearer", "expires_in": 300,
                    "refresh_token": "demo-rt", "scope": "profile"}),
         ),
-        "token" => json_answer(400, json!({"error": "invalid_grant"})),
+        "token" => json(400, json!({"error": "invalid_grant"})),
         "revoke" => HttpResponse::Ok().finish(),
-        _ if !bearer(s, DEMO_TOKEN) => json_answer(401, json!({"error": "invalid_token"})),
-        "api/me" => json_answer(200, json!({"id": "demo-alice", "login": "alice"})),
-        "api/echo" => json_answer(
+        _ if !bearer(s, DEMO_TOKEN) => json(401, json!({"error": "invalid_token"})),
+        "api/me" => json(200, json!({"id": "demo-alice", "login": "alice"})),
+        "api/echo" => json(
             200,
             json!({"method": s.method, "content_type": header(s, "content-type"),
                    "body": serde_json::from_str::<Value>(&s.body).unwrap_or(Value::Null),
                    "authorization": header(s, "authorization")}),
         ),
-        _ => json_answer(404, json!({"error": "not_found"})),
+        _ => json(404, json!({"error": "not_found"})),
     }
 }
 
@@ -259,29 +255,27 @@ fn rfc(s: &Seen, rest: &str) -> HttpResponse {
     let basic = format!("Basic {}", STANDARD.encode("my+client:s3cr%3Aet%25"));
     let client_ok = header(s, "authorization") == basic && !s.form.contains_key("client_secret");
     match rest {
-        "token" | "revoke" if !client_ok => json_answer(401, json!({"error": "invalid_client"})),
-        "token" if form(s, "code") == "r-code" || form(s, "refresh_token") == "rfc-rt" => {
-            json_answer(
-                200,
-                json!({"access_token": RFC_TOKEN, "token_type": "Bearer", "expires_in": 3600,
+        "token" | "revoke" if !client_ok => json(401, json!({"error": "invalid_client"})),
+        "token" if form(s, "code") == "r-code" || form(s, "refresh_token") == "rfc-rt" => json(
+            200,
+            json!({"access_token": RFC_TOKEN, "token_type": "Bearer", "expires_in": 3600,
                        "refresh_token": "rfc-rt-2"}),
-            )
-        }
-        "token" if form(s, "refresh_token") == "narrow" => json_answer(
+        ),
+        "token" if form(s, "refresh_token") == "narrow" => json(
             400,
             json!({"error": "invalid_scope", "error_description": "no scope for narrow here"}),
         ),
-        "token" => json_answer(400, json!({"error": "invalid_grant"})),
+        "token" => json(400, json!({"error": "invalid_grant"})),
         "revoke" => HttpResponse::Ok().finish(),
-        _ if !bearer(s, RFC_TOKEN) => json_answer(401, json!({"error": "invalid_token"})),
-        "userinfo" => json_answer(
+        _ if !bearer(s, RFC_TOKEN) => json(401, json!({"error": "invalid_token"})),
+        "userinfo" => json(
             200,
             json!({"sub": "abc-123", "preferred_username": "alice", "email": "alice@example.org"}),
         ),
         "api/v1/big" => HttpResponse::Ok()
             .content_type("text/plain")
             .body("x".repeat(5000)),
-        "api/v1/items" => json_answer(200, json!({"query": s.query})),
-        _ => json_answer(404, json!({"error": "not_found"})),
+        "api/v1/items" => json(200, json!({"query": s.query})),
+        _ => json(404, json!({"error": "not_found"})),
     }
 }

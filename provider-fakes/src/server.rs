@@ -1,5 +1,6 @@
-//! How every fake here is served: a real HTTP server on a free loopback
-//! port, one worker, stopped when the value is dropped.
+//! How every fake here is served, and any other test server that wants the
+//! same: a real HTTP server on a free loopback port, one worker, stopped
+//! when the value is dropped.
 
 use std::net::TcpListener;
 
@@ -7,7 +8,17 @@ use actix_web::{App, HttpServer, dev::ServerHandle, middleware::from_fn, web};
 
 use crate::http::failing;
 
-pub(crate) struct Server {
+/// A free loopback port, bound: its URL is known before anything is served
+/// (for a server whose answers name it).
+pub struct Bound {
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    pub port: u16,
+    listener: TcpListener,
+}
+
+/// A running server; stopped when dropped.
+pub struct Server {
     /// `http://127.0.0.1:<port>`.
     pub base: String,
     pub port: u16,
@@ -21,30 +32,48 @@ impl Drop for Server {
     }
 }
 
-/// Serves what `configure` mounts (routes and their data). A fake whose
-/// data is a [`crate::state::Shared`] also answers with the status a test
-/// set through `fail_with`.
-pub(crate) fn start<F>(configure: F) -> Server
+pub fn bind() -> Bound {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    Bound {
+        base: format!("http://127.0.0.1:{port}"),
+        port,
+        listener,
+    }
+}
+
+/// Serves what `configure` mounts on a fresh port.
+pub fn start<F>(configure: F) -> Server
 where
     F: Fn(&mut web::ServiceConfig) + Send + Clone + 'static,
 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let server = HttpServer::new(move || {
-        App::new()
-            .wrap(from_fn(failing))
-            .configure(configure.clone())
-    })
-    .workers(1)
-    .disable_signals()
-    .listen(listener)
-    .unwrap()
-    .run();
-    let handle = server.handle();
-    tokio::spawn(server);
-    Server {
-        base: format!("http://127.0.0.1:{port}"),
-        port,
-        handle,
+    bind().serve(configure)
+}
+
+impl Bound {
+    /// Serves what `configure` mounts (routes and their data). A fake whose
+    /// data is a provider fake's state also answers with the status a test
+    /// set through `fail_with`.
+    pub fn serve<F>(self, configure: F) -> Server
+    where
+        F: Fn(&mut web::ServiceConfig) + Send + Clone + 'static,
+    {
+        let server = HttpServer::new(move || {
+            App::new()
+                .wrap(from_fn(failing))
+                .configure(configure.clone())
+        })
+        .workers(1)
+        .disable_signals()
+        .listen(self.listener)
+        .unwrap()
+        .run();
+        let handle = server.handle();
+        tokio::spawn(server);
+        Server {
+            base: self.base,
+            port: self.port,
+            handle,
+        }
     }
 }

@@ -10,7 +10,7 @@ use std::{
     },
 };
 
-use actix_web::{App, HttpRequest, HttpResponse, HttpServer, dev::ServerHandle, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use aws_lc_rs::{
     encoding::{AsDer, Pkcs8V1Der},
     rand::SystemRandom,
@@ -19,6 +19,7 @@ use aws_lc_rs::{
 };
 use base64::{Engine, engine::general_purpose::STANDARD};
 use jsonwebtoken::{Algorithm, EncodingKey, Header, jwk::Jwk};
+use provider_fakes::server::{self, Server};
 use serde_json::{Map, Value, json};
 use url::Url;
 
@@ -127,20 +128,13 @@ struct IdpState {
 
 pub(crate) struct Idp {
     state: web::Data<IdpState>,
-    handle: ServerHandle,
-}
-
-impl Drop for Idp {
-    fn drop(&mut self) {
-        // The stop command is sent on call; nothing to await.
-        drop(self.handle.stop(false));
-    }
+    _server: Server,
 }
 
 impl Idp {
     pub(crate) async fn start() -> Idp {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+        let bound = server::bind();
+        let base = bound.base.clone();
         let jwks = [KeyKind::Rsa, KeyKind::Ec, KeyKind::Ed].map(|k| published(k, false, k.kid()));
         let state = web::Data::new(IdpState {
             base,
@@ -151,19 +145,13 @@ impl Idp {
             introspections: AtomicUsize::new(0),
         });
         let data = state.clone();
-        let server = HttpServer::new(move || {
-            App::new()
-                .app_data(data.clone())
-                .default_service(web::to(serve))
-        })
-        .workers(1)
-        .disable_signals()
-        .listen(listener)
-        .unwrap()
-        .run();
-        let handle = server.handle();
-        actix_web::rt::spawn(server);
-        Idp { state, handle }
+        let server = bound.serve(move |cfg| {
+            cfg.app_data(data.clone()).default_service(web::to(serve));
+        });
+        Idp {
+            state,
+            _server: server,
+        }
     }
 
     pub(crate) fn issuer(&self) -> String {

@@ -15,10 +15,8 @@ use super::{
     DevServices,
     grants::CodeGrant,
     now_secs,
-    pages::{Refusal, hidden_fields, html},
-    params::{
-        UserName, check_redirect_uri, is_client_id, is_s256_challenge, parse_form, redirect_back,
-    },
+    pages::{Refusal, code_challenge, hidden_fields, html, param},
+    params::{UserName, check_redirect_uri, is_client_id, parse_form, redirect_back},
 };
 
 /// Names the page in a log line when its template fails.
@@ -135,12 +133,7 @@ fn read_request<'a>(
     params: &'a HashMap<String, String>,
     dev: &DevServices,
 ) -> Result<AuthRequest<'a>, Refusal> {
-    let get = |name: &str| {
-        params
-            .get(name)
-            .map(String::as_str)
-            .filter(|v| !v.is_empty())
-    };
+    let get = |name: &str| param(params, name);
     let client_id = get("client_id")
         .filter(|c| is_client_id(c))
         .ok_or_else(|| Refusal::Page("The request has no valid client_id.".into()))?;
@@ -151,26 +144,8 @@ fn read_request<'a>(
 
     let state = get("state");
     let back = |error, description| Refusal::redirect(&redirect_uri, state, error, description);
-    if get("response_type") != Some("code") {
-        return Err(back(
-            "unsupported_response_type",
-            "only response_type=code is supported",
-        ));
-    }
-    if get("code_challenge_method") != Some("S256") {
-        return Err(back(
-            "invalid_request",
-            "PKCE with code_challenge_method=S256 is required",
-        ));
-    }
-    let code_challenge = get("code_challenge")
-        .filter(|c| is_s256_challenge(c))
-        .ok_or_else(|| {
-            back(
-                "invalid_request",
-                "code_challenge must be a base64url SHA-256 digest",
-            )
-        })?;
+    let s256_rule = "PKCE with code_challenge_method=S256 is required";
+    let code_challenge = code_challenge(params, back, s256_rule)?;
     if get("resource").is_some_and(|r| r.trim_end_matches('/') != dev.mcp_resource()) {
         return Err(back(
             "invalid_target",

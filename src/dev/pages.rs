@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use actix_web::{HttpResponse, http::StatusCode};
 use url::Url;
 
-use super::params::redirect_back;
+use super::params::{is_s256_challenge, redirect_back};
 
 pub(super) enum Refusal {
     /// Shown to the person; nothing is redirected.
@@ -61,6 +61,41 @@ impl Refusal {
             }
         }
     }
+}
+
+/// A request parameter; `None` when absent or empty.
+pub(super) fn param<'a>(params: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
+    params
+        .get(name)
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+}
+
+/// The S256 challenge of a `response_type=code` request (RFC 6749 §4.1.1,
+/// RFC 7636 §4.3), or the refusal `back` builds; `s256_rule` is what a
+/// request without `code_challenge_method=S256` is told.
+pub(super) fn code_challenge<'a>(
+    params: &'a HashMap<String, String>,
+    back: impl Fn(&'static str, &'static str) -> Refusal,
+    s256_rule: &'static str,
+) -> Result<&'a str, Refusal> {
+    if param(params, "response_type") != Some("code") {
+        return Err(back(
+            "unsupported_response_type",
+            "only response_type=code is supported",
+        ));
+    }
+    if param(params, "code_challenge_method") != Some("S256") {
+        return Err(back("invalid_request", s256_rule));
+    }
+    param(params, "code_challenge")
+        .filter(|c| is_s256_challenge(c))
+        .ok_or_else(|| {
+            back(
+                "invalid_request",
+                "code_challenge must be a base64url SHA-256 digest",
+            )
+        })
 }
 
 /// The parameters named in `carried` that the request has, for the page's

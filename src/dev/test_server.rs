@@ -2,9 +2,10 @@
 //! database, and what the dev identity provider's and the demo provider's
 //! flow tests both build on.
 
-use std::{collections::HashMap, net::TcpListener};
+use std::collections::HashMap;
 
-use actix_web::{App, HttpServer, web};
+use actix_web::web;
+use provider_fakes::server::{self, Server};
 
 use super::DevServices;
 
@@ -17,27 +18,31 @@ pub(super) struct DevServer {
     pub(super) dev: DevServices,
     /// Follows no redirect: the tests look at each one.
     pub(super) http: reqwest::Client,
+    /// Serving until dropped.
+    pub(super) server: Server,
 }
 
 /// Serves the routes `configure` mounts on a free loopback port.
 pub(super) async fn start(configure: fn(&mut web::ServiceConfig)) -> DevServer {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let bound = server::bind();
+    let base = bound.base.clone();
     let dev = DevServices::ephemeral(&base);
     let data = web::Data::new(dev.clone());
-    let server = HttpServer::new(move || App::new().app_data(data.clone()).configure(configure))
-        .workers(1)
-        .disable_signals()
-        .listen(listener)
-        .unwrap()
-        .run();
-    tokio::spawn(server);
+    let server = bound.serve(move |cfg| {
+        cfg.app_data(data.clone());
+        configure(cfg);
+    });
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
         .build()
         .unwrap();
-    DevServer { base, dev, http }
+    DevServer {
+        base,
+        dev,
+        http,
+        server,
+    }
 }
 
 /// `defaults` with `changes` applied (`None` removes).

@@ -15,8 +15,8 @@ use url::Url;
 
 use super::{CLIENT_ID, DEFAULT_SCOPE, DemoProvider, DevServices, store::CodeGrant};
 use crate::dev::{
-    pages::{Refusal, hidden_fields, html},
-    params::{UserName, is_s256_challenge, parse_form, redirect_back},
+    pages::{Refusal, code_challenge, hidden_fields, html, param},
+    params::{UserName, parse_form, redirect_back},
 };
 
 /// The authorization request, carried from the page to the POST.
@@ -114,12 +114,7 @@ fn read_request<'a>(
     params: &'a HashMap<String, String>,
     demo: &DemoProvider,
 ) -> Result<Request<'a>, Refusal> {
-    let get = |name: &str| {
-        params
-            .get(name)
-            .map(String::as_str)
-            .filter(|v| !v.is_empty())
-    };
+    let get = |name: &str| param(params, name);
     match get("client_id") {
         Some(CLIENT_ID) => {}
         Some(_) => return Err(Refusal::page("The application is not registered here.")),
@@ -135,24 +130,8 @@ fn read_request<'a>(
         .map_err(|_| Refusal::page("The registered redirect URI is not a URL."))?;
     let state = get("state");
     let back = |error, description| Refusal::redirect(&redirect_uri, state, error, description);
-    if get("response_type") != Some("code") {
-        return Err(back(
-            "unsupported_response_type",
-            "only response_type=code is supported",
-        ));
-    }
-    if get("code_challenge_method") != Some("S256") {
-        return Err(back(
-            "invalid_request",
-            "PKCE with code_challenge_method=S256 is required (plain is refused)",
-        ));
-    }
-    let Some(code_challenge) = get("code_challenge").filter(|c| is_s256_challenge(c)) else {
-        return Err(back(
-            "invalid_request",
-            "code_challenge must be a base64url SHA-256 digest",
-        ));
-    };
+    let s256_rule = "PKCE with code_challenge_method=S256 is required (plain is refused)";
+    let code_challenge = code_challenge(params, back, s256_rule)?;
     let scope = get("scope").unwrap_or(DEFAULT_SCOPE);
     // RFC 6749 §3.3: scope tokens are printable ASCII without `"` or `\`.
     let valid = |s: &str| {

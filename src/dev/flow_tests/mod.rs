@@ -8,6 +8,7 @@ mod token;
 use std::collections::HashMap;
 
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, jwk::JwkSet};
+use provider_fakes::server::Server;
 use serde_json::Value;
 
 pub(super) use super::test_server::{CHALLENGE, VERIFIER};
@@ -23,11 +24,22 @@ pub(super) struct Idp {
     pub(super) base: String,
     pub(super) dev: DevServices,
     pub(super) http: reqwest::Client,
+    _server: Server,
 }
 
 pub(super) async fn start() -> Idp {
-    let DevServer { base, dev, http } = test_server::start(configure).await;
-    Idp { base, dev, http }
+    let DevServer {
+        base,
+        dev,
+        http,
+        server,
+    } = test_server::start(configure).await;
+    Idp {
+        base,
+        dev,
+        http,
+        _server: server,
+    }
 }
 
 impl Idp {

@@ -9,6 +9,7 @@ mod tokens;
 
 use std::collections::HashMap;
 
+use provider_fakes::server::Server;
 use secrecy::ExposeSecret;
 use serde_json::Value;
 
@@ -23,11 +24,22 @@ pub(super) struct Demo {
     pub(super) base: String,
     pub(super) dev: DevServices,
     pub(super) http: reqwest::Client,
+    _server: Server,
 }
 
 pub(super) async fn start() -> Demo {
-    let DevServer { base, dev, http } = test_server::start(configure).await;
-    Demo { base, dev, http }
+    let DevServer {
+        base,
+        dev,
+        http,
+        server,
+    } = test_server::start(configure).await;
+    Demo {
+        base,
+        dev,
+        http,
+        _server: server,
+    }
 }
 
 impl Demo {
