@@ -19,7 +19,7 @@ pub(super) struct DevServer {
     /// Follows no redirect: the tests look at each one.
     pub(super) http: reqwest::Client,
     /// Serving until dropped.
-    pub(super) server: Server,
+    _server: Server,
 }
 
 /// Serves the routes `configure` mounts on a free loopback port.
@@ -41,7 +41,7 @@ pub(super) async fn start(configure: fn(&mut web::ServiceConfig)) -> DevServer {
         base,
         dev,
         http,
-        server,
+        _server: server,
     }
 }
 

@@ -5,41 +5,32 @@
 mod authorize;
 mod token;
 
-use std::collections::HashMap;
+use std::{collections::HashMap, ops::Deref};
 
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, jwk::JwkSet};
-use provider_fakes::server::Server;
 use serde_json::Value;
 
 pub(super) use super::test_server::{CHALLENGE, VERIFIER};
 use super::{
-    DevServices, configure,
+    configure,
     test_server::{self, DevServer, with_changes},
 };
 
 pub(super) const REDIRECT: &str = "http://127.0.0.1:9/callback";
 pub(super) const CLIENT: &str = "test-client";
 
-pub(super) struct Idp {
-    pub(super) base: String,
-    pub(super) dev: DevServices,
-    pub(super) http: reqwest::Client,
-    _server: Server,
+pub(super) struct Idp(DevServer);
+
+impl Deref for Idp {
+    type Target = DevServer;
+
+    fn deref(&self) -> &DevServer {
+        &self.0
+    }
 }
 
 pub(super) async fn start() -> Idp {
-    let DevServer {
-        base,
-        dev,
-        http,
-        server,
-    } = test_server::start(configure).await;
-    Idp {
-        base,
-        dev,
-        http,
-        _server: server,
-    }
+    Idp(test_server::start(configure).await)
 }
 
 impl Idp {

@@ -6,13 +6,7 @@ use super::start;
 #[tokio::test]
 async fn the_consent_page_shows_client_scopes_and_a_default_account() {
     let demo = start().await;
-    let response = demo
-        .http
-        .get(demo.url("/authorize"))
-        .query(&demo.request(&[("scope", Some("profile repo:read"))]))
-        .send()
-        .await
-        .unwrap();
+    let response = demo.show(&[("scope", Some("profile repo:read"))]).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["cache-control"], "no-store");
     let page = response.text().await.unwrap();
@@ -45,13 +39,7 @@ async fn unknown_clients_and_unregistered_redirects_get_a_page_not_a_redirect() 
         [("redirect_uri", None)],
     ];
     for changes in cases {
-        let response = demo
-            .http
-            .get(demo.url("/authorize"))
-            .query(&demo.request(&changes))
-            .send()
-            .await
-            .unwrap();
+        let response = demo.show(&changes).await;
         assert_eq!(response.status(), 400, "{changes:?}");
         assert!(response.headers().get("location").is_none());
         let page = response.text().await.unwrap();
@@ -72,25 +60,13 @@ async fn pkce_s256_is_required_and_plain_refused() {
         [("code_challenge", Some("too-short"))],
     ];
     for changes in cases {
-        let response = demo
-            .http
-            .get(demo.url("/authorize"))
-            .query(&demo.request(&changes))
-            .send()
-            .await
-            .unwrap();
+        let response = demo.show(&changes).await;
         let back = demo.redirected_query(&response);
         assert_eq!(back["error"], "invalid_request", "{changes:?}");
         assert_eq!(back["state"], "st-1");
         assert_eq!(back["iss"], demo.dev.demo().issuer());
     }
-    let response = demo
-        .http
-        .get(demo.url("/authorize"))
-        .query(&demo.request(&[("response_type", Some("token"))]))
-        .send()
-        .await
-        .unwrap();
+    let response = demo.show(&[("response_type", Some("token"))]).await;
     assert_eq!(
         demo.redirected_query(&response)["error"],
         "unsupported_response_type"

@@ -7,39 +7,27 @@ mod app;
 mod authorize;
 mod tokens;
 
-use std::collections::HashMap;
+use std::{collections::HashMap, ops::Deref};
 
-use provider_fakes::server::Server;
 use secrecy::ExposeSecret;
 use serde_json::Value;
 
 use super::{CLIENT_ID, configure};
+use crate::dev::test_server::{self, DevServer, with_changes};
 pub(super) use crate::dev::test_server::{CHALLENGE, VERIFIER};
-use crate::dev::{
-    DevServices,
-    test_server::{self, DevServer, with_changes},
-};
 
-pub(super) struct Demo {
-    pub(super) base: String,
-    pub(super) dev: DevServices,
-    pub(super) http: reqwest::Client,
-    _server: Server,
+pub(super) struct Demo(DevServer);
+
+impl Deref for Demo {
+    type Target = DevServer;
+
+    fn deref(&self) -> &DevServer {
+        &self.0
+    }
 }
 
 pub(super) async fn start() -> Demo {
-    let DevServer {
-        base,
-        dev,
-        http,
-        server,
-    } = test_server::start(configure).await;
-    Demo {
-        base,
-        dev,
-        http,
-        _server: server,
-    }
+    Demo(test_server::start(configure).await)
 }
 
 impl Demo {
@@ -64,6 +52,13 @@ impl Demo {
 
     pub(super) fn url(&self, path: &str) -> String {
         format!("{}/dev/demo{path}", self.base)
+    }
+
+    /// `GET /authorize` for a valid request with `changes` applied.
+    pub(super) async fn show(&self, changes: &[(&str, Option<&str>)]) -> reqwest::Response {
+        let url = self.url("/authorize");
+        let query = self.request(changes);
+        self.http.get(url).query(&query).send().await.unwrap()
     }
 
     /// Presses `decision` on the consent page for `account`.
