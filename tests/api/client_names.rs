@@ -4,7 +4,6 @@
 //! on an address that may not be fetched — and the page works either way.
 
 use std::{
-    net::TcpListener,
     sync::{
         Arc,
         atomic::{AtomicUsize, Ordering},
@@ -12,7 +11,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use actix_web::{HttpRequest, HttpResponse, web};
+use provider_fakes::server::{self, Server};
 use serde_json::json;
 
 use crate::{
@@ -26,26 +26,24 @@ use crate::{
 struct DocumentHost {
     base: String,
     hits: Arc<AtomicUsize>,
+    _server: Server,
 }
 
 fn start_documents() -> DocumentHost {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
     let hits = Arc::new(AtomicUsize::new(0));
     let counted = hits.clone();
-    let server = HttpServer::new(move || {
+    let server = server::start(move |cfg| {
         let counted = counted.clone();
-        App::new().default_service(web::to(move |req: HttpRequest| {
+        cfg.default_service(web::to(move |req: HttpRequest| {
             counted.fetch_add(1, Ordering::SeqCst);
             document(req)
-        }))
-    })
-    .workers(1)
-    .listen(listener)
-    .unwrap()
-    .run();
-    tokio::spawn(server);
-    DocumentHost { base, hits }
+        }));
+    });
+    DocumentHost {
+        base: server.base.clone(),
+        hits,
+        _server: server,
+    }
 }
 
 async fn document(req: HttpRequest) -> HttpResponse {

@@ -166,11 +166,12 @@ async fn starting_a_sign_in_reuses_the_identity_providers_metadata() {
 }
 
 /// An identity provider at a host's root whose metadata spells its issuer
-/// with the trailing slash, as Auth0 does.
-async fn root_issuer_with_slash() -> String {
-    use actix_web::{App, HttpResponse, HttpServer, web};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+/// with the trailing slash, as Auth0 does: the issuer, and the server
+/// (stopped when dropped).
+async fn root_issuer_with_slash() -> (String, provider_fakes::server::Server) {
+    use actix_web::{HttpResponse, web};
+    let bound = provider_fakes::server::bind();
+    let base = bound.base.clone();
     let metadata = serde_json::json!({
         "issuer": format!("{base}/"),
         "authorization_endpoint": format!("{base}/authorize"),
@@ -180,33 +181,26 @@ async fn root_issuer_with_slash() -> String {
         "subject_types_supported": ["public"],
         "id_token_signing_alg_values_supported": ["RS256"],
     });
-    let server = HttpServer::new(move || {
+    let server = bound.serve(move |cfg| {
         let metadata = metadata.clone();
-        App::new()
-            .route(
-                "/.well-known/openid-configuration",
-                web::get().to(move || {
-                    let metadata = metadata.clone();
-                    async move { HttpResponse::Ok().json(metadata) }
-                }),
-            )
-            .route(
-                "/.well-known/jwks.json",
-                web::get()
-                    .to(|| async { HttpResponse::Ok().json(serde_json::json!({"keys": []})) }),
-            )
-    })
-    .workers(1)
-    .listen(listener)
-    .unwrap()
-    .run();
-    tokio::spawn(server);
-    format!("{base}/")
+        cfg.route(
+            "/.well-known/openid-configuration",
+            web::get().to(move || {
+                let metadata = metadata.clone();
+                async move { HttpResponse::Ok().json(metadata) }
+            }),
+        )
+        .route(
+            "/.well-known/jwks.json",
+            web::get().to(|| async { HttpResponse::Ok().json(serde_json::json!({"keys": []})) }),
+        );
+    });
+    (format!("{base}/"), server)
 }
 
 #[tokio::test]
 async fn an_issuer_spelled_with_a_trailing_slash_at_the_root_signs_in() {
-    let issuer = root_issuer_with_slash().await;
+    let (issuer, _idp) = root_issuer_with_slash().await;
     let app = crate::helpers::spawn_app_with(|table| {
         if let Some(toml::Value::Table(auth)) = table.get_mut("auth") {
             auth.insert("issuer".into(), toml::Value::String(issuer.clone()));
