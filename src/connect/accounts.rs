@@ -20,7 +20,7 @@ use super::{Access, ClientKind, Need, internal};
 use crate::{
     connect::ConnectionService,
     connect::state::RoundState,
-    db::{self, connections::AccountChoice},
+    db::{self, call_accounts::CallAccount, connections::ConnectionRow},
     providers::Provider,
 };
 
@@ -39,23 +39,24 @@ pub(super) enum Chosen<'s> {
     Answer(Access<'s>),
 }
 
-pub(super) async fn choose<'s>(
+/// Which of the user's connections (`read`: the call's one read, see
+/// `db::call_accounts`) the request means.
+pub(super) fn choose<'s>(
     state: &'s ConnectionService,
     need: &Need<'_>,
     provider: &Provider,
     round: Option<&RoundState>,
+    read: &[CallAccount],
 ) -> Result<Chosen<'s>, ErrorData> {
     if let Some(id) = round.and_then(|r| r.account) {
         return Ok(Chosen::Connection(Some(id)));
     }
-    let p = need.principal;
-    // On every call's path: bounded like the token read that follows.
-    let read = state.hot_db.run(async |conn| {
-        db::connections::accounts(conn, &p.issuer, &p.subject, provider.name()).await
-    });
-    let accounts = db::faults::deadline(state.settings.database.deadline(), read)
-        .await
-        .map_err(internal)?;
+    // Placeholder rows (no account yet) are no choice.
+    let accounts: Vec<&ConnectionRow> = read
+        .iter()
+        .map(|a| &a.row)
+        .filter(|r| !r.account_id.is_empty())
+        .collect();
     let answer = round.and_then(|_| answer(need.input_responses, &input_key(provider.name())));
     let named = match (need.account, &answer) {
         (Some(name), _) => Some(name.to_owned()),
@@ -125,17 +126,19 @@ pub(super) async fn add<'s>(
             && let super::Checked::Ready(token) =
                 super::check(state, p, provider, Some(id), wanted).await?
         {
-            return super::grants::admit(state, need, provider, token, round).await;
+            let seen = super::grants::GrantSeen::Unread;
+            return super::grants::admit(state, need, provider, token, round, seen).await;
         }
     }
     super::ask(state, need, provider, wanted, &[], round, ticket).await
 }
 
-fn find<'a>(accounts: &'a [AccountChoice], name: &str) -> Option<&'a AccountChoice> {
+fn find<'a>(accounts: &[&'a ConnectionRow], name: &str) -> Option<&'a ConnectionRow> {
     accounts
         .iter()
         .find(|a| a.account_label == name)
         .or_else(|| accounts.iter().find(|a| a.account_id == name))
+        .copied()
 }
 
 enum Answer {
@@ -163,7 +166,7 @@ fn ask<'s>(
     state: &'s ConnectionService,
     need: &Need<'_>,
     provider: &Provider,
-    accounts: &[AccountChoice],
+    accounts: &[&ConnectionRow],
     round: Option<&RoundState>,
     unknown: Option<&str>,
 ) -> Result<Chosen<'s>, ErrorData> {

@@ -40,6 +40,8 @@ use crate::{
     db::{
         self,
         audit::{AuditEvent, AuditKind},
+        call_accounts::{CallAccount, GrantUse},
+        connections::ConnectionRow,
         tickets::Ticket,
     },
     providers::Provider,
@@ -138,7 +140,12 @@ async fn require<'s>(
     if need.add_account {
         return accounts::add(state, &need, provider, &wanted, round.as_ref()).await;
     }
-    let chosen = match accounts::choose(state, &need, provider, round.as_ref()).await? {
+    // Subscribed before the read, so a connection stored after it is
+    // not missed by the wait below.
+    let accepted = action == Some(ElicitationAction::Accept);
+    let mut subscription = accepted.then(|| state.events.subscribe());
+    let read = read_accounts(state, p, provider).await?;
+    let chosen = match accounts::choose(state, &need, provider, round.as_ref(), &read)? {
         accounts::Chosen::Connection(id) => id,
         accounts::Chosen::Answer(access) => return Ok(access),
     };
@@ -147,11 +154,11 @@ async fn require<'s>(
         account: chosen,
         ..r
     });
-    let accepted = action == Some(ElicitationAction::Accept);
-    let mut subscription = accepted.then(|| state.events.subscribe());
-    let existing_scopes = match check(state, p, provider, chosen, &wanted).await? {
+    let (row, grant) = pick(read, chosen);
+    let existing_scopes = match checked(vault::token_state(state, row, provider, &wanted).await)? {
         Checked::Ready(token) => {
-            return grants::admit(state, &need, provider, token, round.as_ref()).await;
+            let seen = grants::GrantSeen::Read(grant);
+            return grants::admit(state, &need, provider, token, round.as_ref(), seen).await;
         }
         Checked::Ask { existing_scopes } => existing_scopes,
     };
@@ -175,7 +182,8 @@ async fn require<'s>(
         if wait_for_connection(state, p, provider.name(), rx, need.cancel).await
             && let Checked::Ready(token) = check(state, p, provider, chosen, &wanted).await?
         {
-            return grants::admit(state, &need, provider, token, round.as_ref()).await;
+            let seen = grants::GrantSeen::Unread;
+            return grants::admit(state, &need, provider, token, round.as_ref(), seen).await;
         }
         ticket = connect_ticket(current_ticket(state, round.as_ref()).await?);
         if declined(&ticket) {
@@ -214,11 +222,46 @@ pub(crate) async fn current_ticket(
     }
 }
 
+/// The call's one read (`db::call_accounts`): the user's connections to
+/// `provider` with their tokens and the calling client's grants, on this
+/// thread's connection and within the statement deadline.
+async fn read_accounts(
+    state: &ConnectionService,
+    p: &Principal,
+    provider: &Provider,
+) -> Result<Vec<CallAccount>, ErrorData> {
+    let read = state.hot_db.run(async |conn| {
+        db::call_accounts::read(conn, &p.issuer, &p.subject, provider.name(), &p.client_id).await
+    });
+    db::faults::deadline(state.settings.database.deadline(), read)
+        .await
+        .map_err(internal)
+}
+
+/// The connection `chosen` among those read (`None`: the first, as
+/// `db::connections::find_account` would pick it), and the calling
+/// client's grant on it.
+fn pick(
+    read: Vec<CallAccount>,
+    chosen: Option<uuid::Uuid>,
+) -> (Option<ConnectionRow>, Option<GrantUse>) {
+    let mut read = read.into_iter();
+    let found = match chosen {
+        Some(id) => read.find(|a| a.row.id == id),
+        None => read.next(),
+    };
+    match found {
+        Some(a) => (Some(a.row), a.grant),
+        None => (None, None),
+    }
+}
+
 enum Checked {
     Ready(UsableToken),
     Ask { existing_scopes: Vec<String> },
 }
 
+/// Reads the connection again and checks its token (after a wait).
 async fn check(
     state: &ConnectionService,
     p: &Principal,
@@ -226,10 +269,13 @@ async fn check(
     connection: Option<uuid::Uuid>,
     wanted: &[String],
 ) -> Result<Checked, ErrorData> {
-    match vault::usable_token_of(state, &p.issuer, &p.subject, provider, connection, wanted)
-        .await
-        .map_err(internal)?
-    {
+    checked(
+        vault::usable_token_of(state, &p.issuer, &p.subject, provider, connection, wanted).await,
+    )
+}
+
+fn checked(found: anyhow::Result<TokenState>) -> Result<Checked, ErrorData> {
+    match found.map_err(internal)? {
         TokenState::Usable(token) => Ok(Checked::Ready(token)),
         TokenState::LacksScopes { granted } => Ok(Checked::Ask {
             existing_scopes: granted,
