@@ -12,6 +12,7 @@ mod logs;
 mod accounts;
 mod auth;
 mod browser;
+mod call_accounts;
 mod cli;
 mod client_names;
 mod connect_mrtr;
