@@ -5,6 +5,11 @@
 //! labels, no secret — and the retry goes on with the answer. An answer
 //! that names no account is asked again. The choice travels in the sealed
 //! `requestState`, so a later round (an approval, a reconnect) keeps it.
+//!
+//! The accounts come from the call's one read (`read`), which also
+//! brings each connection's tokens and the calling client's grant: the
+//! chosen one (`pick`) goes on to the vault and the grant check without
+//! another round trip.
 
 use super::errors::RequestError;
 use rmcp::{
@@ -18,9 +23,14 @@ use uuid::Uuid;
 
 use super::{Access, ClientKind, Need, internal};
 use crate::{
+    auth::Principal,
     connect::ConnectionService,
     connect::state::RoundState,
-    db::{self, call_accounts::CallAccount, connections::ConnectionRow},
+    db::{
+        self,
+        call_accounts::{CallAccount, GrantUse},
+        connections::ConnectionRow,
+    },
     providers::Provider,
 };
 
@@ -37,6 +47,40 @@ pub(super) enum Chosen<'s> {
     Connection(Option<Uuid>),
     /// Answer the request with this.
     Answer(Access<'s>),
+}
+
+/// The call's one read (`db::call_accounts`): the user's connections to
+/// `provider` with their tokens and the calling client's grants, on this
+/// thread's connection and within the statement deadline.
+pub(super) async fn read(
+    state: &ConnectionService,
+    p: &Principal,
+    provider: &Provider,
+) -> Result<Vec<CallAccount>, ErrorData> {
+    let read = state.hot_db.run(async |conn| {
+        db::call_accounts::read(conn, &p.issuer, &p.subject, provider.name(), &p.client_id).await
+    });
+    db::faults::deadline(state.settings.database.deadline(), read)
+        .await
+        .map_err(internal)
+}
+
+/// The connection `chosen` among those read (`None`: the first, as
+/// `db::connections::find_account` would pick it), and the calling
+/// client's grant on it.
+pub(super) fn pick(
+    read: Vec<CallAccount>,
+    chosen: Option<Uuid>,
+) -> (Option<ConnectionRow>, Option<GrantUse>) {
+    let mut read = read.into_iter();
+    let found = match chosen {
+        Some(id) => read.find(|a| a.row.id == id),
+        None => read.next(),
+    };
+    match found {
+        Some(a) => (Some(a.row), a.grant),
+        None => (None, None),
+    }
 }
 
 /// Which of the user's connections (`read`: the call's one read, see

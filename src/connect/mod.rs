@@ -40,8 +40,6 @@ use crate::{
     db::{
         self,
         audit::{AuditEvent, AuditKind},
-        call_accounts::{CallAccount, GrantUse},
-        connections::ConnectionRow,
         tickets::Ticket,
     },
     providers::Provider,
@@ -144,7 +142,7 @@ async fn require<'s>(
     // not missed by the wait below.
     let accepted = action == Some(ElicitationAction::Accept);
     let mut subscription = accepted.then(|| state.events.subscribe());
-    let read = read_accounts(state, p, provider).await?;
+    let read = accounts::read(state, p, provider).await?;
     let chosen = match accounts::choose(state, &need, provider, round.as_ref(), &read)? {
         accounts::Chosen::Connection(id) => id,
         accounts::Chosen::Answer(access) => return Ok(access),
@@ -154,7 +152,7 @@ async fn require<'s>(
         account: chosen,
         ..r
     });
-    let (row, grant) = pick(read, chosen);
+    let (row, grant) = accounts::pick(read, chosen);
     let existing_scopes = match checked(vault::token_state(state, row, provider, &wanted).await)? {
         Checked::Ready(token) => {
             let seen = grants::GrantSeen::Read(grant);
@@ -222,46 +220,13 @@ pub(crate) async fn current_ticket(
     }
 }
 
-/// The call's one read (`db::call_accounts`): the user's connections to
-/// `provider` with their tokens and the calling client's grants, on this
-/// thread's connection and within the statement deadline.
-async fn read_accounts(
-    state: &ConnectionService,
-    p: &Principal,
-    provider: &Provider,
-) -> Result<Vec<CallAccount>, ErrorData> {
-    let read = state.hot_db.run(async |conn| {
-        db::call_accounts::read(conn, &p.issuer, &p.subject, provider.name(), &p.client_id).await
-    });
-    db::faults::deadline(state.settings.database.deadline(), read)
-        .await
-        .map_err(internal)
-}
-
-/// The connection `chosen` among those read (`None`: the first, as
-/// `db::connections::find_account` would pick it), and the calling
-/// client's grant on it.
-fn pick(
-    read: Vec<CallAccount>,
-    chosen: Option<uuid::Uuid>,
-) -> (Option<ConnectionRow>, Option<GrantUse>) {
-    let mut read = read.into_iter();
-    let found = match chosen {
-        Some(id) => read.find(|a| a.row.id == id),
-        None => read.next(),
-    };
-    match found {
-        Some(a) => (Some(a.row), a.grant),
-        None => (None, None),
-    }
-}
-
 enum Checked {
     Ready(UsableToken),
     Ask { existing_scopes: Vec<String> },
 }
 
-/// Reads the connection again and checks its token (after a wait).
+/// Reads the connection and checks its token (when the call's one read is
+/// out of date: after a wait for the user, or a new account stored).
 async fn check(
     state: &ConnectionService,
     p: &Principal,
