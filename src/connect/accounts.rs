@@ -7,6 +7,11 @@
 //! `requestState`, so a later round (an approval, a reconnect, the
 //! `disconnect` confirmation) keeps it. A client that cannot answer a form
 //! (no `elicitation.form`) is told to name the account instead.
+//!
+//! The accounts come from the call's one read (`read`), which also
+//! brings each connection's tokens and the calling client's grant: the
+//! chosen one (`pick`) goes on to the vault and the grant check without
+//! another round trip.
 
 use super::errors::{ElicitationMode, RequestError};
 use rmcp::{
@@ -20,9 +25,14 @@ use uuid::Uuid;
 
 use super::{Access, ClientKind, Need, internal};
 use crate::{
+    auth::Principal,
     connect::ConnectionService,
     connect::state::RoundState,
-    db::{self, connections::AccountChoice},
+    db::{
+        self,
+        call_accounts::{CallAccount, GrantUse},
+        connections::ConnectionRow,
+    },
     providers::Provider,
 };
 
@@ -62,7 +72,8 @@ impl ConnectionService {
             .providers
             .get(need.provider)
             .ok_or_else(|| super::unknown_provider(self, need.provider))?;
-        choose(self, need, provider, round).await
+        let accounts = read(self, need.principal, provider).await?;
+        choose(self, need, provider, round, &accounts)
     }
 
     /// The user's connection `connection` at `provider` (`None`: the only,
@@ -84,23 +95,58 @@ impl ConnectionService {
     }
 }
 
-pub(super) async fn choose<'s>(
+/// The call's one read (`db::call_accounts`): the user's connections to
+/// `provider` with their tokens and the calling client's grants, on this
+/// thread's connection and within the statement deadline.
+pub(super) async fn read(
+    state: &ConnectionService,
+    p: &Principal,
+    provider: &Provider,
+) -> Result<Vec<CallAccount>, ErrorData> {
+    let read = state.hot_db.run(async |conn| {
+        db::call_accounts::read(conn, &p.issuer, &p.subject, provider.name(), &p.client_id).await
+    });
+    db::faults::deadline(state.settings.database.deadline(), read)
+        .await
+        .map_err(internal)
+}
+
+/// The connection `chosen` among those read (`None`: the first, as
+/// `db::connections::find_account` would pick it), and the calling
+/// client's grant on it.
+pub(super) fn pick(
+    read: Vec<CallAccount>,
+    chosen: Option<Uuid>,
+) -> (Option<ConnectionRow>, Option<GrantUse>) {
+    let mut read = read.into_iter();
+    let found = match chosen {
+        Some(id) => read.find(|a| a.row.id == id),
+        None => read.next(),
+    };
+    match found {
+        Some(a) => (Some(a.row), a.grant),
+        None => (None, None),
+    }
+}
+
+/// Which of the user's connections (`read`: the call's one read, see
+/// `db::call_accounts`) the request means.
+pub(super) fn choose<'s>(
     state: &'s ConnectionService,
     need: &Need<'_>,
     provider: &Provider,
     round: Option<&RoundState>,
+    read: &[CallAccount],
 ) -> Result<Chosen<'s>, ErrorData> {
     if let Some(id) = round.and_then(|r| r.account) {
         return Ok(Chosen::Connection(Some(id)));
     }
-    let p = need.principal;
-    // On every call's path: bounded like the token read that follows.
-    let read = state.hot_db.run(async |conn| {
-        db::connections::accounts(conn, &p.issuer, &p.subject, provider.name()).await
-    });
-    let accounts = db::faults::deadline(state.settings.database.deadline(), read)
-        .await
-        .map_err(internal)?;
+    // Placeholder rows (no account yet) are no choice.
+    let accounts: Vec<&ConnectionRow> = read
+        .iter()
+        .map(|a| &a.row)
+        .filter(|r| !r.account_id.is_empty())
+        .collect();
     let answer = round.and_then(|_| answer(need.input_responses, &input_key(provider.name())));
     let named = match (need.account, &answer) {
         (Some(name), _) => Some(name.to_owned()),
@@ -170,17 +216,19 @@ pub(super) async fn add<'s>(
             && let super::Checked::Ready(token) =
                 super::check(state, p, provider, Some(id), wanted).await?
         {
-            return super::grants::admit(state, need, provider, token, round).await;
+            let seen = super::grants::GrantSeen::Unread;
+            return super::grants::admit(state, need, provider, token, round, seen).await;
         }
     }
     super::ask(state, need, provider, wanted, &[], round, ticket).await
 }
 
-fn find<'a>(accounts: &'a [AccountChoice], name: &str) -> Option<&'a AccountChoice> {
+fn find<'a>(accounts: &[&'a ConnectionRow], name: &str) -> Option<&'a ConnectionRow> {
     accounts
         .iter()
         .find(|a| a.account_label == name)
         .or_else(|| accounts.iter().find(|a| a.account_id == name))
+        .copied()
 }
 
 enum Answer {
@@ -208,7 +256,7 @@ fn ask<'s>(
     state: &'s ConnectionService,
     need: &Need<'_>,
     provider: &Provider,
-    accounts: &[AccountChoice],
+    accounts: &[&ConnectionRow],
     round: Option<&RoundState>,
     unknown: Option<&str>,
 ) -> Result<Chosen<'s>, ErrorData> {

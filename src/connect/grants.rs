@@ -19,9 +19,18 @@ use crate::{
     config::{GrantMode, WebhookEvent},
     connect::ConnectionService,
     connect::state::RoundState,
-    db::{self, tickets::Ticket},
+    db::{self, call_accounts::GrantUse, tickets::Ticket},
     providers::Provider,
 };
+
+/// What the caller already knows of the calling client's grant on the
+/// token's connection.
+pub(super) enum GrantSeen {
+    /// Nothing yet: look it up.
+    Unread,
+    /// Read with the connection (`db::call_accounts`); `None`: no grant.
+    Read(Option<GrantUse>),
+}
 
 /// Hands out `token` if the calling client may use its connection;
 /// otherwise asks the user (or reports their answer to an earlier ask).
@@ -31,10 +40,11 @@ pub(super) async fn admit<'s>(
     provider: &'s Provider,
     token: UsableToken,
     round: Option<&RoundState>,
+    seen: GrantSeen,
 ) -> Result<Access<'s>, ErrorData> {
     let p = need.principal;
     if state.settings.grants == GrantMode::PerUser
-        || granted(state, token.connection_id, &p.client_id).await?
+        || granted(state, token.connection_id, &p.client_id, seen).await?
     {
         return Ok(Access::Ready { token, provider });
     }
@@ -57,9 +67,10 @@ pub(super) async fn admit<'s>(
         // whichever instance stored it. Subscribed before looking again,
         // so an approval in between is not missed.
         let mut rx = state.events.subscribe();
-        if granted(state, token.connection_id, &p.client_id).await?
+        let unread = || GrantSeen::Unread;
+        if granted(state, token.connection_id, &p.client_id, unread()).await?
             || (super::wait_for_connection(state, p, provider.name(), &mut rx, need.cancel).await
-                && granted(state, token.connection_id, &p.client_id).await?)
+                && granted(state, token.connection_id, &p.client_id, unread()).await?)
         {
             return Ok(Access::Ready { token, provider });
         }
@@ -84,16 +95,24 @@ async fn granted(
     state: &ConnectionService,
     connection_id: Uuid,
     client_id: &str,
+    seen: GrantSeen,
 ) -> Result<bool, ErrorData> {
     let limit = state.settings.database.deadline();
-    let found = db::faults::deadline(
-        limit,
-        state
-            .hot_db
-            .run(async |conn| db::client_grants::find(conn, connection_id, client_id).await),
-    )
-    .await;
-    let Some(grant) = found.map_err(internal)? else {
+    let found = match seen {
+        GrantSeen::Read(grant) => grant,
+        GrantSeen::Unread => db::faults::deadline(
+            limit,
+            state
+                .hot_db
+                .run(async |conn| db::client_grants::find(conn, connection_id, client_id).await),
+        )
+        .await
+        .map_err(internal)?
+        .map(|g| GrantUse {
+            last_used_at: g.last_used_at,
+        }),
+    };
+    let Some(grant) = found else {
         return Ok(false);
     };
     let stale = grant

@@ -147,7 +147,12 @@ async fn require<'s>(
     if need.add_account {
         return accounts::add(state, &need, provider, &wanted, round.as_ref()).await;
     }
-    let chosen = match accounts::choose(state, &need, provider, round.as_ref()).await? {
+    // Subscribed before the read, so a connection stored after it is
+    // not missed by the wait below.
+    let accepted = action == Some(ElicitationAction::Accept);
+    let mut subscription = accepted.then(|| state.events.subscribe());
+    let read = accounts::read(state, p, provider).await?;
+    let chosen = match accounts::choose(state, &need, provider, round.as_ref(), &read)? {
         accounts::Chosen::Connection(id) => id,
         accounts::Chosen::Answer(access) => return Ok(access),
     };
@@ -156,11 +161,11 @@ async fn require<'s>(
         account: chosen,
         ..r
     });
-    let accepted = action == Some(ElicitationAction::Accept);
-    let mut subscription = accepted.then(|| state.events.subscribe());
-    let existing_scopes = match check(state, p, provider, chosen, &wanted).await? {
+    let (row, grant) = accounts::pick(read, chosen);
+    let existing_scopes = match checked(vault::token_state(state, row, provider, &wanted).await)? {
         Checked::Ready(token) => {
-            return grants::admit(state, &need, provider, token, round.as_ref()).await;
+            let seen = grants::GrantSeen::Read(grant);
+            return grants::admit(state, &need, provider, token, round.as_ref(), seen).await;
         }
         Checked::Ask { existing_scopes } => existing_scopes,
     };
@@ -184,7 +189,8 @@ async fn require<'s>(
         if wait_for_connection(state, p, provider.name(), rx, need.cancel).await
             && let Checked::Ready(token) = check(state, p, provider, chosen, &wanted).await?
         {
-            return grants::admit(state, &need, provider, token, round.as_ref()).await;
+            let seen = grants::GrantSeen::Unread;
+            return grants::admit(state, &need, provider, token, round.as_ref(), seen).await;
         }
         ticket = connect_ticket(current_ticket(state, round.as_ref()).await?);
         if declined(&ticket) {
@@ -228,6 +234,8 @@ enum Checked {
     Ask { existing_scopes: Vec<String> },
 }
 
+/// Reads the connection and checks its token (when the call's one read is
+/// out of date: after a wait for the user, or a new account stored).
 async fn check(
     state: &ConnectionService,
     p: &Principal,
@@ -235,10 +243,13 @@ async fn check(
     connection: Option<uuid::Uuid>,
     wanted: &[String],
 ) -> Result<Checked, ErrorData> {
-    match vault::usable_token_of(state, &p.issuer, &p.subject, provider, connection, wanted)
-        .await
-        .map_err(internal)?
-    {
+    checked(
+        vault::usable_token_of(state, &p.issuer, &p.subject, provider, connection, wanted).await,
+    )
+}
+
+fn checked(found: anyhow::Result<TokenState>) -> Result<Checked, ErrorData> {
+    match found.map_err(internal)? {
         TokenState::Usable(token) => Ok(Checked::Ready(token)),
         TokenState::LacksScopes { granted } => Ok(Checked::Ask {
             existing_scopes: granted,

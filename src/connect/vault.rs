@@ -342,8 +342,21 @@ pub async fn usable_token_of(
             db::connections::find_account(conn, issuer, subject, provider.name(), connection).await
         }),
     )
-    .await;
-    let Some(row) = found? else {
+    .await?;
+    token_state(state, found, provider, required_scopes).await
+}
+
+/// Where the user stands with the connection `found` (read by the caller,
+/// as a tool call's one read does: `db::call_accounts`); `None`: there is
+/// none. Refreshes the token if need be.
+pub(super) async fn token_state(
+    state: &ConnectionService,
+    found: Option<ConnectionRow>,
+    provider: &Provider,
+    required_scopes: &[String],
+) -> anyhow::Result<TokenState> {
+    let limit = state.settings.database.deadline();
+    let Some(row) = found else {
         return Ok(TokenState::Missing);
     };
     match row.status {
@@ -370,8 +383,8 @@ pub async fn usable_token_of(
         let _turn = lock.lock().await;
         let again = db::connections::find_account(
             &state.db,
-            issuer,
-            subject,
+            &row.issuer,
+            &row.subject,
             provider.name(),
             Some(row.id),
         );

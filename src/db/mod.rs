@@ -18,6 +18,7 @@
 //! to find.
 
 pub mod audit;
+pub mod call_accounts;
 pub mod client_grants;
 pub mod connections;
 pub mod dev_secrets;

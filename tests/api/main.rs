@@ -13,6 +13,7 @@ mod accounts;
 mod accounts_disconnect;
 mod auth;
 mod browser;
+mod call_accounts;
 mod cli;
 mod client_names;
 mod connect_mrtr;

@@ -11,6 +11,8 @@ use tokio::sync::RwLock;
 
 /// The issuer every bench-bare user belongs to.
 const ISSUER: &str = "bench-bare";
+/// The MCP client every bench-bare caller is.
+const CLIENT: &str = "bench";
 
 #[derive(Clone)]
 pub enum Store {
@@ -29,7 +31,8 @@ impl Store {
         Ok(Store::Postgres(HotConnections::new(options, hot, pool)))
     }
 
-    /// mcp-connect's lookup of the user's connection (S2 and S3).
+    /// mcp-connect's one read of a call (S2 and S3): the user's connections
+    /// to the provider with their tokens and the client's grants.
     pub async fn is_connected(&self, subject: &str, provider: &str) -> anyhow::Result<bool> {
         match self {
             Store::Memory(set) => Ok(set
@@ -47,9 +50,16 @@ impl Store {
             return Ok(None);
         };
         let found = hot
-            .run(async |conn| db::connections::find(conn, ISSUER, subject, provider).await)
+            .run(async |conn| {
+                db::call_accounts::read(conn, ISSUER, subject, provider, CLIENT).await
+            })
             .await?;
-        Ok(found.map(|row| row.access_token))
+        // The first is the one mcp-connect picks when no account is named.
+        Ok(found
+            .into_iter()
+            .next()
+            .filter(|a| a.grant.is_some())
+            .map(|a| a.row.access_token))
     }
 
     /// mcp-connect's ticket insert with its audit row (S2). In memory the
@@ -72,7 +82,7 @@ impl Store {
                     ticket_hash: &ticket_hash,
                     issuer: ISSUER,
                     subject,
-                    client_id: "bench",
+                    client_id: CLIENT,
                     provider,
                     scopes: &[],
                     expires_at: chrono::Utc::now() + chrono::Duration::minutes(10),
@@ -104,7 +114,7 @@ impl Store {
                     let id = db::connections::claim_id(conn, ISSUER, &subject, &provider, &subject)
                         .await?;
                     db::connections::store(
-                        conn,
+                        &mut *conn,
                         id,
                         db::connections::StoredTokens {
                             account_id: &subject,
@@ -116,7 +126,9 @@ impl Store {
                             expires_at: None,
                         },
                     )
-                    .await
+                    .await?;
+                    // As the connect flow grants the client that connected.
+                    db::client_grants::insert(conn, id, CLIENT).await.map(drop)
                 })
                 .await?;
                 Ok(())

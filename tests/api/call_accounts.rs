@@ -1,0 +1,88 @@
+//! The one read of a connected tool call (`db::call_accounts`): the user's
+//! connections to the provider in the order the single-row lookup picks
+//! them, each with the calling client's grant and no one else's.
+
+use chrono::{Duration, Utc};
+use mcp_connect::db::{self, connections::StoredTokens};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::helpers::spawn_app;
+
+const ISSUER: &str = "https://issuer.example";
+
+/// A connection of `subject` to `demo`, created `age_minutes` ago; an empty
+/// `account_id` leaves it a placeholder (claimed, never stored).
+async fn connection(db: &PgPool, subject: &str, account_id: &str, age_minutes: i64) -> Uuid {
+    let mut conn = db.acquire().await.unwrap();
+    let id = db::connections::claim_id(&mut conn, ISSUER, subject, "demo", account_id)
+        .await
+        .unwrap();
+    if !account_id.is_empty() {
+        let tokens = StoredTokens {
+            account_id,
+            account_label: account_id,
+            scopes: &[],
+            access_token: b"sealed",
+            refresh_token: None,
+            key_id: "k",
+            expires_at: None,
+        };
+        db::connections::store(&mut *conn, id, tokens)
+            .await
+            .unwrap();
+    }
+    sqlx::query("UPDATE connections SET created_at = $2 WHERE id = $1")
+        .bind(id)
+        .bind(Utc::now() - Duration::minutes(age_minutes))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    id
+}
+
+#[tokio::test]
+async fn a_call_reads_the_users_accounts_in_lookup_order_with_the_callers_grants() {
+    let app = spawn_app().await;
+    let db = &app.db;
+    // The placeholder is the oldest row, and still comes last.
+    let placeholder = connection(db, "alice", "", 30).await;
+    let work = connection(db, "alice", "work", 20).await;
+    let personal = connection(db, "alice", "personal", 10).await;
+    let bobs = connection(db, "bob", "bob", 40).await;
+    for (id, client) in [
+        (personal, "client-a"),
+        (work, "client-b"),
+        (bobs, "client-a"),
+    ] {
+        db::client_grants::insert(db, id, client).await.unwrap();
+    }
+
+    let read = db::call_accounts::read(db, ISSUER, "alice", "demo", "client-a")
+        .await
+        .unwrap();
+    let ids: Vec<Uuid> = read.iter().map(|a| a.row.id).collect();
+    assert_eq!(
+        ids,
+        [work, personal, placeholder],
+        "bob's row is not alice's"
+    );
+    let granted: Vec<bool> = read.iter().map(|a| a.grant.is_some()).collect();
+    assert_eq!(granted, [false, true, false], "only client-a's own grant");
+    assert_eq!(read[0].row.access_token, b"sealed");
+
+    let first = db::connections::find_account(db, ISSUER, "alice", "demo", None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.id, read[0].row.id, "the same row the lookup picks");
+
+    let other = db::call_accounts::read(db, ISSUER, "alice", "demo", "client-c")
+        .await
+        .unwrap();
+    assert!(other.iter().all(|a| a.grant.is_none()));
+    let nobody = db::call_accounts::read(db, ISSUER, "carol", "demo", "client-a")
+        .await
+        .unwrap();
+    assert!(nobody.is_empty());
+}
