@@ -61,7 +61,7 @@ pub struct ChosenAccount {
 }
 
 impl ConnectionService {
-    /// The account `need` is about (see [`choose`]): the one named, chosen
+    /// The account `need` is about (see `choose`): the one named, chosen
     /// in an earlier round, or the only one; or the question to ask.
     pub async fn choose_account<'s>(
         &'s self,
