@@ -101,12 +101,7 @@ impl Settings {
             return Err(invalid("auth.subject_claim", "must not be empty".into()));
         }
         for name in self.providers.keys() {
-            let valid_name = !name.is_empty()
-                && name.len() <= 32
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
-            if !valid_name {
+            if !is_valid_name(name) {
                 return Err(invalid(
                     &format!("providers.{name}"),
                     "provider names are 1 to 32 lowercase letters, digits, `-` or `_`".into(),
@@ -197,6 +192,15 @@ pub(super) fn is_loopback(url: &Url) -> bool {
         Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
         None => false,
     }
+}
+
+/// The names settings give providers and webhook endpoints (and pages
+/// and tools accept back): 1 to 32 lowercase letters, digits, `-` or `_`.
+pub fn is_valid_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
 #[cfg(test)]

@@ -186,12 +186,7 @@ impl WebhookSettings {
         }
         for (name, endpoint) in &self.endpoints {
             let key = |field: &str| format!("webhooks.endpoints.{name}.{field}");
-            let valid_name = !name.is_empty()
-                && name.len() <= 32
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
-            if !valid_name {
+            if !super::validate::is_valid_name(name) {
                 return Err(invalid(
                     format!("webhooks.endpoints.{name}"),
                     "endpoint names are 1 to 32 lowercase letters, digits, `-` or `_`".into(),

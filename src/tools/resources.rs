@@ -49,12 +49,7 @@ fn profile_provider(uri: &str) -> Option<&str> {
     let provider = uri
         .strip_prefix("connection://")?
         .strip_suffix("/profile")?;
-    let valid = !provider.is_empty()
-        && provider.len() <= 32
-        && provider
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
-    valid.then_some(provider)
+    crate::config::is_valid_name(provider).then_some(provider)
 }
 
 /// Reads a resource for `principal`; `audience` is this server's MCP

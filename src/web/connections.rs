@@ -197,11 +197,7 @@ async fn list(
 /// A provider name from the path: the shape settings allow, else refused
 /// before it reaches a query or a CSRF purpose.
 fn provider_name(raw: &str) -> Result<&str, WebError> {
-    let ok = (1..=32).contains(&raw.len())
-        && raw
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
-    if ok {
+    if crate::config::is_valid_name(raw) {
         Ok(raw)
     } else {
         Err(WebError::BadRequest("There is no such provider."))
