@@ -58,9 +58,31 @@ pub enum DbSetupError {
 }
 
 pub fn connect_options(url: &SecretString) -> Result<PgConnectOptions, DbSetupError> {
-    PgConnectOptions::from_str(url.expose_secret())
+    let options = PgConnectOptions::from_str(url.expose_secret())
         .map(|o| o.log_statements(tracing::log::LevelFilter::Trace))
-        .map_err(DbSetupError::BadUrl)
+        .map_err(DbSetupError::BadUrl)?;
+    Ok(
+        match login_user_for(url.expose_secret(), |v| std::env::var(v).ok()) {
+            Some(user) => options.username(&user),
+            None => options,
+        },
+    )
+}
+
+/// The role to connect as when the URL names none and `PGUSER` is unset:
+/// the login name from `USER` or `LOGNAME`, as `psql` would use. sqlx 0.9
+/// asks the OS instead and, where that has no answer (some containers and
+/// sandboxes), connects as "anonymous", so `postgres://localhost/db` failed
+/// where `psql` works.
+fn login_user_for(url: &str, env: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let names_user = url::Url::parse(url).is_ok_and(|u| !u.username().is_empty());
+    if names_user || env("PGUSER").is_some() {
+        return None;
+    }
+    ["USER", "LOGNAME"]
+        .into_iter()
+        .filter_map(&env)
+        .find(|name| !name.is_empty())
 }
 
 /// A lazily connecting pool: the service starts (and `/readyz` reports) even
@@ -153,4 +175,45 @@ pub async fn migrations_applied(pool: &PgPool) -> Result<bool, sqlx::Error> {
         .iter()
         .filter(|m| m.migration_type.is_up_migration())
         .all(|m| applied.contains(&m.version)))
+}
+
+#[cfg(test)]
+mod login_user_tests {
+    use super::login_user_for;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn a_url_without_a_user_connects_as_the_login_name() {
+        let url = "postgres://localhost/mcp_connect_dev";
+        assert_eq!(
+            login_user_for(url, env(&[("USER", "ann")])).as_deref(),
+            Some("ann")
+        );
+        assert_eq!(
+            login_user_for(url, env(&[("USER", ""), ("LOGNAME", "bo")])).as_deref(),
+            Some("bo")
+        );
+        assert_eq!(login_user_for(url, env(&[])), None);
+    }
+
+    #[test]
+    fn a_user_in_the_url_or_pguser_wins() {
+        let vars = [("USER", "ann")];
+        assert_eq!(
+            login_user_for("postgres://root@localhost/db", env(&vars)),
+            None
+        );
+        let with_pguser = [("USER", "ann"), ("PGUSER", "postgres")];
+        assert_eq!(
+            login_user_for("postgres://localhost/db", env(&with_pguser)),
+            None
+        );
+    }
 }
