@@ -10,10 +10,12 @@ use tokio::time::Instant;
 
 use crate::{
     browser::Browser,
+    callgrind,
     client::Conn,
     flows,
     mcp::{self, Expect, Prepared},
     procstat,
+    servers::Kind,
 };
 
 /// One worker's job.
@@ -136,9 +138,17 @@ pub struct Measured {
     pub dry: bool,
     /// Compiler processes seen at the start and the end of the window.
     pub builds_seen: usize,
+    /// `--callgrind`: instructions each server executed in the window.
+    pub instructions: Vec<(Kind, u64)>,
 }
 
 impl Measured {
+    /// Instructions per successful request that server `kind` executed.
+    pub fn instructions_per_request(&self, kind: Kind) -> Option<f64> {
+        let (_, n) = self.instructions.iter().find(|(k, _)| *k == kind)?;
+        (self.ok > 0).then(|| *n as f64 / self.ok as f64)
+    }
+
     pub fn rate(&self) -> f64 {
         if self.elapsed_s > 0.0 {
             self.ok as f64 / self.elapsed_s
@@ -178,11 +188,19 @@ pub async fn run(
     let server_before = procstat::cpu_seconds(server_pid).unwrap_or(0.0);
     let me = std::process::id();
     let me_before = procstat::cpu_seconds(me).unwrap_or(0.0);
+    if callgrind::enabled() {
+        callgrind::zero();
+    }
 
     let started = Instant::now();
     let tallies =
         futures::future::join_all(jobs.iter_mut().map(|j| drive(j, started + duration))).await;
     let elapsed_s = started.elapsed().as_secs_f64();
+    let instructions = if callgrind::enabled() {
+        callgrind::dump()
+    } else {
+        Vec::new()
+    };
 
     let server_cpu_s = procstat::cpu_seconds(server_pid).unwrap_or(0.0) - server_before;
     let loadgen_cpu_s = procstat::cpu_seconds(me).unwrap_or(0.0) - me_before;
@@ -200,6 +218,7 @@ pub async fn run(
         peak_rss_kb,
         loadgen_cpu_s,
         builds_seen: builds_before.max(procstat::competing_builds()),
+        instructions,
         ..Measured::default()
     };
     for tally in tallies {

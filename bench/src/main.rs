@@ -8,6 +8,7 @@
 //! whole thing in seconds for CI and times nothing worth reading.
 
 mod browser;
+mod callgrind;
 mod capture;
 mod client;
 mod dbref;
@@ -77,6 +78,9 @@ async fn run() -> anyhow::Result<bool> {
     let paths = prepare::paths()?;
     if options.build {
         prepare::build(&paths)?;
+    }
+    if options.callgrind {
+        callgrind::enable(&paths.logs)?;
     }
     let database = prepare::Database {
         server: options.database_server.trim_end_matches('/').to_owned(),
@@ -265,7 +269,7 @@ async fn bench(
                         }
                     };
                     eprintln!(
-                        "bench: {} {:<14} c={:<3} round {}/{} {:<12} {:>8.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  errors {}",
+                        "bench: {} {:<14} c={:<3} round {}/{} {:<12} {:>8.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms  errors {}{}",
                         scenario.id(),
                         scenario.title(),
                         level,
@@ -275,7 +279,8 @@ async fn bench(
                         measured.rate(),
                         measured.p50_ms,
                         measured.p99_ms,
-                        measured.errors
+                        measured.errors,
+                        callgrind::note(&measured, kind),
                     );
                     runs.entry((scenario, level, kind))
                         .or_default()
@@ -313,6 +318,9 @@ async fn bench(
         scaled.as_ref(),
     );
     let census = report::census(&census);
+    if options.callgrind {
+        println!("{}", callgrind::table(&runs));
+    }
     let data_scale = scaled
         .as_ref()
         .map(scale_report::data_scale)

@@ -42,6 +42,11 @@ BENCHMARKS.md.
                           on loopback)
   --quiet-logs            servers log warnings only (mcp-connect RUST_LOG=warn, no uvicorn
                           access log): shows what per-request logging costs
+  --callgrind             run mcp-connect and bench-bare under valgrind's callgrind and
+                          report instructions per request (user space, all threads) of
+                          each server: repeatable on a busy machine, where CPU time is
+                          not; the servers run 20–50× slower (use --levels 1 and
+                          --duration 10 or more)
   --no-census             skip counting SQL statements per request (saves about a minute)
   --output PATH           where to write the report (default BENCHMARKS.md)
   --no-write              print the table only
@@ -64,6 +69,7 @@ pub struct Options {
     pub db_tls: bool,
     pub quiet_logs: bool,
     pub census: bool,
+    pub callgrind: bool,
     pub output: Option<String>,
     pub build: bool,
 }
@@ -115,6 +121,7 @@ impl Options {
             db_tls: false,
             quiet_logs: false,
             census: true,
+            callgrind: false,
             output: Some("BENCHMARKS.md".to_owned()),
             build: true,
         };
@@ -165,6 +172,7 @@ impl Options {
                 "--db-tls" => o.db_tls = true,
                 "--quiet-logs" => o.quiet_logs = true,
                 "--no-census" => o.census = false,
+                "--callgrind" => o.callgrind = true,
                 "--output" => o.output = Some(value()?),
                 "--no-write" => o.output = None,
                 "--no-build" => o.build = false,

@@ -18,7 +18,7 @@ use tokio::{
     process::{Child, Command},
 };
 
-use crate::client::Conn;
+use crate::{callgrind, client::Conn};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
@@ -114,7 +114,7 @@ pub async fn start_ours(
     log: &str,
 ) -> anyhow::Result<(Server, DevInfo)> {
     let binary = paths.bin_dir.join("mcp-connect");
-    let mut command = Command::new(&binary);
+    let mut command = callgrind::command(&binary, Kind::Ours);
     if let Some(filter) = rust_log {
         command.env("RUST_LOG", filter);
     }
@@ -138,7 +138,12 @@ pub async fn start_ours(
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("cannot start {}", binary.display()))?;
-    let line = first_line(&mut child, "mcp-connect dev", Duration::from_secs(90)).await?;
+    let line = first_line(
+        &mut child,
+        "mcp-connect dev",
+        callgrind::patience(Duration::from_secs(90)),
+    )
+    .await?;
     let info: Value = serde_json::from_str(&line).context("mcp-connect dev --json output")?;
     let web_url = info["web_url"]
         .as_str()
@@ -152,6 +157,7 @@ pub async fn start_ours(
         .port()
         .ok_or_else(|| anyhow!("no port in {web_url}"))?;
     let pid = child.id().ok_or_else(|| anyhow!("mcp-connect exited"))?;
+    callgrind::track(Kind::Ours, pid);
     let server = Server {
         kind: Kind::Ours,
         base: web_url.clone(),
@@ -344,7 +350,7 @@ pub async fn start_bare(
         Some(_) => (Kind::BareSql, "bench-bare-sql.log"),
         None => (Kind::Bare, "bench-bare.log"),
     };
-    let mut command = Command::new(&binary);
+    let mut command = callgrind::command(&binary, kind);
     command.args(["--port", "0"]);
     if let Some(url) = database {
         command.args(["--database", url]);
@@ -359,13 +365,19 @@ pub async fn start_bare(
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("cannot start {}", binary.display()))?;
-    let line = first_line(&mut child, "bench-bare", Duration::from_secs(30)).await?;
+    let line = first_line(
+        &mut child,
+        "bench-bare",
+        callgrind::patience(Duration::from_secs(30)),
+    )
+    .await?;
     let info: Value = serde_json::from_str(&line)?;
     let base = info["url"]
         .as_str()
         .ok_or_else(|| anyhow!("bench-bare printed no url"))?
         .to_owned();
     let pid = child.id().ok_or_else(|| anyhow!("bench-bare exited"))?;
+    callgrind::track(kind, pid);
     Ok(Server {
         kind,
         base,
