@@ -7,6 +7,8 @@
 
 mod batched;
 
+pub use batched::BatchedWriter;
+
 use tracing_subscriber::{EnvFilter, filter::Directive, fmt};
 
 use crate::config::LogFormat;
@@ -40,12 +42,30 @@ pub fn init(format: LogFormat) {
 #[must_use = "logs still queued are lost when the guard is dropped early"]
 pub struct LogGuard(#[allow(dead_code)] Option<batched::WriterGuard>);
 
+/// Where a serving process with JSON logs queues lines it formats itself
+/// (the per-request access line, see [`json_lines`]).
+static JSON_LINES: std::sync::OnceLock<batched::BatchedWriter> = std::sync::OnceLock::new();
+
+/// The serving process's line queue when its logs are JSON: a hot path may
+/// format its own line, exactly as `tracing`'s JSON formatter would, and
+/// queue it without the event machinery (after checking the filter with
+/// `tracing::enabled!`). `None` elsewhere (pretty logs, short commands,
+/// tests with their own subscriber): emit the `tracing` event.
+pub fn json_lines() -> Option<&'static batched::BatchedWriter> {
+    JSON_LINES.get()
+}
+
 /// Logging for a serving process. Request handlers queue their lines for a
 /// writer thread instead of making a system call each (see `batched`).
 pub fn init_for_serving(format: LogFormat) -> LogGuard {
     match batched::spawn(std::io::stderr()) {
         Ok((writer, guard)) => {
-            install(format, writer);
+            let queue = writer.clone();
+            // Only where this writer is the process's subscriber: under
+            // another one (tests that capture logs) lines go through it.
+            if install(format, writer) && format == LogFormat::Json {
+                let _ = JSON_LINES.set(queue);
+            }
             LogGuard(Some(guard))
         }
         // No thread to be had: write directly.
@@ -102,7 +122,8 @@ pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-fn install<W>(format: LogFormat, writer: W)
+/// Installs the global subscriber; false when one was installed already.
+fn install<W>(format: LogFormat, writer: W) -> bool
 where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
 {
@@ -112,10 +133,11 @@ where
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(true);
     // A second init (tests that start several apps) is not an error.
-    let _ = match format {
+    match format {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
         LogFormat::Pretty => builder.compact().fmt_fields(pretty_fields()).try_init(),
-    };
+    }
+    .is_ok()
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use std::{
 
 use rmcp::{RoleServer, service::RequestContext};
 
+use super::access_line;
 use crate::metrics::McpMetrics;
 
 pub use crate::metrics::labels::Ended;
@@ -105,13 +106,43 @@ impl RequestFacts {
         if let Some(t) = tool {
             metrics.tool_call(&t.tool, t.ended);
         }
-        let ms = elapsed.as_secs_f64() * 1000.0;
+        let ms = (elapsed.as_secs_f64() * 1000.0 * 100.0).round() / 100.0;
+        if !tracing::enabled!(tracing::Level::INFO) {
+            return;
+        }
+        match crate::telemetry::json_lines() {
+            Some(queue) => queue.send_line(access_line::format(
+                &self.fields(status, ms),
+                std::time::SystemTime::now(),
+            )),
+            None => self.event(status, ms),
+        }
+    }
+
+    pub(super) fn fields(&self, status: u16, ms: f64) -> access_line::Fields<'_> {
+        access_line::Fields {
+            http: self.http_method,
+            peer: self.peer.map(|p| p.ip()),
+            method: self.method.as_deref(),
+            status,
+            ms,
+            subject: self.subject.as_deref(),
+            client_id: self.client_id.as_deref(),
+            tool: self.record.get(),
+        }
+    }
+
+    /// The line as a `tracing` event: where no JSON line queue is set up
+    /// (pretty logs, other subscribers), and the reference the JSON line
+    /// is tested against.
+    pub(super) fn event(&self, status: u16, ms: f64) {
+        let tool = self.record.get();
         tracing::info!(
             http = self.http_method,
             peer = self.peer.map(|p| p.ip().to_string()),
             method = self.method.as_deref(),
             status,
-            ms = (ms * 100.0).round() / 100.0,
+            ms,
             subject = self.subject.as_deref(),
             client_id = self.client_id.as_deref(),
             tool = tool.map(|t| t.tool.as_str()),

@@ -2,6 +2,7 @@
 //! 2025-11-25 clients, served by rmcp's Streamable HTTP service through a
 //! small actix bridge that authenticates the caller first.
 
+mod access_line;
 mod access_log;
 mod bridge;
 mod envelope;

@@ -82,6 +82,15 @@ impl Drop for WriterGuard {
     }
 }
 
+impl BatchedWriter {
+    /// Queues one whole line, as formatted (ending in a newline).
+    pub fn send_line(&self, line: Vec<u8>) {
+        // The writer thread lives as long as the process serves; once it is
+        // gone there is nowhere left to write.
+        let _ = self.0.send(Message::Line(line));
+    }
+}
+
 /// One formatted line (tracing's formatter writes each event whole).
 pub struct Line(SyncSender<Message>);
 
