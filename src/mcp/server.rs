@@ -149,13 +149,14 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let principal = principal(&context)?;
-        let mut response = resources::read(
+        // Boxed: see `call_tool`.
+        let mut response = Box::pin(resources::read(
             &self.0.connect,
             &self.0.audience,
             &principal,
             &request,
             &context,
-        )
+        ))
         .await?;
         match &mut response {
             ReadResourceResponse::Complete(r) => {
@@ -186,7 +187,11 @@ impl ServerHandler for McpServer {
             request: &request,
             context: &context,
         };
-        let outcome = tools::call(call).await;
+        // Boxed: rmcp spawns one task per request whose future holds the
+        // handler's future inline, and a tool call's state machine is tens of
+        // kilobytes; unboxed, every request (even `server/discover`) copied
+        // it several times (≈80,000 instructions of `memcpy` per request).
+        let outcome = Box::pin(tools::call(call)).await;
         // Who called what, and how it ended; never arguments or results.
         let ended = match &outcome {
             Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => Ended::ToolError,
