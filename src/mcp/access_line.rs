@@ -109,7 +109,6 @@ fn timestamp(out: &mut Vec<u8>, now: SystemTime) {
 mod tests {
     use std::{
         net::SocketAddr,
-        sync::{Arc, Mutex},
         time::{Duration, UNIX_EPOCH},
     };
 
@@ -118,34 +117,19 @@ mod tests {
 
     /// What `tracing-subscriber`'s JSON formatter writes, as configured for
     /// serving processes (see `telemetry::install`).
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     fn through_tracing(facts: &RequestFacts, status: u16, ms: f64) -> String {
-        let captured = Captured::default();
-        let writer = captured.clone();
+        let (mut reader, writer) = std::io::pipe().unwrap_or_else(|e| panic!("pipe: {e}"));
         let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
+            .with_writer(move || writer.try_clone().unwrap_or_else(|e| panic!("pipe: {e}")))
             .with_target(true)
             .json()
             .flatten_event(true)
             .finish();
+        // The subscriber, and with it the pipe's last writer, is gone after this.
         tracing::subscriber::with_default(subscriber, || facts.event(status, ms));
-        let bytes = captured.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        String::from_utf8(bytes).unwrap_or_default()
+        let mut line = String::new();
+        std::io::Read::read_to_string(&mut reader, &mut line).unwrap_or_else(|e| panic!("{e}"));
+        line
     }
 
     /// The timestamp's value, and the line with it blanked out.
