@@ -191,6 +191,12 @@ impl Provider {
                 Ok(value) => {
                     checked.insert(name.to_owned(), value);
                 }
+                Err(_) if spec.kind.as_deref() == Some("url") => {
+                    let hosts = spec.allowed_hosts.as_deref().unwrap_or_default().join(", ");
+                    problems.push(problem(format!(
+                        "must be an https address on a host this server allows ({hosts})."
+                    )));
+                }
                 Err(_) => problems.push(problem(not_in_form(spec.pattern.as_deref()))),
             }
         }
