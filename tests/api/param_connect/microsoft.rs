@@ -53,7 +53,7 @@ async fn the_tenant_given_on_the_consent_page_is_in_every_entra_url() {
         done.body
     );
     let token_path = format!("/{}/oauth2/v2.0/token", microsoft::TENANT_DOMAIN);
-    assert_eq!(fake.token_paths(), [token_path.clone()]);
+    assert_eq!(fake.token_paths(), std::slice::from_ref(&token_path));
     assert_eq!(
         stored_params(&app).await,
         serde_json::json!({"tenant": microsoft::TENANT_DOMAIN})
