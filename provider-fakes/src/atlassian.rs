@@ -18,8 +18,8 @@ pub use crate::scripted_routes::ATLASSIAN_CLOUD_ID as CLOUD_ID;
 
 use super::{
     FakeProvider, Kind,
-    code_grant::{redeem, seen},
-    http::{credentials, json, loopback_redirect, page, params, redirect},
+    code_grant::{bearer_account, entry_table, oauth_error, redeem, seen},
+    http::{json, loopback_redirect, page, params, redirect},
     serve,
     state::{Account, Counters, Shared, random},
 };
@@ -41,27 +41,14 @@ pub async fn start() -> FakeProvider {
 
 /// The shipped `atlassian` entry pointed at this fake.
 pub(super) fn table(fake: &FakeProvider) -> toml::Table {
-    let b = &fake.base;
-    let mut table = toml::Table::new();
-    table.insert("client_id".into(), fake.client_id().into());
-    table.insert("client_secret".into(), fake.client_secret().into());
-    for (field, path) in [
+    let urls = [
         ("authorize_url", "/authorize"),
         ("token_url", "/oauth/token"),
         ("userinfo_url", "/me"),
         ("api_base_url", "/ex/jira/{cloud_id}/"),
-    ] {
-        table.insert(field.into(), format!("{b}{path}").into());
-    }
-    let lookup = format!("{b}/oauth/token/accessible-resources");
-    let spec: toml::Table = [("lookup_url".to_owned(), toml::Value::from(lookup))]
-        .into_iter()
-        .collect();
-    let params: toml::Table = [("cloud_id".to_owned(), toml::Value::from(spec))]
-        .into_iter()
-        .collect();
-    table.insert("params".into(), params.into());
-    table
+    ];
+    let lookup = format!("{}/oauth/token/accessible-resources", fake.base);
+    entry_table(fake, &urls, &[("cloud_id", "lookup_url", &lookup)])
 }
 
 fn routes(cfg: &mut web::ServiceConfig) {
@@ -93,13 +80,6 @@ async fn authorize(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
     }
 }
 
-fn error(status: u16, code: &str, description: &str) -> HttpResponse {
-    json(
-        status,
-        json!({"error": code, "error_description": description}),
-    )
-}
-
 async fn token(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> HttpResponse {
     Counters::bump(&fake.calls.token);
     let is_json = req
@@ -109,7 +89,7 @@ async fn token(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> H
         .is_some_and(|v| v.starts_with("application/json"));
     let parsed: Option<BTreeMap<String, Value>> = serde_json::from_slice(&body).ok();
     let (true, Some(parsed)) = (is_json, parsed) else {
-        return error(
+        return oauth_error(
             415,
             "invalid_request",
             "Content-Type must be application/json",
@@ -122,13 +102,13 @@ async fn token(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> H
     if p.get("client_id") != Some(&fake.client_id)
         || p.get("client_secret") != Some(&fake.client_secret)
     {
-        return error(401, "access_denied", "Unauthorized");
+        return oauth_error(401, "access_denied", "Unauthorized");
     }
     let mut memory = fake.memory();
     let (grant, account, scope) = match p.get("grant_type").map(String::as_str) {
         Some("authorization_code") => {
             let Ok(code) = redeem(&mut memory, &p) else {
-                return error(403, "invalid_grant", "Invalid authorization code");
+                return oauth_error(403, "invalid_grant", "Invalid authorization code");
             };
             let scope = code.param("scope").unwrap_or_default().to_owned();
             (memory.new_grant(), code.account.clone(), scope)
@@ -141,11 +121,11 @@ async fn token(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> H
                 .unwrap_or_default();
             // Rotating: the token used is disabled whatever follows.
             let Some(found) = memory.take_refresh(given) else {
-                return error(403, "invalid_grant", "Unknown or invalid refresh token.");
+                return oauth_error(403, "invalid_grant", "Unknown or invalid refresh token.");
             };
             found
         }
-        _ => return error(400, "unsupported_grant_type", "Unsupported grant type"),
+        _ => return oauth_error(400, "unsupported_grant_type", "Unsupported grant type"),
     };
     let access_token = memory.issue_access(grant, &account, &scope, "eyJhbGciOiJSUzI1NiJ9.");
     let ttl = memory.access_ttl.unwrap_or(ACCESS_TTL);
@@ -162,18 +142,13 @@ async fn token(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> H
     json(200, answer)
 }
 
-fn account_of(req: &HttpRequest, fake: &Shared) -> Option<Account> {
-    let token = credentials(req, &["bearer"])?;
-    fake.memory().access(token).map(|a| a.account)
-}
-
 fn unauthorized() -> HttpResponse {
     json(401, json!({"code": 401, "message": "Unauthorized"}))
 }
 
 async fn me(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
     Counters::bump(&fake.calls.userinfo);
-    match account_of(&req, &fake) {
+    match bearer_account(&req, &fake) {
         Some(account) => json(
             200,
             json!({"account_type": "atlassian", "account_id": account.id,
@@ -184,7 +159,7 @@ async fn me(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
 }
 
 async fn resources(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
-    if account_of(&req, &fake).is_none() {
+    if bearer_account(&req, &fake).is_none() {
         return unauthorized();
     }
     json(
@@ -202,7 +177,7 @@ async fn jira(
 ) -> HttpResponse {
     Counters::bump(&fake.calls.api);
     fake.memory().api_seen.push(seen(&req));
-    let Some(account) = account_of(&req, &fake) else {
+    let Some(account) = bearer_account(&req, &fake) else {
         return unauthorized();
     };
     let (cloud_id, rest) = path.into_inner();

@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 
 use super::{
     FakeProvider, Kind,
-    code_grant::{Refusal, redeem, seen},
-    http::{client, credentials, json, loopback_redirect, page, params, redirect},
+    code_grant::{Refusal, bearer_account, entry_table, oauth_error, redeem, seen},
+    http::{client, json, loopback_redirect, page, params, redirect},
     serve,
     state::{Account, Counters, Shared, random},
 };
@@ -51,20 +51,13 @@ pub async fn start() -> FakeProvider {
 /// The shipped `microsoft` entry pointed at this fake: the tenant stays a
 /// path segment of the authorize and token URLs.
 pub(super) fn table(fake: &FakeProvider) -> toml::Table {
-    let b = &fake.base;
-    let mut table = toml::Table::new();
-    table.insert("client_id".into(), fake.client_id().into());
-    table.insert("client_secret".into(), fake.client_secret().into());
     let urls = [
         ("authorize_url", "/{tenant}/oauth2/v2.0/authorize"),
         ("token_url", "/{tenant}/oauth2/v2.0/token"),
         ("userinfo_url", "/graph/v1.0/me"),
         ("api_base_url", "/graph/v1.0/"),
     ];
-    for (field, path) in urls {
-        table.insert(field.into(), format!("{b}{path}").into());
-    }
-    table
+    entry_table(fake, &urls, &[])
 }
 
 fn routes(cfg: &mut web::ServiceConfig) {
@@ -116,10 +109,7 @@ async fn authorize(
 }
 
 fn error(code: &str, description: &str) -> HttpResponse {
-    json(
-        400,
-        json!({"error": code, "error_description": description}),
-    )
+    oauth_error(400, code, description)
 }
 
 async fn token(
@@ -223,14 +213,9 @@ fn unauthenticated() -> HttpResponse {
     )
 }
 
-fn account_of(req: &HttpRequest, fake: &Shared) -> Option<Account> {
-    let token = credentials(req, &["bearer"])?;
-    fake.memory().access(token).map(|a| a.account)
-}
-
 async fn me(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
     Counters::bump(&fake.calls.userinfo);
-    match account_of(&req, &fake) {
+    match bearer_account(&req, &fake) {
         Some(account) => json(200, user(&account)),
         None => unauthenticated(),
     }
@@ -246,7 +231,7 @@ async fn graph(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
     Counters::bump(&fake.calls.api);
     fake.memory().api_seen.push(seen(&req));
     let query: BTreeMap<String, String> = params(&req, &[]);
-    match account_of(&req, &fake) {
+    match bearer_account(&req, &fake) {
         Some(account) => json(
             200,
             json!({"path": req.path(), "query": query, "user": account.id}),

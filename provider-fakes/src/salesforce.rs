@@ -16,8 +16,8 @@ use serde_json::json;
 
 use super::{
     FakeProvider, Kind,
-    code_grant::{redeem, seen},
-    http::{client, credentials, header, json, loopback_redirect, page, params, redirect},
+    code_grant::{bearer_account, entry_table, oauth_error, redeem, seen},
+    http::{client, header, json, loopback_redirect, page, params, redirect},
     serve,
     state::{Account, Counters, Shared, random},
 };
@@ -44,30 +44,19 @@ pub async fn start() -> FakeProvider {
 /// `127.0.0.1`; an org's `instance_url` must name `localhost` on the
 /// fake's port (the entry's pattern, narrowed to this fake).
 pub(super) fn table(fake: &FakeProvider) -> toml::Table {
-    let b = &fake.base;
-    let port = b.rsplit(':').next().unwrap_or_default();
-    let mut table = toml::Table::new();
-    table.insert("client_id".into(), fake.client_id().into());
-    table.insert("client_secret".into(), fake.client_secret().into());
-    for (field, path) in [
-        ("authorize_url", "authorize"),
-        ("token_url", "token"),
-        ("revocation_url", "revoke"),
-        ("userinfo_url", "userinfo"),
-    ] {
-        let url = format!("{b}/services/oauth2/{path}");
-        table.insert(field.into(), url.into());
-    }
+    let port = fake.base.rsplit(':').next().unwrap_or_default();
     let org = format!("http://localhost:{port}");
-    let spec: toml::Table = [("pattern", &org), ("example", &org)]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), toml::Value::from(v.as_str())))
-        .collect();
-    let params: toml::Table = [("instance_url".to_owned(), toml::Value::from(spec))]
-        .into_iter()
-        .collect();
-    table.insert("params".into(), params.into());
-    table
+    let urls = [
+        ("authorize_url", "/services/oauth2/authorize"),
+        ("token_url", "/services/oauth2/token"),
+        ("revocation_url", "/services/oauth2/revoke"),
+        ("userinfo_url", "/services/oauth2/userinfo"),
+    ];
+    let params = [
+        ("instance_url", "pattern", org.as_str()),
+        ("instance_url", "example", org.as_str()),
+    ];
+    entry_table(fake, &urls, &params)
 }
 
 impl FakeProvider {
@@ -111,19 +100,12 @@ async fn authorize(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
     }
 }
 
-fn error(status: u16, code: &str, description: &str) -> HttpResponse {
-    json(
-        status,
-        json!({"error": code, "error_description": description}),
-    )
-}
-
 async fn token(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> HttpResponse {
     Counters::bump(&fake.calls.token);
     let p = params(&req, &body);
     let (id, secret) = client(&req, &p);
     if id.as_ref() != Some(&fake.client_id) || secret.as_ref() != Some(&fake.client_secret) {
-        return error(400, "invalid_client", "invalid client credentials");
+        return oauth_error(400, "invalid_client", "invalid client credentials");
     }
     let own = format!("http://localhost:{}", req.app_config().local_addr().port());
     let mut memory = fake.memory();
@@ -131,7 +113,7 @@ async fn token(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> H
     let (grant, account, scope, refresh) = match p.get("grant_type").map(String::as_str) {
         Some("authorization_code") => {
             let Ok(code) = redeem(&mut memory, &p) else {
-                return error(400, "invalid_grant", "authentication failure");
+                return oauth_error(400, "invalid_grant", "authentication failure");
             };
             let scope = code.param("scope").unwrap_or_default().to_owned();
             let grant = memory.new_grant();
@@ -148,11 +130,11 @@ async fn token(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> H
                 .map(String::as_str)
                 .unwrap_or_default();
             let Some((grant, account, scope)) = memory.refresh(given) else {
-                return error(400, "invalid_grant", "expired access/refresh token");
+                return oauth_error(400, "invalid_grant", "expired access/refresh token");
             };
             (grant, account, scope, None)
         }
-        _ => return error(400, "unsupported_grant_type", "grant type not supported"),
+        _ => return oauth_error(400, "unsupported_grant_type", "grant type not supported"),
     };
     let access_token = memory.issue_access(grant, &account, &scope, &format!("{ORG_ID}!AQ"));
     let mut answer = json!({
@@ -170,14 +152,9 @@ async fn token(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> H
     json(200, answer)
 }
 
-fn account_of(req: &HttpRequest, fake: &Shared) -> Option<Account> {
-    let token = credentials(req, &["bearer"])?;
-    fake.memory().access(token).map(|a| a.account)
-}
-
 async fn userinfo(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
     Counters::bump(&fake.calls.userinfo);
-    match account_of(&req, &fake) {
+    match bearer_account(&req, &fake) {
         Some(account) => json(
             200,
             json!({"sub": format!("https://login.salesforce.com/id/{ORG_ID}/{}", account.id),
@@ -196,7 +173,7 @@ async fn revoke(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> 
     if fake.memory().revoke_grant_of(token) {
         HttpResponse::Ok().finish()
     } else {
-        error(
+        oauth_error(
             400,
             "unsupported_token_type",
             "this token type is not supported",
@@ -215,7 +192,7 @@ async fn api(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
             json!([{"message": "The requested resource does not exist", "errorCode": "NOT_FOUND"}]),
         );
     }
-    match account_of(&req, &fake) {
+    match bearer_account(&req, &fake) {
         Some(account) => json(
             200,
             json!({"path": req.path(), "totalSize": 1, "done": true,

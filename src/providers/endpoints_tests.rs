@@ -1,24 +1,17 @@
+//! One OAuth connection's endpoints and the consent page's checks.
+
 use std::collections::BTreeMap;
 
 use super::Endpoint;
-use crate::providers::test_catalog::settings_with;
-use crate::providers::{ProviderCatalog, ProviderError};
-
-fn catalog(providers: &str) -> ProviderCatalog {
-    ProviderCatalog::from_settings(&settings_with("https://connect.example.com", providers))
-        .unwrap()
-}
-
-fn values(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
+use crate::providers::{
+    ProviderError,
+    test_catalog::{catalog_of_tables, values},
+};
 
 #[test]
 fn a_tenant_goes_into_the_authorize_and_token_paths() {
-    let catalog = catalog("[providers.microsoft]\nclient_id = \"m\"\nclient_secret = \"s\"\n");
+    let catalog =
+        catalog_of_tables("[providers.microsoft]\nclient_id = \"m\"\nclient_secret = \"s\"\n");
     let ms = catalog.get("microsoft").unwrap();
     let tenant = values(&[("tenant", "contoso.onmicrosoft.com")]);
     let url = |which| ms.url_for(which, &tenant).unwrap().unwrap().to_string();
@@ -61,7 +54,7 @@ fn a_tenant_goes_into_the_authorize_and_token_paths() {
 
 #[test]
 fn entries_with_values_only_a_connection_has_can_be_enabled() {
-    let catalog = catalog(
+    let catalog = catalog_of_tables(
         "[providers.zendesk]\nclient_id = \"z\"\nclient_secret = \"s\"\n\
          [providers.salesforce]\nclient_id = \"c\"\nclient_secret = \"s\"\n\
          [providers.atlassian]\nclient_id = \"a\"\nclient_secret = \"s\"\n",
@@ -106,7 +99,8 @@ fn entries_with_values_only_a_connection_has_can_be_enabled() {
 
 #[test]
 fn a_self_hosted_instance_must_be_an_allowed_host() {
-    let catalog = catalog("[providers.gitlab]\nclient_id = \"g\"\nclient_secret = \"s\"\n");
+    let catalog =
+        catalog_of_tables("[providers.gitlab]\nclient_id = \"g\"\nclient_secret = \"s\"\n");
     let gl = catalog.get("gitlab").unwrap();
     let problems = gl
         .check_connect_params(&values(&[("instance", "https://gitlab.evil.example")]))
@@ -120,7 +114,8 @@ fn a_self_hosted_instance_must_be_an_allowed_host() {
 
 #[test]
 fn entra_never_lists_offline_access_so_it_is_not_missing() {
-    let catalog = catalog("[providers.microsoft]\nclient_id = \"m\"\nclient_secret = \"s\"\n");
+    let catalog =
+        catalog_of_tables("[providers.microsoft]\nclient_id = \"m\"\nclient_secret = \"s\"\n");
     let ms = catalog.get("microsoft").unwrap();
     // As Entra answers a grant of the entry's default scopes.
     let granted: Vec<String> = ["openid", "User.Read", "profile", "email"]
