@@ -6,6 +6,7 @@
 //! tells learned and checked, the account read and the connection stored
 //! with all of its parameters).
 
+use crate::domain::UserRef;
 use chrono::Utc;
 use secrecy::ExposeSecret;
 use uuid::Uuid;
@@ -69,7 +70,7 @@ pub(super) fn provider_of<'s>(
 pub(super) async fn start(
     state: &ConnectionService,
     ticket: &Ticket,
-    user: (&str, &str),
+    user: UserRef<'_>,
     session_id: Uuid,
     params: &Params,
 ) -> anyhow::Result<Option<StartedFlow>> {
@@ -102,7 +103,7 @@ pub(super) async fn start(
         pkce.verifier.expose_secret().as_bytes(),
     )?;
     let mut tx = state.db.begin().await?;
-    let redeemed = db::tickets::redeem(&mut *tx, ticket.id, user.0, user.1).await?;
+    let redeemed = db::tickets::redeem(&mut *tx, ticket.id, user).await?;
     let Some(ticket) = redeemed else {
         return Ok(None);
     };
@@ -158,7 +159,7 @@ pub(super) async fn finish(
     flow: &OAuthFlow,
     provider: &Provider,
     code: &str,
-    user: (&str, &str),
+    user: UserRef<'_>,
 ) -> Result<(Uuid, Account), FinishError> {
     let verifier = open_verifier(&state.keys, flow)?;
     let name = provider.name();
@@ -201,8 +202,7 @@ pub(super) async fn finish(
         state,
         &mut tx,
         NewConnection {
-            issuer: user.0,
-            subject: user.1,
+            user,
             provider: name,
             account: &account,
             tokens: &tokens,
