@@ -8,7 +8,11 @@ use provider_fakes::{microsoft, no_redirects};
 use super::{api_args, call, expire, retry, stored_params};
 use crate::{
     helpers::count,
-    key_connect::{disconnect, first_round, open_form, submit},
+    key_connect::{
+        disconnect, first_round, open_form,
+        rmcp_client::{Person, call_as},
+        submit,
+    },
     provider_flows::app_with,
 };
 
@@ -112,4 +116,21 @@ async fn a_tenant_entra_does_not_know_is_refused_there_and_nothing_is_stored() {
     assert!(page.contains("AADSTS90002"), "{page}");
     assert_eq!(fake.calls().token, 0);
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
+}
+
+#[tokio::test]
+async fn rmcp_drives_the_rounds_while_the_person_gives_the_tenant() {
+    let fake = microsoft::start().await;
+    let app = app_with(&fake, "microsoft").await;
+    let person = Person {
+        base: app.base.clone(),
+        fields: vec![("param.tenant".into(), microsoft::TENANT_ID.into())],
+    };
+    let result = call_as(&app, person, api_args("microsoft", "me/drive")).await;
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    let content = result.structured_content.expect("structuredContent");
+    assert_eq!(content["http_status"], 200, "{content}");
+    assert_eq!(content["body"]["path"], "/graph/v1.0/me/drive", "{content}");
+    let token_path = format!("/{}/oauth2/v2.0/token", microsoft::TENANT_ID);
+    assert_eq!(fake.token_paths(), [token_path]);
 }
