@@ -273,6 +273,7 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
             token_pointer: e.token_pointer.clone(),
             ok_envelope: e.error_envelope == Some(entry::ErrorEnvelope::OkField),
             refresh: e.refresh.unwrap_or(Refresh::Expiring),
+            token_lifetime: e.token_lifetime_secs.map(std::time::Duration::from_secs),
             api_headers,
             api_auth,
             path_rules: e.api_path_rules,

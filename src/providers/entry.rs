@@ -204,6 +204,10 @@ pub(super) struct Entry {
     /// Authorize parameters that make the provider offer another account.
     pub account_chooser: Option<BTreeMap<String, String>>,
     pub refresh: Option<Refresh>,
+    /// Seconds an access token is taken to live when the token answer
+    /// names no `expires_in`, so it is refreshed in time (Salesforce).
+    #[serde(default, deserialize_with = "lenient::opt_number")]
+    pub token_lifetime_secs: Option<u64>,
 
     pub account_id_from: Option<AccountIdFrom>,
     /// JSON pointer (RFC 6901) into the identity answer.

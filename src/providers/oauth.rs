@@ -162,7 +162,7 @@ impl Provider {
         timer.finish();
         let mut secrets = sent.to_vec();
         secrets.push(self.secret());
-        token_answer::parse_keeping_fields(
+        let (mut tokens, answer) = token_answer::parse_keeping_fields(
             &Answer {
                 status,
                 media_type: media.as_deref(),
@@ -172,7 +172,13 @@ impl Provider {
                 form_answers: self.quirks.form_answers,
             },
             &secrets,
-        )
+        )?;
+        // A lifetime the answer does not name is the entry's, so the token
+        // is refreshed before it dies rather than after.
+        if tokens.expires_in.is_none() {
+            tokens.expires_in = self.quirks.token_lifetime;
+        }
+        Ok((tokens, answer))
     }
 
     /// A POST to the token or revocation endpoint with client
