@@ -209,7 +209,10 @@ async fn proceed(
         AuditKind::ConsentGiven,
         Some(user.user()),
         Some(&ticket.provider),
-        json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "scopes": started.scopes }),
+        // The parameters name a tenant or a host, never a secret: kept so an
+        // operator can tell where a connection points.
+        json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "scopes": started.scopes,
+                "params": params }),
     )
     .await;
     Ok(see_other(started.authorize_url.as_str()))

@@ -62,6 +62,13 @@ async fn the_tenant_given_on_the_consent_page_is_in_every_entra_url() {
         stored_params(&app).await,
         serde_json::json!({"tenant": microsoft::TENANT_DOMAIN})
     );
+    let audited: serde_json::Value = sqlx::query_scalar(
+        "SELECT detail->'params' FROM audit_events WHERE kind = 'consent_given'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(audited["tenant"], microsoft::TENANT_DOMAIN);
     // Entra's grant omits offline_access, which the entry asks for by
     // default: the retry must complete, not ask to connect again.
     let scopes: Vec<String> = sqlx::query_scalar("SELECT scopes FROM connections")
