@@ -77,17 +77,33 @@ pub(super) async fn show(
         let context = credential_context(&state, &ticket, provider);
         return Ok(super::credential::show(&user, &ticket, context));
     }
+    // Connecting the same account again (a lost grant, more scopes): its
+    // own values, not the defaults; another account starts afresh.
+    let known = match ticket.add_account {
+        true => None,
+        false => db::connections::find_account(&state.db, user.user(), provider.name(), None)
+            .await
+            .map_err(anyhow::Error::from)?,
+    };
+    let known = known.map(|row| row.params.0).unwrap_or_default();
     let empty = forms::Params::default();
-    render(&state, &user, &ticket, &empty, &[], StatusCode::OK)
+    render(
+        &state,
+        &user,
+        &ticket,
+        (&empty, &known),
+        &[],
+        StatusCode::OK,
+    )
 }
 
-/// The consent page, with the parameters as posted (or their defaults)
-/// and what was wrong with them.
+/// The consent page, with the parameters as posted (else as `known`, else
+/// their defaults) and what was wrong with them.
 fn render(
     state: &AppState,
     user: &SignedInUser,
     ticket: &Ticket,
-    form: &forms::Params,
+    (form, known): (&forms::Params, &db::params::Params),
     problems: &[FormProblem],
     status: StatusCode,
 ) -> Result<HttpResponse, WebError> {
@@ -97,7 +113,7 @@ fn render(
         host: host(state),
         provider: provider.display_name().to_owned(),
         scopes: scopes.iter().map(|s| provider.describe_scope(s)).collect(),
-        inputs: param_inputs(provider, form, problems),
+        inputs: param_inputs(provider, form, known, problems),
         problems: whole_form_problems(problems),
         client_id: asking_client(state, ticket),
         ticket_id: ticket.id.to_string(),
@@ -188,7 +204,7 @@ async fn proceed(
                 state,
                 user,
                 ticket,
-                form,
+                (form, &Default::default()),
                 &problems,
                 StatusCode::UNPROCESSABLE_ENTITY,
             );

@@ -161,7 +161,7 @@ fn render(
 ) -> HttpResponse {
     let provider = context.provider;
     let error_of = |name: &str| error_of(problems, name);
-    let mut inputs = param_inputs(provider, form, problems);
+    let mut inputs = param_inputs(provider, form, &Default::default(), problems);
     inputs.extend(provider.credential_fields().into_iter().map(|f| {
         Input {
             name: format!("{FIELD}{}", f.name),
@@ -199,10 +199,11 @@ fn render(
 }
 
 /// The entry's asked parameters as inputs: what was posted, else the
-/// default; with the problem found in each.
+/// `known` value, else the default; with the problem found in each.
 pub(super) fn param_inputs(
     provider: &Provider,
     form: &forms::Params,
+    known: &std::collections::BTreeMap<String, String>,
     problems: &[FormProblem],
 ) -> Vec<Input> {
     provider
@@ -215,6 +216,7 @@ pub(super) fn param_inputs(
             kind: "text",
             value: form
                 .get(&format!("{PARAM}{name}"))
+                .or(known.get(name).map(String::as_str))
                 .or(default)
                 .unwrap_or_default()
                 .to_owned(),

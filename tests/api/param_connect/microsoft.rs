@@ -141,3 +141,26 @@ async fn rmcp_drives_the_rounds_while_the_person_gives_the_tenant() {
     let token_path = format!("/{}/oauth2/v2.0/token", microsoft::TENANT_ID);
     assert_eq!(fake.token_paths(), [token_path]);
 }
+
+#[tokio::test]
+async fn connecting_again_offers_the_tenant_the_connection_has() {
+    let fake = microsoft::start().await;
+    let app = app_with(&fake, "microsoft").await;
+    let args = api_args("microsoft", "me");
+    let tenant = [("param.tenant", microsoft::TENANT_DOMAIN)];
+    let (_, done, _) = super::connect_with(&app, &fake, &args, &tenant).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    sqlx::query("UPDATE connections SET status = 'needs_reauth'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let (url, _) = first_round(&app, &args, "microsoft").await;
+    let (_, consent) = open_form(&app, &url, "alice").await;
+    let offered = format!("value=\"{}\"", microsoft::TENANT_DOMAIN);
+    assert!(consent.body.contains(&offered), "{}", consent.body);
+    assert!(
+        !consent.body.contains("value=\"common\""),
+        "{}",
+        consent.body
+    );
+}
