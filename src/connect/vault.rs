@@ -452,7 +452,7 @@ async fn refresh(
         return Ok(None);
     };
     match provider
-        .refresh(&state.http, refresh_token.expose_secret())
+        .refresh(&state.http, refresh_token.expose_secret(), &row.params.0)
         .await
     {
         Ok(tokens) => {
@@ -605,7 +605,10 @@ pub async fn disconnect_account(
             (Kind::Access, TokenHint::AccessToken),
         ] {
             match open(state, &row, kind) {
-                Ok(Some(token)) => match p.revoke(&state.http, token.expose_secret(), hint).await {
+                Ok(Some(token)) => match p
+                    .revoke(&state.http, token.expose_secret(), hint, &row.params.0)
+                    .await
+                {
                     Ok(()) => revoked = true,
                     Err(e) => {
                         tracing::warn!(provider, error = %e, "revocation failed; the connection is deleted anyway")
