@@ -2,8 +2,8 @@
 //! integration tests, so that no test needs the internet. Every fake is a
 //! real HTTP server on 127.0.0.1:0 (`server`).
 //!
-//! GitHub, Google and Slack (`github`, `google`, `slack`): each serves the
-//! paths its preset calls, with the provider's documented quirks (see each
+//! GitHub, Google, Slack, Notion and Dropbox (`github`, `google`, `slack`,
+//! `notion`, `dropbox`): each serves the paths its catalog entry calls, with the provider's documented quirks (see each
 //! module). Codes and tokens are random and single-use where the real ones
 //! are. `key_providers`: Datadog- and Twilio-like providers connected with a
 //! credential; `hostile`: an API that reflects the secrets it was sent;
@@ -26,10 +26,12 @@
 // A test double: a broken fixture should stop the test at once, loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod dropbox;
 pub mod github;
 pub mod google;
 pub mod hostile;
 pub mod key_providers;
+pub mod notion;
 pub mod scripted;
 pub mod server;
 pub mod slack;
@@ -50,6 +52,8 @@ pub enum Kind {
     Github,
     Google,
     Slack,
+    Notion,
+    Dropbox,
 }
 
 /// A running fake. Stopped when dropped.
@@ -117,8 +121,9 @@ impl FakeProvider {
         self.shared.memory().last_authorize.clone()
     }
 
-    /// Lifetime of access tokens issued from now on; Google answers it as
-    /// `expires_in`. `None`: they never expire (GitHub's and Slack's).
+    /// Lifetime of access tokens issued from now on; Google and Dropbox
+    /// answer it as `expires_in`. `None`: they never expire (GitHub's,
+    /// Slack's, Notion's).
     pub fn set_access_ttl(&self, ttl: Option<Duration>) {
         self.shared.memory().access_ttl = ttl;
     }
@@ -177,6 +182,22 @@ impl FakeProvider {
                 "/api/auth.test",
                 "/api/",
                 None,
+            ),
+            Kind::Notion => (
+                "notion",
+                "/v1/oauth/authorize",
+                "/v1/oauth/token",
+                "/v1/users/me",
+                "/v1/",
+                None,
+            ),
+            Kind::Dropbox => (
+                "dropbox",
+                "/oauth2/authorize",
+                "/oauth2/token",
+                "/2/users/get_current_account",
+                "/2/",
+                Some("/2/auth/token/revoke"),
             ),
         };
         let mut table = toml::Table::new();

@@ -235,6 +235,11 @@ impl Memory {
         Some((r.grant, r.account.clone(), r.scope.clone()))
     }
 
+    /// A rotated refresh token stops working (Notion's, on each refresh).
+    pub(super) fn retire_refresh(&mut self, token: &str) {
+        self.refresh.remove(token);
+    }
+
     /// Ends the grant `token` belongs to; `false` when the token is unknown.
     pub(super) fn revoke_grant_of(&mut self, token: &str) -> bool {
         let grant = match (self.access.get(token), self.refresh.get(token)) {

@@ -608,6 +608,9 @@ pub async fn disconnect_account(
             (Kind::Refresh, TokenHint::RefreshToken),
             (Kind::Access, TokenHint::AccessToken),
         ] {
+            if !p.revokes(hint) {
+                continue;
+            }
             match open(state, &row, kind) {
                 Ok(Some(token)) => match p.revoke(&state.http, token.expose_secret(), hint).await {
                     Ok(()) => revoked = true,

@@ -27,6 +27,7 @@ mod hot_connections;
 mod key_connect;
 mod mcp_protocol;
 mod metrics;
+mod oauth_quirks;
 mod operator_cli;
 mod peer_rmcp;
 mod provider_flows;
