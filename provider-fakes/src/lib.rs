@@ -8,7 +8,9 @@
 //! are. `key_providers`: Datadog- and Twilio-like providers connected with a
 //! credential; `hostile`: an API that reflects the secrets it was sent;
 //! `scripted`: one server with fixed answers (the demo provider, a strict
-//! RFC 6749 server, Atlassian's sites) that records every request.
+//! RFC 6749 server, Atlassian's sites). Every fake records the requests it
+//! receives (`seen`), and unit tests can mint codes and grants without a
+//! browser (`issue_code`, `issue_grant`).
 //!
 //! ```ignore
 //! let github = provider_fakes::github::start().await;
@@ -37,6 +39,7 @@ pub mod server;
 pub mod slack;
 
 mod http;
+mod recording;
 mod scripted_routes;
 mod state;
 
@@ -44,6 +47,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use actix_web::web;
 
+pub use recording::Seen;
 use state::Shared;
 pub use state::{Account, Calls};
 
@@ -131,6 +135,56 @@ impl FakeProvider {
     /// Every access token issued so far stops working, as after expiry.
     pub fn expire_access_tokens(&self) {
         self.shared.memory().expire_access_tokens();
+    }
+
+    /// Requests seen on `path`, oldest first.
+    pub fn seen(&self, path: &str) -> Vec<Seen> {
+        let seen = self.shared.seen.lock().unwrap();
+        seen.iter().filter(|s| s.path == path).cloned().collect()
+    }
+
+    /// Issues a code as if the account had approved an authorize request
+    /// with `params` (its `redirect_uri`, `scope`, …), for tests that call
+    /// the token endpoint without a browser.
+    pub fn issue_code(&self, params: &[(&str, &str)]) -> String {
+        let mut request: BTreeMap<String, String> = params
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        request.insert("client_id".into(), self.client_id().to_owned());
+        let code = state::random("")[..20].to_owned();
+        self.shared
+            .memory()
+            .authorize(request, code)
+            .expect("the next authorize request was set to be denied")
+    }
+
+    /// A live grant of `scope` for the current account, as after consent:
+    /// its access token, and a refresh token when `refresh`.
+    pub fn issue_grant(&self, scope: &str, refresh: bool) -> (String, Option<String>) {
+        let (access_prefix, refresh_prefix) = match self.kind {
+            Kind::Github => ("gho_", "ghr_"),
+            Kind::Google => ("ya29.", "1//0"),
+            Kind::Slack => ("xoxp-1-", "xoxe-1-"),
+            Kind::Notion => ("ntn_", "nrt_"),
+            Kind::Dropbox => ("sl.", ""),
+        };
+        let mut memory = self.shared.memory();
+        let account = memory.account.clone();
+        let grant = memory.new_grant();
+        let access = memory.issue_access(grant, &account, scope, access_prefix);
+        let refresh = refresh.then(|| memory.issue_refresh(grant, &account, scope, refresh_prefix));
+        (access, refresh)
+    }
+
+    /// Every code and token this fake has handed out, oldest first.
+    pub fn issued(&self) -> Vec<String> {
+        self.shared.memory().issued()
+    }
+
+    /// GitHub only: token answers form-encoded even when JSON was asked for.
+    pub fn answer_form_encoded(&self, on: bool) {
+        self.shared.memory().form_answers = on;
     }
 
     /// Every code and token this fake has handed out, plus its client

@@ -100,6 +100,9 @@ struct Refresh {
 
 pub(super) struct Memory {
     pub deny_next: bool,
+    /// GitHub answers form-encoded even when JSON was asked for (as some
+    /// GitHub Enterprise Server versions do).
+    pub form_answers: bool,
     /// Every request is answered with this status, as by a provider that
     /// is down behind its load balancer.
     pub fail_with: Option<u16>,
@@ -119,6 +122,8 @@ pub(super) struct Shared {
     pub client_id: String,
     pub client_secret: String,
     pub calls: Counters,
+    /// Every request, oldest first.
+    pub seen: Mutex<Vec<crate::recording::Seen>>,
     memory: Mutex<Memory>,
 }
 
@@ -128,8 +133,10 @@ impl Shared {
             client_id: client_id.to_owned(),
             client_secret: random(""),
             calls: Counters::default(),
+            seen: Mutex::new(Vec::new()),
             memory: Mutex::new(Memory {
                 deny_next: false,
+                form_answers: false,
                 fail_with: None,
                 account,
                 access_ttl,
