@@ -96,11 +96,7 @@ async fn token(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> H
         Some("refresh_token") => {
             Counters::bump(&fake.calls.refresh);
             let mut memory = fake.memory();
-            let given = p
-                .get("refresh_token")
-                .map(String::as_str)
-                .unwrap_or_default();
-            let Some((grant, account, scope)) = memory.refresh(given) else {
+            let Some((_, grant, account, scope)) = memory.refresh_param(&p) else {
                 return oauth_error("invalid_grant", "refresh token is invalid or revoked");
             };
             let access = memory.issue_access(grant, &account, &scope, "sl.");

@@ -42,7 +42,7 @@ fn routes(cfg: &mut web::ServiceConfig) {
         .route("/user", web::get().to(user))
         .route("/user/repos", web::get().to(repos))
         .route("/repos/{owner}/{repo}", web::get().to(repo))
-        .route("/repos/{owner}/{repo}/tarball", web::get().to(tarball))
+        .route("/repos/{owner}/{repo}/tarball", web::get().to(repo))
         .configure(super::hostile::routes)
         .default_service(web::to(not_found));
 }
@@ -142,19 +142,15 @@ fn exchange(
     let app_ttl = memory.access_ttl;
     if p.get("grant_type").map(String::as_str) == Some("refresh_token") {
         Counters::bump(&fake.calls.refresh);
-        let given = p
-            .get("refresh_token")
-            .map(String::as_str)
-            .unwrap_or_default();
         // Only a GitHub App's expiring user tokens refresh, and rotate.
-        let found = app_ttl.and_then(|ttl| Some((ttl, memory.refresh(given)?)));
-        let Some((ttl, (grant, account, scope))) = found else {
+        let found = app_ttl.and_then(|ttl| Some((ttl, memory.refresh_param(&p)?)));
+        let Some((ttl, (given, grant, account, scope))) = found else {
             return error(
                 "bad_refresh_token",
                 "The refresh token passed is incorrect or expired.",
             );
         };
-        memory.retire_refresh(given);
+        memory.retire_refresh(&given);
         let token = memory.issue_access(grant, &account, &scope, "ghu_");
         return app_answer(&mut memory, grant, &account, token, ttl);
     }
@@ -287,6 +283,8 @@ async fn repos(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
     )
 }
 
+/// A repository, or (`…/tarball`) a redirect to its archive, whose URL
+/// carries a short-lived token.
 async fn repo(
     req: HttpRequest,
     path: web::Path<(String, String)>,
@@ -297,31 +295,20 @@ async fn repo(
         return *refusal;
     }
     let (owner, name) = path.into_inner();
+    if req.path().ends_with("/tarball") {
+        let to = format!(
+            "https://codeload.github.com/{owner}/{name}/legacy.tar.gz/refs/heads/main?token={}",
+            random("A")
+        );
+        return HttpResponse::Found()
+            .insert_header(("Location", to))
+            .finish();
+    }
     json(
         200,
         json!({"id": 1296269, "name": name, "full_name": format!("{owner}/{name}"),
                "private": false, "owner": {"login": owner}, "default_branch": "main"}),
     )
-}
-
-/// A redirect to the archive, whose URL carries a short-lived token.
-async fn tarball(
-    req: HttpRequest,
-    path: web::Path<(String, String)>,
-    fake: web::Data<Shared>,
-) -> HttpResponse {
-    Counters::bump(&fake.calls.api);
-    if let Err(refusal) = authenticated(&req, &fake) {
-        return *refusal;
-    }
-    let (owner, name) = path.into_inner();
-    let to = format!(
-        "https://codeload.github.com/{owner}/{name}/legacy.tar.gz/refs/heads/main?token={}",
-        random("A")
-    );
-    HttpResponse::Found()
-        .insert_header(("Location", to))
-        .finish()
 }
 
 async fn not_found(fake: web::Data<Shared>) -> HttpResponse {

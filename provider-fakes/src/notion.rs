@@ -106,14 +106,10 @@ async fn token(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> H
         Some("refresh_token") => {
             Counters::bump(&fake.calls.refresh);
             let mut memory = fake.memory();
-            let given = p
-                .get("refresh_token")
-                .map(String::as_str)
-                .unwrap_or_default();
-            let Some((grant, account, scope)) = memory.refresh(given) else {
+            let Some((given, grant, account, scope)) = memory.refresh_param(&p) else {
                 return oauth_error(400, "invalid_grant", "Invalid refresh token.");
             };
-            memory.retire_refresh(given);
+            memory.retire_refresh(&given);
             let access = memory.issue_access(grant, &account, &scope, "ntn_");
             let refresh = memory.issue_refresh(grant, &account, &scope, "nrt_");
             json(200, answer(&account, access, refresh))

@@ -72,16 +72,12 @@ async fn access(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> 
     let rotation = memory.access_ttl;
     if p.get("grant_type").map(String::as_str) == Some("refresh_token") {
         Counters::bump(&fake.calls.refresh);
-        let given = p
-            .get("refresh_token")
-            .map(String::as_str)
-            .unwrap_or_default();
         // Without token rotation there is nothing to refresh.
-        let found = rotation.and_then(|ttl| Some((ttl, memory.refresh(given)?)));
-        let Some((ttl, (grant, account, scope))) = found else {
+        let found = rotation.and_then(|ttl| Some((ttl, memory.refresh_param(&p)?)));
+        let Some((ttl, (given, grant, account, scope))) = found else {
             return fail("invalid_refresh_token");
         };
-        memory.retire_refresh(given);
+        memory.retire_refresh(&given);
         let token = memory.issue_access(grant, &account, &scope, "xoxe.xoxp-1-");
         let refresh = memory.issue_refresh(grant, &account, &scope, "xoxe-1-");
         return json(

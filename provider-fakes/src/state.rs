@@ -242,6 +242,17 @@ impl Memory {
         Some((r.grant, r.account.clone(), r.scope.clone()))
     }
 
+    /// The `refresh_token` parameter of a token request, with its grant,
+    /// account and scope; `None` when the fake does not know it.
+    pub(super) fn refresh_param(
+        &self,
+        p: &BTreeMap<String, String>,
+    ) -> Option<(String, u64, Account, String)> {
+        let given = p.get("refresh_token")?;
+        let (grant, account, scope) = self.refresh(given)?;
+        Some((given.clone(), grant, account, scope))
+    }
+
     /// A rotated refresh token stops working (Notion's, on each refresh).
     pub(super) fn retire_refresh(&mut self, token: &str) {
         self.refresh.remove(token);

@@ -34,6 +34,7 @@ mod provider_flows;
 mod provider_params;
 mod redaction;
 mod retention;
+mod rmcp_person;
 mod schema;
 mod slow_bodies;
 mod stale_keys;

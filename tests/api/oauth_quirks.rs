@@ -8,7 +8,6 @@
 
 mod dropbox;
 mod notion;
-mod rmcp_round;
 
 use serde_json::Value;
 

@@ -3,94 +3,25 @@
 //! by opening the link in a browser, signing in and submitting the form on
 //! the connect page; rmcp's driver then retries and completes.
 
-use rmcp::{
-    ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient,
-    model::{
-        CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-        ElicitationAction, ElicitationCapability, Implementation, ProtocolVersion,
-        UrlElicitationCapability,
-    },
-    service::RequestContext,
-    transport::{
-        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
-    },
-};
 use serde_json::json;
 
-use super::{app_with, open_form_in, submit, twilio_entry};
+use super::{app_with, twilio_entry};
 use provider_fakes::key_providers::twilio;
 
-use crate::browser::Browser;
-
-/// The person behind the client: opens the link, types the credential.
-#[derive(Clone)]
-struct Person {
-    base: String,
-    fields: Vec<(String, String)>,
-}
-
-impl ClientHandler for Person {
-    fn get_info(&self) -> ClientConfig {
-        let mut capabilities = ClientCapabilities::default();
-        capabilities.elicitation =
-            Some(ElicitationCapability::new().with_url(UrlElicitationCapability::new()));
-        ClientConfig::new(capabilities, Implementation::new("key-connect-test", "1"))
-            .with_protocol_version(ProtocolVersion::V_2026_07_28)
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        let ElicitRequestParams::UrlElicitationParams { url, .. } = request else {
-            return Ok(ElicitResult::new(ElicitationAction::Decline));
-        };
-        let browser = Browser::at(&self.base);
-        let form = open_form_in(&browser, &url, "alice").await;
-        let inputs: Vec<(&str, &str)> = self
-            .fields
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        let done = submit(&browser, &form, &inputs).await;
-        assert_eq!(done.status, 200, "{}", done.body);
-        Ok(ElicitResult::new(ElicitationAction::Accept))
-    }
-}
+use crate::rmcp_person::{self, Connects};
 
 #[tokio::test]
 async fn rmcp_drives_the_rounds_while_the_person_types_the_credential() {
     let fake = twilio::start().await;
     let app = app_with(&fake, "twilio", twilio_entry(&fake)).await;
-    let person = Person {
-        base: app.base.clone(),
-        fields: vec![
+    let person = Connects::Form {
+        inputs: vec![
             ("field.account_sid".into(), fake.first.clone()),
             ("field.auth_token".into(), fake.second.clone()),
         ],
     };
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(app.mcp_url())
-            .auth_header(app.token("alice")),
-    );
-    let client = person
-        .serve_with_lifecycle(
-            transport,
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .expect("server/discover");
     let arguments = json!({"provider": "twilio", "path": "Messages.json"});
-    let result = client
-        .call_tool(
-            CallToolRequestParams::new("api_request")
-                .with_arguments(arguments.as_object().cloned().unwrap()),
-        )
-        .await
-        .expect("rmcp drives the rounds to completion");
+    let result = rmcp_person::call(&app, person, "api_request", arguments).await;
     assert_ne!(result.is_error, Some(true), "{result:?}");
     let content = result.structured_content.expect("structuredContent");
     assert_eq!(content["http_status"], 200, "{content}");
@@ -101,5 +32,4 @@ async fn rmcp_drives_the_rounds_while_the_person_types_the_credential() {
         call.path,
         format!("/2010-04-01/Accounts/{}/Messages.json", fake.first)
     );
-    client.cancel().await.expect("close client");
 }

@@ -3,15 +3,17 @@
 //! kept refresh token, an RPC API of POSTs (`users/get_current_account`
 //! with no body at all), and revocation with the access token as bearer.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use provider_fakes::{FakeProvider, dropbox};
 
-use super::{api, app_with_edit, connection_has, rmcp_round};
+use super::{api, app_with_edit, connection_has};
 use crate::{
+    full_flow::disconnected_detail,
     helpers::TestApp,
     key_connect::disconnect,
     provider_flows::{app_with, connect},
+    rmcp_person::{self, Connects},
 };
 
 async fn expire(app: &TestApp, fake: &FakeProvider) {
@@ -113,11 +115,7 @@ async fn dropbox_connects_offline_and_refreshes_its_short_lived_token() {
         "the access token, not the refresh token"
     );
     assert_eq!(live_access_tokens(&fake).await, 0);
-    let revoked: Value =
-        sqlx::query_scalar("SELECT detail FROM audit_events WHERE kind = 'disconnected'")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+    let revoked = disconnected_detail(&app).await;
     assert_eq!(revoked["revoked_upstream"], true, "{revoked}");
 }
 
@@ -146,9 +144,12 @@ async fn without_the_offline_parameter_there_is_nothing_to_refresh_with() {
 async fn rmcp_connects_dropbox_and_completes_the_rpc_call() {
     let fake = dropbox::start().await;
     let app = app_with(&fake, "dropbox").await;
-    let result = rmcp_round::call(
+    let oauth = Connects::OAuth {
+        provider_base: fake.base.clone(),
+    };
+    let result = rmcp_person::call(
         &app,
-        &fake.base,
+        oauth,
         "api_request",
         json!({"provider": "dropbox", "method": "POST", "path": "files/list_folder",
                "body": {"path": "/Documents"}}),

@@ -6,13 +6,14 @@ use serde_json::json;
 
 use provider_fakes::notion;
 
-use super::{api, app_with_edit, connection_has, rmcp_round};
+use super::{api, app_with_edit, connection_has};
 use crate::{
     browser::Browser,
     full_flow::{elicit, open_and_continue},
     helpers::count,
     key_connect::disconnect,
     provider_flows::{app_with, connect},
+    rmcp_person::{self, Connects},
 };
 
 #[tokio::test]
@@ -55,9 +56,12 @@ async fn notion_connects_with_basic_auth_and_a_json_body_and_is_never_refreshed(
 async fn rmcp_connects_notion_and_completes_the_api_call() {
     let fake = notion::start().await;
     let app = app_with(&fake, "notion").await;
-    let result = rmcp_round::call(
+    let oauth = Connects::OAuth {
+        provider_base: fake.base.clone(),
+    };
+    let result = rmcp_person::call(
         &app,
-        &fake.base,
+        oauth,
         "api_request",
         json!({"provider": "notion", "path": "users"}),
     )
