@@ -143,7 +143,7 @@ fn exchange(
     if p.get("grant_type").map(String::as_str) == Some("refresh_token") {
         Counters::bump(&fake.calls.refresh);
         // Only a GitHub App's expiring user tokens refresh, and rotate.
-        let found = app_ttl.and_then(|ttl| Some((ttl, memory.refresh_param(&p)?)));
+        let found = app_ttl.and_then(|ttl| Some((ttl, memory.refresh_param(p)?)));
         let Some((ttl, (given, grant, account, scope))) = found else {
             return error(
                 "bad_refresh_token",

@@ -13,7 +13,10 @@ use serde_json::Value;
 
 use provider_fakes::FakeProvider;
 
-use crate::helpers::{TestApp, spawn_app_with};
+use crate::{
+    helpers::{TestApp, spawn_app_with},
+    rmcp_person::{self, Connects},
+};
 
 /// The app with the shipped `name` entry pointed at `fake`, with `edit`
 /// (TOML) merged over the operator's table.
@@ -48,4 +51,18 @@ pub(crate) async fn api(app: &TestApp, args: Value) -> Value {
     let (_, body) = app.call_tool("alice", "api_request", args).await;
     assert_eq!(body["result"]["resultType"], "complete", "{body}");
     body["result"]["structuredContent"].clone()
+}
+
+/// `api_request` as alice from rmcp's client, connecting at `fake` on the
+/// way: the structured result of the completed call, which reached the API.
+pub(crate) async fn rmcp_api(app: &TestApp, fake: &FakeProvider, args: Value) -> Value {
+    let oauth = Connects::OAuth {
+        provider_base: fake.base.clone(),
+    };
+    let result = rmcp_person::call(app, oauth, "api_request", args).await;
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    let content = result.structured_content.expect("structuredContent");
+    assert_eq!(content["http_status"], 200, "{content}");
+    assert_eq!(fake.calls().api, 1, "the retry reached the API");
+    content
 }

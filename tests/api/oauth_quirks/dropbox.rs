@@ -7,13 +7,12 @@ use serde_json::json;
 
 use provider_fakes::{FakeProvider, dropbox};
 
-use super::{api, app_with_edit, connection_has};
+use super::{api, app_with_edit, connection_has, rmcp_api};
 use crate::{
     full_flow::disconnected_detail,
     helpers::TestApp,
     key_connect::disconnect,
     provider_flows::{app_with, connect},
-    rmcp_person::{self, Connects},
 };
 
 async fn expire(app: &TestApp, fake: &FakeProvider) {
@@ -144,23 +143,15 @@ async fn without_the_offline_parameter_there_is_nothing_to_refresh_with() {
 async fn rmcp_connects_dropbox_and_completes_the_rpc_call() {
     let fake = dropbox::start().await;
     let app = app_with(&fake, "dropbox").await;
-    let oauth = Connects::OAuth {
-        provider_base: fake.base.clone(),
-    };
-    let result = rmcp_person::call(
+    let content = rmcp_api(
         &app,
-        oauth,
-        "api_request",
+        &fake,
         json!({"provider": "dropbox", "method": "POST", "path": "files/list_folder",
                "body": {"path": "/Documents"}}),
     )
     .await;
-    assert_ne!(result.is_error, Some(true), "{result:?}");
-    let content = result.structured_content.expect("structuredContent");
-    assert_eq!(content["http_status"], 200, "{content}");
     assert_eq!(
         content["body"]["entries"][0]["path_display"],
         "/Documents/Prime_Numbers.txt"
     );
-    assert_eq!(fake.calls().api, 1);
 }

@@ -6,14 +6,13 @@ use serde_json::json;
 
 use provider_fakes::notion;
 
-use super::{api, app_with_edit, connection_has};
+use super::{api, app_with_edit, connection_has, rmcp_api};
 use crate::{
     browser::Browser,
     full_flow::{elicit, open_and_continue},
     helpers::count,
     key_connect::disconnect,
     provider_flows::{app_with, connect},
-    rmcp_person::{self, Connects},
 };
 
 #[tokio::test]
@@ -56,24 +55,11 @@ async fn notion_connects_with_basic_auth_and_a_json_body_and_is_never_refreshed(
 async fn rmcp_connects_notion_and_completes_the_api_call() {
     let fake = notion::start().await;
     let app = app_with(&fake, "notion").await;
-    let oauth = Connects::OAuth {
-        provider_base: fake.base.clone(),
-    };
-    let result = rmcp_person::call(
-        &app,
-        oauth,
-        "api_request",
-        json!({"provider": "notion", "path": "users"}),
-    )
-    .await;
-    assert_ne!(result.is_error, Some(true), "{result:?}");
-    let content = result.structured_content.expect("structuredContent");
-    assert_eq!(content["http_status"], 200, "{content}");
+    let content = rmcp_api(&app, &fake, json!({"provider": "notion", "path": "users"})).await;
     assert_eq!(
         content["body"]["results"][1]["bot"]["workspace_name"],
         "Acme Workspace"
     );
-    assert_eq!(fake.calls().api, 1, "the retry reached the API");
 }
 
 /// Connects through the pages with an entry edited by `edit`; `true` when
