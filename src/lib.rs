@@ -8,6 +8,7 @@ pub mod connect;
 pub mod crypto;
 pub mod db;
 pub mod dev;
+pub mod domain;
 pub mod healthcheck;
 pub mod mcp;
 pub mod metrics;

@@ -25,6 +25,8 @@ pub use verifier::TokenVerifier;
 
 use url::Url;
 
+use crate::domain::UserRef;
+
 /// Who is calling: the token's issuer and subject, and the OAuth client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
@@ -33,6 +35,13 @@ pub struct Principal {
     pub subject: String,
     pub client_id: String,
     pub scopes: Vec<String>,
+}
+
+impl Principal {
+    /// The person behind the token, for everything that belongs to them.
+    pub fn user(&self) -> UserRef<'_> {
+        UserRef::new(&self.issuer, &self.subject)
+    }
 }
 
 /// Why a bearer token was not accepted. Messages name the reason (and at

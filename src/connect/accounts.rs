@@ -14,6 +14,7 @@
 //! another round trip.
 
 use super::errors::{ElicitationMode, RequestError};
+use crate::domain::UserRef;
 use rmcp::{
     ErrorData,
     model::{
@@ -80,13 +81,11 @@ impl ConnectionService {
     /// or oldest, one), if it is theirs.
     pub async fn chosen_account(
         &self,
-        issuer: &str,
-        subject: &str,
+        user: UserRef<'_>,
         provider: &str,
         connection: Option<Uuid>,
     ) -> Result<Option<ChosenAccount>, sqlx::Error> {
-        let found =
-            db::connections::find_account(&self.db, issuer, subject, provider, connection).await?;
+        let found = db::connections::find_account(&self.db, user, provider, connection).await?;
         Ok(found.map(|c| ChosenAccount {
             connection: c.id,
             account_label: c.account_label,
@@ -104,7 +103,7 @@ pub(super) async fn read(
     provider: &Provider,
 ) -> Result<Vec<CallAccount>, ErrorData> {
     let read = state.hot_db.run(async |conn| {
-        db::call_accounts::read(conn, &p.issuer, &p.subject, provider.name(), &p.client_id).await
+        db::call_accounts::read(conn, p.user(), provider.name(), &p.client_id).await
     });
     db::faults::deadline(state.settings.database.deadline(), read)
         .await
@@ -197,7 +196,7 @@ pub(super) async fn add<'s>(
     }
     if let Some(since) = ticket.as_ref().and_then(|t| t.redeemed_at) {
         let stored = |state: &'s ConnectionService| async move {
-            db::connections::stored_since(&state.db, &p.issuer, &p.subject, provider.name(), since)
+            db::connections::stored_since(&state.db, p.user(), provider.name(), since)
                 .await
                 .map_err(internal)
         };

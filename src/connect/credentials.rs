@@ -6,6 +6,7 @@
 //! transaction that redeems the ticket, as Continue does for OAuth. There
 //! is no flow row: nothing comes back from the provider later.
 
+use crate::domain::UserRef;
 use std::collections::BTreeMap;
 
 use uuid::Uuid;
@@ -49,7 +50,7 @@ pub struct SubmittedCredential<'a> {
 pub(super) async fn connect(
     state: &ConnectionService,
     ticket: &Ticket,
-    user: (&str, &str),
+    user: UserRef<'_>,
     session_id: Uuid,
     submitted: SubmittedCredential<'_>,
 ) -> anyhow::Result<CredentialOutcome> {
@@ -80,7 +81,7 @@ pub(super) async fn connect(
         token_type: provider.credential_kind().to_owned(),
     };
     let mut tx = state.db.begin().await?;
-    let Some(ticket) = db::tickets::redeem(&mut *tx, ticket.id, user.0, user.1).await? else {
+    let Some(ticket) = db::tickets::redeem(&mut *tx, ticket.id, user).await? else {
         return Ok(CredentialOutcome::TicketGone);
     };
     let requested = requested_scopes(provider, &ticket);
@@ -88,8 +89,7 @@ pub(super) async fn connect(
         state,
         &mut tx,
         NewConnection {
-            issuer: user.0,
-            subject: user.1,
+            user,
             provider: provider.name(),
             account: &account,
             tokens: &tokens,

@@ -5,6 +5,7 @@
 //! The payload is a digest of (issuer, subject, provider), not the names
 //! themselves: anyone who can LISTEN on the database learns nothing.
 
+use crate::domain::UserRef;
 use std::{
     sync::{Arc, Weak},
     time::Duration,
@@ -44,8 +45,12 @@ impl ConnectionEvents {
 }
 
 /// The event key for one user's connection to one provider.
-pub fn key(issuer: &str, subject: &str, provider: &str) -> String {
-    crate::crypto::hex(&crate::crypto::parts_key(&[issuer, subject, provider]))
+pub fn key(user: UserRef<'_>, provider: &str) -> String {
+    crate::crypto::hex(&crate::crypto::parts_key(&[
+        user.issuer(),
+        user.subject(),
+        provider,
+    ]))
 }
 
 /// Announces a stored connection; inside a transaction it is delivered at commit.
@@ -108,8 +113,14 @@ mod tests {
 
     #[test]
     fn keys_separate_their_parts() {
-        assert_eq!(key("i", "s", "p"), key("i", "s", "p"));
-        assert_ne!(key("i", "sp", ""), key("i", "s", "p"));
-        assert_eq!(key("i", "s", "p").len(), 32);
+        assert_eq!(
+            key(UserRef::new("i", "s"), "p"),
+            key(UserRef::new("i", "s"), "p")
+        );
+        assert_ne!(
+            key(UserRef::new("i", "sp"), ""),
+            key(UserRef::new("i", "s"), "p")
+        );
+        assert_eq!(key(UserRef::new("i", "s"), "p").len(), 32);
     }
 }

@@ -4,6 +4,7 @@
 //! browser back (the PKCE verifier opened, the code exchanged, the account
 //! read and the connection stored).
 
+use crate::domain::UserRef;
 use chrono::Utc;
 use secrecy::ExposeSecret;
 use uuid::Uuid;
@@ -66,7 +67,7 @@ pub(super) fn provider_of<'s>(
 pub(super) async fn start(
     state: &ConnectionService,
     ticket: &Ticket,
-    user: (&str, &str),
+    user: UserRef<'_>,
     session_id: Uuid,
 ) -> anyhow::Result<Option<StartedFlow>> {
     let provider = provider_of(state, ticket)?;
@@ -85,7 +86,7 @@ pub(super) async fn start(
         pkce.verifier.expose_secret().as_bytes(),
     )?;
     let mut tx = state.db.begin().await?;
-    let redeemed = db::tickets::redeem(&mut *tx, ticket.id, user.0, user.1).await?;
+    let redeemed = db::tickets::redeem(&mut *tx, ticket.id, user).await?;
     let Some(ticket) = redeemed else {
         return Ok(None);
     };
@@ -145,7 +146,7 @@ pub(super) async fn finish(
     flow: &OAuthFlow,
     provider: &Provider,
     code: &str,
-    user: (&str, &str),
+    user: UserRef<'_>,
 ) -> Result<(Uuid, Account), FinishError> {
     let verifier = open_verifier(&state.keys, flow)?;
     let name = provider.name();
@@ -172,8 +173,7 @@ pub(super) async fn finish(
     let connection_id = vault::store_connection(
         state,
         NewConnection {
-            issuer: user.0,
-            subject: user.1,
+            user,
             provider: name,
             account: &account,
             tokens: &tokens,

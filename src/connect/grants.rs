@@ -6,6 +6,7 @@
 //! retry completes once the user allowed it. `grants = "per_user"` turns
 //! the check off.
 
+use crate::domain::UserRef;
 use rmcp::{ErrorData, model::ElicitationAction};
 use uuid::Uuid;
 
@@ -165,8 +166,7 @@ async fn ask<'s>(
             take_link(state, p)?;
             let t = tickets::issue_approval(
                 state,
-                &p.issuer,
-                &p.subject,
+                p.user(),
                 &p.client_id,
                 provider.name(),
                 token.connection_id,
@@ -196,22 +196,21 @@ pub enum Allowed {
 /// wakes the client's waiting retry on whichever instance it is.
 pub async fn allow(
     state: &ConnectionService,
-    user: (&str, &str),
+    user: UserRef<'_>,
     ticket: &Ticket,
 ) -> anyhow::Result<Allowed> {
-    let (issuer, subject) = user;
     let Some(connection_id) = ticket.connection_id else {
         return Ok(Allowed::TicketGone);
     };
     let mut tx = state.db.begin().await?;
-    if db::tickets::redeem(&mut *tx, ticket.id, issuer, subject)
+    if db::tickets::redeem(&mut *tx, ticket.id, user)
         .await?
         .is_none()
     {
         return Ok(Allowed::TicketGone);
     }
     let Some(connection) =
-        db::connections::find_summary_for_user(&mut *tx, issuer, subject, connection_id).await?
+        db::connections::find_summary_for_user(&mut *tx, user, connection_id).await?
     else {
         return Ok(Allowed::ConnectionGone);
     };
@@ -225,11 +224,7 @@ pub async fn allow(
         )
         .await?;
     }
-    events::notify(
-        &mut *tx,
-        &events::key(issuer, subject, &connection.provider),
-    )
-    .await?;
+    events::notify(&mut *tx, &events::key(user, &connection.provider)).await?;
     tx.commit().await?;
     Ok(Allowed::Granted)
 }
@@ -264,13 +259,13 @@ pub(crate) async fn grant_connecting_client(
 /// transaction. The connection stays.
 pub async fn remove(
     state: &ConnectionService,
-    p: (&str, &str),
+    user: UserRef<'_>,
     connection_id: Uuid,
     client_id: &str,
 ) -> anyhow::Result<bool> {
     let mut tx = state.db.begin().await?;
     let removed =
-        db::client_grants::delete_for_user(&mut *tx, p.0, p.1, connection_id, client_id).await?;
+        db::client_grants::delete_for_user(&mut *tx, user, connection_id, client_id).await?;
     if removed {
         outbox::record(
             state,

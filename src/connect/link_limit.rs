@@ -5,6 +5,7 @@
 //! memory (a restart or another instance starts afresh: this bounds a
 //! flood, it is not an account quota).
 
+use crate::domain::UserRef;
 use std::{
     collections::HashMap,
     sync::Mutex,
@@ -35,13 +36,13 @@ impl LinkLimit {
 
     /// Counts a new link for the user; `Err(wait)` when the user has had
     /// their share for this minute, with how long until the next.
-    pub fn take(&self, issuer: &str, subject: &str) -> Result<(), Duration> {
-        self.take_at(issuer, subject, Instant::now())
+    pub fn take(&self, user: UserRef<'_>) -> Result<(), Duration> {
+        self.take_at(user, Instant::now())
     }
 
-    fn take_at(&self, issuer: &str, subject: &str, now: Instant) -> Result<(), Duration> {
+    fn take_at(&self, user: UserRef<'_>, now: Instant) -> Result<(), Duration> {
         // Fixed size, whatever the length of the names.
-        let key = crate::crypto::parts_key(&[issuer, subject]);
+        let key = crate::crypto::parts_key(&[user.issuer(), user.subject()]);
         // A poisoned lock still holds consistent counts.
         let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
         if windows.len() > TIDY_ABOVE {
@@ -73,17 +74,21 @@ mod tests {
     fn a_user_gets_their_share_per_minute_and_others_are_unaffected() {
         let limit = LinkLimit::new(2);
         let t0 = Instant::now();
-        assert!(limit.take_at("iss", "alice", t0).is_ok());
-        assert!(limit.take_at("iss", "alice", t0).is_ok());
+        assert!(limit.take_at(UserRef::new("iss", "alice"), t0).is_ok());
+        assert!(limit.take_at(UserRef::new("iss", "alice"), t0).is_ok());
         let wait = limit
-            .take_at("iss", "alice", t0 + Duration::from_secs(20))
+            .take_at(UserRef::new("iss", "alice"), t0 + Duration::from_secs(20))
             .unwrap_err();
         assert_eq!(wait, Duration::from_secs(40));
         // Another user, or the same name at another issuer, has their own.
-        assert!(limit.take_at("iss", "bob", t0).is_ok());
-        assert!(limit.take_at("other", "alice", t0).is_ok());
+        assert!(limit.take_at(UserRef::new("iss", "bob"), t0).is_ok());
+        assert!(limit.take_at(UserRef::new("other", "alice"), t0).is_ok());
         // A minute later alice may ask again.
-        assert!(limit.take_at("iss", "alice", t0 + WINDOW).is_ok());
+        assert!(
+            limit
+                .take_at(UserRef::new("iss", "alice"), t0 + WINDOW)
+                .is_ok()
+        );
     }
 
     #[test]
@@ -91,9 +96,17 @@ mod tests {
         let limit = LinkLimit::new(1);
         let t0 = Instant::now();
         for i in 0..=TIDY_ABOVE {
-            assert!(limit.take_at("iss", &format!("user{i}"), t0).is_ok());
+            assert!(
+                limit
+                    .take_at(UserRef::new("iss", &format!("user{i}")), t0)
+                    .is_ok()
+            );
         }
-        assert!(limit.take_at("iss", "late", t0 + WINDOW).is_ok());
+        assert!(
+            limit
+                .take_at(UserRef::new("iss", "late"), t0 + WINDOW)
+                .is_ok()
+        );
         let tracked = limit.windows.lock().map(|w| w.len()).unwrap_or(0);
         assert_eq!(tracked, 1);
     }

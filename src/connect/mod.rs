@@ -243,9 +243,7 @@ async fn check(
     connection: Option<uuid::Uuid>,
     wanted: &[String],
 ) -> Result<Checked, ErrorData> {
-    checked(
-        vault::usable_token_of(state, &p.issuer, &p.subject, provider, connection, wanted).await,
-    )
+    checked(vault::usable_token_of(state, p.user(), provider, connection, wanted).await)
 }
 
 fn checked(found: anyhow::Result<TokenState>) -> Result<Checked, ErrorData> {
@@ -305,13 +303,13 @@ async fn ask<'s>(
         Some(found) => found,
         None => {
             take_link(state, p)?;
-            let (iss, sub, cid, name) = (&p.issuer, &p.subject, &p.client_id, provider.name());
+            let (user, cid, name) = (p.user(), &p.client_id, provider.name());
             let purpose = if need.add_account {
                 tickets::TicketFor::AnotherAccount
             } else {
                 tickets::TicketFor::Connect
             };
-            let t = tickets::insert(state, iss, sub, cid, name, &scopes, purpose)
+            let t = tickets::insert(state, user, cid, name, &scopes, purpose)
                 .await
                 .map_err(internal)?;
             (t.id, t.secret)
@@ -329,7 +327,7 @@ async fn ask<'s>(
 
 /// Counts a new link against the user's limit; the error when it is spent.
 fn take_link(state: &ConnectionService, p: &Principal) -> Result<(), ErrorData> {
-    if let Err(wait) = state.link_limit.take(&p.issuer, &p.subject) {
+    if let Err(wait) = state.link_limit.take(p.user()) {
         tracing::info!(subject = %p.subject, client_id = %p.client_id, "connect link refused: too many this minute");
         return Err(RequestError::TooManyLinks { retry_after: wait }.into());
     }
@@ -386,7 +384,7 @@ pub async fn reject_state(
     let counted = db::audit::count_rejection(
         &state.db,
         AuditEvent::new(AuditKind::StateRejected)
-            .user(&p.issuer, &p.subject)
+            .user(p.user())
             .provider(&provider)
             .detail(detail),
         &client_id,
@@ -421,7 +419,7 @@ pub(crate) async fn wait_for_connection(
     rx: &mut tokio::sync::broadcast::Receiver<String>,
     cancel: &CancellationToken,
 ) -> bool {
-    let key = events::key(&p.issuer, &p.subject, provider);
+    let key = events::key(p.user(), provider);
     let limit = state.settings.flow.connect_wait();
     let wait = async {
         loop {

@@ -8,6 +8,7 @@
 //! Building it starts nothing: the LISTEN task behind [`ConnectionEvents`]
 //! is started by whoever serves (see [`ConnectionService::start_listening`]).
 
+use crate::domain::UserRef;
 use std::sync::Arc;
 
 use rmcp::ErrorData;
@@ -173,12 +174,8 @@ impl ConnectionService {
     }
 
     /// The user's connections, newest first. Never a token.
-    pub async fn list(
-        &self,
-        issuer: &str,
-        subject: &str,
-    ) -> Result<Vec<ConnectionSummary>, sqlx::Error> {
-        db::connections::list_for_user(&self.db, issuer, subject).await
+    pub async fn list(&self, user: UserRef<'_>) -> Result<Vec<ConnectionSummary>, sqlx::Error> {
+        db::connections::list_for_user(&self.db, user).await
     }
 
     /// The provider refused `token` on an API call: unless a newer token was
@@ -189,13 +186,8 @@ impl ConnectionService {
 
     /// Revokes upstream where possible, deletes, audits; `true` when a
     /// connection was deleted.
-    pub async fn disconnect(
-        &self,
-        issuer: &str,
-        subject: &str,
-        provider: &str,
-    ) -> anyhow::Result<bool> {
-        vault::disconnect(self, issuer, subject, provider).await
+    pub async fn disconnect(&self, user: UserRef<'_>, provider: &str) -> anyhow::Result<bool> {
+        vault::disconnect(self, user, provider).await
     }
 
     /// Re-seals every stored token with the current key.
@@ -207,13 +199,12 @@ impl ConnectionService {
     /// its own inside [`Self::require`]).
     pub async fn issue_ticket(
         &self,
-        issuer: &str,
-        subject: &str,
+        user: UserRef<'_>,
         client_id: &str,
         provider: &str,
         scopes: &[String],
     ) -> anyhow::Result<IssuedTicket> {
-        tickets::issue(self, issuer, subject, client_id, provider, scopes).await
+        tickets::issue(self, user, client_id, provider, scopes).await
     }
 
     /// The usable ticket behind a presented secret.
@@ -227,13 +218,8 @@ impl ConnectionService {
     }
 
     /// The person said Cancel: a usable ticket of theirs is declined.
-    pub async fn decline_ticket(
-        &self,
-        id: Uuid,
-        issuer: &str,
-        subject: &str,
-    ) -> Result<bool, sqlx::Error> {
-        db::tickets::decline(&self.db, id, issuer, subject).await
+    pub async fn decline_ticket(&self, id: Uuid, user: UserRef<'_>) -> Result<bool, sqlx::Error> {
+        db::tickets::decline(&self.db, id, user).await
     }
 
     /// The provider a ticket names, and the scopes the ticket asks of it.
@@ -248,11 +234,10 @@ impl ConnectionService {
     pub async fn start_flow(
         &self,
         ticket: &Ticket,
-        issuer: &str,
-        subject: &str,
+        user: UserRef<'_>,
         session_id: Uuid,
     ) -> anyhow::Result<Option<StartedFlow>> {
-        flows::start(self, ticket, (issuer, subject), session_id).await
+        flows::start(self, ticket, user, session_id).await
     }
 
     /// The person submitted an API key or Basic credential for this
@@ -261,12 +246,11 @@ impl ConnectionService {
     pub async fn connect_with_credential(
         &self,
         ticket: &Ticket,
-        issuer: &str,
-        subject: &str,
+        user: UserRef<'_>,
         session_id: Uuid,
         submitted: SubmittedCredential<'_>,
     ) -> anyhow::Result<CredentialOutcome> {
-        credentials::connect(self, ticket, (issuer, subject), session_id, submitted).await
+        credentials::connect(self, ticket, user, session_id, submitted).await
     }
 
     /// The flow a provider's `state` parameter names.
@@ -296,9 +280,8 @@ impl ConnectionService {
         flow: &OAuthFlow,
         provider: &Provider,
         code: &str,
-        issuer: &str,
-        subject: &str,
+        user: UserRef<'_>,
     ) -> Result<(Uuid, Account), FinishError> {
-        flows::finish(self, flow, provider, code, (issuer, subject)).await
+        flows::finish(self, flow, provider, code, user).await
     }
 }

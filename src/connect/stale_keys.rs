@@ -62,7 +62,7 @@ pub async fn unreadable(state: &ConnectionService, row: &ConnectionRow, reason: 
     db::audit::record_or_log(
         &state.db,
         AuditEvent::new(AuditKind::TokenUnreadable)
-            .user(&row.issuer, &row.subject)
+            .user(row.user())
             .provider(&row.provider)
             .detail(json!({ "connection_id": row.id, "key_id": row.key_id, "reason": reason })),
     )

@@ -10,6 +10,7 @@
 //! error ([`INVALID_STATE_MESSAGE`]) and the real reason goes to the log.
 
 use crate::connect::tickets::TicketSecret;
+use crate::domain::UserRef;
 use chrono::Utc;
 use rmcp::{ErrorData, model::JsonObject};
 use serde::{Deserialize, Serialize};
@@ -30,8 +31,7 @@ const MAX_STATE_LEN: usize = 4096;
 #[derive(Debug, Clone)]
 pub struct Binding<'a> {
     pub audience: &'a str,
-    pub issuer: &'a str,
-    pub subject: &'a str,
+    pub user: UserRef<'a>,
     pub client_id: &'a str,
     pub method: &'a str,
     /// The tool name, prompt name or resource URI.
@@ -140,8 +140,8 @@ pub fn seal(
     let ttl = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2);
     let payload = Payload {
         aud: digest(binding.audience),
-        iss: digest(binding.issuer),
-        sub: digest(binding.subject),
+        iss: digest(binding.user.issuer()),
+        sub: digest(binding.user.subject()),
         cid: digest(binding.client_id),
         method: digest(binding.method),
         target: digest(binding.target),
@@ -168,8 +168,8 @@ pub fn open(keys: &KeyRing, binding: &Binding<'_>, state: &str) -> Result<RoundS
     }
     let checks: [(&str, String, &'static str); 7] = [
         (&p.aud, digest(binding.audience), "audience"),
-        (&p.iss, digest(binding.issuer), "issuer"),
-        (&p.sub, digest(binding.subject), "subject"),
+        (&p.iss, digest(binding.user.issuer()), "issuer"),
+        (&p.sub, digest(binding.user.subject()), "subject"),
         (&p.cid, digest(binding.client_id), "client"),
         (&p.method, digest(binding.method), "method"),
         (&p.target, digest(binding.target), "target"),
@@ -265,8 +265,7 @@ mod tests {
     fn binding(a: &JsonObject) -> Binding<'_> {
         Binding {
             audience: "https://c.example/mcp",
-            issuer: "https://idp.example",
-            subject: "alice",
+            user: UserRef::new("https://idp.example", "alice"),
             client_id: "client-1",
             method: "tools/call",
             target: "whoami",
@@ -320,14 +319,14 @@ mod tests {
             (
                 "issuer",
                 Binding {
-                    issuer: "https://evil.example",
+                    user: UserRef::new("https://evil.example", "alice"),
                     ..binding(&a)
                 },
             ),
             (
                 "subject",
                 Binding {
-                    subject: "bob",
+                    user: UserRef::new("https://idp.example", "bob"),
                     ..binding(&a)
                 },
             ),

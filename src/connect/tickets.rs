@@ -3,6 +3,7 @@
 //! secret is stored. [`TicketSecret`] is the one way to make, read and hash
 //! a ticket's secret.
 
+use crate::domain::UserRef;
 use chrono::Utc;
 use uuid::Uuid;
 
@@ -76,22 +77,12 @@ pub fn requested_scopes(provider: &Provider, ticket: &Ticket) -> Vec<String> {
 /// Mints a ticket and stores its hash (with its audit row, one statement).
 pub async fn issue(
     state: &ConnectionService,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
     client_id: &str,
     provider: &str,
     scopes: &[String],
 ) -> anyhow::Result<IssuedTicket> {
-    insert(
-        state,
-        issuer,
-        subject,
-        client_id,
-        provider,
-        scopes,
-        TicketFor::Connect,
-    )
-    .await
+    insert(state, user, client_id, provider, scopes, TicketFor::Connect).await
 }
 
 /// What a ticket's link is for.
@@ -107,16 +98,14 @@ pub(crate) enum TicketFor {
 /// A ticket for the approval page: may `client_id` use this connection?
 pub async fn issue_approval(
     state: &ConnectionService,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
     client_id: &str,
     provider: &str,
     connection_id: Uuid,
 ) -> anyhow::Result<IssuedTicket> {
     insert(
         state,
-        issuer,
-        subject,
+        user,
         client_id,
         provider,
         &[],
@@ -129,8 +118,7 @@ pub async fn issue_approval(
 /// one statement).
 pub(crate) async fn insert(
     state: &ConnectionService,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
     client_id: &str,
     provider: &str,
     scopes: &[String],
@@ -146,8 +134,7 @@ pub(crate) async fn insert(
             db::tickets::NewTicket {
                 id,
                 ticket_hash: &ticket_hash,
-                issuer,
-                subject,
+                user,
                 client_id,
                 provider,
                 scopes,

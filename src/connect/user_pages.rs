@@ -2,6 +2,7 @@
 //! several accounts and their clients' grants. Like the rest of the
 //! service, they take the user's identity and never hand out a token.
 
+use crate::domain::UserRef;
 use std::time::Duration;
 
 use uuid::Uuid;
@@ -19,11 +20,10 @@ impl ConnectionService {
     /// reload of the success page shows again.
     pub async fn active_account(
         &self,
-        issuer: &str,
-        subject: &str,
+        user: UserRef<'_>,
         provider: &str,
     ) -> Result<Option<ConnectedAccount>, sqlx::Error> {
-        let found = db::connections::find(&self.db, issuer, subject, provider).await?;
+        let found = db::connections::find(&self.db, user, provider).await?;
         Ok(found
             .filter(|c| c.status == ConnectionStatus::Active)
             .map(|c| ConnectedAccount {
@@ -35,56 +35,49 @@ impl ConnectionService {
     /// The user's connection `id`, if it is theirs. Never a token.
     pub async fn connection_of(
         &self,
-        issuer: &str,
-        subject: &str,
+        user: UserRef<'_>,
         id: Uuid,
     ) -> Result<Option<ConnectionSummary>, sqlx::Error> {
-        db::connections::find_summary_for_user(&self.db, issuer, subject, id).await
+        db::connections::find_summary_for_user(&self.db, user, id).await
     }
 
     /// Renames one of the user's connections; `false` when it is not theirs.
     pub async fn rename(
         &self,
-        issuer: &str,
-        subject: &str,
+        user: UserRef<'_>,
         id: Uuid,
         label: &str,
     ) -> Result<bool, sqlx::Error> {
-        db::connections::set_label(&self.db, issuer, subject, id, label).await
+        db::connections::set_label(&self.db, user, id, label).await
     }
 
     /// [`Self::disconnect`] for one account among several (`None`: the
     /// oldest).
     pub async fn disconnect_account(
         &self,
-        issuer: &str,
-        subject: &str,
+        user: UserRef<'_>,
         provider: &str,
         connection: Option<Uuid>,
     ) -> anyhow::Result<bool> {
-        vault::disconnect_account(self, issuer, subject, provider, connection).await
+        vault::disconnect_account(self, user, provider, connection).await
     }
 
     /// Counts a new connect link against the user's per-minute share; the
     /// wait when it is spent. Tools' answers and the Reconnect button
     /// share it.
-    pub fn take_link(&self, issuer: &str, subject: &str) -> Result<(), Duration> {
-        self.link_limit.take(issuer, subject)
+    pub fn take_link(&self, user: UserRef<'_>) -> Result<(), Duration> {
+        self.link_limit.take(user)
     }
 
     /// The user's grants to MCP clients, over all their connections.
-    pub async fn client_grants(
-        &self,
-        issuer: &str,
-        subject: &str,
-    ) -> Result<Vec<Grant>, sqlx::Error> {
-        db::client_grants::list_for_user(&self.db, issuer, subject).await
+    pub async fn client_grants(&self, user: UserRef<'_>) -> Result<Vec<Grant>, sqlx::Error> {
+        db::client_grants::list_for_user(&self.db, user).await
     }
 
     /// The approval page's Allow: see [`grants::allow`].
     pub async fn allow_client(
         &self,
-        user: (&str, &str),
+        user: UserRef<'_>,
         ticket: &Ticket,
     ) -> anyhow::Result<grants::Allowed> {
         grants::allow(self, user, ticket).await
@@ -93,7 +86,7 @@ impl ConnectionService {
     /// "Remove access": the client may no longer use the connection.
     pub async fn remove_client_access(
         &self,
-        user: (&str, &str),
+        user: UserRef<'_>,
         connection_id: Uuid,
         client_id: &str,
     ) -> anyhow::Result<bool> {

@@ -7,6 +7,7 @@
 //! across all instances (row lock, then re-read: the winner's new tokens
 //! serve everyone who waited).
 
+use crate::domain::UserRef;
 use chrono::{DateTime, Utc};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
@@ -88,8 +89,7 @@ pub enum TokenState {
 }
 
 pub struct NewConnection<'a> {
-    pub issuer: &'a str,
-    pub subject: &'a str,
+    pub user: UserRef<'a>,
     pub provider: &'a str,
     pub account: &'a Account,
     pub tokens: &'a TokenSet,
@@ -105,13 +105,19 @@ enum Kind {
     Refresh,
 }
 
-fn context(id: Uuid, issuer: &str, subject: &str, provider: &str, kind: Kind) -> Vec<u8> {
+fn context(id: Uuid, user: UserRef<'_>, provider: &str, kind: Kind) -> Vec<u8> {
     let kind = match kind {
         Kind::Access => "access",
         Kind::Refresh => "refresh",
     };
     let mut ctx = Vec::new();
-    for part in [id.to_string().as_str(), issuer, subject, provider, kind] {
+    for part in [
+        id.to_string().as_str(),
+        user.issuer(),
+        user.subject(),
+        provider,
+        kind,
+    ] {
         ctx.extend_from_slice(&(part.len() as u32).to_be_bytes());
         ctx.extend_from_slice(part.as_bytes());
     }
@@ -151,7 +157,7 @@ pub(super) async fn store_in(
     tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
     c: NewConnection<'_>,
 ) -> anyhow::Result<Uuid> {
-    let id = db::connections::claim_id(tx, c.issuer, c.subject, c.provider, &c.account.id).await?;
+    let id = db::connections::claim_id(tx, c.user, c.provider, &c.account.id).await?;
     // A fresh claim is `revoked` until stored: anything else was connected before.
     let reconnected = if state.wants_event(WebhookEvent::ConnectionCreated) {
         db::connections::find_ref(&mut **tx, id)
@@ -163,7 +169,7 @@ pub(super) async fn store_in(
     let seal = |secret: &SecretString, kind| {
         state.keys.seal(
             Purpose::Token,
-            &context(id, c.issuer, c.subject, c.provider, kind),
+            &context(id, c.user, c.provider, kind),
             secret.expose_secret().as_bytes(),
         )
     };
@@ -204,7 +210,7 @@ pub(super) async fn store_in(
     if let Some(client_id) = c.client_id {
         super::grants::grant_connecting_client(state, tx, id, client_id).await?;
     }
-    events::notify(&mut **tx, &events::key(c.issuer, c.subject, c.provider)).await?;
+    events::notify(&mut **tx, &events::key(c.user, c.provider)).await?;
     Ok(id)
 }
 
@@ -226,7 +232,7 @@ fn open(
         .keys
         .open(
             Purpose::Token,
-            &context(row.id, &row.issuer, &row.subject, &row.provider, kind),
+            &context(row.id, row.user(), &row.provider, kind),
             &sealed,
         )
         .map_err(|e| {
@@ -317,20 +323,18 @@ pub(super) async fn mark_needs_reauth(
 /// The user's token for `provider`, refreshed if need be.
 pub async fn usable_token(
     state: &ConnectionService,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
     provider: &Provider,
     required_scopes: &[String],
 ) -> anyhow::Result<TokenState> {
-    usable_token_of(state, issuer, subject, provider, None, required_scopes).await
+    usable_token_of(state, user, provider, None, required_scopes).await
 }
 
 /// [`usable_token`] of one account (`connection`); `None`: the only (or
 /// oldest) one.
 pub async fn usable_token_of(
     state: &ConnectionService,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
     provider: &Provider,
     connection: Option<Uuid>,
     required_scopes: &[String],
@@ -339,7 +343,7 @@ pub async fn usable_token_of(
     let found = db::faults::deadline(
         limit,
         state.hot_db.run(async |conn| {
-            db::connections::find_account(conn, issuer, subject, provider.name(), connection).await
+            db::connections::find_account(conn, user, provider.name(), connection).await
         }),
     )
     .await?;
@@ -381,13 +385,8 @@ pub(super) async fn token_state(
         // holding a database connection; then look again.
         let lock = state.refresh_locks.get(row.id);
         let _turn = lock.lock().await;
-        let again = db::connections::find_account(
-            &state.db,
-            &row.issuer,
-            &row.subject,
-            provider.name(),
-            Some(row.id),
-        );
+        let again =
+            db::connections::find_account(&state.db, row.user(), provider.name(), Some(row.id));
         let Some(row) = db::faults::deadline(limit, again).await? else {
             return Ok(TokenState::Missing);
         };
@@ -457,7 +456,7 @@ async fn refresh(
         .await
     {
         Ok(tokens) => {
-            let ctx = |kind| context(row.id, &row.issuer, &row.subject, &row.provider, kind);
+            let ctx = |kind| context(row.id, row.user(), &row.provider, kind);
             let access = state.keys.seal(
                 Purpose::Token,
                 &ctx(Kind::Access),
@@ -546,7 +545,7 @@ async fn audit_refresh(
     db::audit::record_or_log(
         &state.db,
         AuditEvent::new(kind)
-            .user(&row.issuer, &row.subject)
+            .user(row.user())
             .provider(&row.provider)
             .detail(detail),
     )
@@ -561,24 +560,21 @@ async fn audit_refresh(
 /// nobody can refresh it again.
 pub async fn disconnect(
     state: &ConnectionService,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
     provider: &str,
 ) -> anyhow::Result<bool> {
-    disconnect_account(state, issuer, subject, provider, None).await
+    disconnect_account(state, user, provider, None).await
 }
 
 /// [`disconnect`] of one account (`connection`); `None`: the only (or
 /// oldest) one.
 pub async fn disconnect_account(
     state: &ConnectionService,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
     provider: &str,
     connection: Option<Uuid>,
 ) -> anyhow::Result<bool> {
-    let Some(found) =
-        db::connections::find_account(&state.db, issuer, subject, provider, connection).await?
+    let Some(found) = db::connections::find_account(&state.db, user, provider, connection).await?
     else {
         return Ok(false);
     };
@@ -628,7 +624,7 @@ pub async fn disconnect_account(
     db::audit::record_or_log(
         &state.db,
         AuditEvent::new(AuditKind::Disconnected)
-            .user(issuer, subject)
+            .user(user)
             .provider(provider)
             .detail(json!({ "revoked_upstream": revoked })),
     )
@@ -652,7 +648,7 @@ pub async fn rekey_all(state: &ConnectionService) -> anyhow::Result<u64> {
         if row.key_id == current || !state.keys.has_key(&row.key_id) {
             continue;
         }
-        let ctx = |kind| context(row.id, &row.issuer, &row.subject, &row.provider, kind);
+        let ctx = |kind| context(row.id, row.user(), &row.provider, kind);
         let reseal = |bytes: &Vec<u8>, kind| {
             let sealed = Sealed {
                 key_id: row.key_id.clone(),

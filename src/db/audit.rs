@@ -4,6 +4,8 @@
 use serde_json::Value;
 use sqlx::PgExecutor;
 
+use crate::domain::UserRef;
+
 /// The kinds of event recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuditKind {
@@ -67,9 +69,9 @@ impl<'a> AuditEvent<'a> {
             user_agent: None,
         }
     }
-    pub fn user(mut self, issuer: &'a str, subject: &'a str) -> Self {
-        self.issuer = Some(issuer);
-        self.subject = Some(subject);
+    pub fn user(mut self, user: UserRef<'a>) -> Self {
+        self.issuer = Some(user.issuer());
+        self.subject = Some(user.subject());
         self
     }
     pub fn provider(mut self, provider: &'a str) -> Self {

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 
 use super::connections::{ConnectionRow, ConnectionStatus};
+use crate::domain::UserRef;
 
 /// One of the user's connections to a provider, as a call sees it.
 #[derive(Debug, Clone)]
@@ -29,8 +30,7 @@ pub struct GrantUse {
 /// oldest first), each with `client_id`'s grant.
 pub async fn read(
     exec: impl PgExecutor<'_>,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
     provider: &str,
     client_id: &str,
 ) -> Result<Vec<CallAccount>, sqlx::Error> {
@@ -45,8 +45,8 @@ pub async fn read(
            LEFT JOIN client_grants g ON g.connection_id = c.id AND g.client_id = $4
            WHERE c.issuer = $1 AND c.subject = $2 AND c.provider = $3
            ORDER BY (c.account_id = ''), c.created_at, c.id"#,
-        issuer,
-        subject,
+        user.issuer(),
+        user.subject(),
         provider,
         client_id,
     )

@@ -4,6 +4,8 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
+use crate::domain::UserRef;
+
 /// One client's grant on one of the user's connections.
 #[derive(Debug, Clone)]
 pub struct Grant {
@@ -67,8 +69,7 @@ pub async fn touch(
 /// Every grant on the user's connections, oldest first.
 pub async fn list_for_user(
     exec: impl PgExecutor<'_>,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
 ) -> Result<Vec<Grant>, sqlx::Error> {
     sqlx::query_as!(
         Grant,
@@ -76,8 +77,8 @@ pub async fn list_for_user(
          FROM client_grants g JOIN connections c ON c.id = g.connection_id
          WHERE c.issuer = $1 AND c.subject = $2
          ORDER BY g.created_at, g.client_id",
-        issuer,
-        subject,
+        user.issuer(),
+        user.subject(),
     )
     .fetch_all(exec)
     .await
@@ -87,8 +88,7 @@ pub async fn list_for_user(
 /// else); `false` when there was none.
 pub async fn delete_for_user(
     exec: impl PgExecutor<'_>,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
     connection_id: Uuid,
     client_id: &str,
 ) -> Result<bool, sqlx::Error> {
@@ -96,8 +96,8 @@ pub async fn delete_for_user(
         "DELETE FROM client_grants g USING connections c
          WHERE g.connection_id = $3 AND g.client_id = $4
            AND c.id = g.connection_id AND c.issuer = $1 AND c.subject = $2",
-        issuer,
-        subject,
+        user.issuer(),
+        user.subject(),
         connection_id,
         client_id,
     )

@@ -4,6 +4,8 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
+use crate::domain::UserRef;
+
 /// A connection's state, as the `status` column stores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type, serde::Serialize)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
@@ -51,16 +53,15 @@ pub struct ConnectionSummary {
 
 pub async fn list_for_user(
     exec: impl PgExecutor<'_>,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
 ) -> Result<Vec<ConnectionSummary>, sqlx::Error> {
     sqlx::query_as!(
         ConnectionSummary,
         r#"SELECT id, provider, account_id, account_label, scopes, status AS "status: ConnectionStatus",
                   created_at, last_used_at, credential_hint
            FROM connections WHERE issuer = $1 AND subject = $2 AND account_id <> '' ORDER BY provider"#,
-        issuer,
-        subject,
+        user.issuer(),
+        user.subject(),
     )
     .fetch_all(exec)
     .await
@@ -69,8 +70,7 @@ pub async fn list_for_user(
 /// One of the user's connections by id; `None` when it is not theirs.
 pub async fn find_summary_for_user(
     exec: impl PgExecutor<'_>,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
     id: Uuid,
 ) -> Result<Option<ConnectionSummary>, sqlx::Error> {
     sqlx::query_as!(
@@ -79,8 +79,8 @@ pub async fn find_summary_for_user(
                   created_at, last_used_at, credential_hint
            FROM connections WHERE id = $1 AND issuer = $2 AND subject = $3 AND account_id <> ''"#,
         id,
-        issuer,
-        subject,
+        user.issuer(),
+        user.subject(),
     )
     .fetch_optional(exec)
     .await
@@ -97,6 +97,13 @@ pub struct ConnectionRef {
     pub account_id: String,
     pub account_label: String,
     pub status: ConnectionStatus,
+}
+
+impl ConnectionRef {
+    /// The person this connection belongs to.
+    pub fn user(&self) -> UserRef<'_> {
+        UserRef::new(&self.issuer, &self.subject)
+    }
 }
 
 pub async fn find_ref(
@@ -137,21 +144,26 @@ pub struct ConnectionRow {
     pub params: sqlx::types::Json<super::params::Params>,
 }
 
+impl ConnectionRow {
+    /// The person this connection belongs to.
+    pub fn user(&self) -> UserRef<'_> {
+        UserRef::new(&self.issuer, &self.subject)
+    }
+}
+
 /// The user's connection to `provider` (the oldest, when there are several).
 pub async fn find(
     exec: impl PgExecutor<'_>,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
     provider: &str,
 ) -> Result<Option<ConnectionRow>, sqlx::Error> {
-    find_account(exec, issuer, subject, provider, None).await
+    find_account(exec, user, provider, None).await
 }
 
 /// The user's connection `id` to `provider`; with `None`, the oldest.
 pub async fn find_account(
     exec: impl PgExecutor<'_>,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
     provider: &str,
     id: Option<Uuid>,
 ) -> Result<Option<ConnectionRow>, sqlx::Error> {
@@ -163,8 +175,8 @@ pub async fn find_account(
            FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3
              AND ($4::uuid IS NULL OR id = $4)
            ORDER BY (account_id = ''), created_at, id LIMIT 1"#,
-        issuer,
-        subject,
+        user.issuer(),
+        user.subject(),
         provider,
         id,
     )
@@ -183,8 +195,7 @@ pub struct AccountChoice {
 /// The user's accounts at `provider`, oldest first.
 pub async fn accounts(
     exec: impl PgExecutor<'_>,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
     provider: &str,
 ) -> Result<Vec<AccountChoice>, sqlx::Error> {
     sqlx::query_as!(
@@ -192,8 +203,8 @@ pub async fn accounts(
         "SELECT id, account_id, account_label FROM connections
          WHERE issuer = $1 AND subject = $2 AND provider = $3 AND account_id <> ''
          ORDER BY created_at, id",
-        issuer,
-        subject,
+        user.issuer(),
+        user.subject(),
         provider,
     )
     .fetch_all(exec)
@@ -204,8 +215,7 @@ pub async fn accounts(
 /// after `since`, the newest first.
 pub async fn stored_since(
     exec: impl PgExecutor<'_>,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
     provider: &str,
     since: DateTime<Utc>,
 ) -> Result<Option<Uuid>, sqlx::Error> {
@@ -214,8 +224,8 @@ pub async fn stored_since(
          WHERE issuer = $1 AND subject = $2 AND provider = $3 AND status = 'active'
            AND account_id <> '' AND updated_at >= $4
          ORDER BY updated_at DESC LIMIT 1",
-        issuer,
-        subject,
+        user.issuer(),
+        user.subject(),
         provider,
         since,
     )
@@ -226,8 +236,7 @@ pub async fn stored_since(
 /// Renames one of the user's connections; `false` when it is not theirs.
 pub async fn set_label(
     exec: impl PgExecutor<'_>,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
     id: Uuid,
     label: &str,
 ) -> Result<bool, sqlx::Error> {
@@ -235,8 +244,8 @@ pub async fn set_label(
         "UPDATE connections SET account_label = $4, label_edited = true, updated_at = now()
          WHERE id = $1 AND issuer = $2 AND subject = $3",
         id,
-        issuer,
-        subject,
+        user.issuer(),
+        user.subject(),
         label,
     )
     .execute(exec)
@@ -266,8 +275,7 @@ pub async fn find_for_update(
 /// Tokens are sealed bound to this id, so it must be known before sealing.
 pub async fn claim_id(
     exec: &mut sqlx::PgConnection,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
     provider: &str,
     account_id: &str,
 ) -> Result<Uuid, sqlx::Error> {
@@ -276,8 +284,8 @@ pub async fn claim_id(
          VALUES ($1, $2, $3, $4, $5, '', '\\x', '', 'revoked')
          ON CONFLICT (issuer, subject, provider, account_id) DO NOTHING",
         Uuid::new_v4(),
-        issuer,
-        subject,
+        user.issuer(),
+        user.subject(),
         provider,
         account_id,
     )
@@ -286,8 +294,8 @@ pub async fn claim_id(
     sqlx::query_scalar!(
         "SELECT id FROM connections
          WHERE issuer = $1 AND subject = $2 AND provider = $3 AND account_id = $4 FOR UPDATE",
-        issuer,
-        subject,
+        user.issuer(),
+        user.subject(),
         provider,
         account_id,
     )

@@ -6,6 +6,8 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
+use crate::domain::UserRef;
+
 #[derive(Debug, Clone)]
 pub struct Ticket {
     pub id: Uuid,
@@ -25,11 +27,17 @@ pub struct Ticket {
     pub add_account: bool,
 }
 
+impl Ticket {
+    /// The person this ticket belongs to.
+    pub fn user(&self) -> UserRef<'_> {
+        UserRef::new(&self.issuer, &self.subject)
+    }
+}
+
 pub struct NewTicket<'a> {
     pub id: Uuid,
     pub ticket_hash: &'a [u8],
-    pub issuer: &'a str,
-    pub subject: &'a str,
+    pub user: UserRef<'a>,
     pub client_id: &'a str,
     pub provider: &'a str,
     pub scopes: &'a [String],
@@ -61,8 +69,8 @@ pub async fn insert(exec: impl PgExecutor<'_>, t: NewTicket<'_>) -> Result<(), s
          FROM ticket, relaxed",
         t.id,
         t.ticket_hash,
-        t.issuer,
-        t.subject,
+        t.user.issuer(),
+        t.user.subject(),
         t.client_id,
         t.provider,
         t.scopes,
@@ -112,8 +120,7 @@ pub async fn find_usable_by_hash(
 pub async fn redeem(
     exec: impl PgExecutor<'_>,
     id: Uuid,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
 ) -> Result<Option<Ticket>, sqlx::Error> {
     sqlx::query_as!(
         Ticket,
@@ -123,8 +130,8 @@ pub async fn redeem(
          RETURNING id, issuer, subject, client_id, provider, scopes, created_at, expires_at,
                    redeemed_at, declined_at, connection_id, add_account",
         id,
-        issuer,
-        subject,
+        user.issuer(),
+        user.subject(),
     )
     .fetch_optional(exec)
     .await
@@ -135,16 +142,15 @@ pub async fn redeem(
 pub async fn decline(
     exec: impl PgExecutor<'_>,
     id: Uuid,
-    issuer: &str,
-    subject: &str,
+    user: UserRef<'_>,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "UPDATE connect_tickets SET declined_at = now()
          WHERE id = $1 AND issuer = $2 AND subject = $3
            AND redeemed_at IS NULL AND declined_at IS NULL AND expires_at > now()",
         id,
-        issuer,
-        subject,
+        user.issuer(),
+        user.subject(),
     )
     .execute(exec)
     .await?;

@@ -5,6 +5,8 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
+use crate::domain::UserRef;
+
 #[derive(Debug, Clone)]
 pub struct WebSession {
     pub id: Uuid,
@@ -22,8 +24,7 @@ pub struct WebSession {
 pub struct NewWebSession<'a> {
     pub id: Uuid,
     pub id_hash: &'a [u8],
-    pub issuer: &'a str,
-    pub subject: &'a str,
+    pub user: UserRef<'a>,
     pub display_name: Option<&'a str>,
     pub csrf_secret: &'a [u8],
     pub expires_at: DateTime<Utc>,
@@ -36,8 +37,8 @@ pub async fn insert(exec: impl PgExecutor<'_>, s: NewWebSession<'_>) -> Result<(
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         s.id,
         s.id_hash,
-        s.issuer,
-        s.subject,
+        s.user.issuer(),
+        s.user.subject(),
         s.display_name,
         s.csrf_secret,
         s.expires_at,

@@ -117,11 +117,7 @@ pub fn definition() -> Tool {
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let _: Args = call.arguments()?;
     let p = call.principal;
-    let rows = call
-        .service
-        .list(&p.issuer, &p.subject)
-        .await
-        .map_err(internal)?;
+    let rows = call.service.list(p.user()).await.map_err(internal)?;
     let catalog = call.service.providers();
     let connected = if rows.is_empty() {
         "No accounts are connected yet.".to_owned()

@@ -146,7 +146,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         }
     };
     let Some(account) = service
-        .chosen_account(&p.issuer, &p.subject, provider.name(), chosen)
+        .chosen_account(p.user(), provider.name(), chosen)
         .await
         .map_err(internal)?
     else {
@@ -175,12 +175,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             ));
         }
         let removed = service
-            .disconnect_account(
-                &p.issuer,
-                &p.subject,
-                provider.name(),
-                Some(account.connection),
-            )
+            .disconnect_account(p.user(), provider.name(), Some(account.connection))
             .await
             .map_err(internal)?;
         return Ok(if removed {

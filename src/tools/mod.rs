@@ -55,8 +55,7 @@ impl<'a> ToolCall<'a> {
     pub fn binding(&self) -> Binding<'a> {
         Binding {
             audience: self.audience,
-            issuer: &self.principal.issuer,
-            subject: &self.principal.subject,
+            user: self.principal.user(),
             client_id: &self.principal.client_id,
             method: "tools/call",
             target: &self.request.name,

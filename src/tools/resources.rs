@@ -62,10 +62,7 @@ pub async fn read(
     context: &RequestContext<RoleServer>,
 ) -> Result<ReadResourceResponse, ErrorData> {
     if request.uri == CONNECTIONS_URI {
-        let rows = service
-            .list(&principal.issuer, &principal.subject)
-            .await
-            .map_err(internal)?;
+        let rows = service.list(principal.user()).await.map_err(internal)?;
         // The same JSON as the connections_list tool's result.
         let text = serde_json::to_string(&ConnectionsList::of(&rows, service.providers()))
             .map_err(internal)?;
@@ -92,8 +89,7 @@ pub async fn read(
             add_account: false,
             binding: Binding {
                 audience,
-                issuer: &principal.issuer,
-                subject: &principal.subject,
+                user: principal.user(),
                 client_id: &principal.client_id,
                 method: "resources/read",
                 target: &request.uri,

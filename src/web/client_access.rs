@@ -46,10 +46,7 @@ pub async fn clients_by_connection(
     state: &AppState,
     user: &SignedInUser,
 ) -> Result<HashMap<Uuid, Vec<ClientRow>>, WebError> {
-    let found = state
-        .connect
-        .client_grants(&user.issuer, &user.subject)
-        .await?;
+    let found = state.connect.client_grants(user.user()).await?;
     let mut rows: HashMap<Uuid, Vec<ClientRow>> = HashMap::new();
     for g in found {
         let client = state.connect.client_names().describe(&g.client_id).await;
@@ -91,7 +88,7 @@ async fn remove(
     user.check_csrf(&purpose(connection_id, &client_id), &form)?;
     let removed = state
         .connect
-        .remove_client_access((&user.issuer, &user.subject), connection_id, &client_id)
+        .remove_client_access(user.user(), connection_id, &client_id)
         .await?;
     if removed {
         let (ip, agent) = (
@@ -104,7 +101,7 @@ async fn remove(
         db::audit::record_or_log(
             &state.db,
             db::audit::AuditEvent::new(AuditKind::GrantRemoved)
-                .user(&user.issuer, &user.subject)
+                .user(user.user())
                 .detail(json!({ "connection_id": connection_id, "client_id": client_id }))
                 .client(ip.as_deref(), agent.as_deref()),
         )

@@ -48,7 +48,7 @@ async fn rename(
     }
     state
         .connect
-        .rename(&user.issuer, &user.subject, connection_id, label)
+        .rename(user.user(), connection_id, label)
         .await?;
     Ok(see_other("/connections"))
 }

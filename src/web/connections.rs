@@ -124,7 +124,7 @@ async fn list(
         return Ok(see_other("/login?return_to=/connections"));
     };
     let query = forms::query(&req)?;
-    let connections = state.connect.list(&user.issuer, &user.subject).await?;
+    let connections = state.connect.list(user.user()).await?;
     // The notice names only a configured provider, in the catalog's words,
     // and only while it is indeed not connected: a crafted link can show
     // nothing untrue and no text of its own.
@@ -216,7 +216,7 @@ async fn confirm_disconnect(
         return Ok(see_other("/login?return_to=/connections"));
     };
     let provider = provider_name(&path)?;
-    let connections = state.connect.list(&user.issuer, &user.subject).await?;
+    let connections = state.connect.list(user.user()).await?;
     let wanted = forms::query(&req)?
         .get("connection")
         .and_then(|c| uuid::Uuid::parse_str(c).ok());
@@ -256,7 +256,7 @@ async fn disconnect(
         .and_then(|c| uuid::Uuid::parse_str(c).ok());
     state
         .connect
-        .disconnect_account(&user.issuer, &user.subject, provider, connection)
+        .disconnect_account(user.user(), provider, connection)
         .await?;
     Ok(see_other(&format!(
         "/connections?done={DONE_DISCONNECTED}&provider={provider}"
@@ -282,12 +282,12 @@ async fn reconnect(
         .as_deref()
         .unwrap_or(WEB_CLIENT_FALLBACK);
     // The same share of new links as a tool's connect answer takes.
-    if let Err(wait) = state.connect.take_link(&user.issuer, &user.subject) {
+    if let Err(wait) = state.connect.take_link(user.user()) {
         return Err(WebError::TooManyLinks(wait.as_secs()));
     }
     let ticket = state
         .connect
-        .issue_ticket(&user.issuer, &user.subject, client_id, provider, &[])
+        .issue_ticket(user.user(), client_id, provider, &[])
         .await?;
     db::web_sessions::set_pending_ticket(&state.db, user.session_id, Some(ticket.id)).await?;
     Ok(see_other(CONSENT_PATH))

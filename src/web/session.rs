@@ -12,14 +12,15 @@ use uuid::Uuid;
 
 use super::{cookies, csrf, forms::Params, pages::WebError};
 use crate::crypto::secret;
+use crate::domain::UserRef;
 use crate::{db, state::AppState};
 
 /// A signed-in browser.
 #[derive(Clone)]
 pub struct SignedInUser {
     pub session_id: Uuid,
-    pub issuer: String,
-    pub subject: String,
+    issuer: String,
+    subject: String,
     pub display_name: String,
     /// The connect ticket this browser is looking at (see `/connect`).
     pub pending_ticket_id: Option<Uuid>,
@@ -52,9 +53,14 @@ impl SignedInUser {
         }
     }
 
-    /// True when this session is the person `(issuer, subject)`.
-    pub fn is(&self, issuer: &str, subject: &str) -> bool {
-        self.issuer == issuer && self.subject == subject
+    /// The person signed in, for everything that belongs to them.
+    pub fn user(&self) -> UserRef<'_> {
+        UserRef::new(&self.issuer, &self.subject)
+    }
+
+    /// True when this session is `other`.
+    pub fn is(&self, other: UserRef<'_>) -> bool {
+        self.user() == other
     }
 }
 
@@ -139,8 +145,7 @@ pub async fn start(
         db::web_sessions::NewWebSession {
             id,
             id_hash: &secret::sha256(&value),
-            issuer: &identity.issuer,
-            subject: &identity.subject,
+            user: UserRef::new(&identity.issuer, &identity.subject),
             display_name: Some(&identity.display_name),
             csrf_secret: &secret::random_bytes(),
             expires_at,

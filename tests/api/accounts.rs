@@ -3,6 +3,7 @@
 //! on with the choice, an unknown choice is asked again, and grants are per
 //! account.
 
+use mcp_connect::domain::UserRef;
 use std::time::Duration;
 
 use mcp_connect::{
@@ -25,8 +26,7 @@ pub(crate) async fn store(app: &TestApp, id: &str, label: &str, client: &str) {
     store_connection(
         &app.state.connect,
         NewConnection {
-            issuer: &app.dev.issuer(),
-            subject: "alice",
+            user: UserRef::new(&app.dev.issuer(), "alice"),
             provider: "demo",
             account: &Account {
                 id: id.to_owned(),

@@ -1,6 +1,7 @@
 //! The MCP side of the connect flow: the URL elicitation, the one-time
 //! ticket, the sealed requestState and what every kind of retry gets.
 
+use mcp_connect::domain::UserRef;
 use std::time::Duration;
 
 use mcp_connect::{
@@ -400,8 +401,7 @@ async fn accept_is_woken_by_a_connection_stored_on_another_instance() {
     store_connection(
         &other.state.connect,
         NewConnection {
-            issuer: &app.dev.issuer(),
-            subject: "alice",
+            user: UserRef::new(&app.dev.issuer(), "alice"),
             provider: "demo",
             account: &Account {
                 id: "1".into(),
@@ -479,8 +479,7 @@ fn forge(app: &TestApp, keys: &KeyRing, audience: &str, ttl: u64) -> String {
     let args = json!({"provider": "demo"});
     let binding = Binding {
         audience,
-        issuer: &issuer,
-        subject: "alice",
+        user: UserRef::new(&issuer, "alice"),
         client_id: CLIENT_ID,
         method: "tools/call",
         target: "whoami",
@@ -764,8 +763,7 @@ async fn a_ticket_insert_relaxes_durability_for_its_own_transaction_only() {
     let ticket = |id, hash: &'static [u8]| NewTicket {
         id,
         ticket_hash: hash,
-        issuer: "https://issuer.example",
-        subject: "alice",
+        user: UserRef::new("https://issuer.example", "alice"),
         client_id: CLIENT_ID,
         provider: "demo",
         scopes: &[],

@@ -1,6 +1,7 @@
 //! Liveness and readiness.
 
 use crate::helpers::{server_url, spawn_app};
+use mcp_connect::domain::UserRef;
 use sqlx::{Connection, PgConnection};
 
 #[tokio::test]
@@ -156,8 +157,7 @@ async fn two_database_connections_are_enough_to_serve() {
         store_connection(
             &app.state.connect,
             NewConnection {
-                issuer: &app.dev.issuer(),
-                subject: "alice",
+                user: UserRef::new(&app.dev.issuer(), "alice"),
                 provider: "demo",
                 account: &Account {
                     id: "1".into(),

@@ -2,6 +2,7 @@
 //! identity provider is the configured issuer), and typed helpers for MCP
 //! calls. The database is dropped when the `TestApp` is.
 
+use mcp_connect::domain::UserRef;
 use std::{net::TcpListener, time::Duration};
 
 use mcp_connect::{
@@ -205,8 +206,7 @@ impl TestApp {
         let demo = self.state.connect.provider("demo").expect("demo provider");
         match mcp_connect::connect::vault::usable_token(
             &self.state.connect,
-            &self.dev.issuer(),
-            subject,
+            UserRef::new(&self.dev.issuer(), subject),
             demo,
             &[],
         )
@@ -438,8 +438,7 @@ pub async fn store_demo_connection(
     store_connection(
         service,
         NewConnection {
-            issuer,
-            subject,
+            user: UserRef::new(issuer, subject),
             provider: "demo",
             account: &account,
             tokens: &tokens,

@@ -1,6 +1,7 @@
 //! Provider parameters stored with a connection (`db::params`), as the
 //! connect flow will carry them from the page to the connection.
 
+use mcp_connect::domain::UserRef;
 use std::collections::BTreeMap;
 
 use mcp_connect::db::{
@@ -15,9 +16,14 @@ use crate::helpers::spawn_app;
 async fn parameters_are_stored_with_the_connection() {
     let app = spawn_app().await;
     let mut conn = app.db.acquire().await.unwrap();
-    let id = connections::claim_id(&mut conn, "https://idp.example", "alice", "zendesk", "1")
-        .await
-        .unwrap();
+    let id = connections::claim_id(
+        &mut conn,
+        UserRef::new("https://idp.example", "alice"),
+        "zendesk",
+        "1",
+    )
+    .await
+    .unwrap();
     assert_eq!(
         params::get(&app.db, Holder::Connection, id).await.unwrap(),
         Some(BTreeMap::new()),

@@ -7,6 +7,7 @@ use std::{process::Command, time::Duration};
 
 use mcp_connect::{
     connect::vault::{NewConnection, store_connection},
+    domain::UserRef,
     providers::{Account, TokenSet},
 };
 use secrecy::SecretString;
@@ -25,8 +26,7 @@ async fn connect(app: &TestApp, subject: &str) {
     store_connection(
         &app.state.connect,
         NewConnection {
-            issuer: &app.dev.issuer(),
-            subject,
+            user: UserRef::new(&app.dev.issuer(), subject),
             provider: "demo",
             account: &Account {
                 id: subject.into(),

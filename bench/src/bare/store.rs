@@ -7,6 +7,7 @@
 use std::{collections::HashSet, sync::Arc};
 
 use mcp_connect::db::{self, hot::HotConnections};
+use mcp_connect::domain::UserRef;
 use tokio::sync::RwLock;
 
 /// The issuer every bench-bare user belongs to.
@@ -51,7 +52,7 @@ impl Store {
         };
         let found = hot
             .run(async |conn| {
-                db::call_accounts::read(conn, ISSUER, subject, provider, CLIENT).await
+                db::call_accounts::read(conn, UserRef::new(ISSUER, subject), provider, CLIENT).await
             })
             .await?;
         // The first is the one mcp-connect picks when no account is named.
@@ -80,8 +81,7 @@ impl Store {
                 db::tickets::NewTicket {
                     id: uuid::Uuid::new_v4(),
                     ticket_hash: &ticket_hash,
-                    issuer: ISSUER,
-                    subject,
+                    user: UserRef::new(ISSUER, subject),
                     client_id: CLIENT,
                     provider,
                     scopes: &[],
@@ -111,8 +111,13 @@ impl Store {
             }
             Store::Postgres(hot) => {
                 hot.run(async |conn| {
-                    let id = db::connections::claim_id(conn, ISSUER, &subject, &provider, &subject)
-                        .await?;
+                    let id = db::connections::claim_id(
+                        conn,
+                        UserRef::new(ISSUER, &subject),
+                        &provider,
+                        &subject,
+                    )
+                    .await?;
                     db::connections::store(
                         &mut *conn,
                         id,

@@ -42,12 +42,7 @@ pub(super) async fn show(
 ) -> Result<HttpResponse, WebError> {
     let (provider, _) = state.connect.ticket_provider(ticket)?;
     let connection = match ticket.connection_id {
-        Some(id) => {
-            state
-                .connect
-                .connection_of(&user.issuer, &user.subject, id)
-                .await?
-        }
+        Some(id) => state.connect.connection_of(user.user(), id).await?,
         None => None,
     };
     let connection = connection.ok_or(WebError::LinkGone)?;
@@ -76,11 +71,7 @@ pub(super) async fn allow(
     ticket: &Ticket,
 ) -> Result<HttpResponse, WebError> {
     let (provider, _) = state.connect.ticket_provider(ticket)?;
-    match state
-        .connect
-        .allow_client((&user.issuer, &user.subject), ticket)
-        .await?
-    {
+    match state.connect.allow_client(user.user(), ticket).await? {
         Allowed::Granted => {}
         Allowed::TicketGone | Allowed::ConnectionGone => return Err(WebError::LinkGone),
     }
@@ -89,7 +80,7 @@ pub(super) async fn allow(
         state,
         req,
         AuditKind::GrantCreated,
-        Some((&user.issuer, &user.subject)),
+        Some(user.user()),
         Some(provider.name()),
         json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "connection_id": ticket.connection_id }),
     )

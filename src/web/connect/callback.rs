@@ -81,7 +81,7 @@ pub(super) async fn callback(
     let code = params.get("code").ok_or(WebError::FlowRejected(RESTART))?;
     let (connection_id, account) = state
         .connect
-        .finish_flow(&flow, provider, code, &user.issuer, &user.subject)
+        .finish_flow(&flow, provider, code, user.user())
         .await
         .map_err(|e| match e {
             FinishError::Upstream(e) => WebError::Upstream(e),
@@ -91,7 +91,7 @@ pub(super) async fn callback(
         &state,
         &req,
         AuditKind::Connected,
-        Some((&user.issuer, &user.subject)),
+        Some(user.user()),
         Some(&provider_name),
         json!({ "connection_id": connection_id, "account_id": account.id, "ticket_id": flow.ticket_id }),
     )
@@ -146,7 +146,7 @@ async fn already_connected(
     };
     let account = state
         .connect
-        .active_account(&user.issuer, &user.subject, provider_name)
+        .active_account(user.user(), provider_name)
         .await?;
     Ok(account.map(|a| connected_page(user, provider.display_name(), &a.account_label)))
 }
@@ -207,9 +207,7 @@ async fn reject(
         state,
         req,
         AuditKind::CallbackRejected,
-        principal
-            .as_ref()
-            .map(|t| (t.issuer.as_str(), t.subject.as_str())),
+        principal.as_ref().map(|t| t.user()),
         flow.provider.as_deref(),
         json!({ "reason": reason, "flow_id": flow.id, "ticket_id": flow.ticket_id }),
     )
@@ -243,7 +241,7 @@ async fn refused(
         state,
         req,
         AuditKind::ConsentCancelled,
-        Some((&user.issuer, &user.subject)),
+        Some(user.user()),
         flow.provider.as_deref(),
         json!({ "ticket_id": flow.ticket_id, "at": "provider" }),
     )

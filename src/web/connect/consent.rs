@@ -54,7 +54,7 @@ pub(super) async fn show(
         None => None,
     };
     let ticket = ticket.filter(usable).ok_or(WebError::LinkGone)?;
-    if !user.is(&ticket.issuer, &ticket.subject) {
+    if !user.is(ticket.user()) {
         return Ok(identity_mismatch(&state, &req, &user, &ticket).await);
     }
     if ticket.connection_id.is_some() {
@@ -124,7 +124,7 @@ pub(super) async fn submit(
         .ticket(ticket_id)
         .await?
         .ok_or(WebError::LinkGone)?;
-    if !user.is(&ticket.issuer, &ticket.subject) {
+    if !user.is(ticket.user()) {
         return Ok(identity_mismatch(&state, &req, &user, &ticket).await);
     }
     match form.get("action") {
@@ -151,7 +151,7 @@ async fn proceed(
     }
     let started = state
         .connect
-        .start_flow(ticket, &user.issuer, &user.subject, user.session_id)
+        .start_flow(ticket, user.user(), user.session_id)
         .await?;
     let Some(started) = started else {
         tracing::info!(ticket = %ticket.id, "connect ticket already used");
@@ -162,7 +162,7 @@ async fn proceed(
         state,
         req,
         AuditKind::ConsentGiven,
-        Some((&user.issuer, &user.subject)),
+        Some(user.user()),
         Some(&ticket.provider),
         json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "scopes": started.scopes }),
     )
@@ -176,10 +176,7 @@ async fn cancel(
     user: &SignedInUser,
     ticket: &Ticket,
 ) -> Result<HttpResponse, WebError> {
-    let declined = state
-        .connect
-        .decline_ticket(ticket.id, &user.issuer, &user.subject)
-        .await?;
+    let declined = state.connect.decline_ticket(ticket.id, user.user()).await?;
     if !declined {
         return Err(WebError::LinkGone);
     }
@@ -188,7 +185,7 @@ async fn cancel(
         state,
         req,
         AuditKind::ConsentCancelled,
-        Some((&user.issuer, &user.subject)),
+        Some(user.user()),
         Some(&ticket.provider),
         json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "at": "consent" }),
     )

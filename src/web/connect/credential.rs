@@ -83,8 +83,7 @@ pub(super) async fn submit(
         .connect
         .connect_with_credential(
             ticket,
-            &user.issuer,
-            &user.subject,
+            user.user(),
             user.session_id,
             SubmittedCredential {
                 fields: &fields,
@@ -99,7 +98,7 @@ pub(super) async fn submit(
             account,
             ticket,
         } => {
-            let user_ids = Some((user.issuer.as_str(), user.subject.as_str()));
+            let user_ids = Some(user.user());
             let detail =
                 json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "scopes": [] });
             audit(

@@ -25,6 +25,7 @@ mod consent;
 mod credential;
 mod open;
 
+use crate::domain::UserRef;
 use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
 use askama::Template;
 use serde_json::json;
@@ -68,7 +69,7 @@ async fn audit(
     state: &AppState,
     req: &HttpRequest,
     kind: AuditKind,
-    user: Option<(&str, &str)>,
+    user: Option<UserRef<'_>>,
     provider: Option<&str>,
     detail: serde_json::Value,
 ) {
@@ -76,8 +77,8 @@ async fn audit(
     let mut event = AuditEvent::new(kind)
         .detail(detail)
         .client(ip.as_deref(), agent.as_deref());
-    if let Some((issuer, subject)) = user {
-        event = event.user(issuer, subject);
+    if let Some(user) = user {
+        event = event.user(user);
     }
     if let Some(provider) = provider {
         event = event.provider(provider);
@@ -113,13 +114,13 @@ async fn identity_mismatch(
         state,
         req,
         AuditKind::IdentityMismatch,
-        Some((&ticket.issuer, &ticket.subject)),
+        Some(ticket.user()),
         Some(&ticket.provider),
         json!({
             "ticket_id": ticket.id,
             "client_id": ticket.client_id,
-            "session_issuer": user.issuer,
-            "session_subject": user.subject,
+            "session_issuer": user.user().issuer(),
+            "session_subject": user.user().subject(),
         }),
     )
     .await;

@@ -2,6 +2,7 @@
 //! check, and the connections page that mints links of its own.
 
 use super::*;
+use mcp_connect::domain::UserRef;
 
 #[tokio::test]
 async fn unusable_links_show_the_expired_page() {
@@ -160,8 +161,7 @@ async fn the_connections_page_lists_disconnects_and_reconnects() {
     store_connection(
         &app.state.connect,
         NewConnection {
-            issuer: &app.dev.issuer(),
-            subject: "alice",
+            user: UserRef::new(&app.dev.issuer(), "alice"),
             provider: "demo",
             account: &account,
             tokens: &tokens,

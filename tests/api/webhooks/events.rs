@@ -4,6 +4,7 @@
 //! each its own events and no other, none with a credential in it; a
 //! change that fails writes none; without an endpoint nothing is written.
 
+use mcp_connect::domain::UserRef;
 use std::{collections::BTreeSet, time::Duration};
 
 use secrecy::ExposeSecret;
@@ -289,7 +290,11 @@ async fn a_change_that_fails_writes_no_event() {
     .execute(&app.db)
     .await
     .unwrap();
-    let disconnected = app.state.connect.disconnect(&issuer, "alice", "demo").await;
+    let disconnected = app
+        .state
+        .connect
+        .disconnect(UserRef::new(&issuer, "alice"), "demo")
+        .await;
     assert!(disconnected.is_err());
     let stored = tokio::spawn({
         let state = app.state.clone();
@@ -310,7 +315,7 @@ async fn a_change_that_fails_writes_no_event() {
     assert!(
         app.state
             .connect
-            .disconnect(&issuer, "alice", "demo")
+            .disconnect(UserRef::new(&issuer, "alice"), "demo")
             .await
             .unwrap()
     );
@@ -325,7 +330,7 @@ async fn without_an_endpoint_nothing_is_written() {
     assert!(
         app.state
             .connect
-            .disconnect(&issuer, "alice", "demo")
+            .disconnect(UserRef::new(&issuer, "alice"), "demo")
             .await
             .unwrap()
     );
@@ -345,7 +350,7 @@ async fn an_endpoint_gets_only_the_events_it_asked_for() {
     assert!(
         app.state
             .connect
-            .disconnect(&issuer, "alice", "demo")
+            .disconnect(UserRef::new(&issuer, "alice"), "demo")
             .await
             .unwrap()
     );
