@@ -155,3 +155,38 @@ async fn rmcp_connects_dropbox_and_completes_the_rpc_call() {
         "/Documents/Prime_Numbers.txt"
     );
 }
+
+/// Dropbox revokes only with a live access token as credential: after the
+/// four hours, disconnect refreshes once to end the grant.
+#[tokio::test]
+async fn disconnect_after_expiry_still_ends_the_grant() {
+    let fake = dropbox::start().await;
+    let app = app_with(&fake, "dropbox").await;
+    connect(&app, &fake, "dropbox").await;
+    expire(&app, &fake).await;
+    assert_eq!(live_access_tokens(&fake).await, 0);
+    disconnect(&app, "dropbox").await;
+    assert_eq!(fake.calls().refresh, 1, "a token to revoke with");
+    assert_eq!(fake.calls().revoke, 1);
+    assert_eq!(live_access_tokens(&fake).await, 0, "the new one is revoked");
+    let revoked = disconnected_detail(&app).await;
+    assert_eq!(revoked["revoked_upstream"], true, "{revoked}");
+    // The refresh token died with it.
+    let refresh = fake
+        .issued()
+        .into_iter()
+        .find(|t| !t.starts_with("sl.") && t.len() > 43)
+        .unwrap();
+    let answer = provider_fakes::no_redirects()
+        .post(format!("{}/oauth2/token", fake.base))
+        .form(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", refresh.as_str()),
+            ("client_id", fake.client_id()),
+            ("client_secret", fake.client_secret()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 400);
+}
