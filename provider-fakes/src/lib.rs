@@ -28,16 +28,20 @@
 // A test double: a broken fixture should stop the test at once, loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod atlassian;
 pub mod dropbox;
 pub mod github;
 pub mod google;
 pub mod hostile;
 pub mod key_providers;
+pub mod microsoft;
 pub mod notion;
+pub mod salesforce;
 pub mod scripted;
 pub mod server;
 pub mod slack;
 
+mod code_grant;
 mod http;
 mod recording;
 mod scripted_routes;
@@ -58,6 +62,9 @@ pub enum Kind {
     Slack,
     Notion,
     Dropbox,
+    Microsoft,
+    Salesforce,
+    Atlassian,
 }
 
 /// A running fake. Stopped when dropped.
@@ -168,6 +175,7 @@ impl FakeProvider {
             Kind::Slack => ("xoxp-1-", "xoxe-1-"),
             Kind::Notion => ("ntn_", "nrt_"),
             Kind::Dropbox => ("sl.", ""),
+            Kind::Microsoft | Kind::Salesforce | Kind::Atlassian => ("", ""),
         };
         let mut memory = self.shared.memory();
         let account = memory.account.clone();
@@ -209,10 +217,28 @@ impl FakeProvider {
         url::Url::parse(location).unwrap()
     }
 
+    /// API calls so far as `(Host header, path)`, oldest first.
+    pub fn api_seen(&self) -> Vec<(String, String)> {
+        self.shared.memory().api_seen.clone()
+    }
+
+    /// The paths of token endpoint requests so far, oldest first.
+    pub fn token_paths(&self) -> Vec<String> {
+        self.shared.memory().token_paths.clone()
+    }
+
+    /// Every refresh token issued so far, in order, live or not.
+    pub fn refresh_tokens(&self) -> Vec<String> {
+        self.shared.memory().refresh_issued.clone()
+    }
+
     /// The `[providers.<name>]` table pointing the app at this fake.
     pub fn provider_table(&self) -> toml::Table {
         let b = &self.base;
         let (preset, authorize, token, userinfo, api, revocation) = match self.kind {
+            Kind::Microsoft => return microsoft::table(self),
+            Kind::Salesforce => return salesforce::table(self),
+            Kind::Atlassian => return atlassian::table(self),
             Kind::Github => (
                 "github",
                 "/login/oauth/authorize",

@@ -39,7 +39,10 @@ pub(super) async fn upstream(state: &ConnectionService, row: &ConnectionRow, p: 
         } else {
             token
         };
-        match p.revoke(&state.http, token.expose_secret(), hint).await {
+        match p
+            .revoke(&state.http, token.expose_secret(), hint, &row.params.0)
+            .await
+        {
             Ok(()) => revoked = true,
             Err(e) => {
                 tracing::warn!(provider, error = %e, "revocation failed; the connection is deleted anyway")
@@ -67,7 +70,10 @@ async fn live_access_token(
     let Ok(Some(refresh)) = open(state, row, Kind::Refresh) else {
         return stored;
     };
-    match p.refresh(&state.http, refresh.expose_secret()).await {
+    match p
+        .refresh(&state.http, refresh.expose_secret(), &row.params.0)
+        .await
+    {
         Ok(tokens) => tokens.access_token,
         Err(e) => {
             tracing::warn!(provider = p.name(), error = %e, "refresh before revocation failed");

@@ -94,13 +94,19 @@ async fn github_app_tokens_refresh_and_expire() {
         .set_access_ttl(Some(Duration::from_secs(28800)));
     let (_, refresh) = fakes.github.issue_grant("", true);
     let gh = catalog.get("github").unwrap();
-    let t = gh.refresh(&http(), &refresh.unwrap()).await.unwrap();
+    let t = gh
+        .refresh(&http(), &refresh.unwrap(), &Default::default())
+        .await
+        .unwrap();
     let [access, next] = <[String; 2]>::try_from(last_issued(&fakes.github, 2)).unwrap();
     assert_eq!(t.access_token.expose_secret(), access);
     assert_eq!(t.refresh_token.unwrap().expose_secret(), next);
     assert_eq!(t.expires_in, Some(Duration::from_secs(28800)));
     assert_eq!(t.scopes.unwrap(), Vec::<String>::new());
-    let e = gh.refresh(&http(), "ghr_dead").await.unwrap_err();
+    let e = gh
+        .refresh(&http(), "ghr_dead", &Default::default())
+        .await
+        .unwrap_err();
     assert!(matches!(e, ProviderError::InvalidGrant), "{e}");
 }
 
@@ -121,14 +127,20 @@ async fn google_exchange_and_refresh_without_a_new_refresh_token() {
     assert_eq!(t.refresh_token.unwrap().expose_secret(), refresh);
     assert_eq!(t.expires_in, Some(Duration::from_secs(3599)));
     assert_eq!(t.token_type, "Bearer");
-    let t = google.refresh(&http(), &refresh).await.unwrap();
+    let t = google
+        .refresh(&http(), &refresh, &Default::default())
+        .await
+        .unwrap();
     assert_eq!(
         t.access_token.expose_secret(),
         last_issued(&fakes.google, 1)[0]
     );
     assert!(t.refresh_token.is_none(), "keep the old one");
     // RFC 6749 §5.2: HTTP 400 with `error: invalid_grant`.
-    let e = google.refresh(&http(), "1//revoked").await.unwrap_err();
+    let e = google
+        .refresh(&http(), "1//revoked", &Default::default())
+        .await
+        .unwrap_err();
     assert!(matches!(e, ProviderError::InvalidGrant), "{e}");
     // A code works once.
     let e = google.exchange_code(&http(), &code, "v").await.unwrap_err();
@@ -172,7 +184,10 @@ async fn slack_user_token_comes_from_authed_user() {
         .unwrap();
     assert_eq!(t.refresh_token.unwrap().expose_secret(), first_refresh);
     assert_eq!(t.expires_in, Some(Duration::from_secs(43200)));
-    let t = slack.refresh(&http(), &first_refresh).await.unwrap();
+    let t = slack
+        .refresh(&http(), &first_refresh, &Default::default())
+        .await
+        .unwrap();
     let [access, next] = <[String; 2]>::try_from(last_issued(&fakes.slack, 2)).unwrap();
     assert_eq!(t.access_token.expose_secret(), access);
     assert_eq!(t.refresh_token.unwrap().expose_secret(), next);
@@ -182,7 +197,10 @@ async fn slack_user_token_comes_from_authed_user() {
             .exchange_code(&http(), "s-bad", "v")
             .await
             .unwrap_err(),
-        slack.refresh(&http(), "xoxe-dead").await.unwrap_err(),
+        slack
+            .refresh(&http(), "xoxe-dead", &Default::default())
+            .await
+            .unwrap_err(),
     ] {
         assert!(matches!(e, ProviderError::InvalidGrant), "{e}");
     }
@@ -198,9 +216,15 @@ async fn basic_client_auth_is_rfc_encoded_and_errors_are_rfc_errors() {
     // The fake accepts only `my+client:s3cr%3Aet%25`, and no secret in the body.
     let t = rfc.exchange_code(&http(), "r-code", "v").await.unwrap();
     assert_eq!(t.access_token.expose_secret(), RFC_TOKEN);
-    let e = rfc.refresh(&http(), "dead").await.unwrap_err();
+    let e = rfc
+        .refresh(&http(), "dead", &Default::default())
+        .await
+        .unwrap_err();
     assert!(matches!(e, ProviderError::InvalidGrant), "{e}");
-    let e = rfc.refresh(&http(), "narrow").await.unwrap_err();
+    let e = rfc
+        .refresh(&http(), "narrow", &Default::default())
+        .await
+        .unwrap_err();
     assert!(
         matches!(&e, ProviderError::Rejected { error, .. } if error == "invalid_scope"),
         "{e}"
@@ -223,7 +247,12 @@ async fn revocation_sends_token_and_hint() {
     let (_, refresh) = fakes.google.issue_grant("openid email", true);
     let refresh = refresh.unwrap();
     google
-        .revoke(&http(), &refresh, TokenHint::RefreshToken)
+        .revoke(
+            &http(),
+            &refresh,
+            TokenHint::RefreshToken,
+            &Default::default(),
+        )
         .await
         .unwrap();
     let seen = &fakes.google.seen("/revoke")[0];
@@ -232,20 +261,25 @@ async fn revocation_sends_token_and_hint() {
     assert_eq!(seen.form["token_type_hint"], "refresh_token");
     // Google answers an already revoked token with 400 invalid_token.
     google
-        .revoke(&http(), "gone", TokenHint::AccessToken)
+        .revoke(&http(), "gone", TokenHint::AccessToken, &Default::default())
         .await
         .unwrap();
     let rfc = catalog.get("rfc").unwrap();
-    rfc.revoke(&http(), RFC_TOKEN, TokenHint::AccessToken)
-        .await
-        .unwrap();
+    rfc.revoke(
+        &http(),
+        RFC_TOKEN,
+        TokenHint::AccessToken,
+        &Default::default(),
+    )
+    .await
+    .unwrap();
     let seen = &fakes.scripted.seen("/rfc/revoke")[0];
     assert_eq!(seen.form["token_type_hint"], "access_token");
     assert!(seen.headers["authorization"].starts_with("Basic "));
     let gh = catalog.get("github").unwrap();
     let (token, _) = fakes.github.issue_grant("repo", false);
     let e = gh
-        .revoke(&http(), &token, TokenHint::AccessToken)
+        .revoke(&http(), &token, TokenHint::AccessToken, &Default::default())
         .await
         .unwrap_err();
     assert!(matches!(e, ProviderError::Unsupported(_)), "{e}");
@@ -265,7 +299,10 @@ async fn no_error_message_carries_a_secret() {
         {
             messages.push(e.to_string());
         }
-        if let Err(e) = p.refresh(&http, "REFRESH-SECRET-3").await {
+        if let Err(e) = p
+            .refresh(&http, "REFRESH-SECRET-3", &Default::default())
+            .await
+        {
             messages.push(e.to_string());
         }
         if let Err(e) = p.account(&http, "ACCESS-SECRET-4").await {
@@ -277,7 +314,7 @@ async fn no_error_message_carries_a_secret() {
     if let Err(e) = dead
         .get("rfc")
         .unwrap()
-        .refresh(&http, "REFRESH-SECRET-3")
+        .refresh(&http, "REFRESH-SECRET-3", &Default::default())
         .await
     {
         messages.push(e.to_string());

@@ -164,7 +164,10 @@ async fn refresh_goes_to_the_refresh_url() {
     );
     let catalog = ProviderCatalog::from_settings(&settings).unwrap();
     let split = catalog.get("split").unwrap();
-    let tokens = split.refresh(&http(), "rfc-rt").await.unwrap();
+    let tokens = split
+        .refresh(&http(), "rfc-rt", &Default::default())
+        .await
+        .unwrap();
     assert_eq!(tokens.refresh_token.unwrap().expose_secret(), "rfc-rt-2");
     assert_eq!(fake.seen("/rfc/token").len(), 1);
     assert!(fake.seen("/rfc/exchange-only").is_empty());
@@ -184,13 +187,23 @@ async fn dropbox_revokes_the_access_token_as_bearer() {
     assert!(!dropbox.revokes(TokenHint::RefreshToken));
     let (access, refresh) = fake.issue_grant("account_info.read", true);
     let e = dropbox
-        .revoke(&http(), &refresh.unwrap(), TokenHint::RefreshToken)
+        .revoke(
+            &http(),
+            &refresh.unwrap(),
+            TokenHint::RefreshToken,
+            &Default::default(),
+        )
         .await
         .unwrap_err();
     assert!(matches!(e, ProviderError::Unsupported(_)), "{e}");
     assert_eq!(fake.calls().revoke, 0);
     dropbox
-        .revoke(&http(), &access, TokenHint::AccessToken)
+        .revoke(
+            &http(),
+            &access,
+            TokenHint::AccessToken,
+            &Default::default(),
+        )
         .await
         .unwrap();
     let seen = &fake.seen("/2/auth/token/revoke")[0];
@@ -198,7 +211,12 @@ async fn dropbox_revokes_the_access_token_as_bearer() {
     assert!(seen.body.is_empty() && !seen.headers.contains_key("content-type"));
     // The grant is over: the token is refused now.
     let e = dropbox
-        .revoke(&http(), &access, TokenHint::AccessToken)
+        .revoke(
+            &http(),
+            &access,
+            TokenHint::AccessToken,
+            &Default::default(),
+        )
         .await
         .unwrap_err();
     assert!(matches!(e, ProviderError::Status(401)), "{e}");

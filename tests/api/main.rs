@@ -29,6 +29,7 @@ mod mcp_protocol;
 mod metrics;
 mod oauth_quirks;
 mod operator_cli;
+mod param_connect;
 mod peer_rmcp;
 mod provider_flows;
 mod provider_params;

@@ -30,7 +30,9 @@ use crate::{
 pub(crate) enum Connects {
     /// Presses Continue and approves at the provider on `provider_base`.
     OAuth { provider_base: String },
-    /// Fills in the form with these inputs (`field.<name>`, `param.<name>`).
+    /// Fills in the form with these inputs (`field.<name>`, `param.<name>`):
+    /// a credential, or an OAuth consent page's parameters, after which
+    /// the provider (a fake) approves at once.
     Form { inputs: Vec<(String, String)> },
 }
 
@@ -49,14 +51,7 @@ impl Person {
                 let to_provider = open_and_continue(&browser, url, "alice").await;
                 let authorize = to_provider.location.expect("to the provider");
                 assert!(authorize.starts_with(provider_base), "{authorize}");
-                let approved = provider_fakes::no_redirects()
-                    .get(&authorize)
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(approved.status(), 302, "the provider refused {authorize}");
-                let callback = approved.headers()["location"].to_str().unwrap().to_owned();
-                browser.get(&callback).await
+                browser.get(&approve(&authorize).await).await
             }
             Connects::Form { inputs } => {
                 let form = open_form_in(&browser, url, "alice").await;
@@ -64,12 +59,30 @@ impl Person {
                     .iter()
                     .map(|(k, v)| (k.as_str(), v.as_str()))
                     .collect();
-                submit(&browser, &form, &inputs).await
+                let done = submit(&browser, &form, &inputs).await;
+                // An OAuth consent page sends the browser on to the provider.
+                match done.location.as_deref() {
+                    Some(authorize) if done.status == 303 => {
+                        browser.get(&approve(authorize).await).await
+                    }
+                    _ => done,
+                }
             }
         };
         assert_eq!(done.status, 200, "{}", done.body);
         assert!(done.body.contains("connected as"), "{}", done.body);
     }
+}
+
+/// The provider (a fake) approves at once: where it sends the browser back.
+async fn approve(authorize: &str) -> String {
+    let approved = provider_fakes::no_redirects()
+        .get(authorize)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), 302, "the provider refused {authorize}");
+    approved.headers()["location"].to_str().unwrap().to_owned()
 }
 
 impl ClientHandler for Person {

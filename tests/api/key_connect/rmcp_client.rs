@@ -1,7 +1,9 @@
 //! rmcp's own client driving the rounds of an `api_request` to a Twilio-like
 //! Basic provider: its URL elicitation is answered the way a person would,
 //! by opening the link in a browser, signing in and submitting the form on
-//! the connect page; rmcp's driver then retries and completes.
+//! the connect page; rmcp's driver then retries and completes. (The person
+//! is `rmcp_person`'s, which also gives an OAuth consent page its
+//! parameters and approves at the provider.)
 
 use serde_json::json;
 
