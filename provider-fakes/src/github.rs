@@ -150,7 +150,7 @@ fn exchange(
                 "The refresh token passed is incorrect or expired.",
             );
         };
-        memory.retire_refresh(&given);
+        memory.take_refresh(&given);
         let token = memory.issue_access(grant, &account, &scope, "ghu_");
         return app_answer(&mut memory, grant, &account, token, ttl);
     }

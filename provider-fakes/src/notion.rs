@@ -109,7 +109,7 @@ async fn token(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> H
             let Some((given, grant, account, scope)) = memory.refresh_param(&p) else {
                 return oauth_error(400, "invalid_grant", "Invalid refresh token.");
             };
-            memory.retire_refresh(&given);
+            memory.take_refresh(&given);
             let access = memory.issue_access(grant, &account, &scope, "ntn_");
             let refresh = memory.issue_refresh(grant, &account, &scope, "nrt_");
             json(200, answer(&account, access, refresh))

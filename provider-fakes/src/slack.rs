@@ -77,7 +77,7 @@ async fn access(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> 
         let Some((ttl, (given, grant, account, scope))) = found else {
             return fail("invalid_refresh_token");
         };
-        memory.retire_refresh(&given);
+        memory.take_refresh(&given);
         let token = memory.issue_access(grant, &account, &scope, "xoxe.xoxp-1-");
         let refresh = memory.issue_refresh(grant, &account, &scope, "xoxe-1-");
         return json(

@@ -267,13 +267,9 @@ impl Memory {
         Some((given.clone(), grant, account, scope))
     }
 
-    /// A rotated refresh token stops working (Notion's, on each refresh).
-    pub(super) fn retire_refresh(&mut self, token: &str) {
-        self.refresh.remove(token);
-    }
-
     /// A refresh token's grant, account and scope, retiring the token: it
-    /// works once (Atlassian's rotating refresh tokens).
+    /// works once (rotating refresh tokens: Atlassian's, Notion's, GitHub
+    /// Apps', Slack's with rotation on).
     pub(super) fn take_refresh(&mut self, token: &str) -> Option<(u64, Account, String)> {
         let r = self.refresh.remove(token)?;
         Some((r.grant, r.account, r.scope))
