@@ -15,6 +15,7 @@ pub mod grants;
 pub mod link_limit;
 pub mod locks;
 mod outbox;
+mod revoke;
 mod round;
 mod service;
 pub mod stale_keys;

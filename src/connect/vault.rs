@@ -27,7 +27,7 @@ use crate::{
         connections::{ConnectionRow, ConnectionStatus, StoredTokens},
     },
     metrics::Refresh,
-    providers::{Account, Credential, Provider, ProviderError, TokenHint, TokenSet},
+    providers::{Account, Credential, Provider, ProviderError, TokenSet},
 };
 
 /// Refresh when the access token expires within this long — or within half
@@ -100,7 +100,7 @@ pub struct NewConnection<'a> {
 }
 
 #[derive(Clone, Copy)]
-enum Kind {
+pub(super) enum Kind {
     Access,
     Refresh,
 }
@@ -214,7 +214,7 @@ pub(super) async fn store_in(
     Ok(id)
 }
 
-fn open(
+pub(super) fn open(
     state: &ConnectionService,
     row: &ConnectionRow,
     kind: Kind,
@@ -594,33 +594,10 @@ pub async fn disconnect_account(
     .await?;
     let deleted = db::connections::delete(&mut *tx, row.id).await?;
     tx.commit().await?;
-    let mut revoked = false;
-    if let Some(p) = state.providers.get(provider)
-        && p.supports_revocation()
-    {
-        // Revoking the refresh token ends the whole grant at most providers;
-        // the access token too, for those that keep them separate.
-        for (kind, hint) in [
-            (Kind::Refresh, TokenHint::RefreshToken),
-            (Kind::Access, TokenHint::AccessToken),
-        ] {
-            match open(state, &row, kind) {
-                Ok(Some(token)) => match p
-                    .revoke(&state.http, token.expose_secret(), hint, &row.params.0)
-                    .await
-                {
-                    Ok(()) => revoked = true,
-                    Err(e) => {
-                        tracing::warn!(provider, error = %e, "revocation failed; the connection is deleted anyway")
-                    }
-                },
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(provider, error = %e, "stored token unreadable; the connection is deleted anyway")
-                }
-            }
-        }
-    }
+    let revoked = match state.providers.get(provider) {
+        Some(p) if p.supports_revocation() => super::revoke::upstream(state, &row, p).await,
+        _ => false,
+    };
     db::audit::record_or_log(
         &state.db,
         AuditEvent::new(AuditKind::Disconnected)

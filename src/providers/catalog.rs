@@ -268,6 +268,7 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
             authorize_params: pairs(&e.authorize_params),
             account_chooser: pairs(&e.account_chooser),
             json_token_request: e.token_request_format == Some(entry::TokenRequestFormat::Json),
+            revocation: e.revocation.unwrap_or(entry::Revocation::Rfc7009),
             form_answers: e.token_response_format
                 == Some(TokenResponseFormat::FormUnlessJsonAccept),
             token_pointer: e.token_pointer.clone(),
@@ -305,3 +306,7 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
 #[cfg(test)]
 #[path = "catalog_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "catalog_enable_tests.rs"]
+mod enable_tests;

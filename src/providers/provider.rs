@@ -8,7 +8,8 @@ use url::Url;
 
 pub(super) use super::quirks::{ApiAuth, Quirks, TokenAuthMethod};
 use super::{
-    entry::{AccountIdFrom, CredentialKind, FieldSpec, ParamSpec},
+    TokenHint,
+    entry::{AccountIdFrom, CredentialKind, FieldSpec, ParamSpec, Revocation},
     scopes::ScopeRules,
 };
 use crate::metrics::ProviderCalls;
@@ -160,6 +161,14 @@ impl Provider {
     /// Whether [`Provider::revoke`] can revoke upstream (RFC 7009).
     pub fn supports_revocation(&self) -> bool {
         self.templates.revocation.is_some()
+    }
+
+    /// Whether a token of this kind can be revoked on its own: not a
+    /// refresh token where revocation takes the access token as its
+    /// credential (revoking that ends the whole grant).
+    pub fn revokes(&self, hint: TokenHint) -> bool {
+        self.supports_revocation()
+            && (hint == TokenHint::AccessToken || self.quirks.revocation == Revocation::Rfc7009)
     }
 
     /// Whether a grant of `granted` scopes includes `wanted`, as this

@@ -429,12 +429,16 @@ async fn disconnect_confirms_with_a_form_then_revokes_and_forgets() {
         "{gone}"
     );
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
-    let revoked: Value =
-        sqlx::query_scalar("SELECT detail FROM audit_events WHERE kind = 'disconnected'")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+    let revoked = disconnected_detail(&app).await;
     assert_eq!(revoked["revoked_upstream"], true, "{revoked}");
+}
+
+/// The detail of the one `disconnected` audit event.
+pub async fn disconnected_detail(app: &TestApp) -> Value {
+    sqlx::query_scalar("SELECT detail FROM audit_events WHERE kind = 'disconnected'")
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
 }
 
 #[tokio::test]

@@ -62,7 +62,7 @@ impl ClientHandler for TestClient {
     }
 }
 
-fn client_info(version: ProtocolVersion) -> ClientConfig {
+pub(crate) fn client_info(version: ProtocolVersion) -> ClientConfig {
     let mut capabilities = ClientCapabilities::default();
     capabilities.elicitation =
         Some(ElicitationCapability::new().with_url(UrlElicitationCapability::new()));
