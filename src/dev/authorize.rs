@@ -15,8 +15,8 @@ use super::{
     DevServices,
     grants::CodeGrant,
     now_secs,
-    pages::{Refusal, code_challenge, hidden_fields, html, param},
-    params::{UserName, check_redirect_uri, is_client_id, parse_form, redirect_back},
+    pages::{Refusal, code_challenge, hidden_fields, html, param, request_params},
+    params::{UserName, check_redirect_uri, is_client_id, redirect_back},
 };
 
 /// Names the page in a log line when its template fails.
@@ -63,11 +63,9 @@ struct AuthRequest<'a> {
 }
 
 pub(crate) async fn show(req: HttpRequest, dev: web::Data<DevServices>) -> HttpResponse {
-    let params = match parse_form(req.query_string().as_bytes()) {
+    let params = match request_params(req.query_string().as_bytes()) {
         Ok(p) => p,
-        Err(name) => {
-            return error_page(&format!("The parameter `{name}` was given more than once."));
-        }
+        Err(message) => return error_page(&message),
     };
     match read_request(&params, &dev) {
         Ok(request) => sign_in_page(&request, &params, "", None, StatusCode::OK),
@@ -76,11 +74,9 @@ pub(crate) async fn show(req: HttpRequest, dev: web::Data<DevServices>) -> HttpR
 }
 
 pub(crate) async fn submit(body: web::Bytes, dev: web::Data<DevServices>) -> HttpResponse {
-    let params = match parse_form(&body) {
+    let params = match request_params(&body) {
         Ok(p) => p,
-        Err(name) => {
-            return error_page(&format!("The parameter `{name}` was given more than once."));
-        }
+        Err(message) => return error_page(&message),
     };
     let request = match read_request(&params, &dev) {
         Ok(r) => r,

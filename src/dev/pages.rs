@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use actix_web::{HttpResponse, http::StatusCode};
 use url::Url;
 
-use super::params::{is_s256_challenge, redirect_back};
+use super::params::{is_s256_challenge, parse_form, redirect_back};
 
 pub(super) enum Refusal {
     /// Shown to the person; nothing is redirected.
@@ -61,6 +61,12 @@ impl Refusal {
             }
         }
     }
+}
+
+/// An authorization request's parameters (`raw`: the query, or the form
+/// the page posted), or what the error page says of one given twice.
+pub(super) fn request_params(raw: &[u8]) -> Result<HashMap<String, String>, String> {
+    parse_form(raw).map_err(|name| format!("The parameter `{name}` was given more than once."))
 }
 
 /// A request parameter; `None` when absent or empty.

@@ -15,8 +15,8 @@ use url::Url;
 
 use super::{CLIENT_ID, DEFAULT_SCOPE, DemoProvider, DevServices, store::CodeGrant};
 use crate::dev::{
-    pages::{Refusal, code_challenge, hidden_fields, html, param},
-    params::{UserName, parse_form, redirect_back},
+    pages::{Refusal, code_challenge, hidden_fields, html, param, request_params},
+    params::{UserName, redirect_back},
 };
 
 /// The authorization request, carried from the page to the POST.
@@ -59,8 +59,9 @@ struct Request<'a> {
 }
 
 pub(super) async fn show(req: HttpRequest, dev: web::Data<DevServices>) -> HttpResponse {
-    let Ok(params) = parse_form(req.query_string().as_bytes()) else {
-        return error_page("A parameter was given more than once.");
+    let params = match request_params(req.query_string().as_bytes()) {
+        Ok(p) => p,
+        Err(message) => return error_page(&message),
     };
     match read_request(&params, dev.demo()) {
         Ok(request) => consent_page(&request, &params, DEFAULT_ACCOUNT, None),
@@ -70,8 +71,9 @@ pub(super) async fn show(req: HttpRequest, dev: web::Data<DevServices>) -> HttpR
 
 pub(super) async fn submit(body: web::Bytes, dev: web::Data<DevServices>) -> HttpResponse {
     let demo = dev.demo();
-    let Ok(params) = parse_form(&body) else {
-        return error_page("A parameter was given more than once.");
+    let params = match request_params(&body) {
+        Ok(p) => p,
+        Err(message) => return error_page(&message),
     };
     let request = match read_request(&params, demo) {
         Ok(request) => request,
