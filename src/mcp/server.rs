@@ -62,6 +62,13 @@ impl McpServer {
     }
 }
 
+impl McpServer {
+    /// Adds this server's `_meta` to a result's own.
+    fn add_meta(&self, meta: &mut Option<MetaObject>) {
+        meta.get_or_insert_default().0.extend(self.0.meta.0.clone());
+    }
+}
+
 fn server_config() -> ServerConfig {
     let capabilities = ServerCapabilities::builder()
         .enable_tools()
@@ -165,16 +172,8 @@ impl ServerHandler for McpServer {
         )
         .await?;
         match &mut response {
-            ReadResourceResponse::Complete(r) => r
-                .meta
-                .get_or_insert_default()
-                .0
-                .extend(self.0.meta.0.clone()),
-            ReadResourceResponse::InputRequired(r) => r
-                .meta
-                .get_or_insert_default()
-                .0
-                .extend(self.0.meta.0.clone()),
+            ReadResourceResponse::Complete(r) => self.add_meta(&mut r.meta),
+            ReadResourceResponse::InputRequired(r) => self.add_meta(&mut r.meta),
             _ => {}
         }
         Ok(response)
@@ -221,16 +220,8 @@ impl ServerHandler for McpServer {
         }
         let mut response = outcome?;
         match &mut response {
-            CallToolResponse::Complete(r) => r
-                .meta
-                .get_or_insert_default()
-                .0
-                .extend(self.0.meta.0.clone()),
-            CallToolResponse::InputRequired(r) => r
-                .meta
-                .get_or_insert_default()
-                .0
-                .extend(self.0.meta.0.clone()),
+            CallToolResponse::Complete(r) => self.add_meta(&mut r.meta),
+            CallToolResponse::InputRequired(r) => self.add_meta(&mut r.meta),
             _ => {}
         }
         Ok(response)

@@ -15,9 +15,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::{
-    helpers::{
-        CLIENT_ID, PROTOCOL, TestApp, connect_directly, read, request, spawn_app, spawn_app_with,
-    },
+    helpers::{CLIENT_ID, PROTOCOL, TestApp, read, request, spawn_app, spawn_app_with},
     schema::{assert_matches, assert_no_url_elicitation_ids},
 };
 
@@ -194,13 +192,7 @@ async fn legacy_client_gets_32042_with_the_ticket_id_as_elicitation_id() {
     crate::logs::assert_absent(&[ticket]);
 
     // Once connected, the legacy client's plain retry completes.
-    connect_directly(
-        &app.state.connect,
-        &app.dev.issuer(),
-        "alice",
-        "legacy-token",
-    )
-    .await;
+    app.connect_directly("alice", "legacy-token").await;
     let (_, body) = app
         .legacy_call("alice", "connect", json!({"provider": "demo"}))
         .await;
@@ -425,13 +417,8 @@ async fn accept_is_woken_by_a_connection_stored_on_another_instance() {
 async fn accept_when_connected_completes_and_no_token_leaks() {
     let app = spawn_app().await;
     let first = ask(&app, "alice", "connect", json!({"provider": "demo"})).await;
-    connect_directly(
-        &app.state.connect,
-        &app.dev.issuer(),
-        "alice",
-        "SECRET-ACCESS-TOKEN-42",
-    )
-    .await;
+    app.connect_directly("alice", "SECRET-ACCESS-TOKEN-42")
+        .await;
     let (_, body) = retry(
         &app,
         "alice",
@@ -657,7 +644,7 @@ async fn every_tampered_or_misbound_request_state_gets_the_one_fixed_error() {
 #[tokio::test]
 async fn api_request_refuses_other_hosts_dot_dot_absolute_urls_and_disallowed_methods() {
     let app = spawn_app().await;
-    connect_directly(&app.state.connect, &app.dev.issuer(), "alice", "api-token").await;
+    app.connect_directly("alice", "api-token").await;
     let cases = [
         ("GET", "https://evil.example/steal"),
         ("GET", "//evil.example/steal"),
@@ -817,22 +804,10 @@ async fn a_refusal_of_a_token_that_was_refreshed_meanwhile_leaves_the_connection
             .unwrap()
     };
 
-    connect_directly(
-        &app.state.connect,
-        &app.dev.issuer(),
-        "alice",
-        "first-token",
-    )
-    .await;
+    app.connect_directly("alice", "first-token").await;
     let old = app.demo_token("alice").await;
     // Another call stores a new token (a refresh, a reconnect) ...
-    connect_directly(
-        &app.state.connect,
-        &app.dev.issuer(),
-        "alice",
-        "second-token",
-    )
-    .await;
+    app.connect_directly("alice", "second-token").await;
     // ... then the provider's 401 for the old one arrives.
     assert!(!token_rejected(&app.state.connect, &old).await.unwrap());
     assert_eq!(status().await, "active");

@@ -462,6 +462,19 @@ pub async fn connect_directly(
     store_demo_connection(service, issuer, subject, access_token, refresh).await;
 }
 
+impl TestApp {
+    /// [`connect_directly`] for `subject` at this app's dev issuer.
+    pub async fn connect_directly(&self, subject: &str, access_token: &str) {
+        connect_directly(
+            &self.state.connect,
+            &self.dev.issuer(),
+            subject,
+            access_token,
+        )
+        .await;
+    }
+}
+
 /// The one number a `SELECT count(*) …` (or similar) returns.
 pub async fn count(app: &TestApp, sql: &str) -> i64 {
     sqlx::query_scalar(sqlx::AssertSqlSafe(sql))

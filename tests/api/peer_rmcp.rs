@@ -271,13 +271,8 @@ async fn rmcp_client_drives_the_connect_round_trip_by_hand() {
     let asked = expect_input_required(client.call_tool_once(call("connect")).await.unwrap());
     let (key, url, _) = url_elicitation(&asked);
     assert_connect_link(&app, &url);
-    connect_directly(
-        &app.state.connect,
-        &app.dev.issuer(),
-        "alice",
-        "peer-rmcp-access-token",
-    )
-    .await;
+    app.connect_directly("alice", "peer-rmcp-access-token")
+        .await;
     let done = expect_complete(
         client
             .call_tool_once(
@@ -353,13 +348,8 @@ async fn legacy_rmcp_client_gets_32042_with_an_elicitation_id_then_its_plain_ret
     );
     assert_connect_link(&app, e["url"].as_str().expect("url"));
 
-    connect_directly(
-        &app.state.connect,
-        &app.dev.issuer(),
-        "alice",
-        "peer-rmcp-access-token",
-    )
-    .await;
+    app.connect_directly("alice", "peer-rmcp-access-token")
+        .await;
     let result = client
         .call_tool(call("connect"))
         .await
