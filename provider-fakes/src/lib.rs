@@ -26,14 +26,18 @@
 // A test double: a broken fixture should stop the test at once, loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod atlassian;
 pub mod github;
 pub mod google;
 pub mod hostile;
 pub mod key_providers;
+pub mod microsoft;
+pub mod salesforce;
 pub mod scripted;
 pub mod server;
 pub mod slack;
 
+mod code_grant;
 mod http;
 mod scripted_routes;
 mod state;
@@ -50,6 +54,9 @@ pub enum Kind {
     Github,
     Google,
     Slack,
+    Microsoft,
+    Salesforce,
+    Atlassian,
 }
 
 /// A running fake. Stopped when dropped.
@@ -150,10 +157,28 @@ impl FakeProvider {
         url::Url::parse(location).unwrap()
     }
 
+    /// API calls so far as `(Host header, path)`, oldest first.
+    pub fn api_seen(&self) -> Vec<(String, String)> {
+        self.shared.memory().api_seen.clone()
+    }
+
+    /// The paths of token endpoint requests so far, oldest first.
+    pub fn token_paths(&self) -> Vec<String> {
+        self.shared.memory().token_paths.clone()
+    }
+
+    /// Every refresh token issued so far, in order, live or not.
+    pub fn refresh_tokens(&self) -> Vec<String> {
+        self.shared.memory().refresh_issued.clone()
+    }
+
     /// The `[providers.<name>]` table pointing the app at this fake.
     pub fn provider_table(&self) -> toml::Table {
         let b = &self.base;
         let (preset, authorize, token, userinfo, api, revocation) = match self.kind {
+            Kind::Microsoft => return microsoft::table(self),
+            Kind::Salesforce => return salesforce::table(self),
+            Kind::Atlassian => return atlassian::table(self),
             Kind::Github => (
                 "github",
                 "/login/oauth/authorize",

@@ -107,6 +107,15 @@ pub(super) struct Memory {
     /// Lifetime of new access tokens; `None` for tokens that never expire.
     pub access_ttl: Option<Duration>,
     pub last_authorize: Option<BTreeMap<String, String>>,
+    /// Salesforce: the org host its token answers name (`None`: the
+    /// fake's own `localhost` address).
+    pub instance_url: Option<String>,
+    /// API calls as `(Host header, path)`, oldest first.
+    pub api_seen: Vec<(String, String)>,
+    /// Paths of token endpoint requests, oldest first (Entra's carry the tenant).
+    pub token_paths: Vec<String>,
+    /// Refresh tokens in the order they were issued, live or not.
+    pub refresh_issued: Vec<String>,
     codes: HashMap<String, Code>,
     access: HashMap<String, Access>,
     refresh: HashMap<String, Refresh>,
@@ -134,6 +143,10 @@ impl Shared {
                 account,
                 access_ttl,
                 last_authorize: None,
+                instance_url: None,
+                api_seen: Vec::new(),
+                token_paths: Vec::new(),
+                refresh_issued: Vec::new(),
                 codes: HashMap::new(),
                 access: HashMap::new(),
                 refresh: HashMap::new(),
@@ -212,6 +225,7 @@ impl Memory {
         prefix: &str,
     ) -> String {
         let token = self.remember(random(prefix));
+        self.refresh_issued.push(token.clone());
         let refresh = Refresh {
             grant,
             account: account.clone(),
@@ -233,6 +247,13 @@ impl Memory {
     pub(super) fn refresh(&self, token: &str) -> Option<(u64, Account, String)> {
         let r = self.refresh.get(token)?;
         Some((r.grant, r.account.clone(), r.scope.clone()))
+    }
+
+    /// A refresh token's grant, account and scope, retiring the token: it
+    /// works once (Atlassian's rotating refresh tokens).
+    pub(super) fn take_refresh(&mut self, token: &str) -> Option<(u64, Account, String)> {
+        let r = self.refresh.remove(token)?;
+        Some((r.grant, r.account, r.scope))
     }
 
     /// Ends the grant `token` belongs to; `false` when the token is unknown.

@@ -1,8 +1,10 @@
 //! The browser half of connecting: starting the provider's authorization
 //! once the person said Continue (the ticket redeemed and the flow recorded
-//! in one transaction), and finishing it when the provider sends the
-//! browser back (the PKCE verifier opened, the code exchanged, the account
-//! read and the connection stored).
+//! with the connection's parameters in one transaction), and finishing it
+//! when the provider sends the browser back (the PKCE verifier opened, the
+//! code exchanged at the endpoint the parameters make, the values consent
+//! tells learned and checked, the account read and the connection stored
+//! with all of its parameters).
 
 use crate::domain::UserRef;
 use chrono::Utc;
@@ -19,9 +21,10 @@ use crate::{
     db::{
         self,
         oauth_flows::{FlowKind, NewFlow, OAuthFlow},
+        params::{Holder, Params},
         tickets::Ticket,
     },
-    providers::{Account, PkcePair, Provider},
+    providers::{Account, PkcePair, Provider, ProviderError},
 };
 
 /// How long a started connect flow waits for the provider's callback.
@@ -69,6 +72,7 @@ pub(super) async fn start(
     ticket: &Ticket,
     user: UserRef<'_>,
     session_id: Uuid,
+    params: &Params,
 ) -> anyhow::Result<Option<StartedFlow>> {
     let provider = provider_of(state, ticket)?;
     if !provider.is_oauth() {
@@ -79,6 +83,19 @@ pub(super) async fn start(
     }
     let flow_state = secret::random_value();
     let pkce = PkcePair::generate();
+    let scopes = requested_scopes(provider, ticket);
+    // Another account: the provider's account chooser, not the signed-in
+    // one. Built before anything is written: parameters the entry refuses
+    // leave the ticket as it was.
+    let authorize_url = provider
+        .authorize_url_for(
+            &flow_state,
+            &pkce.challenge,
+            &scopes,
+            ticket.add_account,
+            params,
+        )?
+        .ok_or_else(|| anyhow::anyhow!("provider `{}` has no authorize URL", provider.name()))?;
     let flow_id = Uuid::new_v4();
     let sealed = state.keys.seal(
         Purpose::PkceVerifier,
@@ -108,13 +125,9 @@ pub(super) async fn start(
         },
     )
     .await?;
+    db::params::set(&mut *tx, Holder::Flow, flow_id, params).await?;
     db::web_sessions::clear_pending_ticket(&mut *tx, session_id, ticket.id).await?;
     tx.commit().await?;
-    let scopes = requested_scopes(provider, &ticket);
-    // Another account: the provider's account chooser, not the signed-in one.
-    let authorize_url = provider
-        .authorize_url_for(&flow_state, &pkce.challenge, &scopes, ticket.add_account)
-        .ok_or_else(|| anyhow::anyhow!("provider `{}` has no authorize URL", provider.name()))?;
     Ok(Some(StartedFlow {
         ticket,
         scopes,
@@ -150,14 +163,28 @@ pub(super) async fn finish(
 ) -> Result<(Uuid, Account), FinishError> {
     let verifier = open_verifier(&state.keys, flow)?;
     let name = provider.name();
-    let tokens = provider
-        .exchange_code(&state.http, code, verifier.expose_secret())
+    let upstream = |step: &str, e: ProviderError| {
+        FinishError::Upstream(anyhow::anyhow!("{name}: {step}: {e}"))
+    };
+    let mut params = db::params::get(&state.db, Holder::Flow, flow.id)
         .await
-        .map_err(|e| FinishError::Upstream(anyhow::anyhow!("{name}: code exchange: {e}")))?;
+        .map_err(anyhow::Error::from)?
+        .unwrap_or_default();
+    let (tokens, learned) = provider
+        .exchange_code_learning(&state.http, code, verifier.expose_secret(), &params)
+        .await
+        .map_err(|e| upstream("code exchange", e))?;
+    params.extend(learned);
+    let access_token = tokens.access_token.expose_secret();
+    let looked_up = provider
+        .lookup_params(&state.http, access_token)
+        .await
+        .map_err(|e| upstream("lookup", e))?;
+    params.extend(looked_up);
     let account = provider
-        .account(&state.http, tokens.access_token.expose_secret())
+        .account_at(&state.http, access_token, &params)
         .await
-        .map_err(|e| FinishError::Upstream(anyhow::anyhow!("{name}: account: {e}")))?;
+        .map_err(|e| upstream("account", e))?;
     let ticket = match flow.ticket_id {
         Some(id) => db::tickets::find_by_id(&state.db, id)
             .await
@@ -170,8 +197,10 @@ pub(super) async fn finish(
     };
     // The client that asked is allowed this connection (per-client grants).
     let client_id = ticket.as_ref().map(|t| t.client_id.as_str());
-    let connection_id = vault::store_connection(
+    let mut tx = state.db.begin().await.map_err(anyhow::Error::from)?;
+    let connection_id = vault::store_in(
         state,
+        &mut tx,
         NewConnection {
             user,
             provider: name,
@@ -182,5 +211,11 @@ pub(super) async fn finish(
         },
     )
     .await?;
+    // Every later call (refresh, API, revocation) is made from these.
+    db::params::set(&mut *tx, Holder::Connection, connection_id, &params)
+        .await
+        .map_err(anyhow::Error::from)?;
+    tx.commit().await.map_err(anyhow::Error::from)?;
+    state.metrics.flow.connection_stored();
     Ok((connection_id, account))
 }

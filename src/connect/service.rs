@@ -233,15 +233,17 @@ impl ConnectionService {
     }
 
     /// The person said Continue: the ticket is redeemed for them and the
-    /// flow recorded, in one transaction; `None` when the ticket was no
-    /// longer usable (a concurrent Continue won).
+    /// flow recorded with the connection's parameters (checked by
+    /// `Provider::check_connect_params`), in one transaction; `None` when
+    /// the ticket was no longer usable (a concurrent Continue won).
     pub async fn start_flow(
         &self,
         ticket: &Ticket,
         user: UserRef<'_>,
         session_id: Uuid,
+        params: &db::params::Params,
     ) -> anyhow::Result<Option<StartedFlow>> {
-        flows::start(self, ticket, user, session_id).await
+        flows::start(self, ticket, user, session_id, params).await
     }
 
     /// The person submitted an API key or Basic credential for this

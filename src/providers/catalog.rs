@@ -275,6 +275,7 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
             token_pointer: e.token_pointer.clone(),
             ok_envelope: e.error_envelope == Some(entry::ErrorEnvelope::OkField),
             refresh: e.refresh.unwrap_or(Refresh::Expiring),
+            token_lifetime: e.token_lifetime_secs.map(std::time::Duration::from_secs),
             api_headers,
             api_auth,
             path_rules: e.api_path_rules,
@@ -282,6 +283,7 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
         templates: Templates {
             authorize: e.authorize_url.clone(),
             token: e.token_url.clone(),
+            refresh: e.refresh_url.clone(),
             revocation: e.revocation_url.clone(),
             userinfo: e.userinfo_url.clone(),
             api_base: e.api_base_url.clone(),
@@ -296,6 +298,7 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
             aliases: e.scope_aliases.clone().unwrap_or_default(),
             implied_by: e.scope_implied_by.clone().unwrap_or_default(),
             descriptions: e.scope_descriptions.clone().unwrap_or_default(),
+            unlisted: e.unlisted_scopes.clone().unwrap_or_default(),
         },
         calls: ProviderCalls::default(),
     })

@@ -95,8 +95,9 @@ fn unknown_fields_and_bad_parameters_are_refused() {
     );
     assert!(e.contains("does not match its pattern"), "{e}");
     assert!(!e.contains("evil.example"), "{e}");
-    let e = error_of("[providers.zendesk]\nclient_id = \"a\"\nclient_secret = \"b\"\n");
-    assert!(e.contains("needs the parameter `subdomain`"), "{e}");
+    // Without a default, the subdomain is asked on the consent page.
+    let zendesk = catalog_of("[providers.zendesk]\nclient_id = \"a\"\nclient_secret = \"b\"\n");
+    assert_eq!(zendesk.get("zendesk").unwrap().api_base_url(), None);
     // A self-hosted base only on a host the operator allowed.
     let e = error_of(
         "[providers.gitlab]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
@@ -113,9 +114,9 @@ fn unknown_fields_and_bad_parameters_are_refused() {
         gl.token_url.as_ref().unwrap().as_str(),
         "https://git.example.org/oauth/token"
     );
-    // Learned parameters are not connectable yet.
-    let e = error_of("[providers.salesforce]\nclient_id = \"a\"\nclient_secret = \"b\"\n");
-    assert!(e.contains("needs the parameter `instance_url`"), "{e}");
+    // Learned parameters are filled in per connection.
+    let sf = catalog_of("[providers.salesforce]\nclient_id = \"a\"\nclient_secret = \"b\"\n");
+    assert_eq!(sf.get("salesforce").unwrap().api_base_url(), None);
     // An API-key entry needs nothing but its name, and keeps its checks.
     let stripe = catalog_of("[providers.stripe]\n");
     assert_eq!(stripe.get("stripe").unwrap().credential_kind(), "api_key");

@@ -62,8 +62,12 @@ pub(super) fn entry(e: &Entry) -> Result<(), Problem> {
             None => {}
             Some("token_response") if spec.pointer.is_some() => {}
             Some("lookup") if spec.pointer.is_some() && spec.lookup_url.is_some() => {
-                let url = spec.lookup_url.as_deref().unwrap_or_default();
-                https_link(&format!("{field}.lookup_url"), url)?;
+                // An access token travels there: the rule of every endpoint.
+                let lookup = format!("{field}.lookup_url");
+                let text = spec.lookup_url.as_deref().unwrap_or_default();
+                let url =
+                    Url::parse(text).map_err(|e| problem(&lookup, format!("`{text}`: {e}")))?;
+                check_url(&url).map_err(|m| problem(&lookup, m))?;
             }
             Some(_) => {
                 return Err(problem(

@@ -113,32 +113,7 @@ impl Provider {
         params: &BTreeMap<String, String>,
     ) -> Result<CheckedCredential, Vec<FormProblem>> {
         let mut problems = Vec::new();
-        let mut checked_params = BTreeMap::new();
-        for (name, label, default) in self.asked_params() {
-            let given = params.get(name).map(|v| v.trim()).unwrap_or_default();
-            let value = match (given, default) {
-                ("", Some(default)) => default,
-                (given, _) => given,
-            };
-            let problem = |message: String| FormProblem {
-                name: name.to_owned(),
-                label: label.to_owned(),
-                message,
-            };
-            if value.is_empty() {
-                problems.push(problem("is required.".into()));
-                continue;
-            }
-            let Some(spec) = self.param_specs.get(name) else {
-                continue;
-            };
-            match template::check_value(name, spec, value) {
-                Ok(value) => {
-                    checked_params.insert(name.to_owned(), value);
-                }
-                Err(_) => problems.push(problem(not_in_form(spec.pattern.as_deref()))),
-            }
-        }
+        let checked_params = self.check_asked_params(params, &mut problems);
         let mut values = BTreeMap::new();
         for field in self.credential_fields() {
             let spec = &self.field_specs[&field.name];
@@ -177,16 +152,55 @@ impl Provider {
         // Every URL the connection will call, built now: the same guard
         // refuses a templated host here that would be refused on use.
         if let Err(e) = self.endpoints_with(&checked_params, Some(&credential)) {
-            return Err(vec![FormProblem {
-                name: String::new(),
-                label: String::new(),
-                message: format!("These values make an address this server will not call ({e})."),
-            }]);
+            return Err(vec![FormProblem::unreachable(&e)]);
         }
         Ok(CheckedCredential {
             credential,
             params: checked_params,
         })
+    }
+
+    /// The asked parameters as the page posted them, each checked against
+    /// its pattern (an empty one takes its default); a problem per value
+    /// refused, none quoting it.
+    pub(super) fn check_asked_params(
+        &self,
+        params: &BTreeMap<String, String>,
+        problems: &mut Vec<FormProblem>,
+    ) -> BTreeMap<String, String> {
+        let mut checked = BTreeMap::new();
+        for (name, label, default) in self.asked_params() {
+            let given = params.get(name).map(|v| v.trim()).unwrap_or_default();
+            let value = match (given, default) {
+                ("", Some(default)) => default,
+                (given, _) => given,
+            };
+            let problem = |message: String| FormProblem {
+                name: name.to_owned(),
+                label: label.to_owned(),
+                message,
+            };
+            if value.is_empty() {
+                problems.push(problem("is required.".into()));
+                continue;
+            }
+            let Some(spec) = self.param_specs.get(name) else {
+                continue;
+            };
+            match template::check_value(name, spec, value) {
+                Ok(value) => {
+                    checked.insert(name.to_owned(), value);
+                }
+                Err(_) if spec.kind.as_deref() == Some("url") => {
+                    let hosts = spec.allowed_hosts.as_deref().unwrap_or_default().join(", ");
+                    problems.push(problem(format!(
+                        "must be an https address on a host this server allows ({hosts})."
+                    )));
+                }
+                Err(_) => problems.push(problem(not_in_form(spec.pattern.as_deref()))),
+            }
+        }
+        checked
     }
 
     /// The last four characters of the credential's first secret field,
@@ -208,6 +222,17 @@ impl Provider {
             .find(|f| f.secret)
             .and_then(|f| credential.get(&f.name))
             .unwrap_or_default()
+    }
+}
+
+impl FormProblem {
+    /// The values make a URL the SSRF guard refuses.
+    pub(super) fn unreachable(e: &ProviderError) -> Self {
+        Self {
+            name: String::new(),
+            label: String::new(),
+            message: format!("These values make an address this server will not call ({e})."),
+        }
     }
 }
 

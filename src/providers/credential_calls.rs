@@ -134,7 +134,9 @@ impl Provider {
         credential: &Credential<'_>,
     ) -> Result<Account, ProviderError> {
         if self.is_oauth() {
-            return self.account(http, credential.secret).await;
+            return self
+                .account_at(http, credential.secret, credential.params)
+                .await;
         }
         let fields = FieldCredential::from_secret(credential.secret)?;
         self.verify_credential(http, &fields, credential.params)

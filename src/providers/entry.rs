@@ -183,6 +183,11 @@ pub(super) struct Entry {
     pub scope_aliases: Option<BTreeMap<String, String>>,
     /// A scope and the broader one that includes it (GitHub's `repo`).
     pub scope_implied_by: Option<BTreeMap<String, String>>,
+    /// Scopes the provider grants without ever naming them in the token
+    /// answer's `scope` (Entra's `offline_access`): counted as granted, or
+    /// every connection would seem to lack them and be asked again.
+    #[serde(default, deserialize_with = "lenient::opt_list")]
+    pub unlisted_scopes: Option<Vec<String>>,
     /// Plain words for scopes on the consent page.
     pub scope_descriptions: Option<BTreeMap<String, String>>,
     #[serde(default, deserialize_with = "lenient::opt_bool")]
@@ -199,6 +204,10 @@ pub(super) struct Entry {
     /// Authorize parameters that make the provider offer another account.
     pub account_chooser: Option<BTreeMap<String, String>>,
     pub refresh: Option<Refresh>,
+    /// Seconds an access token is taken to live when the token answer
+    /// names no `expires_in`, so it is refreshed in time (Salesforce).
+    #[serde(default, deserialize_with = "lenient::opt_number")]
+    pub token_lifetime_secs: Option<u64>,
 
     pub account_id_from: Option<AccountIdFrom>,
     /// JSON pointer (RFC 6901) into the identity answer.

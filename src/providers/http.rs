@@ -143,7 +143,7 @@ mod tests {
         assert_eq!(stale.status, 401);
         // Revoked as far as the caller is concerned, but not a 2xx answer.
         google
-            .revoke(&http(), "gone", TokenHint::AccessToken)
+            .revoke(&http(), "gone", TokenHint::AccessToken, &Default::default())
             .await
             .unwrap();
         // Refused before anything is sent: not a call.
@@ -168,7 +168,11 @@ mod tests {
         let gone = catalog_for(&nowhere);
         let demo = gone.get("demo").unwrap();
         assert!(demo.account(&http(), DEMO_TOKEN).await.is_err());
-        assert!(demo.refresh(&http(), "r").await.is_err());
+        assert!(
+            demo.refresh(&http(), "r", &Default::default())
+                .await
+                .is_err()
+        );
         assert!(demo.exchange_code(&http(), "c", "v").await.is_err());
         assert_eq!(demo.calls.count(Call::Identity, "transport"), 1);
         assert_eq!(demo.calls.count(Call::Refresh, "transport"), 1);

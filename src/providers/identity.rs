@@ -2,13 +2,13 @@
 //! URL with the credential, then the entry's JSON pointers into the answer
 //! (`/data/viewer/id` reads a GraphQL answer).
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::{
-    Account, Provider, ProviderError, entry::AccountIdFrom, http::read_all,
+    Account, Endpoint, Provider, ProviderError, entry::AccountIdFrom, http::read_all,
     token_answer::oauth_error,
 };
 use crate::metrics::Call;
@@ -35,7 +35,18 @@ impl Provider {
         http: &reqwest::Client,
         access_token: &str,
     ) -> Result<Account, ProviderError> {
-        let result = self.fetch_account(http, access_token).await;
+        self.account_at(http, access_token, &BTreeMap::new()).await
+    }
+
+    /// [`Self::account`] at the identity URL the connection's `params`
+    /// make (a Zendesk subdomain's).
+    pub async fn account_at(
+        &self,
+        http: &reqwest::Client,
+        access_token: &str,
+        params: &BTreeMap<String, String>,
+    ) -> Result<Account, ProviderError> {
+        let result = self.fetch_account(http, access_token, params).await;
         match &result {
             Ok(_) => tracing::debug!(provider = %self.name, "account identity read"),
             Err(e) => tracing::warn!(provider = %self.name, error = %e, "account identity failed"),
@@ -47,12 +58,15 @@ impl Provider {
         &self,
         http: &reqwest::Client,
         access_token: &str,
+        params: &BTreeMap<String, String>,
     ) -> Result<Account, ProviderError> {
-        // Without a fixed identity URL (a connection's own, or an API-key
-        // entry's), `account_as` is the call to make.
-        let userinfo_url = self.userinfo_url.clone().ok_or(ProviderError::Unsupported(
-            "an identity URL without the connection",
-        ))?;
+        // Without an identity URL here (an API-key entry's is made with the
+        // credential's fields), `account_as` is the call to make.
+        let userinfo_url =
+            self.url_for(Endpoint::Userinfo, params)?
+                .ok_or(ProviderError::Unsupported(
+                    "an identity URL without the connection",
+                ))?;
         let (mut request, _) = self.authorized(
             http,
             self.userinfo_method.clone(),

@@ -14,7 +14,7 @@ use secrecy::ExposeSecret;
 use serde_json::Value;
 
 use super::{
-    Provider, ProviderError, TokenHint, TokenSet,
+    Endpoint, Provider, ProviderError, TokenHint, TokenSet,
     http::{basic_auth, media_type, read_all},
     provider::TokenAuthMethod,
     token_answer::{self, Answer},
@@ -36,19 +36,21 @@ impl Provider {
         code: &str,
         pkce_verifier: &str,
     ) -> Result<TokenSet, ProviderError> {
-        self.exchange_code_learning(http, code, pkce_verifier)
+        self.exchange_code_learning(http, code, pkce_verifier, &BTreeMap::new())
             .await
             .map(|(tokens, _)| tokens)
     }
 
-    /// [`Provider::exchange_code`], also answering the values the entry
-    /// learns from the token answer (Salesforce's `instance_url`), each
-    /// checked against its parameter's pattern.
+    /// [`Provider::exchange_code`] at the token endpoint the connection's
+    /// `params` make (a Microsoft tenant's), also answering the values the
+    /// entry learns from the token answer (Salesforce's `instance_url`),
+    /// each checked against its parameter's pattern.
     pub async fn exchange_code_learning(
         &self,
         http: &reqwest::Client,
         code: &str,
         pkce_verifier: &str,
+        params: &BTreeMap<String, String>,
     ) -> Result<(TokenSet, BTreeMap<String, String>), ProviderError> {
         let mut form = vec![
             ("grant_type", "authorization_code"),
@@ -59,55 +61,56 @@ impl Provider {
             form.push(("code_verifier", pkce_verifier));
         }
         let url = self
-            .token_url
-            .as_ref()
+            .url_for(Endpoint::Token, params)?
             .ok_or(ProviderError::Unsupported("the OAuth code flow"))?;
         let result = self
-            .token_request(http, Call::Token, url, form, &[code, pkce_verifier])
+            .token_request(http, Call::Token, &url, form, &[code, pkce_verifier])
             .await
             .and_then(|(tokens, answer)| Ok((tokens, self.learned_from_token_answer(&answer)?)));
         log_outcome(&self.name, "exchange", result.as_ref().map(|(t, _)| t));
         result
     }
 
-    /// Trades a refresh token for a new access token.
+    /// Trades a refresh token for a new access token, at the endpoint the
+    /// connection's `params` make.
     /// [`ProviderError::InvalidGrant`] means the refresh token is dead.
     /// `refresh_token: None` in the answer means keep the old one.
     pub async fn refresh(
         &self,
         http: &reqwest::Client,
         refresh_token: &str,
+        params: &BTreeMap<String, String>,
     ) -> Result<TokenSet, ProviderError> {
         let form = vec![
             ("grant_type", "refresh_token"),
             ("refresh_token", refresh_token),
         ];
         let url = self
-            .refresh_url
-            .as_ref()
+            .url_for(Endpoint::Refresh, params)?
             .ok_or(ProviderError::Unsupported("refresh"))?;
         let result = self
-            .token_request(http, Call::Refresh, url, form, &[refresh_token])
+            .token_request(http, Call::Refresh, &url, form, &[refresh_token])
             .await
             .map(|(tokens, _)| tokens);
         log_outcome(&self.name, "refresh", result.as_ref());
         result
     }
 
-    /// Revokes a token upstream (RFC 7009). A token the provider no longer
-    /// knows counts as revoked: that is the state the caller wants.
+    /// Revokes a token upstream (RFC 7009), at the endpoint the
+    /// connection's `params` make. A token the provider no longer knows
+    /// counts as revoked: that is the state the caller wants.
     pub async fn revoke(
         &self,
         http: &reqwest::Client,
         token: &str,
         hint: TokenHint,
+        params: &BTreeMap<String, String>,
     ) -> Result<(), ProviderError> {
         let url = self
-            .revocation_url
-            .as_ref()
+            .url_for(Endpoint::Revocation, params)?
             .ok_or(ProviderError::Unsupported("token revocation"))?;
         let form = vec![("token", token), ("token_type_hint", hint.as_str())];
-        let request = self.authenticated_post(http, url, form);
+        let request = self.authenticated_post(http, &url, form);
         let (mut response, mut timer) = self.send(Call::Revoke, request).await?;
         let status = response.status().as_u16();
         let body = read_all(&mut response, MAX_ANSWER_BYTES, &mut timer).await?;
@@ -159,7 +162,7 @@ impl Provider {
         timer.finish();
         let mut secrets = sent.to_vec();
         secrets.push(self.secret());
-        token_answer::parse_keeping_fields(
+        let (mut tokens, answer) = token_answer::parse_keeping_fields(
             &Answer {
                 status,
                 media_type: media.as_deref(),
@@ -169,7 +172,13 @@ impl Provider {
                 form_answers: self.quirks.form_answers,
             },
             &secrets,
-        )
+        )?;
+        // A lifetime the answer does not name is the entry's, so the token
+        // is refreshed before it dies rather than after.
+        if tokens.expires_in.is_none() {
+            tokens.expires_in = self.quirks.token_lifetime;
+        }
+        Ok((tokens, answer))
     }
 
     /// A POST to the token or revocation endpoint with client

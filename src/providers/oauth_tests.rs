@@ -68,12 +68,18 @@ async fn github_app_tokens_refresh_and_expire() {
     let fake = Fake::start().await;
     let catalog = catalog_for(fake.base());
     let gh = catalog.get("github").unwrap();
-    let t = gh.refresh(&http(), "ghr_live").await.unwrap();
+    let t = gh
+        .refresh(&http(), "ghr_live", &Default::default())
+        .await
+        .unwrap();
     assert_eq!(t.access_token.expose_secret(), "ghu_NEW");
     assert_eq!(t.refresh_token.unwrap().expose_secret(), "ghr_next");
     assert_eq!(t.expires_in, Some(Duration::from_secs(28800)));
     assert_eq!(t.scopes.unwrap(), Vec::<String>::new());
-    let e = gh.refresh(&http(), "ghr_dead").await.unwrap_err();
+    let e = gh
+        .refresh(&http(), "ghr_dead", &Default::default())
+        .await
+        .unwrap_err();
     assert!(matches!(e, ProviderError::InvalidGrant), "{e}");
 }
 
@@ -87,11 +93,17 @@ async fn google_exchange_and_refresh_without_a_new_refresh_token() {
     assert_eq!(t.refresh_token.unwrap().expose_secret(), "1//g-refresh");
     assert_eq!(t.expires_in, Some(Duration::from_secs(3599)));
     assert_eq!(t.token_type, "Bearer");
-    let t = google.refresh(&http(), "1//g-refresh").await.unwrap();
+    let t = google
+        .refresh(&http(), "1//g-refresh", &Default::default())
+        .await
+        .unwrap();
     assert_eq!(t.access_token.expose_secret(), "ya29.FRESH");
     assert!(t.refresh_token.is_none(), "keep the old one");
     // RFC 6749 §5.2: HTTP 400 with `error: invalid_grant`.
-    let e = google.refresh(&http(), "1//revoked").await.unwrap_err();
+    let e = google
+        .refresh(&http(), "1//revoked", &Default::default())
+        .await
+        .unwrap_err();
     assert!(matches!(e, ProviderError::InvalidGrant), "{e}");
     let e = google
         .exchange_code(&http(), "g-used", "v")
@@ -120,7 +132,10 @@ async fn slack_user_token_comes_from_authed_user() {
         .unwrap();
     assert_eq!(t.refresh_token.unwrap().expose_secret(), "xoxe-1-user");
     assert_eq!(t.expires_in, Some(Duration::from_secs(43200)));
-    let t = slack.refresh(&http(), "xoxe-live").await.unwrap();
+    let t = slack
+        .refresh(&http(), "xoxe-live", &Default::default())
+        .await
+        .unwrap();
     assert_eq!(t.access_token.expose_secret(), "xoxe.xoxp-NEW");
     assert_eq!(t.refresh_token.unwrap().expose_secret(), "xoxe-next");
     // `{"ok": false}` with HTTP 200.
@@ -129,7 +144,10 @@ async fn slack_user_token_comes_from_authed_user() {
             .exchange_code(&http(), "s-bad", "v")
             .await
             .unwrap_err(),
-        slack.refresh(&http(), "xoxe-dead").await.unwrap_err(),
+        slack
+            .refresh(&http(), "xoxe-dead", &Default::default())
+            .await
+            .unwrap_err(),
     ] {
         assert!(matches!(e, ProviderError::InvalidGrant), "{e}");
     }
@@ -145,9 +163,15 @@ async fn basic_client_auth_is_rfc_encoded_and_errors_are_rfc_errors() {
     // The fake accepts only `my+client:s3cr%3Aet%25`, and no secret in the body.
     let t = rfc.exchange_code(&http(), "r-code", "v").await.unwrap();
     assert_eq!(t.access_token.expose_secret(), RFC_TOKEN);
-    let e = rfc.refresh(&http(), "dead").await.unwrap_err();
+    let e = rfc
+        .refresh(&http(), "dead", &Default::default())
+        .await
+        .unwrap_err();
     assert!(matches!(e, ProviderError::InvalidGrant), "{e}");
-    let e = rfc.refresh(&http(), "narrow").await.unwrap_err();
+    let e = rfc
+        .refresh(&http(), "narrow", &Default::default())
+        .await
+        .unwrap_err();
     assert!(
         matches!(&e, ProviderError::Rejected { error, .. } if error == "invalid_scope"),
         "{e}"
@@ -168,7 +192,12 @@ async fn revocation_sends_token_and_hint() {
     let catalog = catalog_for(fake.base());
     let google = catalog.get("google").unwrap();
     google
-        .revoke(&http(), "1//g-refresh", TokenHint::RefreshToken)
+        .revoke(
+            &http(),
+            "1//g-refresh",
+            TokenHint::RefreshToken,
+            &Default::default(),
+        )
         .await
         .unwrap();
     let seen = &fake.seen("/google/revoke")[0];
@@ -177,19 +206,29 @@ async fn revocation_sends_token_and_hint() {
     assert_eq!(seen.form["token_type_hint"], "refresh_token");
     // Google answers an already revoked token with 400 invalid_token.
     google
-        .revoke(&http(), "gone", TokenHint::AccessToken)
+        .revoke(&http(), "gone", TokenHint::AccessToken, &Default::default())
         .await
         .unwrap();
     let rfc = catalog.get("rfc").unwrap();
-    rfc.revoke(&http(), RFC_TOKEN, TokenHint::AccessToken)
-        .await
-        .unwrap();
+    rfc.revoke(
+        &http(),
+        RFC_TOKEN,
+        TokenHint::AccessToken,
+        &Default::default(),
+    )
+    .await
+    .unwrap();
     let seen = &fake.seen("/rfc/revoke")[0];
     assert_eq!(seen.form["token_type_hint"], "access_token");
     assert!(seen.headers["authorization"].starts_with("Basic "));
     let gh = catalog.get("github").unwrap();
     let e = gh
-        .revoke(&http(), GITHUB_TOKEN, TokenHint::AccessToken)
+        .revoke(
+            &http(),
+            GITHUB_TOKEN,
+            TokenHint::AccessToken,
+            &Default::default(),
+        )
         .await
         .unwrap_err();
     assert!(matches!(e, ProviderError::Unsupported(_)), "{e}");
@@ -209,7 +248,10 @@ async fn no_error_message_carries_a_secret() {
         {
             messages.push(e.to_string());
         }
-        if let Err(e) = p.refresh(&http, "REFRESH-SECRET-3").await {
+        if let Err(e) = p
+            .refresh(&http, "REFRESH-SECRET-3", &Default::default())
+            .await
+        {
             messages.push(e.to_string());
         }
         if let Err(e) = p.account(&http, "ACCESS-SECRET-4").await {
@@ -221,7 +263,7 @@ async fn no_error_message_carries_a_secret() {
     if let Err(e) = dead
         .get("rfc")
         .unwrap()
-        .refresh(&http, "REFRESH-SECRET-3")
+        .refresh(&http, "REFRESH-SECRET-3", &Default::default())
         .await
     {
         messages.push(e.to_string());

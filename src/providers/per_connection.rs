@@ -60,6 +60,39 @@ impl Provider {
         given: &BTreeMap<String, String>,
         credential: Option<&FieldCredential>,
     ) -> Result<ConnectionEndpoints, ProviderError> {
+        let values = self.values_with(given, credential)?;
+        let url = |template: &Option<String>| -> Result<Option<Url>, ProviderError> {
+            template
+                .as_deref()
+                .map(|t| self.filled(t, &values))
+                .transpose()
+        };
+        let t = &self.templates;
+        let missing =
+            || ProviderError::RequestRefused("the provider's entry lacks an endpoint".into());
+        let mut api_base = url(&t.api_base)?.ok_or_else(missing)?;
+        if !api_base.path().ends_with('/') {
+            let path = format!("{}/", api_base.path());
+            api_base.set_path(&path);
+        }
+        Ok(ConnectionEndpoints {
+            authorize: url(&t.authorize)?,
+            token: url(&t.token)?,
+            revocation: url(&t.revocation)?,
+            userinfo: url(&t.userinfo)?.ok_or_else(missing)?,
+            api_base,
+        })
+    }
+
+    /// The values templates are filled with: the built-in ones and the
+    /// operator's defaults, then `given` (each checked against its
+    /// parameter) and the credential's non-secret fields (each checked
+    /// against its field's pattern). Secret fields never reach a URL.
+    pub(super) fn values_with(
+        &self,
+        given: &BTreeMap<String, String>,
+        credential: Option<&FieldCredential>,
+    ) -> Result<BTreeMap<String, String>, ProviderError> {
         let refused = |m: String| ProviderError::RequestRefused(m);
         let mut values = self.fixed_values.clone();
         for (name, value) in given {
@@ -85,30 +118,21 @@ impl Provider {
             let checked = template::check_value(name, &as_param, value).map_err(refused)?;
             values.insert(name.clone(), checked);
         }
-        let url = |template: &Option<String>| -> Result<Option<Url>, ProviderError> {
-            let Some(template) = template else {
-                return Ok(None);
-            };
-            let text = template::fill(template, &values).map_err(refused)?;
-            let url =
-                Url::parse(&text).map_err(|_| refused("a templated URL is invalid".into()))?;
-            super::catalog::check_url(&url).map_err(refused)?;
-            Ok(Some(url))
-        };
-        let t = &self.templates;
-        let missing = || refused("the provider's entry lacks an endpoint".into());
-        let mut api_base = url(&t.api_base)?.ok_or_else(missing)?;
-        if !api_base.path().ends_with('/') {
-            let path = format!("{}/", api_base.path());
-            api_base.set_path(&path);
-        }
-        Ok(ConnectionEndpoints {
-            authorize: url(&t.authorize)?,
-            token: url(&t.token)?,
-            revocation: url(&t.revocation)?,
-            userinfo: url(&t.userinfo)?.ok_or_else(missing)?,
-            api_base,
-        })
+        Ok(values)
+    }
+
+    /// `template` filled with checked `values`, as a URL credentials may
+    /// travel to (`check_url`).
+    pub(super) fn filled(
+        &self,
+        template: &str,
+        values: &BTreeMap<String, String>,
+    ) -> Result<Url, ProviderError> {
+        let refused = |m: String| ProviderError::RequestRefused(m);
+        let text = template::fill(template, values).map_err(refused)?;
+        let url = Url::parse(&text).map_err(|_| refused("a templated URL is invalid".into()))?;
+        super::catalog::check_url(&url).map_err(refused)?;
+        Ok(url)
     }
 
     /// The values the entry learns from a token answer, each checked

@@ -1,32 +1,18 @@
 //! Per-connection values are checked before any URL is built from them.
 
-use std::collections::BTreeMap;
-
 use serde_json::json;
 
 use crate::{
     metrics::Call,
-    providers::{ProviderCatalog, ProviderError, test_catalog::settings_with},
+    providers::{
+        ProviderError,
+        test_catalog::{catalog_of_tables, values},
+    },
 };
-
-fn catalog(providers_toml: &str) -> ProviderCatalog {
-    ProviderCatalog::from_settings(&settings_with(
-        "https://connect.example.com",
-        providers_toml,
-    ))
-    .unwrap()
-}
-
-fn values(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
 
 #[test]
 fn a_subdomain_reaches_every_endpoint_and_nothing_else_does() {
-    let catalog = catalog(
+    let catalog = catalog_of_tables(
         "[providers.zendesk]\nclient_id = \"z\"\nclient_secret = \"s\"\n\
          params.subdomain.default = \"acme\"\n",
     );
@@ -72,7 +58,7 @@ fn a_subdomain_reaches_every_endpoint_and_nothing_else_does() {
 
 #[test]
 fn a_self_hosted_base_only_on_allowed_hosts() {
-    let catalog = catalog(
+    let catalog = catalog_of_tables(
         "[providers.gitlab]\nclient_id = \"g\"\nclient_secret = \"s\"\n\
          params.instance.allowed_hosts = [\"gitlab.com\", \"git.example.org\"]\n",
     );
@@ -101,7 +87,7 @@ fn a_self_hosted_base_only_on_allowed_hosts() {
 #[test]
 fn values_learned_from_a_token_answer_are_checked() {
     // An operator's own entry learning Salesforce's instance_url.
-    let catalog = catalog(
+    let catalog = catalog_of_tables(
         "[providers.sf]\nclient_id = \"c\"\nclient_secret = \"s\"\n\
          authorize_url = \"https://login.salesforce.com/services/oauth2/authorize\"\n\
          token_url = \"https://login.salesforce.com/services/oauth2/token\"\n\
@@ -139,7 +125,7 @@ async fn a_cloud_id_is_looked_up_after_consent() {
     use crate::providers::test_catalog::http;
     let fake = Fake::start().await;
     let b = fake.base();
-    let catalog = catalog(&format!(
+    let catalog = catalog_of_tables(&format!(
         "[providers.atl]\nclient_id = \"c\"\nclient_secret = \"s\"\n\
          authorize_url = \"{b}/atlassian/authorize\"\ntoken_url = \"{b}/atlassian/token\"\n\
          userinfo_url = \"{b}/atlassian/me\"\napi_base_url = \"{b}/atlassian/ex/\"\n\

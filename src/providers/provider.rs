@@ -75,6 +75,8 @@ pub struct Provider {
 pub(super) struct Templates {
     pub authorize: Option<String>,
     pub token: Option<String>,
+    /// `None`: refresh at `token`.
+    pub refresh: Option<String>,
     pub revocation: Option<String>,
     pub userinfo: Option<String>,
     pub api_base: Option<String>,
@@ -157,7 +159,7 @@ impl Provider {
 
     /// Whether [`Provider::revoke`] can revoke upstream (RFC 7009).
     pub fn supports_revocation(&self) -> bool {
-        self.revocation_url.is_some()
+        self.templates.revocation.is_some()
     }
 
     /// Whether a grant of `granted` scopes includes `wanted`, as this
@@ -179,31 +181,40 @@ impl Provider {
     /// session; `pkce_challenge` is the S256 challenge of the verifier later
     /// passed to [`Provider::exchange_code`]. Empty `scopes` means
     /// [`Provider::default_scopes`].
-    /// `None` for a provider without the OAuth code flow.
+    /// `None` for a provider without the OAuth code flow, or whose
+    /// authorize URL needs a connection's parameters.
     pub fn authorize_url(
         &self,
         state: &str,
         pkce_challenge: &str,
         scopes: &[String],
     ) -> Option<Url> {
-        self.authorize_url_for(state, pkce_challenge, scopes, false)
+        let none = BTreeMap::new();
+        self.authorize_url_for(state, pkce_challenge, scopes, false, &none)
+            .ok()
+            .flatten()
     }
 
-    /// [`Self::authorize_url`]; `choose_account`: ask the provider to show
-    /// its account chooser (to connect another account), where it has one.
+    /// [`Self::authorize_url`] at the endpoint the connection's `params`
+    /// make (a Microsoft tenant's); `choose_account`: ask the provider to
+    /// show its account chooser (to connect another account), where it has
+    /// one. Refuses parameters the entry does not allow.
     pub fn authorize_url_for(
         &self,
         state: &str,
         pkce_challenge: &str,
         scopes: &[String],
         choose_account: bool,
-    ) -> Option<Url> {
+        params: &BTreeMap<String, String>,
+    ) -> Result<Option<Url>, super::ProviderError> {
         let scopes = if scopes.is_empty() {
             &self.default_scopes[..]
         } else {
             scopes
         };
-        let mut url = self.authorize_url.clone()?;
+        let Some(mut url) = self.url_for(super::Endpoint::Authorize, params)? else {
+            return Ok(None);
+        };
         {
             let mut query = url.query_pairs_mut();
             query
@@ -240,7 +251,7 @@ impl Provider {
                 query.append_pair(key, value);
             }
         }
-        Some(url)
+        Ok(Some(url))
     }
 }
 

@@ -84,6 +84,9 @@ pub(super) struct Quirks {
     /// `{"ok": false, "error": …}` with HTTP 200 (Slack).
     pub ok_envelope: bool,
     pub refresh: Refresh,
+    /// How long an access token lives when the token answer names no
+    /// `expires_in` (Salesforce: as the org says, at least 15 minutes).
+    pub token_lifetime: Option<std::time::Duration>,
     /// Headers on identity and API calls (GitHub wants a versioned media
     /// type; Twitch its client id).
     pub api_headers: Vec<(String, String)>,

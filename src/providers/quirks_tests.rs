@@ -164,7 +164,10 @@ async fn refresh_goes_to_the_refresh_url() {
     );
     let catalog = ProviderCatalog::from_settings(&settings).unwrap();
     let split = catalog.get("split").unwrap();
-    let tokens = split.refresh(&http(), "rfc-rt").await.unwrap();
+    let tokens = split
+        .refresh(&http(), "rfc-rt", &Default::default())
+        .await
+        .unwrap();
     assert_eq!(tokens.refresh_token.unwrap().expose_secret(), "rfc-rt-2");
     assert_eq!(fake.seen("/rfc/token").len(), 1);
     assert!(fake.seen("/rfc/exchange-only").is_empty());

@@ -43,8 +43,9 @@ pub(super) fn param_values(
 }
 
 /// An entry's endpoints as the catalog resolves them at start-up; `None`
-/// where it has none, and for an API-key or Basic entry where a URL needs a
-/// value only a connection has (see `Provider::endpoints_for`).
+/// where it has none, and where a URL needs a value only a connection has
+/// (a Zendesk subdomain without default, Salesforce's `instance_url`: see
+/// `Provider::url_for`).
 pub(super) struct Endpoints {
     pub authorize: Option<Url>,
     pub token: Option<Url>,
@@ -56,7 +57,8 @@ pub(super) struct Endpoints {
 }
 
 /// Fills the entry's URL templates with `values` and checks each URL
-/// (`check_url`); an OAuth entry must have all of its endpoints.
+/// (`check_url`); an OAuth entry must have all of its endpoints, though
+/// some may be resolved per connection only.
 pub(super) fn endpoints(
     n: &Named<'_>,
     e: &Entry,
@@ -65,7 +67,8 @@ pub(super) fn endpoints(
 ) -> Result<Endpoints, ProviderConfigError> {
     let oauth = e.kind.unwrap_or(CredentialKind::Oauth2) == CredentialKind::Oauth2;
     // Values only a connection has: the parameters users give on the
-    // connect page and the credential's non-secret fields (an account SID).
+    // connect page or consent tells, and the credential's non-secret
+    // fields (an account SID).
     let per_connection: Vec<&str> = e
         .params
         .iter()
@@ -86,13 +89,12 @@ pub(super) fn endpoints(
         let Some(template) = template else {
             return Ok(None);
         };
-        // An API-key entry resolves such URLs per connection only (its
-        // templates were checked with examples above).
-        if !oauth
-            && template::names(template)
-                .map_err(|m| n.err(field, m))?
-                .iter()
-                .any(|name| per_connection.contains(name))
+        // Such URLs are resolved per connection only (shipped templates
+        // are checked with their examples by `check::entry`).
+        if template::names(template)
+            .map_err(|m| n.err(field, m))?
+            .iter()
+            .any(|name| per_connection.contains(name))
         {
             return Ok(None);
         }
@@ -102,29 +104,29 @@ pub(super) fn endpoints(
         check_url(&url).map_err(|m| n.err(field, m))?;
         Ok(Some(url))
     };
-    let required = |field: &'static str, value: Option<Url>| {
-        value.ok_or_else(|| n.err(field, format!("required by the {entry_label} entry")))
+    let required = |field: &'static str, template: &Option<String>| {
+        if template.is_none() {
+            return Err(n.err(field, format!("required by the {entry_label} entry")));
+        }
+        url(field, template)
     };
 
     let (authorize_url, token_url, refresh_url, userinfo_url) = if oauth {
-        let authorize_url = required("authorize_url", url("authorize_url", &e.authorize_url)?)?;
-        let token_url = required("token_url", url("token_url", &e.token_url)?)?;
-        let refresh_url = url("refresh_url", &e.refresh_url)?.unwrap_or_else(|| token_url.clone());
-        let userinfo_url = required("userinfo_url", url("userinfo_url", &e.userinfo_url)?)?;
-        (
-            Some(authorize_url),
-            Some(token_url),
-            Some(refresh_url),
-            Some(userinfo_url),
-        )
+        let authorize_url = required("authorize_url", &e.authorize_url)?;
+        let token_url = required("token_url", &e.token_url)?;
+        let refresh_url = match &e.refresh_url {
+            Some(_) => url("refresh_url", &e.refresh_url)?,
+            None => token_url.clone(),
+        };
+        let userinfo_url = required("userinfo_url", &e.userinfo_url)?;
+        (authorize_url, token_url, refresh_url, userinfo_url)
     } else {
         (None, None, None, url("userinfo_url", &e.userinfo_url)?)
     };
-    let api_base_url = url("api_base_url", &e.api_base_url)?;
     let mut api_base_url = if oauth {
-        Some(required("api_base_url", api_base_url)?)
+        required("api_base_url", &e.api_base_url)?
     } else {
-        api_base_url
+        url("api_base_url", &e.api_base_url)?
     };
     let revocation_url = url("revocation_url", &e.revocation_url)?;
     if let Some(api_base_url) = api_base_url.as_mut() {

@@ -13,6 +13,8 @@ pub(super) struct ScopeRules {
     pub aliases: BTreeMap<String, String>,
     pub implied_by: BTreeMap<String, String>,
     pub descriptions: BTreeMap<String, String>,
+    /// Granted without being named in a grant (`offline_access` at Entra).
+    pub unlisted: Vec<String>,
 }
 
 /// The OpenID Connect scopes mean the same everywhere.
@@ -51,6 +53,9 @@ impl ScopeRules {
     pub(super) fn granted(&self, granted: &[String], wanted: &str) -> bool {
         let has = |s: &str| granted.iter().any(|g| self.canonical(g) == s);
         let mut current = self.canonical(wanted);
+        if self.unlisted.iter().any(|u| u == current) {
+            return true;
+        }
         // Bounded: a cycle in operator data must not hang a request.
         for _ in 0..=self.implied_by.len() {
             if has(current) {

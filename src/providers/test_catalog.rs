@@ -23,6 +23,24 @@ pub(crate) fn settings_with(public_url: &str, providers_toml: &str) -> Settings 
     Settings::from_sources(None, Vec::new(), base).unwrap()
 }
 
+/// A catalog of these `[providers.…]` tables, served at
+/// `https://connect.example.com`.
+pub(crate) fn catalog_of_tables(providers_toml: &str) -> ProviderCatalog {
+    ProviderCatalog::from_settings(&settings_with(
+        "https://connect.example.com",
+        providers_toml,
+    ))
+    .unwrap()
+}
+
+/// Parameter values by name.
+pub(crate) fn values(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// Every preset pointed at the fake on `base` (the demo preset needs no
 /// URLs: it lives under the public URL, which is the fake's).
 pub(crate) fn catalog_for(base: &str) -> ProviderCatalog {

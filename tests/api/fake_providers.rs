@@ -105,7 +105,7 @@ async fn google_gives_a_refresh_token_only_for_offline_consent() {
     let provider = catalog.get("google").unwrap();
     let http = outbound_http_client().unwrap();
     let refreshed = provider
-        .refresh(&http, refresh_token.expose_secret())
+        .refresh(&http, refresh_token.expose_secret(), &Default::default())
         .await
         .unwrap();
     assert!(
@@ -118,10 +118,13 @@ async fn google_gives_a_refresh_token_only_for_offline_consent() {
             &http,
             refresh_token.expose_secret(),
             TokenHint::RefreshToken,
+            &Default::default(),
         )
         .await
         .unwrap();
-    let dead = provider.refresh(&http, refresh_token.expose_secret()).await;
+    let dead = provider
+        .refresh(&http, refresh_token.expose_secret(), &Default::default())
+        .await;
     assert!(matches!(dead, Err(ProviderError::InvalidGrant)), "{dead:?}");
     let gone = provider
         .account(&http, refreshed.access_token.expose_secret())

@@ -6,7 +6,7 @@
 
 mod datadog;
 mod refusals;
-mod rmcp_client;
+pub(crate) mod rmcp_client;
 mod twilio;
 
 use serde_json::{Value, json};

@@ -28,6 +28,7 @@ mod key_connect;
 mod mcp_protocol;
 mod metrics;
 mod operator_cli;
+mod param_connect;
 mod peer_rmcp;
 mod provider_flows;
 mod provider_params;

@@ -77,7 +77,10 @@ pub async fn disconnect_account(
             (Kind::Access, TokenHint::AccessToken),
         ] {
             match open(state, &row, kind) {
-                Ok(Some(token)) => match p.revoke(&state.http, token.expose_secret(), hint).await {
+                Ok(Some(token)) => match p
+                    .revoke(&state.http, token.expose_secret(), hint, &row.params.0)
+                    .await
+                {
                     Ok(()) => revoked = true,
                     Err(e) => {
                         tracing::warn!(provider = %provider, error = %e, "revocation failed; the connection is deleted anyway")

@@ -70,7 +70,7 @@ pub(super) async fn refresh(
         return Ok(None);
     };
     match provider
-        .refresh(&state.http, refresh_token.expose_secret())
+        .refresh(&state.http, refresh_token.expose_secret(), &row.params.0)
         .await
     {
         Ok(tokens) => {

@@ -1,8 +1,11 @@
 //! `GET /connect/consent` shows what is asked — this server, the provider,
-//! the scopes in plain words, the MCP client — with Continue and Cancel.
-//! `POST /connect` acts on the answer: Continue redeems the ticket (one
-//! atomic UPDATE, so of any number of concurrent posts exactly one goes on),
-//! records the OAuth flow bound to this session and sends the browser to
+//! the scopes in plain words, the MCP client, and the parameters the entry
+//! asks (a Microsoft tenant, a Zendesk subdomain) — with Continue and
+//! Cancel. `POST /connect` acts on the answer: Continue checks the
+//! parameters (a value the entry refuses shows the page again, and nothing
+//! leaves this server), redeems the ticket (one atomic UPDATE, so of any
+//! number of concurrent posts exactly one goes on), records the OAuth flow
+//! with the parameters, bound to this session, and sends the browser to
 //! the provider; Cancel declines the ticket.
 //!
 //! The form names the ticket it was shown for, and its CSRF token is bound
@@ -14,10 +17,15 @@ use askama::Template;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{audit, identity_mismatch};
+use super::{
+    audit,
+    credential::{Input, param_inputs, posted_params, whole_form_problems},
+    identity_mismatch,
+};
 use crate::{
     connect::tickets::usable,
     db::{self, audit::AuditKind, tickets::Ticket},
+    providers::FormProblem,
     state::AppState,
     web::{
         forms,
@@ -33,6 +41,10 @@ struct ConsentPage {
     host: String,
     provider: String,
     scopes: Vec<String>,
+    /// The parameters the entry asks.
+    inputs: Vec<Input>,
+    /// What went wrong with the parameters as a whole.
+    problems: Vec<String>,
     /// The MCP client's id; `None` when the person started from the
     /// connections page (the web client).
     client_id: Option<String>,
@@ -60,21 +72,54 @@ pub(super) async fn show(
     if ticket.connection_id.is_some() {
         return super::approve::show(&state, &user, &ticket).await;
     }
-    let (provider, scopes) = state.connect.ticket_provider(&ticket)?;
+    let (provider, _) = state.connect.ticket_provider(&ticket)?;
     if !provider.is_oauth() {
         let context = credential_context(&state, &ticket, provider);
         return Ok(super::credential::show(&user, &ticket, context));
     }
+    // Connecting the same account again (a lost grant, more scopes): its
+    // own values, not the defaults; another account starts afresh.
+    let known = match ticket.add_account {
+        true => None,
+        false => db::connections::find_account(&state.db, user.user(), provider.name(), None)
+            .await
+            .map_err(anyhow::Error::from)?,
+    };
+    let known = known.map(|row| row.params.0).unwrap_or_default();
+    let empty = forms::Params::default();
+    render(
+        &state,
+        &user,
+        &ticket,
+        (&empty, &known),
+        &[],
+        StatusCode::OK,
+    )
+}
+
+/// The consent page, with the parameters as posted (else as `known`, else
+/// their defaults) and what was wrong with them.
+fn render(
+    state: &AppState,
+    user: &SignedInUser,
+    ticket: &Ticket,
+    (form, known): (&forms::Params, &db::params::Params),
+    problems: &[FormProblem],
+    status: StatusCode,
+) -> Result<HttpResponse, WebError> {
+    let (provider, scopes) = state.connect.ticket_provider(ticket)?;
     let page = ConsentPage {
         signed_in: Some(user.display_name.clone()),
-        host: host(&state),
+        host: host(state),
         provider: provider.display_name().to_owned(),
         scopes: scopes.iter().map(|s| provider.describe_scope(s)).collect(),
-        client_id: asking_client(&state, &ticket),
+        inputs: param_inputs(provider, form, known, problems),
+        problems: whole_form_problems(problems),
+        client_id: asking_client(state, ticket),
         ticket_id: ticket.id.to_string(),
         csrf: user.csrf_token(&csrf_purpose(ticket.id)),
     };
-    Ok(pages::render(StatusCode::OK, &page))
+    Ok(pages::render(status, &page))
 }
 
 /// This server's host (and port), as the page names it.
@@ -149,9 +194,28 @@ async fn proceed(
         let context = credential_context(state, ticket, provider);
         return super::credential::submit(state, req, user, ticket, form, context).await;
     }
+    // Checked before the ticket is spent or anything is sent: a value the
+    // entry refuses gets the page again, saying why.
+    let params = match provider.check_connect_params(&posted_params(form)) {
+        Ok(params) => params,
+        Err(problems) => {
+            tracing::info!(
+                provider = provider.name().as_str(),
+                "connect parameters refused"
+            );
+            return render(
+                state,
+                user,
+                ticket,
+                (form, &Default::default()),
+                &problems,
+                StatusCode::UNPROCESSABLE_ENTITY,
+            );
+        }
+    };
     let started = state
         .connect
-        .start_flow(ticket, user.user(), user.session_id)
+        .start_flow(ticket, user.user(), user.session_id, &params)
         .await?;
     let Some(started) = started else {
         tracing::info!(ticket = %ticket.id, "connect ticket already used");
@@ -164,7 +228,10 @@ async fn proceed(
         AuditKind::ConsentGiven,
         Some(user.user()),
         Some(&ticket.provider),
-        json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "scopes": started.scopes }),
+        // The parameters name a tenant or a host, never a secret: kept so an
+        // operator can tell where a connection points.
+        json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "scopes": started.scopes,
+                "params": params }),
     )
     .await;
     Ok(see_other(started.authorize_url.as_str()))

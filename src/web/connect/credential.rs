@@ -43,16 +43,17 @@ struct CredentialPage {
     csrf: String,
 }
 
-struct Input {
+/// One input of a connect form (here and on the OAuth consent page).
+pub(super) struct Input {
     /// The form name: `field.<name>` or `param.<name>`.
-    name: String,
-    id: String,
-    label: String,
+    pub(super) name: String,
+    pub(super) id: String,
+    pub(super) label: String,
     /// `password` for secret fields.
-    kind: &'static str,
+    pub(super) kind: &'static str,
     /// Shown again only for parameters and identifiers.
-    value: String,
-    error: Option<String>,
+    pub(super) value: String,
+    pub(super) error: Option<String>,
 }
 
 /// What the page shows around the form.
@@ -78,7 +79,7 @@ pub(super) async fn submit(
     context: Context<'_>,
 ) -> Result<HttpResponse, WebError> {
     let provider = context.provider;
-    let (fields, params) = (form.with_prefix(FIELD), form.with_prefix(PARAM));
+    let (fields, params) = (form.with_prefix(FIELD), posted_params(form));
     let outcome = state
         .connect
         .connect_with_credential(
@@ -159,28 +160,8 @@ fn render(
     status: StatusCode,
 ) -> HttpResponse {
     let provider = context.provider;
-    let error_of = |name: &str| {
-        problems
-            .iter()
-            .find(|p| p.name == name)
-            .map(|p| p.message.clone())
-    };
-    let mut inputs: Vec<Input> = provider
-        .asked_params()
-        .into_iter()
-        .map(|(name, label, default)| Input {
-            name: format!("{PARAM}{name}"),
-            id: format!("param-{name}"),
-            label: label.to_owned(),
-            kind: "text",
-            value: form
-                .get(&format!("{PARAM}{name}"))
-                .or(default)
-                .unwrap_or_default()
-                .to_owned(),
-            error: error_of(name),
-        })
-        .collect();
+    let error_of = |name: &str| error_of(problems, name);
+    let mut inputs = param_inputs(provider, form, &Default::default(), problems);
     inputs.extend(provider.credential_fields().into_iter().map(|f| {
         Input {
             name: format!("{FIELD}{}", f.name),
@@ -209,14 +190,58 @@ fn render(
         instructions: provider.instructions().map(str::to_owned),
         key_url: provider.key_url().map(str::to_owned),
         inputs,
-        problems: problems
-            .iter()
-            .filter(|p| p.name.is_empty())
-            .map(|p| p.message.clone())
-            .collect(),
+        problems: whole_form_problems(problems),
         client_id: context.client_id,
         ticket_id: ticket.id.to_string(),
         csrf: user.csrf_token(&csrf_purpose(ticket.id)),
     };
     pages::render(status, &page)
+}
+
+/// The entry's asked parameters as inputs: what was posted, else the
+/// `known` value, else the default; with the problem found in each.
+pub(super) fn param_inputs(
+    provider: &Provider,
+    form: &forms::Params,
+    known: &std::collections::BTreeMap<String, String>,
+    problems: &[FormProblem],
+) -> Vec<Input> {
+    provider
+        .asked_params()
+        .into_iter()
+        .map(|(name, label, default)| Input {
+            name: format!("{PARAM}{name}"),
+            id: format!("param-{name}"),
+            label: label.to_owned(),
+            kind: "text",
+            value: form
+                .get(&format!("{PARAM}{name}"))
+                .or(known.get(name).map(String::as_str))
+                .or(default)
+                .unwrap_or_default()
+                .to_owned(),
+            error: error_of(problems, name),
+        })
+        .collect()
+}
+
+/// The parameters posted with the form, by name.
+pub(super) fn posted_params(form: &forms::Params) -> std::collections::BTreeMap<String, String> {
+    form.with_prefix(PARAM)
+}
+
+/// The problems of the form as a whole (those naming no input).
+pub(super) fn whole_form_problems(problems: &[FormProblem]) -> Vec<String> {
+    problems
+        .iter()
+        .filter(|p| p.name.is_empty())
+        .map(|p| p.message.clone())
+        .collect()
+}
+
+fn error_of(problems: &[FormProblem], name: &str) -> Option<String> {
+    problems
+        .iter()
+        .find(|p| p.name == name)
+        .map(|p| p.message.clone())
 }

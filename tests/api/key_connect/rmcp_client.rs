@@ -1,32 +1,34 @@
 //! rmcp's own client driving the rounds of an `api_request` to a Twilio-like
 //! Basic provider: its URL elicitation is answered the way a person would,
 //! by opening the link in a browser, signing in and submitting the form on
-//! the connect page; rmcp's driver then retries and completes.
+//! the connect page (for an OAuth provider, the consent page, then the
+//! provider's approval); rmcp's driver then retries and completes.
 
 use rmcp::{
     ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient,
     model::{
-        CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-        ElicitationAction, ElicitationCapability, Implementation, ProtocolVersion,
-        UrlElicitationCapability,
+        CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
+        ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
+        Implementation, ProtocolVersion, UrlElicitationCapability,
     },
     service::RequestContext,
     transport::{
         StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
     },
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{app_with, open_form_in, submit, twilio_entry};
-use provider_fakes::key_providers::twilio;
+use provider_fakes::{key_providers::twilio, no_redirects};
 
-use crate::browser::Browser;
+use crate::{browser::Browser, helpers::TestApp};
 
-/// The person behind the client: opens the link, types the credential.
+/// The person behind the client: opens the link, types the credential
+/// (or the consent page's parameters).
 #[derive(Clone)]
-struct Person {
-    base: String,
-    fields: Vec<(String, String)>,
+pub(crate) struct Person {
+    pub base: String,
+    pub fields: Vec<(String, String)>,
 }
 
 impl ClientHandler for Person {
@@ -53,7 +55,18 @@ impl ClientHandler for Person {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        let done = submit(&browser, &form, &inputs).await;
+        let mut done = submit(&browser, &form, &inputs).await;
+        // An OAuth consent page sends the browser on to the provider (a
+        // fake that approves at once), which sends it back.
+        if done.status == 303 {
+            let authorize = done.location.clone().unwrap_or_default();
+            let at_provider = no_redirects().get(&authorize).send().await.unwrap();
+            let back = at_provider.headers()["location"]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            done = browser.get(&back).await;
+        }
         assert_eq!(done.status, 200, "{}", done.body);
         Ok(ElicitResult::new(ElicitationAction::Accept))
     }
@@ -70,6 +83,23 @@ async fn rmcp_drives_the_rounds_while_the_person_types_the_credential() {
             ("field.auth_token".into(), fake.second.clone()),
         ],
     };
+    let arguments = json!({"provider": "twilio", "path": "Messages.json"});
+    let result = call_as(&app, person, arguments).await;
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    let content = result.structured_content.expect("structuredContent");
+    assert_eq!(content["http_status"], 200, "{content}");
+    assert_eq!(content["body"]["messages"][0]["sid"], "SM1", "{content}");
+    assert!(!content.to_string().contains(&fake.second));
+    let call = fake.seen().pop().unwrap();
+    assert_eq!(
+        call.path,
+        format!("/2010-04-01/Accounts/{}/Messages.json", fake.first)
+    );
+}
+
+/// rmcp's client, as `person`, calls `api_request` with `arguments` and
+/// drives the rounds to the end.
+pub(crate) async fn call_as(app: &TestApp, person: Person, arguments: Value) -> CallToolResult {
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(app.mcp_url())
             .auth_header(app.token("alice")),
@@ -83,7 +113,6 @@ async fn rmcp_drives_the_rounds_while_the_person_types_the_credential() {
         )
         .await
         .expect("server/discover");
-    let arguments = json!({"provider": "twilio", "path": "Messages.json"});
     let result = client
         .call_tool(
             CallToolRequestParams::new("api_request")
@@ -91,15 +120,6 @@ async fn rmcp_drives_the_rounds_while_the_person_types_the_credential() {
         )
         .await
         .expect("rmcp drives the rounds to completion");
-    assert_ne!(result.is_error, Some(true), "{result:?}");
-    let content = result.structured_content.expect("structuredContent");
-    assert_eq!(content["http_status"], 200, "{content}");
-    assert_eq!(content["body"]["messages"][0]["sid"], "SM1", "{content}");
-    assert!(!content.to_string().contains(&fake.second));
-    let call = fake.seen().pop().unwrap();
-    assert_eq!(
-        call.path,
-        format!("/2010-04-01/Accounts/{}/Messages.json", fake.first)
-    );
     client.cancel().await.expect("close client");
+    result
 }

@@ -67,10 +67,12 @@ async fn the_demo_preset_connects_refreshes_and_revokes() {
 
     let refresh_token = tokens.refresh_token.unwrap();
     let fresh = provider
-        .refresh(&http, refresh_token.expose_secret())
+        .refresh(&http, refresh_token.expose_secret(), &Default::default())
         .await
         .unwrap();
-    let again = provider.refresh(&http, refresh_token.expose_secret()).await;
+    let again = provider
+        .refresh(&http, refresh_token.expose_secret(), &Default::default())
+        .await;
     assert!(
         matches!(again, Err(ProviderError::InvalidGrant)),
         "{again:?}"
@@ -86,6 +88,7 @@ async fn the_demo_preset_connects_refreshes_and_revokes() {
             &http,
             fresh_refresh.expose_secret(),
             TokenHint::RefreshToken,
+            &Default::default(),
         )
         .await
         .unwrap();
