@@ -64,14 +64,13 @@ async fn a_call_reads_the_users_accounts_in_lookup_order_with_the_callers_grants
         db::client_grants::insert(db, id, client).await.unwrap();
     }
 
-    let read = db::call_accounts::read(
-        db,
+    let (alice, demo) = (
         UserRef::new(ISSUER, "alice"),
-        &ProviderName::parse("demo").unwrap(),
-        "client-a",
-    )
-    .await
-    .unwrap();
+        ProviderName::parse("demo").unwrap(),
+    );
+    let read = db::call_accounts::read(db, alice, &demo, "client-a")
+        .await
+        .unwrap();
     let ids: Vec<Uuid> = read.iter().map(|a| a.row.id).collect();
     assert_eq!(
         ids,
@@ -82,33 +81,19 @@ async fn a_call_reads_the_users_accounts_in_lookup_order_with_the_callers_grants
     assert_eq!(granted, [false, true, false], "only client-a's own grant");
     assert_eq!(read[0].row.access_token, b"sealed");
 
-    let first = db::connections::find_account(
-        db,
-        UserRef::new(ISSUER, "alice"),
-        &ProviderName::parse("demo").unwrap(),
-        None,
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let first = db::connections::find_account(db, alice, &demo, None)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(first.id, read[0].row.id, "the same row the lookup picks");
 
-    let other = db::call_accounts::read(
-        db,
-        UserRef::new(ISSUER, "alice"),
-        &ProviderName::parse("demo").unwrap(),
-        "client-c",
-    )
-    .await
-    .unwrap();
+    let other = db::call_accounts::read(db, alice, &demo, "client-c")
+        .await
+        .unwrap();
     assert!(other.iter().all(|a| a.grant.is_none()));
-    let nobody = db::call_accounts::read(
-        db,
-        UserRef::new(ISSUER, "carol"),
-        &ProviderName::parse("demo").unwrap(),
-        "client-a",
-    )
-    .await
-    .unwrap();
+    let carol = UserRef::new(ISSUER, "carol");
+    let nobody = db::call_accounts::read(db, carol, &demo, "client-a")
+        .await
+        .unwrap();
     assert!(nobody.is_empty());
 }
