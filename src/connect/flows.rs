@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::{
     ConnectionService,
-    tickets::requested_scopes,
+    tickets::{requested_scopes, scopes_or_defaults},
     vault::{self, NewConnection},
 };
 use crate::{
@@ -193,7 +193,7 @@ pub(super) async fn finish(
     };
     let requested = match &ticket {
         Some(t) => requested_scopes(provider, t),
-        None => provider.default_scopes().to_vec(),
+        None => scopes_or_defaults(provider, &[]),
     };
     // The client that asked is allowed this connection (per-client grants).
     let client_id = ticket.as_ref().map(|t| t.client_id.as_str());

@@ -12,13 +12,13 @@ use super::{
     entry::{AccountIdFrom, CredentialKind, FieldSpec, ParamSpec, Revocation},
     scopes::ScopeRules,
 };
-use crate::metrics::ProviderCalls;
+use crate::{domain::ProviderName, metrics::ProviderCalls};
 
 /// A provider users can connect, fully resolved from its catalog entry and
 /// the operator's settings.
 #[derive(Debug)]
 pub struct Provider {
-    pub(super) name: String,
+    pub(super) name: ProviderName,
     /// The catalog entry it was built from (`github`, or `custom`).
     pub(super) entry: String,
     pub(super) kind: CredentialKind,
@@ -85,7 +85,7 @@ pub(super) struct Templates {
 
 impl Provider {
     /// The name in settings and URLs (`github`).
-    pub fn name(&self) -> &str {
+    pub fn name(&self) -> &ProviderName {
         &self.name
     }
 

@@ -3,11 +3,9 @@
 
 use secrecy::{ExposeSecret, SecretString};
 
-use super::{
-    ConnectionService,
-    vault::{Kind, open},
-};
+use super::seal::{Kind, open};
 use crate::{
+    connect::ConnectionService,
     db::connections::ConnectionRow,
     providers::{Provider, TokenHint},
 };
@@ -30,7 +28,7 @@ pub(super) async fn upstream(state: &ConnectionService, row: &ConnectionRow, p: 
             Ok(Some(token)) => token,
             Ok(None) => continue,
             Err(e) => {
-                tracing::warn!(provider, error = %e, "stored token unreadable; the connection is deleted anyway");
+                tracing::warn!(provider = %provider, error = %e, "stored token unreadable; the connection is deleted anyway");
                 continue;
             }
         };
@@ -45,7 +43,7 @@ pub(super) async fn upstream(state: &ConnectionService, row: &ConnectionRow, p: 
         {
             Ok(()) => revoked = true,
             Err(e) => {
-                tracing::warn!(provider, error = %e, "revocation failed; the connection is deleted anyway")
+                tracing::warn!(provider = %provider, error = %e, "revocation failed; the connection is deleted anyway")
             }
         }
     }
@@ -76,7 +74,7 @@ async fn live_access_token(
     {
         Ok(tokens) => tokens.access_token,
         Err(e) => {
-            tracing::warn!(provider = p.name(), error = %e, "refresh before revocation failed");
+            tracing::warn!(provider = %p.name(), error = %e, "refresh before revocation failed");
             stored
         }
     }
