@@ -206,7 +206,7 @@ fn serve(
     listener: TcpListener,
     extra: Option<ExtraRoutes>,
 ) -> Result<Server, std::io::Error> {
-    let mcp = web::Data::new(McpEndpoint::new(&state));
+    let mcp = web::Data::new(McpEndpoint::new(&state).map_err(std::io::Error::other)?);
     // The settings alone, for handlers that need nothing else.
     let settings = web::Data::from(state.settings.clone());
     let data = web::Data::new(state);

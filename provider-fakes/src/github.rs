@@ -5,6 +5,14 @@
 //! PKCE S256 verifier when the authorize request carried a challenge.
 //! `/user` wants a User-Agent (403 without) and a `Bearer` or `token`
 //! credential.
+//!
+//! With an access-token lifetime set (`set_access_ttl`) it plays a GitHub
+//! App with expiring user tokens instead: answers carry `expires_in`, a
+//! `ghr_` refresh token and an empty `scope`, and a refresh rotates both
+//! tokens. `answer_form_encoded(true)` makes token answers form-encoded
+//! whatever the Accept header says. The REST API beside `/user`:
+//! `/user/repos`, `/repos/{owner}/{repo}`, and its `tarball`, a redirect to
+//! a download URL carrying a short-lived token.
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};
@@ -33,6 +41,9 @@ fn routes(cfg: &mut web::ServiceConfig) {
         .route("/login/oauth/access_token", web::post().to(access_token))
         .route("/user", web::get().to(user))
         .route("/user/repos", web::get().to(repos))
+        .route("/repos/{owner}/{repo}", web::get().to(repo))
+        .route("/repos/{owner}/{repo}/tarball", web::get().to(repo))
+        .configure(super::hostile::routes)
         .default_service(web::to(not_found));
 }
 
@@ -88,7 +99,8 @@ async fn access_token(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared
     let p = params(&req, &body);
     let answer = exchange(&p, client(&req, &p), &fake);
     // GitHub's default answer is form-encoded; JSON only when asked for.
-    let wants_json = header(&req, "accept").is_some_and(|a| a.contains("application/json"));
+    let wants_json = header(&req, "accept").is_some_and(|a| a.contains("application/json"))
+        && !fake.memory().form_answers;
     if wants_json {
         let map = answer
             .iter()
@@ -126,14 +138,22 @@ fn exchange(
             "The client_id and/or client_secret passed are incorrect.",
         );
     }
+    let mut memory = fake.memory();
+    let app_ttl = memory.access_ttl;
     if p.get("grant_type").map(String::as_str) == Some("refresh_token") {
         Counters::bump(&fake.calls.refresh);
-        return error(
-            "bad_refresh_token",
-            "The refresh token passed is incorrect or expired.",
-        );
+        // Only a GitHub App's expiring user tokens refresh, and rotate.
+        let found = app_ttl.and_then(|ttl| Some((ttl, memory.refresh_param(p)?)));
+        let Some((ttl, (given, grant, account, scope))) = found else {
+            return error(
+                "bad_refresh_token",
+                "The refresh token passed is incorrect or expired.",
+            );
+        };
+        memory.take_refresh(&given);
+        let token = memory.issue_access(grant, &account, &scope, "ghu_");
+        return app_answer(&mut memory, grant, &account, token, ttl);
     }
-    let mut memory = fake.memory();
     let code = p.get("code").map(String::as_str).unwrap_or_default();
     let Some(code) = memory.take_code(code) else {
         return error(
@@ -170,10 +190,34 @@ fn exchange(
         .collect::<Vec<_>>()
         .join(",");
     let grant = memory.new_grant();
+    if let Some(ttl) = app_ttl {
+        let token = memory.issue_access(grant, &code.account, &scope, "ghu_");
+        return app_answer(&mut memory, grant, &code.account, token, ttl);
+    }
     let token = memory.issue_access(grant, &code.account, &scope, "gho_");
     vec![
         ("access_token", token),
         ("scope", scope),
+        ("token_type", "bearer".to_owned()),
+    ]
+}
+
+/// A GitHub App's answer: an expiring user token, its rotating refresh
+/// token (six months), and no scopes (an App's permissions are its own).
+fn app_answer(
+    memory: &mut crate::state::Memory,
+    grant: u64,
+    account: &Account,
+    token: String,
+    ttl: std::time::Duration,
+) -> Vec<(&'static str, String)> {
+    let refresh = memory.issue_refresh(grant, account, "", "ghr_");
+    vec![
+        ("access_token", token),
+        ("expires_in", ttl.as_secs().to_string()),
+        ("refresh_token", refresh),
+        ("refresh_token_expires_in", "15811200".to_owned()),
+        ("scope", String::new()),
         ("token_type", "bearer".to_owned()),
     ]
 }
@@ -236,6 +280,34 @@ async fn repos(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
         200,
         json!([{"id": 1296269, "name": "Hello-World", "full_name": full_name, "private": false,
                 "owner": {"login": account.login}}]),
+    )
+}
+
+/// A repository, or (`…/tarball`) a redirect to its archive, whose URL
+/// carries a short-lived token.
+async fn repo(
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    fake: web::Data<Shared>,
+) -> HttpResponse {
+    Counters::bump(&fake.calls.api);
+    if let Err(refusal) = authenticated(&req, &fake) {
+        return *refusal;
+    }
+    let (owner, name) = path.into_inner();
+    if req.path().ends_with("/tarball") {
+        let to = format!(
+            "https://codeload.github.com/{owner}/{name}/legacy.tar.gz/refs/heads/main?token={}",
+            random("A")
+        );
+        return HttpResponse::Found()
+            .insert_header(("Location", to))
+            .finish();
+    }
+    json(
+        200,
+        json!({"id": 1296269, "name": name, "full_name": format!("{owner}/{name}"),
+               "private": false, "owner": {"login": owner}, "default_branch": "main"}),
     )
 }
 

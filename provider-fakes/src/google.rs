@@ -131,11 +131,7 @@ async fn token(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> H
         Some("refresh_token") => {
             Counters::bump(&fake.calls.refresh);
             let mut memory = fake.memory();
-            let given = p
-                .get("refresh_token")
-                .map(String::as_str)
-                .unwrap_or_default();
-            let Some((grant, account, scope)) = memory.refresh(given) else {
+            let Some((_, grant, account, scope)) = memory.refresh_param(&p) else {
                 return refused("invalid_grant", "Token has been expired or revoked.");
             };
             let access_token = memory.issue_access(grant, &account, &scope, "ya29.");

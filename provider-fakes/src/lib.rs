@@ -2,13 +2,15 @@
 //! integration tests, so that no test needs the internet. Every fake is a
 //! real HTTP server on 127.0.0.1:0 (`server`).
 //!
-//! GitHub, Google and Slack (`github`, `google`, `slack`): each serves the
-//! paths its preset calls, with the provider's documented quirks (see each
+//! GitHub, Google, Slack, Notion and Dropbox (`github`, `google`, `slack`,
+//! `notion`, `dropbox`): each serves the paths its catalog entry calls, with the provider's documented quirks (see each
 //! module). Codes and tokens are random and single-use where the real ones
 //! are. `key_providers`: Datadog- and Twilio-like providers connected with a
 //! credential; `hostile`: an API that reflects the secrets it was sent;
 //! `scripted`: one server with fixed answers (the demo provider, a strict
-//! RFC 6749 server, Atlassian's sites) that records every request.
+//! RFC 6749 server, Atlassian's sites). Every fake records the requests it
+//! receives (`seen`), and unit tests can mint codes and grants without a
+//! browser (`issue_code`, `issue_grant`).
 //!
 //! ```ignore
 //! let github = provider_fakes::github::start().await;
@@ -27,11 +29,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod atlassian;
+pub mod dropbox;
 pub mod github;
 pub mod google;
 pub mod hostile;
 pub mod key_providers;
 pub mod microsoft;
+pub mod notion;
 pub mod salesforce;
 pub mod scripted;
 pub mod server;
@@ -39,6 +43,7 @@ pub mod slack;
 
 mod code_grant;
 mod http;
+mod recording;
 mod scripted_routes;
 mod state;
 
@@ -46,6 +51,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use actix_web::web;
 
+pub use recording::Seen;
 use state::Shared;
 pub use state::{Account, Calls};
 
@@ -54,6 +60,8 @@ pub enum Kind {
     Github,
     Google,
     Slack,
+    Notion,
+    Dropbox,
     Microsoft,
     Salesforce,
     Atlassian,
@@ -124,8 +132,9 @@ impl FakeProvider {
         self.shared.memory().last_authorize.clone()
     }
 
-    /// Lifetime of access tokens issued from now on; Google answers it as
-    /// `expires_in`. `None`: they never expire (GitHub's and Slack's).
+    /// Lifetime of access tokens issued from now on; Google and Dropbox
+    /// answer it as `expires_in`. `None`: they never expire (GitHub's,
+    /// Slack's, Notion's).
     pub fn set_access_ttl(&self, ttl: Option<Duration>) {
         self.shared.memory().access_ttl = ttl;
     }
@@ -133,6 +142,57 @@ impl FakeProvider {
     /// Every access token issued so far stops working, as after expiry.
     pub fn expire_access_tokens(&self) {
         self.shared.memory().expire_access_tokens();
+    }
+
+    /// Requests seen on `path`, oldest first.
+    pub fn seen(&self, path: &str) -> Vec<Seen> {
+        let seen = self.shared.seen.lock().unwrap();
+        seen.iter().filter(|s| s.path == path).cloned().collect()
+    }
+
+    /// Issues a code as if the account had approved an authorize request
+    /// with `params` (its `redirect_uri`, `scope`, …), for tests that call
+    /// the token endpoint without a browser.
+    pub fn issue_code(&self, params: &[(&str, &str)]) -> String {
+        let mut request: BTreeMap<String, String> = params
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        request.insert("client_id".into(), self.client_id().to_owned());
+        let code = state::random("")[..20].to_owned();
+        self.shared
+            .memory()
+            .authorize(request, code)
+            .expect("the next authorize request was set to be denied")
+    }
+
+    /// A live grant of `scope` for the current account, as after consent:
+    /// its access token, and a refresh token when `refresh`.
+    pub fn issue_grant(&self, scope: &str, refresh: bool) -> (String, Option<String>) {
+        let (access_prefix, refresh_prefix) = match self.kind {
+            Kind::Github => ("gho_", "ghr_"),
+            Kind::Google => ("ya29.", "1//0"),
+            Kind::Slack => ("xoxp-1-", "xoxe-1-"),
+            Kind::Notion => ("ntn_", "nrt_"),
+            Kind::Dropbox => ("sl.", ""),
+            Kind::Microsoft | Kind::Salesforce | Kind::Atlassian => ("", ""),
+        };
+        let mut memory = self.shared.memory();
+        let account = memory.account.clone();
+        let grant = memory.new_grant();
+        let access = memory.issue_access(grant, &account, scope, access_prefix);
+        let refresh = refresh.then(|| memory.issue_refresh(grant, &account, scope, refresh_prefix));
+        (access, refresh)
+    }
+
+    /// Every code and token this fake has handed out, oldest first.
+    pub fn issued(&self) -> Vec<String> {
+        self.shared.memory().issued()
+    }
+
+    /// GitHub only: token answers form-encoded even when JSON was asked for.
+    pub fn answer_form_encoded(&self, on: bool) {
+        self.shared.memory().form_answers = on;
     }
 
     /// Every code and token this fake has handed out, plus its client
@@ -202,6 +262,22 @@ impl FakeProvider {
                 "/api/auth.test",
                 "/api/",
                 None,
+            ),
+            Kind::Notion => (
+                "notion",
+                "/v1/oauth/authorize",
+                "/v1/oauth/token",
+                "/v1/users/me",
+                "/v1/",
+                None,
+            ),
+            Kind::Dropbox => (
+                "dropbox",
+                "/oauth2/authorize",
+                "/oauth2/token",
+                "/2/users/get_current_account",
+                "/2/",
+                Some("/2/auth/token/revoke"),
             ),
         };
         let mut table = toml::Table::new();

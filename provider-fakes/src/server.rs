@@ -6,7 +6,7 @@ use std::net::TcpListener;
 
 use actix_web::{App, HttpServer, dev::ServerHandle, middleware::from_fn, web};
 
-use crate::http::failing;
+use crate::{http::failing, recording::record};
 
 /// A free loopback port, bound: its URL is known before anything is served
 /// (for a server whose answers name it).
@@ -52,8 +52,8 @@ where
 
 impl Bound {
     /// Serves what `configure` mounts (routes and their data). A fake whose
-    /// data is a provider fake's state also answers with the status a test
-    /// set through `fail_with`.
+    /// data is a provider fake's state also records every request and
+    /// answers with the status a test set through `fail_with`.
     pub fn serve<F>(self, configure: F) -> Server
     where
         F: Fn(&mut web::ServiceConfig) + Send + Clone + 'static,
@@ -61,6 +61,7 @@ impl Bound {
         let server = HttpServer::new(move || {
             App::new()
                 .wrap(from_fn(failing))
+                .wrap(from_fn(record))
                 .configure(configure.clone())
         })
         .workers(1)

@@ -5,6 +5,11 @@
 //! `{"ok": false, "error": …}`. Web API methods take the token as a Bearer
 //! header or a `token` parameter. PKCE parameters are accepted and not
 //! checked.
+//!
+//! With an access-token lifetime set (`set_access_ttl`) the app has token
+//! rotation on: the user token is an expiring `xoxe.xoxp-` token with an
+//! `xoxe-` refresh token and `expires_in`, and each refresh answers a new
+//! pair.
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};
@@ -63,12 +68,24 @@ async fn access(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> 
     if secret.as_ref() != Some(&fake.client_secret) {
         return fail("bad_client_secret");
     }
-    if p.get("grant_type").map(String::as_str) == Some("refresh_token") {
-        // Token rotation is off for this app: there is nothing to refresh.
-        Counters::bump(&fake.calls.refresh);
-        return fail("invalid_refresh_token");
-    }
     let mut memory = fake.memory();
+    let rotation = memory.access_ttl;
+    if p.get("grant_type").map(String::as_str) == Some("refresh_token") {
+        Counters::bump(&fake.calls.refresh);
+        // Without token rotation there is nothing to refresh.
+        let found = rotation.and_then(|ttl| Some((ttl, memory.refresh_param(&p)?)));
+        let Some((ttl, (given, grant, account, scope))) = found else {
+            return fail("invalid_refresh_token");
+        };
+        memory.take_refresh(&given);
+        let token = memory.issue_access(grant, &account, &scope, "xoxe.xoxp-1-");
+        let refresh = memory.issue_refresh(grant, &account, &scope, "xoxe-1-");
+        return json(
+            200,
+            json!({"ok": true, "access_token": token, "expires_in": ttl.as_secs(),
+                   "refresh_token": refresh, "token_type": "user", "scope": scope}),
+        );
+    }
     let given = p.get("code").map(String::as_str).unwrap_or_default();
     let Some(code) = memory.take_code(given) else {
         return fail("invalid_code");
@@ -80,10 +97,20 @@ async fn access(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> 
     let user_scope = code.param("user_scope").unwrap_or_default().to_owned();
     let mut authed_user = json!({"id": code.account.id});
     if !user_scope.is_empty() {
-        let token = memory.issue_access(grant, &code.account, &user_scope, "xoxp-1-");
+        let prefix = if rotation.is_some() {
+            "xoxe.xoxp-1-"
+        } else {
+            "xoxp-1-"
+        };
+        let token = memory.issue_access(grant, &code.account, &user_scope, prefix);
         authed_user["scope"] = json!(user_scope);
         authed_user["access_token"] = json!(token);
         authed_user["token_type"] = json!("user");
+        if let Some(ttl) = rotation {
+            let refresh = memory.issue_refresh(grant, &code.account, &user_scope, "xoxe-1-");
+            authed_user["refresh_token"] = json!(refresh);
+            authed_user["expires_in"] = json!(ttl.as_secs());
+        }
     }
     let mut answer = json!({
         "ok": true,
@@ -147,6 +174,11 @@ async fn method(
             json!({"ok": true, "user": {"name": access.account.login, "id": access.account.id},
                    "team": {"id": TEAM.0}})
         }),
+        "conversations.list" => needs(
+            &access,
+            "channels:read",
+            || json!({"ok": true, "channels": [], "response_metadata": {"next_cursor": ""}}),
+        ),
         "users.list" => needs(&access, "users:read", || {
             json!({"ok": true, "members": [{"id": access.account.id, "name": access.account.login,
                    "team_id": TEAM.0}], "response_metadata": {"next_cursor": ""}})

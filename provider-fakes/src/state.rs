@@ -100,6 +100,9 @@ struct Refresh {
 
 pub(super) struct Memory {
     pub deny_next: bool,
+    /// GitHub answers form-encoded even when JSON was asked for (as some
+    /// GitHub Enterprise Server versions do).
+    pub form_answers: bool,
     /// Every request is answered with this status, as by a provider that
     /// is down behind its load balancer.
     pub fail_with: Option<u16>,
@@ -128,6 +131,8 @@ pub(super) struct Shared {
     pub client_id: String,
     pub client_secret: String,
     pub calls: Counters,
+    /// Every request, oldest first.
+    pub seen: Mutex<Vec<crate::recording::Seen>>,
     memory: Mutex<Memory>,
 }
 
@@ -137,8 +142,10 @@ impl Shared {
             client_id: client_id.to_owned(),
             client_secret: random(""),
             calls: Counters::default(),
+            seen: Mutex::new(Vec::new()),
             memory: Mutex::new(Memory {
                 deny_next: false,
+                form_answers: false,
                 fail_with: None,
                 account,
                 access_ttl,
@@ -249,8 +256,20 @@ impl Memory {
         Some((r.grant, r.account.clone(), r.scope.clone()))
     }
 
+    /// The `refresh_token` parameter of a token request, with its grant,
+    /// account and scope; `None` when the fake does not know it.
+    pub(super) fn refresh_param(
+        &self,
+        p: &BTreeMap<String, String>,
+    ) -> Option<(String, u64, Account, String)> {
+        let given = p.get("refresh_token")?;
+        let (grant, account, scope) = self.refresh(given)?;
+        Some((given.clone(), grant, account, scope))
+    }
+
     /// A refresh token's grant, account and scope, retiring the token: it
-    /// works once (Atlassian's rotating refresh tokens).
+    /// works once (rotating refresh tokens: Atlassian's, Notion's, GitHub
+    /// Apps', Slack's with rotation on).
     pub(super) fn take_refresh(&mut self, token: &str) -> Option<(u64, Account, String)> {
         let r = self.refresh.remove(token)?;
         Some((r.grant, r.account, r.scope))

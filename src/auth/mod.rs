@@ -25,7 +25,7 @@ pub use verifier::TokenVerifier;
 
 use url::Url;
 
-use crate::domain::UserRef;
+use crate::{config::is_token68, domain::UserRef};
 
 /// Who is calling: the token's issuer and subject, and the OAuth client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,15 +146,6 @@ pub fn bearer_from_authorization(value: &[u8]) -> Result<&str, AuthError> {
         ));
     }
     Ok(token)
-}
-
-/// RFC 9110 token68: what a bearer credential may consist of.
-pub fn is_token68(s: &str) -> bool {
-    let body = s.trim_end_matches('=');
-    !body.is_empty()
-        && body.bytes().all(|b| {
-            b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/')
-        })
 }
 
 /// The `WWW-Authenticate` value of a 401: where the metadata is, and — when

@@ -26,7 +26,7 @@ mod settings;
 mod sources;
 mod tables;
 mod validate;
-pub use validate::is_valid_name;
+pub use validate::{is_token68, is_valid_name};
 #[cfg(test)]
 mod validate_tests;
 mod webhooks;

@@ -75,7 +75,7 @@ impl Settings {
             .map_err(|e| invalid("keys", e.to_string()))?;
         if let Some(token) = &self.metrics_token {
             let token = token.expose_secret();
-            if token.len() < 16 || !crate::auth::is_token68(token) {
+            if token.len() < 16 || !is_token68(token) {
                 return Err(invalid(
                     "metrics_token",
                     "must be at least 16 characters of A-Z a-z 0-9 - . _ ~ + / (e.g. `openssl rand -hex 32`)".into(),
@@ -192,6 +192,15 @@ pub(super) fn is_loopback(url: &Url) -> bool {
         Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
         None => false,
     }
+}
+
+/// RFC 9110 token68: what a bearer credential may consist of.
+pub fn is_token68(s: &str) -> bool {
+    let body = s.trim_end_matches('=');
+    !body.is_empty()
+        && body.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/')
+        })
 }
 
 /// The names settings give providers and webhook endpoints (and pages

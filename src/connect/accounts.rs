@@ -14,7 +14,7 @@
 //! another round trip.
 
 use super::errors::{ElicitationMode, RequestError};
-use crate::domain::UserRef;
+use crate::domain::{ProviderName, UserRef};
 use rmcp::{
     ErrorData,
     model::{
@@ -82,7 +82,7 @@ impl ConnectionService {
     pub async fn chosen_account(
         &self,
         user: UserRef<'_>,
-        provider: &str,
+        provider: &ProviderName,
         connection: Option<Uuid>,
     ) -> Result<Option<ChosenAccount>, sqlx::Error> {
         let found = db::connections::find_account(&self.db, user, provider, connection).await?;

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::{
     ConnectionService,
-    tickets::requested_scopes,
+    tickets::{requested_scopes, scopes_or_defaults},
     vault::{self, NewConnection},
 };
 use crate::{
@@ -188,7 +188,7 @@ pub(super) async fn finish(
         Err((step, e)) => {
             // The tokens were issued but will not be stored: end the grant.
             let revoked = revoke_unused(state, provider, &tokens, &flow_params).await;
-            tracing::warn!(provider = name, step, error = %e, revoked, "connect failed after consent; tokens not stored");
+            tracing::warn!(provider = %name, step, error = %e, revoked, "connect failed after consent; tokens not stored");
             return Err(match e {
                 ProviderError::Unaccepted { label, .. } => FinishError::Unaccepted {
                     provider: provider.display_name().to_owned(),
@@ -207,7 +207,7 @@ pub(super) async fn finish(
     };
     let requested = match &ticket {
         Some(t) => requested_scopes(provider, t),
-        None => provider.default_scopes().to_vec(),
+        None => scopes_or_defaults(provider, &[]),
     };
     // The client that asked is allowed this connection (per-client grants).
     let client_id = ticket.as_ref().map(|t| t.client_id.as_str());

@@ -23,6 +23,7 @@ pub mod tickets;
 mod user_pages;
 pub mod vault;
 
+use crate::domain::ProviderName;
 use errors::RequestError;
 pub(crate) use errors::internal;
 
@@ -111,10 +112,8 @@ async fn require<'s>(
     // Basic provider for, nor to upgrade.
     let wanted = if !provider.is_oauth() {
         Vec::new()
-    } else if need.scopes.is_empty() {
-        provider.default_scopes().to_vec()
     } else {
-        need.scopes.to_vec()
+        tickets::scopes_or_defaults(provider, need.scopes)
     };
     let p = need.principal;
 
@@ -415,7 +414,7 @@ pub(crate) fn response_action(
 pub(crate) async fn wait_for_connection(
     state: &ConnectionService,
     p: &Principal,
-    provider: &str,
+    provider: &ProviderName,
     rx: &mut tokio::sync::broadcast::Receiver<String>,
     cancel: &CancellationToken,
 ) -> bool {

@@ -96,6 +96,7 @@ fn payload(event: WebhookEvent, c: &ConnectionRef, detail: Detail<'_>) -> Value 
 mod tests {
     use super::*;
     use crate::db::connections::ConnectionStatus;
+    use crate::domain::ProviderName;
 
     #[test]
     fn the_payload_names_the_user_provider_and_connection() {
@@ -103,7 +104,7 @@ mod tests {
             id: Uuid::nil(),
             issuer: "https://idp.example.com/".into(),
             subject: "alice".into(),
-            provider: "github".into(),
+            provider: ProviderName::parse("github").unwrap(),
             account_id: "583231".into(),
             account_label: "octocat".into(),
             status: ConnectionStatus::Active,

@@ -8,7 +8,7 @@
 //! Building it starts nothing: the LISTEN task behind [`ConnectionEvents`]
 //! is started by whoever serves (see [`ConnectionService::start_listening`]).
 
-use crate::domain::UserRef;
+use crate::domain::{ProviderName, UserRef};
 use std::sync::Arc;
 
 use rmcp::ErrorData;
@@ -186,7 +186,11 @@ impl ConnectionService {
 
     /// Revokes upstream where possible, deletes, audits; `true` when a
     /// connection was deleted.
-    pub async fn disconnect(&self, user: UserRef<'_>, provider: &str) -> anyhow::Result<bool> {
+    pub async fn disconnect(
+        &self,
+        user: UserRef<'_>,
+        provider: &ProviderName,
+    ) -> anyhow::Result<bool> {
         vault::disconnect(self, user, provider).await
     }
 
@@ -201,7 +205,7 @@ impl ConnectionService {
         &self,
         user: UserRef<'_>,
         client_id: &str,
-        provider: &str,
+        provider: &ProviderName,
         scopes: &[String],
     ) -> anyhow::Result<IssuedTicket> {
         tickets::issue(self, user, client_id, provider, scopes).await

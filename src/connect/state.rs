@@ -10,7 +10,7 @@
 //! error ([`INVALID_STATE_MESSAGE`]) and the real reason goes to the log.
 
 use crate::connect::tickets::TicketSecret;
-use crate::domain::UserRef;
+use crate::domain::{ProviderName, UserRef};
 use chrono::Utc;
 use rmcp::{ErrorData, model::JsonObject};
 use serde::{Deserialize, Serialize};
@@ -45,7 +45,7 @@ pub struct RoundState {
     /// The connect ticket the round showed; `None` for a round that asked
     /// something else (the `disconnect` confirmation).
     pub ticket: Option<RoundTicket>,
-    pub provider: String,
+    pub provider: ProviderName,
     pub round: u32,
     /// The account (connection) the user chose in an earlier round, when
     /// they have several at the provider.
@@ -76,7 +76,7 @@ struct Payload {
     ticket: Option<Uuid>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     secret: Option<String>,
-    provider: String,
+    provider: ProviderName,
     round: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     account: Option<Uuid>,
@@ -279,7 +279,7 @@ mod tests {
                 id: Uuid::new_v4(),
                 secret: TicketSecret::generate(),
             }),
-            provider: "demo".into(),
+            provider: ProviderName::parse("demo").unwrap(),
             round: 1,
             account: None,
         }

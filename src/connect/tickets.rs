@@ -3,7 +3,7 @@
 //! secret is stored. [`TicketSecret`] is the one way to make, read and hash
 //! a ticket's secret.
 
-use crate::domain::UserRef;
+use crate::domain::{ProviderName, UserRef};
 use chrono::Utc;
 use uuid::Uuid;
 
@@ -59,7 +59,9 @@ pub fn connect_url(state: &ConnectionService, ticket: &TicketSecret) -> String {
     format!("{}/connect?ticket={}", state.base_url, ticket.expose())
 }
 
-/// A ticket that can still be used now: not redeemed, not declined, not expired.
+/// A ticket that can still be used now: not redeemed, not declined, not
+/// expired. The queries of `db::tickets` that find, redeem or decline a
+/// usable ticket state the same rule in SQL, so it holds atomically.
 pub fn usable(ticket: &Ticket) -> bool {
     ticket.redeemed_at.is_none() && ticket.declined_at.is_none() && ticket.expires_at > Utc::now()
 }
@@ -67,10 +69,16 @@ pub fn usable(ticket: &Ticket) -> bool {
 /// What the ticket asks of the provider: its own scopes, or the provider's
 /// defaults when it names none.
 pub fn requested_scopes(provider: &Provider, ticket: &Ticket) -> Vec<String> {
-    if ticket.scopes.is_empty() {
+    scopes_or_defaults(provider, &ticket.scopes)
+}
+
+/// `scopes`, or the provider's defaults when there are none: what a request
+/// (a tool's, a ticket's, a flow's) asks of the provider.
+pub fn scopes_or_defaults(provider: &Provider, scopes: &[String]) -> Vec<String> {
+    if scopes.is_empty() {
         provider.default_scopes().to_vec()
     } else {
-        ticket.scopes.clone()
+        scopes.to_vec()
     }
 }
 
@@ -79,7 +87,7 @@ pub async fn issue(
     state: &ConnectionService,
     user: UserRef<'_>,
     client_id: &str,
-    provider: &str,
+    provider: &ProviderName,
     scopes: &[String],
 ) -> anyhow::Result<IssuedTicket> {
     insert(state, user, client_id, provider, scopes, TicketFor::Connect).await
@@ -100,7 +108,7 @@ pub async fn issue_approval(
     state: &ConnectionService,
     user: UserRef<'_>,
     client_id: &str,
-    provider: &str,
+    provider: &ProviderName,
     connection_id: Uuid,
 ) -> anyhow::Result<IssuedTicket> {
     insert(
@@ -120,7 +128,7 @@ pub(crate) async fn insert(
     state: &ConnectionService,
     user: UserRef<'_>,
     client_id: &str,
-    provider: &str,
+    provider: &ProviderName,
     scopes: &[String],
     purpose: TicketFor,
 ) -> anyhow::Result<IssuedTicket> {

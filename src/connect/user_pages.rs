@@ -2,7 +2,7 @@
 //! several accounts and their clients' grants. Like the rest of the
 //! service, they take the user's identity and never hand out a token.
 
-use crate::domain::UserRef;
+use crate::domain::{ProviderName, UserRef};
 use std::time::Duration;
 
 use uuid::Uuid;
@@ -21,7 +21,7 @@ impl ConnectionService {
     pub async fn active_account(
         &self,
         user: UserRef<'_>,
-        provider: &str,
+        provider: &ProviderName,
     ) -> Result<Option<ConnectedAccount>, sqlx::Error> {
         let found = db::connections::find(&self.db, user, provider).await?;
         Ok(found
@@ -56,7 +56,7 @@ impl ConnectionService {
     pub async fn disconnect_account(
         &self,
         user: UserRef<'_>,
-        provider: &str,
+        provider: &ProviderName,
         connection: Option<Uuid>,
     ) -> anyhow::Result<bool> {
         vault::disconnect_account(self, user, provider, connection).await

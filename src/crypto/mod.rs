@@ -11,7 +11,10 @@
 //!   (e.g. the connection a token belongs to).
 //! - A fresh random 96-bit nonce per seal.
 
+mod mac;
 pub mod secret;
+
+pub use mac::hmac_sha256;
 
 use aes_gcm::{
     Aes256Gcm, KeyInit, Nonce,

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 
 use super::connections::{ConnectionRow, ConnectionStatus};
-use crate::domain::UserRef;
+use crate::domain::{ProviderName, UserRef};
 
 /// One of the user's connections to a provider, as a call sees it.
 #[derive(Debug, Clone)]
@@ -31,11 +31,11 @@ pub struct GrantUse {
 pub async fn read(
     exec: impl PgExecutor<'_>,
     user: UserRef<'_>,
-    provider: &str,
+    provider: &ProviderName,
     client_id: &str,
 ) -> Result<Vec<CallAccount>, sqlx::Error> {
     let rows = sqlx::query!(
-        r#"SELECT c.id, c.issuer, c.subject, c.provider, c.account_id, c.account_label, c.scopes,
+        r#"SELECT c.id, c.issuer, c.subject, c.provider AS "provider: ProviderName", c.account_id, c.account_label, c.scopes,
                   c.access_token, c.refresh_token, c.key_id, c.access_token_expires_at,
                   c.status AS "status: ConnectionStatus", c.last_used_at, c.updated_at,
                   c.params AS "params: sqlx::types::Json<super::params::Params>",
@@ -47,7 +47,7 @@ pub async fn read(
            ORDER BY (c.account_id = ''), c.created_at, c.id"#,
         user.issuer(),
         user.subject(),
-        provider,
+        provider.as_str(),
         client_id,
     )
     .fetch_all(exec)

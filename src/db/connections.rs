@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-use crate::domain::UserRef;
+use crate::domain::{ProviderName, UserRef};
 
 /// A connection's state, as the `status` column stores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type, serde::Serialize)]
@@ -40,7 +40,7 @@ impl std::fmt::Display for ConnectionStatus {
 #[derive(Debug, Clone)]
 pub struct ConnectionSummary {
     pub id: Uuid,
-    pub provider: String,
+    pub provider: ProviderName,
     pub account_id: String,
     pub account_label: String,
     pub scopes: Vec<String>,
@@ -57,7 +57,7 @@ pub async fn list_for_user(
 ) -> Result<Vec<ConnectionSummary>, sqlx::Error> {
     sqlx::query_as!(
         ConnectionSummary,
-        r#"SELECT id, provider, account_id, account_label, scopes, status AS "status: ConnectionStatus",
+        r#"SELECT id, provider AS "provider: ProviderName", account_id, account_label, scopes, status AS "status: ConnectionStatus",
                   created_at, last_used_at, credential_hint
            FROM connections WHERE issuer = $1 AND subject = $2 AND account_id <> '' ORDER BY provider"#,
         user.issuer(),
@@ -75,7 +75,7 @@ pub async fn find_summary_for_user(
 ) -> Result<Option<ConnectionSummary>, sqlx::Error> {
     sqlx::query_as!(
         ConnectionSummary,
-        r#"SELECT id, provider, account_id, account_label, scopes, status AS "status: ConnectionStatus",
+        r#"SELECT id, provider AS "provider: ProviderName", account_id, account_label, scopes, status AS "status: ConnectionStatus",
                   created_at, last_used_at, credential_hint
            FROM connections WHERE id = $1 AND issuer = $2 AND subject = $3 AND account_id <> ''"#,
         id,
@@ -93,7 +93,7 @@ pub struct ConnectionRef {
     pub id: Uuid,
     pub issuer: String,
     pub subject: String,
-    pub provider: String,
+    pub provider: ProviderName,
     pub account_id: String,
     pub account_label: String,
     pub status: ConnectionStatus,
@@ -112,7 +112,7 @@ pub async fn find_ref(
 ) -> Result<Option<ConnectionRef>, sqlx::Error> {
     sqlx::query_as!(
         ConnectionRef,
-        r#"SELECT id, issuer, subject, provider, account_id, account_label,
+        r#"SELECT id, issuer, subject, provider AS "provider: ProviderName", account_id, account_label,
                   status AS "status: ConnectionStatus"
            FROM connections WHERE id = $1"#,
         id,
@@ -127,7 +127,7 @@ pub struct ConnectionRow {
     pub id: Uuid,
     pub issuer: String,
     pub subject: String,
-    pub provider: String,
+    pub provider: ProviderName,
     pub account_id: String,
     pub account_label: String,
     pub scopes: Vec<String>,
@@ -155,7 +155,7 @@ impl ConnectionRow {
 pub async fn find(
     exec: impl PgExecutor<'_>,
     user: UserRef<'_>,
-    provider: &str,
+    provider: &ProviderName,
 ) -> Result<Option<ConnectionRow>, sqlx::Error> {
     find_account(exec, user, provider, None).await
 }
@@ -164,12 +164,12 @@ pub async fn find(
 pub async fn find_account(
     exec: impl PgExecutor<'_>,
     user: UserRef<'_>,
-    provider: &str,
+    provider: &ProviderName,
     id: Option<Uuid>,
 ) -> Result<Option<ConnectionRow>, sqlx::Error> {
     sqlx::query_as!(
         ConnectionRow,
-        r#"SELECT id, issuer, subject, provider, account_id, account_label, scopes, access_token,
+        r#"SELECT id, issuer, subject, provider AS "provider: ProviderName", account_id, account_label, scopes, access_token,
                   refresh_token, key_id, access_token_expires_at, status AS "status: ConnectionStatus",
                   last_used_at, updated_at, params AS "params: sqlx::types::Json<super::params::Params>"
            FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3
@@ -177,7 +177,7 @@ pub async fn find_account(
            ORDER BY (account_id = ''), created_at, id LIMIT 1"#,
         user.issuer(),
         user.subject(),
-        provider,
+        provider.as_str(),
         id,
     )
     .fetch_optional(exec)
@@ -196,7 +196,7 @@ pub struct AccountChoice {
 pub async fn accounts(
     exec: impl PgExecutor<'_>,
     user: UserRef<'_>,
-    provider: &str,
+    provider: &ProviderName,
 ) -> Result<Vec<AccountChoice>, sqlx::Error> {
     sqlx::query_as!(
         AccountChoice,
@@ -205,7 +205,7 @@ pub async fn accounts(
          ORDER BY created_at, id",
         user.issuer(),
         user.subject(),
-        provider,
+        provider.as_str(),
     )
     .fetch_all(exec)
     .await
@@ -216,7 +216,7 @@ pub async fn accounts(
 pub async fn stored_since(
     exec: impl PgExecutor<'_>,
     user: UserRef<'_>,
-    provider: &str,
+    provider: &ProviderName,
     since: DateTime<Utc>,
 ) -> Result<Option<Uuid>, sqlx::Error> {
     sqlx::query_scalar!(
@@ -226,7 +226,7 @@ pub async fn stored_since(
          ORDER BY updated_at DESC LIMIT 1",
         user.issuer(),
         user.subject(),
-        provider,
+        provider.as_str(),
         since,
     )
     .fetch_optional(exec)
@@ -260,7 +260,7 @@ pub async fn find_for_update(
 ) -> Result<Option<ConnectionRow>, sqlx::Error> {
     sqlx::query_as!(
         ConnectionRow,
-        r#"SELECT id, issuer, subject, provider, account_id, account_label, scopes, access_token,
+        r#"SELECT id, issuer, subject, provider AS "provider: ProviderName", account_id, account_label, scopes, access_token,
                   refresh_token, key_id, access_token_expires_at, status AS "status: ConnectionStatus",
                   last_used_at, updated_at, params AS "params: sqlx::types::Json<super::params::Params>"
            FROM connections WHERE id = $1 FOR UPDATE"#,
@@ -276,7 +276,7 @@ pub async fn find_for_update(
 pub async fn claim_id(
     exec: &mut sqlx::PgConnection,
     user: UserRef<'_>,
-    provider: &str,
+    provider: &ProviderName,
     account_id: &str,
 ) -> Result<Uuid, sqlx::Error> {
     sqlx::query!(
@@ -286,7 +286,7 @@ pub async fn claim_id(
         Uuid::new_v4(),
         user.issuer(),
         user.subject(),
-        provider,
+        provider.as_str(),
         account_id,
     )
     .execute(&mut *exec)
@@ -296,7 +296,7 @@ pub async fn claim_id(
          WHERE issuer = $1 AND subject = $2 AND provider = $3 AND account_id = $4 FOR UPDATE",
         user.issuer(),
         user.subject(),
-        provider,
+        provider.as_str(),
         account_id,
     )
     .fetch_one(&mut *exec)

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-use crate::domain::UserRef;
+use crate::domain::{ProviderName, UserRef};
 
 #[derive(Debug, Clone)]
 pub struct Ticket {
@@ -14,7 +14,7 @@ pub struct Ticket {
     pub issuer: String,
     pub subject: String,
     pub client_id: String,
-    pub provider: String,
+    pub provider: ProviderName,
     pub scopes: Vec<String>,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
@@ -39,7 +39,7 @@ pub struct NewTicket<'a> {
     pub ticket_hash: &'a [u8],
     pub user: UserRef<'a>,
     pub client_id: &'a str,
-    pub provider: &'a str,
+    pub provider: &'a ProviderName,
     pub scopes: &'a [String],
     pub expires_at: DateTime<Utc>,
     pub connection_id: Option<Uuid>,
@@ -72,7 +72,7 @@ pub async fn insert(exec: impl PgExecutor<'_>, t: NewTicket<'_>) -> Result<(), s
         t.user.issuer(),
         t.user.subject(),
         t.client_id,
-        t.provider,
+        t.provider.as_str(),
         t.scopes,
         t.expires_at,
         t.connection_id,
@@ -89,9 +89,9 @@ pub async fn find_by_id(
 ) -> Result<Option<Ticket>, sqlx::Error> {
     sqlx::query_as!(
         Ticket,
-        "SELECT id, issuer, subject, client_id, provider, scopes, created_at, expires_at,
+        r#"SELECT id, issuer, subject, client_id, provider AS "provider: ProviderName", scopes, created_at, expires_at,
                 redeemed_at, declined_at, connection_id, add_account
-         FROM connect_tickets WHERE id = $1",
+         FROM connect_tickets WHERE id = $1"#,
         id,
     )
     .fetch_optional(exec)
@@ -105,10 +105,10 @@ pub async fn find_usable_by_hash(
 ) -> Result<Option<Ticket>, sqlx::Error> {
     sqlx::query_as!(
         Ticket,
-        "SELECT id, issuer, subject, client_id, provider, scopes, created_at, expires_at,
+        r#"SELECT id, issuer, subject, client_id, provider AS "provider: ProviderName", scopes, created_at, expires_at,
                 redeemed_at, declined_at, connection_id, add_account
          FROM connect_tickets
-         WHERE ticket_hash = $1 AND redeemed_at IS NULL AND declined_at IS NULL AND expires_at > now()",
+         WHERE ticket_hash = $1 AND redeemed_at IS NULL AND declined_at IS NULL AND expires_at > now()"#,
         hash,
     )
     .fetch_optional(exec)
@@ -124,11 +124,11 @@ pub async fn redeem(
 ) -> Result<Option<Ticket>, sqlx::Error> {
     sqlx::query_as!(
         Ticket,
-        "UPDATE connect_tickets SET redeemed_at = now()
+        r#"UPDATE connect_tickets SET redeemed_at = now()
          WHERE id = $1 AND issuer = $2 AND subject = $3
            AND redeemed_at IS NULL AND declined_at IS NULL AND expires_at > now()
-         RETURNING id, issuer, subject, client_id, provider, scopes, created_at, expires_at,
-                   redeemed_at, declined_at, connection_id, add_account",
+         RETURNING id, issuer, subject, client_id, provider AS "provider: ProviderName", scopes, created_at, expires_at,
+                   redeemed_at, declined_at, connection_id, add_account"#,
         id,
         user.issuer(),
         user.subject(),

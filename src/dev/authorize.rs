@@ -15,24 +15,14 @@ use super::{
     DevServices,
     grants::CodeGrant,
     now_secs,
-    pages::{Refusal, code_challenge, hidden_fields, html, param},
-    params::{UserName, check_redirect_uri, is_client_id, parse_form, redirect_back},
+    pages::{
+        Refusal, Server, code_challenge, error_page, hidden_fields, html, param, request_params,
+    },
+    params::{UserName, check_redirect_uri, is_client_id, redirect_back},
 };
 
-/// Names the page in a log line when its template fails.
-const WHO: &str = "dev identity provider";
-/// The authorization request parameters carried from the page to the POST.
-const CARRIED: [&str; 9] = [
-    "response_type",
-    "client_id",
-    "redirect_uri",
-    "state",
-    "code_challenge",
-    "code_challenge_method",
-    "scope",
-    "nonce",
-    "resource",
-];
+/// Carried from the page to the POST besides the code request's own.
+const CARRIED: [&str; 2] = ["nonce", "resource"];
 
 #[derive(Template)]
 #[template(path = "dev/authorize.html")]
@@ -43,12 +33,6 @@ struct AuthorizePage<'a> {
     hidden: Vec<(&'a str, &'a str)>,
     username: &'a str,
     error: Option<&'a str>,
-}
-
-#[derive(Template)]
-#[template(path = "dev/error.html")]
-struct ErrorPage<'a> {
-    message: &'a str,
 }
 
 /// A request whose client and redirect URI have been accepted.
@@ -63,28 +47,24 @@ struct AuthRequest<'a> {
 }
 
 pub(crate) async fn show(req: HttpRequest, dev: web::Data<DevServices>) -> HttpResponse {
-    let params = match parse_form(req.query_string().as_bytes()) {
+    let params = match request_params(req.query_string().as_bytes()) {
         Ok(p) => p,
-        Err(name) => {
-            return error_page(&format!("The parameter `{name}` was given more than once."));
-        }
+        Err(message) => return error_page(Server::Idp, &message),
     };
     match read_request(&params, &dev) {
         Ok(request) => sign_in_page(&request, &params, "", None, StatusCode::OK),
-        Err(refusal) => refuse(refusal, &dev),
+        Err(refusal) => refusal.answer(&dev.issuer(), Server::Idp),
     }
 }
 
 pub(crate) async fn submit(body: web::Bytes, dev: web::Data<DevServices>) -> HttpResponse {
-    let params = match parse_form(&body) {
+    let params = match request_params(&body) {
         Ok(p) => p,
-        Err(name) => {
-            return error_page(&format!("The parameter `{name}` was given more than once."));
-        }
+        Err(message) => return error_page(Server::Idp, &message),
     };
     let request = match read_request(&params, &dev) {
         Ok(r) => r,
-        Err(refusal) => return refuse(refusal, &dev),
+        Err(refusal) => return refusal.answer(&dev.issuer(), Server::Idp),
     };
     if params.get("action").is_some_and(|a| a == "cancel") {
         let denied = [
@@ -170,10 +150,6 @@ fn read_request<'a>(
     })
 }
 
-fn refuse(refusal: Refusal, dev: &DevServices) -> HttpResponse {
-    refusal.answer(&dev.issuer(), error_page)
-}
-
 fn sign_in_page(
     request: &AuthRequest<'_>,
     params: &HashMap<String, String>,
@@ -190,9 +166,5 @@ fn sign_in_page(
         username,
         error,
     };
-    html(status, page.render(), WHO)
-}
-
-fn error_page(message: &str) -> HttpResponse {
-    html(StatusCode::BAD_REQUEST, ErrorPage { message }.render(), WHO)
+    html(status, page.render(), Server::Idp.who())
 }

@@ -6,9 +6,43 @@
 use std::collections::HashMap;
 
 use actix_web::{HttpResponse, http::StatusCode};
+use askama::Template;
 use url::Url;
 
-use super::params::{is_s256_challenge, redirect_back};
+use super::params::{is_s256_challenge, parse_form, redirect_back};
+
+/// Which of the two dev servers answers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Server {
+    Idp,
+    Demo,
+}
+
+impl Server {
+    /// Names the server in a log line when its page fails to render.
+    pub(super) fn who(self) -> &'static str {
+        match self {
+            Server::Idp => "dev identity provider",
+            Server::Demo => "demo provider",
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "dev/error.html")]
+struct ErrorPage<'a> {
+    demo: bool,
+    message: &'a str,
+}
+
+/// The page (400) for a request that cannot be used: nothing is redirected.
+pub(super) fn error_page(server: Server, message: &str) -> HttpResponse {
+    let page = ErrorPage {
+        demo: server == Server::Demo,
+        message,
+    };
+    html(StatusCode::BAD_REQUEST, page.render(), server.who())
+}
 
 pub(super) enum Refusal {
     /// Shown to the person; nothing is redirected.
@@ -42,14 +76,10 @@ impl Refusal {
         }
     }
 
-    /// The answer: `error_page` for a page, else the redirect with `iss`.
-    pub(super) fn answer(
-        self,
-        issuer: &str,
-        error_page: impl FnOnce(&str) -> HttpResponse,
-    ) -> HttpResponse {
+    /// The answer: `server`'s error page, else the redirect with `iss`.
+    pub(super) fn answer(self, issuer: &str, server: Server) -> HttpResponse {
         match self {
-            Refusal::Page(message) => error_page(&message),
+            Refusal::Page(message) => error_page(server, &message),
             Refusal::Redirect {
                 to,
                 state,
@@ -61,6 +91,12 @@ impl Refusal {
             }
         }
     }
+}
+
+/// An authorization request's parameters (`raw`: the query, or the form
+/// the page posted), or what the error page says of one given twice.
+pub(super) fn request_params(raw: &[u8]) -> Result<HashMap<String, String>, String> {
+    parse_form(raw).map_err(|name| format!("The parameter `{name}` was given more than once."))
 }
 
 /// A request parameter; `None` when absent or empty.
@@ -98,14 +134,27 @@ pub(super) fn code_challenge<'a>(
         })
 }
 
-/// The parameters named in `carried` that the request has, for the page's
-/// hidden fields.
+/// The parameters of an authorization code request with PKCE (RFC 6749
+/// §4.1.1, RFC 7636 §4.3), which both pages carry to their POST.
+const CODE_REQUEST: [&str; 7] = [
+    "response_type",
+    "client_id",
+    "redirect_uri",
+    "state",
+    "code_challenge",
+    "code_challenge_method",
+    "scope",
+];
+
+/// The request's parameters to carry in the page's hidden fields: those of
+/// a code request, and `extra`.
 pub(super) fn hidden_fields<'a>(
-    carried: &[&'a str],
+    extra: &[&'a str],
     params: &'a HashMap<String, String>,
 ) -> Vec<(&'a str, &'a str)> {
-    carried
+    CODE_REQUEST
         .iter()
+        .chain(extra)
         .filter_map(|name| params.get(*name).map(|value| (*name, value.as_str())))
         .collect()
 }

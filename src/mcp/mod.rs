@@ -55,7 +55,8 @@ fn with_explicit_ports(origins: Vec<String>) -> Vec<String> {
 }
 
 impl McpEndpoint {
-    pub fn new(state: &AppState) -> Self {
+    /// Fails as [`McpServer::new`] does.
+    pub fn new(state: &AppState) -> Result<Self, serde_json::Error> {
         let settings = &state.settings;
         let config = StreamableHttpServerConfig::default()
             // Every request stands alone, so any instance can serve any request.
@@ -68,13 +69,13 @@ impl McpEndpoint {
         let server = McpServer::new(
             state.connect.clone(),
             settings.mcp_resource_str().to_owned(),
-        );
+        )?;
         let service = StreamableHttpService::new(
             move || Ok(server.clone()),
             Arc::new(NeverSessionManager::default()),
             config,
         );
-        Self { service }
+        Ok(Self { service })
     }
 }
 

@@ -40,16 +40,32 @@ struct Shared {
     tools: Vec<Tool>,
     /// What `get_info` answers, built once: rmcp asks for it on every request.
     info: ServerConfig,
+    /// `_meta` for every result, built once.
+    meta: MetaObject,
 }
 
 impl McpServer {
-    pub fn new(connect: Arc<ConnectionService>, audience: String) -> Self {
-        Self(Arc::new(Shared {
+    /// Fails only if the server's own identity does not serialize, which
+    /// would be a bug: better a server that does not start than results
+    /// that silently lack it.
+    pub fn new(
+        connect: Arc<ConnectionService>,
+        audience: String,
+    ) -> Result<Self, serde_json::Error> {
+        Ok(Self(Arc::new(Shared {
             connect,
             audience,
             tools: tools::definitions(),
             info: server_config(),
-        }))
+            meta: result_meta()?,
+        })))
+    }
+}
+
+impl McpServer {
+    /// Adds this server's `_meta` to a result's own.
+    fn add_meta(&self, meta: &mut Option<MetaObject>) {
+        meta.get_or_insert_default().0.extend(self.0.meta.0.clone());
     }
 }
 
@@ -74,15 +90,13 @@ fn implementation() -> Implementation {
 }
 
 /// `_meta` for every result: 2026-07-28 results name the server.
-pub fn result_meta() -> MetaObject {
-    static SERVER_INFO: std::sync::LazyLock<serde_json::Value> =
-        std::sync::LazyLock::new(|| serde_json::to_value(implementation()).unwrap_or_default());
+fn result_meta() -> Result<MetaObject, serde_json::Error> {
     let mut meta = MetaObject::new();
     meta.0.insert(
         "io.modelcontextprotocol/serverInfo".to_owned(),
-        SERVER_INFO.clone(),
+        serde_json::to_value(implementation())?,
     );
-    meta
+    Ok(meta)
 }
 
 /// The caller, as authenticated by the bridge before rmcp saw the request.
@@ -115,7 +129,7 @@ impl ServerHandler for McpServer {
         let mut result = ListToolsResult::with_all_items(self.0.tools.clone())
             .with_ttl_ms(LIST_TTL_MS)
             .with_cache_scope(CacheScope::Public);
-        result.meta = Some(result_meta());
+        result.meta = Some(self.0.meta.clone());
         Ok(result)
     }
 
@@ -127,7 +141,7 @@ impl ServerHandler for McpServer {
         let mut result = ListResourcesResult::with_all_items(resources::resources())
             .with_ttl_ms(LIST_TTL_MS)
             .with_cache_scope(CacheScope::Public);
-        result.meta = Some(result_meta());
+        result.meta = Some(self.0.meta.clone());
         Ok(result)
     }
 
@@ -139,7 +153,7 @@ impl ServerHandler for McpServer {
         let mut result = ListResourceTemplatesResult::with_all_items(resources::templates())
             .with_ttl_ms(LIST_TTL_MS)
             .with_cache_scope(CacheScope::Public);
-        result.meta = Some(result_meta());
+        result.meta = Some(self.0.meta.clone());
         Ok(result)
     }
 
@@ -158,12 +172,8 @@ impl ServerHandler for McpServer {
         )
         .await?;
         match &mut response {
-            ReadResourceResponse::Complete(r) => {
-                r.meta.get_or_insert_default().0.extend(result_meta().0)
-            }
-            ReadResourceResponse::InputRequired(r) => {
-                r.meta.get_or_insert_default().0.extend(result_meta().0)
-            }
+            ReadResourceResponse::Complete(r) => self.add_meta(&mut r.meta),
+            ReadResourceResponse::InputRequired(r) => self.add_meta(&mut r.meta),
             _ => {}
         }
         Ok(response)
@@ -210,12 +220,8 @@ impl ServerHandler for McpServer {
         }
         let mut response = outcome?;
         match &mut response {
-            CallToolResponse::Complete(r) => {
-                r.meta.get_or_insert_default().0.extend(result_meta().0)
-            }
-            CallToolResponse::InputRequired(r) => {
-                r.meta.get_or_insert_default().0.extend(result_meta().0)
-            }
+            CallToolResponse::Complete(r) => self.add_meta(&mut r.meta),
+            CallToolResponse::InputRequired(r) => self.add_meta(&mut r.meta),
             _ => {}
         }
         Ok(response)

@@ -10,7 +10,8 @@
 //! sends becomes a label value. No subject, client id, token, ticket, URL
 //! or provider account is recorded here at all.
 //!
-//! One [`Metrics`] per application (in `AppState`), not a process-wide
+//! One [`Metrics`] per application (built at start-up and handed to the
+//! parts that count), not a process-wide
 //! registry: tests run several applications in one process.
 
 mod flow;

@@ -177,11 +177,11 @@ fn redirect_body(response: &reqwest::Response, from: &url::Url) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use provider_fakes::scripted::{DEMO_TOKEN, Fake, GITHUB_TOKEN, RFC_TOKEN, SLACK_TOKEN};
+    use provider_fakes::scripted::{DEMO_TOKEN, RFC_TOKEN};
     use serde_json::json;
 
     use super::*;
-    use crate::providers::test_catalog::{catalog_for, http};
+    use crate::providers::test_catalog::{Fakes, http};
 
     fn get(path: &str) -> ApiRequest {
         ApiRequest {
@@ -193,39 +193,35 @@ mod tests {
 
     #[actix_web::test]
     async fn github_calls_carry_its_headers_and_the_query() {
-        let fake = Fake::start().await;
-        let catalog = catalog_for(fake.base());
+        let fakes = Fakes::start().await;
+        let catalog = fakes.catalog();
         let gh = catalog.get("github").unwrap();
+        let (token, _) = fakes.github.issue_grant("repo", false);
         let mut req = get("/repos/octocat/hello");
         req.method = "get".into();
         req.query = json!({"per_page": 5, "sort": "updated", "all": true})
             .as_object()
             .cloned();
-        let r = gh
-            .api_request(&http(), GITHUB_TOKEN, None, &req)
-            .await
-            .unwrap();
+        let r = gh.api_request(&http(), &token, None, &req).await.unwrap();
         assert_eq!(r.status, 200);
         assert_eq!(r.content_type.as_deref(), Some("application/json"));
         assert_eq!(r.body["full_name"], "octocat/hello");
-        assert_eq!(r.body["accept"], "application/vnd.github+json");
-        assert_eq!(r.body["api_version"], "2022-11-28");
-        // Sorted by name: the map is serde_json's ordered map.
-        assert_eq!(r.body["query"], "all=true&per_page=5&sort=updated");
         assert!(!r.truncated && !r.token_rejected);
-        let seen = &fake.seen("/github/api/repos/octocat/hello")[0];
-        assert_eq!(
-            seen.headers["authorization"],
-            format!("Bearer {GITHUB_TOKEN}")
-        );
+        let seen = &fakes.github.seen("/repos/octocat/hello")[0];
+        assert_eq!(seen.headers["accept"], "application/vnd.github+json");
+        assert_eq!(seen.headers["x-github-api-version"], "2022-11-28");
+        // Sorted by name: the map is serde_json's ordered map.
+        assert_eq!(seen.query, "all=true&per_page=5&sort=updated");
+        assert_eq!(seen.headers["authorization"], format!("Bearer {token}"));
         assert!(seen.headers["user-agent"].starts_with("mcp-connect/"));
     }
 
     #[actix_web::test]
     async fn refused_requests_never_reach_the_provider() {
-        let fake = Fake::start().await;
-        let catalog = catalog_for(fake.base());
+        let fakes = Fakes::start().await;
+        let catalog = fakes.catalog();
         let gh = catalog.get("github").unwrap();
+        let (token, _) = fakes.github.issue_grant("repo", false);
         let cases = [
             get("https://evil.example/x"),
             get("//evil.example/x"),
@@ -250,10 +246,10 @@ mod tests {
         ];
         for req in cases {
             let e = gh
-                .api_request(&http(), GITHUB_TOKEN, None, &req)
+                .api_request(&http(), &token, None, &req)
                 .await
                 .unwrap_err();
-            assert!(!e.to_string().contains(GITHUB_TOKEN), "{e}");
+            assert!(!e.to_string().contains(&token), "{e}");
         }
         let demo = catalog.get("demo").unwrap();
         let body_on_get = ApiRequest {
@@ -265,32 +261,38 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(e, ProviderError::RequestRefused(_)), "{e}");
-        assert!(fake.seen("/github/outside").is_empty());
-        assert!(fake.seen("/dev/demo/api/echo").is_empty());
+        assert!(fakes.github.seen("/outside").is_empty());
+        assert_eq!(fakes.github.calls().api, 0, "nothing reached GitHub");
+        assert!(fakes.scripted.seen("/dev/demo/api/echo").is_empty());
     }
 
     #[actix_web::test]
     async fn redirects_are_reported_not_followed() {
-        let fake = Fake::start().await;
-        let catalog = catalog_for(fake.base());
+        let fakes = Fakes::start().await;
+        let catalog = fakes.catalog();
         let gh = catalog.get("github").unwrap();
+        let (token, _) = fakes.github.issue_grant("repo", false);
         let r = gh
-            .api_request(&http(), GITHUB_TOKEN, None, &get("tarball"))
+            .api_request(&http(), &token, None, &get("repos/octocat/hello/tarball"))
             .await
             .unwrap();
         assert_eq!(r.status, 302);
-        assert_eq!(r.body["location_path"], "/octocat/hello/tar.gz");
+        assert_eq!(
+            r.body["location_path"],
+            "/octocat/hello/legacy.tar.gz/refs/heads/main"
+        );
+        // The download URL's host and its token stay out of the answer.
         let shown = r.body.to_string();
         assert!(
-            !shown.contains("codeload") && !shown.contains("DLTOKEN"),
+            !shown.contains("codeload") && !shown.contains("token="),
             "{shown}"
         );
     }
 
     #[actix_web::test]
     async fn large_answers_are_cut_and_marked() {
-        let fake = Fake::start().await;
-        let catalog = catalog_for(fake.base());
+        let fakes = Fakes::start().await;
+        let catalog = fakes.catalog();
         let rfc = catalog.get("rfc").unwrap();
         let r = rfc
             .api_request(&http(), RFC_TOKEN, None, &get("big"))
@@ -308,8 +310,8 @@ mod tests {
 
     #[actix_web::test]
     async fn echoed_tokens_are_redacted() {
-        let fake = Fake::start().await;
-        let catalog = catalog_for(fake.base());
+        let fakes = Fakes::start().await;
+        let catalog = fakes.catalog();
         let demo = catalog.get("demo").unwrap();
         let req = ApiRequest {
             method: "post".into(),
@@ -327,17 +329,19 @@ mod tests {
         assert_eq!(r.body["content_type"], "application/json");
         assert_eq!(r.body["authorization"], "Bearer [redacted]");
         let gh = catalog.get("github").unwrap();
-        let r = gh
-            .api_request(&http(), GITHUB_TOKEN, None, &get("echo-auth"))
-            .await
-            .unwrap();
-        assert_eq!(r.body, json!("you sent Bearer [redacted]"));
+        let (token, _) = fakes.github.issue_grant("repo", false);
+        let mut echo = get("hostile/echo");
+        echo.query = json!({"as": "text"}).as_object().cloned();
+        let r = gh.api_request(&http(), &token, None, &echo).await.unwrap();
+        let text = r.body.as_str().unwrap();
+        assert!(text.contains("[redacted]"), "{text}");
+        assert!(!text.contains(&token), "{text}");
     }
 
     #[actix_web::test]
     async fn refused_tokens_are_flagged() {
-        let fake = Fake::start().await;
-        let catalog = catalog_for(fake.base());
+        let fakes = Fakes::start().await;
+        let catalog = fakes.catalog();
         let slack = catalog.get("slack").unwrap();
         let r = slack
             .api_request(&http(), "xoxp-stale", None, &get("conversations.list"))
@@ -345,10 +349,12 @@ mod tests {
             .unwrap();
         assert_eq!((r.status, r.token_rejected), (200, true));
         assert_eq!(r.body["error"], "invalid_auth");
+        let (token, _) = fakes.slack.issue_grant("channels:read,chat:write", false);
         let r = slack
-            .api_request(&http(), SLACK_TOKEN, None, &get("conversations.list"))
+            .api_request(&http(), &token, None, &get("conversations.list"))
             .await
             .unwrap();
+        assert_eq!(r.body["ok"], true, "{:?}", r.body);
         assert!(!r.token_rejected);
         let rfc = catalog.get("rfc").unwrap();
         let r = rfc

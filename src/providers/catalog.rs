@@ -3,6 +3,7 @@
 //! with the table's fields merged over it, resolved once at start-up with
 //! errors that name the setting.
 
+use crate::domain::ProviderName;
 use std::collections::BTreeMap;
 
 use secrecy::ExposeSecret;
@@ -223,8 +224,9 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
             .into_iter()
             .collect::<Vec<_>>()
     };
+    let name_checked = ProviderName::parse(name).map_err(|e| n.err("name", e.to_string()))?;
     Ok(Provider {
-        name: name.to_owned(),
+        name: name_checked,
         entry: entry_label.to_owned(),
         kind,
         display_name: e.display_name.clone().unwrap_or_else(|| name.to_owned()),
@@ -268,6 +270,7 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
             authorize_params: pairs(&e.authorize_params),
             account_chooser: pairs(&e.account_chooser),
             json_token_request: e.token_request_format == Some(entry::TokenRequestFormat::Json),
+            revocation: e.revocation.unwrap_or(entry::Revocation::Rfc7009),
             form_answers: e.token_response_format
                 == Some(TokenResponseFormat::FormUnlessJsonAccept),
             token_pointer: e.token_pointer.clone(),
@@ -305,3 +308,7 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
 #[cfg(test)]
 #[path = "catalog_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "catalog_enable_tests.rs"]
+mod enable_tests;

@@ -236,14 +236,17 @@ fn every_shipped_entry_is_valid() {
         let table = shipped::table(name).unwrap_or_else(|| panic!("{name}: not TOML"));
         let entry = entry::parse(table).unwrap_or_else(|e| panic!("{name}: {e:?}"));
         check::entry(&entry).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        let lookups = entry.params.iter().flatten().map(|(_, p)| &p.lookup_url);
         for url in [
             &entry.authorize_url,
             &entry.token_url,
+            &entry.refresh_url,
             &entry.revocation_url,
             &entry.userinfo_url,
             &entry.api_base_url,
         ]
         .into_iter()
+        .chain(lookups)
         .flatten()
         {
             let https = url.starts_with("https://")
@@ -318,7 +321,8 @@ fn the_readme_lists_the_catalog() {
     }
     assert!(
         readme == wanted,
-        "README.md's provider table differs from catalog/; rerun with UPDATE_README=1"
+        "README.md's provider table differs from catalog/; regenerate it with \
+         `UPDATE_README=1 cargo test --lib the_readme_lists_the_catalog`"
     );
 }
 

@@ -78,6 +78,19 @@ pub(super) enum TokenRequestFormat {
     Json,
 }
 
+/// How a token is revoked at `revocation_url`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum Revocation {
+    /// RFC 7009: the token and its type hint in the body, with client
+    /// authentication as at the token endpoint.
+    Rfc7009,
+    /// A POST without arguments carrying the access token as its bearer
+    /// credential (Dropbox's `/2/auth/token/revoke`); it ends the grant's
+    /// refresh token too, which cannot be revoked on its own.
+    BearerAccessToken,
+}
+
 /// Answers wrapped in `{"ok": true|false, "error": …}` with HTTP 200 (Slack).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -162,6 +175,8 @@ pub(super) struct Entry {
     /// When refresh goes elsewhere than `token_url`.
     pub refresh_url: Option<String>,
     pub revocation_url: Option<String>,
+    /// `rfc7009` unless the provider revokes otherwise (Dropbox).
+    pub revocation: Option<Revocation>,
     pub userinfo_url: Option<String>,
     /// `GET` unless the identity endpoint wants `POST` (Dropbox, GraphQL).
     pub userinfo_method: Option<String>,

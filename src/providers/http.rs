@@ -113,18 +113,18 @@ pub(super) fn basic_auth(client_id: &str, client_secret: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use provider_fakes::scripted::{DEMO_TOKEN, Fake};
+    use provider_fakes::scripted::DEMO_TOKEN;
 
     use super::*;
     use crate::providers::{
         ApiRequest, TokenHint,
-        test_catalog::{catalog_for, http},
+        test_catalog::{Fakes, catalog_for, http},
     };
 
     #[actix_web::test]
     async fn every_call_sent_is_counted_by_its_http_outcome() {
-        let fake = Fake::start().await;
-        let catalog = catalog_for(fake.base());
+        let fakes = Fakes::start().await;
+        let catalog = fakes.catalog();
         let (demo, rfc, google) = (
             catalog.get("demo").unwrap(),
             catalog.get("rfc").unwrap(),

@@ -155,13 +155,11 @@ fn scalar(value: &Value, pointer: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use provider_fakes::scripted::{
-        DEMO_TOKEN, Fake, GITHUB_TOKEN, GOOGLE_TOKEN, RFC_TOKEN, SLACK_TOKEN,
-    };
+    use provider_fakes::scripted::{DEMO_TOKEN, RFC_TOKEN};
     use serde_json::json;
 
     use super::*;
-    use crate::providers::test_catalog::{catalog_for, http};
+    use crate::providers::test_catalog::{Fakes, http};
 
     fn account(id: &str, label: &str) -> Account {
         Account {
@@ -172,17 +170,20 @@ mod tests {
 
     #[actix_web::test]
     async fn each_preset_reads_its_identity() {
-        let fake = Fake::start().await;
-        let catalog = catalog_for(fake.base());
+        let fakes = Fakes::start().await;
+        let catalog = fakes.catalog();
         let http = http();
+        let (github, _) = fakes.github.issue_grant("read:user", false);
+        let (google, _) = fakes.google.issue_grant("openid email", false);
+        let (slack, _) = fakes.slack.issue_grant("identity.basic", false);
         let cases = [
-            ("github", GITHUB_TOKEN, account("583231", "octocat")),
+            ("github", github.as_str(), account("583231", "octocat")),
             (
                 "google",
-                GOOGLE_TOKEN,
-                account("110169484474386276334", "alice@example.com"),
+                google.as_str(),
+                account("1234567890", "alice@example.com"),
             ),
-            ("slack", SLACK_TOKEN, account("U0ALICE", "alice")),
+            ("slack", slack.as_str(), account("U1234", "alice")),
             ("demo", DEMO_TOKEN, account("demo-alice", "alice")),
             ("rfc", RFC_TOKEN, account("abc-123", "alice")),
         ];
@@ -192,15 +193,15 @@ mod tests {
         }
         // GitHub refuses requests without a User-Agent; we sent one, and its
         // versioned media type.
-        let seen = &fake.seen("/github/user")[0];
+        let seen = &fakes.github.seen("/user")[0];
         assert!(seen.headers["user-agent"].starts_with("mcp-connect/"));
         assert_eq!(seen.headers["accept"], "application/vnd.github+json");
     }
 
     #[actix_web::test]
     async fn refused_tokens_are_denied_without_echoing_them() {
-        let fake = Fake::start().await;
-        let catalog = catalog_for(fake.base());
+        let fakes = Fakes::start().await;
+        let catalog = fakes.catalog();
         let http = http();
         for name in ["github", "slack", "google"] {
             let e = catalog

@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::{
     Endpoint, Provider, ProviderError, TokenHint, TokenSet,
+    entry::Revocation,
     http::{basic_auth, media_type, read_all},
     provider::TokenAuthMethod,
     token_answer::{self, Answer},
@@ -143,8 +144,22 @@ impl Provider {
         let url = self
             .url_for(Endpoint::Revocation, params)?
             .ok_or(ProviderError::Unsupported("token revocation"))?;
-        let form = vec![("token", token), ("token_type_hint", hint.as_str())];
-        let request = self.authenticated_post(http, &url, form);
+        let request = match self.quirks.revocation {
+            Revocation::Rfc7009 => {
+                let form = vec![("token", token), ("token_type_hint", hint.as_str())];
+                self.authenticated_post(http, &url, form)
+            }
+            Revocation::BearerAccessToken if hint == TokenHint::AccessToken => {
+                // No body at all: Dropbox refuses an empty JSON body.
+                let (request, _) = self.authorized(http, reqwest::Method::POST, url, token);
+                request.timeout(TIMEOUT)
+            }
+            Revocation::BearerAccessToken => {
+                return Err(ProviderError::Unsupported(
+                    "revoking a refresh token on its own",
+                ));
+            }
+        };
         let (mut response, mut timer) = self.send(Call::Revoke, request).await?;
         let status = response.status().as_u16();
         let body = read_all(&mut response, MAX_ANSWER_BYTES, &mut timer).await?;

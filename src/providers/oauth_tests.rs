@@ -3,51 +3,71 @@
 
 use std::time::Duration;
 
-use provider_fakes::scripted::{
-    DEMO_TOKEN, Fake, GITHUB_TOKEN, GOOGLE_TOKEN, RFC_TOKEN, SLACK_TOKEN,
+use provider_fakes::{
+    FakeProvider,
+    scripted::{DEMO_TOKEN, RFC_TOKEN},
 };
 use secrecy::ExposeSecret;
 
 use crate::providers::{
-    ProviderError, TokenHint,
-    test_catalog::{catalog_for, http},
+    Provider, ProviderError, TokenHint,
+    test_catalog::{Fakes, http},
 };
+
+/// A code the fake issued for `provider`'s callback, as after consent.
+fn code_for(fake: &FakeProvider, provider: &Provider, params: &[(&str, &str)]) -> String {
+    let mut all = vec![("redirect_uri", provider.redirect_uri())];
+    all.extend_from_slice(params);
+    fake.issue_code(&all)
+}
+
+/// The last `n` values the fake issued, oldest first.
+fn last_issued(fake: &FakeProvider, n: usize) -> Vec<String> {
+    let issued = fake.issued();
+    issued[issued.len() - n..].to_vec()
+}
 
 #[actix_web::test]
 async fn github_exchange_asks_for_json_and_posts_the_secret() {
-    let fake = Fake::start().await;
-    let catalog = catalog_for(fake.base());
+    let fakes = Fakes::start().await;
+    let catalog = fakes.catalog();
     let gh = catalog.get("github").unwrap();
+    let code = code_for(&fakes.github, gh, &[("scope", "repo read:user")]);
     let t = gh
-        .exchange_code(&http(), "gh-code", "verifier-1")
+        .exchange_code(&http(), &code, "verifier-1")
         .await
         .unwrap();
-    assert_eq!(t.access_token.expose_secret(), GITHUB_TOKEN);
+    assert_eq!(
+        t.access_token.expose_secret(),
+        last_issued(&fakes.github, 1)[0]
+    );
     assert_eq!(t.scopes.unwrap(), vec!["repo", "read:user"]);
     assert!(t.refresh_token.is_none() && t.expires_in.is_none());
-    let seen = &fake.seen("/github/token")[0];
+    let seen = &fakes.github.seen("/login/oauth/access_token")[0];
     assert_eq!(seen.headers["accept"], "application/json");
     assert!(!seen.headers.contains_key("authorization"));
     assert_eq!(seen.form["grant_type"], "authorization_code");
-    assert_eq!(seen.form["client_id"], "gh-client");
-    assert_eq!(seen.form["client_secret"], "gh-secret");
+    assert_eq!(seen.form["client_id"], fakes.github.client_id());
+    assert_eq!(seen.form["client_secret"], fakes.github.client_secret());
     assert_eq!(seen.form["code_verifier"], "verifier-1");
     assert_eq!(
         seen.form["redirect_uri"],
-        format!("{}/oauth/callback/github", fake.base())
+        format!("{}/oauth/callback/github", fakes.base())
     );
 }
 
 #[actix_web::test]
 async fn github_form_encoded_answers_and_200_errors() {
-    let fake = Fake::start().await;
-    let catalog = catalog_for(fake.base());
+    let fakes = Fakes::start().await;
+    let catalog = fakes.catalog();
+    fakes.github.answer_form_encoded(true);
     let form_only = catalog.get("ghform").unwrap();
-    let t = form_only
-        .exchange_code(&http(), "gh-code", "v")
-        .await
-        .unwrap();
-    assert_eq!(t.access_token.expose_secret(), GITHUB_TOKEN);
+    let code = code_for(&fakes.github, form_only, &[("scope", "repo")]);
+    let t = form_only.exchange_code(&http(), &code, "v").await.unwrap();
+    assert_eq!(
+        t.access_token.expose_secret(),
+        last_issued(&fakes.github, 1)[0]
+    );
     assert_eq!(t.token_type, "bearer");
     // `bad_verification_code` arrives with HTTP 200, form-encoded here.
     let e = form_only
@@ -55,6 +75,7 @@ async fn github_form_encoded_answers_and_200_errors() {
         .await
         .unwrap_err();
     assert!(matches!(e, ProviderError::InvalidGrant), "{e}");
+    fakes.github.answer_form_encoded(false);
     let gh = catalog.get("github").unwrap();
     let e = gh
         .exchange_code(&http(), "gh-wrong", "v")
@@ -65,15 +86,21 @@ async fn github_form_encoded_answers_and_200_errors() {
 
 #[actix_web::test]
 async fn github_app_tokens_refresh_and_expire() {
-    let fake = Fake::start().await;
-    let catalog = catalog_for(fake.base());
+    let fakes = Fakes::start().await;
+    let catalog = fakes.catalog();
+    // A GitHub App with expiring user tokens.
+    fakes
+        .github
+        .set_access_ttl(Some(Duration::from_secs(28800)));
+    let (_, refresh) = fakes.github.issue_grant("", true);
     let gh = catalog.get("github").unwrap();
     let t = gh
-        .refresh(&http(), "ghr_live", &Default::default())
+        .refresh(&http(), &refresh.unwrap(), &Default::default())
         .await
         .unwrap();
-    assert_eq!(t.access_token.expose_secret(), "ghu_NEW");
-    assert_eq!(t.refresh_token.unwrap().expose_secret(), "ghr_next");
+    let [access, next] = <[String; 2]>::try_from(last_issued(&fakes.github, 2)).unwrap();
+    assert_eq!(t.access_token.expose_secret(), access);
+    assert_eq!(t.refresh_token.unwrap().expose_secret(), next);
     assert_eq!(t.expires_in, Some(Duration::from_secs(28800)));
     assert_eq!(t.scopes.unwrap(), Vec::<String>::new());
     let e = gh
@@ -85,19 +112,29 @@ async fn github_app_tokens_refresh_and_expire() {
 
 #[actix_web::test]
 async fn google_exchange_and_refresh_without_a_new_refresh_token() {
-    let fake = Fake::start().await;
-    let catalog = catalog_for(fake.base());
+    let fakes = Fakes::start().await;
+    let catalog = fakes.catalog();
     let google = catalog.get("google").unwrap();
-    let t = google.exchange_code(&http(), "g-code", "v").await.unwrap();
-    assert_eq!(t.access_token.expose_secret(), GOOGLE_TOKEN);
-    assert_eq!(t.refresh_token.unwrap().expose_secret(), "1//g-refresh");
+    let offline = [
+        ("scope", "openid email"),
+        ("access_type", "offline"),
+        ("prompt", "consent"),
+    ];
+    let code = code_for(&fakes.google, google, &offline);
+    let t = google.exchange_code(&http(), &code, "v").await.unwrap();
+    let [access, refresh] = <[String; 2]>::try_from(last_issued(&fakes.google, 2)).unwrap();
+    assert_eq!(t.access_token.expose_secret(), access);
+    assert_eq!(t.refresh_token.unwrap().expose_secret(), refresh);
     assert_eq!(t.expires_in, Some(Duration::from_secs(3599)));
     assert_eq!(t.token_type, "Bearer");
     let t = google
-        .refresh(&http(), "1//g-refresh", &Default::default())
+        .refresh(&http(), &refresh, &Default::default())
         .await
         .unwrap();
-    assert_eq!(t.access_token.expose_secret(), "ya29.FRESH");
+    assert_eq!(
+        t.access_token.expose_secret(),
+        last_issued(&fakes.google, 1)[0]
+    );
     assert!(t.refresh_token.is_none(), "keep the old one");
     // RFC 6749 §5.2: HTTP 400 with `error: invalid_grant`.
     let e = google
@@ -105,39 +142,55 @@ async fn google_exchange_and_refresh_without_a_new_refresh_token() {
         .await
         .unwrap_err();
     assert!(matches!(e, ProviderError::InvalidGrant), "{e}");
-    let e = google
-        .exchange_code(&http(), "g-used", "v")
-        .await
-        .unwrap_err();
+    // A code works once.
+    let e = google.exchange_code(&http(), &code, "v").await.unwrap_err();
     assert!(matches!(e, ProviderError::InvalidGrant), "{e}");
 }
 
 #[actix_web::test]
 async fn slack_user_token_comes_from_authed_user() {
-    let fake = Fake::start().await;
-    let catalog = catalog_for(fake.base());
+    let fakes = Fakes::start().await;
+    let catalog = fakes.catalog();
     let slack = catalog.get("slack").unwrap();
-    let t = slack.exchange_code(&http(), "s-code", "v").await.unwrap();
+    let user_scope = [
+        ("user_scope", "channels:read,chat:write"),
+        ("scope", "commands"),
+    ];
+    let code = code_for(&fakes.slack, slack, &user_scope);
+    let t = slack.exchange_code(&http(), &code, "v").await.unwrap();
+    let user_token = fakes
+        .slack
+        .issued()
+        .into_iter()
+        .find(|t| t.starts_with("xoxp-"))
+        .unwrap();
     assert_eq!(
         t.access_token.expose_secret(),
-        SLACK_TOKEN,
+        user_token,
         "not the bot token"
     );
     assert_eq!(t.token_type, "user");
     assert_eq!(t.scopes.unwrap(), vec!["channels:read", "chat:write"]);
     assert!(t.refresh_token.is_none());
-    let t = slack
-        .exchange_code(&http(), "s-code-rotating", "v")
-        .await
+    // With token rotation on.
+    fakes.slack.set_access_ttl(Some(Duration::from_secs(43200)));
+    let code = code_for(&fakes.slack, slack, &user_scope);
+    let t = slack.exchange_code(&http(), &code, "v").await.unwrap();
+    let first_refresh = fakes
+        .slack
+        .issued()
+        .into_iter()
+        .rfind(|t| t.starts_with("xoxe-1-"))
         .unwrap();
-    assert_eq!(t.refresh_token.unwrap().expose_secret(), "xoxe-1-user");
+    assert_eq!(t.refresh_token.unwrap().expose_secret(), first_refresh);
     assert_eq!(t.expires_in, Some(Duration::from_secs(43200)));
     let t = slack
-        .refresh(&http(), "xoxe-live", &Default::default())
+        .refresh(&http(), &first_refresh, &Default::default())
         .await
         .unwrap();
-    assert_eq!(t.access_token.expose_secret(), "xoxe.xoxp-NEW");
-    assert_eq!(t.refresh_token.unwrap().expose_secret(), "xoxe-next");
+    let [access, next] = <[String; 2]>::try_from(last_issued(&fakes.slack, 2)).unwrap();
+    assert_eq!(t.access_token.expose_secret(), access);
+    assert_eq!(t.refresh_token.unwrap().expose_secret(), next);
     // `{"ok": false}` with HTTP 200.
     for e in [
         slack
@@ -151,14 +204,14 @@ async fn slack_user_token_comes_from_authed_user() {
     ] {
         assert!(matches!(e, ProviderError::InvalidGrant), "{e}");
     }
-    let seen = &fake.seen("/slack/api/oauth.v2.access")[0];
-    assert_eq!(seen.form["client_secret"], "s-secret");
+    let seen = &fakes.slack.seen("/api/oauth.v2.access")[0];
+    assert_eq!(seen.form["client_secret"], fakes.slack.client_secret());
 }
 
 #[actix_web::test]
 async fn basic_client_auth_is_rfc_encoded_and_errors_are_rfc_errors() {
-    let fake = Fake::start().await;
-    let catalog = catalog_for(fake.base());
+    let fakes = Fakes::start().await;
+    let catalog = fakes.catalog();
     let rfc = catalog.get("rfc").unwrap();
     // The fake accepts only `my+client:s3cr%3Aet%25`, and no secret in the body.
     let t = rfc.exchange_code(&http(), "r-code", "v").await.unwrap();
@@ -188,21 +241,23 @@ async fn basic_client_auth_is_rfc_encoded_and_errors_are_rfc_errors() {
 
 #[actix_web::test]
 async fn revocation_sends_token_and_hint() {
-    let fake = Fake::start().await;
-    let catalog = catalog_for(fake.base());
+    let fakes = Fakes::start().await;
+    let catalog = fakes.catalog();
     let google = catalog.get("google").unwrap();
+    let (_, refresh) = fakes.google.issue_grant("openid email", true);
+    let refresh = refresh.unwrap();
     google
         .revoke(
             &http(),
-            "1//g-refresh",
+            &refresh,
             TokenHint::RefreshToken,
             &Default::default(),
         )
         .await
         .unwrap();
-    let seen = &fake.seen("/google/revoke")[0];
+    let seen = &fakes.google.seen("/revoke")[0];
     assert_eq!(seen.method, "POST");
-    assert_eq!(seen.form["token"], "1//g-refresh");
+    assert_eq!(seen.form["token"], refresh);
     assert_eq!(seen.form["token_type_hint"], "refresh_token");
     // Google answers an already revoked token with 400 invalid_token.
     google
@@ -218,17 +273,13 @@ async fn revocation_sends_token_and_hint() {
     )
     .await
     .unwrap();
-    let seen = &fake.seen("/rfc/revoke")[0];
+    let seen = &fakes.scripted.seen("/rfc/revoke")[0];
     assert_eq!(seen.form["token_type_hint"], "access_token");
     assert!(seen.headers["authorization"].starts_with("Basic "));
     let gh = catalog.get("github").unwrap();
+    let (token, _) = fakes.github.issue_grant("repo", false);
     let e = gh
-        .revoke(
-            &http(),
-            GITHUB_TOKEN,
-            TokenHint::AccessToken,
-            &Default::default(),
-        )
+        .revoke(&http(), &token, TokenHint::AccessToken, &Default::default())
         .await
         .unwrap_err();
     assert!(matches!(e, ProviderError::Unsupported(_)), "{e}");
@@ -236,8 +287,8 @@ async fn revocation_sends_token_and_hint() {
 
 #[actix_web::test]
 async fn no_error_message_carries_a_secret() {
-    let fake = Fake::start().await;
-    let catalog = catalog_for(fake.base());
+    let fakes = Fakes::start().await;
+    let catalog = fakes.catalog();
     let http = http();
     let mut messages = Vec::new();
     for name in ["github", "ghform", "google", "slack", "demo", "rfc"] {
@@ -269,8 +320,10 @@ async fn no_error_message_carries_a_secret() {
         messages.push(e.to_string());
     }
     assert!(messages.len() >= 18, "{messages:?}");
+    let mut secrets = fakes.client_secrets();
+    secrets.push("SECRET");
     for m in &messages {
-        for secret in ["SECRET", "gh-secret", "g-secret", "s-secret", "s3cr"] {
+        for secret in &secrets {
             assert!(!m.contains(secret), "{m}");
         }
     }

@@ -8,16 +8,17 @@ use url::Url;
 
 pub(super) use super::quirks::{ApiAuth, Quirks, TokenAuthMethod};
 use super::{
-    entry::{AccountIdFrom, CredentialKind, FieldSpec, ParamSpec},
+    TokenHint,
+    entry::{AccountIdFrom, CredentialKind, FieldSpec, ParamSpec, Revocation},
     scopes::ScopeRules,
 };
-use crate::metrics::ProviderCalls;
+use crate::{domain::ProviderName, metrics::ProviderCalls};
 
 /// A provider users can connect, fully resolved from its catalog entry and
 /// the operator's settings.
 #[derive(Debug)]
 pub struct Provider {
-    pub(super) name: String,
+    pub(super) name: ProviderName,
     /// The catalog entry it was built from (`github`, or `custom`).
     pub(super) entry: String,
     pub(super) kind: CredentialKind,
@@ -84,7 +85,7 @@ pub(super) struct Templates {
 
 impl Provider {
     /// The name in settings and URLs (`github`).
-    pub fn name(&self) -> &str {
+    pub fn name(&self) -> &ProviderName {
         &self.name
     }
 
@@ -160,6 +161,14 @@ impl Provider {
     /// Whether [`Provider::revoke`] can revoke upstream (RFC 7009).
     pub fn supports_revocation(&self) -> bool {
         self.templates.revocation.is_some()
+    }
+
+    /// Whether a token of this kind can be revoked on its own: not a
+    /// refresh token where revocation takes the access token as its
+    /// credential (revoking that ends the whole grant).
+    pub fn revokes(&self, hint: TokenHint) -> bool {
+        self.supports_revocation()
+            && (hint == TokenHint::AccessToken || self.quirks.revocation == Revocation::Rfc7009)
     }
 
     /// Whether a grant of `granted` scopes includes `wanted`, as this

@@ -7,7 +7,7 @@ use url::Url;
 
 use super::{
     Provider,
-    entry::{ApiPathRules, Refresh},
+    entry::{ApiPathRules, Refresh, Revocation},
     identity::USER_AGENT_VALUE,
 };
 
@@ -77,6 +77,7 @@ pub(super) struct Quirks {
     /// Authorize parameters that let the user pick another account.
     pub account_chooser: Vec<(String, String)>,
     pub json_token_request: bool,
+    pub revocation: Revocation,
     /// Form-encoded token answers are accepted (GitHub's).
     pub form_answers: bool,
     /// Where the user's token sits in the token answer (Slack nests it).

@@ -172,3 +172,60 @@ async fn refresh_goes_to_the_refresh_url() {
     assert_eq!(fake.seen("/rfc/token").len(), 1);
     assert!(fake.seen("/rfc/exchange-only").is_empty());
 }
+
+/// Dropbox revokes with the access token as the bearer credential of a
+/// POST without a body; a refresh token is not revoked on its own (the
+/// access token's revocation ends it).
+#[actix_web::test]
+async fn dropbox_revokes_the_access_token_as_bearer() {
+    use crate::providers::{ProviderError, TokenHint, test_catalog::http};
+
+    let fake = provider_fakes::dropbox::start().await;
+    let catalog = catalog(&fake.settings_toml("dropbox"));
+    let dropbox = catalog.get("dropbox").unwrap();
+    assert!(dropbox.revokes(TokenHint::AccessToken));
+    assert!(!dropbox.revokes(TokenHint::RefreshToken));
+    let (access, refresh) = fake.issue_grant("account_info.read", true);
+    let e = dropbox
+        .revoke(
+            &http(),
+            &refresh.unwrap(),
+            TokenHint::RefreshToken,
+            &Default::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ProviderError::Unsupported(_)), "{e}");
+    assert_eq!(fake.calls().revoke, 0);
+    dropbox
+        .revoke(
+            &http(),
+            &access,
+            TokenHint::AccessToken,
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    let seen = &fake.seen("/2/auth/token/revoke")[0];
+    assert_eq!(seen.headers["authorization"], format!("Bearer {access}"));
+    assert!(seen.body.is_empty() && !seen.headers.contains_key("content-type"));
+    // The grant is over: the token is refused now.
+    let e = dropbox
+        .revoke(
+            &http(),
+            &access,
+            TokenHint::AccessToken,
+            &Default::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ProviderError::Status(401)), "{e}");
+    // RFC 7009 revokes either kind.
+    let others = crate::providers::test_catalog::catalog_for("http://127.0.0.1:9");
+    assert!(
+        others
+            .get("google")
+            .unwrap()
+            .revokes(TokenHint::RefreshToken)
+    );
+}

@@ -2,6 +2,8 @@
 //! fake provider's base URL (the fakes themselves are the `provider-fakes`
 //! crate), and the outbound HTTP client the service uses.
 
+use provider_fakes::{FakeProvider, scripted::Fake};
+
 use super::ProviderCatalog;
 use crate::config::Settings;
 
@@ -41,11 +43,13 @@ pub(crate) fn values(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<Strin
         .collect()
 }
 
-/// Every preset pointed at the fake on `base` (the demo preset needs no
-/// URLs: it lives under the public URL, which is the fake's).
+/// Every preset pointed at paths under `base`, for tests that send nothing
+/// or send to a base where nothing answers (the demo preset needs no URLs:
+/// it lives under the public URL). Tests that talk to GitHub, Google or
+/// Slack use [`Fakes::catalog`].
 pub(crate) fn catalog_for(base: &str) -> ProviderCatalog {
     let b = base;
-    let toml = format!(
+    let mut toml = format!(
         r#"
 [providers.github]
 client_id = "gh-client"
@@ -81,6 +85,16 @@ token_url = "{b}/slack/api/oauth.v2.access"
 userinfo_url = "{b}/slack/api/auth.test"
 api_base_url = "{b}/slack/api/"
 
+"#
+    );
+    toml.push_str(&scripted_toml(b));
+    ProviderCatalog::from_settings(&settings_with(base, &toml)).unwrap()
+}
+
+/// The demo provider and a strict RFC 6749 one, on the scripted fake.
+fn scripted_toml(b: &str) -> String {
+    format!(
+        r#"
 [providers.demo]
 client_id = "demo-client"
 client_secret = "demo-secret"
@@ -96,6 +110,54 @@ api_base_url = "{b}/rfc/api/v1"
 max_response_bytes = 1000
 allowed_methods = ["get", "delete"]
 "#
-    );
-    ProviderCatalog::from_settings(&settings_with(base, &toml)).unwrap()
+    )
+}
+
+/// The fakes the network tests call: GitHub, Google and Slack as the
+/// integration tests meet them, and the scripted server for the demo
+/// provider and a strict RFC 6749 one (its base is the public URL).
+pub(crate) struct Fakes {
+    pub scripted: Fake,
+    pub github: FakeProvider,
+    pub google: FakeProvider,
+    pub slack: FakeProvider,
+}
+
+impl Fakes {
+    pub(crate) async fn start() -> Fakes {
+        Fakes {
+            scripted: Fake::start().await,
+            github: provider_fakes::github::start().await,
+            google: provider_fakes::google::start().await,
+            slack: provider_fakes::slack::start().await,
+        }
+    }
+
+    /// The public URL of the catalog, which the demo provider lives under.
+    pub(crate) fn base(&self) -> &str {
+        self.scripted.base()
+    }
+
+    /// Every fake's client secret: values no message may carry.
+    pub(crate) fn client_secrets(&self) -> Vec<&str> {
+        vec![
+            self.github.client_secret(),
+            self.google.client_secret(),
+            self.slack.client_secret(),
+            "demo-secret",
+            "s3cr",
+        ]
+    }
+
+    /// [`catalog_for`] the scripted base, with `github` (and `ghform`, the
+    /// same entry again), `google` and `slack` pointed at their fakes.
+    pub(crate) fn catalog(&self) -> ProviderCatalog {
+        let base = self.base();
+        let mut toml = scripted_toml(base);
+        toml.push_str(&self.github.settings_toml("github"));
+        toml.push_str(&self.github.settings_toml("ghform"));
+        toml.push_str(&self.google.settings_toml("google"));
+        toml.push_str(&self.slack.settings_toml("slack"));
+        ProviderCatalog::from_settings(&settings_with(base, &toml)).unwrap()
+    }
 }

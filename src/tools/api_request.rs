@@ -113,7 +113,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     {
         Ok(r) => r,
         Err(e) => {
-            tracing::info!(provider = provider.name(), error = %e, "api_request refused or failed");
+            tracing::info!(provider = provider.name().as_str(), error = %e, "api_request refused or failed");
             let outcome = provider_failure(provider.name(), &e)
                 .for_account(&token.account_label, &token.account_id);
             let sentence = match (&outcome.error, e.may_have_been_sent()) {

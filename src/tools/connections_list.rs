@@ -76,7 +76,7 @@ impl ConnectionsList {
             connections: rows
                 .iter()
                 .map(|c| ConnectionInfo {
-                    provider: c.provider.clone(),
+                    provider: c.provider.to_string(),
                     account: c.account_label.clone(),
                     account_id: c.account_id.clone(),
                     scopes: c.scopes.clone(),

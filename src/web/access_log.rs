@@ -14,7 +14,7 @@ use actix_web::{
     web,
 };
 
-use crate::startup::AppState;
+use crate::state::AppState;
 
 pub async fn access_log(
     req: ServiceRequest,

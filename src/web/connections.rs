@@ -8,6 +8,7 @@
 //! ticket id is put on the session directly, so the ticket itself never
 //! appears in a URL.
 
+use crate::domain::ProviderName;
 use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
 use askama::Template;
 
@@ -147,7 +148,7 @@ async fn list(
             Row {
                 id: c.id.to_string(),
                 label_csrf: user.csrf_token(&super::connection_label::purpose(c.id)),
-                name: c.provider.clone(),
+                name: c.provider.to_string(),
                 display_name: display_name(&state, &c.provider),
                 account: c.account_label.clone(),
                 key_hint: c.credential_hint.clone(),
@@ -196,12 +197,8 @@ async fn list(
 
 /// A provider name from the path: the shape settings allow, else refused
 /// before it reaches a query or a CSRF purpose.
-fn provider_name(raw: &str) -> Result<&str, WebError> {
-    if crate::config::is_valid_name(raw) {
-        Ok(raw)
-    } else {
-        Err(WebError::BadRequest("There is no such provider."))
-    }
+fn provider_name(raw: &str) -> Result<ProviderName, WebError> {
+    ProviderName::parse(raw).map_err(|_| WebError::BadRequest("There is no such provider."))
 }
 
 /// The confirm page. Without such a connection (already gone, say, after
@@ -229,14 +226,14 @@ async fn confirm_disconnect(
     let page = DisconnectPage {
         signed_in: Some(user.display_name.clone()),
         id: connection.id.to_string(),
-        name: provider.to_owned(),
-        display_name: display_name(&state, provider),
+        name: provider.to_string(),
+        display_name: display_name(&state, &provider),
         account: connection.account_label,
         revocable: state
             .connect
-            .provider(provider)
+            .provider(&provider)
             .is_some_and(|p| p.supports_revocation()),
-        csrf: user.csrf_token(&purpose("disconnect", provider)),
+        csrf: user.csrf_token(&purpose("disconnect", &provider)),
     };
     Ok(pages::render(StatusCode::OK, &page))
 }
@@ -249,14 +246,14 @@ async fn disconnect(
 ) -> Result<HttpResponse, WebError> {
     let form = forms::form(payload, state.settings.body_read_timeout()).await?;
     let provider = provider_name(&path)?;
-    user.check_csrf(&purpose("disconnect", provider), &form)?;
+    user.check_csrf(&purpose("disconnect", &provider), &form)?;
     // Audited by the vault (it is shared with the MCP `disconnect` tool).
     let connection = form
         .get("connection")
         .and_then(|c| uuid::Uuid::parse_str(c).ok());
     state
         .connect
-        .disconnect_account(user.user(), provider, connection)
+        .disconnect_account(user.user(), &provider, connection)
         .await?;
     Ok(see_other(&format!(
         "/connections?done={DONE_DISCONNECTED}&provider={provider}"
@@ -271,8 +268,8 @@ async fn reconnect(
 ) -> Result<HttpResponse, WebError> {
     let form = forms::form(payload, state.settings.body_read_timeout()).await?;
     let provider = provider_name(&path)?;
-    user.check_csrf(&purpose("reconnect", provider), &form)?;
-    if state.connect.provider(provider).is_none() {
+    user.check_csrf(&purpose("reconnect", &provider), &form)?;
+    if state.connect.provider(&provider).is_none() {
         return Err(WebError::BadRequest("There is no such provider."));
     }
     let client_id = state
@@ -287,7 +284,7 @@ async fn reconnect(
     }
     let ticket = state
         .connect
-        .issue_ticket(user.user(), client_id, provider, &[])
+        .issue_ticket(user.user(), client_id, &provider, &[])
         .await?;
     db::web_sessions::set_pending_ticket(&state.db, user.session_id, Some(ticket.id)).await?;
     Ok(see_other(CONSENT_PATH))

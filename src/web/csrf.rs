@@ -3,22 +3,15 @@
 //! is valid only for one session and one form. Checked in constant time.
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
 use subtle::ConstantTimeEq;
+
+use crate::crypto::hmac_sha256;
 
 /// The hidden form field that carries the token.
 pub const FIELD: &str = "csrf";
 
-fn mac(secret: &[u8], purpose: &str) -> Vec<u8> {
-    // HMAC accepts keys of any length, so this cannot fail.
-    let mut mac = match <Hmac<Sha256> as Mac>::new_from_slice(secret) {
-        Ok(mac) => mac,
-        Err(_) => return Vec::new(),
-    };
-    mac.update(b"mcp-connect/csrf\0");
-    mac.update(purpose.as_bytes());
-    mac.finalize().into_bytes().to_vec()
+fn mac(secret: &[u8], purpose: &str) -> [u8; 32] {
+    hmac_sha256(secret, &[b"mcp-connect/csrf\0", purpose.as_bytes()])
 }
 
 /// The token for `purpose` in the session with `secret`.
@@ -35,7 +28,7 @@ pub fn verify(secret: &[u8], purpose: &str, presented: Option<&str>) -> bool {
         return false;
     };
     let expected = mac(secret, purpose);
-    !expected.is_empty() && bool::from(expected.ct_eq(&presented))
+    bool::from(expected.as_slice().ct_eq(&presented))
 }
 
 #[cfg(test)]

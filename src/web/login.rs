@@ -85,8 +85,7 @@ pub async fn start(
         ticket_id,
         expires: Utc::now().timestamp() + ttl,
     }
-    .seal(&state.keys)
-    .map_err(anyhow::Error::from)?;
+    .seal(&state.keys)?;
     Ok(see_other_builder(url.as_str())
         .cookie(cookies::build(
             &state.settings,

@@ -36,10 +36,11 @@ pub struct LoginState {
 }
 
 impl LoginState {
-    pub fn seal(&self, keys: &KeyRing) -> Result<String, crate::crypto::CryptoError> {
-        // Serializing plain strings, a uuid and a number cannot fail.
-        let plain = serde_json::to_vec(self).unwrap_or_default();
-        keys.seal_to_string(Purpose::Cookie, CONTEXT, &plain)
+    /// Fails if the cipher does, or (a bug) if the state does not serialize:
+    /// never seals an empty state.
+    pub fn seal(&self, keys: &KeyRing) -> anyhow::Result<String> {
+        let plain = serde_json::to_vec(self)?;
+        Ok(keys.seal_to_string(Purpose::Cookie, CONTEXT, &plain)?)
     }
 
     /// The state sealed in `sealed`, when it opens and is well formed.

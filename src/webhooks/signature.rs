@@ -3,21 +3,14 @@
 //! key is the base64-decoded part of the endpoint's `whsec_…` secret.
 
 use base64::{Engine, engine::general_purpose::STANDARD};
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+
+use crate::crypto::hmac_sha256;
 
 /// The `webhook-signature` header value for one attempt.
 pub fn sign(key: &[u8], id: &str, timestamp: i64, body: &[u8]) -> String {
-    // HMAC takes a key of any length: `new_from_slice` cannot fail here.
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
-        return String::new();
-    };
-    mac.update(id.as_bytes());
-    mac.update(b".");
-    mac.update(timestamp.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
+    let timestamp = timestamp.to_string();
+    let parts: [&[u8]; 5] = [id.as_bytes(), b".", timestamp.as_bytes(), b".", body];
+    format!("v1,{}", STANDARD.encode(hmac_sha256(key, &parts)))
 }
 
 #[cfg(test)]

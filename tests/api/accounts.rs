@@ -3,7 +3,7 @@
 //! on with the choice, an unknown choice is asked again, and grants are per
 //! account.
 
-use mcp_connect::domain::UserRef;
+use mcp_connect::domain::{ProviderName, UserRef};
 use std::time::Duration;
 
 use mcp_connect::{
@@ -27,7 +27,7 @@ pub(crate) async fn store(app: &TestApp, id: &str, label: &str, client: &str) {
         &app.state.connect,
         NewConnection {
             user: UserRef::new(&app.dev.issuer(), "alice"),
-            provider: "demo",
+            provider: &ProviderName::parse("demo").unwrap(),
             account: &Account {
                 id: id.to_owned(),
                 label: label.to_owned(),

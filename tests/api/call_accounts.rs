@@ -4,7 +4,7 @@
 
 use chrono::{Duration, Utc};
 use mcp_connect::db::{self, connections::StoredTokens};
-use mcp_connect::domain::UserRef;
+use mcp_connect::domain::{ProviderName, UserRef};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -16,10 +16,14 @@ const ISSUER: &str = "https://issuer.example";
 /// `account_id` leaves it a placeholder (claimed, never stored).
 async fn connection(db: &PgPool, subject: &str, account_id: &str, age_minutes: i64) -> Uuid {
     let mut conn = db.acquire().await.unwrap();
-    let id =
-        db::connections::claim_id(&mut conn, UserRef::new(ISSUER, subject), "demo", account_id)
-            .await
-            .unwrap();
+    let id = db::connections::claim_id(
+        &mut conn,
+        UserRef::new(ISSUER, subject),
+        &ProviderName::parse("demo").unwrap(),
+        account_id,
+    )
+    .await
+    .unwrap();
     if !account_id.is_empty() {
         let tokens = StoredTokens {
             account_id,
@@ -60,7 +64,11 @@ async fn a_call_reads_the_users_accounts_in_lookup_order_with_the_callers_grants
         db::client_grants::insert(db, id, client).await.unwrap();
     }
 
-    let read = db::call_accounts::read(db, UserRef::new(ISSUER, "alice"), "demo", "client-a")
+    let (alice, demo) = (
+        UserRef::new(ISSUER, "alice"),
+        ProviderName::parse("demo").unwrap(),
+    );
+    let read = db::call_accounts::read(db, alice, &demo, "client-a")
         .await
         .unwrap();
     let ids: Vec<Uuid> = read.iter().map(|a| a.row.id).collect();
@@ -73,17 +81,18 @@ async fn a_call_reads_the_users_accounts_in_lookup_order_with_the_callers_grants
     assert_eq!(granted, [false, true, false], "only client-a's own grant");
     assert_eq!(read[0].row.access_token, b"sealed");
 
-    let first = db::connections::find_account(db, UserRef::new(ISSUER, "alice"), "demo", None)
+    let first = db::connections::find_account(db, alice, &demo, None)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(first.id, read[0].row.id, "the same row the lookup picks");
 
-    let other = db::call_accounts::read(db, UserRef::new(ISSUER, "alice"), "demo", "client-c")
+    let other = db::call_accounts::read(db, alice, &demo, "client-c")
         .await
         .unwrap();
     assert!(other.iter().all(|a| a.grant.is_none()));
-    let nobody = db::call_accounts::read(db, UserRef::new(ISSUER, "carol"), "demo", "client-a")
+    let carol = UserRef::new(ISSUER, "carol");
+    let nobody = db::call_accounts::read(db, carol, &demo, "client-a")
         .await
         .unwrap();
     assert!(nobody.is_empty());

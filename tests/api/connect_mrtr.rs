@@ -1,7 +1,7 @@
 //! The MCP side of the connect flow: the URL elicitation, the one-time
 //! ticket, the sealed requestState and what every kind of retry gets.
 
-use mcp_connect::domain::UserRef;
+use mcp_connect::domain::{ProviderName, UserRef};
 use std::time::Duration;
 
 use mcp_connect::{
@@ -15,10 +15,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::{
-    helpers::{
-        CLIENT_ID, PROTOCOL, TestApp, read, request, spawn_app, spawn_app_with,
-        store_demo_connection,
-    },
+    helpers::{CLIENT_ID, PROTOCOL, TestApp, read, request, spawn_app, spawn_app_with},
     schema::{assert_matches, assert_no_url_elicitation_ids},
 };
 
@@ -72,19 +69,6 @@ async fn retry(
 
 fn accept() -> Value {
     json!({"connect_demo": {"action": "accept"}})
-}
-
-/// Stores a demo connection for `subject` as the OAuth callback would.
-pub async fn connect_directly(app: &TestApp, subject: &str, access_token: &str) {
-    let refresh = Some(format!("{access_token}-refresh"));
-    store_demo_connection(
-        &app.state.connect,
-        &app.dev.issuer(),
-        subject,
-        access_token,
-        refresh,
-    )
-    .await;
 }
 
 #[tokio::test]
@@ -208,7 +192,7 @@ async fn legacy_client_gets_32042_with_the_ticket_id_as_elicitation_id() {
     crate::logs::assert_absent(&[ticket]);
 
     // Once connected, the legacy client's plain retry completes.
-    connect_directly(&app, "alice", "legacy-token").await;
+    app.connect_directly("alice", "legacy-token").await;
     let (_, body) = app
         .legacy_call("alice", "connect", json!({"provider": "demo"}))
         .await;
@@ -402,7 +386,7 @@ async fn accept_is_woken_by_a_connection_stored_on_another_instance() {
         &other.state.connect,
         NewConnection {
             user: UserRef::new(&app.dev.issuer(), "alice"),
-            provider: "demo",
+            provider: &ProviderName::parse("demo").unwrap(),
             account: &Account {
                 id: "1".into(),
                 label: "alice-demo".into(),
@@ -433,7 +417,8 @@ async fn accept_is_woken_by_a_connection_stored_on_another_instance() {
 async fn accept_when_connected_completes_and_no_token_leaks() {
     let app = spawn_app().await;
     let first = ask(&app, "alice", "connect", json!({"provider": "demo"})).await;
-    connect_directly(&app, "alice", "SECRET-ACCESS-TOKEN-42").await;
+    app.connect_directly("alice", "SECRET-ACCESS-TOKEN-42")
+        .await;
     let (_, body) = retry(
         &app,
         "alice",
@@ -490,7 +475,7 @@ fn forge(app: &TestApp, keys: &KeyRing, audience: &str, ttl: u64) -> String {
             id: uuid::Uuid::new_v4(),
             secret: mcp_connect::connect::tickets::TicketSecret::generate(),
         }),
-        provider: "demo".into(),
+        provider: ProviderName::parse("demo").unwrap(),
         round: 1,
         account: None,
     };
@@ -659,7 +644,7 @@ async fn every_tampered_or_misbound_request_state_gets_the_one_fixed_error() {
 #[tokio::test]
 async fn api_request_refuses_other_hosts_dot_dot_absolute_urls_and_disallowed_methods() {
     let app = spawn_app().await;
-    connect_directly(&app, "alice", "api-token").await;
+    app.connect_directly("alice", "api-token").await;
     let cases = [
         ("GET", "https://evil.example/steal"),
         ("GET", "//evil.example/steal"),
@@ -760,12 +745,13 @@ async fn every_ticket_issued_is_audited_with_its_id_and_client() {
 async fn a_ticket_insert_relaxes_durability_for_its_own_transaction_only() {
     use mcp_connect::db::tickets::{NewTicket, insert};
     let app = spawn_app().await;
+    let demo = ProviderName::parse("demo").unwrap();
     let ticket = |id, hash: &'static [u8]| NewTicket {
         id,
         ticket_hash: hash,
         user: UserRef::new("https://issuer.example", "alice"),
         client_id: CLIENT_ID,
-        provider: "demo",
+        provider: &demo,
         scopes: &[],
         expires_at: chrono::Utc::now() + chrono::Duration::minutes(10),
         connection_id: None,
@@ -818,10 +804,10 @@ async fn a_refusal_of_a_token_that_was_refreshed_meanwhile_leaves_the_connection
             .unwrap()
     };
 
-    connect_directly(&app, "alice", "first-token").await;
+    app.connect_directly("alice", "first-token").await;
     let old = app.demo_token("alice").await;
     // Another call stores a new token (a refresh, a reconnect) ...
-    connect_directly(&app, "alice", "second-token").await;
+    app.connect_directly("alice", "second-token").await;
     // ... then the provider's 401 for the old one arrives.
     assert!(!token_rejected(&app.state.connect, &old).await.unwrap());
     assert_eq!(status().await, "active");

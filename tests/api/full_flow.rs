@@ -3,7 +3,7 @@
 //! provider, and the client's retry completing — then refresh, across
 //! instances, and what happens when the provider stops honouring the grant.
 
-use mcp_connect::domain::UserRef;
+use mcp_connect::domain::{ProviderName, UserRef};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -429,12 +429,16 @@ async fn disconnect_confirms_with_a_form_then_revokes_and_forgets() {
         "{gone}"
     );
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
-    let revoked: Value =
-        sqlx::query_scalar("SELECT detail FROM audit_events WHERE kind = 'disconnected'")
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
+    let revoked = disconnected_detail(&app).await;
     assert_eq!(revoked["revoked_upstream"], true, "{revoked}");
+}
+
+/// The detail of the one `disconnected` audit event.
+pub async fn disconnected_detail(app: &TestApp) -> Value {
+    sqlx::query_scalar("SELECT detail FROM audit_events WHERE kind = 'disconnected'")
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -508,7 +512,14 @@ async fn a_disconnect_waits_for_a_refresh_under_way_and_revokes_what_it_stored()
     let disconnecting = tokio::spawn({
         let state = app.state.clone();
         let issuer = issuer.clone();
-        async move { disconnect(&state.connect, UserRef::new(&issuer, "alice"), "demo").await }
+        async move {
+            disconnect(
+                &state.connect,
+                UserRef::new(&issuer, "alice"),
+                &ProviderName::parse("demo").unwrap(),
+            )
+            .await
+        }
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!disconnecting.is_finished(), "it waits for the refresh");

@@ -1,7 +1,7 @@
 //! Liveness and readiness.
 
 use crate::helpers::{server_url, spawn_app};
-use mcp_connect::domain::UserRef;
+use mcp_connect::domain::{ProviderName, UserRef};
 use sqlx::{Connection, PgConnection};
 
 #[tokio::test]
@@ -158,7 +158,7 @@ async fn two_database_connections_are_enough_to_serve() {
             &app.state.connect,
             NewConnection {
                 user: UserRef::new(&app.dev.issuer(), "alice"),
-                provider: "demo",
+                provider: &ProviderName::parse("demo").unwrap(),
                 account: &Account {
                     id: "1".into(),
                     label: "alice".into(),

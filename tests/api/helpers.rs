@@ -2,7 +2,7 @@
 //! identity provider is the configured issuer), and typed helpers for MCP
 //! calls. The database is dropped when the `TestApp` is.
 
-use mcp_connect::domain::UserRef;
+use mcp_connect::domain::{ProviderName, UserRef};
 use std::{net::TcpListener, time::Duration};
 
 use mcp_connect::{
@@ -439,7 +439,7 @@ pub async fn store_demo_connection(
         service,
         NewConnection {
             user: UserRef::new(issuer, subject),
-            provider: "demo",
+            provider: &ProviderName::parse("demo").unwrap(),
             account: &account,
             tokens: &tokens,
             requested_scopes: &["profile".to_owned()],
@@ -448,6 +448,31 @@ pub async fn store_demo_connection(
     )
     .await
     .expect("store connection");
+}
+
+/// Stores a demo connection for `subject` as the OAuth callback would,
+/// with `access_token` and a refresh token made from it.
+pub async fn connect_directly(
+    service: &mcp_connect::connect::ConnectionService,
+    issuer: &str,
+    subject: &str,
+    access_token: &str,
+) {
+    let refresh = Some(format!("{access_token}-refresh"));
+    store_demo_connection(service, issuer, subject, access_token, refresh).await;
+}
+
+impl TestApp {
+    /// [`connect_directly`] for `subject` at this app's dev issuer.
+    pub async fn connect_directly(&self, subject: &str, access_token: &str) {
+        connect_directly(
+            &self.state.connect,
+            &self.dev.issuer(),
+            subject,
+            access_token,
+        )
+        .await;
+    }
 }
 
 /// The one number a `SELECT count(*) …` (or similar) returns.

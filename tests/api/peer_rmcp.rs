@@ -21,7 +21,7 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, spawn_app, spawn_app_with, store_demo_connection};
+use crate::helpers::{TestApp, connect_directly, spawn_app, spawn_app_with};
 
 /// The only thing a test client does on its own: answer URL elicitations the
 /// way a user would, by "opening the link" (`user`, if any) and accepting.
@@ -57,12 +57,18 @@ impl ClientHandler for TestClient {
         let Some(user) = &self.user else {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         };
-        connect_directly(&user.state, &user.issuer, &user.subject).await;
+        connect_directly(
+            &user.state.connect,
+            &user.issuer,
+            &user.subject,
+            "peer-rmcp-access-token",
+        )
+        .await;
         Ok(ElicitResult::new(ElicitationAction::Accept))
     }
 }
 
-fn client_info(version: ProtocolVersion) -> ClientConfig {
+pub(crate) fn client_info(version: ProtocolVersion) -> ClientConfig {
     let mut capabilities = ClientCapabilities::default();
     capabilities.elicitation =
         Some(ElicitationCapability::new().with_url(UrlElicitationCapability::new()));
@@ -116,18 +122,6 @@ fn args(value: Value) -> JsonObject {
 
 fn call(tool: &'static str) -> CallToolRequestParams {
     CallToolRequestParams::new(tool).with_arguments(args(json!({"provider": "demo"})))
-}
-
-/// Stores a demo connection for `subject` as the OAuth callback would.
-async fn connect_directly(state: &AppState, issuer: &str, subject: &str) {
-    store_demo_connection(
-        &state.connect,
-        issuer,
-        subject,
-        "peer-rmcp-access-token",
-        None,
-    )
-    .await;
 }
 
 fn expect_complete(response: CallToolResponse) -> CallToolResult {
@@ -277,7 +271,8 @@ async fn rmcp_client_drives_the_connect_round_trip_by_hand() {
     let asked = expect_input_required(client.call_tool_once(call("connect")).await.unwrap());
     let (key, url, _) = url_elicitation(&asked);
     assert_connect_link(&app, &url);
-    connect_directly(&app.state, &app.dev.issuer(), "alice").await;
+    app.connect_directly("alice", "peer-rmcp-access-token")
+        .await;
     let done = expect_complete(
         client
             .call_tool_once(
@@ -353,7 +348,8 @@ async fn legacy_rmcp_client_gets_32042_with_an_elicitation_id_then_its_plain_ret
     );
     assert_connect_link(&app, e["url"].as_str().expect("url"));
 
-    connect_directly(&app.state, &app.dev.issuer(), "alice").await;
+    app.connect_directly("alice", "peer-rmcp-access-token")
+        .await;
     let result = client
         .call_tool(call("connect"))
         .await

@@ -1,7 +1,7 @@
 //! Provider parameters stored with a connection (`db::params`), as the
 //! connect flow will carry them from the page to the connection.
 
-use mcp_connect::domain::UserRef;
+use mcp_connect::domain::{ProviderName, UserRef};
 use std::collections::BTreeMap;
 
 use mcp_connect::db::{
@@ -19,7 +19,7 @@ async fn parameters_are_stored_with_the_connection() {
     let id = connections::claim_id(
         &mut conn,
         UserRef::new("https://idp.example", "alice"),
-        "zendesk",
+        &ProviderName::parse("zendesk").unwrap(),
         "1",
     )
     .await

@@ -7,7 +7,7 @@ use std::{process::Command, time::Duration};
 
 use mcp_connect::{
     connect::vault::{NewConnection, store_connection},
-    domain::UserRef,
+    domain::{ProviderName, UserRef},
     providers::{Account, TokenSet},
 };
 use secrecy::SecretString;
@@ -27,7 +27,7 @@ async fn connect(app: &TestApp, subject: &str) {
         &app.state.connect,
         NewConnection {
             user: UserRef::new(&app.dev.issuer(), subject),
-            provider: "demo",
+            provider: &ProviderName::parse("demo").unwrap(),
             account: &Account {
                 id: subject.into(),
                 label: subject.into(),

@@ -9,7 +9,6 @@ use serde_json::{Value, json};
 
 use crate::{
     browser::Browser,
-    connect_mrtr::connect_directly,
     full_flow::{approve_at_demo, elicit, open_and_continue, retry_accepted},
     helpers::{TestApp, spawn_app},
 };
@@ -127,7 +126,8 @@ async fn whoami_conforms_on_every_path() {
 
     // The provider refuses the stored token: reconnect, and the next call
     // asks for it indeed.
-    connect_directly(&app, "carol", "a-token-the-provider-never-issued").await;
+    app.connect_directly("carol", "a-token-the-provider-never-issued")
+        .await;
     let (_, refused) = app.call_tool("carol", "whoami", args.clone()).await;
     let refused = schemas.check("whoami", &refused);
     assert_eq!(refused["error"]["kind"], "token_rejected", "{refused}");
@@ -194,7 +194,8 @@ async fn api_request_conforms_on_every_path() {
     }
 
     // The provider refuses the token.
-    connect_directly(&app, "carol", "a-token-the-provider-never-issued").await;
+    app.connect_directly("carol", "a-token-the-provider-never-issued")
+        .await;
     let (_, rejected) = app.call_tool("carol", "api_request", me).await;
     let rejected = schemas.check("api_request", &rejected);
     assert_eq!(rejected["http_status"], 401, "{rejected}");
@@ -227,7 +228,7 @@ async fn connections_list_and_disconnect_conform_on_every_path() {
     let nothing = schemas.check("disconnect", &nothing);
     assert_eq!(nothing["connection"], "not_connected", "{nothing}");
 
-    connect_directly(&app, "alice", "list-token").await;
+    app.connect_directly("alice", "list-token").await;
     let (_, one) = app.call_tool("alice", "connections_list", json!({})).await;
     let one = schemas.check("connections_list", &one);
     assert_eq!(one["connections"][0]["account"], "alice-at-demo", "{one}");

@@ -7,7 +7,7 @@
 use std::{collections::HashSet, sync::Arc};
 
 use mcp_connect::db::{self, hot::HotConnections};
-use mcp_connect::domain::UserRef;
+use mcp_connect::domain::{ProviderName, UserRef};
 use tokio::sync::RwLock;
 
 /// The issuer every bench-bare user belongs to.
@@ -50,9 +50,11 @@ impl Store {
         let Store::Postgres(hot) = self else {
             return Ok(None);
         };
+        let provider = ProviderName::parse(provider)?;
         let found = hot
             .run(async |conn| {
-                db::call_accounts::read(conn, UserRef::new(ISSUER, subject), provider, CLIENT).await
+                db::call_accounts::read(conn, UserRef::new(ISSUER, subject), &provider, CLIENT)
+                    .await
             })
             .await?;
         // The first is the one mcp-connect picks when no account is named.
@@ -74,6 +76,7 @@ impl Store {
         let Store::Postgres(hot) = self else {
             return Ok(());
         };
+        let provider = &ProviderName::parse(provider)?;
         let ticket_hash = mcp_connect::crypto::secret::sha256(ticket);
         hot.run(async |conn| {
             db::tickets::insert(
@@ -110,6 +113,7 @@ impl Store {
                 Ok(())
             }
             Store::Postgres(hot) => {
+                let provider = ProviderName::parse(provider)?;
                 hot.run(async |conn| {
                     let id = db::connections::claim_id(
                         conn,

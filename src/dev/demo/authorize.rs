@@ -15,23 +15,13 @@ use url::Url;
 
 use super::{CLIENT_ID, DEFAULT_SCOPE, DemoProvider, DevServices, store::CodeGrant};
 use crate::dev::{
-    pages::{Refusal, code_challenge, hidden_fields, html, param},
-    params::{UserName, parse_form, redirect_back},
+    pages::{
+        Refusal, Server, code_challenge, error_page, hidden_fields, html, param, request_params,
+    },
+    params::{UserName, redirect_back},
 };
 
-/// The authorization request, carried from the page to the POST.
-const CARRIED: [&str; 7] = [
-    "response_type",
-    "client_id",
-    "redirect_uri",
-    "state",
-    "code_challenge",
-    "code_challenge_method",
-    "scope",
-];
 const DEFAULT_ACCOUNT: &str = "demo-user";
-/// Names the page in a log line when its template fails.
-const WHO: &str = "demo provider";
 
 #[derive(Template)]
 #[template(path = "dev/demo/authorize.html")]
@@ -44,12 +34,6 @@ struct ConsentPage<'a> {
     error: Option<&'a str>,
 }
 
-#[derive(Template)]
-#[template(path = "dev/demo/error.html")]
-struct ErrorPage<'a> {
-    message: &'a str,
-}
-
 /// A request from the registered client to its registered redirect URI.
 struct Request<'a> {
     redirect_uri: Url,
@@ -59,23 +43,25 @@ struct Request<'a> {
 }
 
 pub(super) async fn show(req: HttpRequest, dev: web::Data<DevServices>) -> HttpResponse {
-    let Ok(params) = parse_form(req.query_string().as_bytes()) else {
-        return error_page("A parameter was given more than once.");
+    let params = match request_params(req.query_string().as_bytes()) {
+        Ok(p) => p,
+        Err(message) => return error_page(Server::Demo, &message),
     };
     match read_request(&params, dev.demo()) {
         Ok(request) => consent_page(&request, &params, DEFAULT_ACCOUNT, None),
-        Err(refusal) => refuse(refusal, dev.demo()),
+        Err(refusal) => refusal.answer(dev.demo().issuer(), Server::Demo),
     }
 }
 
 pub(super) async fn submit(body: web::Bytes, dev: web::Data<DevServices>) -> HttpResponse {
     let demo = dev.demo();
-    let Ok(params) = parse_form(&body) else {
-        return error_page("A parameter was given more than once.");
+    let params = match request_params(&body) {
+        Ok(p) => p,
+        Err(message) => return error_page(Server::Demo, &message),
     };
     let request = match read_request(&params, demo) {
         Ok(request) => request,
-        Err(refusal) => return refuse(refusal, demo),
+        Err(refusal) => return refusal.answer(demo.issuer(), Server::Demo),
     };
     let account = params.get("account").map(|a| a.trim()).unwrap_or_default();
     match params.get("decision").map(String::as_str) {
@@ -88,7 +74,7 @@ pub(super) async fn submit(body: web::Bytes, dev: web::Data<DevServices>) -> Htt
             ];
             return redirect_back(request.redirect_uri, &pairs, request.state, demo.issuer());
         }
-        _ => return error_page("Choose Allow or Deny."),
+        _ => return error_page(Server::Demo, "Choose Allow or Deny."),
     }
     let user = match UserName::parse(account) {
         Ok(user) => user,
@@ -149,10 +135,6 @@ fn read_request<'a>(
     })
 }
 
-fn refuse(refusal: Refusal, demo: &DemoProvider) -> HttpResponse {
-    refusal.answer(demo.issuer(), error_page)
-}
-
 fn consent_page(
     request: &Request<'_>,
     params: &HashMap<String, String>,
@@ -163,7 +145,7 @@ fn consent_page(
         client_id: CLIENT_ID,
         redirect_uri: request.redirect_uri.as_str(),
         scopes: request.scope.split(' ').collect(),
-        hidden: hidden_fields(&CARRIED, params),
+        hidden: hidden_fields(&[], params),
         account,
         error,
     };
@@ -171,9 +153,5 @@ fn consent_page(
         Some(_) => StatusCode::BAD_REQUEST,
         None => StatusCode::OK,
     };
-    html(status, page.render(), WHO)
-}
-
-fn error_page(message: &str) -> HttpResponse {
-    html(StatusCode::BAD_REQUEST, ErrorPage { message }.render(), WHO)
+    html(status, page.render(), Server::Demo.who())
 }

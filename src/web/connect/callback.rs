@@ -165,7 +165,7 @@ async fn already_connected(
     };
     let account = state
         .connect
-        .active_account(user.user(), provider_name)
+        .active_account(user.user(), provider.name())
         .await?;
     Ok(account.map(|a| connected_page(user, provider.display_name(), &a.account_label)))
 }

@@ -199,7 +199,10 @@ async fn proceed(
     let params = match provider.check_connect_params(&posted_params(form)) {
         Ok(params) => params,
         Err(problems) => {
-            tracing::info!(provider = provider.name(), "connect parameters refused");
+            tracing::info!(
+                provider = provider.name().as_str(),
+                "connect parameters refused"
+            );
             return render(
                 state,
                 user,

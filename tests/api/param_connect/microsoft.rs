@@ -8,12 +8,9 @@ use provider_fakes::{microsoft, no_redirects};
 use super::{api_args, call, expire, retry, stored_params};
 use crate::{
     helpers::count,
-    key_connect::{
-        disconnect, first_round, open_form,
-        rmcp_client::{Person, call_as},
-        submit,
-    },
+    key_connect::{disconnect, first_round, open_form, submit},
     provider_flows::app_with,
+    rmcp_person::{self, Connects},
 };
 
 #[tokio::test]
@@ -129,11 +126,11 @@ async fn a_tenant_entra_does_not_know_is_refused_there_and_nothing_is_stored() {
 async fn rmcp_drives_the_rounds_while_the_person_gives_the_tenant() {
     let fake = microsoft::start().await;
     let app = app_with(&fake, "microsoft").await;
-    let person = Person {
-        base: app.base.clone(),
-        fields: vec![("param.tenant".into(), microsoft::TENANT_ID.into())],
+    let person = Connects::Form {
+        inputs: vec![("param.tenant".into(), microsoft::TENANT_ID.into())],
     };
-    let result = call_as(&app, person, api_args("microsoft", "me/drive")).await;
+    let args = api_args("microsoft", "me/drive");
+    let result = rmcp_person::call(&app, person, "api_request", args).await;
     assert_ne!(result.is_error, Some(true), "{result:?}");
     let content = result.structured_content.expect("structuredContent");
     assert_eq!(content["http_status"], 200, "{content}");

@@ -2,7 +2,7 @@
 //! check, and the connections page that mints links of its own.
 
 use super::*;
-use mcp_connect::domain::UserRef;
+use mcp_connect::domain::{ProviderName, UserRef};
 
 #[tokio::test]
 async fn unusable_links_show_the_expired_page() {
@@ -162,7 +162,7 @@ async fn the_connections_page_lists_disconnects_and_reconnects() {
         &app.state.connect,
         NewConnection {
             user: UserRef::new(&app.dev.issuer(), "alice"),
-            provider: "demo",
+            provider: &ProviderName::parse("demo").unwrap(),
             account: &account,
             tokens: &tokens,
             requested_scopes: &[],

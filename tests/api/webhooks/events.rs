@@ -4,7 +4,7 @@
 //! each its own events and no other, none with a credential in it; a
 //! change that fails writes none; without an endpoint nothing is written.
 
-use mcp_connect::domain::UserRef;
+use mcp_connect::domain::{ProviderName, UserRef};
 use std::{collections::BTreeSet, time::Duration};
 
 use secrecy::ExposeSecret;
@@ -293,7 +293,10 @@ async fn a_change_that_fails_writes_no_event() {
     let disconnected = app
         .state
         .connect
-        .disconnect(UserRef::new(&issuer, "alice"), "demo")
+        .disconnect(
+            UserRef::new(&issuer, "alice"),
+            &ProviderName::parse("demo").unwrap(),
+        )
         .await;
     assert!(disconnected.is_err());
     let stored = tokio::spawn({
@@ -315,7 +318,10 @@ async fn a_change_that_fails_writes_no_event() {
     assert!(
         app.state
             .connect
-            .disconnect(UserRef::new(&issuer, "alice"), "demo")
+            .disconnect(
+                UserRef::new(&issuer, "alice"),
+                &ProviderName::parse("demo").unwrap()
+            )
             .await
             .unwrap()
     );
@@ -330,7 +336,10 @@ async fn without_an_endpoint_nothing_is_written() {
     assert!(
         app.state
             .connect
-            .disconnect(UserRef::new(&issuer, "alice"), "demo")
+            .disconnect(
+                UserRef::new(&issuer, "alice"),
+                &ProviderName::parse("demo").unwrap()
+            )
             .await
             .unwrap()
     );
@@ -350,7 +359,10 @@ async fn an_endpoint_gets_only_the_events_it_asked_for() {
     assert!(
         app.state
             .connect
-            .disconnect(UserRef::new(&issuer, "alice"), "demo")
+            .disconnect(
+                UserRef::new(&issuer, "alice"),
+                &ProviderName::parse("demo").unwrap()
+            )
             .await
             .unwrap()
     );

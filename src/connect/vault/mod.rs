@@ -1,0 +1,27 @@
+//! The token vault: third-party tokens sealed with the key ring (purpose
+//! `token`), bound to the connection's id, user, provider and kind (access
+//! or refresh), so a sealed token copied to another row never opens.
+//!
+//! A usable access token is handed out only here, refreshed lazily when it
+//! is within a minute of expiry — one refresh per connection at a time
+//! across all instances (row lock, then re-read: the winner's new tokens
+//! serve everyone who waited).
+
+mod disconnect;
+mod read;
+mod refresh;
+mod rekey;
+mod revoke;
+mod seal;
+mod store;
+
+pub use disconnect::{disconnect, disconnect_account};
+pub use read::{TokenState, UsableToken, token_rejected, usable_token, usable_token_of};
+pub(in crate::connect) use read::{mark_needs_reauth, token_state};
+pub use rekey::rekey_all;
+pub(in crate::connect) use store::store_in;
+pub use store::{NewConnection, store_connection};
+
+/// How long a refresh or a disconnect waits for the row another instance
+/// holds while it refreshes (a slow provider must not pin us forever).
+const REFRESH_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);

@@ -1,0 +1,247 @@
+//! Handing out a usable token: the one read, the scope check, a refresh
+//! when the token is about to expire, the use recorded; and the provider's
+//! refusal of a token handed out.
+
+use chrono::Utc;
+use secrecy::{ExposeSecret, SecretString};
+use uuid::Uuid;
+
+use super::{
+    refresh::{needs_refresh, refresh},
+    seal::{Kind, open},
+};
+use crate::{
+    config::WebhookEvent,
+    connect::{
+        ConnectionService,
+        outbox::{self, Detail},
+    },
+    db::{
+        self,
+        connections::{ConnectionRow, ConnectionStatus},
+    },
+    domain::UserRef,
+    providers::{Credential, Provider},
+};
+
+/// A token ready for a call to the provider, and what it belongs to.
+pub struct UsableToken {
+    pub connection_id: Uuid,
+    pub access_token: SecretString,
+    /// Only to be hidden from what the provider answers.
+    pub refresh_token: Option<SecretString>,
+    pub account_id: String,
+    pub account_label: String,
+    pub scopes: Vec<String>,
+    /// The connection's provider parameters (a Datadog site).
+    pub params: db::params::Params,
+    /// The token as stored, to tell whether it was replaced since.
+    sealed_access_token: Vec<u8>,
+}
+
+impl UsableToken {
+    /// The credential as provider calls take it: for API-key and Basic
+    /// connections, `access_token` holds the sealed fields.
+    pub fn credential(&self) -> Credential<'_> {
+        Credential {
+            secret: self.access_token.expose_secret(),
+            refresh_token: self.refresh_token.as_ref().map(|t| t.expose_secret()),
+            params: &self.params,
+        }
+    }
+}
+
+impl std::fmt::Debug for UsableToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UsableToken")
+            .field("connection_id", &self.connection_id)
+            .field("account_label", &self.account_label)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a user stands with a provider.
+#[derive(Debug)]
+pub enum TokenState {
+    Usable(UsableToken),
+    /// Never connected (or disconnected).
+    Missing,
+    /// Connected once, but the provider no longer accepts it.
+    NeedsReauth,
+    /// Connected, without some of the scopes asked for.
+    LacksScopes {
+        granted: Vec<String>,
+    },
+}
+
+fn usable(state: &ConnectionService, row: &ConnectionRow) -> anyhow::Result<UsableToken> {
+    let access_token =
+        open(state, row, Kind::Access)?.ok_or_else(|| anyhow::anyhow!("no access token"))?;
+    Ok(UsableToken {
+        connection_id: row.id,
+        access_token,
+        refresh_token: open(state, row, Kind::Refresh)?,
+        account_id: row.account_id.clone(),
+        account_label: row.account_label.clone(),
+        scopes: row.scopes.clone(),
+        params: row.params.0.clone(),
+        sealed_access_token: row.access_token.clone(),
+    })
+}
+
+/// The provider refused `token` (HTTP 401): the user must connect again —
+/// unless the token was refreshed or replaced in the meantime, in which
+/// case the refusal was for a token nobody uses any more. `true` when the
+/// connection was marked.
+pub async fn token_rejected(
+    state: &ConnectionService,
+    token: &UsableToken,
+) -> anyhow::Result<bool> {
+    state.metrics.flow.token_refused();
+    let marked = mark_needs_reauth(
+        state,
+        token.connection_id,
+        &token.sealed_access_token,
+        "token_rejected",
+    )
+    .await?;
+    tracing::info!(
+        connection = %token.connection_id,
+        marked,
+        "provider refused the access token"
+    );
+    Ok(marked)
+}
+
+/// Marks the connection `needs_reauth` if its access token is still
+/// `sealed_access_token`, with its event, in one transaction. `true` when
+/// it was marked.
+pub(in crate::connect) async fn mark_needs_reauth(
+    state: &ConnectionService,
+    id: Uuid,
+    sealed_access_token: &[u8],
+    reason: &'static str,
+) -> Result<bool, sqlx::Error> {
+    let mut tx = state.db.begin().await?;
+    let marked =
+        db::connections::mark_needs_reauth_if_current(&mut *tx, id, sealed_access_token).await?;
+    if marked {
+        outbox::record(
+            state,
+            &mut tx,
+            WebhookEvent::ConnectionReauthRequired,
+            id,
+            Detail::Reason(reason),
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(marked)
+}
+
+/// The user's token for `provider`, refreshed if need be.
+pub async fn usable_token(
+    state: &ConnectionService,
+    user: UserRef<'_>,
+    provider: &Provider,
+    required_scopes: &[String],
+) -> anyhow::Result<TokenState> {
+    usable_token_of(state, user, provider, None, required_scopes).await
+}
+
+/// [`usable_token`] of one account (`connection`); `None`: the only (or
+/// oldest) one.
+pub async fn usable_token_of(
+    state: &ConnectionService,
+    user: UserRef<'_>,
+    provider: &Provider,
+    connection: Option<Uuid>,
+    required_scopes: &[String],
+) -> anyhow::Result<TokenState> {
+    let limit = state.settings.database.deadline();
+    let found = db::faults::deadline(
+        limit,
+        state.hot_db.run(async |conn| {
+            db::connections::find_account(conn, user, provider.name(), connection).await
+        }),
+    )
+    .await?;
+    token_state(state, found, provider, required_scopes).await
+}
+
+/// Where the user stands with the connection `found` (read by the caller,
+/// as a tool call's one read does: `db::call_accounts`); `None`: there is
+/// none. Refreshes the token if need be.
+pub(in crate::connect) async fn token_state(
+    state: &ConnectionService,
+    found: Option<ConnectionRow>,
+    provider: &Provider,
+    required_scopes: &[String],
+) -> anyhow::Result<TokenState> {
+    let limit = state.settings.database.deadline();
+    let Some(row) = found else {
+        return Ok(TokenState::Missing);
+    };
+    match row.status {
+        ConnectionStatus::Active => {}
+        ConnectionStatus::NeedsReauth => return Ok(TokenState::NeedsReauth),
+        ConnectionStatus::Revoked => return Ok(TokenState::Missing),
+    }
+    if !state.keys.has_key(&row.key_id) {
+        crate::connect::stale_keys::unreadable(state, &row, "unknown_key").await;
+        return Ok(TokenState::NeedsReauth);
+    }
+    if !required_scopes
+        .iter()
+        .all(|s| provider.scope_granted(&row.scopes, s))
+    {
+        return Ok(TokenState::LacksScopes {
+            granted: row.scopes.clone(),
+        });
+    }
+    let row = if needs_refresh(&row) {
+        // Wait for this instance's own refresh of the row, if any, without
+        // holding a database connection; then look again.
+        let lock = state.refresh_locks.get(row.id);
+        let _turn = lock.lock().await;
+        let again =
+            db::connections::find_account(&state.db, row.user(), provider.name(), Some(row.id));
+        let Some(row) = db::faults::deadline(limit, again).await? else {
+            return Ok(TokenState::Missing);
+        };
+        if row.status != ConnectionStatus::Active {
+            return Ok(TokenState::NeedsReauth);
+        }
+        if needs_refresh(&row) {
+            match refresh(state, &row, provider).await? {
+                Some(row) => row,
+                None => return Ok(TokenState::NeedsReauth),
+            }
+        } else {
+            row
+        }
+    } else {
+        row
+    };
+    // Record the use at most once a minute: keeps the hot path read-only.
+    if row
+        .last_used_at
+        .is_none_or(|at| at < Utc::now() - chrono::Duration::minutes(1))
+    {
+        db::faults::deadline(
+            limit,
+            state
+                .hot_db
+                .run(async |conn| db::connections::touch(conn, row.id).await),
+        )
+        .await?;
+    }
+    match usable(state, &row) {
+        Ok(token) => Ok(TokenState::Usable(token)),
+        Err(e) if e.chain().any(|c| c.is::<crate::crypto::CryptoError>()) => {
+            crate::connect::stale_keys::unreadable(state, &row, "does_not_open").await;
+            Ok(TokenState::NeedsReauth)
+        }
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,216 @@
+//! Refreshing an access token before it expires: one refresh per
+//! connection at a time across all instances (row lock, then re-read: the
+//! winner's new tokens serve everyone who waited). A refresh the provider
+//! refuses, or one without a refresh token, ends the same way: the
+//! connection needs the user again ([`give_up`]).
+
+use chrono::{DateTime, Utc};
+use secrecy::ExposeSecret;
+use serde_json::json;
+
+use super::{
+    REFRESH_LOCK_TIMEOUT,
+    seal::{Kind, context, open},
+    store::expiry,
+};
+use crate::{
+    config::WebhookEvent,
+    connect::{
+        ConnectionService,
+        outbox::{self, Detail},
+    },
+    crypto::Purpose,
+    db::{
+        self,
+        audit::{AuditEvent, AuditKind},
+        connections::{ConnectionRow, ConnectionStatus},
+    },
+    metrics::Refresh,
+    providers::{Provider, ProviderError},
+};
+
+/// Refresh when the access token expires within this long — or within half
+/// its lifetime, if that is shorter: a provider issuing one-minute tokens
+/// would otherwise be asked for a new one on every call.
+const REFRESH_MARGIN: chrono::Duration = chrono::Duration::seconds(60);
+
+pub(super) fn needs_refresh(row: &ConnectionRow) -> bool {
+    row.access_token_expires_at
+        .is_some_and(|at| at - refresh_margin(row.updated_at, at) <= Utc::now())
+}
+
+/// How long before `expires_at` a token stored at `stored_at` is refreshed.
+fn refresh_margin(stored_at: DateTime<Utc>, expires_at: DateTime<Utc>) -> chrono::Duration {
+    let half_life = (expires_at - stored_at) / 2;
+    REFRESH_MARGIN.min(half_life.max(chrono::Duration::zero()))
+}
+
+/// Refreshes under the row lock. `None`: the provider refused the refresh
+/// token (the user must connect again).
+pub(super) async fn refresh(
+    state: &ConnectionService,
+    stale: &ConnectionRow,
+    provider: &Provider,
+) -> anyhow::Result<Option<ConnectionRow>> {
+    let mut tx = state.db.begin().await?;
+    // Another instance refreshing a slow provider must not pin us forever.
+    db::transaction::set_lock_timeout(&mut *tx, REFRESH_LOCK_TIMEOUT).await?;
+    let Some(row) = db::connections::find_for_update(&mut *tx, stale.id).await? else {
+        return Ok(None);
+    };
+    if row.status != ConnectionStatus::Active {
+        return Ok(None);
+    }
+    if !needs_refresh(&row) {
+        // Someone else refreshed while we waited for the lock.
+        return Ok(Some(row));
+    }
+    let Some(refresh_token) = open(state, &row, Kind::Refresh)? else {
+        give_up(state, tx, &row, "no_refresh_token").await?;
+        return Ok(None);
+    };
+    match provider
+        .refresh_learning(&state.http, refresh_token.expose_secret(), &row.params.0)
+        .await
+    {
+        Ok(refreshed) => {
+            let tokens = refreshed.tokens;
+            let params = relearned(&mut tx, &row, refreshed.params, &refreshed.refused).await?;
+            let ctx = |kind| context(row.id, row.user(), &row.provider, kind);
+            let access = state.keys.seal(
+                Purpose::Token,
+                &ctx(Kind::Access),
+                tokens.access_token.expose_secret().as_bytes(),
+            )?;
+            // Providers that do not rotate refresh tokens send none back: keep ours.
+            let new_refresh = tokens.refresh_token.as_ref().unwrap_or(&refresh_token);
+            let refresh = state.keys.seal(
+                Purpose::Token,
+                &ctx(Kind::Refresh),
+                new_refresh.expose_secret().as_bytes(),
+            )?;
+            let expires_at = expiry(&tokens);
+            db::connections::store_refreshed(
+                &mut *tx,
+                row.id,
+                &access.bytes,
+                Some(&refresh.bytes),
+                &access.key_id,
+                expires_at,
+            )
+            .await?;
+            tx.commit().await?;
+            audit_refresh(state, &row, AuditKind::Refreshed, json!({})).await;
+            Ok(Some(ConnectionRow {
+                access_token: access.bytes,
+                refresh_token: Some(refresh.bytes),
+                key_id: access.key_id,
+                access_token_expires_at: expires_at,
+                updated_at: Utc::now(),
+                params: sqlx::types::Json(params),
+                ..row
+            }))
+        }
+        Err(ProviderError::InvalidGrant) => {
+            give_up(state, tx, &row, "invalid_grant").await?;
+            Ok(None)
+        }
+        Err(e) => {
+            state.metrics.flow.refresh(Refresh::Error);
+            Err(anyhow::anyhow!(
+                "refreshing the {} token failed: {e}",
+                row.provider
+            ))
+        }
+    }
+}
+
+/// Stores the parameters a refresh answer told again (a moved org host)
+/// when they changed; refused ones were kept as stored, and are logged.
+async fn relearned(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    row: &ConnectionRow,
+    params: db::params::Params,
+    refused: &[ProviderError],
+) -> anyhow::Result<db::params::Params> {
+    for e in refused {
+        tracing::warn!(provider = %row.provider, connection = %row.id, error = %e, "refresh answer named a value refused; the stored one is kept");
+    }
+    if params != row.params.0 {
+        db::params::set(&mut **tx, db::params::Holder::Connection, row.id, &params).await?;
+    }
+    Ok(params)
+}
+
+/// The token cannot be refreshed: the connection needs the user again
+/// (marked in `tx`, committed), and the failure is audited with `reason`.
+async fn give_up(
+    state: &ConnectionService,
+    mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
+    row: &ConnectionRow,
+    reason: &'static str,
+) -> anyhow::Result<()> {
+    db::connections::set_status(&mut *tx, row.id, ConnectionStatus::NeedsReauth).await?;
+    for event in [
+        WebhookEvent::ConnectionRefreshFailed,
+        WebhookEvent::ConnectionReauthRequired,
+    ] {
+        outbox::record(state, &mut tx, event, row.id, Detail::Reason(reason)).await?;
+    }
+    tx.commit().await?;
+    audit_refresh(
+        state,
+        row,
+        AuditKind::RefreshFailed,
+        json!({ "reason": reason }),
+    )
+    .await;
+    Ok(())
+}
+
+/// Records a refresh's end in the audit log and the metrics.
+async fn audit_refresh(
+    state: &ConnectionService,
+    row: &ConnectionRow,
+    kind: AuditKind,
+    detail: serde_json::Value,
+) {
+    state.metrics.flow.refresh(match kind {
+        AuditKind::Refreshed => Refresh::Ok,
+        // `RefreshFailed`: the user must connect again.
+        _ => Refresh::NeedsReauth,
+    });
+    db::audit::record_or_log(
+        &state.db,
+        AuditEvent::new(kind)
+            .user(row.user())
+            .provider(&row.provider)
+            .detail(detail),
+    )
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_refresh_margin_is_a_minute_or_half_the_lifetime_if_shorter() {
+        let stored = Utc::now();
+        let minutes = |m| stored + chrono::Duration::minutes(m);
+        let seconds = |s| stored + chrono::Duration::seconds(s);
+        assert_eq!(
+            refresh_margin(stored, minutes(60)),
+            chrono::Duration::seconds(60)
+        );
+        assert_eq!(
+            refresh_margin(stored, seconds(30)),
+            chrono::Duration::seconds(15)
+        );
+        // A token that was already expired when stored is refreshed at once.
+        assert_eq!(
+            refresh_margin(stored, seconds(-5)),
+            chrono::Duration::zero()
+        );
+    }
+}

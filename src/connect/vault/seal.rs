@@ -1,0 +1,69 @@
+//! How a stored token is sealed: with the key ring (purpose `token`),
+//! bound to the connection's id, user, provider and kind, so a sealed token
+//! copied to another row never opens.
+
+use secrecy::SecretString;
+use uuid::Uuid;
+
+use crate::{
+    connect::ConnectionService,
+    crypto::{Purpose, Sealed},
+    db::connections::ConnectionRow,
+    domain::{ProviderName, UserRef},
+};
+
+#[derive(Clone, Copy)]
+pub(super) enum Kind {
+    Access,
+    Refresh,
+}
+
+pub(super) fn context(id: Uuid, user: UserRef<'_>, provider: &ProviderName, kind: Kind) -> Vec<u8> {
+    let kind = match kind {
+        Kind::Access => "access",
+        Kind::Refresh => "refresh",
+    };
+    let mut ctx = Vec::new();
+    for part in [
+        id.to_string().as_str(),
+        user.issuer(),
+        user.subject(),
+        provider,
+        kind,
+    ] {
+        ctx.extend_from_slice(&(part.len() as u32).to_be_bytes());
+        ctx.extend_from_slice(part.as_bytes());
+    }
+    ctx
+}
+
+/// Opens one of the row's sealed tokens; `None`: the row has no such token.
+pub(super) fn open(
+    state: &ConnectionService,
+    row: &ConnectionRow,
+    kind: Kind,
+) -> anyhow::Result<Option<SecretString>> {
+    let bytes = match kind {
+        Kind::Access => Some(&row.access_token),
+        Kind::Refresh => row.refresh_token.as_ref(),
+    };
+    let Some(bytes) = bytes else { return Ok(None) };
+    let sealed = Sealed {
+        key_id: row.key_id.clone(),
+        bytes: bytes.clone(),
+    };
+    let plain = state
+        .keys
+        .open(
+            Purpose::Token,
+            &context(row.id, row.user(), &row.provider, kind),
+            &sealed,
+        )
+        .map_err(|e| {
+            anyhow::Error::new(e).context(format!(
+                "stored token of connection {} does not open",
+                row.id
+            ))
+        })?;
+    Ok(Some(SecretString::from(String::from_utf8(plain)?)))
+}

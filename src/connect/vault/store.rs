@@ -1,0 +1,124 @@
+//! Storing a connection: its tokens sealed, its webhook event, the
+//! connecting client's grant and the announcement to every instance, in
+//! one transaction.
+
+use chrono::{DateTime, Utc};
+use secrecy::{ExposeSecret, SecretString};
+use uuid::Uuid;
+
+use super::seal::{Kind, context};
+use crate::{
+    config::WebhookEvent,
+    connect::{
+        ConnectionService, events,
+        outbox::{self, Detail},
+    },
+    crypto::Purpose,
+    db::{
+        self,
+        connections::{ConnectionStatus, StoredTokens},
+    },
+    domain::{ProviderName, UserRef},
+    providers::{Account, TokenSet},
+};
+
+pub struct NewConnection<'a> {
+    pub user: UserRef<'a>,
+    pub provider: &'a ProviderName,
+    pub account: &'a Account,
+    pub tokens: &'a TokenSet,
+    pub requested_scopes: &'a [String],
+    /// The MCP client that started the connect flow: the user's consent
+    /// there grants it the use of this connection.
+    pub client_id: Option<&'a str>,
+}
+
+/// When the access token expires. A provider's `expires_in` is untrusted:
+/// anything beyond a year (or unrepresentable) counts as "not said".
+pub(super) fn expiry(tokens: &TokenSet) -> Option<DateTime<Utc>> {
+    const YEAR: u64 = 366 * 24 * 3600;
+    let secs = tokens.expires_in?.as_secs();
+    if secs > YEAR {
+        return None;
+    }
+    Utc::now().checked_add_signed(chrono::TimeDelta::try_seconds(i64::try_from(secs).ok()?)?)
+}
+
+/// Stores (or replaces) the user's connection to a provider and announces
+/// it to every instance.
+pub async fn store_connection(
+    state: &ConnectionService,
+    c: NewConnection<'_>,
+) -> anyhow::Result<Uuid> {
+    let mut tx = state.db.begin().await?;
+    let id = store_in(state, &mut tx, c).await?;
+    tx.commit().await?;
+    state.metrics.flow.connection_stored();
+    Ok(id)
+}
+
+/// [`store_connection`] inside the caller's transaction (the caller
+/// commits, then counts it with `connection_stored`): the connection, its
+/// webhook event, the connecting client's grant and the announcement all
+/// happen or none does.
+pub(in crate::connect) async fn store_in(
+    state: &ConnectionService,
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    c: NewConnection<'_>,
+) -> anyhow::Result<Uuid> {
+    let id = db::connections::claim_id(tx, c.user, c.provider, &c.account.id).await?;
+    // A fresh claim is `revoked` until stored: anything else was connected before.
+    let reconnected = if state.wants_event(WebhookEvent::ConnectionCreated) {
+        db::connections::find_ref(&mut **tx, id)
+            .await?
+            .is_some_and(|r| r.status != ConnectionStatus::Revoked)
+    } else {
+        false
+    };
+    let seal = |secret: &SecretString, kind| {
+        state.keys.seal(
+            Purpose::Token,
+            &context(id, c.user, c.provider, kind),
+            secret.expose_secret().as_bytes(),
+        )
+    };
+    let access = seal(&c.tokens.access_token, Kind::Access)?;
+    let refresh = c
+        .tokens
+        .refresh_token
+        .as_ref()
+        .map(|r| seal(r, Kind::Refresh))
+        .transpose()?;
+    let scopes = c
+        .tokens
+        .scopes
+        .clone()
+        .unwrap_or_else(|| c.requested_scopes.to_vec());
+    db::connections::store(
+        &mut **tx,
+        id,
+        StoredTokens {
+            account_id: &c.account.id,
+            account_label: &c.account.label,
+            scopes: &scopes,
+            access_token: &access.bytes,
+            refresh_token: refresh.as_ref().map(|r| r.bytes.as_slice()),
+            key_id: &access.key_id,
+            expires_at: expiry(c.tokens),
+        },
+    )
+    .await?;
+    outbox::record(
+        state,
+        tx,
+        WebhookEvent::ConnectionCreated,
+        id,
+        Detail::Reconnected(reconnected),
+    )
+    .await?;
+    if let Some(client_id) = c.client_id {
+        crate::connect::grants::grant_connecting_client(state, tx, id, client_id).await?;
+    }
+    events::notify(&mut **tx, &events::key(c.user, c.provider)).await?;
+    Ok(id)
+}

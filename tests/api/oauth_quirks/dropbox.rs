@@ -1,0 +1,192 @@
+//! Dropbox: a refresh token only when the authorize request says
+//! `token_access_type=offline`, four-hour access tokens refreshed with the
+//! kept refresh token, an RPC API of POSTs (`users/get_current_account`
+//! with no body at all), and revocation with the access token as bearer.
+
+use serde_json::json;
+
+use provider_fakes::{FakeProvider, dropbox};
+
+use super::{api, app_with_edit, connection_has, rmcp_api};
+use crate::{
+    full_flow::disconnected_detail,
+    helpers::TestApp,
+    key_connect::disconnect,
+    provider_flows::{app_with, connect},
+};
+
+async fn expire(app: &TestApp, fake: &FakeProvider) {
+    fake.expire_access_tokens();
+    sqlx::query("UPDATE connections SET access_token_expires_at = now()")
+        .execute(&app.db)
+        .await
+        .unwrap();
+}
+
+/// Every access token the fake issued, tried at its identity endpoint:
+/// how many still work.
+async fn live_access_tokens(fake: &FakeProvider) -> usize {
+    let mut live = 0;
+    for token in fake.secrets().iter().filter(|t| t.starts_with("sl.")) {
+        let answer = provider_fakes::no_redirects()
+            .post(format!("{}/2/users/get_current_account", fake.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        live += usize::from(answer.status() == 200);
+    }
+    live
+}
+
+#[tokio::test]
+async fn dropbox_connects_offline_and_refreshes_its_short_lived_token() {
+    let fake = dropbox::start().await;
+    let app = app_with(&fake, "dropbox").await;
+    let body = connect(&app, &fake, "dropbox").await;
+    assert_eq!(
+        body["result"]["structuredContent"]["account"], "alice@example.com",
+        "{body}"
+    );
+    let authorize = fake.last_authorize().expect("authorize request");
+    assert_eq!(
+        authorize.get("token_access_type").map(String::as_str),
+        Some("offline")
+    );
+    assert_eq!(
+        authorize.get("code_challenge_method").map(String::as_str),
+        Some("S256")
+    );
+    assert!(connection_has(&app, "refresh_token IS NOT NULL").await);
+    assert!(
+        connection_has(
+            &app,
+            "access_token_expires_at BETWEEN now() + interval '3 hours' AND now() + interval '4 hours'"
+        )
+        .await
+    );
+
+    // RPC: a POST with a JSON argument, and one without any body.
+    let listed = api(
+        &app,
+        json!({"provider": "dropbox", "method": "POST", "path": "files/list_folder",
+               "body": {"path": ""}}),
+    )
+    .await;
+    assert_eq!(listed["http_status"], 200, "{listed}");
+    assert_eq!(listed["body"]["entries"][0]["name"], "Prime_Numbers.txt");
+    let me = api(
+        &app,
+        json!({"provider": "dropbox", "method": "POST", "path": "users/get_current_account"}),
+    )
+    .await;
+    assert_eq!(me["http_status"], 200, "{me}");
+    assert_eq!(me["body"]["name"]["display_name"], "Alice Example");
+    let (_, refused) = app
+        .call_tool(
+            "alice",
+            "api_request",
+            json!({"provider": "dropbox", "method": "GET", "path": "users/get_current_account"}),
+        )
+        .await;
+    assert_eq!(refused["result"]["isError"], true, "only POST: {refused}");
+
+    // Expired: refreshed with the refresh grant, twice with the same
+    // refresh token (Dropbox sends no new one).
+    for round in 1..=2 {
+        expire(&app, &fake).await;
+        let me = api(
+            &app,
+            json!({"provider": "dropbox", "method": "POST", "path": "users/get_current_account"}),
+        )
+        .await;
+        assert_eq!(me["http_status"], 200, "{me}");
+        assert_eq!(fake.calls().refresh, round);
+    }
+    assert!(connection_has(&app, "refresh_token IS NOT NULL").await);
+    assert_eq!(live_access_tokens(&fake).await, 1, "the latest one only");
+
+    // Disconnect revokes with the access token, which ends the grant.
+    disconnect(&app, "dropbox").await;
+    assert_eq!(
+        fake.calls().revoke,
+        1,
+        "the access token, not the refresh token"
+    );
+    assert_eq!(live_access_tokens(&fake).await, 0);
+    let revoked = disconnected_detail(&app).await;
+    assert_eq!(revoked["revoked_upstream"], true, "{revoked}");
+}
+
+/// Without `token_access_type=offline` the fake, like Dropbox, gives no
+/// refresh token: an expired token then needs the user again.
+#[tokio::test]
+async fn without_the_offline_parameter_there_is_nothing_to_refresh_with() {
+    let fake = dropbox::start().await;
+    let app = app_with_edit(
+        &fake,
+        "dropbox",
+        "authorize_params = { token_access_type = \"online\" }",
+    )
+    .await;
+    connect(&app, &fake, "dropbox").await;
+    assert!(connection_has(&app, "refresh_token IS NULL").await);
+    expire(&app, &fake).await;
+    let (_, again) = app
+        .call_tool("alice", "whoami", json!({"provider": "dropbox"}))
+        .await;
+    assert_eq!(again["result"]["resultType"], "input_required", "{again}");
+    assert_eq!(fake.calls().refresh, 0);
+}
+
+#[tokio::test]
+async fn rmcp_connects_dropbox_and_completes_the_rpc_call() {
+    let fake = dropbox::start().await;
+    let app = app_with(&fake, "dropbox").await;
+    let content = rmcp_api(
+        &app,
+        &fake,
+        json!({"provider": "dropbox", "method": "POST", "path": "files/list_folder",
+               "body": {"path": "/Documents"}}),
+    )
+    .await;
+    assert_eq!(
+        content["body"]["entries"][0]["path_display"],
+        "/Documents/Prime_Numbers.txt"
+    );
+}
+
+/// Dropbox revokes only with a live access token as credential: after the
+/// four hours, disconnect refreshes once to end the grant.
+#[tokio::test]
+async fn disconnect_after_expiry_still_ends_the_grant() {
+    let fake = dropbox::start().await;
+    let app = app_with(&fake, "dropbox").await;
+    connect(&app, &fake, "dropbox").await;
+    expire(&app, &fake).await;
+    assert_eq!(live_access_tokens(&fake).await, 0);
+    disconnect(&app, "dropbox").await;
+    assert_eq!(fake.calls().refresh, 1, "a token to revoke with");
+    assert_eq!(fake.calls().revoke, 1);
+    assert_eq!(live_access_tokens(&fake).await, 0, "the new one is revoked");
+    let revoked = disconnected_detail(&app).await;
+    assert_eq!(revoked["revoked_upstream"], true, "{revoked}");
+    // The refresh token died with it.
+    let refresh = fake
+        .issued()
+        .into_iter()
+        .find(|t| !t.starts_with("sl.") && t.len() > 43)
+        .unwrap();
+    let answer = provider_fakes::no_redirects()
+        .post(format!("{}/oauth2/token", fake.base))
+        .form(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", refresh.as_str()),
+            ("client_id", fake.client_id()),
+            ("client_secret", fake.client_secret()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 400);
+}
