@@ -24,7 +24,7 @@ use crate::{
         params::{Holder, Params},
         tickets::Ticket,
     },
-    providers::{Account, PkcePair, Provider, ProviderError},
+    providers::{Account, Learned, PkcePair, Provider, ProviderError, TokenHint, TokenSet},
 };
 
 /// How long a started connect flow waits for the provider's callback.
@@ -45,6 +45,14 @@ pub enum FinishError {
     /// The provider refused the code or did not answer as expected.
     #[error("{0:#}")]
     Upstream(anyhow::Error),
+    /// A value the provider told after consent (an org host, a site id) was
+    /// refused; the tokens were revoked upstream if `revoked`.
+    #[error("{provider} named a {label} this server does not accept (revoked upstream: {revoked})")]
+    Unaccepted {
+        provider: String,
+        label: String,
+        revoked: bool,
+    },
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -166,25 +174,31 @@ pub(super) async fn finish(
     let upstream = |step: &str, e: ProviderError| {
         FinishError::Upstream(anyhow::anyhow!("{name}: {step}: {e}"))
     };
-    let mut params = db::params::get(&state.db, Holder::Flow, flow.id)
+    let flow_params = db::params::get(&state.db, Holder::Flow, flow.id)
         .await
         .map_err(anyhow::Error::from)?
         .unwrap_or_default();
+    let mut params = flow_params.clone();
     let (tokens, learned) = provider
         .exchange_code_learning(&state.http, code, verifier.expose_secret(), &params)
         .await
         .map_err(|e| upstream("code exchange", e))?;
-    params.extend(learned);
-    let access_token = tokens.access_token.expose_secret();
-    let looked_up = provider
-        .lookup_params(&state.http, access_token)
-        .await
-        .map_err(|e| upstream("lookup", e))?;
-    params.extend(looked_up);
-    let account = provider
-        .account_at(&state.http, access_token, &params)
-        .await
-        .map_err(|e| upstream("account", e))?;
+    let account = match learn_and_read(state, provider, &tokens, learned, &mut params).await {
+        Ok(account) => account,
+        Err((step, e)) => {
+            // The tokens were issued but will not be stored: end the grant.
+            let revoked = revoke_unused(state, provider, &tokens, &flow_params).await;
+            tracing::warn!(provider = %name, step, error = %e, revoked, "connect failed after consent; tokens not stored");
+            return Err(match e {
+                ProviderError::Unaccepted { label, .. } => FinishError::Unaccepted {
+                    provider: provider.display_name().to_owned(),
+                    label,
+                    revoked,
+                },
+                e => upstream(step, e),
+            });
+        }
+    };
     let ticket = match flow.ticket_id {
         Some(id) => db::tickets::find_by_id(&state.db, id)
             .await
@@ -218,4 +232,57 @@ pub(super) async fn finish(
     tx.commit().await.map_err(anyhow::Error::from)?;
     state.metrics.flow.connection_stored();
     Ok((connection_id, account))
+}
+
+/// The values the provider tells after consent, checked (from the token
+/// answer, then by lookup) and added to `params`, then the account read
+/// with them; on failure, the step and why.
+async fn learn_and_read(
+    state: &ConnectionService,
+    provider: &Provider,
+    tokens: &TokenSet,
+    learned: Learned,
+    params: &mut Params,
+) -> Result<Account, (&'static str, ProviderError)> {
+    params.extend(learned.map_err(|e| ("token answer", e))?);
+    let access_token = tokens.access_token.expose_secret();
+    let looked_up = provider
+        .lookup_params(&state.http, access_token)
+        .await
+        .map_err(|e| ("lookup", e))?;
+    params.extend(looked_up);
+    provider
+        .account_at(&state.http, access_token, params)
+        .await
+        .map_err(|e| ("account", e))
+}
+
+/// Revokes tokens just issued that will not be stored, where the entry has
+/// a revocation endpoint the flow's own parameters make (never one built
+/// from a value just refused). Best effort: `true` if one was revoked.
+/// Failures are logged by `revoke`, without the token.
+async fn revoke_unused(
+    state: &ConnectionService,
+    provider: &Provider,
+    tokens: &TokenSet,
+    params: &Params,
+) -> bool {
+    if !provider.supports_revocation() {
+        return false;
+    }
+    // The refresh token first: revoking it ends the whole grant at most
+    // providers; the access token too, for those that keep them apart.
+    let refresh = tokens
+        .refresh_token
+        .as_ref()
+        .map(|t| (t, TokenHint::RefreshToken));
+    let access = Some((&tokens.access_token, TokenHint::AccessToken));
+    let mut revoked = false;
+    for (token, hint) in [refresh, access].into_iter().flatten() {
+        revoked |= provider
+            .revoke(&state.http, token.expose_secret(), hint, params)
+            .await
+            .is_ok();
+    }
+    revoked
 }

@@ -28,6 +28,12 @@ pub enum ProviderError {
     /// The answer was not what the protocol promises.
     #[error("unexpected answer from the provider: {0}")]
     BadResponse(String),
+    /// A value the entry learns after consent (Salesforce's org host, an
+    /// Atlassian cloud id) was missing or did not match its parameter: the
+    /// answer would steer later calls elsewhere. `label` names the
+    /// parameter for the person; neither field holds the value.
+    #[error("the provider named a {label} this server does not accept: {why}")]
+    Unaccepted { label: String, why: String },
     #[error("path refused: {0}")]
     PathRefused(String),
     #[error("method `{0}` is not allowed for this provider")]

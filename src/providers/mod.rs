@@ -51,6 +51,7 @@ pub use credential::{CheckedCredential, CredentialField, FieldCredential, FormPr
 pub use endpoints::Endpoint;
 pub use error::{ProviderConfigError, ProviderError};
 pub use listing::catalog_markdown;
+pub use oauth::{Learned, Refreshed};
 pub use per_connection::ConnectionEndpoints;
 pub use pkce::PkcePair;
 

@@ -22,6 +22,18 @@ use super::{
 };
 use crate::metrics::Call;
 
+/// The values learned from a token answer, or why one was refused.
+pub type Learned = Result<BTreeMap<String, String>, ProviderError>;
+
+/// A refresh's outcome: the new tokens, and the connection's parameters
+/// with the values the answer told again (each checked); `refused` says
+/// which it told that did not match, whose stored values were kept.
+pub struct Refreshed {
+    pub tokens: TokenSet,
+    pub params: BTreeMap<String, String>,
+    pub refused: Vec<ProviderError>,
+}
+
 /// Whole-request bound for token endpoint calls: a person is waiting.
 /// Inside the shutdown drain (`config::SHUTDOWN_DRAIN`), with an API call after it.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -37,22 +49,25 @@ impl Provider {
         code: &str,
         pkce_verifier: &str,
     ) -> Result<TokenSet, ProviderError> {
-        self.exchange_code_learning(http, code, pkce_verifier, &BTreeMap::new())
-            .await
-            .map(|(tokens, _)| tokens)
+        let (tokens, learned) = self
+            .exchange_code_learning(http, code, pkce_verifier, &BTreeMap::new())
+            .await?;
+        learned.map(|_| tokens)
     }
 
     /// [`Provider::exchange_code`] at the token endpoint the connection's
     /// `params` make (a Microsoft tenant's), also answering the values the
     /// entry learns from the token answer (Salesforce's `instance_url`),
-    /// each checked against its parameter's pattern.
+    /// each checked against its parameter's pattern. A refused value
+    /// comes back beside the tokens, which were issued all the same: the
+    /// caller must revoke them.
     pub async fn exchange_code_learning(
         &self,
         http: &reqwest::Client,
         code: &str,
         pkce_verifier: &str,
         params: &BTreeMap<String, String>,
-    ) -> Result<(TokenSet, BTreeMap<String, String>), ProviderError> {
+    ) -> Result<(TokenSet, Learned), ProviderError> {
         let mut form = vec![
             ("grant_type", "authorization_code"),
             ("code", code),
@@ -67,7 +82,7 @@ impl Provider {
         let result = self
             .token_request(http, Call::Token, &url, form, &[code, pkce_verifier])
             .await
-            .and_then(|(tokens, answer)| Ok((tokens, self.learned_from_token_answer(&answer)?)));
+            .map(|(tokens, answer)| (tokens, self.learned_from_token_answer(&answer)));
         log_outcome(&self.name, "exchange", result.as_ref().map(|(t, _)| t));
         result
     }
@@ -82,6 +97,20 @@ impl Provider {
         refresh_token: &str,
         params: &BTreeMap<String, String>,
     ) -> Result<TokenSet, ProviderError> {
+        self.refresh_learning(http, refresh_token, params)
+            .await
+            .map(|refreshed| refreshed.tokens)
+    }
+
+    /// [`Provider::refresh`], also answering the connection's parameters
+    /// as the refresh answer tells them again (a moved Salesforce org):
+    /// see [`Refreshed`].
+    pub async fn refresh_learning(
+        &self,
+        http: &reqwest::Client,
+        refresh_token: &str,
+        params: &BTreeMap<String, String>,
+    ) -> Result<Refreshed, ProviderError> {
         let form = vec![
             ("grant_type", "refresh_token"),
             ("refresh_token", refresh_token),
@@ -91,10 +120,15 @@ impl Provider {
             .ok_or(ProviderError::Unsupported("refresh"))?;
         let result = self
             .token_request(http, Call::Refresh, &url, form, &[refresh_token])
-            .await
-            .map(|(tokens, _)| tokens);
-        log_outcome(&self.name, "refresh", result.as_ref());
-        result
+            .await;
+        log_outcome(&self.name, "refresh", result.as_ref().map(|(t, _)| t));
+        let (tokens, answer) = result?;
+        let (params, refused) = self.relearned(&answer, params);
+        Ok(Refreshed {
+            tokens,
+            params,
+            refused,
+        })
     }
 
     /// Revokes a token upstream (RFC 7009), at the endpoint the

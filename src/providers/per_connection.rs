@@ -191,18 +191,49 @@ impl Provider {
             .collect()
     }
 
+    /// The values a refresh answer tells again (Salesforce may move an org
+    /// to another host): `stored` with each one present in `answer` that
+    /// matches its parameter; one that does not is refused, keeping the
+    /// stored value, and comes back as its error. Absent ones keep theirs.
+    pub(super) fn relearned(
+        &self,
+        answer: &Value,
+        stored: &BTreeMap<String, String>,
+    ) -> (BTreeMap<String, String>, Vec<ProviderError>) {
+        let mut params = stored.clone();
+        let mut refused = Vec::new();
+        let told = self.param_specs.iter().filter(|(_, spec)| {
+            spec.source.as_deref() == Some("token_response")
+                && answer
+                    .pointer(spec.pointer.as_deref().unwrap_or_default())
+                    .is_some()
+        });
+        for (name, _) in told {
+            match self.learned_value(name, answer) {
+                Ok(value) => {
+                    params.insert(name.clone(), value);
+                }
+                Err(e) => refused.push(e),
+            }
+        }
+        (params, refused)
+    }
+
     fn learned_value(&self, name: &str, answer: &Value) -> Result<String, ProviderError> {
-        let bad = |m: String| ProviderError::BadResponse(m);
         let spec = self
             .param_specs
             .get(name)
-            .ok_or_else(|| bad(format!("no parameter `{name}`")))?;
+            .ok_or_else(|| ProviderError::BadResponse(format!("no parameter `{name}`")))?;
+        let unaccepted = |why: String| ProviderError::Unaccepted {
+            label: spec.label.clone().unwrap_or_else(|| name.to_owned()),
+            why,
+        };
         let pointer = spec.pointer.as_deref().unwrap_or_default();
         let value = answer
             .pointer(pointer)
             .and_then(Value::as_str)
-            .ok_or_else(|| bad(format!("the answer has no `{pointer}` for `{name}`")))?;
-        template::check_value(name, spec, value).map_err(bad)
+            .ok_or_else(|| unaccepted(format!("the answer has no `{pointer}` for `{name}`")))?;
+        template::check_value(name, spec, value).map_err(unaccepted)
     }
 }
 

@@ -114,7 +114,7 @@ fn values_learned_from_a_token_answer_are_checked() {
         json!({}),
     ] {
         let err = sf.learned_from_token_answer(&answer).unwrap_err();
-        assert!(matches!(err, ProviderError::BadResponse(_)), "{err}");
+        assert!(matches!(err, ProviderError::Unaccepted { .. }), "{err}");
     }
 }
 

@@ -129,6 +129,7 @@ pub fn provider_failure(provider: &str, e: &ProviderError) -> Outcome {
         ProviderError::Status(_)
         | ProviderError::Rejected { .. }
         | ProviderError::BadResponse(_)
+        | ProviderError::Unaccepted { .. }
         | ProviderError::Unsupported(_) => (ErrorKind::ProviderError, NextStep::None),
     };
     // Provider errors carry no credential by construction (see its docs).

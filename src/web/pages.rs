@@ -34,6 +34,10 @@ pub enum WebError {
     /// The identity provider or a third-party provider failed.
     #[error("upstream failure: {0:#}")]
     Upstream(anyhow::Error),
+    /// The provider approved, but named a value (an org host, a site) this
+    /// server refuses: the sentence for the person, with no value in it.
+    #[error("not connected: {0}")]
+    NotConnected(String),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -118,6 +122,7 @@ impl WebError {
                 "Too many connect links",
                 "Too many connect links were requested for this account in the last minute. Wait a minute and try again.",
             ),
+            WebError::NotConnected(message) => page("The account was not connected", message),
             WebError::Internal(e) if crate::db::faults::is_transient_chain(e) => page(
                 "Temporarily unavailable",
                 "The service cannot reach its database right now. This is temporary: please try again in a few seconds.",
@@ -147,7 +152,7 @@ impl ResponseError for WebError {
             WebError::Internal(e) if crate::db::faults::is_transient_chain(e) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
-            WebError::Upstream(_) => StatusCode::BAD_GATEWAY,
+            WebError::Upstream(_) | WebError::NotConnected(_) => StatusCode::BAD_GATEWAY,
             WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

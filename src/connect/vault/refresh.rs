@@ -70,10 +70,12 @@ pub(super) async fn refresh(
         return Ok(None);
     };
     match provider
-        .refresh(&state.http, refresh_token.expose_secret(), &row.params.0)
+        .refresh_learning(&state.http, refresh_token.expose_secret(), &row.params.0)
         .await
     {
-        Ok(tokens) => {
+        Ok(refreshed) => {
+            let tokens = refreshed.tokens;
+            let params = relearned(&mut tx, &row, refreshed.params, &refreshed.refused).await?;
             let ctx = |kind| context(row.id, row.user(), &row.provider, kind);
             let access = state.keys.seal(
                 Purpose::Token,
@@ -105,6 +107,7 @@ pub(super) async fn refresh(
                 key_id: access.key_id,
                 access_token_expires_at: expires_at,
                 updated_at: Utc::now(),
+                params: sqlx::types::Json(params),
                 ..row
             }))
         }
@@ -120,6 +123,23 @@ pub(super) async fn refresh(
             ))
         }
     }
+}
+
+/// Stores the parameters a refresh answer told again (a moved org host)
+/// when they changed; refused ones were kept as stored, and are logged.
+async fn relearned(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    row: &ConnectionRow,
+    params: db::params::Params,
+    refused: &[ProviderError],
+) -> anyhow::Result<db::params::Params> {
+    for e in refused {
+        tracing::warn!(provider = %row.provider, connection = %row.id, error = %e, "refresh answer named a value refused; the stored one is kept");
+    }
+    if params != row.params.0 {
+        db::params::set(&mut **tx, db::params::Holder::Connection, row.id, &params).await?;
+    }
+    Ok(params)
 }
 
 /// The token cannot be refreshed: the connection needs the user again

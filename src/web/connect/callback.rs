@@ -85,6 +85,11 @@ pub(super) async fn callback(
         .await
         .map_err(|e| match e {
             FinishError::Upstream(e) => WebError::Upstream(e),
+            FinishError::Unaccepted {
+                provider,
+                label,
+                revoked,
+            } => WebError::NotConnected(not_accepted(&provider, &label, revoked)),
             FinishError::Internal(e) => WebError::Internal(e),
         })?;
     audit(
@@ -101,6 +106,20 @@ pub(super) async fn callback(
         provider.display_name(),
         &account.label,
     ))
+}
+
+/// Why an approved connect was not made, for the person: the value is
+/// left out (it may be anything), what happened to the access is not.
+fn not_accepted(provider: &str, label: &str, revoked: bool) -> String {
+    let access = if revoked {
+        "The access you had just granted was revoked."
+    } else {
+        "This server could not revoke the access you had just granted: remove it in your account's settings there."
+    };
+    format!(
+        "{provider} named a {label} this server does not accept, so nothing was connected. {access} \
+         If this is unexpected, ask your administrator which {label}s this server allows."
+    )
 }
 
 /// The success page, for the callback that connected the account.

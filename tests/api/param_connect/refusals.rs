@@ -3,7 +3,7 @@
 //! operator did not allow; and what is refused after consent: a learned
 //! value that does not match its pattern (an org host elsewhere).
 
-use provider_fakes::{Calls, microsoft, salesforce};
+use provider_fakes::{Calls, microsoft, no_redirects, salesforce};
 
 use super::{api_args, connect_with};
 use crate::{
@@ -89,8 +89,41 @@ async fn an_org_host_outside_the_pattern_is_refused_and_nothing_is_stored() {
     let app = app_with(&fake, "salesforce").await;
     let args = api_args("salesforce", "v62.0/query");
     let (_, done, _) = connect_with(&app, &fake, &args, &[]).await;
-    assert_ne!(done.status, 200, "{}", done.body);
+    assert_eq!(done.status, 502, "{}", done.body);
     assert!(!done.body.contains("connected as"), "{}", done.body);
+    // The page says why, without the value, and what became of the access.
+    assert!(
+        done.body
+            .contains("Salesforce named a Salesforce org this server does not accept"),
+        "{}",
+        done.body
+    );
+    assert!(
+        done.body
+            .contains("The access you had just granted was revoked."),
+        "{}",
+        done.body
+    );
+    assert!(!done.body.contains("evil.example"), "{}", done.body);
+    // The grant just issued was revoked at the login host: its refresh
+    // token no longer works.
+    assert!(fake.calls().revoke >= 1, "{:?}", fake.calls());
+    let refresh = fake
+        .refresh_tokens()
+        .pop()
+        .expect("a refresh token was issued");
+    let again = no_redirects()
+        .post(format!("{}/services/oauth2/token", fake.base))
+        .form(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", refresh.as_str()),
+            ("client_id", fake.client_id()),
+            ("client_secret", fake.client_secret()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 400);
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
     assert_eq!(
         fake.calls().userinfo,
@@ -98,4 +131,5 @@ async fn an_org_host_outside_the_pattern_is_refused_and_nothing_is_stored() {
         "nothing was sent after the token answer"
     );
     assert!(fake.api_seen().is_empty());
+    crate::logs::assert_absent(&fake.secrets());
 }

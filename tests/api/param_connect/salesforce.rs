@@ -67,3 +67,73 @@ async fn the_org_host_from_the_token_answer_is_where_the_api_is_called() {
     drop(browser);
     crate::logs::assert_absent(&fake.secrets());
 }
+
+/// The app, its entry allowing the fake's org at either loopback name
+/// (the fake serves its API only at `localhost`, so an org at
+/// `127.0.0.1` is one that moved away).
+async fn app_allowing_both_hosts(fake: &provider_fakes::FakeProvider) -> crate::helpers::TestApp {
+    let port = fake.base.rsplit(':').next().unwrap().to_owned();
+    crate::helpers::spawn_app_with(|t| {
+        fake.configure(t, "salesforce");
+        let pattern = format!("http://(localhost|127\\.0\\.0\\.1):{port}");
+        t["providers"]["salesforce"]["params"]["instance_url"]["pattern"] = pattern.into();
+    })
+    .await
+}
+
+/// The token expired; the next call refreshes and reaches the org's API
+/// at `localhost`.
+async fn refresh_then_call_at_localhost(
+    app: &crate::helpers::TestApp,
+    fake: &provider_fakes::FakeProvider,
+    args: &serde_json::Value,
+) {
+    let port = fake.base.rsplit(':').next().unwrap().to_owned();
+    expire(app).await;
+    let refreshed = call(app, args).await;
+    assert_eq!(fake.calls().refresh, 1);
+    assert_eq!(refreshed["http_status"], 200, "{refreshed}");
+    let host = fake.api_seen().pop().unwrap().0;
+    assert_eq!(host, format!("localhost:{port}"));
+}
+
+#[tokio::test]
+async fn the_org_host_a_refresh_answer_names_replaces_the_stored_one() {
+    let fake = salesforce::start().await;
+    let port = fake.base.rsplit(':').next().unwrap().to_owned();
+    let app = app_allowing_both_hosts(&fake).await;
+    let args = api_args("salesforce", "v62.0/query");
+    let old = format!("http://127.0.0.1:{port}");
+    fake.set_instance_url(&old);
+    let (_, done, _) = connect_with(&app, &fake, &args, &[]).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert_eq!(stored_params(&app).await, json!({"instance_url": old}));
+
+    // The org moved: the refresh answer names its new host.
+    let moved = format!("http://localhost:{port}");
+    fake.set_instance_url(&moved);
+    refresh_then_call_at_localhost(&app, &fake, &args).await;
+    assert_eq!(stored_params(&app).await, json!({"instance_url": moved}));
+    crate::logs::assert_absent(&fake.secrets());
+}
+
+#[tokio::test]
+async fn a_refresh_answer_naming_an_org_host_elsewhere_keeps_the_stored_one() {
+    let fake = salesforce::start().await;
+    let app = app_with(&fake, "salesforce").await;
+    let args = api_args("salesforce", "v62.0/query");
+    let (_, done, _) = connect_with(&app, &fake, &args, &[]).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    let stored = stored_params(&app).await;
+
+    fake.set_instance_url("https://evil.example");
+    refresh_then_call_at_localhost(&app, &fake, &args).await;
+    assert_eq!(stored_params(&app).await, stored, "the stored org is kept");
+    let logs = crate::logs::captured();
+    let refusal = logs
+        .lines()
+        .find(|l| l.contains("refresh answer named a value refused; the stored one is kept"))
+        .expect("the refusal is logged");
+    assert!(!refusal.contains("evil.example"), "the value is not logged");
+    crate::logs::assert_absent(&fake.secrets());
+}
