@@ -132,6 +132,10 @@ pub async fn start_ours(
         // S2 asks the same few users for links thousands of times a second:
         // the per-user limit still counts every one, but never refuses.
         .env("MCP_CONNECT_FLOW__LINKS_PER_MINUTE", "4000000000")
+        // S3's sealed states are minted once, before the first scenario, and
+        // replayed until S6's seeded runs, which come after the default ten
+        // minutes have passed.
+        .env("MCP_CONNECT_FLOW__REQUEST_STATE_TTL_SECS", "7200")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log_file(paths, log)?)
