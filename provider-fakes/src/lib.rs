@@ -105,6 +105,27 @@ impl FakeProvider {
         self.shared.calls.snapshot()
     }
 
+    /// The HTTP status this fake answers a refresh grant at `token_path`
+    /// (client credentials in the body): a test's way to ask whether a
+    /// refresh token still works upstream.
+    pub async fn refresh_status(
+        &self,
+        token_path: &str,
+        refresh_token: &str,
+    ) -> reqwest::Result<u16> {
+        let answer = no_redirects()
+            .post(format!("{}{token_path}", self.base))
+            .form(&[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", refresh_token),
+                ("client_id", self.client_id()),
+                ("client_secret", self.client_secret()),
+            ])
+            .send()
+            .await?;
+        Ok(answer.status().as_u16())
+    }
+
     /// The next authorize request answers `error=access_denied`, as when
     /// the person presses Cancel.
     pub fn deny_next(&self) {

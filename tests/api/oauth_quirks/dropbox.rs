@@ -177,16 +177,10 @@ async fn disconnect_after_expiry_still_ends_the_grant() {
         .into_iter()
         .find(|t| !t.starts_with("sl.") && t.len() > 43)
         .unwrap();
-    let answer = provider_fakes::no_redirects()
-        .post(format!("{}/oauth2/token", fake.base))
-        .form(&[
-            ("grant_type", "refresh_token"),
-            ("refresh_token", refresh.as_str()),
-            ("client_id", fake.client_id()),
-            ("client_secret", fake.client_secret()),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status(), 400);
+    assert_eq!(
+        fake.refresh_status("/oauth2/token", &refresh)
+            .await
+            .unwrap(),
+        400
+    );
 }

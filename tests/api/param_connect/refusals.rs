@@ -3,7 +3,7 @@
 //! operator did not allow; and what is refused after consent: a learned
 //! value that does not match its pattern (an org host elsewhere).
 
-use provider_fakes::{Calls, microsoft, no_redirects, salesforce};
+use provider_fakes::{Calls, microsoft, salesforce};
 
 use super::{api_args, connect_with};
 use crate::{
@@ -112,18 +112,12 @@ async fn an_org_host_outside_the_pattern_is_refused_and_nothing_is_stored() {
         .refresh_tokens()
         .pop()
         .expect("a refresh token was issued");
-    let again = no_redirects()
-        .post(format!("{}/services/oauth2/token", fake.base))
-        .form(&[
-            ("grant_type", "refresh_token"),
-            ("refresh_token", refresh.as_str()),
-            ("client_id", fake.client_id()),
-            ("client_secret", fake.client_secret()),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(again.status(), 400);
+    assert_eq!(
+        fake.refresh_status("/services/oauth2/token", &refresh)
+            .await
+            .unwrap(),
+        400
+    );
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
     assert_eq!(
         fake.calls().userinfo,
