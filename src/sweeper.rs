@@ -3,20 +3,28 @@
 //! failed longer ago than `webhooks.failed_retention_days`. Every instance
 //! runs the loop; a Postgres advisory lock makes sure only one of them
 //! sweeps at a time.
+//!
+//! A sweep shares the database with the requests being served, so it
+//! deletes in batches of [`BATCH`] rows, each its own short transaction,
+//! and after every full batch rests [`REST_PER_WORK`] times as long as the
+//! batch took: a backlog (a million expired tickets after an outage of the
+//! sweeper, a retention shortened from a year to a month) costs the
+//! database at most about a quarter of one backend's time until it is
+//! gone, rather than one long statement competing with every request.
 
-use std::time::Duration;
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
-use std::sync::Arc;
-
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::{Settings, WebhookSettings},
     db::{
-        audit, event_outbox,
+        advisory_lock, audit, event_outbox,
         expiry::{self, Expiring},
-        transaction,
     },
 };
 
@@ -25,9 +33,17 @@ const LOCK_KEY: i64 = 0x6d63_705f_7377_6570;
 /// Keep expired rows this long (a late retry still finds its ticket "used"
 /// rather than "unknown", and audit rows still name it).
 const GRACE: chrono::Duration = chrono::Duration::hours(1);
-/// Audit rows deleted per statement: short locks, bounded WAL bursts.
-const AUDIT_BATCH: i64 = 1000;
-/// Batches per sweep; a backlog goes over several sweeps.
+/// Rows deleted per statement: short locks, bounded WAL bursts, ≈10 ms of
+/// a backend's time for a batch of tickets with their foreign keys.
+const BATCH: i64 = 1000;
+/// After a full batch, rest this many times as long as it took.
+const REST_PER_WORK: u32 = 3;
+/// A batch slowed down by a lock wait does not put the sweep to sleep for
+/// longer than this.
+const LONGEST_REST: Duration = Duration::from_secs(1);
+/// Audit batches per sweep: a retention shortened by years goes over
+/// several sweeps. Expired tickets, flows and sessions have no such bound:
+/// they grow with the traffic, and each sweep takes all of them.
 const AUDIT_BATCHES: usize = 500;
 
 /// Runs one sweep if no other instance is sweeping; audit rows older than
@@ -37,36 +53,63 @@ pub async fn sweep_once(
     pool: &PgPool,
     audit_retention: chrono::Duration,
 ) -> Result<Option<u64>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    if !transaction::try_advisory_lock(&mut *tx, LOCK_KEY).await? {
+    let mut conn = pool.acquire().await?;
+    // The lock lives as long as this connection, which is closed when the
+    // sweep ends: a sweep cut short (an error, a shutdown) cannot leave
+    // the lock behind on an idle pooled connection.
+    conn.close_on_drop();
+    if !advisory_lock::try_lock(&mut *conn, LOCK_KEY).await? {
         return Ok(None);
     }
-    let mut deleted = expiry::delete_expired_login_flows(&mut *tx).await?;
+    let mut deleted = expiry::delete_expired_login_flows(&mut *conn).await?;
     for what in Expiring::ALL {
-        deleted += expiry::delete(&mut *tx, what, GRACE).await?;
+        deleted += paced(&mut conn, Work::Expired(what), usize::MAX).await?;
     }
-    tx.commit().await?;
-    deleted += sweep_audit(pool, audit_retention).await?;
+    deleted += paced(&mut conn, Work::Audit(audit_retention), AUDIT_BATCHES).await?;
     Ok(Some(deleted))
 }
 
-/// Audit rows past the retention, a batch per statement (each its own
-/// short transaction), at most `AUDIT_BATCHES` batches per sweep.
-async fn sweep_audit(pool: &PgPool, retention: chrono::Duration) -> Result<u64, sqlx::Error> {
+/// What one batch deletes.
+#[derive(Clone, Copy)]
+enum Work {
+    Expired(Expiring),
+    Audit(chrono::Duration),
+}
+
+/// Deletes `work` batch by batch, resting after each full one, until a
+/// batch comes back short or `max_batches` ran. Returns how many went.
+async fn paced(
+    conn: &mut PgConnection,
+    work: Work,
+    max_batches: usize,
+) -> Result<u64, sqlx::Error> {
     let mut deleted = 0;
-    for _ in 0..AUDIT_BATCHES {
-        let n = audit::delete_older_than(pool, retention, AUDIT_BATCH).await?;
+    for _ in 0..max_batches {
+        let started = Instant::now();
+        let n = match work {
+            Work::Expired(what) => expiry::delete_batch(&mut *conn, what, GRACE, BATCH).await?,
+            Work::Audit(retention) => {
+                audit::delete_older_than(&mut *conn, retention, BATCH).await?
+            }
+        };
         deleted += n;
-        if n < AUDIT_BATCH as u64 {
+        if n < BATCH as u64 {
             break;
         }
+        tokio::time::sleep(rest_after(started.elapsed())).await;
     }
     Ok(deleted)
 }
 
+/// How long to rest after a batch that took `worked`.
+fn rest_after(worked: Duration) -> Duration {
+    worked.saturating_mul(REST_PER_WORK).min(LONGEST_REST)
+}
+
 /// Webhook events that failed longer ago than `webhooks.failed_retention_days`,
 /// and those nobody tried for that long past the retry window (their
-/// endpoint was removed), a batch per statement. Returns how many went.
+/// endpoint was removed), a batch per statement, paced like a sweep.
+/// Returns how many went.
 pub async fn sweep_outbox(pool: &PgPool, webhooks: &WebhookSettings) -> Result<u64, sqlx::Error> {
     let now = chrono::Utc::now();
     let failed_before = now - webhooks.failed_retention();
@@ -75,17 +118,20 @@ pub async fn sweep_outbox(pool: &PgPool, webhooks: &WebhookSettings) -> Result<u
     let abandoned_before = failed_before - retry_for;
     let mut deleted = 0;
     for _ in 0..AUDIT_BATCHES {
-        let n = event_outbox::delete_expired(pool, failed_before, abandoned_before, AUDIT_BATCH)
-            .await?;
+        let started = Instant::now();
+        let n = event_outbox::delete_expired(pool, failed_before, abandoned_before, BATCH).await?;
         deleted += n;
-        if n < AUDIT_BATCH as u64 {
+        if n < BATCH as u64 {
             break;
         }
+        tokio::time::sleep(rest_after(started.elapsed())).await;
     }
     Ok(deleted)
 }
 
-/// Sweeps every `every` until `stop` is cancelled.
+/// Sweeps every `every` until `stop` is cancelled. A sweep under way then
+/// is dropped where it stands: each batch is its own transaction, so
+/// nothing is left half done, and the lock goes with its connection.
 pub fn start(pool: PgPool, settings: Arc<Settings>, every: Duration, stop: CancellationToken) {
     tokio::spawn(async move {
         loop {
@@ -93,11 +139,17 @@ pub fn start(pool: PgPool, settings: Arc<Settings>, every: Duration, stop: Cance
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(every) => {}
             }
-            let swept = match sweep_once(&pool, settings.audit.retention()).await {
-                Ok(Some(n)) => sweep_outbox(&pool, &settings.webhooks)
-                    .await
-                    .map(|m| Some(n + m)),
-                other => other,
+            let sweep = async {
+                match sweep_once(&pool, settings.audit.retention()).await {
+                    Ok(Some(n)) => sweep_outbox(&pool, &settings.webhooks)
+                        .await
+                        .map(|m| Some(n + m)),
+                    other => other,
+                }
+            };
+            let swept = tokio::select! {
+                () = stop.cancelled() => return,
+                swept = sweep => swept,
             };
             match swept {
                 Ok(Some(n)) if n > 0 => {
@@ -111,4 +163,19 @@ pub fn start(pool: PgPool, settings: Arc<Settings>, every: Duration, stop: Cance
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sweep_rests_three_times_as_long_as_a_batch_took_and_never_long() {
+        assert_eq!(
+            rest_after(Duration::from_millis(12)),
+            Duration::from_millis(36)
+        );
+        assert_eq!(rest_after(Duration::ZERO), Duration::ZERO);
+        assert_eq!(rest_after(Duration::from_secs(30)), LONGEST_REST);
+    }
 }

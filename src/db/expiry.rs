@@ -14,39 +14,56 @@ impl Expiring {
     pub const ALL: [Expiring; 3] = [Expiring::Flows, Expiring::Sessions, Expiring::Tickets];
 }
 
-/// Deletes rows of `what` that expired more than `grace` ago.
-pub async fn delete(
+/// Deletes at most `batch` rows of `what` that expired more than `grace`
+/// ago, the longest expired first (through the `expires_at` index), and
+/// returns how many went. A backlog goes in several calls: each is a short
+/// transaction with few row locks and a small burst of WAL.
+pub async fn delete_batch(
     exec: impl PgExecutor<'_>,
     what: Expiring,
     grace: chrono::Duration,
+    batch: i64,
 ) -> Result<u64, sqlx::Error> {
     let grace = grace.num_seconds() as f64;
     // One statement per table: a table name cannot be a parameter.
-    let done =
-        match what {
-            Expiring::Tickets => sqlx::query!(
-                "DELETE FROM connect_tickets WHERE expires_at < now() - make_interval(secs => $1)",
+    let done = match what {
+        Expiring::Tickets => {
+            sqlx::query!(
+                "DELETE FROM connect_tickets WHERE id IN (
+                     SELECT id FROM connect_tickets
+                      WHERE expires_at < now() - make_interval(secs => $1)
+                      ORDER BY expires_at LIMIT $2)",
                 grace,
+                batch,
             )
             .execute(exec)
-            .await?,
-            Expiring::Flows => {
-                sqlx::query!(
-                    "DELETE FROM oauth_flows WHERE expires_at < now() - make_interval(secs => $1)",
-                    grace,
-                )
-                .execute(exec)
-                .await?
-            }
-            Expiring::Sessions => {
-                sqlx::query!(
-                    "DELETE FROM web_sessions WHERE expires_at < now() - make_interval(secs => $1)",
-                    grace,
-                )
-                .execute(exec)
-                .await?
-            }
-        };
+            .await?
+        }
+        Expiring::Flows => {
+            sqlx::query!(
+                "DELETE FROM oauth_flows WHERE id IN (
+                     SELECT id FROM oauth_flows
+                      WHERE expires_at < now() - make_interval(secs => $1)
+                      ORDER BY expires_at LIMIT $2)",
+                grace,
+                batch,
+            )
+            .execute(exec)
+            .await?
+        }
+        Expiring::Sessions => {
+            sqlx::query!(
+                "DELETE FROM web_sessions WHERE id IN (
+                     SELECT id FROM web_sessions
+                      WHERE expires_at < now() - make_interval(secs => $1)
+                      ORDER BY expires_at LIMIT $2)",
+                grace,
+                batch,
+            )
+            .execute(exec)
+            .await?
+        }
+    };
     Ok(done.rows_affected())
 }
 

@@ -17,6 +17,7 @@
 //! the caller writes `AssertSqlSafe`, which makes a spliced statement easy
 //! to find.
 
+pub mod advisory_lock;
 pub mod audit;
 pub mod call_accounts;
 pub mod client_grants;

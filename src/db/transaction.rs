@@ -17,11 +17,3 @@ pub async fn set_lock_timeout(
         .await?;
     Ok(())
 }
-
-/// Takes the advisory lock `key` until the transaction ends, if no other
-/// session holds it; `false` when one does.
-pub async fn try_advisory_lock(exec: impl PgExecutor<'_>, key: i64) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar!(r#"SELECT pg_try_advisory_xact_lock($1) AS "locked!""#, key)
-        .fetch_one(exec)
-        .await
-}

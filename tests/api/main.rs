@@ -41,6 +41,7 @@ mod slow_bodies;
 mod stale_keys;
 mod startup;
 mod state_rejections;
+mod sweeper;
 mod tool_results;
 mod web_flow;
 mod webhooks;

@@ -1,0 +1,142 @@
+//! The sweeper on a backlog: it deletes in batches (each its own
+//! transaction) with what refers to the rows, and a sweep cut short leaves
+//! no lock behind for the other instances.
+
+use std::time::{Duration, Instant};
+
+use crate::helpers::{TestApp, server_url, spawn_app};
+
+/// `n` tickets that expired two hours ago (past the sweeper's one-hour
+/// grace), each with a connect flow that has not expired, and `live`
+/// tickets that have not expired; returns the id of one expired ticket.
+async fn backlog(app: &TestApp, n: i32, live: i32) -> uuid::Uuid {
+    sqlx::query(
+        "INSERT INTO connect_tickets (id, ticket_hash, issuer, subject, client_id, provider, expires_at)
+         SELECT gen_random_uuid(), sha256(('old' || i)::bytea), 'i', 's', 'c', 'demo',
+                now() - interval '2 hours'
+           FROM generate_series(1, $1) AS i",
+    )
+    .bind(n)
+    .execute(&app.db)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO oauth_flows (id, state_hash, kind, ticket_id, pkce_verifier, key_id, expires_at)
+         SELECT gen_random_uuid(), sha256(('flow' || id)::bytea), 'connect', id, '\\x00', 'k',
+                now() + interval '1 hour'
+           FROM connect_tickets",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO connect_tickets (id, ticket_hash, issuer, subject, client_id, provider, expires_at)
+         SELECT gen_random_uuid(), sha256(('live' || i)::bytea), 'i', 's', 'c', 'demo',
+                now() + interval '5 minutes'
+           FROM generate_series(1, $1) AS i",
+    )
+    .bind(live)
+    .execute(&app.db)
+    .await
+    .unwrap();
+    sqlx::query_scalar("SELECT id FROM connect_tickets WHERE expires_at < now() LIMIT 1")
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+}
+
+async fn count(app: &TestApp, sql: &'static str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(&app.db).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_backlog_larger_than_a_batch_goes_with_what_refers_to_it() {
+    let app = spawn_app().await;
+    let pending = backlog(&app, 2500, 3).await;
+    // A browser session still looking at one of the expired tickets.
+    sqlx::query(
+        "INSERT INTO web_sessions (id, id_hash, issuer, subject, csrf_secret, expires_at, pending_ticket_id)
+         VALUES (gen_random_uuid(), '\\x01', 'i', 's', '\\x02', now() + interval '1 hour', $1)",
+    )
+    .bind(pending)
+    .execute(&app.db)
+    .await
+    .unwrap();
+
+    let swept = mcp_connect::sweeper::sweep_once(&app.db, app.state.settings.audit.retention())
+        .await
+        .unwrap();
+
+    assert_eq!(swept, Some(2500), "three batches of tickets, nothing else");
+    assert_eq!(count(&app, "SELECT count(*) FROM connect_tickets").await, 3);
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM oauth_flows").await,
+        0,
+        "the expired tickets' flows went with them"
+    );
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM web_sessions WHERE pending_ticket_id IS NULL"
+        )
+        .await,
+        1,
+        "the session stays and forgets the ticket"
+    );
+}
+
+#[tokio::test]
+async fn a_sweep_cut_short_leaves_no_lock_for_the_other_instances() {
+    let app = spawn_app().await;
+    backlog(&app, 20_000, 0).await;
+    let sweeping = tokio::spawn({
+        let db = app.db.clone();
+        let retention = app.state.settings.audit.retention();
+        async move { mcp_connect::sweeper::sweep_once(&db, retention).await }
+    });
+    // Cut the sweep short once it holds its lock and has deleted a batch.
+    let started = Instant::now();
+    loop {
+        let left = count(&app, "SELECT count(*) FROM connect_tickets").await;
+        if left < 20_000 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the sweep never started"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    sweeping.abort();
+    assert!(sweeping.await.unwrap_err().is_cancelled());
+    let left = count(&app, "SELECT count(*) FROM connect_tickets").await;
+    assert!(
+        left > 0,
+        "the sweep was cut short before the end of the backlog"
+    );
+
+    // Another instance: its own pool on the same database. The lock went
+    // with the cut sweep's connection (closed, not back in the pool), so
+    // this one gets it, soon, and finishes the backlog.
+    let other = sqlx::PgPool::connect(&format!("{}/{}", server_url(), app.db_name))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let swept = loop {
+        let swept = mcp_connect::sweeper::sweep_once(&other, app.state.settings.audit.retention())
+            .await
+            .unwrap();
+        if let Some(n) = swept {
+            break n;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the cut sweep's lock is still held"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // A batch in flight when the sweep was cut may still have committed.
+    assert!(swept > 0 && swept <= left as u64, "{swept} of {left}");
+    assert_eq!(count(&app, "SELECT count(*) FROM connect_tickets").await, 0);
+    other.close().await;
+}
