@@ -16,6 +16,7 @@ use rmcp::{ErrorData, model::JsonObject};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
@@ -62,20 +63,28 @@ pub struct RoundTicket {
 }
 
 #[derive(Serialize, Deserialize)]
-/// Bound values are stored as digests (see [`digest`]).
-struct Payload {
-    aud: String,
-    iss: String,
-    sub: String,
-    cid: String,
-    method: String,
-    target: String,
+/// Bound values are stored as digests (see [`digest`]). Opening borrows
+/// them from the decrypted bytes: hex needs no unescaping.
+struct Payload<'a> {
+    #[serde(borrow)]
+    aud: Cow<'a, str>,
+    #[serde(borrow)]
+    iss: Cow<'a, str>,
+    #[serde(borrow)]
+    sub: Cow<'a, str>,
+    #[serde(borrow)]
+    cid: Cow<'a, str>,
+    #[serde(borrow)]
+    method: Cow<'a, str>,
+    #[serde(borrow)]
+    target: Cow<'a, str>,
     /// SHA-256 of the canonical arguments, hex.
-    args: String,
+    #[serde(borrow)]
+    args: Cow<'a, str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     ticket: Option<Uuid>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    secret: Option<String>,
+    #[serde(default, borrow, skip_serializing_if = "Option::is_none")]
+    secret: Option<Cow<'a, str>>,
     provider: ProviderName,
     round: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -139,15 +148,18 @@ pub fn seal(
 ) -> Result<String, StateError> {
     let ttl = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2);
     let payload = Payload {
-        aud: digest(binding.audience),
-        iss: digest(binding.user.issuer()),
-        sub: digest(binding.user.subject()),
-        cid: digest(binding.client_id),
-        method: digest(binding.method),
-        target: digest(binding.target),
-        args: arguments_digest(binding.arguments),
+        aud: digest(binding.audience).to_cow(),
+        iss: digest(binding.user.issuer()).to_cow(),
+        sub: digest(binding.user.subject()).to_cow(),
+        cid: digest(binding.client_id).to_cow(),
+        method: digest(binding.method).to_cow(),
+        target: digest(binding.target).to_cow(),
+        args: arguments_digest(binding.arguments).to_cow(),
         ticket: round.ticket.as_ref().map(|t| t.id),
-        secret: round.ticket.as_ref().map(|t| t.secret.expose().to_owned()),
+        secret: round
+            .ticket
+            .as_ref()
+            .map(|t| Cow::Borrowed(t.secret.expose())),
         provider: round.provider.clone(),
         round: round.round,
         account: round.account,
@@ -166,17 +178,17 @@ pub fn open(keys: &KeyRing, binding: &Binding<'_>, state: &str) -> Result<RoundS
     if p.exp <= Utc::now().timestamp() {
         return Err(StateError::Expired);
     }
-    let checks: [(&str, String, &'static str); 7] = [
-        (&p.aud, digest(binding.audience), "audience"),
-        (&p.iss, digest(binding.user.issuer()), "issuer"),
-        (&p.sub, digest(binding.user.subject()), "subject"),
-        (&p.cid, digest(binding.client_id), "client"),
-        (&p.method, digest(binding.method), "method"),
-        (&p.target, digest(binding.target), "target"),
-        (&p.args, arguments_digest(binding.arguments), "arguments"),
+    let checks: [(&str, &[u8], &'static str); 7] = [
+        (&p.aud, &digest(binding.audience).0, "audience"),
+        (&p.iss, &digest(binding.user.issuer()).0, "issuer"),
+        (&p.sub, &digest(binding.user.subject()).0, "subject"),
+        (&p.cid, &digest(binding.client_id).0, "client"),
+        (&p.method, &digest(binding.method).0, "method"),
+        (&p.target, &digest(binding.target).0, "target"),
+        (&p.args, &arguments_digest(binding.arguments).0, "arguments"),
     ];
     for (sealed, now, what) in checks {
-        if !bool::from(sealed.as_bytes().ct_eq(now.as_bytes())) {
+        if !bool::from(sealed.as_bytes().ct_eq(now)) {
             return Err(StateError::Mismatch(what));
         }
     }
@@ -199,51 +211,83 @@ pub fn open(keys: &KeyRing, binding: &Binding<'_>, state: &str) -> Result<RoundS
 /// A bound value as stored: its SHA-256 (first 128 bits, hex), so the
 /// state's length does not grow with long subjects or client ids (a client
 /// id can be a whole metadata URL).
-fn digest(value: &str) -> String {
-    crate::crypto::hex(&Sha256::digest(value.as_bytes())[..16])
+fn digest(value: &str) -> HexDigest<32> {
+    HexDigest::of(&Sha256::digest(value.as_bytes())[..16])
 }
 
 /// SHA-256 (hex) of the arguments as canonical JSON: object keys sorted at
 /// every level, no insignificant white space. Absent and `{}` are the same.
-pub fn arguments_digest(arguments: Option<&JsonObject>) -> String {
-    let mut out = String::new();
+fn arguments_digest(arguments: Option<&JsonObject>) -> HexDigest<64> {
+    let mut out = Vec::new();
     match arguments {
         Some(args) => write_canonical_object(args, &mut out),
-        None => out.push_str("{}"),
+        None => out.extend_from_slice(b"{}"),
     }
-    crate::crypto::hex(&Sha256::digest(out.as_bytes()))
+    HexDigest::of(&Sha256::digest(&out))
 }
 
-fn write_canonical_object(map: &JsonObject, out: &mut String) {
+/// A digest in lowercase hex, on the stack: opening a state computes seven
+/// of them on every retry, and compares them without a `String` each.
+#[derive(Debug, PartialEq, Eq)]
+struct HexDigest<const N: usize>([u8; N]);
+
+impl<const N: usize> HexDigest<N> {
+    /// `bytes` as hex; `N` is twice their length.
+    fn of(bytes: &[u8]) -> Self {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        debug_assert_eq!(bytes.len() * 2, N);
+        let mut out = [0; N];
+        for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+            pair[0] = DIGITS[usize::from(b >> 4)];
+            pair[1] = DIGITS[usize::from(b & 0x0f)];
+        }
+        Self(out)
+    }
+
+    /// For the sealed payload. Hex digits are ASCII: nothing is lost.
+    fn to_cow(&self) -> Cow<'static, str> {
+        Cow::Owned(String::from_utf8_lossy(&self.0).into_owned())
+    }
+}
+
+fn write_canonical_object(map: &JsonObject, out: &mut Vec<u8>) {
     let mut entries: Vec<(&String, &Value)> = map.iter().collect();
     entries.sort_by(|a, b| a.0.cmp(b.0));
-    out.push('{');
+    out.push(b'{');
     for (i, (key, value)) in entries.into_iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
         // A JSON string of the key, escaped as serde_json escapes it.
-        out.push_str(&Value::String(key.clone()).to_string());
-        out.push(':');
+        write_json(key, out);
+        out.push(b':');
         write_canonical(value, out);
     }
-    out.push('}');
+    out.push(b'}');
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => write_canonical_object(map, out),
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        other => out.push_str(&other.to_string()),
+        other => write_json(other, out),
+    }
+}
+
+/// A string, number, boolean or null as serde_json writes it. Writing
+/// these into a `Vec` cannot fail (no I/O, no map with non-string keys).
+fn write_json<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+    if let Err(e) = serde_json::to_writer(&mut *out, value) {
+        unreachable!("a JSON scalar cannot fail to serialize into memory: {e}");
     }
 }
 
@@ -411,6 +455,21 @@ mod tests {
         assert_eq!(
             arguments_digest(None),
             arguments_digest(Some(&JsonObject::new()))
+        );
+    }
+
+    /// States sealed by an instance of another version still open during a
+    /// rolling deploy only if the digests are written the same way.
+    #[test]
+    fn digests_are_written_as_they_always_were() {
+        let x = args(json!({"b": {"y": [1, 2.5, true, null], "x": "s\"\u{1}é"}, "a": 1}));
+        assert_eq!(
+            arguments_digest(Some(&x)).0.as_slice(),
+            b"3524c95f2dc35d9b2066eca1fcf1b7e110fff6b9efecb24405b709f650ddc7df"
+        );
+        assert_eq!(
+            digest("alice").0.as_slice(),
+            b"2bd806c97f0e00af1a1fc3328fa763a9"
         );
     }
 }

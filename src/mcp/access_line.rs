@@ -148,8 +148,12 @@ mod tests {
             facts.set_method(m);
         }
         if let Some((subject, client)) = who {
-            facts.subject = Some(subject.to_owned());
-            facts.client_id = Some(client.to_owned());
+            facts.caller = Some(std::sync::Arc::new(crate::auth::Principal {
+                issuer: "https://idp.example".to_owned(),
+                subject: subject.to_owned(),
+                client_id: client.to_owned(),
+                scopes: Vec::new(),
+            }));
         }
         facts
     }

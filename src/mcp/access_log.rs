@@ -15,7 +15,7 @@ use std::{
 use rmcp::{RoleServer, service::RequestContext};
 
 use super::access_line;
-use crate::metrics::McpMetrics;
+use crate::{auth::Principal, metrics::McpMetrics};
 
 pub use crate::metrics::labels::Ended;
 
@@ -67,8 +67,8 @@ pub struct RequestFacts {
     /// The JSON-RPC method, when the body was a request object with a
     /// printable, reasonably short one (it is the client's string).
     pub method: Option<String>,
-    pub subject: Option<String>,
-    pub client_id: Option<String>,
+    /// Who sent it, once the token checked out.
+    pub caller: Option<Arc<Principal>>,
     pub record: CallRecord,
 }
 
@@ -84,8 +84,7 @@ impl RequestFacts {
             },
             peer,
             method: None,
-            subject: None,
-            client_id: None,
+            caller: None,
             record: CallRecord::default(),
         }
     }
@@ -126,8 +125,8 @@ impl RequestFacts {
             method: self.method.as_deref(),
             status,
             ms,
-            subject: self.subject.as_deref(),
-            client_id: self.client_id.as_deref(),
+            subject: self.caller.as_deref().map(|p| p.subject.as_str()),
+            client_id: self.caller.as_deref().map(|p| p.client_id.as_str()),
             tool: self.record.get(),
         }
     }
@@ -143,8 +142,8 @@ impl RequestFacts {
             method = self.method.as_deref(),
             status,
             ms,
-            subject = self.subject.as_deref(),
-            client_id = self.client_id.as_deref(),
+            subject = self.caller.as_deref().map(|p| p.subject.as_str()),
+            client_id = self.caller.as_deref().map(|p| p.client_id.as_str()),
             tool = tool.map(|t| t.tool.as_str()),
             retry = tool.map(|t| t.retry),
             ended = tool.map(|t| t.ended.as_str()),

@@ -14,6 +14,8 @@ use actix_web::{
     http::StatusCode,
     web,
 };
+use std::sync::Arc;
+
 use bytes::Bytes;
 use futures::StreamExt;
 use http_body_util::{BodyExt, Full};
@@ -57,11 +59,12 @@ async fn serve(
         return response;
     }
     let principal = match authenticate(&head, state).await {
-        Ok(p) => p,
+        // Shared by the log line and the handler: one allocation instead
+        // of copying its strings for each.
+        Ok(p) => Arc::new(p),
         Err(response) => return response,
     };
-    facts.subject = Some(principal.subject.clone());
-    facts.client_id = Some(principal.client_id.clone());
+    facts.caller = Some(principal.clone());
 
     // actix's payload is not `Send`; buffer it (bounded) before handing over.
     let limit = state.settings.max_body_bytes;

@@ -100,11 +100,11 @@ fn result_meta() -> Result<MetaObject, serde_json::Error> {
 }
 
 /// The caller, as authenticated by the bridge before rmcp saw the request.
-pub fn principal(context: &RequestContext<RoleServer>) -> Result<Principal, ErrorData> {
+pub fn principal(context: &RequestContext<RoleServer>) -> Result<Arc<Principal>, ErrorData> {
     context
         .extensions
         .get::<http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<Principal>())
+        .and_then(|parts| parts.extensions.get::<Arc<Principal>>())
         .cloned()
         .ok_or_else(|| {
             tracing::error!("mcp: request reached a handler without an authenticated principal");
