@@ -80,7 +80,7 @@ pub(super) async fn connect(
         scopes: Some(Vec::new()),
         token_type: provider.credential_kind().to_owned(),
     };
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::transaction::begin(&state.db).await?;
     let Some(ticket) = db::tickets::redeem(&mut *tx, ticket.id, user).await? else {
         return Ok(CredentialOutcome::TicketGone);
     };

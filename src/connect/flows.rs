@@ -110,7 +110,7 @@ pub(super) async fn start(
         flow_id.as_bytes(),
         pkce.verifier.expose_secret().as_bytes(),
     )?;
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::transaction::begin(&state.db).await?;
     let redeemed = db::tickets::redeem(&mut *tx, ticket.id, user).await?;
     let Some(ticket) = redeemed else {
         return Ok(None);
@@ -211,7 +211,9 @@ pub(super) async fn finish(
     };
     // The client that asked is allowed this connection (per-client grants).
     let client_id = ticket.as_ref().map(|t| t.client_id.as_str());
-    let mut tx = state.db.begin().await.map_err(anyhow::Error::from)?;
+    let mut tx = crate::db::transaction::begin(&state.db)
+        .await
+        .map_err(anyhow::Error::from)?;
     let connection_id = vault::store_in(
         state,
         &mut tx,

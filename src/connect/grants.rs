@@ -202,7 +202,7 @@ pub async fn allow(
     let Some(connection_id) = ticket.connection_id else {
         return Ok(Allowed::TicketGone);
     };
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::transaction::begin(&state.db).await?;
     if db::tickets::redeem(&mut *tx, ticket.id, user)
         .await?
         .is_none()
@@ -263,7 +263,7 @@ pub async fn remove(
     connection_id: Uuid,
     client_id: &str,
 ) -> anyhow::Result<bool> {
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::transaction::begin(&state.db).await?;
     let removed =
         db::client_grants::delete_for_user(&mut *tx, user, connection_id, client_id).await?;
     if removed {

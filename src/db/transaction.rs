@@ -1,8 +1,8 @@
-//! Settings and locks that last until the current transaction ends.
+//! Transactions: beginning one, and settings and locks that last until it ends.
 
 use std::time::Duration;
 
-use sqlx::PgExecutor;
+use sqlx::{PgExecutor, PgPool, Postgres, Transaction};
 
 /// Waits at most `limit` for a row or table lock, in this transaction only
 /// (what `SET LOCAL lock_timeout` does, as a statement that can be prepared
@@ -16,4 +16,14 @@ pub async fn set_lock_timeout(
         .fetch_one(exec)
         .await?;
     Ok(())
+}
+
+/// Begins a transaction on `pool`. Boxed: sqlx's `begin` future (taking a
+/// connection from the pool, and opening one when none is idle) is ≈14 KB,
+/// and held inline it made every function that may start a transaction —
+/// and every future awaiting one, up to each tool call — that large; each
+/// was copied whenever it moved, on paths that never began one too (a
+/// connected call's token read carried its rare refresh's transaction).
+pub async fn begin(pool: &PgPool) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+    Box::pin(pool.begin()).await
 }

@@ -13,7 +13,7 @@ use rmcp::{
         PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
         ServerCapabilities, ServerConfig, Tool,
     },
-    service::RequestContext,
+    service::{MaybeSendFuture, RequestContext},
 };
 
 use super::access_log::{CallRecord, Ended, ToolOutcome};
@@ -66,6 +66,72 @@ impl McpServer {
     /// Adds this server's `_meta` to a result's own.
     fn add_meta(&self, meta: &mut Option<MetaObject>) {
         meta.get_or_insert_default().0.extend(self.0.meta.0.clone());
+    }
+
+    async fn answer_read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let principal = principal(&context)?;
+        let mut response = resources::read(
+            &self.0.connect,
+            &self.0.audience,
+            &principal,
+            &request,
+            &context,
+        )
+        .await?;
+        match &mut response {
+            ReadResourceResponse::Complete(r) => self.add_meta(&mut r.meta),
+            ReadResourceResponse::InputRequired(r) => self.add_meta(&mut r.meta),
+            _ => {}
+        }
+        Ok(response)
+    }
+
+    async fn answer_tool_call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let principal = principal(&context)?;
+        let call = tools::ToolCall {
+            service: &self.0.connect,
+            audience: &self.0.audience,
+            principal: &principal,
+            request: &request,
+            context: &context,
+        };
+        let outcome = tools::call(call).await;
+        // Who called what, and how it ended; never arguments or results.
+        let ended = match &outcome {
+            Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => Ended::ToolError,
+            Ok(CallToolResponse::Complete(_)) => Ended::Complete,
+            Ok(CallToolResponse::InputRequired(_)) => Ended::InputRequired,
+            Ok(_) => Ended::Other,
+            Err(_) => Ended::ProtocolError,
+        };
+        let outcome_note = ToolOutcome {
+            tool: request.name.to_string(),
+            retry: request.request_state.is_some(),
+            ended,
+            code: outcome.as_ref().err().map(|e| e.code.0),
+        };
+        match CallRecord::of(&context) {
+            // The bridge writes it in the request's one log line.
+            Some(record) => record.set(outcome_note),
+            None => {
+                tracing::info!(subject = %principal.subject, outcome = ?outcome_note, "tools/call")
+            }
+        }
+        let mut response = outcome?;
+        match &mut response {
+            CallToolResponse::Complete(r) => self.add_meta(&mut r.meta),
+            CallToolResponse::InputRequired(r) => self.add_meta(&mut r.meta),
+            _ => {}
+        }
+        Ok(response)
     }
 }
 
@@ -157,78 +223,28 @@ impl ServerHandler for McpServer {
         Ok(result)
     }
 
-    async fn read_resource(
+    // Boxed whole, as `call_tool`.
+    fn read_resource(
         &self,
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResponse, ErrorData> {
-        let principal = principal(&context)?;
-        // Boxed: see `call_tool`.
-        let mut response = Box::pin(resources::read(
-            &self.0.connect,
-            &self.0.audience,
-            &principal,
-            &request,
-            &context,
-        ))
-        .await?;
-        match &mut response {
-            ReadResourceResponse::Complete(r) => self.add_meta(&mut r.meta),
-            ReadResourceResponse::InputRequired(r) => self.add_meta(&mut r.meta),
-            _ => {}
-        }
-        Ok(response)
+    ) -> impl Future<Output = Result<ReadResourceResponse, ErrorData>> + MaybeSendFuture + '_ {
+        Box::pin(self.answer_read_resource(request, context))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.0.tools.iter().find(|t| t.name == name).cloned()
     }
 
-    async fn call_tool(
+    // Boxed whole: rmcp's `handle_request` holds the handler's future
+    // inline and moves it, with the request and its context, between its
+    // own states (a dozen `memcpy`s of kilobytes per tool call, ≈20,000
+    // instructions); a box moves as a pointer.
+    fn call_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let principal = principal(&context)?;
-        let call = tools::ToolCall {
-            service: &self.0.connect,
-            audience: &self.0.audience,
-            principal: &principal,
-            request: &request,
-            context: &context,
-        };
-        // Boxed: rmcp spawns one task per request whose future holds the
-        // handler's future inline, and a tool call's state machine is tens of
-        // kilobytes; unboxed, every request (even `server/discover`) copied
-        // it several times (≈80,000 instructions of `memcpy` per request).
-        let outcome = Box::pin(tools::call(call)).await;
-        // Who called what, and how it ended; never arguments or results.
-        let ended = match &outcome {
-            Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => Ended::ToolError,
-            Ok(CallToolResponse::Complete(_)) => Ended::Complete,
-            Ok(CallToolResponse::InputRequired(_)) => Ended::InputRequired,
-            Ok(_) => Ended::Other,
-            Err(_) => Ended::ProtocolError,
-        };
-        let outcome_note = ToolOutcome {
-            tool: request.name.to_string(),
-            retry: request.request_state.is_some(),
-            ended,
-            code: outcome.as_ref().err().map(|e| e.code.0),
-        };
-        match CallRecord::of(&context) {
-            // The bridge writes it in the request's one log line.
-            Some(record) => record.set(outcome_note),
-            None => {
-                tracing::info!(subject = %principal.subject, outcome = ?outcome_note, "tools/call")
-            }
-        }
-        let mut response = outcome?;
-        match &mut response {
-            CallToolResponse::Complete(r) => self.add_meta(&mut r.meta),
-            CallToolResponse::InputRequired(r) => self.add_meta(&mut r.meta),
-            _ => {}
-        }
-        Ok(response)
+    ) -> impl Future<Output = Result<CallToolResponse, ErrorData>> + MaybeSendFuture + '_ {
+        Box::pin(self.answer_tool_call(request, context))
     }
 }

@@ -45,7 +45,7 @@ pub async fn disconnect_account(
     else {
         return Ok(false);
     };
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::transaction::begin(&state.db).await?;
     // As long as a refresh may take, and no longer.
     db::transaction::set_lock_timeout(&mut *tx, REFRESH_LOCK_TIMEOUT).await?;
     let Some(row) = db::connections::find_for_update(&mut *tx, found.id).await? else {

@@ -122,7 +122,7 @@ pub(in crate::connect) async fn mark_needs_reauth(
     sealed_access_token: &[u8],
     reason: &'static str,
 ) -> Result<bool, sqlx::Error> {
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::transaction::begin(&state.db).await?;
     let marked =
         db::connections::mark_needs_reauth_if_current(&mut *tx, id, sealed_access_token).await?;
     if marked {

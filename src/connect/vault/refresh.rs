@@ -52,7 +52,7 @@ pub(super) async fn refresh(
     stale: &ConnectionRow,
     provider: &Provider,
 ) -> anyhow::Result<Option<ConnectionRow>> {
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::transaction::begin(&state.db).await?;
     // Another instance refreshing a slow provider must not pin us forever.
     db::transaction::set_lock_timeout(&mut *tx, REFRESH_LOCK_TIMEOUT).await?;
     let Some(row) = db::connections::find_for_update(&mut *tx, stale.id).await? else {

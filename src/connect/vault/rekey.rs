@@ -16,7 +16,7 @@ pub async fn rekey_all(state: &ConnectionService) -> anyhow::Result<u64> {
     let ids = db::connections::ids_not_sealed_by(&state.db, &current).await?;
     let mut done = 0;
     for id in ids {
-        let mut tx = state.db.begin().await?;
+        let mut tx = crate::db::transaction::begin(&state.db).await?;
         let Some(row) = db::connections::find_for_update(&mut *tx, id).await? else {
             continue;
         };

@@ -50,7 +50,7 @@ pub async fn store_connection(
     state: &ConnectionService,
     c: NewConnection<'_>,
 ) -> anyhow::Result<Uuid> {
-    let mut tx = state.db.begin().await?;
+    let mut tx = crate::db::transaction::begin(&state.db).await?;
     let id = store_in(state, &mut tx, c).await?;
     tx.commit().await?;
     state.metrics.flow.connection_stored();
