@@ -12,6 +12,7 @@ async fn requests_fall_back_to_the_pool_when_no_new_connection_can_be_opened() {
     let pg = OwnPostgres::start(&["max_connections = 12"]);
     let app = spawn_app_on(&pg.url(), |t| {
         t.insert("database_max_connections".into(), 8.into());
+        patient(t);
     })
     .await;
     // Connected through another instance of the deployment, so this one
@@ -25,6 +26,7 @@ async fn requests_fall_back_to_the_pool_when_no_new_connection_can_be_opened() {
         let other = app
             .second_instance_with(|t| {
                 t.insert("database_max_connections".into(), 4.into());
+                patient(t);
             })
             .await;
         connect(&other, "alice").await;
@@ -65,4 +67,15 @@ async fn requests_fall_back_to_the_pool_when_no_new_connection_can_be_opened() {
         assert_eq!(body["result"]["resultType"], "complete", "{body}");
     }
     drop(hogs);
+}
+
+/// Database waits far longer than the defaults: on a machine loaded by
+/// parallel builds, a flow's step waiting for one of so few connections
+/// sometimes passed the default deadline and answered 503, which is not
+/// what this test is about.
+fn patient(t: &mut toml::Table) {
+    let mut database = toml::Table::new();
+    database.insert("statement_timeout_ms".into(), 20_000.into());
+    database.insert("connect_timeout_secs".into(), 20.into());
+    t.insert("database".into(), toml::Value::Table(database));
 }
