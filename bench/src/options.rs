@@ -29,8 +29,8 @@ BENCHMARKS.md.
                           mcp-connect only unless --servers says otherwise
   --seed-scale F          S6 seeds F × the full scale (1,000,000 connections, 10,000,000
                           audit rows, …; default 1, --smoke 0.001; or BENCH_SEED_SCALE)
-  --sweep-limit SECS      how long the sweeper may run under S3 before Postgres cancels
-                          it (default 60)
+  --sweep-limit SECS      how long the sweeper may run under S3 before it is stopped
+                          (default 90)
   --servers ours,python,bare,bare-sql
                           bare-sql is bench-bare with mcp-connect's SQL (same tables,
                           queries and connections, its own database; for S4 the same
@@ -115,7 +115,7 @@ impl Options {
                 Ok(v) => fraction(&v)?,
                 Err(_) => 1.0,
             },
-            sweep_limit: Duration::from_secs(60),
+            sweep_limit: Duration::from_secs(90),
             servers: vec![Kind::Ours, Kind::Python, Kind::Bare, Kind::BareSql],
             database_server,
             db_tls: false,
