@@ -33,16 +33,17 @@ const LOCK_KEY: i64 = 0x6d63_705f_7377_6570;
 /// Keep expired rows this long (a late retry still finds its ticket "used"
 /// rather than "unknown", and audit rows still name it).
 const GRACE: chrono::Duration = chrono::Duration::hours(1);
-/// Rows deleted per statement: short locks, bounded WAL bursts, ≈10 ms of
-/// a backend's time for a batch of tickets with their foreign keys.
-const BATCH: i64 = 1000;
+/// Rows deleted per statement: short locks, bounded WAL bursts, a few
+/// milliseconds of a backend's time for a batch of tickets with their
+/// foreign keys.
+const BATCH: i64 = 500;
 /// After a full batch, rest this many times as long as it took.
-const REST_PER_WORK: u32 = 3;
+const REST_PER_WORK: u32 = 6;
 /// A batch slowed down by a lock wait does not put the sweep to sleep for
 /// longer than this.
 const LONGEST_REST: Duration = Duration::from_secs(1);
-/// Audit batches per sweep: a retention shortened by years goes over
-/// several sweeps. Expired tickets, flows and sessions have no such bound:
+/// Audit batches per sweep (250,000 rows): a retention shortened by years
+/// goes over several sweeps. Expired tickets, flows and sessions have no such bound:
 /// they grow with the traffic, and each sweep takes all of them.
 const AUDIT_BATCHES: usize = 500;
 
@@ -170,10 +171,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_sweep_rests_three_times_as_long_as_a_batch_took_and_never_long() {
+    fn a_sweep_rests_six_times_as_long_as_a_batch_took_and_never_long() {
         assert_eq!(
             rest_after(Duration::from_millis(12)),
-            Duration::from_millis(36)
+            Duration::from_millis(72)
         );
         assert_eq!(rest_after(Duration::ZERO), Duration::ZERO);
         assert_eq!(rest_after(Duration::from_secs(30)), LONGEST_REST);

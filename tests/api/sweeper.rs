@@ -67,7 +67,7 @@ async fn a_backlog_larger_than_a_batch_goes_with_what_refers_to_it() {
         .await
         .unwrap();
 
-    assert_eq!(swept, Some(2500), "three batches of tickets, nothing else");
+    assert_eq!(swept, Some(2500), "five batches of tickets, nothing else");
     assert_eq!(count(&app, "SELECT count(*) FROM connect_tickets").await, 3);
     assert_eq!(
         count(&app, "SELECT count(*) FROM oauth_flows").await,
