@@ -294,14 +294,8 @@ async fn sweep(
         }
     }
     let (took, swept) = sweeper.await?;
-    let outcome = match swept {
-        Ok(Ok(Some(n))) => format!("deleted {n} rows in {took:.1} s"),
-        Ok(Ok(None)) => "another instance's sweeper held the lock; nothing measured".to_owned(),
-        Ok(Err(e)) => format!("did not finish: failed after {took:.0} s ({e})"),
-        Err(_) => format!("did not finish: stopped at the limit, after {took:.0} s"),
-    };
-    eprintln!("bench: S6: sweeper {outcome}");
     // The sweeper's backend has gone; its counters are published on exit.
+    // Read them before counting what is left, which scans the table too.
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     let after = seq_scans(&url).await?;
     let seq_scans = after
@@ -312,6 +306,24 @@ async fn sweep(
         })
         .filter(|(_, d)| *d > 0)
         .collect();
+    let outcome = match swept {
+        Ok(Ok(Some(n))) => format!("deleted {n} rows in {took:.1} s"),
+        Ok(Ok(None)) => "another instance's sweeper held the lock; nothing measured".to_owned(),
+        Ok(Err(e)) => format!("did not finish: failed after {took:.0} s ({e})"),
+        Err(_) => {
+            // Each batch commits on its own: what went before the stop stays gone.
+            let left = psql::value(
+                &url,
+                "SELECT count(*) FROM connect_tickets WHERE expires_at < now() - interval '1 hour'",
+            )
+            .await?;
+            format!(
+                "was stopped at the limit, after {took:.0} s, with {left} of the {} expired tickets left",
+                scale.backlog
+            )
+        }
+    };
+    eprintln!("bench: S6: sweeper {outcome}");
     Ok(Sweep {
         level,
         backlog_s,
