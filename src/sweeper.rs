@@ -5,8 +5,8 @@
 //! sweeps at a time.
 //!
 //! A sweep shares the database with the requests being served, so it
-//! deletes in batches of [`BATCH`] rows, each its own short transaction,
-//! and after every full batch rests [`REST_PER_WORK`] times as long as the
+//! deletes in batches of `BATCH` rows, each its own short transaction,
+//! and after every full batch rests `REST_PER_WORK` times as long as the
 //! batch took: a backlog (a million expired tickets after an outage of the
 //! sweeper, a retention shortened from a year to a month) costs the
 //! database at most about a quarter of one backend's time until it is
