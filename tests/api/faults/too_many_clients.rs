@@ -9,7 +9,10 @@ use crate::helpers::spawn_app_on;
 
 #[tokio::test]
 async fn requests_fall_back_to_the_pool_when_no_new_connection_can_be_opened() {
-    let pg = OwnPostgres::start(&["max_connections = 12"]);
+    // Room for both instances' set-up (each also holds a LISTEN connection
+    // outside its pool, and a loaded machine opens more of the rest); the
+    // hogs below take whatever is left, however much that is.
+    let pg = OwnPostgres::start(&["max_connections = 40"]);
     let app = spawn_app_on(&pg.url(), |t| {
         t.insert("database_max_connections".into(), 8.into());
         patient(t);
@@ -19,10 +22,9 @@ async fn requests_fall_back_to_the_pool_when_no_new_connection_can_be_opened() {
     // has opened no per-thread connection yet (the demo provider, served
     // here, still knows the token).
     {
-        // Few connections: this Postgres allows only twelve in all. Four,
-        // not two: with two (one pooled, one for the hot path) the flow's
-        // pages sometimes waited past the database deadline on a loaded
-        // machine and answered 503.
+        // Four connections, not two: with two (one pooled, one for the hot
+        // path) the flow's pages sometimes waited past the database
+        // deadline on a loaded machine and answered 503.
         let other = app
             .second_instance_with(|t| {
                 t.insert("database_max_connections".into(), 4.into());
@@ -51,7 +53,7 @@ async fn requests_fall_back_to_the_pool_when_no_new_connection_can_be_opened() {
     .await
     {
         hogs.push(conn);
-        assert!(hogs.len() < 20, "max_connections is not in effect");
+        assert!(hogs.len() < 40, "max_connections is not in effect");
     }
     assert!(!hogs.is_empty());
     assert_eq!(
@@ -70,9 +72,8 @@ async fn requests_fall_back_to_the_pool_when_no_new_connection_can_be_opened() {
 }
 
 /// Database waits far longer than the defaults: on a machine loaded by
-/// parallel builds, a flow's step waiting for one of so few connections
-/// sometimes passed the default deadline and answered 503, which is not
-/// what this test is about.
+/// parallel tests, a flow's step waiting for one of so few connections
+/// must not turn into a 503, which is not what this test is about.
 fn patient(t: &mut toml::Table) {
     let mut database = toml::Table::new();
     database.insert("statement_timeout_ms".into(), 20_000.into());
