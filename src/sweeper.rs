@@ -17,6 +17,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgPool};
 use tokio_util::sync::CancellationToken;
 
@@ -75,6 +76,9 @@ pub async fn sweep_once(
 enum Work {
     Expired(Expiring),
     Audit(chrono::Duration),
+    /// Webhook events failed before the first time, or never tried since
+    /// the second.
+    Outbox(DateTime<Utc>, DateTime<Utc>),
 }
 
 /// Deletes `work` batch by batch, resting after each full one, until a
@@ -91,6 +95,10 @@ async fn paced(
             Work::Expired(what) => expiry::delete_batch(&mut *conn, what, GRACE, BATCH).await?,
             Work::Audit(retention) => {
                 audit::delete_older_than(&mut *conn, retention, BATCH).await?
+            }
+            Work::Outbox(failed_before, abandoned_before) => {
+                event_outbox::delete_expired(&mut *conn, failed_before, abandoned_before, BATCH)
+                    .await?
             }
         };
         deleted += n;
@@ -117,17 +125,13 @@ pub async fn sweep_outbox(pool: &PgPool, webhooks: &WebhookSettings) -> Result<u
     let retry_for =
         chrono::Duration::from_std(webhooks.retry_for()).unwrap_or(chrono::Duration::MAX);
     let abandoned_before = failed_before - retry_for;
-    let mut deleted = 0;
-    for _ in 0..AUDIT_BATCHES {
-        let started = Instant::now();
-        let n = event_outbox::delete_expired(pool, failed_before, abandoned_before, BATCH).await?;
-        deleted += n;
-        if n < BATCH as u64 {
-            break;
-        }
-        tokio::time::sleep(rest_after(started.elapsed())).await;
-    }
-    Ok(deleted)
+    let mut conn = pool.acquire().await?;
+    paced(
+        &mut conn,
+        Work::Outbox(failed_before, abandoned_before),
+        AUDIT_BATCHES,
+    )
+    .await
 }
 
 /// Sweeps every `every` until `stop` is cancelled. A sweep under way then
