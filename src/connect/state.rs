@@ -234,13 +234,9 @@ struct HexDigest<const N: usize>([u8; N]);
 impl<const N: usize> HexDigest<N> {
     /// `bytes` as hex; `N` is twice their length.
     fn of(bytes: &[u8]) -> Self {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
         debug_assert_eq!(bytes.len() * 2, N);
         let mut out = [0; N];
-        for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
-            pair[0] = DIGITS[usize::from(b >> 4)];
-            pair[1] = DIGITS[usize::from(b & 0x0f)];
-        }
+        crate::crypto::hex_into(bytes, &mut out);
         Self(out)
     }
 

@@ -310,13 +310,19 @@ pub fn parts_key(parts: &[&str]) -> [u8; 16] {
 /// Lower-case hex, for digests that end up in sealed payloads, event keys
 /// and file names (one allocation, no per-byte formatting).
 pub fn hex(bytes: &[u8]) -> String {
+    let mut out = vec![0; bytes.len() * 2];
+    hex_into(bytes, &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Lower-case hex of `bytes` into `out`, which is twice as long (extra
+/// room is left as it is): for digests kept on the stack.
+pub fn hex_into(bytes: &[u8], out: &mut [u8]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 0x0f)];
     }
-    out
 }
 
 #[cfg(test)]
