@@ -5,6 +5,14 @@ use std::{path::PathBuf, process::ExitCode};
 use clap::{Parser, Subcommand};
 use mcp_connect::{config::Settings, crypto::KeyRing, db, startup::Application, telemetry};
 
+/// mimalloc rather than the C library's allocator: a request makes a few
+/// hundred small allocations across two worker threads, and glibc's spent
+/// about a tenth of a request's CPU on them (its free lists, and
+/// `malloc_consolidate` whenever a response buffer grew past a kilobyte);
+/// see `bench/NOTES.md`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(name = "mcp-connect", version, about = "An MCP server that lets MCP clients use a person's \
 third-party accounts without ever seeing their credentials.", long_about = None)]
