@@ -169,14 +169,17 @@ pub fn answer<T: Serialize>(value: &T, is_error: bool, sentence: String) -> Call
             return CallToolResult::error(vec![ContentBlock::text("Internal error")]);
         }
     };
-    let mut result = if is_error {
-        CallToolResult::structured_error(structured)
-    } else {
-        CallToolResult::structured(structured)
-    };
     // The text in the type's own field order (provider first), which a
     // model reads more easily than the map's sorted keys; the same JSON.
-    result.content = vec![ContentBlock::text(text), ContentBlock::text(sentence)];
+    // (Not rmcp's `structured`, which would print the map a second time
+    // only for this text to replace it.)
+    let content = vec![ContentBlock::text(text), ContentBlock::text(sentence)];
+    let mut result = if is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    result.structured_content = Some(structured);
     result
 }
 
@@ -195,6 +198,18 @@ mod tests {
         assert_eq!(
             result.content[1].as_text().map(|t| t.text.as_str()),
             Some("The user declined.")
+        );
+
+        let fine = answer(&serde_json::json!({"provider": "demo"}), false, "Done.".into());
+        assert_eq!(fine.is_error, Some(false));
+        assert_eq!(fine.result_type, Some(rmcp::model::ResultType::COMPLETE));
+        assert_eq!(
+            fine.structured_content,
+            Some(serde_json::json!({"provider": "demo"}))
+        );
+        assert_eq!(
+            fine.content[0].as_text().map(|t| t.text.as_str()),
+            Some(r#"{"provider":"demo"}"#)
         );
     }
 
