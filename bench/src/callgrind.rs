@@ -58,6 +58,7 @@ fn out_file(kind: Kind) -> Option<PathBuf> {
         Kind::Ours => "mcp-connect",
         Kind::Bare => "bare",
         Kind::BareSql => "bare-sql",
+        Kind::Required => "required",
         Kind::Python | Kind::Seeded => return None,
     };
     Some(DIR.get()?.join(format!("callgrind.{name}.out")))

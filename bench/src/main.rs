@@ -88,22 +88,42 @@ async fn run() -> anyhow::Result<bool> {
         tls: options.db_tls,
     };
     // bench-bare --database creates and migrates its own.
-    let bare_database = prepare::Database {
-        server: database.server.clone(),
-        name: format!("{}_bare", database.name),
-        tls: database.tls,
+    let floors = Floors {
+        bare: prepare::Database {
+            server: database.server.clone(),
+            name: format!("{}_bare", database.name),
+            tls: database.tls,
+        },
+        required: prepare::Database {
+            server: database.server.clone(),
+            name: format!("{}_required", database.name),
+            tls: database.tls,
+        },
     };
     tokio::select! {
-        finished = bench(&options, &paths, &database, &bare_database) => finished,
+        finished = bench(&options, &paths, &database, &floors) => finished,
         _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
     }
+}
+
+/// The databases of bench-bare's two servers with SQL.
+struct Floors {
+    bare: prepare::Database,
+    required: prepare::Database,
+}
+
+/// Where the floor plus the work mcp-connect may not leave out is run:
+/// at 16 concurrent (the middle level, to keep the whole run under fifteen
+/// minutes), or at every level when 16 is not among them.
+fn required_runs_at(level: usize, levels: &[usize]) -> bool {
+    level == 16 || !levels.contains(&16)
 }
 
 async fn start(
     options: &Options,
     paths: &Paths,
     database: &prepare::Database,
-    bare_database: &prepare::Database,
+    floors: &Floors,
 ) -> anyhow::Result<(World, Option<PathBuf>)> {
     let (ours, dev) = servers::start_ours(
         paths,
@@ -129,19 +149,44 @@ async fn start(
         python = Some(interpreter);
     }
     if options.servers.contains(&Kind::Bare) {
-        let server = servers::start_bare(paths, None, None).await?;
+        let server = servers::start_bare(paths, None, None, None).await?;
         eprintln!("bench: bare rmcp (pid {}) at {}", server.pid, server.base);
         servers.push(server);
     }
     if options.servers.contains(&Kind::BareSql) {
         let server = servers::start_bare(
             paths,
-            Some(&bare_database.url()),
+            Some(&floors.bare.url()),
             Some(&format!("{}/dev/demo/api/me", world_base(&dev))),
+            None,
         )
         .await?;
         eprintln!(
             "bench: bare rmcp + SQL (pid {}) at {}",
+            server.pid, server.base
+        );
+        servers.push(server);
+    }
+    if options.servers.contains(&Kind::Required) {
+        // Tokens are checked as mcp-connect checks them: its issuer, its
+        // audience (the dev server's resource URL).
+        let claims = servers::jwt_claims(&dev.token)?;
+        let audience = match &claims["aud"] {
+            serde_json::Value::Array(a) => a.first().cloned().unwrap_or_default(),
+            other => other.clone(),
+        };
+        let (Some(issuer), Some(audience)) = (claims["iss"].as_str(), audience.as_str()) else {
+            return Err(anyhow!("the dev token names no issuer or audience"));
+        };
+        let server = servers::start_bare(
+            paths,
+            Some(&floors.required.url()),
+            Some(&format!("{}/dev/demo/api/me", world_base(&dev))),
+            Some((issuer, audience)),
+        )
+        .await?;
+        eprintln!(
+            "bench: floor + required work (pid {}) at {}",
             server.pid, server.base
         );
         servers.push(server);
@@ -199,11 +244,11 @@ async fn bench(
     options: &Options,
     paths: &Paths,
     database: &prepare::Database,
-    bare_database: &prepare::Database,
+    floors: &Floors,
 ) -> anyhow::Result<bool> {
     let started = Instant::now();
     let load_before = procstat::load_average();
-    let (mut world, python) = start(options, paths, database, bare_database).await?;
+    let (mut world, python) = start(options, paths, database, floors).await?;
     let yardstick = dbref::measure(&database.url(), &paths.logs, options.smoke);
     let kinds: Vec<Kind> = world.servers.iter().map(|s| s.kind).collect();
     let mut runs: BTreeMap<report::Key, Vec<Measured>> = BTreeMap::new();
@@ -225,14 +270,18 @@ async fn bench(
                 }
             }
         }
-        if scenario == Scenario::CallAsUser && kinds.contains(&Kind::BareSql) {
+        if scenario == Scenario::CallAsUser {
             // Demo access tokens live five minutes: minted just before.
-            let secret = psql::value(
-                &database.url(),
-                "SELECT value FROM dev_secrets WHERE name = 'demo_client_secret'",
-            )
-            .await?;
-            world.floor_tokens(&secret).await?;
+            for floor in [Kind::BareSql, Kind::Required] {
+                if kinds.contains(&floor) {
+                    let secret = psql::value(
+                        &database.url(),
+                        "SELECT value FROM dev_secrets WHERE name = 'demo_client_secret'",
+                    )
+                    .await?;
+                    world.floor_tokens(floor, &secret).await?;
+                }
+            }
         }
         for &level in &options.levels {
             let mut flow_jobs = if scenario == Scenario::ConnectFlow {
@@ -249,13 +298,16 @@ async fn bench(
             };
             for round in 0..options.rounds {
                 for &kind in &kinds {
-                    if !scenario.applies_to(kind) {
+                    if !scenario.applies_to(kind)
+                        || (kind == Kind::Required && !required_runs_at(level, &options.levels))
+                    {
                         continue;
                     }
                     let server = world.server(kind)?;
                     let db = match kind {
                         Kind::Ours => Some(database.name.as_str()),
-                        Kind::BareSql => Some(bare_database.name.as_str()),
+                        Kind::BareSql => Some(floors.bare.name.as_str()),
+                        Kind::Required => Some(floors.required.name.as_str()),
                         Kind::Python | Kind::Bare | Kind::Seeded => None,
                     };
                     let measured = match flow_jobs.as_mut() {

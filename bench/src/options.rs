@@ -31,10 +31,14 @@ BENCHMARKS.md.
                           audit rows, …; default 1, --smoke 0.001; or BENCH_SEED_SCALE)
   --sweep-limit SECS      how long the sweeper may run under S3 before it is stopped
                           (default 90)
-  --servers ours,python,bare,bare-sql
+  --servers ours,python,bare,bare-sql,required
                           bare-sql is bench-bare with mcp-connect's SQL (same tables,
                           queries and connections, its own database; for S4 the same
-                          upstream call): S2, S3 and S4
+                          upstream call): S2, S3 and S4. required is that floor plus
+                          the work mcp-connect may not leave out, by mcp-connect's own
+                          code (token check, access line and metrics, sealed
+                          requestState, tokens sealed at rest): S1–S4, at 16 concurrent
+                          only (or at every level when 16 is not among --levels)
   --database-server URL   Postgres to use (default postgres://postgres@127.0.0.1:5432,
                           or BENCH_DATABASE_SERVER / TEST_DATABASE_SERVER)
   --db-tls                talk TLS to Postgres when it offers it (default: sslmode=disable,
@@ -116,7 +120,13 @@ impl Options {
                 Err(_) => 1.0,
             },
             sweep_limit: Duration::from_secs(90),
-            servers: vec![Kind::Ours, Kind::Python, Kind::Bare, Kind::BareSql],
+            servers: vec![
+                Kind::Ours,
+                Kind::Python,
+                Kind::Bare,
+                Kind::BareSql,
+                Kind::Required,
+            ],
             database_server,
             db_tls: false,
             quiet_logs: false,

@@ -97,8 +97,8 @@ fn ratio(ours: f64, other: Option<&Summary>) -> String {
 /// The results table.
 pub fn table(results: &BTreeMap<Key, Summary>) -> String {
     let mut out = String::from(
-        "| scenario | server | conc. | req/s | p50 ms | p99 ms | errors | server CPU s/1k | DB CPU s/1k | peak RSS MB | client CPU s/1k | ours ÷ Python | ours ÷ bare | ours ÷ bare + SQL | seeded ÷ empty |\n\
-         |---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+        "| scenario | server | conc. | req/s | p50 ms | p99 ms | errors | server CPU s/1k | DB CPU s/1k | peak RSS MB | client CPU s/1k | ours ÷ Python | ours ÷ bare | ours ÷ bare + SQL | ours ÷ floor + required work | seeded ÷ empty |\n\
+         |---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
     );
     for (&(scenario, level, kind), s) in results {
         let versus = |other| {
@@ -108,10 +108,11 @@ pub fn table(results: &BTreeMap<Key, Summary>) -> String {
                 String::new()
             }
         };
-        let (vs_python, vs_bare, vs_bare_sql) = (
+        let (vs_python, vs_bare, vs_bare_sql, vs_required) = (
             versus(Kind::Python),
             versus(Kind::Bare),
             versus(Kind::BareSql),
+            versus(Kind::Required),
         );
         let vs_empty = if kind == Kind::Seeded {
             ratio(s.rate, results.get(&(scenario, level, Kind::Ours)))
@@ -127,7 +128,7 @@ pub fn table(results: &BTreeMap<Key, Summary>) -> String {
         }
         let _ = writeln!(
             out,
-            "| {} {} | {} | {} | {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} {} | {} | {} | {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             scenario.id(),
             scenario.title(),
             kind.label(),
@@ -144,6 +145,7 @@ pub fn table(results: &BTreeMap<Key, Summary>) -> String {
             vs_python,
             vs_bare,
             vs_bare_sql,
+            vs_required,
             vs_empty,
         );
     }

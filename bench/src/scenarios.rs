@@ -86,7 +86,7 @@ impl Scenario {
             Scenario::Discover => kind != Kind::BareSql,
             Scenario::Ask | Scenario::RetryComplete => true,
             // bare rmcp + SQL + the same upstream call: S4's floor.
-            Scenario::CallAsUser => matches!(kind, Kind::Ours | Kind::BareSql),
+            Scenario::CallAsUser => matches!(kind, Kind::Ours | Kind::BareSql | Kind::Required),
             Scenario::ConnectFlow => kind == Kind::Ours,
         }
     }

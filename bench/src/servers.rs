@@ -27,6 +27,10 @@ pub enum Kind {
     Bare,
     /// bench-bare with `--database`: bare rmcp plus mcp-connect's SQL.
     BareSql,
+    /// bench-bare with `--database --required`: the floor plus the work
+    /// mcp-connect may not leave out (token check, access line and metrics,
+    /// sealed state, tokens sealed at rest), by mcp-connect's own code.
+    Required,
     /// Not a server of its own: mcp-connect again, on the S6-seeded database.
     Seeded,
 }
@@ -38,6 +42,7 @@ impl Kind {
             Kind::Python => "Python SDK",
             Kind::Bare => "bare rmcp",
             Kind::BareSql => "bare rmcp + SQL",
+            Kind::Required => "floor + required work",
             Kind::Seeded => "mcp-connect, seeded (S6)",
         }
     }
@@ -48,6 +53,7 @@ impl Kind {
             "python" => Some(Kind::Python),
             "bare" => Some(Kind::Bare),
             "bare-sql" => Some(Kind::BareSql),
+            "required" => Some(Kind::Required),
             _ => None,
         }
     }
@@ -343,16 +349,20 @@ pub async fn start_python(
 }
 
 /// bench-bare; with `database` (a URL), "bare rmcp + SQL" on that database,
-/// asking `upstream` (a userinfo URL) on `whoami` (the S4 floor).
+/// asking `upstream` (a userinfo URL) on `whoami` (the S4 floor); with
+/// `required` (the dev server's issuer and mcp-connect's audience) as well,
+/// the floor plus the work mcp-connect may not leave out.
 pub async fn start_bare(
     paths: &Paths,
     database: Option<&str>,
     upstream: Option<&str>,
+    required: Option<(&str, &str)>,
 ) -> anyhow::Result<Server> {
     let binary = paths.bin_dir.join("bench-bare");
-    let (kind, log) = match database {
-        Some(_) => (Kind::BareSql, "bench-bare-sql.log"),
-        None => (Kind::Bare, "bench-bare.log"),
+    let (kind, log) = match (database, required) {
+        (Some(_), Some(_)) => (Kind::Required, "bench-bare-required.log"),
+        (Some(_), None) => (Kind::BareSql, "bench-bare-sql.log"),
+        (None, _) => (Kind::Bare, "bench-bare.log"),
     };
     let mut command = callgrind::command(&binary, kind);
     command.args(["--port", "0"]);
@@ -361,6 +371,9 @@ pub async fn start_bare(
     }
     if let Some(url) = upstream {
         command.args(["--upstream", url]);
+    }
+    if let (Some(_), Some((issuer, audience))) = (database, required) {
+        command.args(["--required", "--issuer", issuer, "--audience", audience]);
     }
     let mut child = command
         .stdin(Stdio::null())

@@ -125,10 +125,11 @@ impl World {
         Ok(())
     }
 
-    /// Gives bare rmcp + SQL a real demo-provider access token for each
-    /// connected user (`secret`: the demo client's), for S4's floor.
-    pub async fn floor_tokens(&self, secret: &str) -> anyhow::Result<()> {
-        let mut conn = Conn::new(self.base(Kind::BareSql)?)?;
+    /// Gives a floor server (`kind`: bare rmcp + SQL, or the floor plus the
+    /// required work) a real demo-provider access token for each connected
+    /// user (`secret`: the demo client's), for S4.
+    pub async fn floor_tokens(&self, kind: Kind, secret: &str) -> anyhow::Result<()> {
+        let mut conn = Conn::new(self.base(kind)?)?;
         for user in &self.conn_users {
             let token = crate::demo::access_token(&self.dev.web_url, secret, user)
                 .await
@@ -140,7 +141,7 @@ impl World {
                 )
                 .await?;
             if marked.status != 200 {
-                bail!("bare rmcp + SQL: /bench/connected: HTTP {}", marked.status);
+                bail!("{}: /bench/connected: HTTP {}", kind.label(), marked.status);
             }
         }
         Ok(())

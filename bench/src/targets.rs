@@ -147,6 +147,7 @@ pub fn targets(
             detail.join(", ")
         );
     }
+    out.push_str(&required_work(results, levels));
     let rss: Vec<f64> = [Kind::Ours, Kind::Seeded]
         .into_iter()
         .flat_map(|k| {
@@ -199,6 +200,41 @@ pub fn targets(
                 "; Postgres alone answers a `SELECT 1` round trip in {rt:.3} ms"
             ))
         );
+    }
+    out
+}
+
+/// Where the floors cannot be reached: for each scenario and level with a
+/// run of the floor plus the work mcp-connect may not leave out, what that
+/// work costs the floor and what the rest of mcp-connect costs beyond it.
+fn required_work(results: &BTreeMap<Key, Summary>, levels: &[usize]) -> String {
+    let get = |sc, l, k| results.get(&(sc, l, k));
+    let mut out = String::new();
+    for (scenario, floor) in [
+        (Scenario::Discover, Kind::Bare),
+        (Scenario::Ask, Kind::BareSql),
+        (Scenario::RetryComplete, Kind::BareSql),
+        (Scenario::CallAsUser, Kind::BareSql),
+    ] {
+        for &level in levels {
+            let (Some(ours), Some(floor_run), Some(required)) = (
+                get(scenario, level, Kind::Ours),
+                get(scenario, level, floor),
+                get(scenario, level, Kind::Required),
+            ) else {
+                continue;
+            };
+            let _ = writeln!(
+                out,
+                "- What {}'s floor leaves out, at {level}: the required work alone takes {} to {:.2}× of its throughput ({:+.0}% CPU per request); mcp-connect is at {:.2}× of the floor + required work ({:+.0}% CPU per request)",
+                scenario.id(),
+                floor.label(),
+                required.rate / floor_run.rate,
+                (cpu(required) / cpu(floor_run) - 1.0) * 100.0,
+                ours.rate / required.rate,
+                (cpu(ours) / cpu(required) - 1.0) * 100.0,
+            );
+        }
     }
     out
 }

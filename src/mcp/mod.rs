@@ -17,6 +17,10 @@ use rmcp::transport::streamable_http_server::{
 };
 
 pub use access_log::Ended;
+/// The request's log line and metrics, for the benchmark's floor server,
+/// which writes the same line with the same code when asked to do the work
+/// mcp-connect cannot leave out.
+pub use access_log::{CallRecord, RequestFacts, ToolOutcome};
 /// The bridge's conversions, for other actix front ends of an rmcp service
 /// (the benchmark's bare server uses them, so it differs from ours only by
 /// what it leaves out).

@@ -200,7 +200,11 @@ mod tests {
             Some("The user declined.")
         );
 
-        let fine = answer(&serde_json::json!({"provider": "demo"}), false, "Done.".into());
+        let fine = answer(
+            &serde_json::json!({"provider": "demo"}),
+            false,
+            "Done.".into(),
+        );
         assert_eq!(fine.is_error, Some(false));
         assert_eq!(fine.result_type, Some(rmcp::model::ResultType::COMPLETE));
         assert_eq!(

@@ -11,8 +11,11 @@
 //! `--upstream URL` (with `--database`): `whoami` on a connected user GETs
 //! that URL with the stored token, as mcp-connect asks its provider who the
 //! account is — the floor of S4, without unsealing or refreshing.
+//! `--required --issuer URL --audience URL`: the floor plus the work
+//! mcp-connect may not leave out (see `required`).
 
 mod bridge;
+mod required;
 mod store;
 mod tool;
 
@@ -31,6 +34,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 pub struct Endpoint {
     service: StreamableHttpService<tool::BareServer, NeverSessionManager>,
+    required: Option<Arc<required::Required>>,
 }
 
 #[derive(serde::Deserialize)]
@@ -71,8 +75,22 @@ async fn main() -> anyhow::Result<()> {
     let listener = TcpListener::bind(("127.0.0.1", port))?;
     let port = listener.local_addr()?.port();
     let base = format!("http://127.0.0.1:{port}");
+    let required = match std::env::args().any(|a| a == "--required") {
+        true => {
+            let (Some(issuer), Some(audience)) = (arg("--issuer")?, arg("--audience")?) else {
+                anyhow::bail!("--required needs --issuer and --audience");
+            };
+            Some(Arc::new(required::Required::new(&issuer, &audience)?))
+        }
+        false => None,
+    };
+    // The access line goes where mcp-connect's goes: JSON on stderr,
+    // queued for a writer thread.
+    let _logs = required
+        .is_some()
+        .then(|| mcp_connect::telemetry::init_for_serving(mcp_connect::config::LogFormat::Json));
     let store = match arg("--database")? {
-        Some(url) => Store::postgres(&url).await?,
+        Some(url) => Store::postgres(&url, required.clone()).await?,
         None => Store::Memory(Arc::default()),
     };
     let upstream = match arg("--upstream")? {
@@ -82,7 +100,7 @@ async fn main() -> anyhow::Result<()> {
         }),
         None => None,
     };
-    let server = tool::BareServer::new(base.clone(), store.clone(), upstream);
+    let server = tool::BareServer::new(base.clone(), store.clone(), upstream, required.clone());
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
@@ -95,7 +113,7 @@ async fn main() -> anyhow::Result<()> {
         Arc::new(NeverSessionManager::default()),
         config,
     );
-    let endpoint = web::Data::new(Endpoint { service });
+    let endpoint = web::Data::new(Endpoint { service, required });
     let store = web::Data::new(store);
     let http = HttpServer::new(move || {
         App::new()

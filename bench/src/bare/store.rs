@@ -2,7 +2,8 @@
 //! with `--database` — in Postgres through mcp-connect's own tables, queries
 //! and per-request connections (`mcp_connect::db`), so that "bare rmcp +
 //! SQL" costs exactly the database round trips mcp-connect makes on S2 and
-//! S3 and nothing else: no token check, no sealing, no logging.
+//! S3 and nothing else: no token check, no sealing, no logging — unless
+//! `--required` asks for the stored tokens sealed at rest (`super::required`).
 
 use std::{collections::HashSet, sync::Arc};
 
@@ -10,26 +11,35 @@ use mcp_connect::db::{self, hot::HotConnections};
 use mcp_connect::domain::{ProviderName, UserRef};
 use tokio::sync::RwLock;
 
+use super::required::Required;
+
 /// The issuer every bench-bare user belongs to.
-const ISSUER: &str = "bench-bare";
+pub const ISSUER: &str = "bench-bare";
 /// The MCP client every bench-bare caller is.
 const CLIENT: &str = "bench";
 
 #[derive(Clone)]
 pub enum Store {
     Memory(Arc<RwLock<HashSet<(String, String)>>>),
-    Postgres(HotConnections),
+    Postgres {
+        hot: HotConnections,
+        /// Seals the stored tokens (with `--required`).
+        required: Option<Arc<Required>>,
+    },
 }
 
 impl Store {
     /// Connects to (and creates and migrates) the database at `url`.
-    pub async fn postgres(url: &str) -> anyhow::Result<Self> {
+    pub async fn postgres(url: &str, required: Option<Arc<Required>>) -> anyhow::Result<Self> {
         let options = db::connect_options(&url.to_owned().into())?;
         db::create_database_if_missing(&options).await?;
         let (pooled, hot) = db::split_connections(20);
         let pool = db::pool(options.clone(), pooled);
         db::migrate(&pool).await?;
-        Ok(Store::Postgres(HotConnections::new(options, hot, pool)))
+        Ok(Store::Postgres {
+            hot: HotConnections::new(options, hot, pool),
+            required,
+        })
     }
 
     /// mcp-connect's one read of a call (S2 and S3): the user's connections
@@ -40,14 +50,15 @@ impl Store {
                 .read()
                 .await
                 .contains(&(subject.to_owned(), provider.to_owned()))),
-            Store::Postgres(_) => Ok(self.token(subject, provider).await?.is_some()),
+            Store::Postgres { .. } => Ok(self.token(subject, provider).await?.is_some()),
         }
     }
 
     /// The same lookup, returning the stored upstream token as it is (the
-    /// floor of S4 unseals nothing). In memory there is none.
+    /// floor of S4 unseals nothing), or opened (`--required`). In memory
+    /// there is none.
     pub async fn token(&self, subject: &str, provider: &str) -> anyhow::Result<Option<Vec<u8>>> {
-        let Store::Postgres(hot) = self else {
+        let Store::Postgres { hot, required } = self else {
             return Ok(None);
         };
         let provider = ProviderName::parse(provider)?;
@@ -58,11 +69,20 @@ impl Store {
             })
             .await?;
         // The first is the one mcp-connect picks when no account is named.
-        Ok(found
+        let Some(row) = found
             .into_iter()
             .next()
             .filter(|a| a.grant.is_some())
-            .map(|a| a.row.access_token))
+            .map(|a| a.row)
+        else {
+            return Ok(None);
+        };
+        match required {
+            Some(required) => required
+                .open_token(row.id, subject, &provider, row.access_token)
+                .map(Some),
+            None => Ok(Some(row.access_token)),
+        }
     }
 
     /// mcp-connect's ticket insert with its audit row (S2). In memory the
@@ -73,7 +93,7 @@ impl Store {
         provider: &str,
         ticket: &str,
     ) -> anyhow::Result<()> {
-        let Store::Postgres(hot) = self else {
+        let Store::Postgres { hot, .. } = self else {
             return Ok(());
         };
         let provider = &ProviderName::parse(provider)?;
@@ -112,16 +132,20 @@ impl Store {
                 set.write().await.insert((subject, provider));
                 Ok(())
             }
-            Store::Postgres(hot) => {
+            Store::Postgres { hot, required } => {
                 let provider = ProviderName::parse(provider)?;
-                hot.run(async |conn| {
-                    let id = db::connections::claim_id(
-                        conn,
-                        UserRef::new(ISSUER, &subject),
-                        &provider,
-                        &subject,
-                    )
+                let user = UserRef::new(ISSUER, &subject);
+                let id = hot
+                    .run(async |conn| {
+                        db::connections::claim_id(conn, user, &provider, &subject).await
+                    })
                     .await?;
+                let token = token.as_deref().unwrap_or("not a token").as_bytes();
+                let access_token = match required {
+                    Some(required) => &required.seal_token(id, &subject, &provider, token)?,
+                    None => token,
+                };
+                hot.run(async |conn| {
                     db::connections::store(
                         &mut *conn,
                         id,
@@ -129,7 +153,7 @@ impl Store {
                             account_id: &subject,
                             account_label: &subject,
                             scopes: &[],
-                            access_token: token.as_deref().unwrap_or("not a token").as_bytes(),
+                            access_token,
                             refresh_token: None,
                             key_id: "bench",
                             expires_at: None,

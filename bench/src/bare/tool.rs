@@ -2,7 +2,9 @@
 //! semantics, in memory or with mcp-connect's SQL (`super::store`). First call → `input_required` with a URL
 //! elicitation (a fresh random ticket) and a `requestState` that is plain
 //! base64url JSON (no sealing); a retry accepting it completes when the user
-//! is marked connected.
+//! is marked connected. With `--required` the state is sealed and bound to
+//! the request by mcp-connect's own `connect::state`, and each call's outcome
+//! goes into the request's log line (`super::required`).
 
 use std::sync::Arc;
 
@@ -20,7 +22,20 @@ use rmcp::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{bridge::Caller, store::Store};
+use mcp_connect::{
+    auth::Principal,
+    connect::{
+        state::{self, Binding, RoundState, RoundTicket},
+        tickets::TicketSecret,
+    },
+    domain::{ProviderName, UserRef},
+    mcp::{CallRecord, Ended, ToolOutcome},
+};
+
+use super::{bridge::Caller, required::Required, store::Store};
+
+/// How long a sealed state lives (mcp-connect's default).
+const STATE_TTL: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Where `whoami` asks who the account is (the S4 floor), and with what.
 pub struct Upstream {
@@ -35,6 +50,7 @@ pub struct BareServer {
     upstream: Option<Arc<Upstream>>,
     tools: Arc<Vec<Tool>>,
     meta: MetaObject,
+    required: Option<Arc<Required>>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -64,7 +80,12 @@ fn tool(name: &'static str, description: &'static str) -> Tool {
 }
 
 impl BareServer {
-    pub fn new(base: String, store: Store, upstream: Option<Upstream>) -> Self {
+    pub fn new(
+        base: String,
+        store: Store,
+        upstream: Option<Upstream>,
+        required: Option<Arc<Required>>,
+    ) -> Self {
         let mut meta = MetaObject::new();
         meta.0.insert(
             "io.modelcontextprotocol/serverInfo".to_owned(),
@@ -79,6 +100,7 @@ impl BareServer {
                 tool("connect", "Connect an account at a provider."),
             ]),
             meta,
+            required,
         }
     }
 
@@ -87,6 +109,7 @@ impl BareServer {
         caller: &str,
         tool: &str,
         provider: &str,
+        sealing: Option<(&Required, &Binding<'_>)>,
     ) -> Result<InputRequiredResult, ErrorData> {
         let mut raw = [0u8; 32];
         rand::RngCore::fill_bytes(&mut rand::rng(), &mut raw);
@@ -101,13 +124,31 @@ impl BareServer {
             url: format!("{}/connect?ticket={ticket}", self.base),
             elicitation_id: String::new(),
         };
-        let state = State {
-            sub: caller.to_owned(),
-            tool: tool.to_owned(),
-            provider: provider.to_owned(),
-            ticket,
+        let state = match sealing {
+            Some((required, binding)) => {
+                let round = RoundState {
+                    ticket: Some(RoundTicket {
+                        id: uuid::Uuid::new_v4(),
+                        secret: TicketSecret::parse(&ticket)
+                            .ok_or_else(|| internal(anyhow::anyhow!("ticket")))?,
+                    }),
+                    provider: ProviderName::parse(provider).map_err(|e| internal(e.into()))?,
+                    round: 1,
+                    account: None,
+                };
+                state::seal(&required.keys, binding, &round, STATE_TTL)
+                    .map_err(|e| internal(e.into()))?
+            }
+            None => {
+                let state = State {
+                    sub: caller.to_owned(),
+                    tool: tool.to_owned(),
+                    provider: provider.to_owned(),
+                    ticket,
+                };
+                URL_SAFE_NO_PAD.encode(serde_json::to_vec(&state).unwrap_or_default())
+            }
         };
-        let state = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&state).unwrap_or_default());
         let mut requests = InputRequests::new();
         requests.insert(
             format!("connect_{provider}"),
@@ -208,6 +249,38 @@ impl ServerHandler for BareServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let parts = context.extensions.get::<http::request::Parts>();
+        let record = parts.and_then(|p| p.extensions.get::<CallRecord>());
+        let principal = parts.and_then(|p| p.extensions.get::<Arc<Principal>>());
+        let outcome = self.answer(&request, &context, principal).await;
+        // As mcp-connect's handler: how the call ended, for the log line.
+        if let Some(record) = record {
+            record.set(ToolOutcome {
+                tool: request.name.to_string(),
+                retry: request.request_state.is_some(),
+                ended: match &outcome {
+                    Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => {
+                        Ended::ToolError
+                    }
+                    Ok(CallToolResponse::Complete(_)) => Ended::Complete,
+                    Ok(CallToolResponse::InputRequired(_)) => Ended::InputRequired,
+                    Ok(_) => Ended::Other,
+                    Err(_) => Ended::ProtocolError,
+                },
+                code: outcome.as_ref().err().map(|e| e.code.0),
+            });
+        }
+        outcome
+    }
+}
+
+impl BareServer {
+    async fn answer(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        principal: Option<&Arc<Principal>>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let caller = context
             .extensions
             .get::<http::request::Parts>()
@@ -221,22 +294,40 @@ impl ServerHandler for BareServer {
             .and_then(Value::as_str)
             .ok_or_else(|| ErrorData::invalid_params("provider is required", None))?
             .to_owned();
+        let sealing = match (&self.required, principal) {
+            (Some(required), Some(p)) => Some((
+                required.as_ref(),
+                Binding {
+                    audience: &required.audience,
+                    user: UserRef::new(&p.issuer, &p.subject),
+                    client_id: &p.client_id,
+                    method: "tools/call",
+                    target: &request.name,
+                    arguments: request.arguments.as_ref(),
+                },
+            )),
+            _ => None,
+        };
         let key = format!("connect_{provider}");
         if let Some(sealed) = request.request_state.as_deref() {
-            let state: State = URL_SAFE_NO_PAD
-                .decode(sealed)
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok())
-                .filter(|s: &State| {
-                    s.sub == caller && s.tool == *request.name && s.provider == provider
-                })
-                .ok_or_else(|| {
-                    ErrorData::invalid_params("Invalid or expired requestState", None)
-                })?;
-            if accepted(&request, &key)
+            let state_provider = match &sealing {
+                Some((required, binding)) => state::open(&required.keys, binding, sealed)
+                    .map(|round| round.provider.to_string())
+                    .ok(),
+                None => URL_SAFE_NO_PAD
+                    .decode(sealed)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok())
+                    .filter(|s: &State| {
+                        s.sub == caller && s.tool == *request.name && s.provider == provider
+                    })
+                    .map(|s| s.provider),
+            }
+            .ok_or_else(|| ErrorData::invalid_params("Invalid or expired requestState", None))?;
+            if accepted(request, &key)
                 && self
                     .store
-                    .is_connected(&state.sub, &state.provider)
+                    .is_connected(&caller, &state_provider)
                     .await
                     .map_err(internal)?
             {
@@ -244,7 +335,7 @@ impl ServerHandler for BareServer {
             }
         }
         // As mcp-connect: a first call looks for a connection before asking.
-        if request.request_state.is_none() && matches!(self.store, Store::Postgres(_)) {
+        if request.request_state.is_none() && matches!(self.store, Store::Postgres { .. }) {
             let token = self
                 .store
                 .token(&caller, &provider)
@@ -258,7 +349,8 @@ impl ServerHandler for BareServer {
                 (None, _) => {}
             }
         }
-        let mut result = self.ask(&caller, &request.name, &provider).await?;
+        let sealing = sealing.as_ref().map(|(r, b)| (*r, b));
+        let mut result = self.ask(&caller, &request.name, &provider, sealing).await?;
         result.meta = Some(self.meta.clone());
         Ok(CallToolResponse::InputRequired(result))
     }
