@@ -211,24 +211,29 @@ fn serve(
     let settings = web::Data::from(state.settings.clone());
     let data = web::Data::new(state);
     let server = HttpServer::new(move || {
-        let app = App::new()
+        // Everything but `/mcp` gets the pages' access line and error pages;
+        // `/mcp` writes its own line and answers in JSON-RPC, and is spared
+        // the two layers on the path every MCP request takes.
+        let site = web::scope("")
             .wrap(actix_web::middleware::from_fn(
                 pages::error_pages::with_user,
             ))
-            .wrap(pages::headers::security_headers(&data.settings))
             .wrap(actix_web::middleware::from_fn(
                 crate::web::access_log::access_log,
             ))
+            .configure(crate::auth::configure)
+            .configure(pages::configure);
+        let site = match &extra {
+            Some(extra) => site.configure(|cfg| extra(cfg)),
+            None => site,
+        };
+        App::new()
+            .wrap(pages::headers::security_headers(&data.settings))
             .app_data(data.clone())
             .app_data(settings.clone())
             .app_data(mcp.clone())
             .configure(crate::mcp::configure)
-            .configure(crate::auth::configure)
-            .configure(pages::configure);
-        match &extra {
-            Some(extra) => app.configure(|cfg| extra(cfg)),
-            None => app,
-        }
+            .service(site)
     })
     .listen(listener)?
     .shutdown_timeout(crate::config::SHUTDOWN_DRAIN.as_secs())

@@ -21,9 +21,6 @@ pub async fn access_log(
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
     let path = req.path().to_owned();
-    if path == "/mcp" {
-        return next.call(req).await;
-    }
     let started = Instant::now();
     let method = req.method().to_string();
     let peer = req.peer_addr().map(|a| a.ip().to_string());
