@@ -29,6 +29,7 @@ mod scale_report;
 mod scenarios;
 mod seed;
 mod servers;
+mod settle;
 mod setup;
 mod targets;
 
@@ -259,10 +260,28 @@ async fn bench(
         BTreeMap::new()
     };
 
+    let mut settled_once = false;
     for &scenario in &Scenario::ALL {
         if !options.scenarios.contains(&scenario) {
             continue;
         }
+        if settled_once || options.census {
+            let mut urls = vec![database.url()];
+            for (kind, floor) in [
+                (Kind::BareSql, &floors.bare),
+                (Kind::Required, &floors.required),
+            ] {
+                if kinds.contains(&kind) {
+                    urls.push(floor.url());
+                }
+            }
+            let took = settle::settle(&urls).await?;
+            eprintln!(
+                "bench: databases vacuumed and checkpointed before {} ({took:.1} s)",
+                scenario.id()
+            );
+        }
+        settled_once = true;
         if matches!(scenario, Scenario::RetryComplete | Scenario::CallAsUser) {
             for &kind in &kinds {
                 if scenario.applies_to(kind) && !world.retries.contains_key(&kind) {
