@@ -172,14 +172,6 @@ pub fn note(measured: &Measured, kind: Kind) -> String {
     out
 }
 
-/// The floor each scenario is held against.
-fn floor(scenario: Scenario) -> Kind {
-    match scenario {
-        Scenario::Discover => Kind::Bare,
-        _ => Kind::BareSql,
-    }
-}
-
 fn median(mut v: Vec<f64>) -> Option<f64> {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied()
@@ -210,7 +202,7 @@ pub fn table(runs: &BTreeMap<Key, Vec<Measured>>) -> String {
         let Some(ours) = per(&(scenario, level, Kind::Ours), Kind::Ours) else {
             continue;
         };
-        let floor_kind = floor(scenario);
+        let floor_kind = scenario.floor();
         let floor_key = (scenario, level, floor_kind);
         let floor = per(&floor_key, floor_kind);
         let upstream = if scenario == Scenario::CallAsUser {

@@ -76,6 +76,15 @@ impl Scenario {
             .find(|sc| sc.id().eq_ignore_ascii_case(s) || sc.title() == s)
     }
 
+    /// The floor the scenario is held against: bare rmcp for S1, bare rmcp
+    /// + SQL (with the same upstream call for S4) for the others.
+    pub fn floor(self) -> Kind {
+        match self {
+            Scenario::Discover => Kind::Bare,
+            _ => Kind::BareSql,
+        }
+    }
+
     /// The servers a scenario is run on.
     pub fn applies_to(self, kind: Kind) -> bool {
         if kind == Kind::Seeded {

@@ -30,11 +30,8 @@ pub fn targets(
 ) -> String {
     let get = |sc, l, k| results.get(&(sc, l, k));
     let mut out = String::new();
-    for (scenario, floor) in [
-        (Scenario::Discover, Kind::Bare),
-        (Scenario::Ask, Kind::BareSql),
-        (Scenario::RetryComplete, Kind::BareSql),
-    ] {
+    for scenario in [Scenario::Discover, Scenario::Ask, Scenario::RetryComplete] {
+        let floor = scenario.floor();
         let rows: Vec<(usize, f64, f64)> = levels
             .iter()
             .filter_map(|&l| {
@@ -210,12 +207,13 @@ pub fn targets(
 fn required_work(results: &BTreeMap<Key, Summary>, levels: &[usize]) -> String {
     let get = |sc, l, k| results.get(&(sc, l, k));
     let mut out = String::new();
-    for (scenario, floor) in [
-        (Scenario::Discover, Kind::Bare),
-        (Scenario::Ask, Kind::BareSql),
-        (Scenario::RetryComplete, Kind::BareSql),
-        (Scenario::CallAsUser, Kind::BareSql),
+    for scenario in [
+        Scenario::Discover,
+        Scenario::Ask,
+        Scenario::RetryComplete,
+        Scenario::CallAsUser,
     ] {
+        let floor = scenario.floor();
         for &level in levels {
             let (Some(ours), Some(floor_run), Some(required)) = (
                 get(scenario, level, Kind::Ours),
