@@ -12,7 +12,11 @@ use std::{
     time::Instant,
 };
 
-use rmcp::{RoleServer, service::RequestContext};
+use rmcp::{
+    ErrorData, RoleServer,
+    model::{CallToolRequestParams, CallToolResponse},
+    service::RequestContext,
+};
 
 use super::access_line;
 use crate::{auth::Principal, metrics::McpMetrics};
@@ -27,6 +31,28 @@ pub struct ToolOutcome {
     pub ended: Ended,
     /// The JSON-RPC error code, when it ended with one.
     pub code: Option<i32>,
+}
+
+impl ToolOutcome {
+    /// How the call `request` ended, as its `outcome` says.
+    pub fn of(
+        request: &CallToolRequestParams,
+        outcome: &Result<CallToolResponse, ErrorData>,
+    ) -> Self {
+        let ended = match outcome {
+            Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => Ended::ToolError,
+            Ok(CallToolResponse::Complete(_)) => Ended::Complete,
+            Ok(CallToolResponse::InputRequired(_)) => Ended::InputRequired,
+            Ok(_) => Ended::Other,
+            Err(_) => Ended::ProtocolError,
+        };
+        Self {
+            tool: request.name.to_string(),
+            retry: request.request_state.is_some(),
+            ended,
+            code: outcome.as_ref().err().map(|e| e.code.0),
+        }
+    }
 }
 
 /// The handler's slot in the request's log line.

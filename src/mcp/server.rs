@@ -16,7 +16,7 @@ use rmcp::{
     service::{MaybeSendFuture, RequestContext},
 };
 
-use super::access_log::{CallRecord, Ended, ToolOutcome};
+use super::access_log::{CallRecord, ToolOutcome};
 use crate::{
     auth::Principal,
     connect::ConnectionService,
@@ -105,19 +105,7 @@ impl McpServer {
         };
         let outcome = tools::call(call).await;
         // Who called what, and how it ended; never arguments or results.
-        let ended = match &outcome {
-            Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => Ended::ToolError,
-            Ok(CallToolResponse::Complete(_)) => Ended::Complete,
-            Ok(CallToolResponse::InputRequired(_)) => Ended::InputRequired,
-            Ok(_) => Ended::Other,
-            Err(_) => Ended::ProtocolError,
-        };
-        let outcome_note = ToolOutcome {
-            tool: request.name.to_string(),
-            retry: request.request_state.is_some(),
-            ended,
-            code: outcome.as_ref().err().map(|e| e.code.0),
-        };
+        let outcome_note = ToolOutcome::of(&request, &outcome);
         match CallRecord::of(&context) {
             // The bridge writes it in the request's one log line.
             Some(record) => record.set(outcome_note),

@@ -29,7 +29,7 @@ use mcp_connect::{
         tickets::TicketSecret,
     },
     domain::{ProviderName, UserRef},
-    mcp::{CallRecord, Ended, ToolOutcome},
+    mcp::{CallRecord, ToolOutcome},
 };
 
 use super::{bridge::Caller, required::Required, store::Store};
@@ -255,20 +255,7 @@ impl ServerHandler for BareServer {
         let outcome = self.answer(&request, &context, principal).await;
         // As mcp-connect's handler: how the call ended, for the log line.
         if let Some(record) = record {
-            record.set(ToolOutcome {
-                tool: request.name.to_string(),
-                retry: request.request_state.is_some(),
-                ended: match &outcome {
-                    Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => {
-                        Ended::ToolError
-                    }
-                    Ok(CallToolResponse::Complete(_)) => Ended::Complete,
-                    Ok(CallToolResponse::InputRequired(_)) => Ended::InputRequired,
-                    Ok(_) => Ended::Other,
-                    Err(_) => Ended::ProtocolError,
-                },
-                code: outcome.as_ref().err().map(|e| e.code.0),
-            });
+            record.set(ToolOutcome::of(&request, &outcome));
         }
         outcome
     }
