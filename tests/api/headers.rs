@@ -14,7 +14,8 @@ async fn hsts_is_sent_when_the_public_url_is_https_and_only_then() {
         t.remove("insecure_http");
     })
     .await;
-    for path in ["/healthz", "/connections", "/nope"] {
+    // `/mcp` sits outside the pages' scope: the headers are the App's own.
+    for path in ["/healthz", "/connections", "/nope", "/mcp"] {
         let r = app
             .http
             .get(format!("{}{path}", app.addr))
@@ -25,6 +26,12 @@ async fn hsts_is_sent_when_the_public_url_is_https_and_only_then() {
         assert_eq!(
             hsts.and_then(|v| v.to_str().ok()),
             Some("max-age=31536000"),
+            "{path}"
+        );
+        let nosniff = r.headers().get("x-content-type-options");
+        assert_eq!(
+            nosniff.and_then(|v| v.to_str().ok()),
+            Some("nosniff"),
             "{path}"
         );
     }
