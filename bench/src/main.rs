@@ -316,7 +316,12 @@ async fn bench(
                 None
             };
             for round in 0..options.rounds {
-                for &kind in &kinds {
+                // Each round starts with the next server: whatever a run
+                // leaves behind (Postgres writing back, the client's heap)
+                // falls on every server in turn, not always on the first.
+                let mut order = kinds.clone();
+                order.rotate_left(round % kinds.len().max(1));
+                for kind in order {
                     if !scenario.applies_to(kind)
                         || (kind == Kind::Required && !required_runs_at(level, &options.levels))
                     {
