@@ -9,6 +9,7 @@ mod invalid_params;
 mod log_forgery;
 mod logs;
 
+mod access_lines;
 mod accounts;
 mod accounts_disconnect;
 mod auth;

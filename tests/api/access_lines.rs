@@ -1,0 +1,73 @@
+//! Every request to `/mcp` writes exactly one access line, whatever became
+//! of it: answered, refused by the bridge's own checks, or a notification.
+//! (Operators count requests from these lines; a path that wrote none, or
+//! two, would skew every dashboard built on them.)
+
+use serde_json::json;
+
+use crate::helpers::{read, request, spawn_app};
+
+#[tokio::test]
+async fn every_mcp_request_writes_exactly_one_access_line() {
+    crate::logs::init();
+    let app = spawn_app().await;
+    let subject = format!("lines-{}", uuid::Uuid::new_v4().simple());
+    let token = app.token(&subject);
+
+    let mut statuses = Vec::new();
+    for body in [
+        request("tools/list", json!({})),
+        // Gone from 2026-07-28: 404 with -32601, as the transport says.
+        request("ping", json!({})),
+        // Not connected: answered with a link to connect.
+        request(
+            "tools/call",
+            json!({ "name": "connect", "arguments": { "provider": "demo" } }),
+        ),
+        // Refused before rmcp sees it (400): a tool call without a name.
+        request("tools/call", json!({ "arguments": {} })),
+        // A notification: accepted, nothing to answer.
+        json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": { "requestId": 7 } }),
+    ] {
+        let response = app.mcp_request(Some(&token), &body).send().await.unwrap();
+        statuses.push(read(response).await.0);
+    }
+    // Not JSON at all.
+    let response = app
+        .mcp_request(Some(&token), &json!({}))
+        .body("{\"jsonrpc\":")
+        .send()
+        .await
+        .unwrap();
+    statuses.push(response.status().as_u16());
+    assert_eq!(statuses, [200, 404, 200, 400, 202, 400], "statuses");
+
+    // The access lines are written as the responses go out; give the last
+    // one a moment to be formatted.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let logs = crate::logs::captured();
+    let lines: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("mcp request") && l.contains(&subject))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        statuses.len(),
+        "one line per request: {lines:#?}"
+    );
+    for (line, status) in lines.iter().zip(&statuses) {
+        assert!(line.contains(&format!("status={status}")), "{line}");
+    }
+    for method in [
+        "tools/list",
+        "ping",
+        "tools/call",
+        "notifications/cancelled",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(method)),
+            "{method} named in {lines:#?}"
+        );
+    }
+}
