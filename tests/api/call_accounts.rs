@@ -97,3 +97,50 @@ async fn a_call_reads_the_users_accounts_in_lookup_order_with_the_callers_grants
         .unwrap();
     assert!(nobody.is_empty());
 }
+
+/// The read's plan on a small, analyzed database (a new deployment's): the
+/// grant is probed per account row, never hashed. As a plain `LEFT JOIN`,
+/// Postgres built a hash table of the user's rows and scanned every grant
+/// on each call once `client_grants` was small and analyzed, ≈20 µs of its
+/// CPU per call under load (bench/NOTES.md, "Seeded ÷ empty").
+#[tokio::test]
+async fn the_read_probes_the_grant_and_never_hashes_a_small_table() {
+    let app = spawn_app().await;
+    let db = &app.db;
+    for i in 0..16 {
+        let id = connection(db, &format!("user-{i}"), "acct", 1).await;
+        db::client_grants::insert(db, id, "client-a").await.unwrap();
+    }
+    sqlx::query("ANALYZE connections, client_grants")
+        .execute(db)
+        .await
+        .unwrap();
+
+    // The statement as the read prepared it, on the same connection.
+    let mut conn = db.acquire().await.unwrap();
+    let (alice, demo) = (
+        UserRef::new(ISSUER, "user-3"),
+        ProviderName::parse("demo").unwrap(),
+    );
+    let read = db::call_accounts::read(&mut *conn, alice, &demo, "client-a")
+        .await
+        .unwrap();
+    assert!(read[0].grant.is_some());
+    let name: String = sqlx::query_scalar(
+        "SELECT name FROM pg_prepared_statements \
+         WHERE statement LIKE '%FROM connections c%client_grants g%' \
+           AND statement NOT LIKE '%pg_prepared_statements%'",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN EXECUTE {name}('{ISSUER}', 'user-3', 'demo', 'client-a')"
+    )))
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    let plan = plan.join("\n");
+    assert!(plan.contains("Nested Loop"), "{plan}");
+    assert!(!plan.contains("Hash"), "the grant is hashed: {plan}");
+}
