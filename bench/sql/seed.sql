@@ -10,10 +10,17 @@
 -- psql variables (set by the harness with -v):
 --   users      users with connections (full scale 200000)
 --   audit      audit rows (full scale 10000000)
+--   retention  the service's audit retention in days: the audit rows
+--              span the retention less a day, ending now, so that none is
+--              past it (a running deployment's sweeper keeps the table so,
+--              and rows past it would be deleted by the service under
+--              measurement); the 'old_audit' rows are the 30 days before it
+--   old_audit  how many audit rows past retention (part 'old_audit')
 --   issuer     the issuer of the seeded users (the dev identity provider's)
 --   part       which rows: 'connections', 'audit', 'tickets', 'sessions',
 --              'analyze' (after the others), 'backlog' (expired tickets
---              for the sweeper to delete)
+--              for the sweeper to delete), 'old_audit' (audit rows past
+--              retention, for the sweeper too)
 --   lo, hi     the range of the part's generate_series, so that the
 --              harness can run a part in pieces on several connections
 --
@@ -28,11 +35,14 @@
 
 SELECT :'part' = 'connections' AS seed_connections, :'part' = 'audit' AS seed_audit,
        :'part' = 'tickets' AS seed_tickets, :'part' = 'sessions' AS seed_sessions,
-       :'part' = 'analyze' AS seed_analyze, :'part' = 'backlog' AS seed_backlog \gset
+       :'part' = 'analyze' AS seed_analyze, :'part' = 'backlog' AS seed_backlog,
+       :'part' = 'old_audit' AS seed_old_audit \gset
 
 \if :seed_connections
 
--- 5 providers per user.
+-- 5 providers per user, each connection granted to the client that asked
+-- for it (a connect always records the asking client's grant).
+WITH connected AS (
 INSERT INTO connections (id, issuer, subject, provider, account_id, account_label,
                          scopes, access_token, refresh_token, key_id,
                          access_token_expires_at, status, last_used_at)
@@ -45,14 +55,18 @@ SELECT gen_random_uuid(), :'issuer', 'seed-' || u, p.name,
        'seed-key', now() + interval '1 hour', 'active',
        now() - (u % 1440) * interval '1 minute'
 FROM generate_series(:lo, :hi) AS u,
-     (VALUES (1, 'demo'), (2, 'github'), (3, 'google'), (4, 'notion'), (5, 'slack')) AS p (n, name);
+     (VALUES (1, 'demo'), (2, 'github'), (3, 'google'), (4, 'notion'), (5, 'slack')) AS p (n, name)
+RETURNING id, last_used_at
+)
+INSERT INTO client_grants (connection_id, client_id, last_used_at)
+SELECT id, 'seed-client', last_used_at FROM connected;
 \endif
 
 \if :seed_audit
--- Audit rows over the last 400 days, about 10 kinds, each user's rows
+-- Audit rows over the retention window, about 10 kinds, each user's rows
 -- together (the principal index) and time rising (the kind index).
 INSERT INTO audit_events (at, issuer, subject, kind, provider, detail, ip, user_agent)
-SELECT now() - interval '400 days' + g * (interval '400 days' / :audit),
+SELECT now() - (:retention - 1) * interval '1 day' + g * ((:retention - 1) * interval '1 day' / :audit),
        :'issuer', 'seed-' || (1 + (g::bigint * :users / :audit)),
        (ARRAY['ticket_issued', 'consent_given', 'connected', 'refreshed', 'refreshed',
               'refreshed', 'ticket_issued', 'disconnected', 'refresh_failed', 'consent_cancelled'])[1 + g % 10],
@@ -84,7 +98,7 @@ FROM generate_series(:lo, :hi) AS g;
 \endif
 
 \if :seed_analyze
-ANALYZE connections, audit_events, connect_tickets, web_sessions;
+ANALYZE connections, client_grants, audit_events, connect_tickets, web_sessions;
 
 \endif
 
@@ -98,6 +112,18 @@ SELECT gen_random_uuid(), sha256(int8send(g) || '\x03'::bytea), :'issuer',
        now() - interval '3 hours', now() - interval '2 hours' - (g % 3600) * interval '1 second'
 FROM generate_series(:lo, :hi) AS g;
 
-ANALYZE connect_tickets;
+\endif
+
+\if :seed_old_audit
+
+-- Audit rows of the 30 days before the retention cut: what a retention
+-- shortened by a month, or a sweeper that was down, leaves to delete.
+INSERT INTO audit_events (at, issuer, subject, kind, provider, detail, ip, user_agent)
+SELECT now() - (:retention + 30) * interval '1 day' + g * (interval '29 days' / :old_audit),
+       :'issuer', 'seed-' || (1 + g % :users), 'ticket_issued', 'github',
+       '{"ticket_id": "8d0e3a2c-27f4-4c43-9d51-6a1d9b2e7f10", "client_id": "seed-client", "scopes": ["read", "profile"]}',
+       '10.' || (g % 250) || '.' || (g / 250 % 250) || '.7',
+       'Mozilla/5.0 (X11; Linux x86_64) seed'
+FROM generate_series(:lo, :hi) AS g;
 
 \endif

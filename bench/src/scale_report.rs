@@ -14,7 +14,7 @@ pub fn data_scale(s: &Report) -> String {
     let _ = writeln!(
         out,
         "### Data scale (S6)\n\n\
-         Seeded {} connections ({} users × 5 providers), {} audit rows, {} live tickets and {} web sessions \
+         Seeded {} connections ({} users × 5 providers, each with its client's grant), {} audit rows, {} live tickets and {} web sessions \
          ({} × the full scale) with server-side SQL (`bench/sql/seed.sql`) in **{:.1} s** \
          (inserts and ANALYZE; the CHECKPOINT after it took {:.1} s more).\n",
         s.scale.users * 5,
@@ -71,9 +71,10 @@ pub fn data_scale(s: &Report) -> String {
     out.push_str(&plans::describe(&s.checked));
     let _ = writeln!(
         out,
-        "\nSweeper under load: {} expired tickets added in {:.1} s; S3 at {} concurrent: p99 {:.2} ms quiet \
-         ({} runs), {:.2} ms while the sweeper ran ({} runs); the sweeper {}.{}\n",
-        s.sweep_backlog(),
+        "\nSweeper under load: {} expired tickets and {} audit rows past retention added in {:.1} s; S3 at {} \
+         concurrent: p99 {:.2} ms quiet ({} runs), {:.2} ms while the sweeper ran ({} runs); the sweeper {}.{}\n",
+        s.scale.backlog,
+        s.scale.old_audit,
         s.sweep.backlog_s,
         s.sweep.level,
         crate::scale::p99(&s.sweep.quiet),

@@ -17,12 +17,17 @@ pub struct Scale {
     pub sessions: u64,
     /// Expired tickets for the sweeper.
     pub backlog: u64,
+    /// Audit rows past retention for the sweeper.
+    pub old_audit: u64,
 }
 
 impl Scale {
     /// `fraction` of 200,000 users × 5 providers, 10,000,000 audit rows,
-    /// 200,000 live tickets, 100,000 web sessions and 1,000,000 expired
-    /// tickets (at least one of each).
+    /// 200,000 live tickets, 100,000 web sessions, and for the sweeper
+    /// 100,000 expired tickets and 100,000 audit rows past retention (at
+    /// least one of each). The sweeper's backlog is sized for its paced
+    /// sweep to end inside `--sweep-limit` (≈3,500 tickets a second under
+    /// S3's load): both kinds of deletes are then measured, to the end.
     pub fn of(fraction: f64) -> Self {
         let n = |full: f64| ((full * fraction).round() as u64).max(1);
         Scale {
@@ -30,7 +35,8 @@ impl Scale {
             audit: n(10_000_000.0),
             tickets: n(200_000.0),
             sessions: n(100_000.0),
-            backlog: n(1_000_000.0),
+            backlog: n(100_000.0),
+            old_audit: n(100_000.0),
         }
     }
 }
@@ -53,6 +59,8 @@ async fn part(
     let vars = [
         ("users", scale.users.to_string()),
         ("audit", scale.audit.to_string()),
+        ("old_audit", scale.old_audit.to_string()),
+        ("retention", retention_days().to_string()),
         ("issuer", issuer.to_owned()),
         ("part", name.to_owned()),
         ("lo", lo.to_string()),
@@ -96,18 +104,53 @@ pub async fn data(
     Ok((seeded, started.elapsed().as_secs_f64()))
 }
 
-/// Adds the sweeper's backlog of expired tickets; returns the seconds.
+/// The audit retention of the server under measurement (`mcp-connect dev`
+/// runs with the default).
+pub fn retention_days() -> u32 {
+    mcp_connect::config::AuditSettings::default().retention_days
+}
+
+/// Adds the sweeper's backlog, expired tickets and audit rows past
+/// retention; returns the seconds.
 pub async fn backlog(url: &str, root: &Path, scale: Scale, issuer: &str) -> anyhow::Result<f64> {
     let started = Instant::now();
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let done: Vec<anyhow::Result<()>> = futures::stream::iter(pieces(scale.backlog, cores as u64))
-        .map(|(lo, hi)| part(url, root, scale, issuer, ("backlog", lo, hi)))
+    let mut jobs: Vec<(&str, u64, u64)> = Vec::new();
+    for (lo, hi) in pieces(scale.backlog, cores as u64) {
+        jobs.push(("backlog", lo, hi));
+    }
+    for (lo, hi) in pieces(scale.old_audit, cores as u64) {
+        jobs.push(("old_audit", lo, hi));
+    }
+    let done: Vec<anyhow::Result<()>> = futures::stream::iter(jobs)
+        .map(|job| part(url, root, scale, issuer, job))
         .buffer_unordered(cores)
         .collect()
         .await;
     done.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
-    psql::value(url, "ANALYZE connect_tickets").await?;
+    psql::value(url, "ANALYZE connect_tickets, audit_events").await?;
     Ok(started.elapsed().as_secs_f64())
+}
+
+/// What is left of the sweeper's backlog: expired tickets past the grace
+/// and audit rows past retention.
+pub async fn backlog_left(url: &str) -> anyhow::Result<(u64, u64)> {
+    let line = psql::value(
+        url,
+        &format!(
+            "SELECT (SELECT count(*) FROM connect_tickets WHERE expires_at < now() - interval '1 hour'), \
+                    (SELECT count(*) FROM audit_events WHERE at < now() - interval '{} days')",
+            retention_days()
+        ),
+    )
+    .await?;
+    let f: Vec<u64> = line.split('|').filter_map(|v| v.parse().ok()).collect();
+    match f[..] {
+        [tickets, audit] => Ok((tickets, audit)),
+        _ => Err(anyhow::anyhow!(
+            "unexpected answer counting the backlog: {line}"
+        )),
+    }
 }
 
 /// One table's weight on the seeded database.
@@ -132,6 +175,7 @@ pub async fn weights(url: &str) -> anyhow::Result<Vec<Weight>> {
     let mut out = Vec::new();
     for (unit, table) in [
         ("connection", "connections"),
+        ("client grant", "client_grants"),
         ("live ticket", "connect_tickets"),
         ("audit row", "audit_events"),
         ("web session", "web_sessions"),
