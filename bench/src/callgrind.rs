@@ -59,7 +59,7 @@ fn out_file(kind: Kind) -> Option<PathBuf> {
         Kind::Bare => "bare",
         Kind::BareSql => "bare-sql",
         Kind::Required => "required",
-        Kind::Python | Kind::Seeded => return None,
+        Kind::Python | Kind::Seeded | Kind::Empty => return None,
     };
     Some(DIR.get()?.join(format!("callgrind.{name}.out")))
 }

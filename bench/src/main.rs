@@ -332,7 +332,7 @@ async fn bench(
                         Kind::Ours => Some(database.name.as_str()),
                         Kind::BareSql => Some(floors.bare.name.as_str()),
                         Kind::Required => Some(floors.required.name.as_str()),
-                        Kind::Python | Kind::Bare | Kind::Seeded => None,
+                        Kind::Python | Kind::Bare | Kind::Seeded | Kind::Empty => None,
                     };
                     let measured = match flow_jobs.as_mut() {
                         Some(jobs) => {

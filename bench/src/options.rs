@@ -24,8 +24,9 @@ BENCHMARKS.md.
   --only S1,…,S6          scenarios to run (default all; --scenarios is the same).
                           S6 (data scale) seeds the run's database after the others ran
                           on it empty, then runs S2, S3 and S4 on it again (so S6 brings
-                          S2–S4 along), checks every request path's query plans, weighs
-                          the tables and runs the sweeper under S3; alone it runs
+                          S2–S4 along), each in turn with a second mcp-connect on an
+                          empty database, checks every request path's query plans,
+                          weighs the tables and runs the sweeper under S3; alone it runs
                           mcp-connect only unless --servers says otherwise
   --seed-scale F          S6 seeds F × the full scale (1,000,000 connections, 10,000,000
                           audit rows, …; default 1, --smoke 0.001; or BENCH_SEED_SCALE)

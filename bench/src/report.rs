@@ -115,7 +115,7 @@ pub fn table(results: &BTreeMap<Key, Summary>) -> String {
             versus(Kind::Required),
         );
         let vs_empty = if kind == Kind::Seeded {
-            ratio(s.rate, results.get(&(scenario, level, Kind::Ours)))
+            ratio(s.rate, results.get(&(scenario, level, Kind::Empty)))
         } else {
             String::new()
         };

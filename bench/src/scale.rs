@@ -1,9 +1,17 @@
 //! S6 data scale, on the run's own database after the other scenarios ran
 //! on it empty: seed it (`seed`), weigh it, check the plans of every
 //! request path's statements (`capture`, `plans`), run S2, S3 and S4 again
-//! (the rows "mcp-connect, seeded"), measure what one ask, one call and one
-//! connect write, and run the sweeper on a backlog of expired tickets while
-//! S3 runs.
+//! (the rows "mcp-connect, seeded"), each run in turn with the same run on
+//! a second mcp-connect whose database stays empty (the rows "mcp-connect,
+//! empty"), measure what one ask, one call and one connect write, and run
+//! the sweeper on a backlog (expired tickets, audit rows past retention)
+//! while S3 runs.
+//!
+//! Why a second server rather than the rows measured before the seed: on
+//! this shared two-core machine the same cell moves by 10–30 % between
+//! minutes of one run (see bench/NOTES.md), more than the 10 % the seeded
+//! database may cost. Alternating the two, round by round, puts whatever
+//! the machine is doing on both.
 
 use std::{collections::BTreeMap, time::Instant};
 
@@ -56,12 +64,6 @@ pub struct Report {
     pub sweep: Sweep,
 }
 
-impl Report {
-    pub fn sweep_backlog(&self) -> u64 {
-        self.scale.backlog
-    }
-}
-
 pub const SEEDED: [Scenario; 3] = [Scenario::Ask, Scenario::RetryComplete, Scenario::CallAsUser];
 
 pub async fn run(
@@ -79,7 +81,7 @@ pub async fn run(
         .to_owned();
     let scale = Scale::of(options.seed_fraction);
     eprintln!(
-        "bench: S6: seeding {} connections ({} users × 5), {} audit rows, {} live tickets, {} web sessions …",
+        "bench: S6: seeding {} connections ({} users × 5, with their grants), {} audit rows, {} live tickets, {} web sessions …",
         scale.users * 5,
         scale.users,
         scale.audit,
@@ -105,27 +107,48 @@ pub async fn run(
     if !world.retries.contains_key(&Kind::Ours) {
         world.connect_users(Kind::Ours).await?;
     }
+    let (mut twin, twin_database) = empty_twin(world, options, paths, database).await?;
     // Two rounds at most: the full run stays within its quarter hour.
     let rounds = options.rounds.min(2);
     for scenario in SEEDED {
         for &level in &options.levels {
             for round in 0..rounds {
-                let measured = timed(world, options, scenario, level, database).await?;
-                eprintln!(
-                    "bench: S6 {} c={level:<3} round {}/{} seeded {:>8.0} req/s  p99 {:>7.2} ms  errors {}",
-                    scenario.id(),
-                    round + 1,
-                    rounds,
-                    measured.rate(),
-                    measured.p99_ms,
-                    measured.errors
-                );
-                runs.entry((scenario, level, Kind::Seeded))
-                    .or_default()
-                    .push(measured);
+                // Round by round, each goes first in turn.
+                let sides = if round % 2 == 0 {
+                    [Kind::Seeded, Kind::Empty]
+                } else {
+                    [Kind::Empty, Kind::Seeded]
+                };
+                for side in sides {
+                    let measured = match side {
+                        Kind::Seeded => timed(world, options, scenario, level, database).await?,
+                        _ => timed(&twin, options, scenario, level, &twin_database).await?,
+                    };
+                    eprintln!(
+                        "bench: S6 {} c={level:<3} round {}/{} {:<7} {:>8.0} req/s  p99 {:>7.2} ms  errors {}",
+                        scenario.id(),
+                        round + 1,
+                        rounds,
+                        if side == Kind::Seeded {
+                            "seeded"
+                        } else {
+                            "empty"
+                        },
+                        measured.rate(),
+                        measured.p99_ms,
+                        measured.errors
+                    );
+                    runs.entry((scenario, level, side))
+                        .or_default()
+                        .push(measured);
+                }
             }
         }
     }
+    for server in std::mem::take(&mut twin.servers) {
+        server.stop().await;
+    }
+    drop(twin_database);
     let per_op = per_op(world, options, paths, database).await?;
     let sweep = sweep(world, options, paths, database, scale, &issuer).await?;
     Ok(Report {
@@ -138,6 +161,55 @@ pub async fn run(
         per_op,
         sweep,
     })
+}
+
+/// A second mcp-connect on an empty database of its own, its S3/S4 users
+/// connected through the same browser flows, with tokens of its own (its
+/// dev identity provider signs them) for the same user names.
+async fn empty_twin(
+    world: &World,
+    options: &Options,
+    paths: &Paths,
+    database: &Database,
+) -> anyhow::Result<(World, Database)> {
+    let twin_database = Database {
+        server: database.server.clone(),
+        name: format!("{}_empty", database.name),
+        tls: database.tls,
+    };
+    let (server, dev) = servers::start_ours(
+        paths,
+        &twin_database.url(),
+        options.quiet_logs.then_some("warn"),
+        "mcp-connect-empty.log",
+    )
+    .await?;
+    eprintln!(
+        "bench: S6: mcp-connect on an empty database (pid {}) at {}",
+        server.pid, server.base
+    );
+    let users: Vec<String> = world
+        .ask_users
+        .iter()
+        .chain(&world.conn_users)
+        .cloned()
+        .collect();
+    let tokens = servers::mint_tokens(paths, &twin_database.url(), dev.port, &users).await?;
+    let mut twin = World {
+        dev,
+        servers: vec![server],
+        tokens,
+        ask_users: world.ask_users.clone(),
+        conn_users: world.conn_users.clone(),
+        retries: Default::default(),
+        flow_times: Vec::new(),
+    };
+    twin.connect_users(Kind::Ours).await?;
+    // Statistics, as the seeded database has from the seed (and any
+    // database from autovacuum): the planner's choices are then made on
+    // both with what it knows of their tables.
+    psql::value(&twin_database.url(), "ANALYZE").await?;
+    Ok((twin, twin_database))
 }
 
 async fn timed(
@@ -228,9 +300,8 @@ async fn seq_scans(url: &str) -> anyhow::Result<BTreeMap<String, i64>> {
 }
 
 /// S3 at 16 quiet, then again while the service's sweeper deletes a backlog
-/// of expired tickets (and whatever else it deletes: audit retention,
-/// once it is the sweeper's), for as long as the sweep lasts (at most
-/// `options.sweep_limit`, after which it is stopped).
+/// of expired tickets and audit rows past retention, for as long as the
+/// sweep lasts (at most `options.sweep_limit`, after which it is stopped).
 async fn sweep(
     world: &World,
     options: &Options,
@@ -246,8 +317,8 @@ async fn sweep(
         options.levels.iter().copied().max().unwrap_or(1)
     };
     eprintln!(
-        "bench: S6: {} expired tickets for the sweeper …",
-        scale.backlog
+        "bench: S6: {} expired tickets and {} audit rows past retention for the sweeper …",
+        scale.backlog, scale.old_audit
     );
     let backlog_s = seed::backlog(&url, &paths.root, scale, issuer).await?;
     psql::value(&url, "CHECKPOINT").await?;
@@ -269,7 +340,7 @@ async fn sweep(
             limit,
             mcp_connect::sweeper::sweep_once(
                 &pool,
-                mcp_connect::config::AuditSettings::default().retention(),
+                chrono::Duration::days(seed::retention_days().into()),
             ),
         )
         .await;
@@ -306,22 +377,19 @@ async fn sweep(
         })
         .filter(|(_, d)| *d > 0)
         .collect();
+    let (tickets_left, audit_left) = seed::backlog_left(&url).await?;
     let outcome = match swept {
-        Ok(Ok(Some(n))) => format!("deleted {n} rows in {took:.1} s"),
+        Ok(Ok(Some(n))) => format!(
+            "deleted {n} rows in {took:.1} s, leaving {tickets_left} expired tickets and {audit_left} old audit rows"
+        ),
         Ok(Ok(None)) => "another instance's sweeper held the lock; nothing measured".to_owned(),
         Ok(Err(e)) => format!("did not finish: failed after {took:.0} s ({e})"),
-        Err(_) => {
-            // Each batch commits on its own: what went before the stop stays gone.
-            let left = psql::value(
-                &url,
-                "SELECT count(*) FROM connect_tickets WHERE expires_at < now() - interval '1 hour'",
-            )
-            .await?;
-            format!(
-                "was stopped at the limit, after {took:.0} s, with {left} of the {} expired tickets left",
-                scale.backlog
-            )
-        }
+        // Each batch commits on its own: what went before the stop stays gone.
+        Err(_) => format!(
+            "was stopped at the limit, after {took:.0} s, with {tickets_left} of the {} expired tickets \
+             and {audit_left} of the {} old audit rows left",
+            scale.backlog, scale.old_audit
+        ),
     };
     eprintln!("bench: S6: sweeper {outcome}");
     Ok(Sweep {

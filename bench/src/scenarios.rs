@@ -87,7 +87,7 @@ impl Scenario {
 
     /// The servers a scenario is run on.
     pub fn applies_to(self, kind: Kind) -> bool {
-        if kind == Kind::Seeded {
+        if matches!(kind, Kind::Seeded | Kind::Empty) {
             return crate::scale::SEEDED.contains(&self);
         }
         match self {

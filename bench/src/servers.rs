@@ -33,6 +33,9 @@ pub enum Kind {
     Required,
     /// Not a server of its own: mcp-connect again, on the S6-seeded database.
     Seeded,
+    /// S6's baseline: a second mcp-connect on an empty database of its own,
+    /// measured in turn with the seeded one (same minutes, same machine).
+    Empty,
 }
 
 impl Kind {
@@ -44,6 +47,7 @@ impl Kind {
             Kind::BareSql => "bare rmcp + SQL",
             Kind::Required => "floor + required work",
             Kind::Seeded => "mcp-connect, seeded (S6)",
+            Kind::Empty => "mcp-connect, empty (S6)",
         }
     }
 
