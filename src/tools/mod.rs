@@ -41,8 +41,10 @@ impl<'a> ToolCall<'a> {
     /// The call's arguments as the tool's typed struct; a mismatch is the
     /// caller's error (`-32602`), with the reason.
     pub fn arguments<T: DeserializeOwned>(&self) -> Result<T, ErrorData> {
-        let value = serde_json::Value::Object(self.request.arguments.clone().unwrap_or_default());
-        serde_json::from_value(value).map_err(|e| {
+        // Read in place: the arguments are borrowed, not copied into a new map.
+        let empty = serde_json::Map::new();
+        let arguments = self.request.arguments.as_ref().unwrap_or(&empty);
+        T::deserialize(arguments).map_err(|e| {
             RequestError::InvalidArguments(format!(
                 "Invalid arguments for tool {}: {e}",
                 self.request.name
