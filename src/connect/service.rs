@@ -164,6 +164,10 @@ impl ConnectionService {
     pub fn hot_connections_open(&self) -> usize {
         self.hot_db.open()
     }
+
+    pub fn hot_connections_overflowed(&self) -> u64 {
+        self.hot_db.overflowed()
+    }
 }
 
 /// The operations tools, resources and web pages use.

@@ -23,7 +23,7 @@ use std::{
     ops::{Deref, DerefMut},
     sync::{
         Arc, Weak,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -58,6 +58,8 @@ struct Shared {
     limit: usize,
     max_idle: Duration,
     open: AtomicUsize,
+    /// Statements the pool served because every place here was taken.
+    overflowed: AtomicU64,
 }
 
 impl Shared {
@@ -122,6 +124,7 @@ impl HotConnections {
                 limit,
                 max_idle,
                 open: AtomicUsize::new(0),
+                overflowed: AtomicU64::new(0),
             }),
             pool,
         }
@@ -162,38 +165,54 @@ impl HotConnections {
         if let Some(own) = self.take_idle() {
             return Ok(HotConnection::own(own));
         }
-        if let Some(slot) = self.shared.reserve() {
-            // Boxed, as is the pool's acquire below: both are rare here, and
-            // inline their state machines made every statement's future (moved
-            // into its deadline, then into the request's task) several
-            // kilobytes larger: ≈70,000 instructions of `memcpy` per statement.
-            let opening = tokio::time::timeout(
-                self.shared.connect_timeout,
-                Box::pin(self.shared.options.connect()),
-            )
-            .await;
-            match opening {
-                Ok(Ok(conn)) => {
-                    return Ok(HotConnection::own(Own {
-                        conn,
-                        slot,
-                        opened: Instant::now(),
-                        max_idle: self.shared.max_idle,
-                    }));
-                }
-                // Postgres out of connections, or slow to open one: the
-                // pool's open connections can still serve. The slot goes
-                // back as it is dropped.
-                Ok(Err(e)) => {
-                    tracing::debug!(error = %e, "per-thread connection not opened; using the pool")
-                }
-                Err(_) => tracing::debug!("per-thread connection timed out; using the pool"),
+        let Some(slot) = self.shared.reserve() else {
+            // Every place is taken (in use, or idle on another thread): the
+            // pool serves, at the price of its check on return. Counted so
+            // that an operator can see a `database_max_connections` too
+            // small for the load.
+            self.shared.overflowed.fetch_add(1, Ordering::Relaxed);
+            return self.pooled().await;
+        };
+        // Boxed, as is the pool's acquire below: both are rare here, and
+        // inline their state machines made every statement's future (moved
+        // into its deadline, then into the request's task) several
+        // kilobytes larger: ≈70,000 instructions of `memcpy` per statement.
+        let opening = tokio::time::timeout(
+            self.shared.connect_timeout,
+            Box::pin(self.shared.options.connect()),
+        )
+        .await;
+        match opening {
+            Ok(Ok(conn)) => {
+                return Ok(HotConnection::own(Own {
+                    conn,
+                    slot,
+                    opened: Instant::now(),
+                    max_idle: self.shared.max_idle,
+                }));
             }
+            // Postgres out of connections, or slow to open one: the
+            // pool's open connections can still serve. The slot goes
+            // back as it is dropped.
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "per-thread connection not opened; using the pool")
+            }
+            Err(_) => tracing::debug!("per-thread connection timed out; using the pool"),
         }
+        self.pooled().await
+    }
+
+    async fn pooled(&self) -> Result<HotConnection, sqlx::Error> {
         Ok(HotConnection {
             held: Some(Held::Pooled(Box::pin(self.pool.acquire()).await?)),
             reusable: false,
         })
+    }
+
+    /// How many statements the pool has served because every per-thread
+    /// place was taken, since start.
+    pub fn overflowed(&self) -> u64 {
+        self.shared.overflowed.load(Ordering::Relaxed)
     }
 
     /// An idle connection of this thread to this database. Every call also

@@ -53,6 +53,9 @@ pub struct DbGauges {
     pub pool_max: u32,
     /// Per-thread connections of MCP requests (`db::hot`), in use or idle.
     pub hot_open: usize,
+    /// Statements of MCP requests the shared pool served because every
+    /// per-thread place was taken, since start.
+    pub hot_overflowed: u64,
 }
 
 impl Default for Metrics {
@@ -136,6 +139,14 @@ fn write_db(e: &mut Exposition, db: DbGauges) {
         e.family(name, Kind::Gauge, help);
         e.sample(name, &[], value);
     }
+    let overflow = "mcp_connect_db_hot_overflow_total";
+    e.family(
+        overflow,
+        Kind::Counter,
+        "Statements of MCP requests served by the shared pool because every per-thread connection was taken \
+         (each costs the pool's extra round trip; many mean database_max_connections is small for the load).",
+    );
+    e.sample(overflow, &[], db.hot_overflowed as f64);
 }
 
 #[cfg(test)]
@@ -151,6 +162,7 @@ mod tests {
                 pool_idle: 2,
                 pool_max: 10,
                 hot_open: 4,
+                hot_overflowed: 7,
             },
             std::iter::empty(),
         );
@@ -161,6 +173,7 @@ mod tests {
             "mcp_connect_db_pool_idle_connections 2\n".to_owned(),
             "mcp_connect_db_pool_max_connections 10\n".to_owned(),
             "mcp_connect_db_hot_connections 4\n".to_owned(),
+            "mcp_connect_db_hot_overflow_total 7\n".to_owned(),
         ] {
             assert!(text.contains(&line), "{line:?} in {text}");
         }
@@ -185,6 +198,7 @@ mod tests {
                 pool_idle: 0,
                 pool_max: 0,
                 hot_open: 0,
+                hot_overflowed: 0,
             },
             [("demo", &calls)].into_iter(),
         );

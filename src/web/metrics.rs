@@ -92,6 +92,7 @@ fn db_gauges(state: &AppState) -> DbGauges {
         pool_idle: state.db.num_idle(),
         pool_max: state.db.options().get_max_connections(),
         hot_open: state.connect.hot_connections_open(),
+        hot_overflowed: state.connect.hot_connections_overflowed(),
     }
 }
 

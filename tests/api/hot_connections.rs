@@ -69,8 +69,10 @@ async fn beyond_the_limit_the_pool_serves() {
     let app = spawn_app().await;
     let hot = hot(&app, 1);
     let held = hot.acquire().await.unwrap();
+    assert_eq!(hot.overflowed(), 0);
     // The one place is taken: this one comes from the shared pool.
     let mut extra = hot.acquire().await.unwrap();
+    assert_eq!(hot.overflowed(), 1, "the pool's service is counted");
     let one: i32 = sqlx::query_scalar("SELECT 1")
         .fetch_one(&mut *extra)
         .await

@@ -192,6 +192,7 @@ async fn metrics_ask_for_the_configured_bearer_token() {
         "mcp_connect_db_pool_connections",
         "mcp_connect_db_pool_idle_connections",
         "mcp_connect_db_hot_connections",
+        "mcp_connect_db_hot_overflow_total",
     ] {
         assert!(metrics.has(gauge), "{gauge}");
     }

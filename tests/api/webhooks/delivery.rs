@@ -57,6 +57,7 @@ async fn a_receiver_that_fails_twice_gets_each_event_acknowledged_once() {
             pool_idle: 0,
             pool_max: 0,
             hot_open: 0,
+            hot_overflowed: 0,
         },
         std::iter::empty(),
     );
