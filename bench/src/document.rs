@@ -29,10 +29,11 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
         .map(|s| format!("- **{} {}**: {}\n", s.id(), s.title(), s.what()))
         .collect();
     scenarios.push_str(
-        "- **S6 data scale**: the run's database seeded with server-side SQL (`bench/sql/seed.sql`) \
-         after S1–S5, then S2, S3 and S4 again on it (rows \"mcp-connect, seeded\"), each run in turn \
-         with the same run on a second mcp-connect whose database stays empty (rows \"mcp-connect, \
-         empty\": *seeded ÷ empty* compares the two), the plans of every request path's statements \
+        "- **S6 data scale**: after S1–S5 (their servers stopped), two new mcp-connect servers with \
+         databases of their own; the first's seeded with server-side SQL (`bench/sql/seed.sql`), then \
+         S2, S3 and S4 on it (rows \"mcp-connect, seeded\"), each run in turn with the same run on the \
+         second, whose database stays empty (rows \"mcp-connect, empty\": *seeded ÷ empty* compares \
+         the two), the plans of every request path's statements \
          and foreign key lookups checked, bytes per row, what one operation writes, and S3 while the \
          sweeper deletes a backlog of expired tickets and audit rows past retention (see Data scale)\n",
     );

@@ -22,12 +22,13 @@ BENCHMARKS.md.
                           shows medians (default 3)
   --levels 1,16,64        concurrency levels
   --only S1,…,S6          scenarios to run (default all; --scenarios is the same).
-                          S6 (data scale) seeds the run's database after the others ran
-                          on it empty, then runs S2, S3 and S4 on it again (so S6 brings
-                          S2–S4 along), each in turn with a second mcp-connect on an
-                          empty database, checks every request path's query plans,
-                          weighs the tables and runs the sweeper under S3; alone it runs
-                          mcp-connect only unless --servers says otherwise
+                          S6 (data scale) runs last, on two new mcp-connect servers with
+                          databases of their own: it seeds the first's, checks every
+                          request path's query plans on it and weighs its tables, runs
+                          S2, S3 and S4 on it, each in turn with the second (whose
+                          database stays empty), and runs the sweeper under S3; alone it
+                          runs nothing else (and only mcp-connect) unless --servers says
+                          otherwise
   --seed-scale F          S6 seeds F × the full scale (1,000,000 connections, 10,000,000
                           audit rows, …; default 1, --smoke 0.001; or BENCH_SEED_SCALE)
   --sweep-limit SECS      how long the sweeper may run under S3 before it is stopped
@@ -161,10 +162,7 @@ impl Options {
                     o.scale = wanted.contains(&None);
                     o.scenarios = Scenario::ALL
                         .into_iter()
-                        .filter(|s| {
-                            wanted.contains(&Some(*s))
-                                || (o.scale && crate::scale::SEEDED.contains(s))
-                        })
+                        .filter(|s| wanted.contains(&Some(*s)))
                         .collect();
                     if o.scale && !explicit_servers && wanted == [None] {
                         o.servers = vec![Kind::Ours];
@@ -204,7 +202,11 @@ impl Options {
             }
             o.sweep_limit = o.sweep_limit.min(Duration::from_secs(20));
         }
-        if o.rounds == 0 || o.levels.is_empty() || o.scenarios.is_empty() || o.servers.is_empty() {
+        if o.rounds == 0
+            || o.levels.is_empty()
+            || (o.scenarios.is_empty() && !o.scale)
+            || o.servers.is_empty()
+        {
             bail!("nothing to run");
         }
         if !o.servers.contains(&Kind::Ours) {
@@ -230,11 +232,11 @@ mod tests {
     fn only_s6_runs_the_data_scale_with_its_baseline_on_mcp_connect() {
         let o = parse(&["--only", "S6"]);
         assert!(o.scale);
-        assert_eq!(o.scenarios, crate::scale::SEEDED);
+        assert!(o.scenarios.is_empty());
         assert_eq!(o.servers, [Kind::Ours]);
         let o = parse(&["--servers", "ours,bare-sql", "--only", "s1,S6"]);
         assert!(o.scale);
-        assert_eq!(o.scenarios.len(), 4);
+        assert_eq!(o.scenarios, [Scenario::Discover]);
         assert_eq!(o.servers, [Kind::Ours, Kind::BareSql]);
         let o = parse(&["--only", "S3"]);
         assert!(!o.scale);

@@ -1,17 +1,23 @@
-//! S6 data scale, on the run's own database after the other scenarios ran
-//! on it empty: seed it (`seed`), weigh it, check the plans of every
-//! request path's statements (`capture`, `plans`), run S2, S3 and S4 again
-//! (the rows "mcp-connect, seeded"), each run in turn with the same run on
-//! a second mcp-connect whose database stays empty (the rows "mcp-connect,
-//! empty"), measure what one ask, one call and one connect write, and run
-//! the sweeper on a backlog (expired tickets, audit rows past retention)
-//! while S3 runs.
+//! S6 data scale: two new mcp-connect servers, each on a database of its
+//! own, started after the other scenarios are done and their servers
+//! stopped. The first's database is seeded (`seed`), weighed, and the plans
+//! of every request path's statements are checked on it (`capture`,
+//! `plans`); S2, S3 and S4 then run on it (the rows "mcp-connect, seeded"),
+//! each in turn with the same run on the second, whose database stays
+//! empty (the rows "mcp-connect, empty"). On the seeded one the harness
+//! then measures what one ask, one call and one connect write, and runs the
+//! sweeper on a backlog (expired tickets, audit rows past retention) while
+//! S3 runs.
 //!
 //! Why a second server rather than the rows measured before the seed: on
 //! this shared two-core machine the same cell moves by 10–30 % between
 //! minutes of one run (see bench/NOTES.md), more than the 10 % the seeded
 //! database may cost. Alternating the two, round by round, puts whatever
-//! the machine is doing on both.
+//! the machine is doing on both. Why two new servers rather than the run's
+//! own for the seeded side: a server and database that have been through
+//! S1–S5 (their pools, caches, statistics and the dead rows of S5) measured
+//! slower at saturation than a new pair on the same data, so the seeded and
+//! the empty side would differ by more than their data.
 
 use std::{collections::BTreeMap, time::Instant};
 
@@ -28,7 +34,6 @@ use crate::{
     scenarios::{self, Scenario},
     seed::{self, Scale, Weight},
     servers::{self, Kind, Paths},
-    settle,
     setup::World,
 };
 
@@ -67,25 +72,24 @@ pub struct Report {
 
 pub const SEEDED: [Scenario; 3] = [Scenario::Ask, Scenario::RetryComplete, Scenario::CallAsUser];
 
+/// S6 with the users of `world` (whose servers have been stopped: the two
+/// servers here are the only ones running). `database` names the run; the
+/// two databases of S6 are named after it and dropped at the end.
 pub async fn run(
-    world: &mut World,
+    world: &World,
     options: &Options,
     paths: &Paths,
     database: &Database,
     runs: &mut BTreeMap<Key, Vec<Measured>>,
 ) -> anyhow::Result<Report> {
-    let url = database.url();
-    let claims = servers::jwt_claims(&world.dev.token)?;
+    let (mut seeded, seeded_database) =
+        fresh_server(world, options, paths, database, "seeded").await?;
+    let url = seeded_database.url();
+    let claims = servers::jwt_claims(&seeded.dev.token)?;
     let issuer = claims["iss"]
         .as_str()
         .ok_or_else(|| anyhow!("the dev token names no issuer"))?
         .to_owned();
-    // What S5 left (thousands of re-authorized connections, grants, flows
-    // and sessions) is vacuumed first, as the harness does between the
-    // other scenarios: the seeded runs then measure the data, not S5's
-    // dead rows.
-    let took = settle::settle(std::slice::from_ref(&url)).await?;
-    eprintln!("bench: S6: database vacuumed and checkpointed before the seed ({took:.1} s)");
     let scale = Scale::of(options.seed_fraction);
     eprintln!(
         "bench: S6: seeding {} connections ({} users × 5, with their grants), {} audit rows, {} live tickets, {} web sessions …",
@@ -111,10 +115,8 @@ pub async fn run(
         plans::describe(&checked)
     );
 
-    if !world.retries.contains_key(&Kind::Ours) {
-        world.connect_users(Kind::Ours).await?;
-    }
-    let (mut twin, twin_database) = empty_twin(world, options, paths, database).await?;
+    let (mut empty, empty_database) =
+        fresh_server(world, options, paths, database, "empty").await?;
     // Two rounds at most: the full run stays within its quarter hour.
     let rounds = options.rounds.min(2);
     for scenario in SEEDED {
@@ -128,8 +130,10 @@ pub async fn run(
                 };
                 for side in sides {
                     let measured = match side {
-                        Kind::Seeded => timed(world, options, scenario, level, database).await?,
-                        _ => timed(&twin, options, scenario, level, &twin_database).await?,
+                        Kind::Seeded => {
+                            timed(&seeded, options, scenario, level, &seeded_database).await?
+                        }
+                        _ => timed(&empty, options, scenario, level, &empty_database).await?,
                     };
                     eprintln!(
                         "bench: S6 {} c={level:<3} round {}/{} {:<7} {:>8.0} req/s  p99 {:>7.2} ms  errors {}",
@@ -152,12 +156,11 @@ pub async fn run(
             }
         }
     }
-    for server in std::mem::take(&mut twin.servers) {
-        server.stop().await;
-    }
-    drop(twin_database);
-    let per_op = per_op(world, options, paths, database).await?;
-    let sweep = sweep(world, options, paths, database, scale, &issuer).await?;
+    stop(&mut empty).await;
+    drop(empty_database);
+    let per_op = per_op(&mut seeded, options, paths, &seeded_database).await?;
+    let sweep = sweep(&seeded, options, paths, &seeded_database, scale, &issuer).await?;
+    stop(&mut seeded).await;
     Ok(Report {
         scale,
         fraction: options.seed_fraction,
@@ -170,29 +173,38 @@ pub async fn run(
     })
 }
 
-/// A second mcp-connect on an empty database of its own, its S3/S4 users
-/// connected through the same browser flows, with tokens of its own (its
-/// dev identity provider signs them) for the same user names.
-async fn empty_twin(
+async fn stop(world: &mut World) {
+    for server in std::mem::take(&mut world.servers) {
+        server.stop().await;
+    }
+}
+
+/// A new mcp-connect on a new database `<run>_<name>`, the S3/S4 users of
+/// `world` connected through the same browser flows, with tokens of its own
+/// (its dev identity provider signs them) for the same user names, and its
+/// tables analyzed (as the seed's are, and any database's by autovacuum):
+/// the planner then chooses on both sides with what it knows.
+async fn fresh_server(
     world: &World,
     options: &Options,
     paths: &Paths,
     database: &Database,
+    name: &str,
 ) -> anyhow::Result<(World, Database)> {
-    let twin_database = Database {
+    let fresh_database = Database {
         server: database.server.clone(),
-        name: format!("{}_empty", database.name),
+        name: format!("{}_{name}", database.name),
         tls: database.tls,
     };
     let (server, dev) = servers::start_ours(
         paths,
-        &twin_database.url(),
+        &fresh_database.url(),
         options.quiet_logs.then_some("warn"),
-        "mcp-connect-empty.log",
+        &format!("mcp-connect-{name}.log"),
     )
     .await?;
     eprintln!(
-        "bench: S6: mcp-connect on an empty database (pid {}) at {}",
+        "bench: S6: mcp-connect, {name} (pid {}) at {}",
         server.pid, server.base
     );
     let users: Vec<String> = world
@@ -201,8 +213,8 @@ async fn empty_twin(
         .chain(&world.conn_users)
         .cloned()
         .collect();
-    let tokens = servers::mint_tokens(paths, &twin_database.url(), dev.port, &users).await?;
-    let mut twin = World {
+    let tokens = servers::mint_tokens(paths, &fresh_database.url(), dev.port, &users).await?;
+    let mut fresh = World {
         dev,
         servers: vec![server],
         tokens,
@@ -211,12 +223,9 @@ async fn empty_twin(
         retries: Default::default(),
         flow_times: Vec::new(),
     };
-    twin.connect_users(Kind::Ours).await?;
-    // Statistics, as the seeded database has from the seed (and any
-    // database from autovacuum): the planner's choices are then made on
-    // both with what it knows of their tables.
-    psql::value(&twin_database.url(), "ANALYZE").await?;
-    Ok((twin, twin_database))
+    fresh.connect_users(Kind::Ours).await?;
+    psql::value(&fresh_database.url(), "ANALYZE").await?;
+    Ok((fresh, fresh_database))
 }
 
 async fn timed(
@@ -347,7 +356,7 @@ async fn sweep(
             limit,
             mcp_connect::sweeper::sweep_once(
                 &pool,
-                chrono::Duration::days(seed::retention_days().into()),
+                mcp_connect::config::AuditSettings::default().retention(),
             ),
         )
         .await;
