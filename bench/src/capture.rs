@@ -46,9 +46,7 @@ pub async fn request_path_statements(
         flow_times: Vec::new(),
     };
     let exercised = exercise(&mut world).await;
-    for server in std::mem::take(&mut world.servers) {
-        server.stop().await;
-    }
+    world.stop_servers().await;
     exercised?;
     let log = std::fs::read(paths.logs.join(LOG))?;
     let after = log.get(start..).unwrap_or_default();

@@ -374,9 +374,7 @@ async fn bench(
     // S6 starts servers of its own: the run's are stopped first (their
     // pools would hold Postgres connections S6's servers need, and their
     // sweepers would run beside S6's).
-    for server in std::mem::take(&mut world.servers) {
-        server.stop().await;
-    }
+    world.stop_servers().await;
     let scaled = if options.scale {
         Some(scale::run(&world, options, paths, database, &mut runs).await?)
     } else {

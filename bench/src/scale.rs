@@ -156,11 +156,11 @@ pub async fn run(
             }
         }
     }
-    stop(&mut empty).await;
+    empty.stop_servers().await;
     drop(empty_database);
     let per_op = per_op(&mut seeded, options, paths, &seeded_database).await?;
     let sweep = sweep(&seeded, options, paths, &seeded_database, scale, &issuer).await?;
-    stop(&mut seeded).await;
+    seeded.stop_servers().await;
     Ok(Report {
         scale,
         fraction: options.seed_fraction,
@@ -171,12 +171,6 @@ pub async fn run(
         per_op,
         sweep,
     })
-}
-
-async fn stop(world: &mut World) {
-    for server in std::mem::take(&mut world.servers) {
-        server.stop().await;
-    }
 }
 
 /// A new mcp-connect on a new database `<run>_<name>`, the S3/S4 users of

@@ -50,6 +50,13 @@ pub fn all_users(levels: &[usize]) -> (Vec<String>, Vec<String>, Vec<String>) {
 }
 
 impl World {
+    /// Stops every server of this world (their children die with them).
+    pub async fn stop_servers(&mut self) {
+        for server in std::mem::take(&mut self.servers) {
+            server.stop().await;
+        }
+    }
+
     pub fn server(&self, kind: Kind) -> anyhow::Result<&Server> {
         self.servers
             .iter()
