@@ -179,7 +179,7 @@ impl HotConnections {
         // kilobytes larger: ≈70,000 instructions of `memcpy` per statement.
         let opening = tokio::time::timeout(
             self.shared.connect_timeout,
-            Box::pin(self.shared.options.connect()),
+            Box::pin(open(&self.shared.options)),
         )
         .await;
         match opening {
@@ -250,6 +250,14 @@ impl HotConnections {
         }
         found
     }
+}
+
+/// A new connection, its backend set up as the pool's are
+/// ([`super::backend_memory`]).
+async fn open(options: &PgConnectOptions) -> Result<PgConnection, sqlx::Error> {
+    let mut conn = options.connect().await?;
+    super::backend_memory::keep_freed_memory(&mut conn).await?;
+    Ok(conn)
 }
 
 /// A connection on loan for one statement; derefs to [`PgConnection`].

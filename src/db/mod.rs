@@ -19,6 +19,7 @@
 
 pub mod advisory_lock;
 pub mod audit;
+pub mod backend_memory;
 pub mod call_accounts;
 pub mod client_grants;
 pub mod connections;
@@ -105,6 +106,7 @@ pub fn pool_with(
         // dead connection surfaces as a query error instead, and the pool
         // replaces it.
         .test_before_acquire(false)
+        .after_connect(|conn, _| Box::pin(backend_memory::keep_freed_memory(conn)))
         .connect_lazy_with(options)
 }
 

@@ -13,6 +13,7 @@ mod access_lines;
 mod accounts;
 mod accounts_disconnect;
 mod auth;
+mod backend_memory;
 mod browser;
 mod call_accounts;
 mod cli;
