@@ -3,7 +3,13 @@
 use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
-use mcp_connect::{config::Settings, crypto::KeyRing, db, startup::Application, telemetry};
+use mcp_connect::{
+    config::{MigrationSettings, Settings},
+    crypto::KeyRing,
+    db,
+    startup::Application,
+    telemetry,
+};
 
 /// mimalloc rather than the C library's allocator: a request makes a few
 /// hundred small allocations across two worker threads, and glibc's spent
@@ -36,7 +42,8 @@ enum Command {
     /// Run a self-contained development server on 127.0.0.1 with a built-in
     /// identity provider; needs nothing but a Postgres.
     Dev(mcp_connect::dev::DevArgs),
-    /// Apply database migrations and exit.
+    /// Apply database migrations and exit. Needs only `database_url` (and
+    /// reads `database_create_if_missing` and `log_format`).
     Migrate,
     /// Manage encryption keys.
     Keys {
@@ -137,7 +144,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Dev(args) => mcp_connect::dev::run(args).await,
         Command::Migrate => {
-            let settings = Settings::load(cli.config.as_deref())?;
+            let settings = MigrationSettings::load(cli.config.as_deref())?;
             telemetry::init(settings.log_format);
             let options = db::connect_options(&settings.database_url)?;
             if settings.database_create_if_missing {

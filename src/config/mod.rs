@@ -12,15 +12,16 @@
 //! each key (README's settings table follows them); `defaults` the values of
 //! unset keys; `lenient` the deserializers that also take the strings the
 //! environment gives; `env` the variable names; `sources` the layering and
-//! loading; `validate` the checks a loaded configuration must pass; `webhooks`
-//! the endpoints connection events are sent to; `error`
-//! what stops loading.
+//! loading; `migration` the database settings that `migrate` loads alone;
+//! `validate` the checks a loaded configuration must pass; `webhooks` the
+//! endpoints connection events are sent to; `error` what stops loading.
 
 mod clients;
 mod defaults;
 mod env;
 mod error;
 pub(crate) mod lenient;
+mod migration;
 mod operations;
 mod settings;
 mod sources;
@@ -40,6 +41,7 @@ pub use clients::{ClientsSettings, GrantMode};
 pub use env::{ENV_PREFIX, env_name};
 pub use error::ConfigError;
 pub use lenient::parse_list;
+pub use migration::MigrationSettings;
 pub use operations::{AuditSettings, DatabaseSettings, MAX_CONNECT_WAIT_MS, SHUTDOWN_DRAIN};
 pub use settings::{LogFormat, Settings};
 pub use tables::{

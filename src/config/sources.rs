@@ -13,17 +13,7 @@ use super::{
 impl Settings {
     /// Loads settings from the optional file and the process environment.
     pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
-        let vars: Vec<(String, String)> = std::env::vars_os()
-            .filter_map(|(k, v)| {
-                let k = k.into_string().ok()?;
-                k.starts_with(ENV_PREFIX).then_some((k, v))
-            })
-            .map(|(k, v)| match v.into_string() {
-                Ok(v) => Ok((k, v)),
-                Err(_) => Err(ConfigError::NotUnicode { var: k }),
-            })
-            .collect::<Result<_, _>>()?;
-        Self::from_sources(file, vars, toml::Table::new())
+        Self::from_sources(file, prefixed_env()?, toml::Table::new())
     }
 
     /// Layers `base` (code-supplied values, e.g. dev mode's), then the file,
@@ -33,23 +23,7 @@ impl Settings {
         env: impl IntoIterator<Item = (String, String)>,
         base: toml::Table,
     ) -> Result<Self, ConfigError> {
-        let mut table = base;
-        if let Some(path) = file {
-            let text = std::fs::read_to_string(path).map_err(|error| ConfigError::ReadFile {
-                path: path.display().to_string(),
-                error,
-            })?;
-            let file_table: toml::Table =
-                text.parse()
-                    .map_err(|e: toml::de::Error| ConfigError::Toml {
-                        path: path.display().to_string(),
-                        message: e.to_string(),
-                    })?;
-            merge(&mut table, file_table);
-        }
-        for (key_path, value) in env_entries(env)? {
-            insert_path(&mut table, &key_path, toml::Value::String(value));
-        }
+        let mut table = layered(file, env, base)?;
         // Present the required table so a missing key inside it is named precisely.
         table
             .entry("auth")
@@ -69,6 +43,46 @@ impl Settings {
         settings.mcp_resource = settings.mcp_resource();
         Ok(settings)
     }
+}
+
+/// The process's `MCP_CONNECT_…` variables.
+pub(super) fn prefixed_env() -> Result<Vec<(String, String)>, ConfigError> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| {
+            let k = k.into_string().ok()?;
+            k.starts_with(ENV_PREFIX).then_some((k, v))
+        })
+        .map(|(k, v)| match v.into_string() {
+            Ok(v) => Ok((k, v)),
+            Err(_) => Err(ConfigError::NotUnicode { var: k }),
+        })
+        .collect()
+}
+
+/// `base`, then the file, then `env`, merged into one table.
+pub(super) fn layered(
+    file: Option<&Path>,
+    env: impl IntoIterator<Item = (String, String)>,
+    base: toml::Table,
+) -> Result<toml::Table, ConfigError> {
+    let mut table = base;
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::ReadFile {
+            path: path.display().to_string(),
+            error,
+        })?;
+        let file_table: toml::Table =
+            text.parse()
+                .map_err(|e: toml::de::Error| ConfigError::Toml {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                })?;
+        merge(&mut table, file_table);
+    }
+    for (key_path, value) in env_entries(env)? {
+        insert_path(&mut table, &key_path, toml::Value::String(value));
+    }
+    Ok(table)
 }
 
 /// The settings without a default. Checked together before deserializing,
@@ -120,7 +134,10 @@ fn merge(into: &mut toml::Table, from: toml::Table) {
     }
 }
 
-fn deserialize(table: toml::Table) -> Result<Settings, ConfigError> {
+/// `table` as a `T`, the error naming the setting and its variable.
+pub(super) fn deserialize<T: serde::de::DeserializeOwned>(
+    table: toml::Table,
+) -> Result<T, ConfigError> {
     let value = toml::Value::Table(table);
     serde_path_to_error::deserialize(value).map_err(|e| {
         let key = e.path().to_string();

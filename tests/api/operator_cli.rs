@@ -1,6 +1,7 @@
 //! What an operator's deployment leans on, run as the real binary: several
 //! instances starting at once on one fresh database, a database the service
-//! must not create, and the container health check.
+//! must not create, migrations run with the database URL alone, and the
+//! container health check.
 
 use std::process::{Command, Output};
 
@@ -113,6 +114,38 @@ async fn concurrent_start_without_create_if_missing_leaves_the_database_to_the_o
     .unwrap();
     assert!(ok(&output), "{}", String::from_utf8_lossy(&output.stderr));
     drop_db(&name).await;
+}
+
+#[tokio::test]
+async fn migrate_needs_only_the_database_url() {
+    let name = format!("mcp_connect_test_{}", uuid::Uuid::new_v4().simple());
+    let url = format!("{}/{name}", server_url());
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
+        .arg("migrate")
+        .env_clear()
+        .env("MCP_CONNECT_DATABASE_URL", &url)
+        .output()
+        .unwrap();
+    assert!(ok(&output), "{}", String::from_utf8_lossy(&output.stderr));
+    let mut db = PgConnection::connect(&url).await.unwrap();
+    let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations WHERE success")
+        .fetch_one(&mut db)
+        .await
+        .unwrap();
+    assert_eq!(applied, mcp_connect::db::MIGRATOR.iter().count() as i64);
+    drop(db);
+    drop_db(&name).await;
+
+    // Without it, the error says which variable to set, and only that one.
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
+        .arg("migrate")
+        .env_clear()
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!ok(&output), "{stderr}");
+    assert!(stderr.contains("MCP_CONNECT_DATABASE_URL"), "{stderr}");
+    assert!(!stderr.contains("MCP_CONNECT_KEYS"), "{stderr}");
 }
 
 #[tokio::test]
