@@ -276,13 +276,15 @@ impl Provider {
 fn log_outcome(provider: &str, step: &str, result: Result<&TokenSet, &ProviderError>) {
     match result {
         Ok(t) => tracing::info!(
-            provider,
-            step,
+            provider = %provider,
+            step = %step,
             expires_in = t.expires_in.map(|d| d.as_secs()),
             refresh_token = t.refresh_token.is_some(),
             "token endpoint answered"
         ),
-        Err(e) => tracing::warn!(provider, step, error = %e, "token endpoint refused"),
+        Err(e) => {
+            tracing::warn!(provider = %provider, step = %step, error = %e, "token endpoint refused")
+        }
     }
 }
 

@@ -118,7 +118,7 @@ pub async fn read(
         }
     };
     let account = provider.account_as(service.http(), &token.credential()).await.map_err(|e| {
-        tracing::warn!(provider = provider.name().as_str(), error = %e, "profile resource: provider call failed");
+        tracing::warn!(provider = %provider.name(), error = %e, "profile resource: provider call failed");
         ErrorData::from(RequestError::ProviderFailed { provider: provider.display_name().to_owned() })
     })?;
     // The same JSON as the whoami tool's result.

@@ -73,7 +73,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             )))
         }
         Err(e) => {
-            tracing::warn!(provider = provider.name().as_str(), error = %e, "whoami: provider call failed");
+            tracing::warn!(provider = %provider.name(), error = %e, "whoami: provider call failed");
             if matches!(e, crate::providers::ProviderError::Denied(_)) {
                 // As for api_request: the next call asks the user to connect
                 // again, which is what `next_step: connect` promises.

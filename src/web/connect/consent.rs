@@ -200,7 +200,7 @@ async fn proceed(
         Ok(params) => params,
         Err(problems) => {
             tracing::info!(
-                provider = provider.name().as_str(),
+                provider = %provider.name(),
                 "connect parameters refused"
             );
             return render(

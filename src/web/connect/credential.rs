@@ -126,14 +126,14 @@ pub(super) async fn submit(
         CredentialOutcome::TicketGone => return Err(WebError::LinkGone),
         CredentialOutcome::Invalid(problems) => (problems, StatusCode::UNPROCESSABLE_ENTITY),
         CredentialOutcome::Refused { status } => {
-            tracing::info!(provider = provider.name().as_str(), %status, "credential refused by the provider; not stored");
+            tracing::info!(provider = %provider.name(), %status, "credential refused by the provider; not stored");
             let message = format!(
                 "{name} refused these credentials ({status}). Nothing was stored. Check that you copied them whole and that they are still valid, then try again."
             );
             (vec![whole_form(message)], StatusCode::UNPROCESSABLE_ENTITY)
         }
         CredentialOutcome::Unchecked(e) => {
-            tracing::warn!(provider = provider.name().as_str(), error = %e, "credential could not be checked; not stored");
+            tracing::warn!(provider = %provider.name(), error = %e, "credential could not be checked; not stored");
             let message = format!(
                 "{name} could not check these credentials just now, so nothing was stored. Try again in a moment."
             );
