@@ -277,3 +277,25 @@ async fn legacy_initialize_client_is_served() {
         "{body}"
     );
 }
+
+/// `ping` is in 2025-11-25 (either side may send it, and must be answered
+/// promptly with an empty result); 2026-07-28 removed it.
+#[tokio::test]
+async fn a_legacy_client_ping_is_answered_with_an_empty_result() {
+    let app = spawn_app().await;
+    let ping = json!({"jsonrpc": "2.0", "id": "p1", "method": "ping"});
+    let response = app
+        .http
+        .post(app.mcp_url())
+        .bearer_auth(app.token("alice"))
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .json(&ping)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = read(response).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["id"], "p1", "{body}");
+    assert_eq!(body["result"], json!({}), "{body}");
+}
