@@ -7,6 +7,7 @@ use rmcp::{
     model::{CallToolResponse, Tool, ToolAnnotations},
 };
 use schemars::JsonSchema;
+use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -15,7 +16,7 @@ use super::{
     result::{ErrorKind, Outcome, ToolError, answer, next_step_for_status, provider_failure},
     schema_for, unless_ready,
 };
-use crate::providers::ApiRequest;
+use crate::providers::{ApiRequest, Credential};
 
 pub const NAME: &str = "api_request";
 
@@ -107,13 +108,20 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         query: args.query,
         body: args.body,
     };
+    // The refresh token is never sent, but a provider may echo it: it is
+    // opened here only to be hidden from the answer.
+    let refresh_token = call.service.refresh_token_of(&token).map_err(internal)?;
+    let credential = Credential {
+        refresh_token: refresh_token.as_ref().map(|t| t.expose_secret()),
+        ..token.credential()
+    };
     let response = match provider
-        .api_request_as(call.service.http(), &token.credential(), &request)
+        .api_request_as(call.service.http(), &credential, &request)
         .await
     {
         Ok(r) => r,
         Err(e) => {
-            tracing::info!(provider = provider.name().as_str(), error = %e, "api_request refused or failed");
+            tracing::info!(provider = %provider.name(), error = %e, "api_request refused or failed");
             let outcome = provider_failure(provider.name(), &e)
                 .for_account(&token.account_label, &token.account_id);
             let sentence = match (&outcome.error, e.may_have_been_sent()) {

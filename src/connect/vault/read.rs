@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::{
     refresh::{needs_refresh, refresh},
-    seal::{Kind, open},
+    seal::{Binding, Kind, open, open_bound},
 };
 use crate::{
     config::WebhookEvent,
@@ -20,7 +20,7 @@ use crate::{
         self,
         connections::{ConnectionRow, ConnectionStatus},
     },
-    domain::UserRef,
+    domain::{ProviderName, UserRef},
     providers::{Credential, Provider},
 };
 
@@ -28,26 +28,78 @@ use crate::{
 pub struct UsableToken {
     pub connection_id: Uuid,
     pub access_token: SecretString,
-    /// Only to be hidden from what the provider answers.
-    pub refresh_token: Option<SecretString>,
     pub account_id: String,
     pub account_label: String,
     pub scopes: Vec<String>,
     /// The connection's provider parameters (a Datadog site).
     pub params: db::params::Params,
-    /// The token as stored, to tell whether it was replaced since.
-    sealed_access_token: Vec<u8>,
+    /// The tokens as stored: the access token to tell whether it was
+    /// replaced since, the refresh token to be opened only by a call that
+    /// needs it ([`ConnectionService::refresh_token_of`]). Boxed: it is
+    /// read only on the rare paths, and keeps the token small to move.
+    sealed: Box<SealedTokens>,
+}
+
+/// A connection's tokens as stored, and what their seal is bound to.
+struct SealedTokens {
+    issuer: String,
+    subject: String,
+    provider: ProviderName,
+    key_id: String,
+    access: Vec<u8>,
+    refresh: Option<Vec<u8>>,
 }
 
 impl UsableToken {
+    fn new(row: ConnectionRow, access_token: SecretString) -> Self {
+        Self {
+            connection_id: row.id,
+            access_token,
+            account_id: row.account_id,
+            account_label: row.account_label,
+            scopes: row.scopes,
+            params: row.params.0,
+            sealed: Box::new(SealedTokens {
+                issuer: row.issuer,
+                subject: row.subject,
+                provider: row.provider,
+                key_id: row.key_id,
+                access: row.access_token,
+                refresh: row.refresh_token,
+            }),
+        }
+    }
+
     /// The credential as provider calls take it: for API-key and Basic
-    /// connections, `access_token` holds the sealed fields.
+    /// connections, `access_token` holds the sealed fields. Without the
+    /// refresh token: a call whose answer must not show it passes the one
+    /// [`ConnectionService::refresh_token_of`] opens.
     pub fn credential(&self) -> Credential<'_> {
         Credential {
             secret: self.access_token.expose_secret(),
-            refresh_token: self.refresh_token.as_ref().map(|t| t.expose_secret()),
+            refresh_token: None,
             params: &self.params,
         }
+    }
+}
+
+impl ConnectionService {
+    /// The refresh token of the connection `token` came from, opened;
+    /// `None`: it has none. Only a call that must hide it from what the
+    /// provider answers (`api_request`) needs it, so nothing else opens it:
+    /// a tool call holds no secret in the clear beyond the one it sends.
+    pub fn refresh_token_of(&self, token: &UsableToken) -> anyhow::Result<Option<SecretString>> {
+        let sealed = &token.sealed;
+        let Some(bytes) = &sealed.refresh else {
+            return Ok(None);
+        };
+        let binding = Binding {
+            id: token.connection_id,
+            user: UserRef::new(&sealed.issuer, &sealed.subject),
+            provider: &sealed.provider,
+            key_id: &sealed.key_id,
+        };
+        open_bound(self, &binding, Kind::Refresh, bytes).map(Some)
     }
 }
 
@@ -74,21 +126,6 @@ pub enum TokenState {
     },
 }
 
-fn usable(state: &ConnectionService, row: &ConnectionRow) -> anyhow::Result<UsableToken> {
-    let access_token =
-        open(state, row, Kind::Access)?.ok_or_else(|| anyhow::anyhow!("no access token"))?;
-    Ok(UsableToken {
-        connection_id: row.id,
-        access_token,
-        refresh_token: open(state, row, Kind::Refresh)?,
-        account_id: row.account_id.clone(),
-        account_label: row.account_label.clone(),
-        scopes: row.scopes.clone(),
-        params: row.params.0.clone(),
-        sealed_access_token: row.access_token.clone(),
-    })
-}
-
 /// The provider refused `token` (HTTP 401): the user must connect again —
 /// unless the token was refreshed or replaced in the meantime, in which
 /// case the refusal was for a token nobody uses any more. `true` when the
@@ -101,7 +138,7 @@ pub async fn token_rejected(
     let marked = mark_needs_reauth(
         state,
         token.connection_id,
-        &token.sealed_access_token,
+        &token.sealed.access,
         "token_rejected",
     )
     .await?;
@@ -236,8 +273,9 @@ pub(in crate::connect) async fn token_state(
         )
         .await?;
     }
-    match usable(state, &row) {
-        Ok(token) => Ok(TokenState::Usable(token)),
+    match open(state, &row, Kind::Access) {
+        Ok(Some(access_token)) => Ok(TokenState::Usable(UsableToken::new(row, access_token))),
+        Ok(None) => Err(anyhow::anyhow!("no access token")),
         Err(e) if e.chain().any(|c| c.is::<crate::crypto::CryptoError>()) => {
             crate::connect::stale_keys::unreadable(state, &row, "does_not_open").await;
             Ok(TokenState::NeedsReauth)

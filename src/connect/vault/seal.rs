@@ -37,6 +37,26 @@ pub(super) fn context(id: Uuid, user: UserRef<'_>, provider: &ProviderName, kind
     ctx
 }
 
+/// What a connection's sealed tokens are bound to, and the key that
+/// sealed them.
+pub(super) struct Binding<'a> {
+    pub id: Uuid,
+    pub user: UserRef<'a>,
+    pub provider: &'a ProviderName,
+    pub key_id: &'a str,
+}
+
+impl<'a> Binding<'a> {
+    pub fn of(row: &'a ConnectionRow) -> Self {
+        Self {
+            id: row.id,
+            user: row.user(),
+            provider: &row.provider,
+            key_id: &row.key_id,
+        }
+    }
+}
+
 /// Opens one of the row's sealed tokens; `None`: the row has no such token.
 pub(super) fn open(
     state: &ConnectionService,
@@ -48,22 +68,32 @@ pub(super) fn open(
         Kind::Refresh => row.refresh_token.as_ref(),
     };
     let Some(bytes) = bytes else { return Ok(None) };
+    open_bound(state, &Binding::of(row), kind, bytes).map(Some)
+}
+
+/// Opens `bytes`, a token of `kind` sealed for `binding`.
+pub(super) fn open_bound(
+    state: &ConnectionService,
+    binding: &Binding<'_>,
+    kind: Kind,
+    bytes: &[u8],
+) -> anyhow::Result<SecretString> {
     let sealed = Sealed {
-        key_id: row.key_id.clone(),
-        bytes: bytes.clone(),
+        key_id: binding.key_id.to_owned(),
+        bytes: bytes.to_vec(),
     };
     let plain = state
         .keys
         .open(
             Purpose::Token,
-            &context(row.id, row.user(), &row.provider, kind),
+            &context(binding.id, binding.user, binding.provider, kind),
             &sealed,
         )
         .map_err(|e| {
             anyhow::Error::new(e).context(format!(
                 "stored token of connection {} does not open",
-                row.id
+                binding.id
             ))
         })?;
-    Ok(Some(SecretString::from(String::from_utf8(plain)?)))
+    Ok(SecretString::from(String::from_utf8(plain)?))
 }

@@ -59,7 +59,7 @@ fn event<'a>(events: &'a [Value], kind: &str) -> &'a Value {
 async fn demo_secrets(app: &TestApp, into: &mut Vec<String>) {
     let token = app.demo_token("alice").await;
     into.push(token.access_token.expose_secret().to_owned());
-    if let Some(r) = &token.refresh_token {
+    if let Some(r) = app.state.connect.refresh_token_of(&token).unwrap() {
         into.push(r.expose_secret().to_owned());
     }
 }
