@@ -195,24 +195,31 @@ pub(super) fn is_loopback(url: &Url) -> bool {
 }
 
 /// RFC 9110 token68: what a bearer credential may consist of. Every MCP
-/// request checks its token (hundreds of bytes) with this: one table load
-/// per byte instead of a chain of comparisons.
+/// request checks its token (hundreds of bytes) with this, so every byte is
+/// checked without stopping at the first bad one: the loop then has no
+/// branch and the compiler runs it on vector registers, many bytes at a
+/// time (a table lookup per byte, stopping early, was ≈4 instructions a
+/// byte).
 pub fn is_token68(s: &str) -> bool {
     let body = s.trim_end_matches('=');
-    !body.is_empty() && body.bytes().all(|b| TOKEN68[usize::from(b)])
+    !body.is_empty() && body.bytes().fold(true, |ok, b| ok & is_token68_byte(b))
 }
 
-/// `TOKEN68[b]`: whether byte `b` may appear in a token68 before its
-/// trailing `=`s.
-const TOKEN68: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        table[b] = matches!(b as u8, b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z' | b'-' | b'.' | b'_' | b'~' | b'+' | b'/');
-        b += 1;
-    }
-    table
-};
+/// Whether byte `b` may appear in a token68 before its trailing `=`s.
+#[inline(always)]
+fn is_token68_byte(b: u8) -> bool {
+    // `| 0x20` lowercases an ASCII capital and maps no other byte into a..z.
+    let letter = (b | 0x20).wrapping_sub(b'a') < 26;
+    let digit = b.wrapping_sub(b'0') < 10;
+    letter
+        | digit
+        | (b == b'-')
+        | (b == b'.')
+        | (b == b'_')
+        | (b == b'~')
+        | (b == b'+')
+        | (b == b'/')
+}
 
 /// The names settings give providers and webhook endpoints (and pages
 /// and tools accept back): 1 to 32 lowercase letters, digits, `-` or `_`.
