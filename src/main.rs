@@ -69,8 +69,16 @@ enum Command {
     /// Delete expired tickets, OAuth flows and sessions, audit rows past
     /// `audit.retention_days` and failed webhook events past
     /// `webhooks.failed_retention_days`, now (the service also does this in
-    /// the background).
-    Purge,
+    /// the background). Paced as the background sweep is, unless
+    /// `--no-pause`.
+    Purge {
+        /// Delete without resting between batches and without the cap of
+        /// 250,000 audit rows per sweep: for a maintenance window, when a
+        /// large backlog should go as fast as Postgres deletes it (requests
+        /// served meanwhile compete with it).
+        #[arg(long)]
+        no_pause: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -180,14 +188,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Purge => {
+        Command::Purge { no_pause } => {
+            use mcp_connect::sweeper::{Pace, sweep_once_at, sweep_outbox_at};
             let state = offline_state(cli.config.as_deref()).await?;
-            match mcp_connect::sweeper::sweep_once(&state.db, state.settings.audit.retention())
-                .await?
-            {
+            let pace = if no_pause {
+                Pace::FLAT_OUT
+            } else {
+                Pace::SHARED
+            };
+            match sweep_once_at(&state.db, state.settings.audit.retention(), pace).await? {
                 Some(n) => {
-                    let m = mcp_connect::sweeper::sweep_outbox(&state.db, &state.settings.webhooks)
-                        .await?;
+                    let m = sweep_outbox_at(&state.db, &state.settings.webhooks, pace).await?;
                     println!("deleted {} expired row(s)", n + m)
                 }
                 None => println!("another instance is sweeping right now; nothing done"),

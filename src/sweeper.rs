@@ -48,12 +48,51 @@ const LONGEST_REST: Duration = Duration::from_secs(1);
 /// they grow with the traffic, and each sweep takes all of them.
 const AUDIT_BATCHES: usize = 500;
 
+/// How a sweep shares the database with the requests being served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pace {
+    /// After a full batch, rest this many times as long as it took.
+    rest_per_work: u32,
+    /// Audit (and failed webhook event) batches per sweep.
+    audit_batches: usize,
+}
+
+impl Pace {
+    /// The background sweep's, and `purge`'s by default: batches with a
+    /// rest after each, audit rows capped per sweep.
+    pub const SHARED: Pace = Pace {
+        rest_per_work: REST_PER_WORK,
+        audit_batches: AUDIT_BATCHES,
+    };
+    /// `purge --no-pause`, for a maintenance window: no rest and no cap,
+    /// the backlog goes as fast as Postgres deletes it (requests served
+    /// meanwhile compete with it). Still a batch per transaction.
+    pub const FLAT_OUT: Pace = Pace {
+        rest_per_work: 0,
+        audit_batches: usize::MAX,
+    };
+
+    /// How long to rest after a batch that took `worked`.
+    fn rest_after(self, worked: Duration) -> Duration {
+        worked.saturating_mul(self.rest_per_work).min(LONGEST_REST)
+    }
+}
+
 /// Runs one sweep if no other instance is sweeping; audit rows older than
 /// `audit_retention` go too. Returns the number of rows deleted, or `None`
 /// when another instance held the lock.
 pub async fn sweep_once(
     pool: &PgPool,
     audit_retention: chrono::Duration,
+) -> Result<Option<u64>, sqlx::Error> {
+    sweep_once_at(pool, audit_retention, Pace::SHARED).await
+}
+
+/// [`sweep_once`] at `pace`.
+pub async fn sweep_once_at(
+    pool: &PgPool,
+    audit_retention: chrono::Duration,
+    pace: Pace,
 ) -> Result<Option<u64>, sqlx::Error> {
     let mut conn = pool.acquire().await?;
     // The lock lives as long as this connection, which is closed when the
@@ -65,9 +104,10 @@ pub async fn sweep_once(
     }
     let mut deleted = expiry::delete_expired_login_flows(&mut *conn).await?;
     for what in Expiring::ALL {
-        deleted += paced(&mut conn, Work::Expired(what), usize::MAX).await?;
+        deleted += paced(&mut conn, Work::Expired(what), usize::MAX, pace).await?;
     }
-    deleted += paced(&mut conn, Work::Audit(audit_retention), AUDIT_BATCHES).await?;
+    let audit = Work::Audit(audit_retention);
+    deleted += paced(&mut conn, audit, pace.audit_batches, pace).await?;
     Ok(Some(deleted))
 }
 
@@ -87,6 +127,7 @@ async fn paced(
     conn: &mut PgConnection,
     work: Work,
     max_batches: usize,
+    pace: Pace,
 ) -> Result<u64, sqlx::Error> {
     let mut deleted = 0;
     for _ in 0..max_batches {
@@ -105,14 +146,12 @@ async fn paced(
         if n < BATCH as u64 {
             break;
         }
-        tokio::time::sleep(rest_after(started.elapsed())).await;
+        let rest = pace.rest_after(started.elapsed());
+        if !rest.is_zero() {
+            tokio::time::sleep(rest).await;
+        }
     }
     Ok(deleted)
-}
-
-/// How long to rest after a batch that took `worked`.
-fn rest_after(worked: Duration) -> Duration {
-    worked.saturating_mul(REST_PER_WORK).min(LONGEST_REST)
 }
 
 /// Webhook events that failed longer ago than `webhooks.failed_retention_days`,
@@ -120,18 +159,23 @@ fn rest_after(worked: Duration) -> Duration {
 /// endpoint was removed), a batch per statement, paced like a sweep.
 /// Returns how many went.
 pub async fn sweep_outbox(pool: &PgPool, webhooks: &WebhookSettings) -> Result<u64, sqlx::Error> {
+    sweep_outbox_at(pool, webhooks, Pace::SHARED).await
+}
+
+/// [`sweep_outbox`] at `pace`.
+pub async fn sweep_outbox_at(
+    pool: &PgPool,
+    webhooks: &WebhookSettings,
+    pace: Pace,
+) -> Result<u64, sqlx::Error> {
     let now = chrono::Utc::now();
     let failed_before = now - webhooks.failed_retention();
     let retry_for =
         chrono::Duration::from_std(webhooks.retry_for()).unwrap_or(chrono::Duration::MAX);
     let abandoned_before = failed_before - retry_for;
     let mut conn = pool.acquire().await?;
-    paced(
-        &mut conn,
-        Work::Outbox(failed_before, abandoned_before),
-        AUDIT_BATCHES,
-    )
-    .await
+    let work = Work::Outbox(failed_before, abandoned_before);
+    paced(&mut conn, work, pace.audit_batches, pace).await
 }
 
 /// Sweeps every `every` until `stop` is cancelled. A sweep under way then
@@ -176,11 +220,22 @@ mod tests {
 
     #[test]
     fn a_sweep_rests_six_times_as_long_as_a_batch_took_and_never_long() {
-        assert_eq!(
-            rest_after(Duration::from_millis(12)),
-            Duration::from_millis(72)
-        );
-        assert_eq!(rest_after(Duration::ZERO), Duration::ZERO);
-        assert_eq!(rest_after(Duration::from_secs(30)), LONGEST_REST);
+        let rest = |worked| Pace::SHARED.rest_after(worked);
+        assert_eq!(rest(Duration::from_millis(12)), Duration::from_millis(72));
+        assert_eq!(rest(Duration::ZERO), Duration::ZERO);
+        assert_eq!(rest(Duration::from_secs(30)), LONGEST_REST);
+    }
+
+    #[test]
+    fn a_flat_out_purge_never_rests_and_has_no_cap() {
+        for worked in [
+            Duration::ZERO,
+            Duration::from_millis(12),
+            Duration::from_secs(30),
+        ] {
+            assert_eq!(Pace::FLAT_OUT.rest_after(worked), Duration::ZERO);
+        }
+        assert_eq!(Pace::FLAT_OUT.audit_batches, usize::MAX);
+        assert_eq!(Pace::SHARED.audit_batches, AUDIT_BATCHES);
     }
 }

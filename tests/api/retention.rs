@@ -55,13 +55,12 @@ async fn the_sweeper_deletes_audit_rows_past_the_retention() {
     assert_eq!(counts(&app).await, (0, 3));
 }
 
-#[tokio::test]
-async fn purge_deletes_audit_rows_past_the_retention() {
-    let app = retention_app(30).await;
-    fill(&app, 1200, 45, 2).await;
+/// `mcp-connect purge <args>` on `app`'s database; its output.
+async fn purge(app: &TestApp, args: &[&str]) -> std::process::Output {
     let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
+    Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
         .arg("purge")
+        .args(args)
         .env("MCP_CONNECT_PUBLIC_URL", &app.base)
         .env(
             "MCP_CONNECT_DATABASE_URL",
@@ -71,13 +70,37 @@ async fn purge_deletes_audit_rows_past_the_retention() {
         .env("MCP_CONNECT_AUTH__ISSUER", app.dev.issuer())
         .env("MCP_CONNECT_AUDIT__RETENTION_DAYS", "30")
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn purge_deletes_audit_rows_past_the_retention() {
+    let app = retention_app(30).await;
+    fill(&app, 1200, 45, 2).await;
+    let output = purge(&app, &[]).await;
     assert!(
         output.status.success(),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
     assert_eq!(counts(&app).await, (0, 2));
+}
+
+/// A sweep deletes at most 250,000 audit rows (the rest wait for the next
+/// one); `--no-pause` takes the whole backlog in one run.
+#[tokio::test]
+async fn purge_without_pauses_takes_a_backlog_beyond_one_sweeps_share() {
+    let app = retention_app(30).await;
+    fill(&app, 250_321, 45, 2).await;
+    let output = purge(&app, &["--no-pause"]).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(counts(&app).await, (0, 2));
+    assert!(stdout.contains("deleted 250321 "), "{stdout}");
 }
 
 #[tokio::test]
