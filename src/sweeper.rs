@@ -11,6 +11,8 @@
 //! sweeper, a retention shortened from a year to a month) costs the
 //! database at most about a quarter of one backend's time until it is
 //! gone, rather than one long statement competing with every request.
+//! `mcp-connect purge --no-pause` ([`Pace::FLAT_OUT`]) skips the rests and
+//! the per-sweep cap, for a maintenance window.
 
 use std::{
     sync::Arc,
