@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::{
     refresh::{needs_refresh, refresh},
-    seal::{Binding, Kind, open, open_bound},
+    seal::{Binding, Kind, open_bound},
 };
 use crate::{
     config::WebhookEvent,
@@ -273,9 +273,9 @@ pub(in crate::connect) async fn token_state(
         )
         .await?;
     }
-    match open(state, &row, Kind::Access) {
-        Ok(Some(access_token)) => Ok(TokenState::Usable(UsableToken::new(row, access_token))),
-        Ok(None) => Err(anyhow::anyhow!("no access token")),
+    let opened = open_bound(state, &Binding::of(&row), Kind::Access, &row.access_token);
+    match opened {
+        Ok(access_token) => Ok(TokenState::Usable(UsableToken::new(row, access_token))),
         Err(e) if e.chain().any(|c| c.is::<crate::crypto::CryptoError>()) => {
             crate::connect::stale_keys::unreadable(state, &row, "does_not_open").await;
             Ok(TokenState::NeedsReauth)
