@@ -189,18 +189,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Purge { no_pause } => {
-            use mcp_connect::sweeper::{Pace, sweep_once_at, sweep_outbox_at};
+            use mcp_connect::sweeper::{Pace, sweep_all};
             let state = offline_state(cli.config.as_deref()).await?;
             let pace = if no_pause {
                 Pace::FLAT_OUT
             } else {
                 Pace::SHARED
             };
-            match sweep_once_at(&state.db, state.settings.audit.retention(), pace).await? {
-                Some(n) => {
-                    let m = sweep_outbox_at(&state.db, &state.settings.webhooks, pace).await?;
-                    println!("deleted {} expired row(s)", n + m)
-                }
+            match sweep_all(&state.db, &state.settings, pace).await? {
+                Some(n) => println!("deleted {n} expired row(s)"),
                 None => println!("another instance is sweeping right now; nothing done"),
             }
             Ok(())

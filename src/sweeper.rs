@@ -180,6 +180,21 @@ pub async fn sweep_outbox_at(
     paced(&mut conn, work, pace.audit_batches, pace).await
 }
 
+/// Everything a sweep deletes, at `pace`: [`sweep_once_at`], then
+/// [`sweep_outbox_at`]. `None` when another instance held the lock.
+pub async fn sweep_all(
+    pool: &PgPool,
+    settings: &Settings,
+    pace: Pace,
+) -> Result<Option<u64>, sqlx::Error> {
+    let Some(n) = sweep_once_at(pool, settings.audit.retention(), pace).await? else {
+        return Ok(None);
+    };
+    Ok(Some(
+        n + sweep_outbox_at(pool, &settings.webhooks, pace).await?,
+    ))
+}
+
 /// Sweeps every `every` until `stop` is cancelled. A sweep under way then
 /// is dropped where it stands: each batch is its own transaction, so
 /// nothing is left half done, and the lock goes with its connection.
@@ -190,14 +205,7 @@ pub fn start(pool: PgPool, settings: Arc<Settings>, every: Duration, stop: Cance
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(every) => {}
             }
-            let sweep = async {
-                match sweep_once(&pool, settings.audit.retention()).await {
-                    Ok(Some(n)) => sweep_outbox(&pool, &settings.webhooks)
-                        .await
-                        .map(|m| Some(n + m)),
-                    other => other,
-                }
-            };
+            let sweep = sweep_all(&pool, &settings, Pace::SHARED);
             let swept = tokio::select! {
                 () = stop.cancelled() => return,
                 swept = sweep => swept,

@@ -285,11 +285,7 @@ async fn a_legacy_client_ping_is_answered_with_an_empty_result() {
     let app = spawn_app().await;
     let ping = json!({"jsonrpc": "2.0", "id": "p1", "method": "ping"});
     let response = app
-        .http
-        .post(app.mcp_url())
-        .bearer_auth(app.token("alice"))
-        .header("Accept", "application/json, text/event-stream")
-        .header("MCP-Protocol-Version", "2025-11-25")
+        .raw_post("alice", "2025-11-25")
         .json(&ping)
         .send()
         .await

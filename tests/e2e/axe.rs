@@ -124,14 +124,7 @@ async fn layout_faults(client: &Client) -> anyhow::Result<Vec<String>> {
         )
         .await
         .context("check the layout")?;
-    Ok(result
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default())
+    Ok(lines(&result))
 }
 
 /// The serious and critical violations axe finds now, one line each.
@@ -158,12 +151,17 @@ async fn run_axe(client: &Client, axe_source: &str) -> anyhow::Result<Vec<String
         )
         .await
         .context("run axe-core")?;
-    Ok(result
+    Ok(lines(&result))
+}
+
+/// A script's answer, a JSON array of strings, as lines.
+fn lines(answer: &Value) -> Vec<String> {
+    answer
         .as_array()
         .map(|a| {
             a.iter()
                 .filter_map(|v| v.as_str().map(str::to_owned))
                 .collect()
         })
-        .unwrap_or_default())
+        .unwrap_or_default()
 }
