@@ -33,7 +33,8 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
          databases of their own; the first's seeded with server-side SQL (`bench/sql/seed.sql`), then \
          S2, S3 and S4 on it (rows \"mcp-connect, seeded\"), each run in turn with the same run on the \
          second, whose database stays empty (rows \"mcp-connect, empty\": *seeded ÷ empty* compares \
-         the two), the plans of every request path's statements \
+         the two; S6's floor is the connection lookup, S3's one statement, run alone on both databases \
+         with pgbench), the plans of every request path's statements \
          and foreign key lookups checked, bytes per row, what one operation writes, and S3 while the \
          sweeper deletes a backlog of expired tickets and audit rows past retention (see Data scale)\n",
     );
@@ -61,8 +62,8 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
          mcp-connect costs.\n\n\
          {scenarios}\n\
          ## This run\n\n\
-         {date}; {} s per run after {} s of warm-up, {} rounds per cell interleaved across servers (medians shown; \
-         errors summed; peak RSS is the highest of the rounds, reset before each); concurrency {}; whole run {:.0} s.\n\
+         {date}; {} s per run after {} s of warm-up, {} rounds per cell interleaved across servers (one for the Python SDK and, in S2 and S3, for \
+         bare rmcp: no target is measured against them; S6's cells two; medians shown; errors summed; peak RSS is the highest of the rounds, reset before each); concurrency {}; whole run {:.0} s.\n\
          Load average {:.2} at the start, {:.2} at the end; other builds (rustc/cargo) were running during {} of {} cells \
          (marked ⚠). The machine is shared: compare ratios within a row group, not absolute numbers across runs.\n\n\
          {}\n\

@@ -26,6 +26,7 @@ use anyhow::{Context, anyhow};
 use crate::{
     capture, dbstats,
     load::{self, Measured},
+    lookup::{self, Lookup},
     options::Options,
     plans::{self, Checked},
     prepare::Database,
@@ -68,6 +69,8 @@ pub struct Report {
     pub checked: Checked,
     pub per_op: Vec<PerOp>,
     pub sweep: Sweep,
+    /// The connection lookup alone on both databases, or why not.
+    pub lookup: Result<Lookup, String>,
 }
 
 pub const SEEDED: [Scenario; 3] = [Scenario::Ask, Scenario::RetryComplete, Scenario::CallAsUser];
@@ -156,6 +159,7 @@ pub async fn run(
             }
         }
     }
+    let lookup = lookup_alone(options, paths, &checked, &seeded_database, &empty_database).await;
     empty.stop_servers().await;
     drop(empty_database);
     let per_op = per_op(&mut seeded, options, paths, &seeded_database).await?;
@@ -170,14 +174,56 @@ pub async fn run(
         checked,
         per_op,
         sweep,
+        lookup,
     })
+}
+
+/// The connection lookup by itself on both databases (`crate::lookup`), at
+/// the level the sweeper is measured at.
+async fn lookup_alone(
+    options: &Options,
+    paths: &Paths,
+    checked: &Checked,
+    seeded: &Database,
+    empty: &Database,
+) -> Result<Lookup, String> {
+    let sql = lookup::find(&checked.list)
+        .ok_or("the connection lookup was not among the captured statements")?;
+    let clients = measured_level(options);
+    let measured = lookup::measure(
+        sql,
+        (&seeded.url(), &empty.url()),
+        &paths.logs,
+        clients,
+        options.duration,
+        options.rounds.min(2),
+    )
+    .await
+    .map_err(|e| format!("{e:#}"))?;
+    eprintln!(
+        "bench: S6: the connection lookup alone (pgbench, {clients} clients): seeded {:.0}, empty {:.0} statements/s",
+        measured.seeded.iter().sum::<f64>() / measured.seeded.len().max(1) as f64,
+        measured.empty.iter().sum::<f64>() / measured.empty.len().max(1) as f64,
+    );
+    Ok(measured)
+}
+
+/// S6's single-level measurements run at 16 concurrent, or at the highest
+/// level when 16 is not among them.
+fn measured_level(options: &Options) -> usize {
+    if options.levels.contains(&16) {
+        16
+    } else {
+        options.levels.iter().copied().max().unwrap_or(1)
+    }
 }
 
 /// A new mcp-connect on a new database `<run>_<name>`, the S3/S4 users of
 /// `world` connected through the same browser flows, with tokens of its own
 /// (its dev identity provider signs them) for the same user names, and its
-/// tables analyzed (as the seed's are, and any database's by autovacuum):
-/// the planner then chooses on both sides with what it knows.
+/// tables vacuumed and analyzed (as the seed's are, and any database's by
+/// autovacuum): the planner then chooses on both sides with what it knows,
+/// and inserts on both find free space where the free-space map says.
 async fn fresh_server(
     world: &World,
     options: &Options,
@@ -218,7 +264,7 @@ async fn fresh_server(
         flow_times: Vec::new(),
     };
     fresh.connect_users(Kind::Ours).await?;
-    psql::value(&fresh_database.url(), "ANALYZE").await?;
+    psql::value(&fresh_database.url(), "VACUUM (ANALYZE)").await?;
     Ok((fresh, fresh_database))
 }
 
@@ -321,11 +367,7 @@ async fn sweep(
     issuer: &str,
 ) -> anyhow::Result<Sweep> {
     let url = database.url();
-    let level = if options.levels.contains(&16) {
-        16
-    } else {
-        options.levels.iter().copied().max().unwrap_or(1)
-    };
+    let level = measured_level(options);
     eprintln!(
         "bench: S6: {} expired tickets and {} audit rows past retention for the sweeper …",
         scale.backlog, scale.old_audit

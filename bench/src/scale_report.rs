@@ -16,7 +16,7 @@ pub fn data_scale(s: &Report) -> String {
         "### Data scale (S6)\n\n\
          Seeded {} connections ({} users × 5 providers, each with its client's grant), {} audit rows, {} live tickets and {} web sessions \
          ({} × the full scale) with server-side SQL (`bench/sql/seed.sql`) in **{:.1} s** \
-         (inserts and ANALYZE; the CHECKPOINT after it took {:.1} s more).\n",
+         (inserts, then VACUUM and ANALYZE; the CHECKPOINT after it took {:.1} s more).\n",
         s.scale.users * 5,
         s.scale.users,
         s.scale.audit,

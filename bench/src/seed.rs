@@ -70,8 +70,8 @@ async fn part(
     Ok(())
 }
 
-/// Seeds the database at `url`; returns the seconds it took (inserts and
-/// ANALYZE) and then the seconds of the CHECKPOINT that follows, so that
+/// Seeds the database at `url`; returns the seconds it took (inserts, then
+/// VACUUM and ANALYZE) and then the seconds of the CHECKPOINT that follows, so that
 /// the measurements after it do not pay for writing the seed out.
 pub async fn data(
     url: &str,

@@ -7,6 +7,7 @@ use std::{collections::BTreeMap, fmt::Write as _};
 
 use crate::{
     dbref::Reference,
+    lookup::{Lookup, median},
     report::{Key, Summary},
     scale,
     scenarios::Scenario,
@@ -89,6 +90,7 @@ pub fn targets(
             mark(ok),
             detail.join(", ")
         );
+        let _ = writeln!(out, "- S6's floor: {}", lookup_line(&s.lookup));
         let failing = s.checked.failures();
         let _ = writeln!(
             out,
@@ -236,4 +238,22 @@ fn required_work(results: &BTreeMap<Key, Summary>, levels: &[usize]) -> String {
         }
     }
     out
+}
+
+/// What Postgres alone makes of the seeded database: the connection lookup
+/// by itself on both (see `lookup`).
+fn lookup_line(lookup: &Result<Lookup, String>) -> String {
+    match lookup {
+        Ok(l) => format!(
+            "the connection lookup alone (S3's and S4's one statement, S2's first; pgbench, {} clients, prepared, \
+             {} rounds in turn) runs at {:.2}× on the seeded database of its rate on the empty one \
+             ({:.0} against {:.0} statements/s): what a million connections cost Postgres itself",
+            l.clients,
+            l.seeded.len(),
+            l.ratio(),
+            median(&l.seeded),
+            median(&l.empty),
+        ),
+        Err(why) => format!("the connection lookup alone was not measured ({why})"),
+    }
 }
