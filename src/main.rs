@@ -197,7 +197,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 Pace::SHARED
             };
             match sweep_all(&state.db, &state.settings, pace).await? {
-                Some(n) => println!("deleted {n} expired row(s)"),
+                Some(swept) => {
+                    println!("deleted {} expired row(s)", swept.deleted);
+                    if swept.capped {
+                        println!(
+                            "more audit rows (or failed webhook events) past retention may be left: \
+                             a paced purge deletes at most {} of each per run; run it again, \
+                             or use --no-pause in a maintenance window",
+                            mcp_connect::sweeper::AUDIT_ROWS_PER_SWEEP
+                        );
+                    }
+                }
                 None => println!("another instance is sweeping right now; nothing done"),
             }
             Ok(())

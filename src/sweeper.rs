@@ -49,6 +49,9 @@ const LONGEST_REST: Duration = Duration::from_secs(1);
 /// goes over several sweeps. Expired tickets, flows and sessions have no such bound:
 /// they grow with the traffic, and each sweep takes all of them.
 const AUDIT_BATCHES: usize = 500;
+/// The audit rows (and, apart, the failed webhook events) one paced sweep
+/// deletes at most.
+pub const AUDIT_ROWS_PER_SWEEP: u64 = AUDIT_BATCHES as u64 * BATCH as u64;
 
 /// How a sweep shares the database with the requests being served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +83,26 @@ impl Pace {
     }
 }
 
+/// What a sweep did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Rows deleted, all tables together.
+    pub deleted: u64,
+    /// The sweep stopped at its cap on audit rows (or failed webhook
+    /// events) with its last batch full: more past retention may be left,
+    /// for the next sweep (or a `purge --no-pause`).
+    pub capped: bool,
+}
+
+impl Swept {
+    fn and(self, other: Swept) -> Swept {
+        Swept {
+            deleted: self.deleted + other.deleted,
+            capped: self.capped || other.capped,
+        }
+    }
+}
+
 /// Runs one sweep if no other instance is sweeping; audit rows older than
 /// `audit_retention` go too. Returns the number of rows deleted, or `None`
 /// when another instance held the lock.
@@ -87,15 +110,16 @@ pub async fn sweep_once(
     pool: &PgPool,
     audit_retention: chrono::Duration,
 ) -> Result<Option<u64>, sqlx::Error> {
-    sweep_once_at(pool, audit_retention, Pace::SHARED).await
+    let swept = sweep_once_at(pool, audit_retention, Pace::SHARED).await?;
+    Ok(swept.map(|s| s.deleted))
 }
 
-/// [`sweep_once`] at `pace`.
+/// [`sweep_once`] at `pace`, with whether its cap stopped it.
 pub async fn sweep_once_at(
     pool: &PgPool,
     audit_retention: chrono::Duration,
     pace: Pace,
-) -> Result<Option<u64>, sqlx::Error> {
+) -> Result<Option<Swept>, sqlx::Error> {
     let mut conn = pool.acquire().await?;
     // The lock lives as long as this connection, which is closed when the
     // sweep ends: a sweep cut short (an error, a shutdown) cannot leave
@@ -104,13 +128,16 @@ pub async fn sweep_once_at(
     if !advisory_lock::try_lock(&mut *conn, LOCK_KEY).await? {
         return Ok(None);
     }
-    let mut deleted = expiry::delete_expired_login_flows(&mut *conn).await?;
+    let mut swept = Swept {
+        deleted: expiry::delete_expired_login_flows(&mut *conn).await?,
+        capped: false,
+    };
     for what in Expiring::ALL {
-        deleted += paced(&mut conn, Work::Expired(what), usize::MAX, pace).await?;
+        swept = swept.and(paced(&mut conn, Work::Expired(what), usize::MAX, pace).await?);
     }
     let audit = Work::Audit(audit_retention);
-    deleted += paced(&mut conn, audit, pace.audit_batches, pace).await?;
-    Ok(Some(deleted))
+    swept = swept.and(paced(&mut conn, audit, pace.audit_batches, pace).await?);
+    Ok(Some(swept))
 }
 
 /// What one batch deletes.
@@ -124,13 +151,13 @@ enum Work {
 }
 
 /// Deletes `work` batch by batch, resting after each full one, until a
-/// batch comes back short or `max_batches` ran. Returns how many went.
+/// batch comes back short or `max_batches` ran (then `capped`).
 async fn paced(
     conn: &mut PgConnection,
     work: Work,
     max_batches: usize,
     pace: Pace,
-) -> Result<u64, sqlx::Error> {
+) -> Result<Swept, sqlx::Error> {
     let mut deleted = 0;
     for _ in 0..max_batches {
         let started = Instant::now();
@@ -146,14 +173,20 @@ async fn paced(
         };
         deleted += n;
         if n < BATCH as u64 {
-            break;
+            return Ok(Swept {
+                deleted,
+                capped: false,
+            });
         }
         let rest = pace.rest_after(started.elapsed());
         if !rest.is_zero() {
             tokio::time::sleep(rest).await;
         }
     }
-    Ok(deleted)
+    Ok(Swept {
+        deleted,
+        capped: true,
+    })
 }
 
 /// Webhook events that failed longer ago than `webhooks.failed_retention_days`,
@@ -161,15 +194,15 @@ async fn paced(
 /// endpoint was removed), a batch per statement, paced like a sweep.
 /// Returns how many went.
 pub async fn sweep_outbox(pool: &PgPool, webhooks: &WebhookSettings) -> Result<u64, sqlx::Error> {
-    sweep_outbox_at(pool, webhooks, Pace::SHARED).await
+    Ok(sweep_outbox_at(pool, webhooks, Pace::SHARED).await?.deleted)
 }
 
-/// [`sweep_outbox`] at `pace`.
+/// [`sweep_outbox`] at `pace`, with whether its cap stopped it.
 pub async fn sweep_outbox_at(
     pool: &PgPool,
     webhooks: &WebhookSettings,
     pace: Pace,
-) -> Result<u64, sqlx::Error> {
+) -> Result<Swept, sqlx::Error> {
     let now = chrono::Utc::now();
     let failed_before = now - webhooks.failed_retention();
     let retry_for =
@@ -186,13 +219,12 @@ pub async fn sweep_all(
     pool: &PgPool,
     settings: &Settings,
     pace: Pace,
-) -> Result<Option<u64>, sqlx::Error> {
-    let Some(n) = sweep_once_at(pool, settings.audit.retention(), pace).await? else {
+) -> Result<Option<Swept>, sqlx::Error> {
+    let Some(swept) = sweep_once_at(pool, settings.audit.retention(), pace).await? else {
         return Ok(None);
     };
-    Ok(Some(
-        n + sweep_outbox_at(pool, &settings.webhooks, pace).await?,
-    ))
+    let outbox = sweep_outbox_at(pool, &settings.webhooks, pace).await?;
+    Ok(Some(swept.and(outbox)))
 }
 
 /// Sweeps every `every` until `stop` is cancelled. A sweep under way then
@@ -211,12 +243,15 @@ pub fn start(pool: PgPool, settings: Arc<Settings>, every: Duration, stop: Cance
                 swept = sweep => swept,
             };
             match swept {
-                Ok(Some(n)) if n > 0 => {
-                    tracing::info!(
-                        deleted = n,
-                        "swept expired tickets, flows, sessions, old audit rows and failed webhook events"
-                    )
-                }
+                Ok(Some(swept)) if swept.capped => tracing::info!(
+                    deleted = swept.deleted,
+                    "swept expired rows; more audit rows (or failed webhook events) past retention \
+                     than one sweep deletes: the next sweep goes on"
+                ),
+                Ok(Some(swept)) if swept.deleted > 0 => tracing::info!(
+                    deleted = swept.deleted,
+                    "swept expired tickets, flows, sessions, old audit rows and failed webhook events"
+                ),
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "sweep failed; will try again"),
             }
@@ -247,5 +282,10 @@ mod tests {
         }
         assert_eq!(Pace::FLAT_OUT.audit_batches, usize::MAX);
         assert_eq!(Pace::SHARED.audit_batches, AUDIT_BATCHES);
+    }
+
+    #[test]
+    fn a_paced_sweep_takes_the_quarter_million_audit_rows_the_help_names() {
+        assert_eq!(AUDIT_ROWS_PER_SWEEP, 250_000);
     }
 }

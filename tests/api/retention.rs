@@ -78,12 +78,35 @@ async fn purge_deletes_audit_rows_past_the_retention() {
     let app = retention_app(30).await;
     fill(&app, 1200, 45, 2).await;
     let output = purge(&app, &[]).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
     assert_eq!(counts(&app).await, (0, 2));
+    assert!(stdout.contains("deleted 1200 "), "{stdout}");
+    assert!(!stdout.contains("may be left"), "{stdout}");
+}
+
+/// A paced purge stops at its share and says what is left to do.
+#[tokio::test]
+async fn a_paced_purge_says_when_its_share_left_rows_behind() {
+    let app = retention_app(30).await;
+    fill(&app, 250_321, 45, 2).await;
+    let output = purge(&app, &[]).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(counts(&app).await, (321, 2));
+    assert!(stdout.contains("deleted 250000 "), "{stdout}");
+    assert!(
+        stdout.contains("may be left") && stdout.contains("--no-pause"),
+        "{stdout}"
+    );
 }
 
 /// A sweep deletes at most 250,000 audit rows (the rest wait for the next
@@ -101,6 +124,7 @@ async fn purge_without_pauses_takes_a_backlog_beyond_one_sweeps_share() {
     );
     assert_eq!(counts(&app).await, (0, 2));
     assert!(stdout.contains("deleted 250321 "), "{stdout}");
+    assert!(!stdout.contains("may be left"), "{stdout}");
 }
 
 #[tokio::test]
