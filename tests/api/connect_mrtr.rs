@@ -117,6 +117,15 @@ async fn unconnected_call_answers_input_required_with_a_url_elicitation_and_a_ha
         (rows[0].1.as_str(), rows[0].2.as_str(), rows[0].3.as_str()),
         ("alice", CLIENT_ID, "demo")
     );
+    let id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connect_tickets")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(
+        id.get_version_num(),
+        7,
+        "time-ordered: each ask appends to the primary key instead of touching a random page"
+    );
     let dump: String = sqlx::query_scalar("SELECT string_agg(t::text, ' ') FROM connect_tickets t")
         .fetch_one(&app.db)
         .await
