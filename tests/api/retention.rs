@@ -55,10 +55,11 @@ async fn the_sweeper_deletes_audit_rows_past_the_retention() {
     assert_eq!(counts(&app).await, (0, 3));
 }
 
-/// `mcp-connect purge <args>` on `app`'s database; its output.
-async fn purge(app: &TestApp, args: &[&str]) -> std::process::Output {
+/// `mcp-connect purge <args>` on `app`'s database, which must succeed; what
+/// it printed.
+async fn purge(app: &TestApp, args: &[&str]) -> String {
     let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
-    Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
         .arg("purge")
         .args(args)
         .env("MCP_CONNECT_PUBLIC_URL", &app.base)
@@ -70,20 +71,20 @@ async fn purge(app: &TestApp, args: &[&str]) -> std::process::Output {
         .env("MCP_CONNECT_AUTH__ISSUER", app.dev.issuer())
         .env("MCP_CONNECT_AUDIT__RETENTION_DAYS", "30")
         .output()
-        .unwrap()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 #[tokio::test]
 async fn purge_deletes_audit_rows_past_the_retention() {
     let app = retention_app(30).await;
     fill(&app, 1200, 45, 2).await;
-    let output = purge(&app, &[]).await;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = purge(&app, &[]).await;
     assert_eq!(counts(&app).await, (0, 2));
     assert!(stdout.contains("deleted 1200 "), "{stdout}");
     assert!(!stdout.contains("may be left"), "{stdout}");
@@ -94,13 +95,7 @@ async fn purge_deletes_audit_rows_past_the_retention() {
 async fn a_paced_purge_says_when_its_share_left_rows_behind() {
     let app = retention_app(30).await;
     fill(&app, 250_321, 45, 2).await;
-    let output = purge(&app, &[]).await;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = purge(&app, &[]).await;
     assert_eq!(counts(&app).await, (321, 2));
     assert!(stdout.contains("deleted 250000 "), "{stdout}");
     assert!(
@@ -115,13 +110,7 @@ async fn a_paced_purge_says_when_its_share_left_rows_behind() {
 async fn purge_without_pauses_takes_a_backlog_beyond_one_sweeps_share() {
     let app = retention_app(30).await;
     fill(&app, 250_321, 45, 2).await;
-    let output = purge(&app, &["--no-pause"]).await;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = purge(&app, &["--no-pause"]).await;
     assert_eq!(counts(&app).await, (0, 2));
     assert!(stdout.contains("deleted 250321 "), "{stdout}");
     assert!(!stdout.contains("may be left"), "{stdout}");
