@@ -30,8 +30,8 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
         .collect();
     scenarios.push_str(
         "- **S6 data scale**: after S1–S5 (their servers stopped), two new mcp-connect servers with \
-         databases of their own; the first's seeded with server-side SQL (`bench/sql/seed.sql`), then \
-         S2, S3 and S4 on it (rows \"mcp-connect, seeded\"), each run in turn with the same run on the \
+         databases of their own; the first's seeded with server-side SQL (`bench/sql/seed.sql`), both \
+         warmed with 2 s of S2, S3 and S4 each (untimed), then S2, S3 and S4 on it (rows \"mcp-connect, seeded\"), each run in turn with the same run on the \
          second, whose database stays empty (rows \"mcp-connect, empty\": *seeded ÷ empty* compares \
          the two; S6's floor is the connection lookup, S3's one statement, run alone on both databases \
          with pgbench), the plans of every request path's statements \

@@ -23,6 +23,9 @@ pub struct Lookup {
     pub clients: usize,
     pub seeded: Vec<f64>,
     pub empty: Vec<f64>,
+    /// Pages of tables and indexes one lookup reads on each side
+    /// (`EXPLAIN (ANALYZE, BUFFERS)`, shared buffers hit or read).
+    pub pages: (u64, u64),
 }
 
 /// The lookup among the statements the service ran: the read of a user's
@@ -67,15 +70,11 @@ async fn a_benchmark_user(url: &str) -> anyhow::Result<Vec<String>> {
 /// the user's connection, or the placeholders no longer mean what
 /// `PARAMETERS` says and the measurement would time an empty result.
 async fn check_finds_one(url: &str, sql: &str, values: &[String]) -> anyhow::Result<()> {
-    let quoted: Vec<String> = values
-        .iter()
-        .map(|v| format!("'{}'", v.replace('\'', "''")))
-        .collect();
     let count = psql::value(
         url,
         &format!(
             "PREPARE bench_lookup AS {sql};\nCREATE TEMP TABLE bench_lookup_rows AS EXECUTE bench_lookup({});\nSELECT count(*) FROM bench_lookup_rows",
-            quoted.join(", ")
+            literals(values)
         ),
     )
     .await?;
@@ -86,6 +85,57 @@ async fn check_finds_one(url: &str, sql: &str, values: &[String]) -> anyhow::Res
         );
     }
     Ok(())
+}
+
+/// The values in `values` as SQL string literals, for `EXECUTE`.
+fn literals(values: &[String]) -> String {
+    values
+        .iter()
+        .map(|v| format!("'{}'", v.replace('\'', "''")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// How many pages of tables and indexes one run of the lookup reads on the
+/// database at `url`: the depth of its B-trees, where the rate alone
+/// only says that it costs more.
+async fn pages_read(url: &str, sql: &str, values: &[String]) -> anyhow::Result<u64> {
+    let plan = psql::run(
+        url,
+        &[],
+        psql::Script::Stdin(&format!(
+            "PREPARE bench_lookup AS {sql};\nEXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE bench_lookup({});\n",
+            literals(values)
+        )),
+    )
+    .await?;
+    let plan: serde_json::Value = serde_json::from_str(plan.trim())
+        .with_context(|| format!("EXPLAIN printed something else than JSON: {plan}"))?;
+    let root = plan
+        .get(0)
+        .and_then(|p| p.get("Plan"))
+        .ok_or_else(|| anyhow!("EXPLAIN's JSON has no plan"))?;
+    Ok(relation_pages(root))
+}
+
+/// Shared buffers (hit or read) of the plan's nodes that scan a table or an
+/// index, summed over the tree: the pages of the data itself, not of the
+/// sort or join above them.
+fn relation_pages(node: &serde_json::Value) -> u64 {
+    let own = if node.get("Relation Name").is_some() {
+        ["Shared Hit Blocks", "Shared Read Blocks"]
+            .iter()
+            .filter_map(|k| node.get(*k).and_then(serde_json::Value::as_u64))
+            .sum()
+    } else {
+        0
+    };
+    let below: u64 = node
+        .get("Plans")
+        .and_then(serde_json::Value::as_array)
+        .map(|plans| plans.iter().map(relation_pages).sum())
+        .unwrap_or(0);
+    own + below
 }
 
 fn pgbench(
@@ -137,6 +187,10 @@ pub async fn measure(
         clients,
         seeded: Vec::new(),
         empty: Vec::new(),
+        pages: (
+            pages_read(seeded_url, sql, &seeded_user).await?,
+            pages_read(empty_url, sql, &empty_user).await?,
+        ),
     };
     for round in 0..rounds {
         let seeded_first = round % 2 == 0;
@@ -200,11 +254,28 @@ mod tests {
     }
 
     #[test]
+    fn pages_are_counted_on_the_scans_of_tables_and_indexes_only() {
+        // The shape of EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) for the
+        // lookup on a large database: the sort's own count is left out.
+        let plan: serde_json::Value = serde_json::from_str(
+            r#"[{"Plan": {"Node Type": "Sort", "Shared Hit Blocks": 11, "Shared Read Blocks": 8,
+                 "Plans": [{"Node Type": "Nested Loop", "Shared Hit Blocks": 0, "Shared Read Blocks": 8,
+                   "Plans": [
+                     {"Node Type": "Index Scan", "Relation Name": "connections", "Shared Hit Blocks": 1, "Shared Read Blocks": 3},
+                     {"Node Type": "Limit", "Shared Hit Blocks": 4, "Plans": [
+                       {"Node Type": "Index Scan", "Relation Name": "client_grants", "Shared Hit Blocks": 4, "Shared Read Blocks": 0}]}]}]}}]"#,
+        )
+        .unwrap();
+        assert_eq!(relation_pages(&plan[0]["Plan"]), 8);
+    }
+
+    #[test]
     fn the_ratio_is_of_medians() {
         let lookup = Lookup {
             clients: 16,
             seeded: vec![90.0, 80.0, 100.0],
             empty: vec![100.0, 100.0],
+            pages: (8, 2),
         };
         assert!((lookup.ratio() - 0.9).abs() < 1e-9);
     }

@@ -247,12 +247,15 @@ fn lookup_line(lookup: &Result<Lookup, String>) -> String {
         Ok(l) => format!(
             "the connection lookup alone (S3's and S4's one statement, S2's first; pgbench, {} clients, prepared, \
              {} rounds in turn) runs at {:.2}× on the seeded database of its rate on the empty one \
-             ({:.0} against {:.0} statements/s): what a million connections cost Postgres itself",
+             ({:.0} against {:.0} statements/s; it reads {} pages of tables and indexes there, {} on the empty one): \
+             what a million connections cost Postgres itself",
             l.clients,
             l.seeded.len(),
             l.ratio(),
             median(&l.seeded),
             median(&l.empty),
+            l.pages.0,
+            l.pages.1,
         ),
         Err(why) => format!("the connection lookup alone was not measured ({why})"),
     }
