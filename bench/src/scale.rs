@@ -25,7 +25,9 @@ use std::{collections::BTreeMap, time::Instant};
 use anyhow::{Context, anyhow};
 
 use crate::{
-    capture, dbstats,
+    capture,
+    client::Conn,
+    dbstats,
     load::{self, Measured},
     lookup::{self, Lookup},
     options::Options,
@@ -72,6 +74,9 @@ pub struct Report {
     pub sweep: Sweep,
     /// The connection lookup alone on both databases, or why not.
     pub lookup: Result<Lookup, String>,
+    /// Statements per request the pool served for want of a per-thread
+    /// connection, per S6 cell, one per round.
+    pub overflow: BTreeMap<Key, Vec<f64>>,
 }
 
 pub const SEEDED: [Scenario; 3] = [Scenario::Ask, Scenario::RetryComplete, Scenario::CallAsUser];
@@ -124,6 +129,7 @@ pub async fn run(
     warm(&seeded, &empty, options).await?;
     // Two rounds at most: the full run stays within its quarter hour.
     let rounds = options.rounds.min(2);
+    let mut overflows: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
     for scenario in SEEDED {
         for &level in &options.levels {
             for round in 0..rounds {
@@ -134,14 +140,14 @@ pub async fn run(
                     [Kind::Empty, Kind::Seeded]
                 };
                 for side in sides {
-                    let measured = match side {
-                        Kind::Seeded => {
-                            timed(&seeded, options, scenario, level, &seeded_database).await?
-                        }
-                        _ => timed(&empty, options, scenario, level, &empty_database).await?,
+                    let (world, db) = match side {
+                        Kind::Seeded => (&seeded, &seeded_database),
+                        _ => (&empty, &empty_database),
                     };
+                    let (measured, overflow) =
+                        timed_with_overflow(world, options, scenario, level, db).await?;
                     eprintln!(
-                        "bench: S6 {} c={level:<3} round {}/{} {:<7} {:>8.0} req/s  p99 {:>7.2} ms  errors {}",
+                        "bench: S6 {} c={level:<3} round {}/{} {:<7} {:>8.0} req/s  p99 {:>7.2} ms  errors {}  pool fallbacks/request {}",
                         scenario.id(),
                         round + 1,
                         rounds,
@@ -152,8 +158,15 @@ pub async fn run(
                         },
                         measured.rate(),
                         measured.p99_ms,
-                        measured.errors
+                        measured.errors,
+                        overflow.map_or("?".to_owned(), |o| format!("{o:.2}")),
                     );
+                    if let Some(o) = overflow {
+                        overflows
+                            .entry((scenario, level, side))
+                            .or_default()
+                            .push(o);
+                    }
                     runs.entry((scenario, level, side))
                         .or_default()
                         .push(measured);
@@ -177,6 +190,7 @@ pub async fn run(
         per_op,
         sweep,
         lookup,
+        overflow: overflows,
     })
 }
 
@@ -312,16 +326,63 @@ async fn timed(
     level: usize,
     database: &Database,
 ) -> anyhow::Result<Measured> {
+    timed_with_overflow(world, options, scenario, level, database)
+        .await
+        .map(|(measured, _)| measured)
+}
+
+/// [`timed`], and how many statements per request the server's shared
+/// pool served because all its per-thread connections were taken (each
+/// one a round trip more: the pool checks a connection it takes back).
+/// Read from the server's `/metrics` around the window (warm-up included,
+/// so the count is of the warm-up's requests too: a ratio, not a census).
+async fn timed_with_overflow(
+    world: &World,
+    options: &Options,
+    scenario: Scenario,
+    level: usize,
+    database: &Database,
+) -> anyhow::Result<(Measured, Option<f64>)> {
     let mut jobs = scenarios::mcp_jobs(world, scenario, Kind::Ours, level)?;
-    let pid = world.server(Kind::Ours)?.pid;
-    Ok(load::run(
+    let server = world.server(Kind::Ours)?;
+    let before = pool_overflow(&server.base).await;
+    let measured = load::run(
         &mut jobs,
         options.warmup,
         options.duration,
-        pid,
+        server.pid,
         Some(&database.name),
     )
-    .await)
+    .await;
+    let after = pool_overflow(&server.base).await;
+    let requests =
+        measured.ok as f64 * (1.0 + options.warmup.as_secs_f64() / options.duration.as_secs_f64());
+    let per_request = match (before, after) {
+        (Some(b), Some(a)) if requests > 0.0 => Some(a.saturating_sub(b) as f64 / requests),
+        _ => None,
+    };
+    Ok((measured, per_request))
+}
+
+/// The server's count of statements served by the pool for want of a
+/// per-thread connection (`mcp_connect_db_hot_overflow_total`), from its
+/// `/metrics` (open on loopback in dev mode); `None` if it cannot be read.
+async fn pool_overflow(base: &str) -> Option<u64> {
+    let mut conn = Conn::new(base).ok()?;
+    let reply = conn.get("/metrics").await.ok()?;
+    if reply.status != 200 {
+        return None;
+    }
+    metric(&reply.text(), "mcp_connect_db_hot_overflow_total")
+}
+
+/// The value of the unlabelled sample `name` in a Prometheus text exposition.
+fn metric(text: &str, name: &str) -> Option<u64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v as u64)
 }
 
 /// WAL (and, with the census, rows) per ask, call and connect, one client.
@@ -507,4 +568,22 @@ async fn sweep(
 /// The p99 of a set of runs: the median of their p99s.
 pub fn p99(runs: &[Measured]) -> f64 {
     crate::report::summarize(runs).p99
+}
+
+#[cfg(test)]
+mod tests {
+    use super::metric;
+
+    #[test]
+    fn a_counter_is_read_from_the_exposition_by_its_exact_name() {
+        let text = "# HELP mcp_connect_db_hot_overflow_total Statements …\n\
+                    # TYPE mcp_connect_db_hot_overflow_total counter\n\
+                    mcp_connect_db_hot_overflow_totals 7\n\
+                    mcp_connect_db_hot_overflow_total 1234\n";
+        assert_eq!(
+            metric(text, "mcp_connect_db_hot_overflow_total"),
+            Some(1234)
+        );
+        assert_eq!(metric(text, "mcp_connect_db_hot_connections"), None);
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::{plans, scale::Report};
+use crate::{plans, scale::Report, servers::Kind};
 
 fn mb(bytes: f64) -> String {
     format!("{:.1}", bytes / 1024.0 / 1024.0)
@@ -69,6 +69,7 @@ pub fn data_scale(s: &Report) -> String {
         s.checked.failures()
     );
     out.push_str(&plans::describe(&s.checked));
+    out.push_str(&overflow_line(s));
     let _ = writeln!(
         out,
         "\nSweeper under load: {} expired tickets and {} audit rows past retention added in {:.1} s; S3 at {} \
@@ -98,4 +99,35 @@ pub fn data_scale(s: &Report) -> String {
         }
     );
     out
+}
+
+/// How often each side's per-thread connections were all taken, so that a
+/// statement went to the shared pool (and paid its check on return): a
+/// seeded side whose statements take longer has more of them in flight.
+fn overflow_line(s: &Report) -> String {
+    if s.overflow.is_empty() {
+        return String::new();
+    }
+    let cells: Vec<String> = s
+        .overflow
+        .iter()
+        .map(|((scenario, level, side), per_request)| {
+            format!(
+                "{} at {} {} {:.2}",
+                scenario.id(),
+                level,
+                if *side == Kind::Seeded {
+                    "seeded"
+                } else {
+                    "empty"
+                },
+                crate::lookup::median(per_request)
+            )
+        })
+        .collect();
+    format!(
+        "\nStatements the shared pool served because every per-thread connection was taken, per request \
+         (from each server's `/metrics`, median of the rounds; each such statement costs a round trip more): {}.\n",
+        cells.join(", ")
+    )
 }
