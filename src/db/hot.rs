@@ -17,13 +17,23 @@
 //! At most `limit` connections are open here at once, across threads;
 //! beyond that (and for transactions, which always use the pool) the
 //! shared pool serves, with its own limit.
+//!
+//! Places move between threads. Which thread opened how many connections
+//! depends on the load's history (a burst on one worker), and a thread
+//! keeps its idle ones for a minute: one worker could sit on seven places
+//! while the other, with as many requests, found every place taken and
+//! sent a quarter of its statements to the pool (measured, bench/NOTES.md).
+//! So a thread that finds no place says so, and a thread that then gives
+//! a connection back while another of its own is already idle closes it
+//! instead, freeing the place — at most one every [`GIVE_BACK_EVERY`] per
+//! thread, since each move costs Postgres a new backend.
 
 use std::{
-    cell::RefCell,
+    cell::{Cell, RefCell},
     ops::{Deref, DerefMut},
     sync::{
         Arc, Weak,
-        atomic::{AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -42,6 +52,11 @@ const MAX_IDLE: Duration = Duration::from_secs(60);
 const MAX_LIFETIME: Duration = Duration::from_secs(30 * 60);
 /// Unless [`HotConnections::with_connect_timeout`] says otherwise.
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// A thread gives a place back to another thread at most this often:
+/// rebalancing a handful of places takes a second or two, and a load that
+/// swings between the threads cannot make Postgres start backends faster
+/// than this.
+const GIVE_BACK_EVERY: Duration = Duration::from_millis(500);
 
 /// The per-thread connections of one database (one per application: tests
 /// run several side by side in one process).
@@ -60,6 +75,10 @@ struct Shared {
     open: AtomicUsize,
     /// Statements the pool served because every place here was taken.
     overflowed: AtomicU64,
+    /// A thread found every place taken since a place was last given back.
+    /// Its own allocation, shared by every connection: reading it on each
+    /// return writes no reference count.
+    wanted: Arc<AtomicBool>,
 }
 
 impl Shared {
@@ -92,6 +111,8 @@ struct Own {
     /// Its database's idle limit, kept here so that checking an idle
     /// connection touches nothing shared between threads.
     max_idle: Duration,
+    /// Its database's [`Shared::wanted`].
+    wanted: Arc<AtomicBool>,
 }
 
 struct Idle {
@@ -101,6 +122,8 @@ struct Idle {
 
 thread_local! {
     static IDLE: RefCell<Vec<Idle>> = const { RefCell::new(Vec::new()) };
+    /// When this thread last gave a place back to another.
+    static GAVE_BACK: Cell<Option<Instant>> = const { Cell::new(None) };
 }
 
 impl HotConnections {
@@ -125,6 +148,7 @@ impl HotConnections {
                 max_idle,
                 open: AtomicUsize::new(0),
                 overflowed: AtomicU64::new(0),
+                wanted: Arc::new(AtomicBool::new(false)),
             }),
             pool,
         }
@@ -171,6 +195,11 @@ impl HotConnections {
             // that an operator can see a `database_max_connections` too
             // small for the load.
             self.shared.overflowed.fetch_add(1, Ordering::Relaxed);
+            // Read before written: while nobody gives a place back, the
+            // flag's cache line stays shared between the threads.
+            if !self.shared.wanted.load(Ordering::Relaxed) {
+                self.shared.wanted.store(true, Ordering::Relaxed);
+            }
             return self.pooled().await;
         };
         // Boxed, as is the pool's acquire below: both are rare here, and
@@ -189,6 +218,7 @@ impl HotConnections {
                     slot,
                     opened: Instant::now(),
                     max_idle: self.shared.max_idle,
+                    wanted: self.shared.wanted.clone(),
                 }));
             }
             // Postgres out of connections, or slow to open one: the
@@ -312,12 +342,31 @@ impl DerefMut for HotConnection {
 impl Drop for HotConnection {
     fn drop(&mut self) {
         match self.held.take() {
-            Some(Held::Own(own)) if self.reusable => IDLE.with(|idle| {
-                idle.borrow_mut().push(Idle {
-                    own,
-                    since: Instant::now(),
-                })
-            }),
+            Some(Held::Own(own)) if self.reusable => {
+                let now = Instant::now();
+                let given_back = IDLE.with(|idle| {
+                    let mut idle = idle.borrow_mut();
+                    if own.wanted.load(Ordering::Relaxed) && may_give_back(now) {
+                        let home = Weak::as_ptr(&own.slot.0);
+                        let spare = idle
+                            .iter()
+                            .any(|i| std::ptr::eq(Weak::as_ptr(&i.own.slot.0), home));
+                        if spare {
+                            // This thread has one idle already: it did not
+                            // need this one. Its place goes to the thread
+                            // that found none.
+                            own.wanted.store(false, Ordering::Relaxed);
+                            GAVE_BACK.set(Some(now));
+                            return Some(own);
+                        }
+                    }
+                    idle.push(Idle { own, since: now });
+                    None
+                });
+                if let Some(own) = given_back {
+                    close_in_background(own);
+                }
+            }
             // Possibly mid-statement: never reused, and not closed politely
             // either (a goodbye would wait behind the statement). Dropping
             // the socket ends the session as soon as Postgres next reads.
@@ -326,6 +375,13 @@ impl Drop for HotConnection {
             Some(Held::Pooled(_)) | None => {}
         }
     }
+}
+
+/// Whether this thread may give a place back at `now` ([`GIVE_BACK_EVERY`]).
+fn may_give_back(now: Instant) -> bool {
+    GAVE_BACK
+        .get()
+        .is_none_or(|last| now.duration_since(last) >= GIVE_BACK_EVERY)
 }
 
 /// Says goodbye to Postgres properly when a runtime is at hand (so its log

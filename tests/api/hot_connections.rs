@@ -157,3 +157,61 @@ async fn run_dropped_mid_statement_closes_its_connection() {
     assert_ne!(before, run_pid(&hot, false).await.unwrap());
     assert_eq!(hot.open(), 1);
 }
+
+/// `f` on a thread of its own (with its own idle list), while this
+/// thread's runtime goes on serving the sockets it opened.
+async fn on_another_thread<T: Send + 'static>(
+    hot: &HotConnections,
+    f: impl AsyncFnOnce(&HotConnections) -> T + Send + 'static,
+) -> T {
+    let hot = hot.clone();
+    tokio::task::spawn_blocking(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async move { f(&hot).await })
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_thread_with_a_spare_idle_connection_gives_its_place_to_a_thread_that_found_none() {
+    let app = spawn_app().await;
+    let hot = hot(&app, 2);
+    // This thread takes both places, then leaves both connections idle.
+    let first = hot.acquire().await.unwrap();
+    let second = hot.acquire().await.unwrap();
+    first.finish(&Ok::<(), ()>(()));
+    second.finish(&Ok::<(), ()>(()));
+    assert_eq!(hot.open(), 2);
+
+    // Another thread finds every place taken: the pool serves it.
+    on_another_thread(&hot, async |hot| backend_pid(hot).await).await;
+    assert_eq!(hot.overflowed(), 1);
+
+    // This thread's next statement leaves it one idle connection beside
+    // the one it used: that one's place is given back.
+    backend_pid(&hot).await;
+    assert_eq!(hot.open(), 1, "the spare connection was closed");
+
+    // The other thread now opens a connection of its own.
+    on_another_thread(&hot, async |hot| backend_pid(hot).await).await;
+    assert_eq!(hot.overflowed(), 1, "no statement went to the pool");
+    assert_eq!(hot.open(), 2);
+}
+
+#[tokio::test]
+async fn a_thread_without_a_spare_keeps_its_connection_when_another_found_none() {
+    let app = spawn_app().await;
+    let hot = hot(&app, 1);
+    let held = hot.acquire().await.unwrap();
+    on_another_thread(&hot, async |hot| backend_pid(hot).await).await;
+    assert_eq!(hot.overflowed(), 1);
+    // Its only connection: still needed here, so it stays.
+    held.finish(&Ok::<(), ()>(()));
+    let before = backend_pid(&hot).await;
+    assert_eq!(hot.open(), 1);
+    assert_eq!(backend_pid(&hot).await, before);
+}
