@@ -24,9 +24,10 @@
 //! while the other, with as many requests, found every place taken and
 //! sent a quarter of its statements to the pool (measured, bench/NOTES.md).
 //! So a thread that finds no place says so, and a thread that then gives
-//! a connection back while another of its own is already idle closes it
-//! instead, freeing the place — at most one every [`GIVE_BACK_EVERY`] per
-//! thread, since each move costs Postgres a new backend.
+//! a connection back while another of its own has been idle for
+//! [`SPARE_AFTER`] closes that one, freeing its place — at most one every
+//! [`GIVE_BACK_EVERY`] per thread, since each move costs Postgres a new
+//! backend.
 
 use std::{
     cell::{Cell, RefCell},
@@ -52,10 +53,15 @@ const MAX_IDLE: Duration = Duration::from_secs(60);
 const MAX_LIFETIME: Duration = Duration::from_secs(30 * 60);
 /// Unless [`HotConnections::with_connect_timeout`] says otherwise.
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// A thread gives a place back to another thread at most this often:
-/// rebalancing a handful of places takes a second or two, and a load that
-/// swings between the threads cannot make Postgres start backends faster
-/// than this.
+/// A thread gives a place back only for a connection that has been idle
+/// this long: idle connections are reused newest first, so one that
+/// waited a whole second is more than the thread's load needs. (A thread
+/// that merely had one idle for a moment keeps it: giving back places at
+/// every dip made the threads trade them to and fro, a new Postgres
+/// backend each time.)
+const SPARE_AFTER: Duration = Duration::from_secs(1);
+/// And at most this often: rebalancing a handful of places takes a few
+/// seconds, and nothing can make Postgres start backends faster than this.
 const GIVE_BACK_EVERY: Duration = Duration::from_millis(500);
 
 /// The per-thread connections of one database (one per application: tests
@@ -346,22 +352,23 @@ impl Drop for HotConnection {
                 let now = Instant::now();
                 let given_back = IDLE.with(|idle| {
                     let mut idle = idle.borrow_mut();
+                    let mut spare = None;
                     if own.wanted.load(Ordering::Relaxed) && may_give_back(now) {
                         let home = Weak::as_ptr(&own.slot.0);
-                        let spare = idle
-                            .iter()
-                            .any(|i| std::ptr::eq(Weak::as_ptr(&i.own.slot.0), home));
-                        if spare {
-                            // This thread has one idle already: it did not
-                            // need this one. Its place goes to the thread
-                            // that found none.
-                            own.wanted.store(false, Ordering::Relaxed);
-                            GAVE_BACK.set(Some(now));
-                            return Some(own);
-                        }
+                        spare = idle.iter().position(|i| {
+                            std::ptr::eq(Weak::as_ptr(&i.own.slot.0), home)
+                                && now.duration_since(i.since) >= SPARE_AFTER
+                        });
                     }
+                    let spare = spare.map(|position| {
+                        // More than this thread needs: its place goes to
+                        // the thread that found none.
+                        own.wanted.store(false, Ordering::Relaxed);
+                        GAVE_BACK.set(Some(now));
+                        idle.swap_remove(position).own
+                    });
                     idle.push(Idle { own, since: now });
-                    None
+                    spare
                 });
                 if let Some(own) = given_back {
                     close_in_background(own);
