@@ -24,10 +24,10 @@
 //! while the other, with as many requests, found every place taken and
 //! sent a quarter of its statements to the pool (measured, bench/NOTES.md).
 //! So a thread that finds no place says so, and a thread that then gives
-//! a connection back while another of its own has been idle for
-//! [`SPARE_AFTER`] closes that one, freeing its place — at most one every
-//! [`GIVE_BACK_EVERY`] per thread, since each move costs Postgres a new
-//! backend.
+//! a connection back while another of its own has been idle for a second
+//! (`SPARE_AFTER`) closes that one, freeing its place — at most one every
+//! 500 ms per thread (`GIVE_BACK_EVERY`), since each move costs Postgres a
+//! new backend.
 
 use std::{
     cell::{Cell, RefCell},
