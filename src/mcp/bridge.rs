@@ -99,37 +99,23 @@ async fn serve(
 
     // JSON-RPC wants a parse error (-32700) for a body that is not JSON;
     // rmcp answers every undecodable body with 415, and a `tools/call` with
-    // mistyped params with 404 -32601. A syntax-only pass tells them apart
-    // before rmcp sees the body.
-    if head.method == http::Method::POST {
-        match envelope::inspect(&body) {
-            Envelope::NotJson => {
-                tracing::info!("mcp: request body is not JSON");
-                return jsonrpc_error(
-                    StatusCode::BAD_REQUEST,
-                    -32700,
-                    "Parse error: the body is not valid JSON",
-                );
-            }
-            Envelope::Json(method) => {
-                if let Some(method) = method {
-                    facts.set_method(&method);
-                }
-            }
-            Envelope::InvalidParams {
-                id,
-                method,
-                problem,
-            } => {
-                facts.set_method(&method);
-                tracing::info!(problem, "mcp: invalid params");
-                return HttpResponse::BadRequest().json(json!({
-                    "jsonrpc": "2.0",
-                    "id": id,
-                    "error": { "code": -32602, "message": format!("Invalid params: {problem}") },
-                }));
-            }
-        }
+    // mistyped params with 404 -32601. A syntax-only pass tells them apart.
+    // A 2026-07-28 request names its method in `Mcp-Method`, and rmcp
+    // refuses one whose header and body disagree: such a request reaches
+    // rmcp first, and the pass runs only when rmcp did not answer 200 — a
+    // second reading of every body spared where nothing is wrong with it.
+    let is_post = head.method == http::Method::POST;
+    let routed = if is_post {
+        routed_method(&head.headers)
+    } else {
+        None
+    };
+    let body = body.freeze();
+    if is_post
+        && routed.is_none()
+        && let Err(refused) = check_body(&body, facts)
+    {
+        return refused;
     }
     let sent_json = head
         .headers
@@ -141,10 +127,18 @@ async fn serve(
                 .is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json"))
         });
 
-    let mut request = http::Request::from_parts(head, Full::new(body.freeze()));
+    let mut request = http::Request::from_parts(head, Full::new(body.clone()));
     request.extensions_mut().insert(principal);
     request.extensions_mut().insert(facts.record.clone());
     let response = endpoint.service.handle(request).await;
+    if let Some(method) = routed {
+        if response.status() == http::StatusCode::OK {
+            // A request rmcp answered: it held the body to the header.
+            facts.set_method(&method);
+        } else if let Err(refused) = check_body(&body, facts) {
+            return refused;
+        }
+    }
     if sent_json && response.status() == http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
         // Valid JSON, right media type, still refused: not a JSON-RPC message.
         tracing::info!("mcp: request is not a valid JSON-RPC message");
@@ -164,6 +158,58 @@ async fn serve(
         );
     }
     response
+}
+
+/// The method a 2026-07-28 request names in its one `Mcp-Method` header,
+/// when its `MCP-Protocol-Version` makes rmcp hold the body to it (the
+/// same test as rmcp's; any earlier version, or none, leaves the header
+/// unchecked).
+fn routed_method(headers: &http::HeaderMap) -> Option<String> {
+    let standard = rmcp::model::ProtocolVersion::STANDARD_HEADERS;
+    let modern = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v >= standard.as_str());
+    let mut values = headers.get_all("mcp-method").iter();
+    match (modern, values.next(), values.next()) {
+        (true, Some(value), None) => value.to_str().ok().map(str::to_owned),
+        _ => None,
+    }
+}
+
+/// The syntax pass over a POSTed body: its method for the log line, or the
+/// JSON-RPC error for a body that is not JSON or a `tools/call` whose
+/// params have the wrong types.
+fn check_body(body: &[u8], facts: &mut RequestFacts) -> Result<(), HttpResponse> {
+    match envelope::inspect(body) {
+        Envelope::NotJson => {
+            tracing::info!("mcp: request body is not JSON");
+            Err(jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                -32700,
+                "Parse error: the body is not valid JSON",
+            ))
+        }
+        Envelope::Json(method) => {
+            if let Some(method) = method {
+                facts.set_method(&method);
+            }
+            Ok(())
+        }
+        Envelope::InvalidParams {
+            id,
+            method,
+            problem,
+        } => {
+            facts.set_method(&method);
+            tracing::info!(problem, "mcp: invalid params");
+            Err(HttpResponse::BadRequest().json(json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "error": { "code": -32602, "message": format!("Invalid params: {problem}") },
+            })))
+        }
+    }
 }
 
 /// The body, up to `limit` bytes.

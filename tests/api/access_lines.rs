@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use crate::helpers::{read, request, spawn_app};
+use crate::helpers::{PROTOCOL, read, request, spawn_app};
 
 #[tokio::test]
 async fn every_mcp_request_writes_exactly_one_access_line() {
@@ -24,7 +24,7 @@ async fn every_mcp_request_writes_exactly_one_access_line() {
             "tools/call",
             json!({ "name": "connect", "arguments": { "provider": "demo" } }),
         ),
-        // Refused before rmcp sees it (400): a tool call without a name.
+        // Refused by the bridge (400): a tool call without a name.
         request("tools/call", json!({ "arguments": {} })),
         // A notification: accepted, nothing to answer.
         json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
@@ -69,5 +69,53 @@ async fn every_mcp_request_writes_exactly_one_access_line() {
             lines.iter().any(|l| l.contains(method)),
             "{method} named in {lines:#?}"
         );
+    }
+}
+
+/// The line names the method the body says: a 2026-07-28 request's
+/// `Mcp-Method` header is taken for it only where rmcp answered the request
+/// (rmcp holds the header to the body); a header that disagrees with the
+/// body is refused, and the line says what the body was.
+#[tokio::test]
+async fn the_line_names_the_bodys_method_not_a_header_that_disagrees() {
+    crate::logs::init();
+    let app = spawn_app().await;
+    let subject = format!("claims-{}", uuid::Uuid::new_v4().simple());
+    let token = app.token(&subject);
+
+    let honest = app
+        .mcp_request(Some(&token), &request("tools/list", json!({})))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(honest.status(), 200);
+    let body = request("tools/list", json!({}));
+    let claimed = app
+        .raw_post(&subject, PROTOCOL)
+        .header("Mcp-Method", "tools/call")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read(claimed).await.0, 400);
+    // Two values for the header: rmcp refuses that too.
+    let twice = app
+        .mcp_request(Some(&token), &body)
+        .header("Mcp-Method", "tools/list")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read(twice).await.0, 400);
+
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let logs = crate::logs::captured();
+    let lines: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("mcp request") && l.contains(&subject))
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    for line in &lines {
+        assert!(line.contains("tools/list"), "{line}");
+        assert!(!line.contains("tools/call"), "{line}");
     }
 }

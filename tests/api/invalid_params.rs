@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::helpers::{request, spawn_app};
+use crate::helpers::{PROTOCOL, request, spawn_app};
 
 #[tokio::test]
 async fn wrongly_typed_tools_call_params_are_invalid_params() {
@@ -18,16 +18,23 @@ async fn wrongly_typed_tools_call_params_are_invalid_params() {
         json!({"arguments": {}}),
     ] {
         let body = request("tools/call", params.clone());
-        let response = app.mcp_request(Some(&token), &body).send().await.unwrap();
-        let status = response.status().as_u16();
-        let answer: serde_json::Value = response.json().await.unwrap_or_default();
-        assert_eq!(
-            answer["error"]["code"], -32602,
-            "{params}: {status} {answer}"
-        );
-        assert_eq!(answer["id"], 1, "{params}: {answer}");
-        // As for any other malformed request (a missing `_meta`…).
-        assert_eq!(status, 400, "{params}: {answer}");
+        // With the routing headers (rmcp reads the body first, and the
+        // bridge looks again at what it refused) and without them (the
+        // bridge looks before rmcp): the same answer.
+        let routed = app.mcp_request(Some(&token), &body);
+        let unrouted = app.raw_post("alice", PROTOCOL).json(&body);
+        for (how, builder) in [("routed", routed), ("unrouted", unrouted)] {
+            let response = builder.send().await.unwrap();
+            let status = response.status().as_u16();
+            let answer: serde_json::Value = response.json().await.unwrap_or_default();
+            assert_eq!(
+                answer["error"]["code"], -32602,
+                "{how} {params}: {status} {answer}"
+            );
+            assert_eq!(answer["id"], 1, "{how} {params}: {answer}");
+            // As for any other malformed request (a missing `_meta`…).
+            assert_eq!(status, 400, "{how} {params}: {answer}");
+        }
     }
     // The method itself unknown stays -32601.
     let body = request("tools/nope", json!({}));

@@ -167,6 +167,18 @@ async fn malformed_json_is_a_parse_error() {
     let (status, body) = read(response).await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], -32700, "{body}");
+    // The same with the routing headers of a 2026-07-28 request, which
+    // rmcp reads before the bridge looks at the body.
+    let response = app
+        .raw_post("alice", PROTOCOL)
+        .header("Mcp-Method", "tools/list")
+        .body("{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ")
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = read(response).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], -32700, "{body}");
 }
 
 #[tokio::test]
