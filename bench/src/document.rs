@@ -52,8 +52,8 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
          (`bench-bare --database`, S2–S4: the same again plus exactly mcp-connect's SQL — its tables, \
          queries and per-request connections, on a database of its own — and for S4 the same upstream call \
          with the stored token, so that \"ours ÷ bare + SQL\" is what mcp-connect costs beyond its database \
-         round trips and its provider call: the floor of S2, S3 and S4). Beside them, at 16 concurrent, \
-         **floor + required work** (`bench-bare --database --required`, S1–S4): bare rmcp + SQL plus the work \
+         round trips and its provider call: the floor of S2, S3 and S4). Beside them, at every level in S1–S3 and at 16 concurrent in S4, \
+         **floor + required work** (`bench-bare --database --required`): bare rmcp + SQL plus the work \
          mcp-connect may not leave out, each piece by mcp-connect's own code — the bearer token verified \
          against the issuer's keys on every request (with the same cache of recently verified tokens), the \
          access line and request metrics, the `requestState` sealed and bound to the request and opened on \

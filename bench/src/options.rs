@@ -39,8 +39,9 @@ BENCHMARKS.md.
                           upstream call): S2, S3 and S4. required is that floor plus
                           the work mcp-connect may not leave out, by mcp-connect's own
                           code (token check, access line and metrics, sealed
-                          requestState, tokens sealed at rest): S1–S4, at 16 concurrent
-                          only (or at every level when 16 is not among --levels)
+                          requestState, tokens sealed at rest): S1–S3 at every level,
+                          S4 at 16 concurrent only (or at every level when 16 is not
+                          among --levels)
   --database-server URL   Postgres to use (default postgres://postgres@127.0.0.1:5432,
                           or BENCH_DATABASE_SERVER / TEST_DATABASE_SERVER)
   --db-tls                talk TLS to Postgres when it offers it (default: sslmode=disable,
