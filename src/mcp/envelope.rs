@@ -1,10 +1,12 @@
-//! One syntax pass over a `/mcp` body before rmcp sees it: is it JSON, what
-//! is its JSON-RPC method (for the log), and — for `tools/call` — are its
-//! parameters of the types the schema gives. rmcp answers a `tools/call`
-//! whose parameters do not decode as "method not found" (HTTP 404,
-//! -32601); JSON-RPC calls that invalid params (-32602). Only the JSON type
-//! of each parameter is kept, never its value, so the pass costs no more
-//! than skimming the body.
+//! One syntax pass over a `/mcp` body: is it JSON, what is its JSON-RPC
+//! method (for the log), and — for `tools/call` — are its parameters of the
+//! types the schema gives. rmcp answers a `tools/call` whose parameters do
+//! not decode as "method not found" (HTTP 404, -32601); JSON-RPC calls that
+//! invalid params (-32602). Only the JSON type of each parameter is kept,
+//! never its value, so the pass costs no more than skimming the body. The
+//! bridge runs it before rmcp for a request without a routing header, and
+//! for a 2026-07-28 request only where rmcp did not answer 200 (see
+//! `bridge::serve`).
 
 use std::{borrow::Cow, fmt};
 
