@@ -165,12 +165,13 @@ async fn serve(
 /// same test as rmcp's; any earlier version, or none, leaves the header
 /// unchecked).
 fn routed_method(headers: &http::HeaderMap) -> Option<String> {
+    use rmcp::transport::common::http_header::{HEADER_MCP_METHOD, HEADER_MCP_PROTOCOL_VERSION};
     let standard = rmcp::model::ProtocolVersion::STANDARD_HEADERS;
     let modern = headers
-        .get("mcp-protocol-version")
+        .get(HEADER_MCP_PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v >= standard.as_str());
-    let mut values = headers.get_all("mcp-method").iter();
+    let mut values = headers.get_all(HEADER_MCP_METHOD).iter();
     match (modern, values.next(), values.next()) {
         (true, Some(value), None) => value.to_str().ok().map(str::to_owned),
         _ => None,

@@ -43,14 +43,7 @@ async fn every_mcp_request_writes_exactly_one_access_line() {
     statuses.push(response.status().as_u16());
     assert_eq!(statuses, [200, 404, 200, 400, 202, 400], "statuses");
 
-    // The access lines are written as the responses go out; give the last
-    // one a moment to be formatted.
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let logs = crate::logs::captured();
-    let lines: Vec<&str> = logs
-        .lines()
-        .filter(|l| l.contains("mcp request") && l.contains(&subject))
-        .collect();
+    let lines = access_lines_of(&subject).await;
     assert_eq!(
         lines.len(),
         statuses.len(),
@@ -107,15 +100,21 @@ async fn the_line_names_the_bodys_method_not_a_header_that_disagrees() {
         .unwrap();
     assert_eq!(read(twice).await.0, 400);
 
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let logs = crate::logs::captured();
-    let lines: Vec<&str> = logs
-        .lines()
-        .filter(|l| l.contains("mcp request") && l.contains(&subject))
-        .collect();
+    let lines = access_lines_of(&subject).await;
     assert_eq!(lines.len(), 3, "{lines:#?}");
     for line in &lines {
         assert!(line.contains("tools/list"), "{line}");
         assert!(!line.contains("tools/call"), "{line}");
     }
+}
+
+/// The access lines captured so far that name `subject`. They are written
+/// as the responses go out: the last one is given a moment to be formatted.
+async fn access_lines_of(subject: &str) -> Vec<String> {
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    crate::logs::captured()
+        .lines()
+        .filter(|l| l.contains("mcp request") && l.contains(subject))
+        .map(str::to_owned)
+        .collect()
 }
