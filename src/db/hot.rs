@@ -28,9 +28,17 @@
 //! (`SPARE_AFTER`) closes that one, freeing its place — at most one every
 //! 500 ms per thread (`GIVE_BACK_EVERY`), since each move costs Postgres a
 //! new backend.
+//!
+//! A thread whose places are all in use by its own requests waits for one
+//! of them rather than going to the pool, as long as fewer statements are
+//! waiting than it has connections out: each waiter is then served by the
+//! next statement to finish, within a statement's time, where the pool
+//! would cost a round trip more (its check on return). A longer queue, or
+//! a wait past `WAIT_FOR_OWN` (a slow statement), goes to the pool.
 
 use std::{
     cell::{Cell, RefCell},
+    collections::VecDeque,
     ops::{Deref, DerefMut},
     sync::{
         Arc, Weak,
@@ -38,6 +46,8 @@ use std::{
     },
     time::{Duration, Instant},
 };
+
+use tokio::sync::oneshot;
 
 use sqlx::{
     ConnectOptions, Connection, PgConnection, PgPool, Postgres, pool::PoolConnection,
@@ -63,6 +73,11 @@ const SPARE_AFTER: Duration = Duration::from_secs(1);
 /// And at most this often: rebalancing a handful of places takes a few
 /// seconds, and nothing can make Postgres start backends faster than this.
 const GIVE_BACK_EVERY: Duration = Duration::from_millis(500);
+/// How long a statement waits for one of its thread's connections to come
+/// back before the pool serves it. A statement takes tens of microseconds
+/// and a waiter is first in line for the next one to finish, so this is
+/// reached only behind a slow statement.
+const WAIT_FOR_OWN: Duration = Duration::from_millis(2);
 
 /// The per-thread connections of one database (one per application: tests
 /// run several side by side in one process).
@@ -76,6 +91,8 @@ struct Shared {
     options: PgConnectOptions,
     /// Opening a connection gives up after this long (then the pool serves).
     connect_timeout: Duration,
+    /// [`WAIT_FOR_OWN`] unless a test says otherwise.
+    wait_for_own: Duration,
     limit: usize,
     max_idle: Duration,
     open: AtomicUsize,
@@ -126,8 +143,40 @@ struct Idle {
     since: Instant,
 }
 
+/// A statement of this thread waiting for a connection of its database
+/// (`home`, the address of its [`Shared`]) to be given back.
+struct Waiter {
+    home: *const Shared,
+    handoff: oneshot::Sender<Own>,
+}
+
+/// The receiving end of a [`Waiter`]. A connection handed over just as the
+/// wait ended (past its time, or its request cancelled) is given back, not
+/// dropped.
+struct Waiting(oneshot::Receiver<Own>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.close();
+        if let Ok(own) = self.0.try_recv() {
+            give_back(own);
+        }
+    }
+}
+
+/// How many connections of one database this thread has out now.
+struct Lent {
+    /// Keeps the allocation, so no other database's `Shared` can take
+    /// its address while this entry exists.
+    home: Weak<Shared>,
+    count: Arc<AtomicUsize>,
+}
+
 thread_local! {
     static IDLE: RefCell<Vec<Idle>> = const { RefCell::new(Vec::new()) };
+    /// Oldest first.
+    static WAITING: RefCell<VecDeque<Waiter>> = const { RefCell::new(VecDeque::new()) };
+    static LENT: RefCell<Vec<Lent>> = const { RefCell::new(Vec::new()) };
     /// When this thread last gave a place back to another.
     static GAVE_BACK: Cell<Option<Instant>> = const { Cell::new(None) };
 }
@@ -150,6 +199,7 @@ impl HotConnections {
             shared: Arc::new(Shared {
                 options,
                 connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+                wait_for_own: WAIT_FOR_OWN,
                 limit,
                 max_idle,
                 open: AtomicUsize::new(0),
@@ -165,6 +215,15 @@ impl HotConnections {
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
             shared.connect_timeout = timeout;
+        }
+        self
+    }
+
+    /// How long a statement waits for one of its thread's connections
+    /// before the pool serves it ([`WAIT_FOR_OWN`]; tests make it longer).
+    pub fn with_wait_for_own(mut self, wait: Duration) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.wait_for_own = wait;
         }
         self
     }
@@ -193,21 +252,36 @@ impl HotConnections {
     /// request was cancelled) is closed. [`Self::run`] does all this.
     pub async fn acquire(&self) -> Result<HotConnection, sqlx::Error> {
         if let Some(own) = self.take_idle() {
-            return Ok(HotConnection::own(own));
+            return Ok(self.lend(own));
         }
-        let Some(slot) = self.shared.reserve() else {
-            // Every place is taken (in use, or idle on another thread): the
-            // pool serves, at the price of its check on return. Counted so
-            // that an operator can see a `database_max_connections` too
-            // small for the load.
-            self.shared.overflowed.fetch_add(1, Ordering::Relaxed);
-            // Read before written: while nobody gives a place back, the
-            // flag's cache line stays shared between the threads.
-            if !self.shared.wanted.load(Ordering::Relaxed) {
-                self.shared.wanted.store(true, Ordering::Relaxed);
-            }
-            return self.pooled().await;
-        };
+        if let Some(slot) = self.shared.reserve() {
+            return self.open_own(slot).await;
+        }
+        // Every place is taken (in use, or idle on another thread). Read
+        // before written: while nobody gives a place back, the flag's
+        // cache line stays shared between the threads.
+        if !self.shared.wanted.load(Ordering::Relaxed) {
+            self.shared.wanted.store(true, Ordering::Relaxed);
+        }
+        // Boxed: waiting is the exception, and inline its state would make
+        // every statement's future larger (see `open_own`).
+        if let Some(own) = Box::pin(self.wait_for_own()).await {
+            return Ok(self.lend(own));
+        }
+        // A connection closed meanwhile (after a failed statement) frees
+        // its place.
+        if let Some(slot) = self.shared.reserve() {
+            return self.open_own(slot).await;
+        }
+        // The pool serves, at the price of its check on return. Counted so
+        // that an operator can see a `database_max_connections` too small
+        // for the load.
+        self.shared.overflowed.fetch_add(1, Ordering::Relaxed);
+        self.pooled().await
+    }
+
+    /// A new connection in `slot`; the pool serves if it cannot be opened.
+    async fn open_own(&self, slot: Slot) -> Result<HotConnection, sqlx::Error> {
         // Boxed, as is the pool's acquire below: both are rare here, and
         // inline their state machines made every statement's future (moved
         // into its deadline, then into the request's task) several
@@ -219,7 +293,7 @@ impl HotConnections {
         .await;
         match opening {
             Ok(Ok(conn)) => {
-                return Ok(HotConnection::own(Own {
+                return Ok(self.lend(Own {
                     conn,
                     slot,
                     opened: Instant::now(),
@@ -238,9 +312,76 @@ impl HotConnections {
         self.pooled().await
     }
 
+    /// One of this thread's connections as it is given back, if this
+    /// thread has more out than statements already waiting for one, and
+    /// one comes back within the wait.
+    async fn wait_for_own(&self) -> Option<Own> {
+        let lent = self.lent_here().load(Ordering::Relaxed);
+        if lent == 0 {
+            // Every place is another thread's: nothing comes back here.
+            return None;
+        }
+        let (handoff, received) = oneshot::channel();
+        let queued = WAITING.with(|waiting| {
+            let home = Arc::as_ptr(&self.shared);
+            let mut waiting = waiting.borrow_mut();
+            // Waits that ended unserved (past their time, or cancelled).
+            waiting.retain(|w| !w.handoff.is_closed());
+            let ahead = waiting
+                .iter()
+                .filter(|w| std::ptr::eq(w.home, home))
+                .count();
+            let queued = ahead < lent;
+            if queued {
+                waiting.push_back(Waiter { home, handoff });
+            }
+            queued
+        });
+        if !queued {
+            return None;
+        }
+        let mut waiting = Waiting(received);
+        tokio::time::timeout(self.shared.wait_for_own, &mut waiting.0)
+            .await
+            .ok()?
+            .ok()
+    }
+
+    /// This thread's count of connections out, of this database.
+    fn lent_here(&self) -> Arc<AtomicUsize> {
+        let home = Arc::as_ptr(&self.shared);
+        LENT.with(|lent| {
+            let mut lent = lent.borrow_mut();
+            if let Some(entry) = lent.iter().find(|l| std::ptr::eq(l.home.as_ptr(), home)) {
+                return entry.count.clone();
+            }
+            // Its application is gone: nothing counts there any more.
+            lent.retain(|l| l.home.strong_count() > 0);
+            let count = Arc::new(AtomicUsize::new(0));
+            lent.push(Lent {
+                home: Arc::downgrade(&self.shared),
+                count: count.clone(),
+            });
+            count
+        })
+    }
+
+    /// Lends `own` to a statement of this thread, counted until it is
+    /// given back or closed.
+    fn lend(&self, own: Own) -> HotConnection {
+        let lent = self.lent_here();
+        lent.fetch_add(1, Ordering::Relaxed);
+        HotConnection {
+            held: Some(Held::Own(own)),
+            lent: Some(lent),
+            reusable: false,
+        }
+    }
+
     async fn pooled(&self) -> Result<HotConnection, sqlx::Error> {
         Ok(HotConnection {
             held: Some(Held::Pooled(Box::pin(self.pool.acquire()).await?)),
+            lent: None,
             reusable: false,
         })
     }
@@ -299,6 +440,8 @@ async fn open(options: &PgConnectOptions) -> Result<PgConnection, sqlx::Error> {
 /// A connection on loan for one statement; derefs to [`PgConnection`].
 pub struct HotConnection {
     held: Option<Held>,
+    /// The count of the lending thread's connections out, for an own one.
+    lent: Option<Arc<AtomicUsize>>,
     reusable: bool,
 }
 
@@ -309,13 +452,6 @@ enum Held {
 }
 
 impl HotConnection {
-    fn own(own: Own) -> Self {
-        Self {
-            held: Some(Held::Own(own)),
-            reusable: false,
-        }
-    }
-
     /// Ends the loan after the statement's future completed: on success the
     /// connection waits for this thread's next request.
     pub fn finish<T, E>(mut self, result: &Result<T, E>) {
@@ -347,39 +483,71 @@ impl DerefMut for HotConnection {
 
 impl Drop for HotConnection {
     fn drop(&mut self) {
+        if let Some(lent) = self.lent.take() {
+            lent.fetch_sub(1, Ordering::Relaxed);
+        }
         match self.held.take() {
-            Some(Held::Own(own)) if self.reusable => {
-                let now = Instant::now();
-                let given_back = IDLE.with(|idle| {
-                    let mut idle = idle.borrow_mut();
-                    let mut spare = None;
-                    if own.wanted.load(Ordering::Relaxed) && may_give_back(now) {
-                        let home = Weak::as_ptr(&own.slot.0);
-                        spare = idle.iter().position(|i| {
-                            std::ptr::eq(Weak::as_ptr(&i.own.slot.0), home)
-                                && now.duration_since(i.since) >= SPARE_AFTER
-                        });
-                    }
-                    let spare = spare.map(|position| {
-                        // More than this thread needs: its place goes to
-                        // the thread that found none.
-                        own.wanted.store(false, Ordering::Relaxed);
-                        GAVE_BACK.set(Some(now));
-                        idle.swap_remove(position).own
-                    });
-                    idle.push(Idle { own, since: now });
-                    spare
-                });
-                if let Some(own) = given_back {
-                    close_in_background(own);
-                }
-            }
+            Some(Held::Own(own)) if self.reusable => give_back(own),
             // Possibly mid-statement: never reused, and not closed politely
             // either (a goodbye would wait behind the statement). Dropping
             // the socket ends the session as soon as Postgres next reads.
             Some(Held::Own(own)) => drop(own),
             // The pool checks and takes back its own.
             Some(Held::Pooled(_)) | None => {}
+        }
+    }
+}
+
+/// Takes back a connection whose statement succeeded: for the oldest
+/// statement of this thread waiting for one, or else for this thread's
+/// next request.
+fn give_back(own: Own) {
+    let Some(own) = hand_to_waiter(own) else {
+        return;
+    };
+    let now = Instant::now();
+    let spare = IDLE.with(|idle| {
+        let mut idle = idle.borrow_mut();
+        let mut spare = None;
+        if own.wanted.load(Ordering::Relaxed) && may_give_back(now) {
+            let home = Weak::as_ptr(&own.slot.0);
+            spare = idle.iter().position(|i| {
+                std::ptr::eq(Weak::as_ptr(&i.own.slot.0), home)
+                    && now.duration_since(i.since) >= SPARE_AFTER
+            });
+        }
+        let spare = spare.map(|position| {
+            // More than this thread needs: its place goes to the thread
+            // that found none.
+            own.wanted.store(false, Ordering::Relaxed);
+            GAVE_BACK.set(Some(now));
+            idle.swap_remove(position).own
+        });
+        idle.push(Idle { own, since: now });
+        spare
+    });
+    if let Some(own) = spare {
+        close_in_background(own);
+    }
+}
+
+/// Gives `own` to the oldest statement of this thread waiting for a
+/// connection of its database; back if none is waiting any more.
+fn hand_to_waiter(mut own: Own) -> Option<Own> {
+    let home = Weak::as_ptr(&own.slot.0);
+    loop {
+        let waiter = WAITING.with(|waiting| {
+            let mut waiting = waiting.borrow_mut();
+            let position = waiting.iter().position(|w| std::ptr::eq(w.home, home))?;
+            waiting.remove(position)
+        });
+        let Some(waiter) = waiter else {
+            return Some(own);
+        };
+        match waiter.handoff.send(own) {
+            Ok(()) => return None,
+            // Its wait ended meanwhile: the next one, or the idle list.
+            Err(back) => own = back,
         }
     }
 }

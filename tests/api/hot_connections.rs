@@ -221,3 +221,118 @@ async fn a_thread_without_a_spare_keeps_its_connection_when_another_found_none()
     assert_eq!(hot.open(), 1);
     assert_eq!(backend_pid(&hot).await, before);
 }
+
+/// [`hot`] with a wait for this thread's own connections of `wait`, and its
+/// one connection already open (opening one takes longer than the tests'
+/// steps).
+async fn hot_waiting(app: &TestApp, wait: Duration) -> HotConnections {
+    let hot = hot(app, 1).with_wait_for_own(wait);
+    backend_pid(&hot).await;
+    hot
+}
+
+/// Holds a connection of `hot` for `held`, then gives it back; its backend.
+async fn hold_for(hot: &HotConnections, held: Duration) -> i32 {
+    hot.run(async |conn| {
+        let pid = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut *conn)
+            .await?;
+        sqlx::query("SELECT pg_sleep($1)")
+            .bind(held.as_secs_f64())
+            .execute(&mut *conn)
+            .await?;
+        Ok(pid)
+    })
+    .await
+    .unwrap()
+}
+
+/// `backend_pid` once `after` has passed.
+async fn pid_after(hot: &HotConnections, after: Duration) -> i32 {
+    tokio::time::sleep(after).await;
+    backend_pid(hot).await
+}
+
+#[tokio::test]
+async fn a_thread_whose_places_are_in_use_waits_for_one_of_its_own() {
+    let app = spawn_app().await;
+    let hot = hot_waiting(&app, Duration::from_secs(10)).await;
+    let (holder, waiter) = tokio::join!(
+        hold_for(&hot, Duration::from_millis(300)),
+        pid_after(&hot, Duration::from_millis(50)),
+    );
+    assert_eq!(holder, waiter, "the waiter got the connection given back");
+    assert_eq!(hot.overflowed(), 0, "nothing went to the pool");
+    assert_eq!(hot.open(), 1);
+}
+
+#[tokio::test]
+async fn a_wait_past_its_time_goes_to_the_pool() {
+    let app = spawn_app().await;
+    let hot = hot_waiting(&app, Duration::from_millis(50)).await;
+    let started = std::time::Instant::now();
+    let (_, waited) = tokio::join!(hold_for(&hot, Duration::from_secs(1)), async {
+        pid_after(&hot, Duration::from_millis(20)).await;
+        started.elapsed()
+    });
+    assert!(
+        waited < Duration::from_millis(700),
+        "served by the pool, not after the slow statement: {waited:?}"
+    );
+    assert_eq!(hot.overflowed(), 1);
+}
+
+#[tokio::test]
+async fn no_more_statements_wait_than_the_thread_has_connections_out() {
+    let app = spawn_app().await;
+    let hot = hot_waiting(&app, Duration::from_secs(10)).await;
+    let started = std::time::Instant::now();
+    let (holder, first, second) = tokio::join!(
+        hold_for(&hot, Duration::from_millis(500)),
+        async {
+            let pid = pid_after(&hot, Duration::from_millis(50)).await;
+            (pid, started.elapsed())
+        },
+        async {
+            let pid = pid_after(&hot, Duration::from_millis(100)).await;
+            (pid, started.elapsed())
+        },
+    );
+    assert_eq!(first.0, holder, "the first in line waited for it");
+    assert_ne!(second.0, holder, "the second went to the pool");
+    assert!(second.1 < Duration::from_millis(400), "{:?}", second.1);
+    assert_eq!(hot.overflowed(), 1);
+}
+
+#[tokio::test]
+async fn a_thread_with_no_connection_out_does_not_wait() {
+    let app = spawn_app().await;
+    let hot = hot_waiting(&app, Duration::from_secs(10)).await;
+    let held = hot.acquire().await.unwrap();
+    let waited = on_another_thread(&hot, async |hot| {
+        let started = std::time::Instant::now();
+        backend_pid(hot).await;
+        started.elapsed()
+    })
+    .await;
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
+    assert_eq!(hot.overflowed(), 1);
+    held.finish(&Ok::<(), ()>(()));
+}
+
+#[tokio::test]
+async fn a_cancelled_wait_leaves_the_connection_for_the_next_request() {
+    let app = spawn_app().await;
+    let hot = hot_waiting(&app, Duration::from_secs(10)).await;
+    let (holder, cancelled) = tokio::join!(
+        hold_for(&hot, Duration::from_millis(300)),
+        tokio::time::timeout(
+            Duration::from_millis(100),
+            pid_after(&hot, Duration::from_millis(20))
+        ),
+    );
+    assert!(cancelled.is_err(), "the wait was cut short");
+    assert_eq!(backend_pid(&hot).await, holder, "kept, not closed");
+    assert_eq!(hot.open(), 1);
+    assert_eq!(hot.overflowed(), 0);
+}
