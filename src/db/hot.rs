@@ -220,7 +220,7 @@ impl HotConnections {
     }
 
     /// How long a statement waits for one of its thread's connections
-    /// before the pool serves it ([`WAIT_FOR_OWN`]; tests make it longer).
+    /// before the pool serves it (2 ms unless set here; tests make it longer).
     pub fn with_wait_for_own(mut self, wait: Duration) -> Self {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
             shared.wait_for_own = wait;
