@@ -24,6 +24,8 @@ pub struct Summary {
     pub dry: bool,
     pub builds: usize,
     pub samples: Vec<String>,
+    /// Fastest ÷ slowest round − 1, where the cell had two rounds or more.
+    pub spread: Option<f64>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -76,7 +78,20 @@ pub fn summarize(runs: &[Measured]) -> Summary {
         dry: runs.iter().any(|r| r.dry),
         builds: runs.iter().map(|r| r.builds_seen).max().unwrap_or(0),
         samples,
+        spread: spread(runs.iter().map(Measured::rate)),
     }
+}
+
+/// How far apart the rounds' rates lie: fastest ÷ slowest − 1; `None` with
+/// fewer than two usable rounds.
+pub fn spread(rates: impl Iterator<Item = f64>) -> Option<f64> {
+    let rates: Vec<f64> = rates.filter(|r| r.is_finite() && *r > 0.0).collect();
+    if rates.len() < 2 {
+        return None;
+    }
+    let fastest = rates.iter().copied().fold(f64::MIN, f64::max);
+    let slowest = rates.iter().copied().fold(f64::MAX, f64::min);
+    Some(fastest / slowest - 1.0)
 }
 
 fn num(x: f64, digits: usize) -> String {
@@ -261,4 +276,18 @@ pub fn census(work: &BTreeMap<Scenario, (f64, f64)>) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_is_fastest_over_slowest_of_two_rounds_or_more() {
+        let s = spread([900.0, 1000.0, 1200.0].into_iter()).unwrap();
+        assert!((s - 1200.0 / 900.0 + 1.0).abs() < 1e-12);
+        assert_eq!(spread([1000.0].into_iter()), None);
+        // A round that measured nothing does not make the spread infinite.
+        assert_eq!(spread([1000.0, 0.0, f64::NAN].into_iter()), None);
+    }
 }

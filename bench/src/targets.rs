@@ -164,6 +164,7 @@ pub fn targets(
             mark(worst < 60.0)
         );
     }
+    out.push_str(&noise(results));
     for scenario in [Scenario::Ask, Scenario::RetryComplete] {
         let r: Vec<String> = levels
             .iter()
@@ -202,6 +203,31 @@ pub fn targets(
         );
     }
     out
+}
+
+/// How far apart the rounds of one server in one cell lie in this run: the
+/// yardstick for a ratio near a bar. Two servers' medians are each that
+/// uncertain, so a ratio closer to 0.95 than the typical spread says
+/// nothing about which side of the bar the code is on.
+fn noise(results: &BTreeMap<Key, Summary>) -> String {
+    let mut spreads: Vec<(f64, &Key)> = results
+        .iter()
+        .filter_map(|(key, s)| Some((s.spread?, key)))
+        .collect();
+    if spreads.is_empty() {
+        return String::new();
+    }
+    spreads.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let typical = median(&spreads.iter().map(|(s, _)| *s).collect::<Vec<_>>());
+    let (worst, &(scenario, level, kind)) = spreads[spreads.len() - 1];
+    format!(
+        "- Noise in this run: the rounds of one server in one cell differ in req/s by {:.0} % (median over {} cells; fastest ÷ slowest round − 1), by up to {:.0} % ({} at {level}, {}); a ratio nearer a bar than that is no measured difference from it\n",
+        typical * 100.0,
+        spreads.len(),
+        worst * 100.0,
+        scenario.id(),
+        kind.label(),
+    )
 }
 
 /// Where the floors cannot be reached: for each scenario, at each level with
@@ -308,5 +334,50 @@ fn lookup_line(lookup: &Result<Lookup, String>) -> String {
             l.pages.1,
         ),
         Err(why) => format!("the connection lookup alone was not measured ({why})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(spread: Option<f64>) -> Summary {
+        Summary {
+            rate: 1000.0,
+            p50: 1.0,
+            p99: 2.0,
+            errors: 0,
+            cpu_per_k: 0.1,
+            db_cpu_per_k: None,
+            rss_mb: None,
+            gen_cpu_per_k: 0.01,
+            dry: false,
+            builds: 0,
+            samples: Vec::new(),
+            spread,
+        }
+    }
+
+    #[test]
+    fn the_noise_line_gives_the_typical_and_the_widest_spread() {
+        let mut results = BTreeMap::new();
+        results.insert((Scenario::Discover, 1, Kind::Ours), cell(Some(0.02)));
+        results.insert((Scenario::Discover, 16, Kind::Bare), cell(Some(0.04)));
+        results.insert((Scenario::RetryComplete, 64, Kind::Ours), cell(Some(0.30)));
+        // One round only: no spread to speak of, not counted.
+        results.insert((Scenario::Ask, 1, Kind::Python), cell(None));
+        let line = noise(&results);
+        assert!(line.contains("by 4 % (median over 3 cells"), "{line}");
+        assert!(
+            line.contains("up to 30 % (S3 at 64, mcp-connect)"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn no_cell_with_rounds_no_noise_line() {
+        let mut results = BTreeMap::new();
+        results.insert((Scenario::Ask, 1, Kind::Python), cell(None));
+        assert_eq!(noise(&results), "");
     }
 }
