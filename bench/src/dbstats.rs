@@ -5,9 +5,11 @@
 
 use std::{collections::BTreeMap, process::Command, time::Duration};
 
+use anyhow::anyhow;
+
 use crate::{
     scenarios::{self, Scenario},
-    servers::Kind,
+    servers::{self, Kind, Paths},
     setup::World,
 };
 
@@ -16,6 +18,18 @@ pub struct Counters {
     pub transactions: u64,
     pub rows_written: u64,
 }
+
+/// Transactions and rows written per request (per flow for S5), by scenario.
+pub type Census = BTreeMap<Scenario, (f64, f64)>;
+
+/// Requests per scenario in the census (one client), and connect flows.
+const REQUESTS: usize = 200;
+const FLOWS: usize = 20;
+
+/// The user whose connect flows the census counts: never connected
+/// before, so the first flow is a first connect and the others re-connect
+/// the same account (as S6's per-operation WAL measures them).
+pub const FLOW_USER: &str = "census-0";
 
 /// The counters now (after giving the backends time to publish them).
 pub async fn read(server: &str, database: &str) -> Option<Counters> {
@@ -49,28 +63,53 @@ pub fn per_request(before: Counters, after: Counters, requests: usize) -> Option
     ))
 }
 
-/// Database work per request of mcp-connect in S1–S4: 200 requests from one
-/// client between readings of `pg_stat_database`, which lag by up to the
-/// idle-flush interval of the backends, hence the waits (about a minute).
+/// Database work of the mcp-connect of `world` (on `database_url`, whose
+/// database is `database` on `server`): S1–S4 as 200 requests from one
+/// client each, S5 as 20 connect flows of one new user, between readings of
+/// `pg_stat_database`, which lag by up to the idle-flush interval of the
+/// backends, hence the waits (about a minute). Nothing else may use that
+/// database meanwhile; S6 runs this on its empty side while it seeds the
+/// other database, so the waits cost the run nothing.
 pub async fn census(
     world: &mut World,
+    paths: &Paths,
     server: &str,
     database: &str,
-) -> anyhow::Result<BTreeMap<Scenario, (f64, f64)>> {
+    database_url: &str,
+) -> anyhow::Result<Census> {
     eprintln!("bench: counting statements per request (about a minute) …");
     if !world.retries.contains_key(&Kind::Ours) {
         world.connect_users(Kind::Ours).await?;
     }
+    let user = FLOW_USER.to_owned();
+    let minted = servers::mint_tokens(
+        paths,
+        database_url,
+        world.dev.port,
+        std::slice::from_ref(&user),
+    )
+    .await?;
+    world.tokens.extend(minted);
+    // The links are minted (asks) before the first reading.
+    let mut flow = scenarios::flow_jobs(world.flow_workers_for(&[user], FLOWS).await?);
     let mut work = BTreeMap::new();
     let mut before = read(server, database).await;
-    for scenario in [
-        Scenario::Discover,
-        Scenario::Ask,
-        Scenario::RetryComplete,
-        Scenario::CallAsUser,
-    ] {
-        let mut jobs = scenarios::mcp_jobs(world, scenario, Kind::Ours, 1)?;
-        let n = jobs[0].repeat(200).await;
+    for scenario in Scenario::ALL {
+        let (mut jobs, count) = match scenario {
+            Scenario::ConnectFlow => (vec![flow.swap_remove(0)], FLOWS),
+            _ => (
+                scenarios::mcp_jobs(world, scenario, Kind::Ours, 1)?,
+                REQUESTS,
+            ),
+        };
+        let n = jobs[0].repeat(count).await;
+        if n != count {
+            return Err(anyhow!(
+                "census: {} {}: {n} of {count} succeeded",
+                scenario.id(),
+                scenario.title()
+            ));
+        }
         let after = read(server, database).await;
         if let (Some(b), Some(a)) = (before, after)
             && let Some(per) = per_request(b, a, n)

@@ -93,9 +93,10 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
         },
         if c.census.lines().count() > 2 {
             format!(
-                "SQL statements per request of mcp-connect (one client, 200 requests, from `pg_stat_database`; \
-                 every autocommit statement is one transaction; with sqlx's pool pings each is three round \
-                 trips, see the notes):\n\n{}\n",
+                "SQL statements per request of mcp-connect (one client: 200 requests of each of S1–S4 and 20 \
+                 connect flows of one new user, S5's row per flow; from `pg_stat_database`, where every \
+                 autocommit statement is one transaction; counted on S6's empty side while the other database \
+                 is seeded, or before S1 when S6 does not run):\n\n{}\n",
                 c.census
             )
         } else {

@@ -268,34 +268,39 @@ async fn bench(
     let kinds: Vec<Kind> = world.servers.iter().map(|s| s.kind).collect();
     let mut runs: BTreeMap<report::Key, Vec<Measured>> = BTreeMap::new();
     let mut flow_seen: Option<FlowSeen> = None;
-    let census = if options.census {
-        dbstats::census(&mut world, &options.database_server, &database.name).await?
+    // With S6 the census runs on S6's empty side while the other database
+    // is seeded (its waits then cost nothing); without it, here.
+    let mut census = if options.census && !options.scale {
+        dbstats::census(
+            &mut world,
+            paths,
+            &options.database_server,
+            &database.name,
+            &database.url(),
+        )
+        .await?
     } else {
-        BTreeMap::new()
+        dbstats::Census::new()
     };
 
-    let mut settled_once = false;
     for &scenario in &Scenario::ALL {
         if !options.scenarios.contains(&scenario) {
             continue;
         }
-        if settled_once || options.census {
-            let mut urls = vec![database.url()];
-            for (kind, floor) in [
-                (Kind::BareSql, &floors.bare),
-                (Kind::Required, &floors.required),
-            ] {
-                if kinds.contains(&kind) {
-                    urls.push(floor.url());
-                }
+        let mut urls = vec![database.url()];
+        for (kind, floor) in [
+            (Kind::BareSql, &floors.bare),
+            (Kind::Required, &floors.required),
+        ] {
+            if kinds.contains(&kind) {
+                urls.push(floor.url());
             }
-            let took = settle::settle(&urls).await?;
-            eprintln!(
-                "bench: databases vacuumed and checkpointed before {} ({took:.1} s)",
-                scenario.id()
-            );
         }
-        settled_once = true;
+        let took = settle::settle(&urls).await?;
+        eprintln!(
+            "bench: databases vacuumed and checkpointed before {} ({took:.1} s)",
+            scenario.id()
+        );
         if matches!(scenario, Scenario::RetryComplete | Scenario::CallAsUser) {
             for &kind in &kinds {
                 if scenario.applies_to(kind) && !world.retries.contains_key(&kind) {
@@ -396,6 +401,9 @@ async fn bench(
     } else {
         None
     };
+    if let Some(counted) = scaled.as_ref().and_then(|s| s.census.clone()) {
+        census = counted;
+    }
 
     let results: BTreeMap<report::Key, report::Summary> = runs
         .iter()

@@ -54,7 +54,8 @@ BENCHMARKS.md.
                           each server: repeatable on a busy machine, where CPU time is
                           not; the servers run 20–50× slower (use --levels 1 and
                           --duration 10 or more)
-  --no-census             skip counting SQL statements per request (saves about a minute)
+  --no-census             skip counting SQL statements per request (about a minute; with
+                          S6 it runs while S6 seeds and costs nothing, without S6 before S1)
   --output PATH           where to write the report (default BENCHMARKS.md)
   --no-write              print the table only
   --no-build              use the binaries already built beside this one

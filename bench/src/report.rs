@@ -268,9 +268,13 @@ pub fn census(work: &BTreeMap<Scenario, (f64, f64)>) -> String {
         "| scenario | SQL statements / request | rows written / request |\n|---|--:|--:|\n",
     );
     for (scenario, (xacts, rows)) in work {
+        let per = match scenario {
+            Scenario::ConnectFlow => " (per flow)",
+            _ => "",
+        };
         let _ = writeln!(
             out,
-            "| {} {} | {xacts:.1} | {rows:.1} |",
+            "| {} {}{per} | {xacts:.1} | {rows:.1} |",
             scenario.id(),
             scenario.title()
         );

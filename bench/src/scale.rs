@@ -5,10 +5,11 @@
 //! `plans`); after an untimed pass of each scenario on both (`warm`),
 //! S2, S3 and S4 run on it (the rows "mcp-connect, seeded"),
 //! each in turn with the same run on the second, whose database stays
-//! empty (the rows "mcp-connect, empty"). On the seeded one the harness
-//! then measures what one ask, one call and one connect write, and runs the
-//! sweeper on a backlog (expired tickets, audit rows past retention) while
-//! S3 runs.
+//! empty (the rows "mcp-connect, empty"). The empty one is started, and
+//! the statement census (`dbstats`) taken on it, while the other database
+//! is seeded. On the seeded one the harness then measures what one ask,
+//! one call and one connect write, and runs the sweeper on a backlog
+//! (expired tickets, audit rows past retention) while S3 runs.
 //!
 //! Why a second server rather than the rows measured before the seed: on
 //! this shared two-core machine the same cell moves by 10–30 % between
@@ -27,7 +28,7 @@ use anyhow::{Context, anyhow};
 use crate::{
     capture,
     client::Conn,
-    dbstats,
+    dbstats::{self, Census},
     load::{self, Measured},
     lookup::{self, Lookup},
     options::Options,
@@ -77,6 +78,8 @@ pub struct Report {
     /// Statements per request the pool served for want of a per-thread
     /// connection, per S6 cell, one per round.
     pub overflow: BTreeMap<Key, Vec<f64>>,
+    /// The statement census, counted on the empty side during the seed.
+    pub census: Option<Census>,
 }
 
 pub const SEEDED: [Scenario; 3] = [Scenario::Ask, Scenario::RetryComplete, Scenario::CallAsUser];
@@ -108,9 +111,37 @@ pub async fn run(
         scale.tickets,
         scale.sessions
     );
-    let (seed_s, checkpoint_s) = seed::data(&url, &paths.root, scale, &issuer)
-        .await
-        .context("seeding")?;
+    // The empty side is started, and the statement census run on it,
+    // while the other database is seeded: the census spends most of its
+    // minute waiting for Postgres to publish counters, and it reads only
+    // its own database's.
+    let seeding = async {
+        seed::data(&url, &paths.root, scale, &issuer)
+            .await
+            .context("seeding")
+    };
+    let empty_side = async {
+        let (mut empty, empty_database) =
+            fresh_server(world, options, paths, database, "empty").await?;
+        let census = match options.census {
+            true => Some(
+                dbstats::census(
+                    &mut empty,
+                    paths,
+                    &empty_database.server,
+                    &empty_database.name,
+                    &empty_database.url(),
+                )
+                .await?,
+            ),
+            false => None,
+        };
+        // Vacuumed again after the census's rows, as fresh_server left it.
+        psql::value(&empty_database.url(), "VACUUM (ANALYZE)").await?;
+        anyhow::Ok((empty, empty_database, census))
+    };
+    let ((seed_s, checkpoint_s), (mut empty, empty_database, census)) =
+        tokio::try_join!(seeding, empty_side)?;
     eprintln!("bench: S6: seeded in {seed_s:.1} s (then CHECKPOINT {checkpoint_s:.1} s)");
     let weights = seed::weights(&url).await?;
 
@@ -124,8 +155,6 @@ pub async fn run(
         plans::describe(&checked)
     );
 
-    let (mut empty, empty_database) =
-        fresh_server(world, options, paths, database, "empty").await?;
     warm(&seeded, &empty, options).await?;
     // Two rounds at most: the full run stays within its quarter hour.
     let rounds = options.rounds.min(2);
@@ -177,7 +206,14 @@ pub async fn run(
     let lookup = lookup_alone(options, paths, &checked, &seeded_database, &empty_database).await;
     empty.stop_servers().await;
     drop(empty_database);
-    let per_op = per_op(&mut seeded, options, paths, &seeded_database).await?;
+    let per_op = per_op(
+        &mut seeded,
+        options,
+        paths,
+        &seeded_database,
+        census.as_ref(),
+    )
+    .await?;
     let sweep = sweep(&seeded, options, paths, &seeded_database, scale, &issuer).await?;
     seeded.stop_servers().await;
     Ok(Report {
@@ -191,6 +227,7 @@ pub async fn run(
         sweep,
         lookup,
         overflow: overflows,
+        census,
     })
 }
 
@@ -385,12 +422,15 @@ fn metric(text: &str, name: &str) -> Option<u64> {
         .map(|v| v as u64)
 }
 
-/// WAL (and, with the census, rows) per ask, call and connect, one client.
+/// WAL per ask, call and connect, one client, and the rows each writes
+/// from the census (`census`: counted on the empty side, and rows written
+/// do not depend on the rows already there).
 async fn per_op(
     world: &mut World,
     options: &Options,
     paths: &Paths,
     database: &Database,
+    census: Option<&Census>,
 ) -> anyhow::Result<Vec<PerOp>> {
     let url = database.url();
     let (n, flows) = if options.smoke { (20, 3) } else { (200, 20) };
@@ -403,19 +443,15 @@ async fn per_op(
     world.tokens.extend(minted);
     let mut flow = scenarios::flow_jobs(world.flow_workers_for(&[user], flows).await?);
     let mut out = Vec::new();
-    // Rows from pg_stat_database, read before and after each operation (each
-    // reading waits for the backends to publish: about 11 s).
-    let mut stats = match options.census {
-        true => dbstats::read(&options.database_server, &database.name).await,
-        false => None,
-    };
-    for op in ["ask (S2)", "call (S4)", "connect (S5)"] {
-        let mut jobs = match op {
-            "ask (S2)" => scenarios::mcp_jobs(world, Scenario::Ask, Kind::Ours, 1)?,
-            "call (S4)" => scenarios::mcp_jobs(world, Scenario::CallAsUser, Kind::Ours, 1)?,
-            _ => vec![flow.swap_remove(0)],
+    for (op, scenario) in [
+        ("ask (S2)", Scenario::Ask),
+        ("call (S4)", Scenario::CallAsUser),
+        ("connect (S5)", Scenario::ConnectFlow),
+    ] {
+        let (mut jobs, count) = match scenario {
+            Scenario::ConnectFlow => (vec![flow.swap_remove(0)], flows),
+            _ => (scenarios::mcp_jobs(world, scenario, Kind::Ours, 1)?, n),
         };
-        let count = if op.starts_with("connect") { flows } else { n };
         let lsn = seed::wal_position(&url).await?;
         let started = Instant::now();
         let done = jobs[0].repeat(count).await;
@@ -423,13 +459,6 @@ async fn per_op(
         let window = started.elapsed();
         tokio::time::sleep(window).await;
         let idle = seed::wal_position(&url).await?.saturating_sub(lsn_after);
-        let mut rows = None;
-        if let Some(before) = stats {
-            stats = dbstats::read(&options.database_server, &database.name).await;
-            rows = stats
-                .and_then(|after| dbstats::per_request(before, after, done))
-                .map(|(_, rows)| rows);
-        }
         if done != count {
             return Err(anyhow!("{op}: {done} of {count} succeeded"));
         }
@@ -438,7 +467,7 @@ async fn per_op(
             n: count,
             wal: lsn_after.saturating_sub(lsn) as f64 / count as f64,
             idle_wal: idle as f64 / count as f64,
-            rows,
+            rows: census.and_then(|c| c.get(&scenario)).map(|&(_, rows)| rows),
         });
     }
     Ok(out)
