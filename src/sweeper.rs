@@ -20,7 +20,7 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgConnection, PgPool};
+use sqlx::{Connection, PgConnection, PgPool, postgres::PgConnectOptions};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -112,6 +112,28 @@ pub async fn sweep_once(
 ) -> Result<Option<u64>, sqlx::Error> {
     let swept = sweep_once_at(pool, audit_retention, Pace::SHARED).await?;
     Ok(swept.map(|s| s.deleted))
+}
+
+/// Every instance's sweeper kept off the database: see [`hold_off`].
+pub struct HeldOff(PgConnection);
+
+impl HeldOff {
+    /// Lets sweeps resume (the lock ends with the session; dropping this
+    /// ends it too, when the socket closes).
+    pub async fn release(self) -> Result<(), sqlx::Error> {
+        self.0.close().await
+    }
+}
+
+/// Keeps every instance's sweeper off the database until the hold is
+/// released: each finds the lock taken and skips its turn, and a sweep
+/// under way is waited for first. For a measurement that must see the
+/// tables as they are (the benchmark's quiet baseline before its own
+/// sweep). The lock is held on a connection of its own, not a pool's.
+pub async fn hold_off(options: PgConnectOptions) -> Result<HeldOff, sqlx::Error> {
+    let mut conn = PgConnection::connect_with(&options).await?;
+    advisory_lock::lock(&mut conn, LOCK_KEY).await?;
+    Ok(HeldOff(conn))
 }
 
 /// [`sweep_once`] at `pace`, with whether its cap stopped it.

@@ -499,6 +499,17 @@ async fn sweep(
         "bench: S6: {} expired tickets and {} audit rows past retention for the sweeper …",
         scale.backlog, scale.old_audit
     );
+    // The server sweeps on its own every five minutes from its start: that
+    // sweep must neither take the backlog while it is added nor run beside
+    // the quiet rounds. Holding the sweepers' lock makes it skip its turn
+    // until the measured sweep starts.
+    let options_for = |limit: std::time::Duration| {
+        mcp_connect::db::connect_options(&url.clone().into())
+            .map(|o| o.options([("statement_timeout", format!("{}ms", limit.as_millis()))]))
+    };
+    let held = mcp_connect::sweeper::hold_off(options_for(HOLD_OFF_STATEMENT)?)
+        .await
+        .context("holding the server's sweeper off")?;
     let backlog_s = seed::backlog(&url, &paths.root, scale, issuer).await?;
     psql::value(&url, "CHECKPOINT").await?;
     let mut quiet = Vec::new();
@@ -506,12 +517,14 @@ async fn sweep(
         quiet.push(timed(world, options, Scenario::RetryComplete, level, database).await?);
     }
     let before = seq_scans(&url).await?;
+    // A failed goodbye drops the socket, which ends the session (and the
+    // lock) as well.
+    let _ = held.release().await;
     let limit = options.sweep_limit;
     // The sweeper paces itself (batches with rests between them); a sweep
     // still under way at the limit is dropped, as a shutting-down instance
     // drops it, and no single statement may outlast the limit either.
-    let connect = mcp_connect::db::connect_options(&url.clone().into())?
-        .options([("statement_timeout", format!("{}ms", limit.as_millis()))]);
+    let connect = options_for(limit)?;
     let pool = mcp_connect::db::pool(connect, 1);
     let sweeper = tokio::spawn(async move {
         let started = Instant::now();
@@ -593,6 +606,11 @@ async fn sweep(
         seq_scans,
     })
 }
+
+/// How long taking the sweepers' lock may wait for a sweep under way: the
+/// server's own sweep of the S6 database holds it for milliseconds when
+/// nothing has expired.
+const HOLD_OFF_STATEMENT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The p99 of a set of runs: the median of their p99s.
 pub fn p99(runs: &[Measured]) -> f64 {

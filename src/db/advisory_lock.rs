@@ -13,3 +13,12 @@ pub async fn try_lock(exec: impl PgExecutor<'_>, key: i64) -> Result<bool, sqlx:
         .fetch_one(exec)
         .await
 }
+
+/// Takes the session-level advisory lock `key`, waiting for a session that
+/// holds it to let go. The same lifetime rule as [`try_lock`].
+pub async fn lock(exec: impl PgExecutor<'_>, key: i64) -> Result<(), sqlx::Error> {
+    sqlx::query!("SELECT pg_advisory_lock($1)", key)
+        .execute(exec)
+        .await?;
+    Ok(())
+}

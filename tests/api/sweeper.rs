@@ -140,3 +140,29 @@ async fn a_sweep_cut_short_leaves_no_lock_for_the_other_instances() {
     assert_eq!(count(&app, "SELECT count(*) FROM connect_tickets").await, 0);
     other.close().await;
 }
+
+#[tokio::test]
+async fn a_hold_off_keeps_every_sweep_away_until_it_is_closed() {
+    let app = spawn_app().await;
+    backlog(&app, 10, 0).await;
+    let options =
+        mcp_connect::db::connect_options(&format!("{}/{}", server_url(), app.db_name).into())
+            .unwrap();
+    let held = mcp_connect::sweeper::hold_off(options).await.unwrap();
+    let retention = app.state.settings.audit.retention();
+
+    let swept = mcp_connect::sweeper::sweep_once(&app.db, retention)
+        .await
+        .unwrap();
+    assert_eq!(swept, None, "a sweep skips its turn while held off");
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM connect_tickets").await,
+        10
+    );
+
+    held.release().await.unwrap();
+    let swept = mcp_connect::sweeper::sweep_once(&app.db, retention)
+        .await
+        .unwrap();
+    assert_eq!(swept, Some(10), "sweeps resume once the hold is closed");
+}
