@@ -411,13 +411,16 @@ async fn bench(
         .collect();
     let table = report::table(&results);
     let errors = report::errors(&results);
-    let targets = report::targets(
+    let mut targets = report::targets(
         &results,
         &options.levels,
         &yardstick,
         &census,
         scaled.as_ref(),
     );
+    if options.is_full_run() {
+        targets.push_str(&crate::targets::quarter_hour(started.elapsed()));
+    }
     let census = report::census(&census);
     if options.callgrind {
         println!("{}", callgrind::table(&runs));

@@ -216,6 +216,25 @@ impl Options {
         }
         Ok(Some(o))
     }
+
+    /// The run `cargo run --release -p bench` makes with no options (the
+    /// one the quarter hour is about): every scenario and server, the
+    /// default levels, rounds and windows, the full seed, nothing slowed
+    /// down or left out.
+    pub fn is_full_run(&self) -> bool {
+        !self.smoke
+            && self.scale
+            && self.scenarios == Scenario::ALL
+            && self.levels == [1, 16, 64]
+            && self.rounds == 3
+            && self.duration == Duration::from_secs(3)
+            && self.warmup == Duration::from_millis(500)
+            && self.seed_fraction == 1.0
+            && self.servers.len() == 5
+            && self.census
+            && !self.callgrind
+            && !self.quiet_logs
+    }
 }
 
 #[cfg(test)]
@@ -245,6 +264,24 @@ mod tests {
         assert_eq!(o.scenarios, [Scenario::RetryComplete]);
         assert!(parse(&[]).scale);
         assert!(Options::parse(["--only".to_owned(), "S7".to_owned()]).is_err());
+    }
+
+    #[test]
+    fn only_the_default_run_is_the_full_run() {
+        if std::env::var_os("BENCH_SEED_SCALE").is_none() {
+            assert!(parse(&[]).is_full_run());
+        }
+        for args in [
+            &["--only", "S6"][..],
+            &["--smoke"],
+            &["--rounds", "2"],
+            &["--no-census"],
+            &["--callgrind"],
+            &["--seed-scale", "0.5"],
+            &["--servers", "ours,bare"],
+        ] {
+            assert!(!parse(args).is_full_run(), "{args:?}");
+        }
     }
 
     #[test]
