@@ -9,7 +9,7 @@ use anyhow::anyhow;
 
 use crate::{
     scenarios::{self, Scenario},
-    servers::{self, Kind, Paths},
+    servers::{Kind, Paths},
     setup::World,
 };
 
@@ -29,7 +29,7 @@ const FLOWS: usize = 20;
 /// The user whose connect flows the census counts: never connected
 /// before, so the first flow is a first connect and the others re-connect
 /// the same account (as S6's per-operation WAL measures them).
-pub const FLOW_USER: &str = "census-0";
+const FLOW_USER: &str = "census-0";
 
 /// The counters now (after giving the backends time to publish them).
 pub async fn read(server: &str, database: &str) -> Option<Counters> {
@@ -81,22 +81,14 @@ pub async fn census(
     if !world.retries.contains_key(&Kind::Ours) {
         world.connect_users(Kind::Ours).await?;
     }
-    let user = FLOW_USER.to_owned();
-    let minted = servers::mint_tokens(
-        paths,
-        database_url,
-        world.dev.port,
-        std::slice::from_ref(&user),
-    )
-    .await?;
-    world.tokens.extend(minted);
     // The links are minted (asks) before the first reading.
-    let mut flow = scenarios::flow_jobs(world.flow_workers_for(&[user], FLOWS).await?);
+    let mut flow =
+        Some(scenarios::new_user_flows(world, paths, database_url, FLOW_USER, FLOWS).await?);
     let mut work = BTreeMap::new();
     let mut before = read(server, database).await;
     for scenario in Scenario::ALL {
         let (mut jobs, count) = match scenario {
-            Scenario::ConnectFlow => (vec![flow.swap_remove(0)], FLOWS),
+            Scenario::ConnectFlow => (flow.take().into_iter().collect(), FLOWS),
             _ => (
                 scenarios::mcp_jobs(world, scenario, Kind::Ours, 1)?,
                 REQUESTS,

@@ -437,11 +437,7 @@ async fn per_op(
     // A user of its own, never connected before: the first flow is a
     // first connect, the others re-connect the same account. The links
     // are minted (asks) before anything is measured.
-    let user = "wal-0".to_owned();
-    let minted =
-        servers::mint_tokens(paths, &url, world.dev.port, std::slice::from_ref(&user)).await?;
-    world.tokens.extend(minted);
-    let mut flow = scenarios::flow_jobs(world.flow_workers_for(&[user], flows).await?);
+    let mut flow = Some(scenarios::new_user_flows(world, paths, &url, "wal-0", flows).await?);
     let mut out = Vec::new();
     for (op, scenario) in [
         ("ask (S2)", Scenario::Ask),
@@ -449,7 +445,7 @@ async fn per_op(
         ("connect (S5)", Scenario::ConnectFlow),
     ] {
         let (mut jobs, count) = match scenario {
-            Scenario::ConnectFlow => (vec![flow.swap_remove(0)], flows),
+            Scenario::ConnectFlow => (flow.take().into_iter().collect(), flows),
             _ => (scenarios::mcp_jobs(world, scenario, Kind::Ours, 1)?, n),
         };
         let lsn = seed::wal_position(&url).await?;

@@ -10,7 +10,7 @@ use crate::{
     client::Conn,
     load::Job,
     mcp::{Expect, Prepared},
-    servers::Kind,
+    servers::{self, Kind, Paths},
     setup::World,
 };
 
@@ -167,4 +167,28 @@ pub fn flow_jobs(browsers: Vec<(Browser, String, VecDeque<String>)>) -> Vec<Job>
             links,
         })
         .collect()
+}
+
+/// S5's worker for `user`, a user new to the server of `world` (on
+/// `database_url`): a token minted for it, a signed-in browser and `flows`
+/// links minted (asks) before anything is measured. The first flow is a
+/// first connect, the others re-connect the same account.
+pub async fn new_user_flows(
+    world: &mut World,
+    paths: &Paths,
+    database_url: &str,
+    user: &str,
+    flows: usize,
+) -> anyhow::Result<Job> {
+    let user = user.to_owned();
+    let minted = servers::mint_tokens(
+        paths,
+        database_url,
+        world.dev.port,
+        std::slice::from_ref(&user),
+    )
+    .await?;
+    world.tokens.extend(minted);
+    let mut jobs = flow_jobs(world.flow_workers_for(&[user], flows).await?);
+    Ok(jobs.swap_remove(0))
 }
