@@ -1,7 +1,8 @@
 //! Starting and stopping the servers under test, each its own process on
 //! loopback: mcp-connect in dev mode (its own database), the Python SDK
 //! comparator (in a virtual environment the harness makes), and bench-bare.
-//! Children die with the harness (`kill_on_drop`); logs go to files.
+//! They are stopped with SIGTERM, and die with the harness (`kill_on_drop`);
+//! logs go to files.
 
 use std::{
     collections::HashMap,
@@ -72,6 +73,10 @@ pub struct Paths {
     pub logs: PathBuf,
 }
 
+/// How long a server may take to exit after SIGTERM before it is killed
+/// (mcp-connect's own drain is longer, but the load has stopped by then).
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
 pub struct Server {
     pub kind: Kind,
     pub base: String,
@@ -80,7 +85,23 @@ pub struct Server {
 }
 
 impl Server {
+    /// Stops the server as an operator would, with SIGTERM: mcp-connect
+    /// drains and flushes its log queue, and a build made with
+    /// `-Cprofile-generate` writes its profile at exit (a kill writes
+    /// none). One that has not exited after `STOP_GRACE` is killed.
     pub async fn stop(mut self) {
+        let terminated = tokio::process::Command::new("kill")
+            .args(["-TERM", &self.pid.to_string()])
+            .status()
+            .await
+            .is_ok_and(|status| status.success());
+        if terminated
+            && tokio::time::timeout(STOP_GRACE, self.child.wait())
+                .await
+                .is_ok()
+        {
+            return;
+        }
         let _ = self.child.start_kill();
         let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
     }
@@ -405,4 +426,43 @@ pub async fn start_bare(
         pid,
         child,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child that says on standard output whether it saw SIGTERM.
+    fn child_that_reports_sigterm() -> Child {
+        Command::new("sh")
+            .args([
+                "-c",
+                "trap 'echo terminated; kill $!; exit 0' TERM; sleep 30 >/dev/null & wait",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("sh runs")
+    }
+
+    #[tokio::test]
+    async fn a_server_is_stopped_with_sigterm_before_any_kill() {
+        let mut child = child_that_reports_sigterm();
+        let stdout = child.stdout.take().expect("piped");
+        let pid = child.id().expect("running");
+        let server = Server {
+            kind: Kind::Ours,
+            base: String::new(),
+            pid,
+            child,
+        };
+        let started = std::time::Instant::now();
+        server.stop().await;
+        assert!(started.elapsed() < STOP_GRACE, "it took the kill to stop");
+        let mut said = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut { stdout }, &mut said)
+            .await
+            .expect("stdout");
+        assert_eq!(said.trim(), "terminated");
+    }
 }
