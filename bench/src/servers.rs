@@ -90,7 +90,7 @@ impl Server {
     /// `-Cprofile-generate` writes its profile at exit (a kill writes
     /// none). One that has not exited after `STOP_GRACE` is killed.
     pub async fn stop(mut self) {
-        let terminated = tokio::process::Command::new("kill")
+        let terminated = Command::new("kill")
             .args(["-TERM", &self.pid.to_string()])
             .status()
             .await
@@ -430,6 +430,8 @@ pub async fn start_bare(
 
 #[cfg(test)]
 mod tests {
+    use tokio::io::AsyncReadExt;
+
     use super::*;
 
     /// A child that says on standard output whether it saw SIGTERM.
@@ -439,7 +441,7 @@ mod tests {
                 "-c",
                 "trap 'echo terminated; kill $!; exit 0' TERM; sleep 30 >/dev/null & wait",
             ])
-            .stdout(std::process::Stdio::piped())
+            .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .expect("sh runs")
@@ -448,7 +450,7 @@ mod tests {
     #[tokio::test]
     async fn a_server_is_stopped_with_sigterm_before_any_kill() {
         let mut child = child_that_reports_sigterm();
-        let stdout = child.stdout.take().expect("piped");
+        let mut stdout = child.stdout.take().expect("piped");
         let pid = child.id().expect("running");
         let server = Server {
             kind: Kind::Ours,
@@ -460,9 +462,7 @@ mod tests {
         server.stop().await;
         assert!(started.elapsed() < STOP_GRACE, "it took the kill to stop");
         let mut said = String::new();
-        tokio::io::AsyncReadExt::read_to_string(&mut { stdout }, &mut said)
-            .await
-            .expect("stdout");
+        stdout.read_to_string(&mut said).await.expect("stdout");
         assert_eq!(said.trim(), "terminated");
     }
 }
