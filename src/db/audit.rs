@@ -118,16 +118,17 @@ pub async fn record_or_log(exec: impl PgExecutor<'_>, event: AuditEvent<'_>) {
 }
 
 /// Deletes up to `batch` audit rows recorded before `now() - retention`,
-/// oldest first. Returns how many went; fewer than `batch` means none are left.
+/// oldest first, by address as [`crate::db::expiry::delete_batch`] does.
+/// Returns how many went; fewer than `batch` means none are left.
 pub async fn delete_older_than(
     exec: impl PgExecutor<'_>,
     retention: chrono::Duration,
     batch: i64,
 ) -> Result<u64, sqlx::Error> {
     let done = sqlx::query!(
-        "DELETE FROM audit_events WHERE id IN (
-             SELECT id FROM audit_events WHERE at < now() - make_interval(secs => $1)
-             ORDER BY at LIMIT $2)",
+        "DELETE FROM audit_events WHERE ctid = ANY(ARRAY(
+             SELECT ctid FROM audit_events WHERE at < now() - make_interval(secs => $1)
+             ORDER BY at LIMIT $2))",
         retention.num_seconds() as f64,
         batch,
     )

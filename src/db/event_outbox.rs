@@ -140,7 +140,8 @@ pub async fn count_pending(exec: impl PgExecutor<'_>) -> Result<i64, sqlx::Error
 
 /// Deletes up to `limit` rows that failed before `failed_before`, or that
 /// nobody tried since `abandoned_before` (their endpoint was removed from
-/// the configuration). Returns how many went.
+/// the configuration), by address as [`crate::db::expiry::delete_batch`]
+/// does. Returns how many went.
 pub async fn delete_expired(
     exec: impl PgExecutor<'_>,
     failed_before: DateTime<Utc>,
@@ -148,10 +149,10 @@ pub async fn delete_expired(
     limit: i64,
 ) -> Result<u64, sqlx::Error> {
     let done = sqlx::query!(
-        "DELETE FROM event_outbox WHERE ctid IN (
+        "DELETE FROM event_outbox WHERE ctid = ANY(ARRAY(
              SELECT ctid FROM event_outbox
              WHERE failed_at < $1 OR (failed_at IS NULL AND next_attempt_at < $2)
-             LIMIT $3)",
+             LIMIT $3))",
         failed_before,
         abandoned_before,
         limit,
