@@ -128,7 +128,8 @@ pub async fn delete_older_than(
     let done = sqlx::query!(
         "DELETE FROM audit_events WHERE ctid = ANY(ARRAY(
              SELECT ctid FROM audit_events WHERE at < now() - make_interval(secs => $1)
-             ORDER BY at LIMIT $2))",
+             ORDER BY at LIMIT $2))
+           AND at < now() - make_interval(secs => $1)",
         retention.num_seconds() as f64,
         batch,
     )

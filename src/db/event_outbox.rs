@@ -152,7 +152,8 @@ pub async fn delete_expired(
         "DELETE FROM event_outbox WHERE ctid = ANY(ARRAY(
              SELECT ctid FROM event_outbox
              WHERE failed_at < $1 OR (failed_at IS NULL AND next_attempt_at < $2)
-             LIMIT $3))",
+             LIMIT $3))
+           AND (failed_at < $1 OR (failed_at IS NULL AND next_attempt_at < $2))",
         failed_before,
         abandoned_before,
         limit,

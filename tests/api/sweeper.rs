@@ -166,3 +166,66 @@ async fn a_hold_off_keeps_every_sweep_away_until_it_is_closed() {
         .unwrap();
     assert_eq!(swept, Some(10), "sweeps resume once the hold is closed");
 }
+
+/// Waits until a statement of the test database is blocked on a row lock.
+async fn until_a_statement_waits_for_a_lock(app: &TestApp) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the delete never waited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_ticket_renewed_while_its_batch_waited_for_it_is_kept() {
+    use sqlx::Connection;
+
+    let app = spawn_app().await;
+    let renewed = backlog(&app, 3, 0).await;
+    // Another transaction holds the expired ticket's row and gives it a new
+    // expiry: the batch below finds it expired (its snapshot predates the
+    // change) and then has to wait for that row.
+    let url = format!("{}/{}", server_url(), app.db_name);
+    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut renewal = other.begin().await.unwrap();
+    sqlx::query("UPDATE connect_tickets SET expires_at = now() + interval '1 hour' WHERE id = $1")
+        .bind(renewed)
+        .execute(&mut *renewal)
+        .await
+        .unwrap();
+
+    let pool = app.db.clone();
+    let batch = tokio::spawn(async move {
+        mcp_connect::db::expiry::delete_batch(
+            &pool,
+            mcp_connect::db::expiry::Expiring::Tickets,
+            chrono::Duration::hours(1),
+            500,
+        )
+        .await
+    });
+    until_a_statement_waits_for_a_lock(&app).await;
+    renewal.commit().await.unwrap();
+
+    let deleted = batch.await.unwrap().unwrap();
+    assert_eq!(deleted, 2, "the two still expired went");
+    let left: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT id FROM connect_tickets")
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(
+        left,
+        vec![renewed],
+        "the renewed ticket is checked again and stays"
+    );
+}
