@@ -41,10 +41,11 @@ const GRACE: chrono::Duration = chrono::Duration::hours(1);
 /// foreign keys.
 const BATCH: i64 = 500;
 /// After a full batch, rest this many times as long as it took: the
-/// sweep's backend is busy one part in thirteen. Under load a request's
-/// p99 grows with that share, not with a batch's size (measured:
-/// bench/NOTES.md, "The sweeper's share of the database"); at this share a
-/// backlog still goes at a few thousand rows a second.
+/// sweep's backend is busy one part in thirteen (for batches shorter than
+/// `LONGEST_REST` / 12, i.e. all but those held up by a lock). Under load
+/// a request's p99 grows with that share, not with a batch's size
+/// (measured: bench/NOTES.md, "The sweeper's share of the database"); at
+/// this share a backlog still goes at a few thousand rows a second.
 const REST_PER_WORK: u32 = 12;
 /// A batch slowed down by a lock wait does not put the sweep to sleep for
 /// longer than this.

@@ -509,9 +509,9 @@ async fn sweep(
     let backlog_s = seed::backlog(&url, &paths.root, scale, issuer).await?;
     psql::value(&url, "CHECKPOINT").await?;
     let mut quiet = Vec::new();
-    // The quiet p99 is the ratio's denominator: four runs, so that one
-    // lucky or unlucky window does not make it (the two runs it had lay
-    // up to a fifth apart).
+    // The quiet p99 is the ratio's denominator: four runs (two with
+    // `--rounds 1`), so that one lucky or unlucky window does not make it
+    // (the two runs it had lay up to a fifth apart).
     for _ in 0..options.rounds.min(2) * 2 {
         quiet.push(timed(world, options, Scenario::RetryComplete, level, database).await?);
     }

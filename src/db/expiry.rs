@@ -24,10 +24,11 @@ impl Expiring {
 /// descent of a B-tree per row was more than half of an audit batch's work
 /// and a quarter of a ticket batch's, whose two foreign keys' ON DELETE
 /// actions are most of the rest (measured, bench/NOTES.md). A row updated
-/// while the delete waited for its lock is checked again in its new
-/// version: one no longer expired stays (the expiry is repeated as the
-/// outer condition for that; the `id IN (…)` form this replaced deleted
-/// it), one still expired may be left for the next batch.
+/// while the delete waited for its lock has a new version at another
+/// address, and stays: Postgres 15.20 checks the address again (the next
+/// batch takes the row if it is still expired), and the expiry repeated as
+/// the outer condition keeps a renewed row on releases whose TID scan did
+/// not. The `id IN (…)` form this replaced deleted it.
 pub async fn delete_batch(
     exec: impl PgExecutor<'_>,
     what: Expiring,

@@ -167,14 +167,15 @@ async fn a_hold_off_keeps_every_sweep_away_until_it_is_closed() {
     assert_eq!(swept, Some(10), "sweeps resume once the hold is closed");
 }
 
-/// Waits until a statement of the test database is blocked on a row lock.
-async fn until_a_statement_waits_for_a_lock(app: &TestApp) {
+/// Waits until a statement is blocked by the backend `holder`.
+async fn until_blocked_by(app: &TestApp, holder: i32) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let waiting: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND wait_event_type = 'Lock'",
+              WHERE datname = current_database() AND pg_blocking_pids(pid) @> ARRAY[$1]",
         )
+        .bind(holder)
         .fetch_one(&app.db)
         .await
         .unwrap();
@@ -194,9 +195,14 @@ async fn a_ticket_renewed_while_its_batch_waited_for_it_is_kept() {
     let renewed = backlog(&app, 3, 0).await;
     // Another transaction holds the expired ticket's row and gives it a new
     // expiry: the batch below finds it expired (its snapshot predates the
-    // change) and then has to wait for that row.
+    // change) and then has to wait for that row. (The `id IN (…)` form of
+    // the batch deleted it; see `db::expiry::delete_batch`.)
     let url = format!("{}/{}", server_url(), app.db_name);
     let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
+    let holder: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut other)
+        .await
+        .unwrap();
     let mut renewal = other.begin().await.unwrap();
     sqlx::query("UPDATE connect_tickets SET expires_at = now() + interval '1 hour' WHERE id = $1")
         .bind(renewed)
@@ -214,7 +220,7 @@ async fn a_ticket_renewed_while_its_batch_waited_for_it_is_kept() {
         )
         .await
     });
-    until_a_statement_waits_for_a_lock(&app).await;
+    until_blocked_by(&app, holder).await;
     renewal.commit().await.unwrap();
 
     let deleted = batch.await.unwrap().unwrap();
