@@ -40,6 +40,10 @@ BEGIN
         || CASE WHEN cardinality(args) > 0 THEN '(' || array_to_string(args, ', ') || ')' ELSE '' END;
     PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
     EXECUTE call INTO plan;
+    -- Prepared again: a statement without parameters keeps the plan its
+    -- first EXECUTE made, whatever enable_seqscan says afterwards.
+    DEALLOCATE bench_s;
+    EXECUTE 'PREPARE bench_s AS ' || q;
     PERFORM set_config('enable_seqscan', 'off', true);
     EXECUTE call INTO forced;
     PERFORM set_config('enable_seqscan', 'on', true);

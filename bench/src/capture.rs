@@ -69,3 +69,42 @@ async fn exercise(world: &mut World) -> anyhow::Result<()> {
     crate::browser::expect(&page, 200, "GET /connections")?;
     Ok(())
 }
+
+/// The sweeper's statements: one sweep of the database at `database_url`
+/// by the service's own code, as every instance runs it (expired tickets,
+/// flows and sessions, audit rows past retention, failed webhook events),
+/// its statements gathered as sqlx logs them. Run on the freshly seeded
+/// database, nothing is past its grace yet: each statement runs once and
+/// deletes nothing, and the check reads the plan each would get on a
+/// backlog. The server on that database sweeps when it starts; while it
+/// holds the sweepers' lock, this waits for it.
+pub async fn sweeper_statements(database_url: &str) -> anyhow::Result<Vec<Statement>> {
+    let pool = mcp_connect::db::pool(mcp_connect::db::connect_options(&database_url.into())?, 1);
+    let retention = mcp_connect::config::AuditSettings::default().retention();
+    let webhooks = mcp_connect::config::WebhookSettings::default();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let (swept, sql) = crate::statement_log::gather(async {
+        loop {
+            match mcp_connect::sweeper::sweep_once(&pool, retention).await? {
+                Some(_) => break,
+                None if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                None => anyhow::bail!("another sweep held the sweepers' lock for a minute"),
+            }
+        }
+        mcp_connect::sweeper::sweep_outbox(&pool, &webhooks).await?;
+        anyhow::Ok(())
+    })
+    .await;
+    pool.close().await;
+    swept.context("sweeping the seeded database for the plan check")?;
+    let origin = "sweeper (every instance's background sweep)";
+    Ok(sql
+        .into_iter()
+        .map(|sql| Statement {
+            origin: origin.to_owned(),
+            sql,
+        })
+        .collect())
+}

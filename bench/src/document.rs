@@ -34,8 +34,8 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
          warmed with 2 s of S2, S3 and S4 each (untimed), then S2, S3 and S4 on it (rows \"mcp-connect, seeded\"), each run in turn with the same run on the \
          second, whose database stays empty (rows \"mcp-connect, empty\": *seeded ÷ empty* compares \
          the two; S6's floor is the connection lookup, S3's one statement, run alone on both databases \
-         with pgbench), the plans of every request path's statements \
-         and foreign key lookups checked, bytes per row, what one operation writes, and S3 while the \
+         with pgbench), the plans of every request path's and the sweeper's \
+         statements and foreign key lookups checked, bytes per row, what one operation writes, and S3 while the \
          sweeper deletes a backlog of expired tickets and audit rows past retention (see Data scale)\n",
     );
     let levels: Vec<String> = options.levels.iter().map(ToString::to_string).collect();

@@ -32,6 +32,7 @@ mod seed;
 mod servers;
 mod settle;
 mod setup;
+mod statement_log;
 mod targets;
 
 use std::{

@@ -1,7 +1,8 @@
 //! The plan check of S6: every statement the service ran on its request
-//! paths (read from its own statement log, `sqlx::query` at trace), and the
-//! lookup Postgres makes on the referencing table of every foreign key when
-//! a referenced row is deleted (what the sweeper's and the request paths'
+//! paths (read from its own statement log, `sqlx::query` at trace) and in
+//! a sweep (gathered as sqlx logs them, `statement_log`), and the lookup
+//! Postgres makes on the referencing table of every foreign key when a
+//! referenced row is deleted (what the sweeper's and the request paths'
 //! deletes cost), EXPLAINed on the seeded database (`bench/sql/explain.sql`).
 //! A sequential scan of a table of the service fails the run when no index
 //! can serve the statement, or when the table is large and the planner
@@ -321,5 +322,65 @@ mod tests {
         );
         assert!(is_utility("BEGIN") && is_utility("set local x = 1") && is_utility("LISTEN \"x\""));
         assert!(!is_utility("SELECT 1") && !is_utility("\n with a AS (SELECT 1) SELECT 2"));
+    }
+
+    /// On a database of its own on the test Postgres: a statement without
+    /// parameters keeps the plan of its first EXECUTE, so the check must
+    /// prepare it again before planning it with sequential scans off, or
+    /// a seek the index serves is reported as one no index can serve.
+    #[tokio::test]
+    async fn a_statement_without_parameters_is_planned_again_with_sequential_scans_off()
+    -> anyhow::Result<()> {
+        let server = std::env::var("TEST_DATABASE_SERVER")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned());
+        let name = format!("bench_plans_{}", uuid::Uuid::new_v4().simple());
+        psql::value(
+            &format!("{server}/postgres"),
+            &format!("CREATE DATABASE {name}"),
+        )
+        .await?;
+        let url = format!("{server}/{name}");
+        let checked = async {
+            psql::run(
+                &url,
+                &[],
+                Script::Command(
+                    "CREATE TABLE flows (id int, kind text, expires_at timestamptz);
+                     CREATE INDEX flows_expires_at ON flows (expires_at);
+                     INSERT INTO flows SELECT g, 'login', now() FROM generate_series(1, 16) g;
+                     ANALYZE flows",
+                ),
+            )
+            .await?;
+            let statement = |sql: &str| Statement {
+                origin: "test".to_owned(),
+                sql: sql.to_owned(),
+            };
+            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+            check(
+                &url,
+                &root,
+                vec![
+                    statement("DELETE FROM flows WHERE kind = 'login' AND expires_at < now()"),
+                    statement("DELETE FROM flows WHERE kind = 'login'"),
+                ],
+            )
+            .await
+        }
+        .await;
+        psql::value(
+            &format!("{server}/postgres"),
+            &format!("DROP DATABASE {name}"),
+        )
+        .await?;
+        let checked = checked?;
+        let no_index: Vec<usize> = checked
+            .findings
+            .iter()
+            .filter(|(_, f)| matches!(f, Finding::NoIndex { .. }))
+            .map(|(i, _)| *i)
+            .collect();
+        assert_eq!(no_index, [1], "{}", describe(&checked));
+        Ok(())
     }
 }

@@ -1,8 +1,8 @@
 //! S6 data scale: two new mcp-connect servers, each on a database of its
 //! own, started after the other scenarios are done and their servers
 //! stopped. The first's database is seeded (`seed`), weighed, and the plans
-//! of every request path's statements are checked on it (`capture`,
-//! `plans`); after an untimed pass of each scenario on both (`warm`),
+//! of every request path's and the sweeper's statements are checked on it
+//! (`capture`, `plans`); after an untimed pass of each scenario on both (`warm`),
 //! S2, S3 and S4 run on it (the rows "mcp-connect, seeded"),
 //! each in turn with the same run on the second, whose database stays
 //! empty (the rows "mcp-connect, empty"). The empty one is started, and
@@ -146,6 +146,7 @@ pub async fn run(
     let weights = seed::weights(&url).await?;
 
     let mut statements = capture::request_path_statements(paths, &url).await?;
+    statements.extend(capture::sweeper_statements(&url).await?);
     statements.extend(plans::foreign_key_lookups(&url).await?);
     let checked = plans::check(&url, &paths.root, statements).await?;
     eprintln!(

@@ -62,7 +62,7 @@ pub fn data_scale(s: &Report) -> String {
     }
     let _ = writeln!(
         out,
-        "\nPlan check: {} statements of the request paths and foreign key lookups EXPLAINed on the seeded \
+        "\nPlan check: {} statements of the request paths, the sweeper and foreign key lookups EXPLAINed on the seeded \
          database (custom plans with representative parameters, and again with `enable_seqscan` off); \
          {} failing.\n",
         s.checked.statements,

@@ -104,7 +104,7 @@ pub fn targets(
         let failing = s.checked.failures();
         let _ = writeln!(
             out,
-            "- {} S6: no sequential scan of a table of the service on a request path ({} statements and foreign key lookups EXPLAINed): {}",
+            "- {} S6: no sequential scan of a table of the service on a request path or in the sweeper ({} statements and foreign key lookups EXPLAINed): {}",
             mark(failing == 0),
             s.checked.statements,
             if failing == 0 {
