@@ -135,6 +135,20 @@ fn rounds_of(kind: Kind, scenario: Scenario, rounds: usize) -> usize {
     if comparator { rounds.min(1) } else { rounds }
 }
 
+/// The servers that run in `round`, in the order they run: each round
+/// starts with the next of them, so that whatever a run leaves behind
+/// (Postgres writing back, the client's heap) falls on each server in
+/// turn, and each takes the first and the last place alike. Rotated among
+/// those that run in the round: rotating the whole list put the servers
+/// of every round after the first in the same order whenever the one-round
+/// comparators were skipped (mcp-connect last in all of them).
+fn round_order(kinds: &[Kind], round: usize, runs: impl Fn(Kind) -> bool) -> Vec<Kind> {
+    let mut order: Vec<Kind> = kinds.iter().copied().filter(|&k| runs(k)).collect();
+    let n = order.len().max(1);
+    order.rotate_left(round % n);
+    order
+}
+
 async fn start(
     options: &Options,
     paths: &Paths,
@@ -336,19 +350,13 @@ async fn bench(
                 None
             };
             for round in 0..options.rounds {
-                // Each round starts with the next server: whatever a run
-                // leaves behind (Postgres writing back, the client's heap)
-                // falls on every server in turn, not always on the first.
-                let mut order = kinds.clone();
-                order.rotate_left(round % kinds.len().max(1));
-                for kind in order {
-                    if !scenario.applies_to(kind)
-                        || (kind == Kind::Required
-                            && !required_runs_at(scenario, level, &options.levels))
-                        || round >= rounds_of(kind, scenario, options.rounds)
-                    {
-                        continue;
-                    }
+                let runs_now = |kind: Kind| {
+                    scenario.applies_to(kind)
+                        && (kind != Kind::Required
+                            || required_runs_at(scenario, level, &options.levels))
+                        && round < rounds_of(kind, scenario, options.rounds)
+                };
+                for kind in round_order(&kinds, round, runs_now) {
                     let server = world.server(kind)?;
                     let db = match kind {
                         Kind::Ours => Some(database.name.as_str()),
@@ -505,5 +513,24 @@ mod tests {
         for floor in [Kind::Ours, Kind::BareSql, Kind::Required] {
             assert_eq!(rounds_of(floor, Scenario::RetryComplete, 3), 3);
         }
+    }
+
+    #[test]
+    fn each_server_of_a_round_takes_the_first_and_the_last_place_in_turn() {
+        use Kind::{Bare, BareSql, Ours, Python, Required};
+        let kinds = [Ours, Python, Bare, BareSql, Required];
+        let s3 = |round: usize| {
+            round_order(&kinds, round, |k| {
+                round < rounds_of(k, Scenario::RetryComplete, 3)
+            })
+        };
+        assert_eq!(s3(0), [Ours, Python, Bare, BareSql, Required]);
+        assert_eq!(s3(1), [BareSql, Required, Ours]);
+        assert_eq!(s3(2), [Required, Ours, BareSql]);
+        for kind in [Ours, BareSql, Required] {
+            let last = (0..3).filter(|&r| s3(r).last() == Some(&kind)).count();
+            assert_eq!(last, 1, "{kind:?} is last in one round of three");
+        }
+        assert!(round_order(&kinds, 1, |_| false).is_empty());
     }
 }
