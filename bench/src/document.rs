@@ -52,7 +52,7 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
          (`bench-bare --database`, S2–S4: the same again plus exactly mcp-connect's SQL — its tables, \
          queries and per-request connections, on a database of its own — and for S4 the same upstream call \
          with the stored token, so that \"ours ÷ bare + SQL\" is what mcp-connect costs beyond its database \
-         round trips and its provider call: the floor of S2, S3 and S4). Beside them, at every level in S1–S3 and at 16 concurrent in S4, \
+         round trips and its provider call: the floor of S2, S3 and S4). Beside them, at every level in S1–S4, \
          **floor + required work** (`bench-bare --database --required`): bare rmcp + SQL plus the work \
          mcp-connect may not leave out, each piece by mcp-connect's own code — the bearer token verified \
          against the issuer's keys on every request (with the same cache of recently verified tokens), the \
@@ -63,7 +63,7 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
          {scenarios}\n\
          ## This run\n\n\
          {date}; {} s per run after {} s of warm-up, {} rounds per cell interleaved across servers (one for the Python SDK and, in S2 and S3, for \
-         bare rmcp: no target is measured against them; S6's cells two; medians shown; errors summed; peak RSS is the highest of the rounds, reset before each); concurrency {}; whole run {:.0} s.\n\
+         bare rmcp: no target is measured against them; S5's cells half as many; S6's cells {}; medians shown; errors summed; peak RSS is the highest of the rounds, reset before each); concurrency {}; whole run {:.0} s.\n\
          Load average {:.2} at the start, {:.2} at the end; other builds (rustc/cargo) were running during {} of {} cells \
          (marked ⚠). The machine is shared: compare ratios within a row group, not absolute numbers across runs.\n\n\
          {}\n\
@@ -78,6 +78,7 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
         num(options.duration.as_secs_f64()),
         num(options.warmup.as_secs_f64()),
         options.rounds,
+        options.scale_rounds(),
         levels.join(", "),
         c.wall,
         c.load.0,

@@ -115,24 +115,22 @@ struct Floors {
     required: prepare::Database,
 }
 
-/// Where the floor plus the work mcp-connect may not leave out is run: at
-/// every level in S1, S2 and S3, whose targets are measured at every level
-/// (so that each cell says, from the same run, how far the floor can be
-/// reached at all); in S4, whose floor is met with room, at 16 concurrent
-/// only (the middle level, to keep the whole run under fifteen minutes), or
-/// at every level when 16 is not among them.
-fn required_runs_at(scenario: Scenario, level: usize, levels: &[usize]) -> bool {
-    scenario != Scenario::CallAsUser || level == 16 || !levels.contains(&16)
-}
-
 /// How many of the `rounds` a server runs in `scenario`. The Python SDK (what
 /// a user would write instead) and bare rmcp beside S2 and S3 (whose floor
 /// is bare rmcp + SQL) run one: no target is measured against them, their
 /// ratios to mcp-connect are far beyond a round's noise, and the time the
-/// other rounds took keeps the whole run within its quarter hour.
+/// other rounds took keeps the whole run within its quarter hour. S5, which
+/// no target measures either (and which has nothing to be compared with),
+/// runs half of them, for the same reason.
 fn rounds_of(kind: Kind, scenario: Scenario, rounds: usize) -> usize {
     let comparator = kind == Kind::Python || (kind == Kind::Bare && scenario != Scenario::Discover);
-    if comparator { rounds.min(1) } else { rounds }
+    if comparator {
+        rounds.min(1)
+    } else if scenario == Scenario::ConnectFlow {
+        rounds.div_ceil(2)
+    } else {
+        rounds
+    }
 }
 
 /// The servers that run in `round`, in the order they run: each round
@@ -264,8 +262,9 @@ fn links_per_worker(
             (scaled.min(cap).max(rate), 1.5)
         }
     };
-    let span =
-        options.warmup.as_secs_f64() + options.rounds as f64 * options.duration.as_secs_f64();
+    // Every round warms up anew: its warm-up uses links too.
+    let span = rounds_of(Kind::Ours, Scenario::ConnectFlow, options.rounds) as f64
+        * (options.warmup + options.duration).as_secs_f64();
     let per_worker = (margin * estimate * span / level as f64).ceil() as usize + 3;
     per_worker.min(20_000 / level.max(1)).max(3)
 }
@@ -351,10 +350,7 @@ async fn bench(
             };
             for round in 0..options.rounds {
                 let runs_now = |kind: Kind| {
-                    scenario.applies_to(kind)
-                        && (kind != Kind::Required
-                            || required_runs_at(scenario, level, &options.levels))
-                        && round < rounds_of(kind, scenario, options.rounds)
+                    scenario.applies_to(kind) && round < rounds_of(kind, scenario, options.rounds)
                 };
                 for kind in round_order(&kinds, round, runs_now) {
                     let server = world.server(kind)?;
@@ -380,7 +376,7 @@ async fn bench(
                         scenario.title(),
                         level,
                         round + 1,
-                        options.rounds,
+                        rounds_of(kind, scenario, options.rounds),
                         kind.label(),
                         measured.rate(),
                         measured.p50_ms,
@@ -504,12 +500,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_comparators_run_one_round() {
+    fn the_comparators_run_one_round_and_s5_half_of_them() {
         assert_eq!(rounds_of(Kind::Python, Scenario::Discover, 3), 1);
         assert_eq!(rounds_of(Kind::Bare, Scenario::Ask, 3), 1);
         assert_eq!(rounds_of(Kind::Bare, Scenario::RetryComplete, 3), 1);
         // bare rmcp is S1's floor: all its rounds.
         assert_eq!(rounds_of(Kind::Bare, Scenario::Discover, 3), 3);
+        assert_eq!(rounds_of(Kind::Ours, Scenario::ConnectFlow, 6), 3);
+        assert_eq!(rounds_of(Kind::Ours, Scenario::ConnectFlow, 1), 1);
         for floor in [Kind::Ours, Kind::BareSql, Kind::Required] {
             assert_eq!(rounds_of(floor, Scenario::RetryComplete, 3), 3);
         }

@@ -26,6 +26,9 @@ pub struct Summary {
     pub samples: Vec<String>,
     /// Fastest ÷ slowest round − 1, where the cell had two rounds or more.
     pub spread: Option<f64>,
+    /// Each round's rate, in the order the rounds ran (round `i` of two
+    /// servers of one cell ran back to back).
+    pub rates: Vec<f64>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -79,6 +82,7 @@ pub fn summarize(runs: &[Measured]) -> Summary {
         builds: runs.iter().map(|r| r.builds_seen).max().unwrap_or(0),
         samples,
         spread: spread(runs.iter().map(Measured::rate)),
+        rates: runs.iter().map(Measured::rate).collect(),
     }
 }
 
@@ -92,6 +96,27 @@ pub fn spread(rates: impl Iterator<Item = f64>) -> Option<f64> {
     let fastest = rates.iter().copied().fold(f64::MIN, f64::max);
     let slowest = rates.iter().copied().fold(f64::MAX, f64::min);
     Some(fastest / slowest - 1.0)
+}
+
+/// How well the rounds pin down the ratio of two servers' rates: one
+/// standard error of the median of the rounds' own ratios (round `i` of one
+/// server against round `i` of the other), relative, from the spread of
+/// their logarithms (√(π/2) · s / √n for the median of `n` normal values);
+/// `None` with fewer than three rounds in common.
+pub fn ratio_error(a: &[f64], b: &[f64]) -> Option<f64> {
+    let logs: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .filter(|(x, y)| x.is_finite() && y.is_finite() && **x > 0.0 && **y > 0.0)
+        .map(|(x, y)| (x / y).ln())
+        .collect();
+    let n = logs.len();
+    if n < 3 {
+        return None;
+    }
+    let mean = logs.iter().sum::<f64>() / n as f64;
+    let variance = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    Some((std::f64::consts::FRAC_PI_2).sqrt() * variance.sqrt() / (n as f64).sqrt())
 }
 
 fn num(x: f64, digits: usize) -> String {
@@ -285,6 +310,20 @@ pub fn census(work: &BTreeMap<Scenario, (f64, f64)>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ratio_error_follows_the_rounds_own_ratios() {
+        // The same ratio in every round: nothing uncertain about it, however
+        // far the rounds themselves lie apart.
+        let error = ratio_error(&[900.0, 1800.0, 450.0], &[1000.0, 2000.0, 500.0]).unwrap();
+        assert!(error.abs() < 1e-12, "{error}");
+        // Ratios of 0.9, 1.0 and 1.1: a log-spread of ≈0.10, so ≈9 % for
+        // the median of three.
+        let error = ratio_error(&[900.0, 1000.0, 1100.0], &[1000.0; 3]).unwrap();
+        assert!((error - 0.0725).abs() < 0.002, "{error}");
+        assert_eq!(ratio_error(&[900.0, 1000.0], &[1000.0, 1000.0]), None);
+        assert_eq!(ratio_error(&[900.0, 0.0, 1000.0], &[1000.0; 3]), None);
+    }
 
     #[test]
     fn spread_is_fastest_over_slowest_of_two_rounds_or_more() {

@@ -157,8 +157,7 @@ pub async fn run(
     );
 
     warm(&seeded, &empty, options).await?;
-    // Two rounds at most: the full run stays within its quarter hour.
-    let rounds = options.rounds.min(2);
+    let rounds = options.scale_rounds();
     let mut overflows: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
     for scenario in SEEDED {
         for &level in &options.levels {
@@ -250,9 +249,9 @@ async fn lookup_alone(
         &paths.logs,
         clients,
         options.duration,
-        // A round is a few seconds of pgbench and its rate moves by up to
+        // A round is a second or two of pgbench and its rate moves by up to
         // ±8 % from one to the next here: twice the scenarios' rounds.
-        options.rounds.min(2) * 2,
+        options.scale_rounds() * 2,
     )
     .await
     .map_err(|e| format!("{e:#}"))?;
@@ -510,10 +509,10 @@ async fn sweep(
     let backlog_s = seed::backlog(&url, &paths.root, scale, issuer).await?;
     psql::value(&url, "CHECKPOINT").await?;
     let mut quiet = Vec::new();
-    // The quiet p99 is the ratio's denominator: four runs (two with
-    // `--rounds 1`), so that one lucky or unlucky window does not make it
-    // (the two runs it had lay up to a fifth apart).
-    for _ in 0..options.rounds.min(2) * 2 {
+    // The quiet p99 is the ratio's denominator: twice S6's rounds (two
+    // with `--rounds 1`), so that one lucky or unlucky window does not make
+    // it (the two runs it had lay up to a fifth apart).
+    for _ in 0..options.scale_rounds() * 2 {
         quiet.push(timed(world, options, Scenario::RetryComplete, level, database).await?);
     }
     let before = seq_scans(&url).await?;

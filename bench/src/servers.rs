@@ -430,16 +430,18 @@ pub async fn start_bare(
 
 #[cfg(test)]
 mod tests {
-    use tokio::io::AsyncReadExt;
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
     use super::*;
 
-    /// A child that says on standard output whether it saw SIGTERM.
+    /// A child that says on standard output whether it saw SIGTERM, once it
+    /// has said `ready` (a signal before its trap is set would end it
+    /// unheard).
     fn child_that_reports_sigterm() -> Child {
         Command::new("sh")
             .args([
                 "-c",
-                "trap 'echo terminated; kill $!; exit 0' TERM; sleep 30 >/dev/null & wait",
+                "trap 'echo terminated; kill $!; exit 0' TERM; echo ready; sleep 30 >/dev/null & wait",
             ])
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -450,7 +452,10 @@ mod tests {
     #[tokio::test]
     async fn a_server_is_stopped_with_sigterm_before_any_kill() {
         let mut child = child_that_reports_sigterm();
-        let mut stdout = child.stdout.take().expect("piped");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let mut ready = String::new();
+        stdout.read_line(&mut ready).await.expect("stdout");
+        assert_eq!(ready.trim(), "ready");
         let pid = child.id().expect("running");
         let server = Server {
             kind: Kind::Ours,
