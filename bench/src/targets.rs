@@ -158,6 +158,7 @@ pub fn targets(
         );
     }
     out.push_str(&required_work(results, levels));
+    out.push_str(&pooled(results));
     let rss: Vec<f64> = [Kind::Ours, Kind::Seeded, Kind::Empty]
         .into_iter()
         .flat_map(|k| {
@@ -351,6 +352,51 @@ fn required_work(results: &BTreeMap<Key, Summary>, levels: &[usize]) -> String {
     out
 }
 
+/// The two ratios of [`required_work`] over every cell of S1–S4 at once:
+/// one cell's ratio is known to a few percent only on a shared machine,
+/// the geometric mean of a dozen to a third of that. "The rest of
+/// mcp-connect" is what the code beyond the required work costs in
+/// throughput, with the uncertainty its rounds leave.
+fn pooled(results: &BTreeMap<Key, Summary>) -> String {
+    let pool = |upper: Kind, lower: &dyn Fn(Scenario) -> Kind| {
+        let cells: Vec<(f64, f64)> = results
+            .iter()
+            .filter(|((scenario, _, kind), _)| *kind == upper && *scenario != Scenario::ConnectFlow)
+            .filter_map(|(&(scenario, level, _), a)| {
+                let b = results.get(&(scenario, level, lower(scenario)))?;
+                let error = crate::report::ratio_error(&a.rates, &b.rates)?;
+                Some(((a.rate / b.rate).ln(), error))
+            })
+            .collect();
+        let n = cells.len() as f64;
+        (!cells.is_empty()).then(|| {
+            let mean = cells.iter().map(|c| c.0).sum::<f64>() / n;
+            let error = cells.iter().map(|c| c.1 * c.1).sum::<f64>().sqrt() / n;
+            (mean.exp(), error, cells.len())
+        })
+    };
+    let mut out = String::new();
+    if let (Some((rest, rest_error, n)), Some((work, work_error, m))) = (
+        pool(Kind::Ours, &|_| Kind::Required),
+        pool(Kind::Required, &Scenario::floor),
+    ) {
+        let _ = writeln!(
+            out,
+            "- Over every cell of S1–S4 at once (geometric means of the cells' ratios, ± one standard error from the rounds' own ratios): the required work takes the floors to {work:.2}× of their throughput (±{:.0} %, {m} cells), and mcp-connect is at {rest:.2}× of the floor + required work (±{:.0} %, {n} cells): what the rest of mcp-connect costs",
+            work_error * 100.0,
+            rest_error * 100.0,
+        );
+    }
+    if let Some((scaled, error, n)) = pool(Kind::Seeded, &|_| Kind::Empty) {
+        let _ = writeln!(
+            out,
+            "- S6 over its {n} cells at once (the same measure): the seeded database at {scaled:.2}× of the empty one's throughput (±{:.0} %)",
+            error * 100.0,
+        );
+    }
+    out
+}
+
 /// The share of its floor's throughput a scenario's target asks for: 0.9×
 /// for S4 (whose floor includes the provider's answer), 0.95× for the rest.
 fn throughput_bar(scenario: Scenario) -> f64 {
@@ -505,5 +551,62 @@ mod tests {
             line("S4").contains("mcp-connect is at 0.98× at 64"),
             "{lines}"
         );
+    }
+
+    #[test]
+    fn the_pooled_line_is_the_geometric_mean_of_the_cells_with_its_error() {
+        let rounds = |rates: &[f64]| {
+            let mut sorted = rates.to_vec();
+            sorted.sort_by(f64::total_cmp);
+            Summary {
+                rate: sorted[sorted.len() / 2],
+                rates: rates.to_vec(),
+                ..cell(None)
+            }
+        };
+        let mut results = BTreeMap::new();
+        // S3 at 16: mcp-connect at 0.9× of the floor + required work, which
+        // is at 0.9× of its floor, in every round; S1 at 1: both at 1.0×.
+        results.insert(
+            (Scenario::RetryComplete, 16, Kind::Ours),
+            rounds(&[810.0, 810.0, 810.0]),
+        );
+        results.insert(
+            (Scenario::RetryComplete, 16, Kind::Required),
+            rounds(&[900.0, 900.0, 900.0]),
+        );
+        results.insert(
+            (Scenario::RetryComplete, 16, Kind::BareSql),
+            rounds(&[1000.0, 1000.0, 1000.0]),
+        );
+        results.insert(
+            (Scenario::Discover, 1, Kind::Ours),
+            rounds(&[900.0, 1000.0, 1100.0]),
+        );
+        results.insert(
+            (Scenario::Discover, 1, Kind::Required),
+            rounds(&[1000.0; 3]),
+        );
+        results.insert((Scenario::Discover, 1, Kind::Bare), rounds(&[1000.0; 3]));
+        let line = pooled(&results);
+        // √(0.9 · 1.0) = 0.95 both ways; the S1 cell's ±7.3 % over two cells.
+        assert!(
+            line.contains("takes the floors to 0.95× of their throughput (±0 %, 2 cells)"),
+            "{line}"
+        );
+        assert!(
+            line.contains("mcp-connect is at 0.95× of the floor + required work (±4 %, 2 cells)"),
+            "{line}"
+        );
+        assert!(!line.contains("S6 over"), "{line}");
+        assert_eq!(pooled(&BTreeMap::new()), "");
+        let mut scaled = BTreeMap::new();
+        scaled.insert(
+            (Scenario::Ask, 64, Kind::Seeded),
+            rounds(&[800.0, 810.0, 790.0]),
+        );
+        scaled.insert((Scenario::Ask, 64, Kind::Empty), rounds(&[1000.0; 3]));
+        let line = pooled(&scaled);
+        assert!(line.contains("S6 over its 1 cells at once (the same measure): the seeded database at 0.80× of the empty one's throughput (±1 %)"), "{line}");
     }
 }
