@@ -19,9 +19,10 @@ BENCHMARKS.md.
   --duration SECS         timed window per run (default 1.5)
   --warmup SECS           untimed warm-up before each run (default 0.25)
   --rounds N              runs per cell, interleaved across servers; the table
-                          shows medians (default 6: short windows, many of them,
-                          so that a slow spell of the machine falls on every
-                          server alike; S6's cells run at most 4)
+                          shows medians (default 6 of 1.5 s: as precise as 3 of
+                          3 s on a shared machine, whose noise is independent from
+                          one window to the next, and the one-round comparators
+                          take half the time; S5 runs half of them, S6 at most 4)
   --levels 1,16,64        concurrency levels
   --only S1,…,S6          scenarios to run (default all; --scenarios is the same).
                           S6 (data scale) runs last, on two new mcp-connect servers with
