@@ -317,7 +317,7 @@ mod tests {
         // far the rounds themselves lie apart.
         let error = ratio_error(&[900.0, 1800.0, 450.0], &[1000.0, 2000.0, 500.0]).unwrap();
         assert!(error.abs() < 1e-12, "{error}");
-        // Ratios of 0.9, 1.0 and 1.1: a log-spread of ≈0.10, so ≈9 % for
+        // Ratios of 0.9, 1.0 and 1.1: a log-spread of ≈0.10, so ≈7 % for
         // the median of three.
         let error = ratio_error(&[900.0, 1000.0, 1100.0], &[1000.0; 3]).unwrap();
         assert!((error - 0.0725).abs() < 0.002, "{error}");
