@@ -360,14 +360,15 @@ async fn bench(
                         Kind::Required => Some(floors.required.name.as_str()),
                         Kind::Python | Kind::Bare | Kind::Seeded | Kind::Empty => None,
                     };
+                    let upstream = upstream_process(scenario, kind, world.server(Kind::Ours)?.pid);
+                    let (warmup, duration) = (options.warmup, options.duration);
                     let measured = match flow_jobs.as_mut() {
                         Some(jobs) => {
-                            load::run(jobs, options.warmup, options.duration, server.pid, db).await
+                            load::run(jobs, warmup, duration, server.pid, upstream, db).await
                         }
                         None => {
                             let mut jobs = scenarios::mcp_jobs(&world, scenario, kind, level)?;
-                            load::run(&mut jobs, options.warmup, options.duration, server.pid, db)
-                                .await
+                            load::run(&mut jobs, warmup, duration, server.pid, upstream, db).await
                         }
                     };
                     eprintln!(
@@ -489,6 +490,13 @@ async fn bench(
     Ok(total_errors == 0 && !empty && plans_ok)
 }
 
+/// The process whose CPU time counts with `kind`'s in `scenario`: S4's
+/// floors call the demo provider inside mcp-connect (`ours`), whose own S4
+/// count holds both ends of that call; so that every S4 row holds both.
+fn upstream_process(scenario: Scenario, kind: Kind, ours: u32) -> Option<u32> {
+    (scenario == Scenario::CallAsUser && kind != Kind::Ours).then_some(ours)
+}
+
 fn median_secs(v: &[std::time::Duration]) -> Option<f64> {
     let mut s: Vec<f64> = v.iter().map(|d| d.as_secs_f64()).collect();
     s.sort_by(f64::total_cmp);
@@ -511,6 +519,15 @@ mod tests {
         for floor in [Kind::Ours, Kind::BareSql, Kind::Required] {
             assert_eq!(rounds_of(floor, Scenario::RetryComplete, 3), 3);
         }
+    }
+
+    #[test]
+    fn only_s4_floors_count_the_demo_providers_cpu_with_theirs() {
+        for floor in [Kind::BareSql, Kind::Required] {
+            assert_eq!(upstream_process(Scenario::CallAsUser, floor, 7), Some(7));
+            assert_eq!(upstream_process(Scenario::RetryComplete, floor, 7), None);
+        }
+        assert_eq!(upstream_process(Scenario::CallAsUser, Kind::Ours, 7), None);
     }
 
     #[test]
