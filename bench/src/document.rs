@@ -68,7 +68,7 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
          (marked ⚠). The machine is shared: compare ratios within a row group, not absolute numbers across runs.\n\n\
          {}\n\
          CPU columns are seconds of CPU per 1,000 requests (S5: per 1,000 flows, i.e. milliseconds per flow): \
-         *server* is the server process (utime + stime), *DB* the Postgres backends of the server's database, \
+         *server* is the server process (utime + stime; for S4's floors also mcp-connect's, which serves their upstream call, as its own S4 count holds both ends), *DB* the Postgres backends of the server's database, \
          *client* the load generator. \"ours ÷ X\" is the ratio of requests per second.\n\n\
          {}\n\
          {}\
