@@ -131,6 +131,10 @@ pub struct Measured {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub server_cpu_s: f64,
+    /// CPU time of the process answering the server's upstream calls, when
+    /// that is another process (S4's floors call mcp-connect's demo
+    /// provider; mcp-connect's own S4 count already holds both ends).
+    pub upstream_cpu_s: f64,
     pub db_cpu_s: Option<f64>,
     pub peak_rss_kb: Option<u64>,
     pub loadgen_cpu_s: f64,
@@ -167,12 +171,14 @@ fn percentile(sorted: &[u32], p: f64) -> f64 {
     f64::from(sorted[index]) / 1000.0
 }
 
-/// Warms up for `warmup`, then measures for `duration`.
+/// Warms up for `warmup`, then measures for `duration`. `upstream` is the
+/// process that answers the server's own outbound calls, if another one.
 pub async fn run(
     jobs: &mut [Job],
     warmup: Duration,
     duration: Duration,
     server_pid: u32,
+    upstream: Option<u32>,
     database: Option<&str>,
 ) -> Measured {
     if !warmup.is_zero() {
@@ -186,6 +192,7 @@ pub async fn run(
         .unwrap_or_default();
     let db_before = procstat::cpu_by_pid(&db_pids);
     let server_before = procstat::cpu_seconds(server_pid).unwrap_or(0.0);
+    let upstream_before = upstream.and_then(procstat::cpu_seconds).unwrap_or(0.0);
     let me = std::process::id();
     let me_before = procstat::cpu_seconds(me).unwrap_or(0.0);
     if callgrind::enabled() {
@@ -203,6 +210,9 @@ pub async fn run(
     };
 
     let server_cpu_s = procstat::cpu_seconds(server_pid).unwrap_or(0.0) - server_before;
+    let upstream_cpu_s = upstream
+        .and_then(procstat::cpu_seconds)
+        .map_or(0.0, |now| now - upstream_before);
     let loadgen_cpu_s = procstat::cpu_seconds(me).unwrap_or(0.0) - me_before;
     let db_cpu_s = database.map(|db| {
         let pids = procstat::postgres_backends(db);
@@ -214,6 +224,7 @@ pub async fn run(
     let mut measured = Measured {
         elapsed_s,
         server_cpu_s,
+        upstream_cpu_s,
         db_cpu_s,
         peak_rss_kb,
         loadgen_cpu_s,

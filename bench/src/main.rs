@@ -177,12 +177,18 @@ async fn start(
         python = Some(interpreter);
     }
     if options.servers.contains(&Kind::Bare) {
-        let server = servers::start_bare(paths, None, false, None).await?;
+        let server = servers::start_bare(paths, None, None, None).await?;
         eprintln!("bench: bare rmcp (pid {}) at {}", server.pid, server.base);
         servers.push(server);
     }
     if options.servers.contains(&Kind::BareSql) {
-        let server = servers::start_bare(paths, Some(&floors.bare.url()), true, None).await?;
+        let server = servers::start_bare(
+            paths,
+            Some(&floors.bare.url()),
+            Some(&format!("{}/dev/demo/api/me", world_base(&dev))),
+            None,
+        )
+        .await?;
         eprintln!(
             "bench: bare rmcp + SQL (pid {}) at {}",
             server.pid, server.base
@@ -203,7 +209,7 @@ async fn start(
         let server = servers::start_bare(
             paths,
             Some(&floors.required.url()),
-            true,
+            Some(&format!("{}/dev/demo/api/me", world_base(&dev))),
             Some((issuer, audience)),
         )
         .await?;
@@ -223,6 +229,10 @@ async fn start(
         flow_times: Vec::new(),
     };
     Ok((world, python))
+}
+
+fn world_base(dev: &servers::DevInfo) -> &str {
+    dev.web_url.trim_end_matches('/')
 }
 
 /// S5 at one level, for sizing the next: (level, flows/s, CPU ms per flow
@@ -313,15 +323,11 @@ async fn bench(
             }
         }
         if scenario == Scenario::CallAsUser {
-            // Demo access tokens live five minutes: minted just before, by
-            // each floor's own demo provider.
-            for (floor, db) in [
-                (Kind::BareSql, &floors.bare),
-                (Kind::Required, &floors.required),
-            ] {
+            // Demo access tokens live five minutes: minted just before.
+            for floor in [Kind::BareSql, Kind::Required] {
                 if kinds.contains(&floor) {
                     let secret = psql::value(
-                        &db.url(),
+                        &database.url(),
                         "SELECT value FROM dev_secrets WHERE name = 'demo_client_secret'",
                     )
                     .await?;
@@ -354,12 +360,15 @@ async fn bench(
                         Kind::Required => Some(floors.required.name.as_str()),
                         Kind::Python | Kind::Bare | Kind::Seeded | Kind::Empty => None,
                     };
+                    let upstream = upstream_process(scenario, kind, world.server(Kind::Ours)?.pid);
                     let (warmup, duration) = (options.warmup, options.duration);
                     let measured = match flow_jobs.as_mut() {
-                        Some(jobs) => load::run(jobs, warmup, duration, server.pid, db).await,
+                        Some(jobs) => {
+                            load::run(jobs, warmup, duration, server.pid, upstream, db).await
+                        }
                         None => {
                             let mut jobs = scenarios::mcp_jobs(&world, scenario, kind, level)?;
-                            load::run(&mut jobs, warmup, duration, server.pid, db).await
+                            load::run(&mut jobs, warmup, duration, server.pid, upstream, db).await
                         }
                     };
                     eprintln!(
@@ -481,6 +490,13 @@ async fn bench(
     Ok(total_errors == 0 && !empty && plans_ok)
 }
 
+/// The process whose CPU time counts with `kind`'s in `scenario`: S4's
+/// floors call the demo provider inside mcp-connect (`ours`), whose own S4
+/// count holds both ends of that call; so that every S4 row holds both.
+fn upstream_process(scenario: Scenario, kind: Kind, ours: u32) -> Option<u32> {
+    (scenario == Scenario::CallAsUser && kind != Kind::Ours).then_some(ours)
+}
+
 fn median_secs(v: &[std::time::Duration]) -> Option<f64> {
     let mut s: Vec<f64> = v.iter().map(|d| d.as_secs_f64()).collect();
     s.sort_by(f64::total_cmp);
@@ -503,6 +519,15 @@ mod tests {
         for floor in [Kind::Ours, Kind::BareSql, Kind::Required] {
             assert_eq!(rounds_of(floor, Scenario::RetryComplete, 3), 3);
         }
+    }
+
+    #[test]
+    fn only_s4_floors_count_the_demo_providers_cpu_with_theirs() {
+        for floor in [Kind::BareSql, Kind::Required] {
+            assert_eq!(upstream_process(Scenario::CallAsUser, floor, 7), Some(7));
+            assert_eq!(upstream_process(Scenario::RetryComplete, floor, 7), None);
+        }
+        assert_eq!(upstream_process(Scenario::CallAsUser, Kind::Ours, 7), None);
     }
 
     #[test]

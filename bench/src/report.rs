@@ -70,7 +70,7 @@ pub fn summarize(runs: &[Measured]) -> Summary {
         p50: m(&|r| r.p50_ms),
         p99: m(&|r| r.p99_ms),
         errors: runs.iter().map(|r| r.errors).sum(),
-        cpu_per_k: m(&|r| per_k(r.server_cpu_s, r.ok)),
+        cpu_per_k: m(&|r| per_k(r.server_cpu_s + r.upstream_cpu_s, r.ok)),
         db_cpu_per_k: (!db.is_empty()).then(|| median(db)),
         rss_mb: runs
             .iter()
@@ -310,6 +310,25 @@ pub fn census(work: &BTreeMap<Scenario, (f64, f64)>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_upstreams_cpu_counts_with_the_servers() {
+        let run = |server_cpu_s, upstream_cpu_s| Measured {
+            ok: 1000,
+            elapsed_s: 1.0,
+            server_cpu_s,
+            upstream_cpu_s,
+            ..Measured::default()
+        };
+        let alone = summarize(&[run(0.2, 0.0)]);
+        let with_upstream = summarize(&[run(0.2, 0.05)]);
+        assert!((alone.cpu_per_k - 0.2).abs() < 1e-12, "{}", alone.cpu_per_k);
+        assert!(
+            (with_upstream.cpu_per_k - 0.25).abs() < 1e-12,
+            "{}",
+            with_upstream.cpu_per_k
+        );
+    }
 
     #[test]
     fn the_ratio_error_follows_the_rounds_own_ratios() {

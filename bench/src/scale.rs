@@ -282,7 +282,7 @@ async fn warm(seeded: &World, empty: &World, options: &Options) -> anyhow::Resul
         for world in [seeded, empty] {
             let mut jobs = scenarios::mcp_jobs(world, scenario, Kind::Ours, level)?;
             let pid = world.server(Kind::Ours)?.pid;
-            let m = load::run(&mut jobs, std::time::Duration::ZERO, WARM, pid, None).await;
+            let m = load::run(&mut jobs, std::time::Duration::ZERO, WARM, pid, None, None).await;
             if m.errors > 0 {
                 // The measured cells count theirs; these are only told.
                 eprintln!(
@@ -388,6 +388,7 @@ async fn timed_with_overflow(
         options.warmup,
         options.duration,
         server.pid,
+        None,
         Some(&database.name),
     )
     .await;
@@ -557,6 +558,7 @@ async fn sweep(
             std::time::Duration::ZERO,
             options.duration,
             pid,
+            None,
             Some(&database.name),
         )
         .await;

@@ -374,14 +374,13 @@ pub async fn start_python(
 }
 
 /// bench-bare; with `database` (a URL), "bare rmcp + SQL" on that database,
-/// serving mcp-connect dev's demo provider and asking it on `whoami` (the
-/// S4 floor, with `demo_upstream`); with
+/// asking `upstream` (a userinfo URL) on `whoami` (the S4 floor); with
 /// `required` (the dev server's issuer and mcp-connect's audience) as well,
 /// the floor plus the work mcp-connect may not leave out.
 pub async fn start_bare(
     paths: &Paths,
     database: Option<&str>,
-    demo_upstream: bool,
+    upstream: Option<&str>,
     required: Option<(&str, &str)>,
 ) -> anyhow::Result<Server> {
     let binary = paths.bin_dir.join("bench-bare");
@@ -395,8 +394,8 @@ pub async fn start_bare(
     if let Some(url) = database {
         command.args(["--database", url]);
     }
-    if database.is_some() && demo_upstream {
-        command.arg("--demo-upstream");
+    if let Some(url) = upstream {
+        command.args(["--upstream", url]);
     }
     if let (Some(_), Some((issuer, audience))) = (database, required) {
         command.args(["--required", "--issuer", issuer, "--audience", audience]);

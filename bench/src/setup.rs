@@ -133,13 +133,12 @@ impl World {
     }
 
     /// Gives a floor server (`kind`: bare rmcp + SQL, or the floor plus the
-    /// required work) a real access token of its own demo provider for each
-    /// connected user (`secret`: that provider's demo client's), for S4.
+    /// required work) a real demo-provider access token for each connected
+    /// user (`secret`: the demo client's), for S4.
     pub async fn floor_tokens(&self, kind: Kind, secret: &str) -> anyhow::Result<()> {
-        let base = self.base(kind)?;
-        let mut conn = Conn::new(base)?;
+        let mut conn = Conn::new(self.base(kind)?)?;
         for user in &self.conn_users {
-            let token = crate::demo::access_token(base, secret, user)
+            let token = crate::demo::access_token(&self.dev.web_url, secret, user)
                 .await
                 .with_context(|| format!("a demo token for {user}"))?;
             let marked = conn

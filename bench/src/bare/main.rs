@@ -8,14 +8,9 @@
 //! `POST /bench/connected {"sub", "provider"}` marks a user connected (the
 //! harness's stand-in for the browser flow). `--database URL` keeps that in
 //! Postgres with mcp-connect's own queries (see `store`): "bare rmcp + SQL".
-//! `--demo-upstream` (with `--database`): serves mcp-connect dev's demo
-//! provider at `/dev/demo` (its client secret kept in that database's
-//! `dev_secrets`, as mcp-connect dev keeps its own), and `whoami` on a
-//! connected user GETs its `/dev/demo/api/me` with the stored token, as
-//! mcp-connect asks its provider who the account is — the floor of S4,
-//! without unsealing or refreshing. The provider answers in this process,
-//! on the same workers as the MCP requests, as mcp-connect dev's does in
-//! its own.
+//! `--upstream URL` (with `--database`): `whoami` on a connected user GETs
+//! that URL with the stored token, as mcp-connect asks its provider who the
+//! account is — the floor of S4, without unsealing or refreshing.
 //! `--required --issuer URL --audience URL`: the floor plus the work
 //! mcp-connect may not leave out (see `required`).
 
@@ -98,22 +93,13 @@ async fn main() -> anyhow::Result<()> {
         Some(url) => Store::postgres(&url, required.clone()).await?,
         None => Store::Memory(Arc::default()),
     };
-    let demo = match (
-        std::env::args().any(|a| a == "--demo-upstream"),
-        arg("--database")?,
-    ) {
-        (true, Some(url)) => Some(store::demo_provider(&url, &base).await?),
-        (true, None) => anyhow::bail!("--demo-upstream needs --database"),
-        (false, _) => None,
-    };
-    let upstream = match &demo {
-        Some(_) => Some(tool::Upstream {
-            url: format!("{base}/dev/demo/api/me"),
+    let upstream = match arg("--upstream")? {
+        Some(url) => Some(tool::Upstream {
+            url,
             http: mcp_connect::providers::outbound_http_client()?,
         }),
         None => None,
     };
-    let demo_routes = demo.as_ref().map(|d| d.routes());
     let server = tool::BareServer::new(base.clone(), store.clone(), upstream, required.clone());
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
@@ -130,13 +116,7 @@ async fn main() -> anyhow::Result<()> {
     let endpoint = web::Data::new(Endpoint { service, required });
     let store = web::Data::new(store);
     let http = HttpServer::new(move || {
-        let demo_routes = demo_routes.clone();
         App::new()
-            .configure(move |cfg| {
-                if let Some(routes) = demo_routes {
-                    routes(cfg);
-                }
-            })
             .app_data(endpoint.clone())
             .app_data(store.clone())
             .service(web::resource("/mcp").route(web::route().to(bridge::handle)))

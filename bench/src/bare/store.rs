@@ -8,7 +8,6 @@
 use std::{collections::HashSet, sync::Arc};
 
 use mcp_connect::db::{self, hot::HotConnections};
-use mcp_connect::dev::DevServices;
 use mcp_connect::domain::{ProviderName, UserRef};
 use tokio::sync::RwLock;
 
@@ -18,15 +17,6 @@ use super::required::Required;
 pub const ISSUER: &str = "bench-bare";
 /// The MCP client every bench-bare caller is.
 const CLIENT: &str = "bench";
-
-/// mcp-connect dev's demo provider answering at `base`, its client secret
-/// kept in the database at `url` (created there on first start, as
-/// mcp-connect dev does; the harness reads it to sign its users in).
-pub async fn demo_provider(url: &str, base: &str) -> anyhow::Result<DevServices> {
-    let options = db::connect_options(&url.to_owned().into())?;
-    let pool = db::pool(options, 2);
-    Ok(DevServices::load_or_create(&pool, base).await?)
-}
 
 #[derive(Clone)]
 pub enum Store {
