@@ -209,6 +209,7 @@ fn serve(
     let mcp = web::Data::new(McpEndpoint::new(&state).map_err(std::io::Error::other)?);
     // The settings alone, for handlers that need nothing else.
     let settings = web::Data::from(state.settings.clone());
+    let keep_alive = state.settings.keep_alive();
     let data = web::Data::new(state);
     let server = HttpServer::new(move || {
         // Everything but `/mcp` gets the pages' access line and error pages;
@@ -235,6 +236,7 @@ fn serve(
             .configure(crate::mcp::configure)
             .service(site)
     })
+    .keep_alive(keep_alive)
     .listen(listener)?
     .shutdown_timeout(crate::config::SHUTDOWN_DRAIN.as_secs())
     // SIGTERM and Ctrl-C are handled in `run_until_stopped`: waiting

@@ -66,6 +66,14 @@ pub fn body_read_timeout_secs() -> u64 {
     15
 }
 
+/// Three times the 5 s after which common MCP clients' pools (Python's
+/// httpx, Node's undici) drop an idle connection themselves, so they never
+/// send on one the server is closing; short enough that idle connections
+/// do not hold a shutdown's drain for long.
+pub fn keep_alive_secs() -> u64 {
+    15
+}
+
 /// A day: a receiver down for a night still gets every event.
 pub fn webhook_retry_for_secs() -> u64 {
     24 * 3600

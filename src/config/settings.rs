@@ -68,6 +68,15 @@ pub struct Settings {
         deserialize_with = "lenient::number"
     )]
     pub body_read_timeout_secs: u64,
+    /// How long an idle HTTP/1.1 connection is kept open for the client's
+    /// next request, in seconds. Longer than the idle time of the pools in
+    /// front (HTTP clients, the proxy): a pool that reuses a connection
+    /// the server is closing at that moment loses the request it sent.
+    #[serde(
+        default = "defaults::keep_alive_secs",
+        deserialize_with = "lenient::number"
+    )]
+    pub keep_alive_secs: u64,
     /// `json` (one object per line) or `pretty`.
     #[serde(default = "defaults::log_format")]
     pub log_format: LogFormat,
@@ -121,6 +130,11 @@ impl Settings {
     /// See `body_read_timeout_secs`.
     pub fn body_read_timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.body_read_timeout_secs)
+    }
+
+    /// See `keep_alive_secs`.
+    pub fn keep_alive(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.keep_alive_secs)
     }
 
     /// The base URL without a trailing slash, for joining paths.

@@ -88,6 +88,12 @@ impl Settings {
                 "must be between 1 and 300".into(),
             ));
         }
+        if !(1..=300).contains(&self.keep_alive_secs) {
+            return Err(invalid(
+                "keep_alive_secs",
+                "must be between 1 and 300".into(),
+            ));
+        }
         if self.max_body_bytes < 1024 {
             return Err(invalid("max_body_bytes", "must be at least 1024".into()));
         }

@@ -135,3 +135,21 @@ fn serving_needs_a_provider_and_a_web_client() {
     let settings = Settings::from_sources(None, vars, table).unwrap();
     assert!(settings.validate_for_serving().is_ok());
 }
+
+#[test]
+fn keep_alive_secs_must_be_between_1_and_300() {
+    for bad in ["0", "301"] {
+        let err = error_with(&[("MCP_CONNECT_KEEP_ALIVE_SECS", bad)]);
+        assert!(err.contains("`keep_alive_secs`"), "{bad}: {err}");
+        assert!(err.contains("between 1 and 300"), "{bad}: {err}");
+    }
+    for good in ["1", "75", "300"] {
+        assert_eq!(
+            error_with(&[("MCP_CONNECT_KEEP_ALIVE_SECS", good)]),
+            "",
+            "{good}"
+        );
+    }
+    let settings = Settings::from_sources(None, minimal(), toml::Table::new()).unwrap();
+    assert_eq!(settings.keep_alive(), std::time::Duration::from_secs(15));
+}

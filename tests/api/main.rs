@@ -26,6 +26,7 @@ mod grants;
 mod headers;
 mod health;
 mod hot_connections;
+mod keep_alive;
 mod key_connect;
 mod mcp_protocol;
 mod metrics;
