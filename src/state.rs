@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use actix_web::{dev::ResponseHead, http::ConnectionType};
 use openidconnect::core::CoreProviderMetadata;
 use sqlx::PgPool;
 
@@ -36,6 +37,17 @@ impl AppState {
     /// Tells every waiting request that the server is stopping.
     pub fn begin_shutdown(&self) {
         self.connect.begin_shutdown();
+    }
+
+    /// While the server drains, every answer closes its connection: the
+    /// listener is closed by then, so a client or proxy holding a
+    /// kept-alive connection opens its next one to another instance
+    /// instead of sending more requests here until the drain's deadline
+    /// cuts them off.
+    pub fn close_connection_if_stopping(&self, head: &mut ResponseHead) {
+        if self.connect.is_stopping() {
+            head.set_connection_type(ConnectionType::Close);
+        }
     }
 }
 

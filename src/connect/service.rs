@@ -125,6 +125,11 @@ impl ConnectionService {
         self.shutdown.cancel();
     }
 
+    /// Whether `begin_shutdown` has been called.
+    pub fn is_stopping(&self) -> bool {
+        self.shutdown.is_cancelled()
+    }
+
     /// The operator's settings.
     pub fn settings(&self) -> &Settings {
         &self.settings

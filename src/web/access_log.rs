@@ -24,11 +24,16 @@ pub async fn access_log(
     let started = Instant::now();
     let method = req.method().to_string();
     let peer = req.peer_addr().map(|a| a.ip().to_string());
-    let response = next.call(req).await?;
+    let mut response = next.call(req).await?;
     let status = response.status().as_u16();
     let route = response.request().match_pattern();
-    if let Some(state) = response.request().app_data::<web::Data<AppState>>() {
+    if let Some(state) = response
+        .request()
+        .app_data::<web::Data<AppState>>()
+        .cloned()
+    {
         state.metrics.pages.request(route.as_deref(), status);
+        state.close_connection_if_stopping(response.response_mut().head_mut());
     }
     let ms = (started.elapsed().as_secs_f64() * 100_000.0).round() / 100.0;
     if path == "/healthz" || path == "/readyz" {

@@ -1,7 +1,8 @@
 //! Idle connections stay open longer than the common clients' pools keep
 //! them (5 s in Python's httpx, 4 s in Node's undici): a client that sends
 //! on a pooled connection just as the server closes it loses that request,
-//! and a POST is not retried. `keep_alive_secs` sets how long.
+//! and a POST is not retried. `keep_alive_secs` sets how long. Once the
+//! server is stopping, every answer closes its connection.
 
 use std::time::{Duration, Instant};
 
@@ -10,7 +11,7 @@ use tokio::{
     net::TcpStream,
 };
 
-use crate::helpers::{TestApp, spawn_app, spawn_app_with};
+use crate::helpers::{PROTOCOL, TestApp, request, spawn_app, spawn_app_with};
 
 /// Sends `GET /healthz` on `stream` and reads the whole answer; returns its
 /// status line, or `None` when the server has closed the connection.
@@ -19,6 +20,13 @@ async fn health_on(stream: &mut TcpStream, app: &TestApp) -> Option<String> {
         "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n\r\n",
         app.port
     );
+    let head = exchange(stream, &request).await?;
+    Some(head.lines().next().unwrap_or_default().to_owned())
+}
+
+/// Sends `request` on `stream` and reads the whole answer; returns its
+/// head, or `None` when the server has closed the connection.
+async fn exchange(stream: &mut TcpStream, request: &str) -> Option<String> {
     stream.write_all(request.as_bytes()).await.ok()?;
     let mut answer = Vec::new();
     let mut buf = [0u8; 4096];
@@ -42,7 +50,7 @@ async fn health_on(stream: &mut TcpStream, app: &TestApp) -> Option<String> {
                 })
                 .expect("a Content-Length");
             if body.len() >= length {
-                return Some(head.lines().next().unwrap_or_default().to_owned());
+                return Some(head.to_owned());
             }
         }
     }
@@ -84,4 +92,53 @@ async fn keep_alive_secs_sets_when_an_idle_connection_is_closed() {
         after >= Duration::from_millis(900) && after < Duration::from_secs(5),
         "closed after {after:?}, not about 1 s"
     );
+}
+
+/// Whether the server closes `stream` within a few seconds.
+async fn closes(stream: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 64];
+    matches!(
+        tokio::time::timeout(Duration::from_secs(3), stream.read(&mut buf)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+#[tokio::test]
+async fn once_stopping_every_answer_closes_its_connection() {
+    let app = spawn_app().await;
+    let port = app.port;
+    let list = request("tools/list", serde_json::json!({})).to_string();
+    let mcp = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         MCP-Protocol-Version: {PROTOCOL}\r\nMcp-Method: tools/list\r\nContent-Length: {}\r\n\r\n{list}",
+        app.token("alice"),
+        list.len()
+    );
+    let page = format!("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    let mut streams = Vec::new();
+    for request in [&mcp, &page] {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let head = exchange(&mut stream, request).await.unwrap();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(
+            !head.to_ascii_lowercase().contains("connection: close"),
+            "{head}"
+        );
+        streams.push(stream);
+    }
+    app.state.begin_shutdown();
+    for (request, mut stream) in [&mcp, &page].into_iter().zip(streams) {
+        let what = request.lines().next().unwrap_or_default().to_owned();
+        let head = exchange(&mut stream, request).await.unwrap();
+        assert!(head.starts_with("HTTP/1.1 200"), "{what}: {head}");
+        assert!(
+            head.to_ascii_lowercase().contains("connection: close"),
+            "{what} while stopping: {head}"
+        );
+        assert!(
+            closes(&mut stream).await,
+            "{what}: the connection stayed open"
+        );
+    }
 }
