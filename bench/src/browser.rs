@@ -12,8 +12,11 @@ use http_body_util::Full;
 use crate::client::{Conn, Reply};
 
 pub struct Browser {
-    conn: Conn,
+    /// One connection per origin visited, the server's first.
+    conns: BTreeMap<String, Conn>,
+    /// The server's origin: where bare paths go.
     base: String,
+    /// One jar, as a browser keeps for a host whatever its port.
     cookies: BTreeMap<String, String>,
 }
 
@@ -22,26 +25,31 @@ pub struct Page {
     pub status: u16,
     pub location: Option<String>,
     pub body: String,
+    /// Where it came from: a form's relative action goes back there.
+    origin: String,
 }
 
 impl Browser {
     pub fn new(base: &str) -> anyhow::Result<Self> {
+        let base = base.trim_end_matches('/').to_owned();
         Ok(Self {
-            conn: Conn::new(base)?,
-            base: base.trim_end_matches('/').to_owned(),
+            conns: BTreeMap::from([(base.clone(), Conn::new(&base)?)]),
+            base,
             cookies: BTreeMap::new(),
         })
     }
 
-    /// A path on the server for a path or an absolute URL on it.
-    fn path<'a>(&self, path_or_url: &'a str) -> anyhow::Result<&'a str> {
+    /// The origin and path of a path on the server or an absolute URL
+    /// (another loopback server's: S4's upstream's consent page).
+    fn target(&self, path_or_url: &str) -> anyhow::Result<(String, String)> {
         if path_or_url.starts_with('/') {
-            return Ok(path_or_url);
+            return Ok((self.base.clone(), path_or_url.to_owned()));
         }
-        path_or_url
-            .strip_prefix(self.base.as_str())
-            .filter(|p| p.starts_with('/'))
-            .ok_or_else(|| anyhow!("redirect off the server: {path_or_url}"))
+        let url = url::Url::parse(path_or_url)
+            .with_context(|| format!("neither a path nor a URL: {path_or_url}"))?;
+        let origin = url.origin().ascii_serialization();
+        let path = &url[url::Position::BeforePath..];
+        Ok((origin, path.to_owned()))
     }
 
     fn with_cookies(&self, mut request: http::Request<Full<Bytes>>) -> http::Request<Full<Bytes>> {
@@ -80,36 +88,48 @@ impl Browser {
         }
     }
 
-    async fn send(&mut self, request: http::Request<Full<Bytes>>) -> anyhow::Result<Page> {
-        let reply = self.conn.send(self.with_cookies(request)).await?;
+    async fn send(
+        &mut self,
+        origin: String,
+        request: http::Request<Full<Bytes>>,
+    ) -> anyhow::Result<Page> {
+        let request = self.with_cookies(request);
+        let conn = match self.conns.entry(origin.clone()) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => e.insert(Conn::new(&origin)?),
+        };
+        let reply = conn.send(request).await?;
         self.keep_cookies(&reply);
         Ok(Page {
             status: reply.status,
             location: reply.header("location").map(str::to_owned),
             body: reply.text(),
+            origin,
         })
     }
 
     pub async fn get(&mut self, path_or_url: &str) -> anyhow::Result<Page> {
-        let request = http::Request::get(self.path(path_or_url)?).body(Full::new(Bytes::new()))?;
-        self.send(request).await
+        let (origin, path) = self.target(path_or_url)?;
+        let request = http::Request::get(path).body(Full::new(Bytes::new()))?;
+        self.send(origin, request).await
     }
 
     pub async fn post_form(
         &mut self,
-        path: &str,
+        path_or_url: &str,
         fields: &[(String, String)],
     ) -> anyhow::Result<Page> {
+        let (origin, path) = self.target(path_or_url)?;
         let body = url::form_urlencoded::Serializer::new(String::new())
             .extend_pairs(fields)
             .finish();
-        let request = http::Request::post(self.path(path)?)
+        let request = http::Request::post(path)
             .header(
                 http::header::CONTENT_TYPE,
                 "application/x-www-form-urlencoded",
             )
             .body(Full::new(Bytes::from(body)))?;
-        self.send(request).await
+        self.send(origin, request).await
     }
 
     /// Follows a redirect one hop.
@@ -121,6 +141,10 @@ impl Browser {
                 clip(&page.body)
             )
         })?;
+        if location.starts_with('/') {
+            let url = format!("{}{location}", page.origin);
+            return self.get(&url).await;
+        }
         self.get(&location).await
     }
 
@@ -138,7 +162,12 @@ impl Browser {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
         );
-        self.post_form(action, &fields).await
+        let action_url = if action.starts_with('/') {
+            format!("{}{action}", page.origin)
+        } else {
+            action.to_owned()
+        };
+        self.post_form(&action_url, &fields).await
     }
 }
 

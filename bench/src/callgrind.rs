@@ -20,7 +20,7 @@ use std::{
 
 use anyhow::{Context, anyhow, bail};
 
-use crate::{load::Measured, report::Key, scenarios::Scenario, servers::Kind};
+use crate::{load::Measured, report::Key, servers::Kind};
 
 struct Counted {
     kind: Kind,
@@ -59,7 +59,7 @@ fn out_file(kind: Kind) -> Option<PathBuf> {
         Kind::Bare => "bare",
         Kind::BareSql => "bare-sql",
         Kind::Required => "required",
-        Kind::Python | Kind::Seeded | Kind::Empty => return None,
+        Kind::Python | Kind::Seeded | Kind::Empty | Kind::Upstream => return None,
     };
     Some(DIR.get()?.join(format!("callgrind.{name}.out")))
 }
@@ -162,12 +162,6 @@ pub fn note(measured: &Measured, kind: Kind) -> String {
     let mut out = String::new();
     if let Some(n) = measured.instructions_per_request(kind) {
         out.push_str(&format!("  {:.0} Ir/req", n));
-        // The demo provider (S4's upstream) runs inside mcp-connect.
-        if kind != Kind::Ours
-            && let Some(ours) = measured.instructions_per_request(Kind::Ours)
-        {
-            out.push_str(&format!(" (+ mcp-connect {ours:.0})"));
-        }
     }
     out
 }
@@ -178,14 +172,13 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 }
 
 /// Instructions per request, medians over the rounds: mcp-connect and its
-/// floor; for S4 the floor also counts what mcp-connect executed during the
-/// floor's runs: the upstream call's other end, the demo provider, which
-/// mcp-connect serves (its own S4 count holds both ends).
+/// floor. S4's upstream (the demo provider, in a process of its own that
+/// valgrind does not run) is in neither.
 pub fn table(runs: &BTreeMap<Key, Vec<Measured>>) -> String {
     let mut out = String::from(
         "Instructions per request (callgrind, user space, medians):\n\n\
-         | scenario | conc. | mcp-connect | floor | floor | + upstream (S4) | ours ÷ floor |\n\
-         |---|--:|--:|---|--:|--:|--:|\n",
+         | scenario | conc. | mcp-connect | floor | floor | ours ÷ floor |\n\
+         |---|--:|--:|---|--:|--:|\n",
     );
     let per = |key: &Key, whose: Kind| {
         let runs = runs.get(key)?;
@@ -205,22 +198,14 @@ pub fn table(runs: &BTreeMap<Key, Vec<Measured>>) -> String {
         let floor_kind = scenario.floor();
         let floor_key = (scenario, level, floor_kind);
         let floor = per(&floor_key, floor_kind);
-        let upstream = if scenario == Scenario::CallAsUser {
-            per(&floor_key, Kind::Ours)
-        } else {
-            None
-        };
         let cell = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.0}"));
-        let ratio = floor.map_or("–".to_owned(), |f| {
-            format!("{:.3}", ours / (f + upstream.unwrap_or(0.0)))
-        });
+        let ratio = floor.map_or("–".to_owned(), |f| format!("{:.3}", ours / f));
         out.push_str(&format!(
-            "| {} {} | {level} | {ours:.0} | {} | {} | {} | {ratio} |\n",
+            "| {} {} | {level} | {ours:.0} | {} | {} | {ratio} |\n",
             scenario.id(),
             scenario.title(),
             floor_kind.label(),
             cell(floor),
-            cell(upstream),
         ));
     }
     out

@@ -24,10 +24,15 @@ pub async fn request_path_statements(
     paths: &Paths,
     database_url: &str,
 ) -> anyhow::Result<Vec<Statement>> {
-    let (server, dev) =
-        servers::start_ours(paths, database_url, Some("warn,sqlx::query=trace"), LOG)
-            .await
-            .context("starting mcp-connect for the plan check")?;
+    let (server, dev) = servers::start_ours(
+        paths,
+        database_url,
+        Some("warn,sqlx::query=trace"),
+        LOG,
+        None,
+    )
+    .await
+    .context("starting mcp-connect for the plan check")?;
     // Startup's statements (migrations, LISTEN) are not a request path:
     // read only what is logged after it (the log is written in batches
     // gathered for 10 ms).
@@ -44,6 +49,7 @@ pub async fn request_path_statements(
         conn_users: conn,
         retries: HashMap::new(),
         flow_times: Vec::new(),
+        demo_upstream: None,
     };
     let exercised = exercise(&mut world).await;
     world.stop_servers().await;

@@ -51,7 +51,7 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
          no database, no encryption, no token check, no logging: S1's floor), and **bare rmcp + SQL** \
          (`bench-bare --database`, S2–S4: the same again plus exactly mcp-connect's SQL — its tables, \
          queries and per-request connections, on a database of its own — and for S4 the same upstream call \
-         with the stored token, so that \"ours ÷ bare + SQL\" is what mcp-connect costs beyond its database \
+         with the stored token, to the same demo provider in a process of its own, so that \"ours ÷ bare + SQL\" is what mcp-connect costs beyond its database \
          round trips and its provider call: the floor of S2, S3 and S4). Beside them, at every level in S1–S4, \
          **floor + required work** (`bench-bare --database --required`): bare rmcp + SQL plus the work \
          mcp-connect may not leave out, each piece by mcp-connect's own code — the bearer token verified \
@@ -68,7 +68,7 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
          (marked ⚠). The machine is shared: compare ratios within a row group, not absolute numbers across runs.\n\n\
          {}\n\
          CPU columns are seconds of CPU per 1,000 requests (S5: per 1,000 flows, i.e. milliseconds per flow): \
-         *server* is the server process (utime + stime; for S4's floors also mcp-connect's, which serves their upstream call, as its own S4 count holds both ends), *DB* the Postgres backends of the server's database, \
+         *server* is the server process (utime + stime; for S4, and for mcp-connect in S5, also the demo provider's, another mcp-connect dev that every server calls upstream), *DB* the Postgres backends of the server's database, \
          *client* the load generator. \"ours ÷ X\" is the ratio of requests per second.\n\n\
          {}\n\
          {}\

@@ -131,9 +131,9 @@ pub struct Measured {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub server_cpu_s: f64,
-    /// CPU time of the process answering the server's upstream calls, when
-    /// that is another process (S4's floors call mcp-connect's demo
-    /// provider; mcp-connect's own S4 count already holds both ends).
+    /// CPU time of the process answering the server's upstream calls: S4's
+    /// demo provider, which every server calls in another process (and
+    /// mcp-connect's connect flows in S5).
     pub upstream_cpu_s: f64,
     pub db_cpu_s: Option<f64>,
     pub peak_rss_kb: Option<u64>,

@@ -102,6 +102,11 @@ async fn run() -> anyhow::Result<bool> {
             name: format!("{}_required", database.name),
             tls: database.tls,
         },
+        upstream: prepare::Database {
+            server: database.server.clone(),
+            name: format!("{}_upstream", database.name),
+            tls: database.tls,
+        },
     };
     tokio::select! {
         finished = bench(&options, &paths, &database, &floors) => finished,
@@ -109,10 +114,12 @@ async fn run() -> anyhow::Result<bool> {
     }
 }
 
-/// The databases of bench-bare's two servers with SQL.
+/// The databases of bench-bare's two servers with SQL, and of S4's
+/// upstream.
 struct Floors {
     bare: prepare::Database,
     required: prepare::Database,
+    upstream: prepare::Database,
 }
 
 /// How many of the `rounds` a server runs in `scenario`. The Python SDK (what
@@ -153,11 +160,19 @@ async fn start(
     database: &prepare::Database,
     floors: &Floors,
 ) -> anyhow::Result<(World, Option<PathBuf>)> {
+    let quiet = options.quiet_logs.then_some("warn");
+    let upstream = servers::start_demo_upstream(paths, &floors.upstream.url(), quiet).await?;
+    eprintln!(
+        "bench: S4's upstream, the demo provider of another mcp-connect dev (pid {}) at {}",
+        upstream.server.pid,
+        upstream.base()
+    );
     let (ours, dev) = servers::start_ours(
         paths,
         &database.url(),
-        options.quiet_logs.then_some("warn"),
+        quiet,
         "mcp-connect.log",
+        Some(&upstream),
     )
     .await?;
     eprintln!("bench: mcp-connect (pid {}) at {}", ours.pid, ours.base);
@@ -185,7 +200,7 @@ async fn start(
         let server = servers::start_bare(
             paths,
             Some(&floors.bare.url()),
-            Some(&format!("{}/dev/demo/api/me", world_base(&dev))),
+            Some(&format!("{}/dev/demo/api/me", upstream.base())),
             None,
         )
         .await?;
@@ -209,7 +224,7 @@ async fn start(
         let server = servers::start_bare(
             paths,
             Some(&floors.required.url()),
-            Some(&format!("{}/dev/demo/api/me", world_base(&dev))),
+            Some(&format!("{}/dev/demo/api/me", upstream.base())),
             Some((issuer, audience)),
         )
         .await?;
@@ -227,12 +242,9 @@ async fn start(
         conn_users: conn,
         retries: HashMap::new(),
         flow_times: Vec::new(),
+        demo_upstream: Some(upstream),
     };
     Ok((world, python))
-}
-
-fn world_base(dev: &servers::DevInfo) -> &str {
-    dev.web_url.trim_end_matches('/')
 }
 
 /// S5 at one level, for sizing the next: (level, flows/s, CPU ms per flow
@@ -326,12 +338,7 @@ async fn bench(
             // Demo access tokens live five minutes: minted just before.
             for floor in [Kind::BareSql, Kind::Required] {
                 if kinds.contains(&floor) {
-                    let secret = psql::value(
-                        &database.url(),
-                        "SELECT value FROM dev_secrets WHERE name = 'demo_client_secret'",
-                    )
-                    .await?;
-                    world.floor_tokens(floor, &secret).await?;
+                    world.floor_tokens(floor).await?;
                 }
             }
         }
@@ -358,9 +365,14 @@ async fn bench(
                         Kind::Ours => Some(database.name.as_str()),
                         Kind::BareSql => Some(floors.bare.name.as_str()),
                         Kind::Required => Some(floors.required.name.as_str()),
-                        Kind::Python | Kind::Bare | Kind::Seeded | Kind::Empty => None,
+                        Kind::Python | Kind::Bare | Kind::Seeded | Kind::Empty | Kind::Upstream => {
+                            None
+                        }
                     };
-                    let upstream = upstream_process(scenario, kind, world.server(Kind::Ours)?.pid);
+                    let upstream = world
+                        .demo_upstream
+                        .as_ref()
+                        .and_then(|u| upstream_process(scenario, kind, u.server.pid));
                     let (warmup, duration) = (options.warmup, options.duration);
                     let measured = match flow_jobs.as_mut() {
                         Some(jobs) => {
@@ -490,11 +502,17 @@ async fn bench(
     Ok(total_errors == 0 && !empty && plans_ok)
 }
 
-/// The process whose CPU time counts with `kind`'s in `scenario`: S4's
-/// floors call the demo provider inside mcp-connect (`ours`), whose own S4
-/// count holds both ends of that call; so that every S4 row holds both.
-fn upstream_process(scenario: Scenario, kind: Kind, ours: u32) -> Option<u32> {
-    (scenario == Scenario::CallAsUser && kind != Kind::Ours).then_some(ours)
+/// The process whose CPU time counts with `kind`'s in `scenario`: the
+/// demo provider (`upstream`) that every server calls in S4, and that
+/// mcp-connect's connect flows (S5) go through, so that each row holds
+/// both ends of the calls it makes.
+fn upstream_process(scenario: Scenario, kind: Kind, upstream: u32) -> Option<u32> {
+    let calls_it = match scenario {
+        Scenario::CallAsUser => true,
+        Scenario::ConnectFlow => kind == Kind::Ours,
+        _ => false,
+    };
+    calls_it.then_some(upstream)
 }
 
 fn median_secs(v: &[std::time::Duration]) -> Option<f64> {
@@ -522,12 +540,17 @@ mod tests {
     }
 
     #[test]
-    fn only_s4_floors_count_the_demo_providers_cpu_with_theirs() {
-        for floor in [Kind::BareSql, Kind::Required] {
-            assert_eq!(upstream_process(Scenario::CallAsUser, floor, 7), Some(7));
-            assert_eq!(upstream_process(Scenario::RetryComplete, floor, 7), None);
+    fn the_demo_providers_cpu_counts_where_its_calls_are_made() {
+        for kind in [Kind::Ours, Kind::BareSql, Kind::Required] {
+            assert_eq!(upstream_process(Scenario::CallAsUser, kind, 7), Some(7));
+            assert_eq!(upstream_process(Scenario::RetryComplete, kind, 7), None);
+            assert_eq!(upstream_process(Scenario::Discover, kind, 7), None);
         }
-        assert_eq!(upstream_process(Scenario::CallAsUser, Kind::Ours, 7), None);
+        assert_eq!(
+            upstream_process(Scenario::ConnectFlow, Kind::Ours, 7),
+            Some(7)
+        );
+        assert_eq!(upstream_process(Scenario::Ask, Kind::Ours, 7), None);
     }
 
     #[test]

@@ -329,6 +329,7 @@ async fn fresh_server(
         &fresh_database.url(),
         options.quiet_logs.then_some("warn"),
         &format!("mcp-connect-{name}.log"),
+        None,
     )
     .await?;
     eprintln!(
@@ -350,6 +351,7 @@ async fn fresh_server(
         conn_users: world.conn_users.clone(),
         retries: Default::default(),
         flow_times: Vec::new(),
+        demo_upstream: None,
     };
     fresh.connect_users(Kind::Ours).await?;
     psql::value(&fresh_database.url(), "VACUUM (ANALYZE)").await?;

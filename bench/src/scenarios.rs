@@ -62,7 +62,7 @@ impl Scenario {
                 "retry of `connect {provider: demo}` with `inputResponses` accept + the sealed state, user connected → `complete` (open state + connection lookup + token decrypt)"
             }
             Scenario::CallAsUser => {
-                "`whoami {provider: demo}` on a connected account; the demo provider on the same server answers upstream"
+                "`whoami {provider: demo}` on a connected account; the demo provider of another mcp-connect dev (S4's upstream, which every server calls) answers upstream"
             }
             Scenario::ConnectFlow => {
                 "browser flow with a signed-in session: `GET /connect?ticket` → consent → `POST /connect` → demo provider Allow → callback → tokens stored (one \"request\" = one whole flow)"

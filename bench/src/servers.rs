@@ -37,6 +37,9 @@ pub enum Kind {
     /// S6's baseline: a second mcp-connect on an empty database of its own,
     /// measured in turn with the seeded one (same minutes, same machine).
     Empty,
+    /// Not measured: the demo provider that S4's calls go to (a second
+    /// mcp-connect dev, see [`DemoUpstream`]).
+    Upstream,
 }
 
 impl Kind {
@@ -49,6 +52,7 @@ impl Kind {
             Kind::Required => "floor + required work",
             Kind::Seeded => "mcp-connect, seeded (S6)",
             Kind::Empty => "mcp-connect, empty (S6)",
+            Kind::Upstream => "the demo provider (S4's upstream)",
         }
     }
 
@@ -135,17 +139,93 @@ async fn first_line(child: &mut Child, what: &str, limit: Duration) -> anyhow::R
     }
 }
 
+/// S4's upstream: the demo provider of a second `mcp-connect dev` on a
+/// database of its own. Every server calls it — mcp-connect as its `demo`
+/// provider, the floors with tokens it issued — so that each one's upstream
+/// answers in another process, as a real provider does on its own
+/// machines; none of them serves the calls of another on its own workers.
+pub struct DemoUpstream {
+    pub server: Server,
+    /// The demo client's secret, from the upstream's `dev_secrets`.
+    pub secret: String,
+}
+
+impl DemoUpstream {
+    pub fn base(&self) -> &str {
+        self.server.base.trim_end_matches('/')
+    }
+
+    /// The settings (as environment variables) that make mcp-connect's
+    /// `demo` provider this one: the preset's endpoints, here.
+    fn provider_env(&self) -> Vec<(String, String)> {
+        let base = self.base();
+        [
+            ("AUTHORIZE_URL", format!("{base}/dev/demo/authorize")),
+            ("TOKEN_URL", format!("{base}/dev/demo/token")),
+            ("REVOCATION_URL", format!("{base}/dev/demo/revoke")),
+            ("USERINFO_URL", format!("{base}/dev/demo/api/me")),
+            ("API_BASE_URL", format!("{base}/dev/demo/api/")),
+            ("ISSUER", format!("{base}/dev/demo")),
+            ("CLIENT_SECRET", self.secret.clone()),
+        ]
+        .into_iter()
+        .map(|(field, value)| (format!("MCP_CONNECT_PROVIDERS__DEMO__{field}"), value))
+        .collect()
+    }
+}
+
+/// Starts S4's upstream on `database_url` (created by it).
+pub async fn start_demo_upstream(
+    paths: &Paths,
+    database_url: &str,
+    rust_log: Option<&str>,
+) -> anyhow::Result<DemoUpstream> {
+    let (server, _) = spawn_dev(
+        paths,
+        Kind::Upstream,
+        database_url,
+        rust_log,
+        "demo-upstream.log",
+        &[],
+    )
+    .await?;
+    let secret = crate::psql::value(
+        database_url,
+        "SELECT value FROM dev_secrets WHERE name = 'demo_client_secret'",
+    )
+    .await?;
+    Ok(DemoUpstream { server, secret })
+}
+
 /// mcp-connect dev on `database_url`; `rust_log` overrides its log filter
 /// (`warn` for quiet runs; the plan check's instance logs its statements),
-/// `log` names its log file.
+/// `log` names its log file. With `upstream`, its `demo` provider is that
+/// one; without, the one it serves itself.
 pub async fn start_ours(
     paths: &Paths,
     database_url: &str,
     rust_log: Option<&str>,
     log: &str,
+    upstream: Option<&DemoUpstream>,
+) -> anyhow::Result<(Server, DevInfo)> {
+    let env = upstream.map(DemoUpstream::provider_env).unwrap_or_default();
+    spawn_dev(paths, Kind::Ours, database_url, rust_log, log, &env).await
+}
+
+async fn spawn_dev(
+    paths: &Paths,
+    kind: Kind,
+    database_url: &str,
+    rust_log: Option<&str>,
+    log: &str,
+    env: &[(String, String)],
 ) -> anyhow::Result<(Server, DevInfo)> {
     let binary = paths.bin_dir.join("mcp-connect");
-    let mut command = callgrind::command(&binary, Kind::Ours);
+    let mut command = if kind == Kind::Ours {
+        callgrind::command(&binary, kind)
+    } else {
+        Command::new(&binary)
+    };
     if let Some(filter) = rust_log {
         command.env("RUST_LOG", filter);
     }
@@ -167,6 +247,7 @@ pub async fn start_ours(
         // replayed until S6's seeded runs, which come after the default ten
         // minutes have passed.
         .env("MCP_CONNECT_FLOW__REQUEST_STATE_TTL_SECS", "7200")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log_file(paths, log)?)
@@ -192,9 +273,11 @@ pub async fn start_ours(
         .port()
         .ok_or_else(|| anyhow!("no port in {web_url}"))?;
     let pid = child.id().ok_or_else(|| anyhow!("mcp-connect exited"))?;
-    callgrind::track(Kind::Ours, pid);
+    if kind == Kind::Ours {
+        callgrind::track(kind, pid);
+    }
     let server = Server {
-        kind: Kind::Ours,
+        kind,
         base: web_url.clone(),
         pid,
         child,

@@ -16,7 +16,7 @@ use crate::{
     client::Conn,
     flows,
     mcp::{self, Expect, Prepared},
-    servers::{DevInfo, Kind, Server},
+    servers::{DemoUpstream, DevInfo, Kind, Server},
 };
 
 /// Users of S3 and S4 (connected) and of S2 (never connected).
@@ -32,6 +32,9 @@ pub struct World {
     pub retries: HashMap<Kind, Vec<(Prepared, String)>>,
     /// How long the setup's browser flows took on mcp-connect.
     pub flow_times: Vec<Duration>,
+    /// S4's upstream, when the servers call one of their own (S6's
+    /// servers each serve their own demo provider, alike on both sides).
+    pub demo_upstream: Option<DemoUpstream>,
 }
 
 pub fn flow_user(level: usize, worker: usize) -> String {
@@ -54,6 +57,9 @@ impl World {
     pub async fn stop_servers(&mut self) {
         for server in std::mem::take(&mut self.servers) {
             server.stop().await;
+        }
+        if let Some(upstream) = self.demo_upstream.take() {
+            upstream.server.stop().await;
         }
     }
 
@@ -135,10 +141,14 @@ impl World {
     /// Gives a floor server (`kind`: bare rmcp + SQL, or the floor plus the
     /// required work) a real demo-provider access token for each connected
     /// user (`secret`: the demo client's), for S4.
-    pub async fn floor_tokens(&self, kind: Kind, secret: &str) -> anyhow::Result<()> {
+    pub async fn floor_tokens(&self, kind: Kind) -> anyhow::Result<()> {
+        let upstream = self
+            .demo_upstream
+            .as_ref()
+            .ok_or_else(|| anyhow!("S4's floors need the demo upstream"))?;
         let mut conn = Conn::new(self.base(kind)?)?;
         for user in &self.conn_users {
-            let token = crate::demo::access_token(&self.dev.web_url, secret, user)
+            let token = crate::demo::access_token(upstream.base(), &upstream.secret, user)
                 .await
                 .with_context(|| format!("a demo token for {user}"))?;
             let marked = conn

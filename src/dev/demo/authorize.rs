@@ -82,7 +82,7 @@ pub(super) async fn submit(body: web::Bytes, dev: web::Data<DevServices>) -> Htt
     };
     tracing::info!(account = user.as_str(), "demo provider: access allowed");
     let grant = CodeGrant {
-        redirect_uri: demo.redirect_uri().to_owned(),
+        redirect_uri: request.redirect_uri.to_string(),
         code_challenge: request.code_challenge.to_owned(),
         user,
         scope: request.scope.clone(),
@@ -106,13 +106,14 @@ fn read_request<'a>(
         Some(_) => return Err(Refusal::page("The application is not registered here.")),
         None => return Err(Refusal::page("The request names no client_id.")),
     }
-    // Exact string comparison, as RFC 9700 §4.1.3 asks of a server.
-    if get("redirect_uri") != Some(demo.redirect_uri()) {
+    // Exact string comparison, as RFC 9700 §4.1.3 asks of a server, but
+    // for a loopback URI's port.
+    let Some(given) = get("redirect_uri").filter(|uri| demo.accepts_redirect_uri(uri)) else {
         return Err(Refusal::page(
             "The redirect_uri is not the one registered for this application.",
         ));
-    }
-    let redirect_uri = Url::parse(demo.redirect_uri())
+    };
+    let redirect_uri = Url::parse(given)
         .map_err(|_| Refusal::page("The registered redirect URI is not a URL."))?;
     let state = get("state");
     let back = |error, description| Refusal::redirect(&redirect_uri, state, error, description);

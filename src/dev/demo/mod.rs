@@ -5,7 +5,9 @@
 //!
 //! One registered client, [`CLIENT_ID`], authenticated with HTTP Basic; its
 //! secret is generated once and kept in `dev_secrets`. One registered
-//! redirect URI, `<base>/oauth/callback/demo`, matched exactly. PKCE S256 is
+//! redirect URI, `<base>/oauth/callback/demo`, matched exactly but for the
+//! port of its loopback address (RFC 8252 §7.3), so that another dev server
+//! on this machine can use this one as its provider. PKCE S256 is
 //! required. Codes and tokens live in memory (dev mode is one process), as
 //! SHA-256 digests; a restart forgets them, which the app must survive anyway.
 
@@ -82,10 +84,36 @@ impl DemoProvider {
         &self.client_secret
     }
 
-    /// The only redirect URI accepted: where the app's `demo` provider
-    /// receives its callbacks.
+    /// The registered redirect URI: where this server's own `demo`
+    /// provider receives its callbacks.
     pub fn redirect_uri(&self) -> &str {
         &self.redirect_uri
+    }
+
+    /// Whether `given` is the registered redirect URI, compared as a
+    /// string, or that URI with another port: RFC 8252 §7.3 (and RFC 9700
+    /// §4.1.3) let a loopback redirect URI's port vary, and dev mode's
+    /// base is always `http://127.0.0.1:<port>`. Only the port may differ:
+    /// the candidate must already be in its canonical form, so nothing
+    /// else can be smuggled past the comparison by a URL parser's
+    /// normalization.
+    pub fn accepts_redirect_uri(&self, given: &str) -> bool {
+        if given == self.redirect_uri {
+            return true;
+        }
+        let (Ok(mut candidate), Ok(registered)) =
+            (url::Url::parse(given), url::Url::parse(&self.redirect_uri))
+        else {
+            return false;
+        };
+        let loopback = matches!(
+            registered.host(),
+            Some(url::Host::Ipv4(ip)) if ip.is_loopback()
+        ) || matches!(registered.host(), Some(url::Host::Ipv6(ip)) if ip.is_loopback());
+        if !loopback || candidate.as_str() != given || candidate.port().is_none() {
+            return false;
+        }
+        candidate.set_port(registered.port()).is_ok() && candidate == registered
     }
 
     pub fn access_ttl(&self) -> Duration {
@@ -201,6 +229,39 @@ mod tests {
         assert_eq!(account_id(&alice), account_id(&alice));
         assert_ne!(account_id(&alice), account_id(&bob));
         assert_eq!(account_id(&alice).len(), "demo-".len() + 16);
+    }
+
+    #[test]
+    fn a_loopback_redirect_uri_may_differ_in_its_port_and_nothing_else() {
+        let demo = DemoProvider::new("http://127.0.0.1:9", SecretString::from("s"));
+        for accepted in [
+            "http://127.0.0.1:9/oauth/callback/demo",
+            "http://127.0.0.1:41234/oauth/callback/demo",
+        ] {
+            assert!(demo.accepts_redirect_uri(accepted), "{accepted}");
+        }
+        for refused in [
+            "http://127.0.0.1/oauth/callback/demo",
+            // Not in canonical form (the default port is left out).
+            "http://127.0.0.1:80/oauth/callback/demo",
+            "http://localhost:41234/oauth/callback/demo",
+            "http://127.0.0.2:41234/oauth/callback/demo",
+            "https://127.0.0.1:41234/oauth/callback/demo",
+            "http://127.0.0.1:41234/oauth/callback/demo2",
+            "http://127.0.0.1:41234/oauth/callback/demo?x=1",
+            "http://127.0.0.1:41234/oauth/callback/demo#x",
+            "http://127.0.0.1:41234/oauth/callback/./demo",
+            "http://127.0.0.1:041234/oauth/callback/demo",
+            "http://u@127.0.0.1:41234/oauth/callback/demo",
+            "HTTP://127.0.0.1:41234/oauth/callback/demo",
+            "",
+        ] {
+            assert!(!demo.accepts_redirect_uri(refused), "{refused}");
+        }
+        // Off loopback, the URI is matched exactly.
+        let public = DemoProvider::new("https://connect.example", SecretString::from("s"));
+        assert!(public.accepts_redirect_uri("https://connect.example/oauth/callback/demo"));
+        assert!(!public.accepts_redirect_uri("https://connect.example:8443/oauth/callback/demo"));
     }
 
     #[test]

@@ -73,6 +73,37 @@ async fn the_exchange_must_repeat_the_registered_redirect_uri() {
     assert_eq!((status, text(&body["error"])), (400, "invalid_grant"));
 }
 
+/// Another dev server on this machine (another port) may use this demo
+/// provider: its code comes back to its own callback, and only that URI
+/// exchanges it.
+#[tokio::test]
+async fn a_dev_server_on_another_loopback_port_gets_its_code_and_tokens() {
+    let demo = start().await;
+    let elsewhere = "http://127.0.0.1:41234/oauth/callback/demo";
+    let registered = demo.redirect_uri();
+    // The first code is offered to the registered URI, the second to the
+    // one it was issued for.
+    for (redirect_uri, expected) in [(registered.as_str(), 400), (elsewhere, 200)] {
+        let response = demo
+            .decide("allow", "alice", &[("redirect_uri", Some(elsewhere))])
+            .await;
+        let back = crate::dev::test_server::redirected_query(&response, elsewhere);
+        let pairs = [
+            ("grant_type", "authorization_code"),
+            ("code", back["code"].as_str()),
+            ("redirect_uri", redirect_uri),
+            ("code_verifier", VERIFIER),
+        ];
+        let (status, body) = demo.token(&pairs).await;
+        assert_eq!(status, expected, "{redirect_uri}: {body}");
+        if status == 200 {
+            assert_eq!(demo.me(text(&body["access_token"])).await.0, 200);
+        } else {
+            assert_eq!(text(&body["error"]), "invalid_grant");
+        }
+    }
+}
+
 #[tokio::test]
 async fn clients_must_authenticate_with_basic_and_the_right_secret() {
     let demo = start().await;
