@@ -10,9 +10,10 @@ pub const HELP: &str = "\
 bench — mcp-connect against the MCP Python SDK and bare rmcp, side by side.
 
 Starts Postgres-backed mcp-connect (dev mode, its own database, dropped at
-the end), the Python SDK comparator and bench-bare on 127.0.0.1, runs every
-scenario at each concurrency level, prints a markdown table and writes it to
-BENCHMARKS.md.
+the end), the Python SDK comparator, bench-bare and S4's upstream (a second
+mcp-connect dev, whose demo provider every server calls) on 127.0.0.1, runs
+every scenario at each concurrency level, prints a markdown table and writes
+it to BENCHMARKS.md.
 
   --smoke                 a few seconds of everything at one low concurrency,
                           fails on any error, writes nothing (for CI)
