@@ -153,3 +153,26 @@ fn keep_alive_secs_must_be_between_1_and_300() {
     let settings = Settings::from_sources(None, minimal(), toml::Table::new()).unwrap();
     assert_eq!(settings.keep_alive(), std::time::Duration::from_secs(15));
 }
+
+/// The shipped Caddyfile drops its idle connections to an instance before
+/// an instance with the default `keep_alive_secs` would: the other way
+/// round, a POST sent on a connection the instance is closing is lost.
+#[test]
+fn the_shipped_proxy_lets_go_of_idle_connections_first() {
+    let caddyfile = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/Caddyfile"));
+    let proxy_secs: u64 = caddyfile
+        .lines()
+        .find_map(|line| {
+            line.trim()
+                .strip_prefix("keepalive ")?
+                .strip_suffix('s')?
+                .parse()
+                .ok()
+        })
+        .expect("deploy/Caddyfile sets `keepalive <N>s` for its upstreams");
+    assert!(
+        proxy_secs < super::defaults::keep_alive_secs(),
+        "Caddy keeps idle upstream connections {proxy_secs} s, the instances {} s",
+        super::defaults::keep_alive_secs()
+    );
+}
