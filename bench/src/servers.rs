@@ -156,22 +156,27 @@ impl DemoUpstream {
     }
 
     /// The settings (as environment variables) that make mcp-connect's
-    /// `demo` provider this one: the preset's endpoints, here.
+    /// `demo` provider this one.
     fn provider_env(&self) -> Vec<(String, String)> {
-        let base = self.base();
-        [
-            ("AUTHORIZE_URL", format!("{base}/dev/demo/authorize")),
-            ("TOKEN_URL", format!("{base}/dev/demo/token")),
-            ("REVOCATION_URL", format!("{base}/dev/demo/revoke")),
-            ("USERINFO_URL", format!("{base}/dev/demo/api/me")),
-            ("API_BASE_URL", format!("{base}/dev/demo/api/")),
-            ("ISSUER", format!("{base}/dev/demo")),
-            ("CLIENT_SECRET", self.secret.clone()),
-        ]
-        .into_iter()
+        demo_provider_env(self.base(), &self.secret)
+    }
+}
+
+/// mcp-connect's `demo` provider at `base`: each endpoint of the shipped
+/// preset that lies under the server's own base URL, moved there, and the
+/// client secret.
+fn demo_provider_env(base: &str, secret: &str) -> Vec<(String, String)> {
+    const PRESET: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../catalog/demo.toml"));
+    PRESET
+        .lines()
+        .filter_map(|line| {
+            let (field, value) = line.split_once(" = ")?;
+            let path = value.trim().trim_matches('"').strip_prefix("{base_url}")?;
+            Some((field.trim().to_uppercase(), format!("{base}{path}")))
+        })
+        .chain([("CLIENT_SECRET".to_owned(), secret.to_owned())])
         .map(|(field, value)| (format!("MCP_CONNECT_PROVIDERS__DEMO__{field}"), value))
         .collect()
-    }
 }
 
 /// Starts S4's upstream on `database_url` (created by it).
@@ -516,6 +521,25 @@ mod tests {
     use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
     use super::*;
+
+    #[test]
+    fn mcp_connects_demo_provider_is_pointed_at_every_endpoint_of_the_upstream() {
+        let env: HashMap<String, String> = demo_provider_env("http://127.0.0.1:9", "s")
+            .into_iter()
+            .collect();
+        let var = |field: &str| env[&format!("MCP_CONNECT_PROVIDERS__DEMO__{field}")].as_str();
+        assert_eq!(var("TOKEN_URL"), "http://127.0.0.1:9/dev/demo/token");
+        assert_eq!(var("API_BASE_URL"), "http://127.0.0.1:9/dev/demo/api/");
+        assert_eq!(var("ISSUER"), "http://127.0.0.1:9/dev/demo");
+        assert_eq!(var("CLIENT_SECRET"), "s");
+        for field in ["AUTHORIZE_URL", "REVOCATION_URL", "USERINFO_URL"] {
+            assert!(
+                var(field).starts_with("http://127.0.0.1:9/dev/demo/"),
+                "{field}"
+            );
+        }
+        assert_eq!(env.len(), 7, "{env:?}");
+    }
 
     /// A child that says on standard output whether it saw SIGTERM, once it
     /// has said `ready` (a signal before its trap is set would end it
