@@ -52,8 +52,25 @@ run)
   rm -rf "$dir"; mkdir -p "$dir"
   # The port Caddy publishes on 127.0.0.1, the peers' address on the Docker
   # bridge (Caddy's container reaches the host there), the test database's.
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  pgport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  # Docker binds the published ones only when the stack comes up, so they
+  # are chosen below the kernel's ephemeral range, where no outgoing
+  # connection takes its local port in the meantime (as the peers' are, in
+  # provider-fakes/src/ports.rs).
+  read -r port pgport < <(python3 - <<'PY'
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+chosen = []
+while len(chosen) < 2:
+    port = random.randrange(10000, max(low, 10001))
+    try:
+        socket.create_server(("127.0.0.1", port)).close()
+    except OSError:
+        continue
+    if port not in chosen:
+        chosen.append(port)
+print(*chosen)
+PY
+)
   bridge=$(ip -4 -o addr show docker0 | awk '{print $4}' | cut -d/ -f1)
   printf 'export CADDY_IMAGE=%s POSTGRES_IMAGE=%s SMOKE_PORT=%s SMOKE_PGPORT=%s\n' \
     "$CADDY_IMAGE" "$POSTGRES_IMAGE" "$port" "$pgport" > "$dir/env"

@@ -10,7 +10,8 @@
 //! `scripted`: one server with fixed answers (the demo provider, a strict
 //! RFC 6749 server, Atlassian's sites). Every fake records the requests it
 //! receives (`seen`), and unit tests can mint codes and grants without a
-//! browser (`issue_code`, `issue_grant`).
+//! browser (`issue_code`, `issue_grant`). `ports` chooses the ports of
+//! servers that run in processes of their own.
 //!
 //! ```ignore
 //! let github = provider_fakes::github::start().await;
@@ -36,6 +37,7 @@ pub mod hostile;
 pub mod key_providers;
 pub mod microsoft;
 pub mod notion;
+pub mod ports;
 pub mod salesforce;
 pub mod scripted;
 pub mod server;

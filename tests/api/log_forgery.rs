@@ -5,7 +5,6 @@
 
 use std::{
     io::Read,
-    net::TcpListener,
     process::{Command, Stdio},
     time::Duration,
 };
@@ -17,11 +16,8 @@ async fn client_strings_are_logged_escaped_in_the_pretty_format() {
     // The database, the dev identity provider and the key of a test app.
     let app = spawn_app().await;
     let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // The server binds it in a process of its own, a while from now.
+    let port = provider_fakes::ports::unused_port(&[]);
     let base = format!("http://127.0.0.1:{port}");
     let mut demo = toml::Table::new();
     demo.insert("demo".into(), app.dev.demo().provider_settings().into());

@@ -15,7 +15,7 @@ use anyhow::{Context, bail};
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use sqlx::{Connection, PgConnection};
 
-use crate::procs::{Proc, free_port, tail};
+use crate::procs::{Proc, tail};
 
 /// The provider name in mcp-connect's configuration, and so in tool
 /// arguments and the callback path.
@@ -113,14 +113,20 @@ impl World {
             }
             std::fs::create_dir_all(dir)?;
         }
-        let ports = Ports {
-            mcp: free_port()?,
-            authorization_server: free_port()?,
-            third_party: free_port()?,
-            api: free_port()?,
-            webdriver: free_port()?,
-        };
         let compose = crate::compose::Compose::from_env()?;
+        // Free on loopback and, behind compose, where the peers listen.
+        let mut bind_addresses = vec![std::net::Ipv4Addr::LOCALHOST.into()];
+        if let Some(c) = &compose {
+            bind_addresses.push(c.peer_bind.parse().context("E2E_PEER_BIND")?);
+        }
+        let free_port = || provider_fakes::ports::unused_port(&bind_addresses);
+        let ports = Ports {
+            mcp: free_port(),
+            authorization_server: free_port(),
+            third_party: free_port(),
+            api: free_port(),
+            webdriver: free_port(),
+        };
         let base = match &compose {
             Some(c) => c.base(),
             None => format!("http://127.0.0.1:{}", ports.mcp),

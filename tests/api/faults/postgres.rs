@@ -4,7 +4,6 @@
 //! `postgres` user when the tests run as root (Postgres refuses root).
 
 use std::{
-    net::TcpListener,
     path::{Path, PathBuf},
     process::Command,
     time::Duration,
@@ -54,13 +53,6 @@ fn run(program: &Path, args: &[&str]) -> std::process::Output {
     output
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
-
 impl OwnPostgres {
     /// A fresh cluster, started; `settings` are extra `-c name=value`.
     pub fn start(settings: &[&str]) -> Self {
@@ -98,7 +90,7 @@ impl OwnPostgres {
         let pg = Self {
             dir,
             bin,
-            port: free_port(),
+            port: provider_fakes::ports::unused_port(&[]),
         };
         pg.up();
         pg
