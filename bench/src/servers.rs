@@ -390,13 +390,6 @@ async fn run(command: &mut Command, what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A free loopback port (the Python server cannot report the one it got).
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 /// The fields of a JWT's payload, unverified (to tell the comparator which
 /// issuer and audience to expect).
 pub fn jwt_claims(token: &str) -> anyhow::Result<Value> {
@@ -424,7 +417,8 @@ pub async fn start_python(
         Value::Array(a) => a.first().cloned().unwrap_or_default(),
         other => other.clone(),
     };
-    let port = free_port()?;
+    // The Python server cannot report the port it got: it is told one.
+    let port = provider_fakes::ports::unused_port(&[]);
     let child = Command::new(python)
         .arg(paths.root.join("bench/python/server.py"))
         .env("BENCH_PORT", port.to_string())

@@ -70,7 +70,11 @@ token=$(field token)
 CONFORMANCE_PROXY_TOKEN=$token node "$here/proxy.mjs" "${mcp_url%/mcp}" >"$work/proxy.url" 2>"$work/proxy.log" &
 proxy_pid=$!
 unset token
-for _ in $(seq 1 40); do [ -s "$work/proxy.url" ] && break; sleep 0.25; done
+for _ in $(seq 1 240); do
+  [ -s "$work/proxy.url" ] && break
+  kill -0 "$proxy_pid" 2>/dev/null || break
+  sleep 0.25
+done
 proxy=$(head -n1 "$work/proxy.url")
 [ -n "$proxy" ] || { log "proxy did not start"; cat "$work/proxy.log" >&2; exit 1; }
 

@@ -4,7 +4,7 @@
 //    what an operator's own catalog entry in mcp-connect meets at real providers: opaque
 //    access tokens, refresh tokens, client_secret_post at the token
 //    endpoint, PKCE, an `iss` on every authorization response (RFC 9207),
-//    RFC 7009 revocation and a userinfo endpoint; access tokens live 4 s.
+//    RFC 7009 revocation and a userinfo endpoint; access tokens live 10 s.
 // 2. A small resource API at /api/ on its own port, which knows nothing but
 //    a bearer token and checks it by RFC 7662 introspection, like a real
 //    resource server in front of an opaque-token issuer.
@@ -88,8 +88,11 @@ const provider = new Provider(issuer, {
   ttl: {
     // Short-lived, as at many providers: mcp-connect refreshes a token a
     // minute before expiry, or at half its life when that is shorter, so a
-    // use two seconds after connecting goes through the refresh grant.
-    AccessToken: 4,
+    // use five and a half seconds after connecting goes through the refresh
+    // grant, and the token it gets still works for the seconds the test
+    // then takes to disconnect (a revoked token must be told from an
+    // expired one).
+    AccessToken: 10,
     AuthorizationCode: 60,
     RefreshToken: 86400,
     IdToken: 3600,

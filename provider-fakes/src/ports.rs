@@ -43,13 +43,16 @@ pub fn unused_port(addresses: &[IpAddr]) -> u16 {
             .expect("bind port 0")
             .port();
     }
-    unused_port_in(addresses, LOWEST..below)
+    let mut handed_out = HANDED_OUT.lock().unwrap();
+    unused_port_in(addresses, LOWEST..below, handed_out.get_or_insert_default())
         .unwrap_or_else(|| panic!("no unused port in {LOWEST}..{below} on {addresses:?}"))
 }
 
-fn unused_port_in(addresses: &[IpAddr], candidates: Range<u16>) -> Option<u16> {
-    let mut handed_out = HANDED_OUT.lock().unwrap();
-    let handed_out = handed_out.get_or_insert_with(HashSet::new);
+fn unused_port_in(
+    addresses: &[IpAddr],
+    candidates: Range<u16>,
+    handed_out: &mut HashSet<u16>,
+) -> Option<u16> {
     let free = |port: u16| {
         addresses
             .iter()
@@ -107,10 +110,11 @@ mod tests {
         };
         let loopback = [IpAddr::V4(Ipv4Addr::LOCALHOST)];
         let range = range_start..range_start + 16;
-        let port = unused_port_in(&loopback, range.clone()).unwrap();
+        let mut handed_out = HashSet::new();
+        let port = unused_port_in(&loopback, range.clone(), &mut handed_out).unwrap();
         assert_eq!(port % 16, 7);
         // … and once handed out, nothing is left.
-        assert_eq!(unused_port_in(&loopback, range), None);
+        assert_eq!(unused_port_in(&loopback, range, &mut handed_out), None);
         drop(held);
     }
 }

@@ -140,8 +140,10 @@ mod tests {
         let sink = Sink::default();
         let (sender, receiver) = sync_channel(QUEUE);
         let out = sink.clone();
+        // A gathering window long enough that a loaded machine's pauses in
+        // this thread do not split the lines into many writes.
         let thread =
-            std::thread::spawn(move || write_batches(&receiver, out, Duration::from_millis(50)));
+            std::thread::spawn(move || write_batches(&receiver, out, Duration::from_millis(500)));
         let writer = BatchedWriter(sender);
         for i in 0..1000 {
             writer

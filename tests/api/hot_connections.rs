@@ -271,12 +271,14 @@ async fn a_wait_past_its_time_goes_to_the_pool() {
     let app = spawn_app().await;
     let hot = hot_waiting(&app, Duration::from_millis(50)).await;
     let started = std::time::Instant::now();
-    let (_, waited) = tokio::join!(hold_for(&hot, Duration::from_secs(1)), async {
+    // The margins are seconds wide: a loaded machine stalls a test's
+    // thread for a few hundred milliseconds now and then.
+    let (_, waited) = tokio::join!(hold_for(&hot, Duration::from_secs(4)), async {
         pid_after(&hot, Duration::from_millis(20)).await;
         started.elapsed()
     });
     assert!(
-        waited < Duration::from_millis(700),
+        waited < Duration::from_secs(3),
         "served by the pool, not after the slow statement: {waited:?}"
     );
     assert_eq!(hot.overflowed(), 1);
@@ -288,7 +290,7 @@ async fn no_more_statements_wait_than_the_thread_has_connections_out() {
     let hot = hot_waiting(&app, Duration::from_secs(10)).await;
     let started = std::time::Instant::now();
     let (holder, first, second) = tokio::join!(
-        hold_for(&hot, Duration::from_millis(500)),
+        hold_for(&hot, Duration::from_secs(4)),
         async {
             let pid = pid_after(&hot, Duration::from_millis(50)).await;
             (pid, started.elapsed())
@@ -300,7 +302,7 @@ async fn no_more_statements_wait_than_the_thread_has_connections_out() {
     );
     assert_eq!(first.0, holder, "the first in line waited for it");
     assert_ne!(second.0, holder, "the second went to the pool");
-    assert!(second.1 < Duration::from_millis(400), "{:?}", second.1);
+    assert!(second.1 < Duration::from_secs(3), "{:?}", second.1);
     assert_eq!(hot.overflowed(), 1);
 }
 
@@ -325,7 +327,8 @@ async fn a_cancelled_wait_leaves_the_connection_for_the_next_request() {
     let app = spawn_app().await;
     let hot = hot_waiting(&app, Duration::from_secs(10)).await;
     let (holder, cancelled) = tokio::join!(
-        hold_for(&hot, Duration::from_millis(300)),
+        // Held long past the wait's cut, however late this thread runs.
+        hold_for(&hot, Duration::from_secs(2)),
         tokio::time::timeout(
             Duration::from_millis(100),
             pid_after(&hot, Duration::from_millis(20))

@@ -39,8 +39,11 @@ async fn a_frozen_database_gets_retryable_answers_within_deadlines() {
         .await
         .unwrap();
     assert_eq!(ready.status(), 503);
+    // Deadlines of 2 s (readiness) and 6 s (statements), with room for a
+    // loaded machine: what is tested is that nothing waits for the
+    // database's own timeouts or the client's (30 s).
     assert!(
-        started.elapsed() < Duration::from_secs(4),
+        started.elapsed() < Duration::from_secs(6),
         "{:?}",
         started.elapsed()
     );
@@ -60,7 +63,7 @@ async fn a_frozen_database_gets_retryable_answers_within_deadlines() {
     assert!(answer.headers().get("retry-after").is_some());
     let text = answer.text().await.unwrap();
     assert!(text.contains("try again"), "{text}");
-    assert!(took < Duration::from_secs(8), "{took:?}");
+    assert!(took < Duration::from_secs(12), "{took:?}");
 
     // A page, too.
     let started = Instant::now();
@@ -76,7 +79,7 @@ async fn a_frozen_database_gets_retryable_answers_within_deadlines() {
         .unwrap();
     assert_eq!(page.status(), 503);
     assert!(page.headers().get("retry-after").is_some());
-    assert!(started.elapsed() < Duration::from_secs(8));
+    assert!(started.elapsed() < Duration::from_secs(12));
 
     pg.thaw();
     // Settles once the database is back.
@@ -113,7 +116,7 @@ async fn a_stopped_database_answers_mcp_with_503_not_an_internal_error() {
     assert!(answer.headers().get("retry-after").is_some());
     let text = answer.text().await.unwrap();
     assert!(!text.contains("-32603"), "{text}");
-    assert!(started.elapsed() < Duration::from_secs(8));
+    assert!(started.elapsed() < Duration::from_secs(12));
     pg.up();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {

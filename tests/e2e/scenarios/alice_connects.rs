@@ -52,10 +52,10 @@ pub async fn run(s: &mut Scenario<'_>) -> anyhow::Result<()> {
     );
 
     // Connected now: another tool reaches the provider's API at once. Past
-    // half the life of the provider's 4 s access token, that goes through
+    // half the life of the provider's 10 s access token, that goes through
     // the refresh grant first.
     tokio::time::sleep(
-        std::time::Duration::from_millis(2500).saturating_sub(connected_at.elapsed()),
+        std::time::Duration::from_millis(5500).saturating_sub(connected_at.elapsed()),
     )
     .await;
     let mut api = s.client(
