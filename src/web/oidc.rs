@@ -41,21 +41,37 @@ const READY_DISCOVERY_WAIT: std::time::Duration = std::time::Duration::from_secs
 /// Whether the identity provider's metadata was fetched once; if not,
 /// tries now (briefly). Until then the instance can verify no token and
 /// sign nobody in, so it must not be sent traffic.
+///
+/// The discovery runs on a task of its own (on this worker's thread: the
+/// OIDC client's futures stay on theirs): a probe that stops waiting leaves
+/// it running, so an identity provider slower to answer than the probe's
+/// wait still gets the instance ready (a cancelled discovery would start
+/// over at every probe and never finish).
 pub async fn metadata_reached(state: &AppState) -> bool {
     if state.sign_in_metadata.was_reached() {
         return true;
     }
-    let discovery = state
-        .sign_in_metadata
-        .get_or_discover(START_METADATA_TTL, discover(state));
+    let background = state.clone();
+    let discovery = actix_web::rt::spawn(async move {
+        background
+            .sign_in_metadata
+            .get_or_discover(START_METADATA_TTL, discover(&background))
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    });
     match tokio::time::timeout(READY_DISCOVERY_WAIT, discovery).await {
-        Ok(Ok(_)) => true,
-        Ok(Err(e)) => {
+        Ok(Ok(Ok(()))) => true,
+        Ok(Ok(Err(e))) => {
             tracing::warn!(error = %e, "readiness: identity provider metadata not fetched");
             false
         }
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "readiness: identity provider discovery stopped");
+            false
+        }
         Err(_) => {
-            tracing::warn!("readiness: identity provider metadata not fetched in time");
+            tracing::warn!("readiness: identity provider metadata not fetched yet");
             false
         }
     }

@@ -1,8 +1,13 @@
 //! What stops `serve` before it listens, and what keeps it not ready.
 
-use std::net::TcpListener;
+use std::{
+    net::TcpListener,
+    time::{Duration, Instant},
+};
 
+use actix_web::{HttpResponse, web};
 use mcp_connect::{config::Settings, startup::Application};
+use serde_json::json;
 
 use crate::helpers::spawn_app_with;
 
@@ -86,4 +91,61 @@ async fn readyz_waits_for_the_issuers_metadata() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
+}
+
+#[tokio::test]
+async fn an_identity_provider_slower_than_the_readiness_wait_still_gets_the_instance_ready() {
+    // Its metadata takes 3 s, past the 2 s a probe waits for it.
+    let bound = provider_fakes::server::bind();
+    let issuer = bound.base.clone();
+    let metadata = serde_json::json!({
+        "issuer": issuer,
+        "authorization_endpoint": format!("{issuer}/auth"),
+        "token_endpoint": format!("{issuer}/token"),
+        "jwks_uri": format!("{issuer}/jwks"),
+        "response_types_supported": ["code"],
+        "subject_types_supported": ["public"],
+        "id_token_signing_alg_values_supported": ["RS256"],
+    });
+    let _idp = bound.serve(move |routes| {
+        let metadata = metadata.clone();
+        routes
+            .route(
+                "/.well-known/openid-configuration",
+                web::get().to(move || {
+                    let metadata = metadata.clone();
+                    async move {
+                        tokio::time::sleep(Duration::from_secs(3)).await;
+                        HttpResponse::Ok().json(metadata)
+                    }
+                }),
+            )
+            .route(
+                "/jwks",
+                web::get().to(|| async { HttpResponse::Ok().json(json!({"keys": []})) }),
+            );
+    });
+    let app = spawn_app_with(|t| {
+        t["auth"]
+            .as_table_mut()
+            .unwrap()
+            .insert("issuer".into(), issuer.clone().into());
+    })
+    .await;
+    let readyz = || async {
+        app.http
+            .get(format!("{}/readyz", app.base))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    };
+    assert_eq!(readyz().await, 503, "not ready before the metadata came");
+    // The discovery the first probe started goes on after it stopped
+    // waiting (one started anew by every probe would never finish).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while readyz().await != 200 {
+        assert!(Instant::now() < deadline, "never ready");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
