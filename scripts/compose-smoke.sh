@@ -76,7 +76,7 @@ PY
     "$CADDY_IMAGE" "$POSTGRES_IMAGE" "$port" "$pgport" > "$dir/env"
   status=0
   E2E_COMPOSE="$repo/scripts/compose-smoke.sh" E2E_COMPOSE_DIR="$dir" \
-    E2E_HTTPS_PORT=$port E2E_PEER_BIND=$bridge E2E_DATABASE_URL_FILE="$dir/database-url" \
+    E2E_HTTPS_PORT=$port E2E_PUBLISHED_PORTS="$port $pgport" E2E_PEER_BIND=$bridge E2E_DATABASE_URL_FILE="$dir/database-url" \
     E2E_TRUSTED_SPKI_FILE="$dir/caddy-ca.spki" E2E_CA_FILE="$dir/stack/caddy-ca/root.crt" E2E_CA_BUNDLE="$dir/ca-bundle.crt" \
     E2E_OUT="$repo/target/e2e-compose" bash "$repo/e2e/run.sh" compose_stack || status=$?
   if [ "$status" = 0 ]; then

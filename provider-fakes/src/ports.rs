@@ -70,6 +70,13 @@ fn unused_port_in(
     Some(port)
 }
 
+/// Marks `ports` as handed out: ports another process chose the same way
+/// and binds later (a compose stack's published ports).
+pub fn set_aside(ports: &[u16]) {
+    let mut handed_out = HANDED_OUT.lock().unwrap();
+    handed_out.get_or_insert_default().extend(ports);
+}
+
 /// The first port of the range the kernel takes outgoing connections' local
 /// ports from (32768 on Linux unless configured).
 fn ephemeral_range_start() -> u16 {

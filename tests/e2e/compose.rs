@@ -25,6 +25,9 @@ pub struct Compose {
     /// A file holding the stack's database URL (published on 127.0.0.1 for
     /// the checks), written by the hook's `up`.
     database_url_file: PathBuf,
+    /// The ports the stack publishes once it is up (Caddy's, the
+    /// database's): none of the peers may be given one of them.
+    pub published_ports: Vec<u16>,
 }
 
 /// The names the peers have behind Caddy. Chromium and these clients map
@@ -44,6 +47,10 @@ impl Compose {
             https_port: var("E2E_HTTPS_PORT")?.parse().context("E2E_HTTPS_PORT")?,
             peer_bind: var("E2E_PEER_BIND")?,
             database_url_file: var("E2E_DATABASE_URL_FILE")?.into(),
+            published_ports: var("E2E_PUBLISHED_PORTS")?
+                .split_whitespace()
+                .map(|p| p.parse().context("E2E_PUBLISHED_PORTS"))
+                .collect::<anyhow::Result<_>>()?,
         }))
     }
 

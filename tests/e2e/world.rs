@@ -118,6 +118,7 @@ impl World {
         let mut bind_addresses = vec![std::net::Ipv4Addr::LOCALHOST.into()];
         if let Some(c) = &compose {
             bind_addresses.push(c.peer_bind.parse().context("E2E_PEER_BIND")?);
+            provider_fakes::ports::set_aside(&c.published_ports);
         }
         let free_port = || provider_fakes::ports::unused_port(&bind_addresses);
         let ports = Ports {
