@@ -58,12 +58,38 @@ pub struct SignInMetadata {
     kept: tokio::sync::Mutex<Option<(std::time::Instant, CoreProviderMetadata)>>,
     /// Discovered at least once since start-up.
     reached: std::sync::atomic::AtomicBool,
+    /// A readiness probe's discovery is under way. One at a time: probes
+    /// come every few seconds, and an identity provider that hangs would
+    /// otherwise collect a queue of them, each waiting for the lock.
+    probing: std::sync::atomic::AtomicBool,
+    /// Wakes the probes waiting for that discovery when it ends.
+    probe_ended: tokio::sync::Notify,
 }
 
 impl SignInMetadata {
     /// Whether a discovery succeeded once since start-up.
     pub fn was_reached(&self) -> bool {
         self.reached.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Claims the readiness discovery; false while another is under way.
+    pub fn start_probe(&self) -> bool {
+        use std::sync::atomic::Ordering::{AcqRel, Acquire};
+        self.probing
+            .compare_exchange(false, true, AcqRel, Acquire)
+            .is_ok()
+    }
+
+    /// Ends the readiness discovery and wakes the probes waiting for it.
+    pub fn end_probe(&self) {
+        self.probing
+            .store(false, std::sync::atomic::Ordering::Release);
+        self.probe_ended.notify_waiters();
+    }
+
+    /// Resolves when the readiness discovery under way (or the next) ends.
+    pub fn probe_ended(&self) -> tokio::sync::futures::Notified<'_> {
+        self.probe_ended.notified()
     }
 
     /// The kept metadata while younger than `ttl`, else what `discover`

@@ -43,37 +43,48 @@ const READY_DISCOVERY_WAIT: std::time::Duration = std::time::Duration::from_secs
 /// sign nobody in, so it must not be sent traffic.
 ///
 /// The discovery runs on a task of its own (on this worker's thread: the
-/// OIDC client's futures stay on theirs): a probe that stops waiting leaves
-/// it running, so an identity provider slower to answer than the probe's
-/// wait still gets the instance ready (a cancelled discovery would start
-/// over at every probe and never finish).
+/// OIDC client's futures stay on theirs), one at a time: a probe that stops
+/// waiting leaves it running, so an identity provider slower to answer than
+/// the probe's wait still gets the instance ready (a cancelled discovery
+/// would start over at every probe and never finish), and the probes that
+/// come meanwhile wait for that one instead of starting more.
 pub async fn metadata_reached(state: &AppState) -> bool {
-    if state.sign_in_metadata.was_reached() {
+    let metadata = &state.sign_in_metadata;
+    if metadata.was_reached() {
         return true;
     }
-    let background = state.clone();
-    let discovery = actix_web::rt::spawn(async move {
-        background
-            .sign_in_metadata
-            .get_or_discover(START_METADATA_TTL, discover(&background))
-            .await
-            .map(drop)
-            .map_err(|e| e.to_string())
-    });
-    match tokio::time::timeout(READY_DISCOVERY_WAIT, discovery).await {
-        Ok(Ok(Ok(()))) => true,
-        Ok(Ok(Err(e))) => {
-            tracing::warn!(error = %e, "readiness: identity provider metadata not fetched");
-            false
-        }
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "readiness: identity provider discovery stopped");
-            false
-        }
-        Err(_) => {
-            tracing::warn!("readiness: identity provider metadata not fetched yet");
-            false
-        }
+    let ended = metadata.probe_ended();
+    tokio::pin!(ended);
+    // From here on, the end of a discovery is not missed.
+    ended.as_mut().enable();
+    if metadata.start_probe() {
+        let probe = ProbeUnderWay(state.clone());
+        actix_web::rt::spawn(async move {
+            let state = &probe.0;
+            let found = state
+                .sign_in_metadata
+                .get_or_discover(START_METADATA_TTL, discover(state))
+                .await;
+            if let Err(e) = found {
+                tracing::warn!(error = %e, "readiness: identity provider metadata not fetched");
+            }
+        });
+    }
+    if tokio::time::timeout(READY_DISCOVERY_WAIT, ended)
+        .await
+        .is_err()
+    {
+        tracing::warn!("readiness: identity provider metadata not fetched yet; still asking");
+    }
+    metadata.was_reached()
+}
+
+/// The readiness discovery's claim, given back however its task ends.
+struct ProbeUnderWay(AppState);
+
+impl Drop for ProbeUnderWay {
+    fn drop(&mut self) {
+        self.0.sign_in_metadata.end_probe();
     }
 }
 

@@ -2,6 +2,10 @@
 
 use std::{
     net::TcpListener,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -95,10 +99,10 @@ async fn readyz_waits_for_the_issuers_metadata() {
 
 #[tokio::test]
 async fn an_identity_provider_slower_than_the_readiness_wait_still_gets_the_instance_ready() {
-    // Its metadata takes 3 s, past the 2 s a probe waits for it.
+    // Its metadata takes 5 s, past the 2 s a probe waits for it.
     let bound = provider_fakes::server::bind();
     let issuer = bound.base.clone();
-    let metadata = serde_json::json!({
+    let metadata = json!({
         "issuer": issuer,
         "authorization_endpoint": format!("{issuer}/auth"),
         "token_endpoint": format!("{issuer}/token"),
@@ -107,15 +111,18 @@ async fn an_identity_provider_slower_than_the_readiness_wait_still_gets_the_inst
         "subject_types_supported": ["public"],
         "id_token_signing_alg_values_supported": ["RS256"],
     });
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = asked.clone();
     let _idp = bound.serve(move |routes| {
-        let metadata = metadata.clone();
+        let (metadata, counter) = (metadata.clone(), counter.clone());
         routes
             .route(
                 "/.well-known/openid-configuration",
                 web::get().to(move || {
+                    counter.fetch_add(1, Ordering::SeqCst);
                     let metadata = metadata.clone();
                     async move {
-                        tokio::time::sleep(Duration::from_secs(3)).await;
+                        tokio::time::sleep(Duration::from_secs(5)).await;
                         HttpResponse::Ok().json(metadata)
                     }
                 }),
@@ -142,10 +149,61 @@ async fn an_identity_provider_slower_than_the_readiness_wait_still_gets_the_inst
     };
     assert_eq!(readyz().await, 503, "not ready before the metadata came");
     // The discovery the first probe started goes on after it stopped
-    // waiting (one started anew by every probe would never finish).
-    let deadline = Instant::now() + Duration::from_secs(20);
+    // waiting (one started anew by every probe would never finish), and
+    // the probes that come meanwhile wait for it rather than ask again.
+    let deadline = Instant::now() + Duration::from_secs(30);
     while readyz().await != 200 {
         assert!(Instant::now() < deadline, "never ready");
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        1,
+        "one discovery, however many probes"
+    );
+}
+
+#[tokio::test]
+async fn probes_while_the_identity_provider_hangs_share_one_discovery() {
+    // Every discovery hangs 3 s, then fails.
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = asked.clone();
+    let idp = provider_fakes::server::start(move |routes| {
+        let counter = counter.clone();
+        routes.route(
+            "/.well-known/openid-configuration",
+            web::get().to(move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async {
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                    HttpResponse::ServiceUnavailable().finish()
+                }
+            }),
+        );
+    });
+    let app = spawn_app_with(|t| {
+        t["auth"]
+            .as_table_mut()
+            .unwrap()
+            .insert("issuer".into(), idp.base.clone().into());
+    })
+    .await;
+    let readyz = || async {
+        app.http
+            .get(format!("{}/readyz", app.base))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    };
+    let answers = tokio::join!(readyz(), readyz(), readyz(), readyz());
+    let answers = [answers.0, answers.1, answers.2, answers.3].map(|s| s.as_u16());
+    assert_eq!(answers, [503; 4]);
+    // Had each probe started a discovery of its own, they would follow
+    // one another to the identity provider long after the probes ended.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        1,
+        "one discovery for four probes"
+    );
 }
