@@ -12,9 +12,10 @@
 
 use std::{
     collections::HashSet,
+    io::ErrorKind,
     net::{IpAddr, Ipv4Addr, TcpListener},
     ops::Range,
-    sync::Mutex,
+    sync::{Mutex, PoisonError},
 };
 
 /// Where the candidates start: above the ports well-known services use.
@@ -43,9 +44,11 @@ pub fn unused_port(addresses: &[IpAddr]) -> u16 {
             .expect("bind port 0")
             .port();
     }
-    let mut handed_out = HANDED_OUT.lock().unwrap();
-    unused_port_in(addresses, LOWEST..below, handed_out.get_or_insert_default())
-        .unwrap_or_else(|| panic!("no unused port in {LOWEST}..{below} on {addresses:?}"))
+    let port = {
+        let mut handed_out = HANDED_OUT.lock().unwrap_or_else(PoisonError::into_inner);
+        unused_port_in(addresses, LOWEST..below, handed_out.get_or_insert_default())
+    };
+    port.unwrap_or_else(|| panic!("no unused port in {LOWEST}..{below} on {addresses:?}"))
 }
 
 fn unused_port_in(
@@ -53,10 +56,16 @@ fn unused_port_in(
     candidates: Range<u16>,
     handed_out: &mut HashSet<u16>,
 ) -> Option<u16> {
+    // Taken means in use; any other failure (an address this host does not
+    // have) would fail every port alike, and says so at once.
     let free = |port: u16| {
         addresses
             .iter()
-            .all(|address| TcpListener::bind((*address, port)).is_ok())
+            .all(|address| match TcpListener::bind((*address, port)) {
+                Ok(_) => true,
+                Err(e) if e.kind() == ErrorKind::AddrInUse => false,
+                Err(e) => panic!("cannot bind {address}:{port}: {e}"),
+            })
     };
     // Random candidates first (parallel tests rarely meet), then every one.
     let random: Vec<u16> = (0..64)
@@ -73,7 +82,7 @@ fn unused_port_in(
 /// Marks `ports` as handed out: ports another process chose the same way
 /// and binds later (a compose stack's published ports).
 pub fn set_aside(ports: &[u16]) {
-    let mut handed_out = HANDED_OUT.lock().unwrap();
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(PoisonError::into_inner);
     handed_out.get_or_insert_default().extend(ports);
 }
 
