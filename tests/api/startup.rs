@@ -13,7 +13,7 @@ use actix_web::{HttpResponse, web};
 use mcp_connect::{config::Settings, startup::Application};
 use serde_json::json;
 
-use crate::helpers::spawn_app_with;
+use crate::helpers::{TestApp, spawn_app_with};
 
 fn settings(extra: &str) -> Settings {
     let table: toml::Table = format!(
@@ -71,13 +71,7 @@ async fn serve_refuses_a_webhook_endpoint_inside_the_network_unless_allowed() {
 #[tokio::test]
 async fn readyz_waits_for_the_issuers_metadata() {
     // Nothing listens on port 9 of loopback: the issuer cannot be reached.
-    let app = spawn_app_with(|t| {
-        t["auth"]
-            .as_table_mut()
-            .unwrap()
-            .insert("issuer".into(), "http://127.0.0.1:9/".into());
-    })
-    .await;
+    let app = spawn_app_with_issuer("http://127.0.0.1:9/").await;
     let r = app
         .http
         .get(format!("{}/readyz", app.base))
@@ -132,27 +126,17 @@ async fn an_identity_provider_slower_than_the_readiness_wait_still_gets_the_inst
                 web::get().to(|| async { HttpResponse::Ok().json(json!({"keys": []})) }),
             );
     });
-    let app = spawn_app_with(|t| {
-        t["auth"]
-            .as_table_mut()
-            .unwrap()
-            .insert("issuer".into(), issuer.clone().into());
-    })
-    .await;
-    let readyz = || async {
-        app.http
-            .get(format!("{}/readyz", app.base))
-            .send()
-            .await
-            .unwrap()
-            .status()
-    };
-    assert_eq!(readyz().await, 503, "not ready before the metadata came");
+    let app = spawn_app_with_issuer(&issuer).await;
+    assert_eq!(
+        readyz(&app).await,
+        503,
+        "not ready before the metadata came"
+    );
     // The discovery the first probe started goes on after it stopped
     // waiting (one started anew by every probe would never finish), and
     // the probes that come meanwhile wait for it rather than ask again.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while readyz().await != 200 {
+    while readyz(&app).await != 200 {
         assert!(Instant::now() < deadline, "never ready");
     }
     assert_eq!(
@@ -180,22 +164,8 @@ async fn probes_while_the_identity_provider_hangs_share_one_discovery() {
             }),
         );
     });
-    let app = spawn_app_with(|t| {
-        t["auth"]
-            .as_table_mut()
-            .unwrap()
-            .insert("issuer".into(), idp.base.clone().into());
-    })
-    .await;
-    let readyz = || async {
-        app.http
-            .get(format!("{}/readyz", app.base))
-            .send()
-            .await
-            .unwrap()
-            .status()
-    };
-    let answers = tokio::join!(readyz(), readyz(), readyz(), readyz());
+    let app = spawn_app_with_issuer(&idp.base).await;
+    let answers = tokio::join!(readyz(&app), readyz(&app), readyz(&app), readyz(&app));
     let answers = [answers.0, answers.1, answers.2, answers.3].map(|s| s.as_u16());
     assert_eq!(answers, [503; 4]);
     // Had each probe started a discovery of its own, they would follow
@@ -206,4 +176,26 @@ async fn probes_while_the_identity_provider_hangs_share_one_discovery() {
         1,
         "one discovery for four probes"
     );
+}
+
+/// A test app whose authorization server (and web sign-in's identity
+/// provider) is `issuer`.
+async fn spawn_app_with_issuer(issuer: &str) -> TestApp {
+    spawn_app_with(|t| {
+        t["auth"]
+            .as_table_mut()
+            .unwrap()
+            .insert("issuer".into(), issuer.into());
+    })
+    .await
+}
+
+/// What `/readyz` answers now.
+async fn readyz(app: &TestApp) -> reqwest::StatusCode {
+    app.http
+        .get(format!("{}/readyz", app.base))
+        .send()
+        .await
+        .unwrap()
+        .status()
 }
