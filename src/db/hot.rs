@@ -95,6 +95,8 @@ struct Shared {
     wait_for_own: Duration,
     limit: usize,
     max_idle: Duration,
+    /// [`SPARE_AFTER`] unless a test says otherwise.
+    spare_after: Duration,
     open: AtomicUsize,
     /// Statements the pool served because every place here was taken.
     overflowed: AtomicU64,
@@ -134,6 +136,8 @@ struct Own {
     /// Its database's idle limit, kept here so that checking an idle
     /// connection touches nothing shared between threads.
     max_idle: Duration,
+    /// Its database's [`Shared::spare_after`], for the same reason.
+    spare_after: Duration,
     /// Its database's [`Shared::wanted`].
     wanted: Arc<AtomicBool>,
 }
@@ -202,6 +206,7 @@ impl HotConnections {
                 wait_for_own: WAIT_FOR_OWN,
                 limit,
                 max_idle,
+                spare_after: SPARE_AFTER,
                 open: AtomicUsize::new(0),
                 overflowed: AtomicU64::new(0),
                 wanted: Arc::new(AtomicBool::new(false)),
@@ -224,6 +229,16 @@ impl HotConnections {
     pub fn with_wait_for_own(mut self, wait: Duration) -> Self {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
             shared.wait_for_own = wait;
+        }
+        self
+    }
+
+    /// How long an idle connection must have waited unused before its
+    /// thread gives its place to one that found none (1 s unless set here;
+    /// tests make it longer, so that their own steps never reach it).
+    pub fn with_spare_after(mut self, idle_for: Duration) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.spare_after = idle_for;
         }
         self
     }
@@ -298,6 +313,7 @@ impl HotConnections {
                     slot,
                     opened: Instant::now(),
                     max_idle: self.shared.max_idle,
+                    spare_after: self.shared.spare_after,
                     wanted: self.shared.wanted.clone(),
                 }));
             }
@@ -513,7 +529,7 @@ fn give_back(own: Own) {
             let home = Weak::as_ptr(&own.slot.0);
             spare = idle.iter().position(|i| {
                 std::ptr::eq(Weak::as_ptr(&i.own.slot.0), home)
-                    && now.duration_since(i.since) >= SPARE_AFTER
+                    && now.duration_since(i.since) >= i.own.spare_after
             });
         }
         let spare = spare.map(|position| {
