@@ -150,3 +150,34 @@ pub async fn api_status(world: &World, access_token: &str) -> anyhow::Result<u16
         .status()
         .as_u16())
 }
+
+/// What the provider's token endpoint says to a refresh grant with
+/// `refresh_token`, made as mcp-connect makes it (its client id and secret
+/// in the body): `None` when it issues tokens, else its `error` code.
+pub async fn refresh_grant_error(
+    world: &World,
+    refresh_token: &str,
+) -> anyhow::Result<Option<String>> {
+    let response = crate::compose::http()
+        .build()?
+        .post(format!("{}/token", world.tp_issuer))
+        .form(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", refresh_token),
+            ("client_id", crate::world::TP_CLIENT_ID),
+            ("client_secret", world.tp_client_secret.as_str()),
+        ])
+        .send()
+        .await?;
+    let status = response.status();
+    let answer: Value = response.json().await?;
+    if status.is_success() {
+        return Ok(None);
+    }
+    Ok(Some(
+        answer["error"]
+            .as_str()
+            .with_context(|| format!("{status} without an error code: {answer}"))?
+            .to_owned(),
+    ))
+}

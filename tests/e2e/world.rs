@@ -40,6 +40,9 @@ pub struct World {
     pub as_issuer: String,
     pub tp_issuer: String,
     pub api_base: String,
+    /// mcp-connect's client secret at the third-party provider: the test
+    /// uses it to try a refresh token the way mcp-connect would.
+    pub tp_client_secret: String,
     /// The API key the OpenAI-like API accepts (an `api_key` provider).
     pub openai_key: String,
     pub webdriver: String,
@@ -152,6 +155,7 @@ impl World {
             as_issuer: peer_url("idp.localhost", ports.authorization_server),
             tp_issuer: peer_url("provider.localhost", ports.third_party),
             api_base: format!("{}/api/", peer_url("api.localhost", ports.api)),
+            tp_client_secret: tp_secret.clone(),
             openai_key: format!("sk-e2e{}", secret().replace(['-', '_'], "x")),
             webdriver: format!("http://127.0.0.1:{}", ports.webdriver),
             chromium: Path::new("/usr/lib/chromium/chromium")

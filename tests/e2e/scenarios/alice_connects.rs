@@ -95,13 +95,22 @@ pub async fn run(s: &mut Scenario<'_>) -> anyhow::Result<()> {
 
     // Disconnect on the connections page: the server revokes at the
     // provider (RFC 7009), which ends the grant, so none of the access
-    // tokens it issued for her works at its API any more.
-    let issued: Vec<String> = tokens::issued(&s.world.tp_issuer, account)
-        .await?
-        .into_iter()
-        .filter(|(kind, _)| kind == "access_token")
-        .map(|(_, value)| value)
-        .collect();
+    // tokens it issued for her works at its API any more, and its refresh
+    // token gets no new one. (The access tokens live 10 s, so they alone
+    // could pass by expiring; the refresh token lives a day.)
+    let all_issued = tokens::issued(&s.world.tp_issuer, account).await?;
+    let of_kind = |wanted: &str| -> Vec<String> {
+        all_issued
+            .iter()
+            .filter(|(kind, _)| kind == wanted)
+            .map(|(_, value)| value.clone())
+            .collect()
+    };
+    let issued = of_kind("access_token");
+    let refresh_tokens = of_kind("refresh_token");
+    let refresh_token = refresh_tokens
+        .last()
+        .context("the provider issued no refresh token")?;
     let latest = issued
         .last()
         .context("the provider issued no access token")?;
@@ -137,6 +146,11 @@ pub async fn run(s: &mut Scenario<'_>) -> anyhow::Result<()> {
             "an access token still works at the provider after disconnecting"
         );
     }
+    let refused = tokens::refresh_grant_error(s.world, refresh_token).await?;
+    ensure!(
+        refused.as_deref() == Some("invalid_grant"),
+        "the refresh token should be refused with invalid_grant after disconnecting, got {refused:?}"
+    );
     // And the next call asks to connect again.
     let (mut again, _) = s.whoami_link(&token, Style::Manual).await?;
     again.answer("cancel").await?;
