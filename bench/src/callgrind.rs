@@ -171,14 +171,15 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     v.get(v.len() / 2).copied()
 }
 
-/// Instructions per request, medians over the rounds: mcp-connect and its
-/// floor. S4's upstream (the demo provider, in a process of its own that
-/// valgrind does not run) is in neither.
+/// Instructions per request, medians over the rounds: mcp-connect, its
+/// floor and the floor + required work (what the rest of mcp-connect
+/// costs is the last ratio). S4's upstream (the demo provider, in a process
+/// of its own that valgrind does not run) is in none of them.
 pub fn table(runs: &BTreeMap<Key, Vec<Measured>>) -> String {
     let mut out = String::from(
         "Instructions per request (callgrind, user space, medians):\n\n\
-         | scenario | conc. | mcp-connect | floor | floor | ours ÷ floor |\n\
-         |---|--:|--:|---|--:|--:|\n",
+         | scenario | conc. | mcp-connect | floor | floor | ours ÷ floor | floor + required work | ours ÷ floor + required work |\n\
+         |---|--:|--:|---|--:|--:|--:|--:|\n",
     );
     let per = |key: &Key, whose: Kind| {
         let runs = runs.get(key)?;
@@ -188,6 +189,7 @@ pub fn table(runs: &BTreeMap<Key, Vec<Measured>>) -> String {
                 .collect(),
         )
     };
+    let cell = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.0}"));
     for &(scenario, level, kind) in runs.keys() {
         if kind != Kind::Ours {
             continue;
@@ -195,18 +197,65 @@ pub fn table(runs: &BTreeMap<Key, Vec<Measured>>) -> String {
         let Some(ours) = per(&(scenario, level, Kind::Ours), Kind::Ours) else {
             continue;
         };
+        let ratio = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{:.3}", ours / v));
         let floor_kind = scenario.floor();
-        let floor_key = (scenario, level, floor_kind);
-        let floor = per(&floor_key, floor_kind);
-        let cell = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.0}"));
-        let ratio = floor.map_or("–".to_owned(), |f| format!("{:.3}", ours / f));
+        let floor = per(&(scenario, level, floor_kind), floor_kind);
+        let required = per(&(scenario, level, Kind::Required), Kind::Required);
         out.push_str(&format!(
-            "| {} {} | {level} | {ours:.0} | {} | {} | {ratio} |\n",
+            "| {} {} | {level} | {ours:.0} | {} | {} | {} | {} | {} |\n",
             scenario.id(),
             scenario.title(),
             floor_kind.label(),
             cell(floor),
+            ratio(floor),
+            cell(required),
+            ratio(required),
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenarios::Scenario;
+
+    fn window(kind: Kind, requests: u64, instructions: u64) -> Measured {
+        Measured {
+            ok: requests,
+            instructions: vec![(kind, instructions)],
+            ..Measured::default()
+        }
+    }
+
+    #[test]
+    fn the_table_sets_mcp_connect_against_its_floor_and_the_floor_with_the_required_work() {
+        let mut runs = BTreeMap::new();
+        let s3 = Scenario::RetryComplete;
+        runs.insert(
+            (s3, 1, Kind::Ours),
+            vec![window(Kind::Ours, 100, 33_000_000)],
+        );
+        runs.insert(
+            (s3, 1, Kind::BareSql),
+            vec![window(Kind::BareSql, 200, 44_000_000)],
+        );
+        runs.insert(
+            (s3, 1, Kind::Required),
+            vec![window(Kind::Required, 50, 15_000_000)],
+        );
+        let table = table(&runs);
+        assert!(
+            table.contains("| S3 retry-complete | 1 | 330000 | bare rmcp + SQL | 220000 | 1.500 | 300000 | 1.100 |"),
+            "{table}"
+        );
+
+        // A floor that was not run is a dash, not a zero.
+        runs.remove(&(s3, 1, Kind::Required));
+        assert!(table_has(&runs, "| 220000 | 1.500 | – | – |"));
+    }
+
+    fn table_has(runs: &BTreeMap<Key, Vec<Measured>>, text: &str) -> bool {
+        table(runs).contains(text)
+    }
 }
