@@ -252,10 +252,7 @@ mod tests {
 
         // A floor that was not run is a dash, not a zero.
         runs.remove(&(s3, 1, Kind::Required));
-        assert!(table_has(&runs, "| 220000 | 1.500 | – | – |"));
-    }
-
-    fn table_has(runs: &BTreeMap<Key, Vec<Measured>>, text: &str) -> bool {
-        table(runs).contains(text)
+        let table = super::table(&runs);
+        assert!(table.contains("| 220000 | 1.500 | – | – |"), "{table}");
     }
 }
