@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
-use subtle::ConstantTimeEq;
 use uuid::Uuid;
 
 use crate::crypto::{KeyRing, Purpose};
@@ -147,14 +146,23 @@ pub fn seal(
     ttl: std::time::Duration,
 ) -> Result<String, StateError> {
     let ttl = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2);
+    let bound = [
+        digest(binding.audience),
+        digest(binding.user.issuer()),
+        digest(binding.user.subject()),
+        digest(binding.client_id),
+        digest(binding.method),
+        digest(binding.target),
+    ];
+    let args = arguments_digest(binding.arguments);
     let payload = Payload {
-        aud: digest(binding.audience).to_cow(),
-        iss: digest(binding.user.issuer()).to_cow(),
-        sub: digest(binding.user.subject()).to_cow(),
-        cid: digest(binding.client_id).to_cow(),
-        method: digest(binding.method).to_cow(),
-        target: digest(binding.target).to_cow(),
-        args: arguments_digest(binding.arguments).to_cow(),
+        aud: bound[0].as_cow(),
+        iss: bound[1].as_cow(),
+        sub: bound[2].as_cow(),
+        cid: bound[3].as_cow(),
+        method: bound[4].as_cow(),
+        target: bound[5].as_cow(),
+        args: args.as_cow(),
         ticket: round.ticket.as_ref().map(|t| t.id),
         secret: round
             .ticket
@@ -188,7 +196,7 @@ pub fn open(keys: &KeyRing, binding: &Binding<'_>, state: &str) -> Result<RoundS
         (&p.args, &arguments_digest(binding.arguments).0, "arguments"),
     ];
     for (sealed, now, what) in checks {
-        if !bool::from(sealed.as_bytes().ct_eq(now)) {
+        if !crate::crypto::same_bytes(sealed.as_bytes(), now) {
             return Err(StateError::Mismatch(what));
         }
     }
@@ -240,9 +248,9 @@ impl<const N: usize> HexDigest<N> {
         Self(out)
     }
 
-    /// For the sealed payload. Hex digits are ASCII: nothing is lost.
-    fn to_cow(&self) -> Cow<'static, str> {
-        Cow::Owned(String::from_utf8_lossy(&self.0).into_owned())
+    /// For the sealed payload, borrowed. Hex digits are ASCII: nothing is lost.
+    fn as_cow(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(&self.0)
     }
 }
 

@@ -21,7 +21,7 @@ use anyhow::Context;
 use mcp_connect::{
     auth::{self, Principal, TokenVerifier},
     config::AuthSettings,
-    crypto::{KeyRing, Purpose, Sealed},
+    crypto::{KeyRing, Purpose},
     metrics::McpMetrics,
 };
 use uuid::Uuid;
@@ -79,27 +79,24 @@ impl Required {
         provider: &str,
         bytes: Vec<u8>,
     ) -> anyhow::Result<Vec<u8>> {
-        let sealed = Sealed {
-            key_id: KEY_ID.to_owned(),
-            bytes,
-        };
-        Ok(self
-            .keys
-            .open(Purpose::Token, &context(id, subject, provider), &sealed)?)
+        Ok(self.keys.open_bytes(
+            Purpose::Token,
+            &context(id, subject, provider),
+            KEY_ID,
+            &bytes,
+        )?)
     }
 }
 
 /// The binding the vault gives a stored token: the connection's id, issuer,
-/// subject, provider and the token's kind, each length-prefixed.
+/// subject, provider and the token's kind, each length-prefixed (built as
+/// the vault builds it).
 fn context(id: Uuid, subject: &str, provider: &str) -> Vec<u8> {
-    let mut ctx = Vec::new();
-    for part in [
-        id.to_string().as_str(),
-        super::store::ISSUER,
-        subject,
-        provider,
-        "access",
-    ] {
+    let mut id_text = Uuid::encode_buffer();
+    let id = &*id.hyphenated().encode_lower(&mut id_text);
+    let parts = [id, super::store::ISSUER, subject, provider, "access"];
+    let mut ctx = Vec::with_capacity(parts.iter().map(|p| p.len() + 4).sum());
+    for part in parts {
         ctx.extend_from_slice(&(part.len() as u32).to_be_bytes());
         ctx.extend_from_slice(part.as_bytes());
     }

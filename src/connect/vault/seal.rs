@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::{
     connect::ConnectionService,
-    crypto::{Purpose, Sealed},
+    crypto::Purpose,
     db::connections::ConnectionRow,
     domain::{ProviderName, UserRef},
 };
@@ -23,14 +23,11 @@ pub(super) fn context(id: Uuid, user: UserRef<'_>, provider: &ProviderName, kind
         Kind::Access => "access",
         Kind::Refresh => "refresh",
     };
-    let mut ctx = Vec::new();
-    for part in [
-        id.to_string().as_str(),
-        user.issuer(),
-        user.subject(),
-        provider,
-        kind,
-    ] {
+    let mut id_text = Uuid::encode_buffer();
+    let id = &*id.hyphenated().encode_lower(&mut id_text);
+    let parts: [&str; 5] = [id, user.issuer(), user.subject(), provider, kind];
+    let mut ctx = Vec::with_capacity(parts.iter().map(|p| p.len() + 4).sum());
+    for part in parts {
         ctx.extend_from_slice(&(part.len() as u32).to_be_bytes());
         ctx.extend_from_slice(part.as_bytes());
     }
@@ -78,16 +75,13 @@ pub(super) fn open_bound(
     kind: Kind,
     bytes: &[u8],
 ) -> anyhow::Result<SecretString> {
-    let sealed = Sealed {
-        key_id: binding.key_id.to_owned(),
-        bytes: bytes.to_vec(),
-    };
     let plain = state
         .keys
-        .open(
+        .open_bytes(
             Purpose::Token,
             &context(binding.id, binding.user, binding.provider, kind),
-            &sealed,
+            binding.key_id,
+            bytes,
         )
         .map_err(|e| {
             anyhow::Error::new(e).context(format!(
@@ -96,4 +90,31 @@ pub(super) fn open_bound(
             ))
         })?;
     Ok(SecretString::from(String::from_utf8(plain)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Tokens sealed by any earlier version must keep opening: the binding
+    /// is part of the associated data, byte for byte.
+    #[test]
+    fn the_binding_is_written_as_it_always_was() {
+        let id = Uuid::parse_str("0b9f3c1e-2a4d-4e8f-9c71-5d6e7f809a1b").unwrap();
+        let provider = ProviderName::parse("github").unwrap();
+        let user = UserRef::new("https://idp.example", "alice");
+        let mut expected = Vec::new();
+        for part in [
+            "0b9f3c1e-2a4d-4e8f-9c71-5d6e7f809a1b",
+            "https://idp.example",
+            "alice",
+            "github",
+            "refresh",
+        ] {
+            expected.extend_from_slice(&(part.len() as u32).to_be_bytes());
+            expected.extend_from_slice(part.as_bytes());
+        }
+        assert_eq!(context(id, user, &provider, Kind::Refresh), expected);
+        assert!(context(id, user, &provider, Kind::Access).ends_with(b"\0\0\0\x06access"));
+    }
 }
