@@ -143,12 +143,19 @@ fn implementation() -> Implementation {
         .with_description("Use your third-party accounts from any MCP client, without handing it your credentials.")
 }
 
-/// `_meta` for every result: 2026-07-28 results name the server.
+/// `_meta` for every result: 2026-07-28 results name the server ("name and
+/// version", the spec's words for this field). The title and description
+/// are said once, in `server/discover`; repeated in every result they
+/// would be a fifth of a connected call's answer, written and parsed for
+/// nothing.
 fn result_meta() -> Result<MetaObject, serde_json::Error> {
     let mut meta = MetaObject::new();
     meta.0.insert(
         "io.modelcontextprotocol/serverInfo".to_owned(),
-        serde_json::to_value(implementation())?,
+        serde_json::to_value(Implementation::new(
+            "mcp-connect",
+            env!("CARGO_PKG_VERSION"),
+        ))?,
     );
     Ok(meta)
 }

@@ -20,10 +20,12 @@ async fn discover_names_versions_server_info_and_only_real_capabilities() {
         .collect();
     assert!(versions.contains(&"2026-07-28"), "{versions:?}");
     assert!(versions.contains(&"2025-11-25"), "{versions:?}");
-    assert_eq!(
-        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "mcp-connect",
-        "{body}"
-    );
+    let info = &result["_meta"]["io.modelcontextprotocol/serverInfo"];
+    assert_eq!(info["name"], "mcp-connect", "{body}");
+    assert_eq!(info["version"], env!("CARGO_PKG_VERSION"), "{body}");
+    // Discovery is where a client learns what the server is for.
+    assert!(info["title"].is_string(), "{body}");
+    assert!(info["description"].is_string(), "{body}");
     let caps = result["capabilities"].as_object().unwrap();
     assert!(caps.contains_key("tools"), "{body}");
     assert!(
@@ -63,6 +65,13 @@ async fn connections_list_shows_only_the_callers_connections_and_no_tokens() {
     assert_eq!(
         body["result"]["structuredContent"]["connections"],
         json!([])
+    );
+    // Every result names the server, by name and version only: the rest
+    // of its identity was said in discovery.
+    assert_eq!(
+        body["result"]["_meta"]["io.modelcontextprotocol/serverInfo"],
+        json!({"name": "mcp-connect", "version": env!("CARGO_PKG_VERSION")}),
+        "{body}"
     );
 
     sqlx::query(
