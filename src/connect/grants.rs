@@ -90,6 +90,20 @@ pub(super) async fn admit<'s>(
     ask(state, need, provider, &token, round, ticket).await
 }
 
+impl ConnectionService {
+    /// Whether the calling client may act on connection `connection_id`
+    /// (every grant mode): for operations that use a connection without a
+    /// token handed out, such as disconnecting it.
+    pub async fn client_may_use(
+        &self,
+        connection_id: Uuid,
+        client_id: &str,
+    ) -> Result<bool, ErrorData> {
+        Ok(self.settings.grants == GrantMode::PerUser
+            || granted(self, connection_id, client_id, GrantSeen::Unread).await?)
+    }
+}
+
 /// Whether `client_id` may use the connection; notes the use (at most once
 /// a minute) when it may.
 async fn granted(

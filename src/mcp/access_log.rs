@@ -47,7 +47,8 @@ impl ToolOutcome {
             Err(_) => Ended::ProtocolError,
         };
         Self {
-            tool: request.name.to_string(),
+            // The client chose it: a prefix, as for the method.
+            tool: crate::crypto::printable_prefix(&request.name),
             retry: request.request_state.is_some(),
             ended,
             code: outcome.as_ref().err().map(|e| e.code.0),
@@ -192,6 +193,21 @@ mod tests {
         assert_eq!(facts.method.as_deref(), Some("(unprintable)"));
         facts.set_method(&"x".repeat(65));
         assert_eq!(facts.method.as_deref(), Some("(unprintable)"));
+    }
+
+    #[test]
+    fn a_tool_name_the_client_chose_is_logged_as_a_short_prefix() {
+        let outcome = Err(ErrorData::invalid_params("unknown tool", None));
+        let known = CallToolRequestParams::new("whoami");
+        assert_eq!(ToolOutcome::of(&known, &outcome).tool, "whoami");
+        let huge = CallToolRequestParams::new("x".repeat(200_000));
+        let logged = ToolOutcome::of(&huge, &outcome).tool;
+        assert_eq!(logged, format!("{}…", "x".repeat(32)));
+        let forged = CallToolRequestParams::new("a\n\"ended\":\"complete");
+        assert!(
+            !ToolOutcome::of(&forged, &outcome).tool.contains('\n'),
+            "control characters are escaped"
+        );
     }
 
     #[test]

@@ -263,7 +263,14 @@ pub(super) fn slack_method(allowed: &[String], path: &str) -> Result<(), Provide
         .next()
         .unwrap_or_default();
     let refused = || ProviderError::PathRefused(format!("Slack method `{name}` is not allowed"));
-    if name.starts_with("oauth.") || name.starts_with("admin.") || name == "auth.revoke" {
+    // The path is sent with its escapes, and Slack's edge decodes them: a
+    // method name never needs one, so an escaped name (`%61dmin.…`) is an
+    // attempt to pass the checks below as another method.
+    if decoded(name) != name {
+        return Err(refused());
+    }
+    let lower = name.to_ascii_lowercase();
+    if lower.starts_with("oauth.") || lower.starts_with("admin.") || lower == "auth.revoke" {
         return Err(refused());
     }
     if allowed.iter().any(|m| m.eq_ignore_ascii_case("POST")) {
@@ -313,5 +320,29 @@ mod slack_tests {
         let writes = vec!["GET".to_owned(), "POST".to_owned()];
         assert!(slack_method(&writes, "chat.postMessage").is_ok());
         assert!(slack_method(&writes, "auth.revoke").is_err());
+    }
+
+    #[test]
+    fn an_escaped_or_recased_method_name_is_no_way_around_the_checks() {
+        let read_only = vec!["GET".to_owned(), "HEAD".to_owned()];
+        let writes = vec!["GET".to_owned(), "POST".to_owned()];
+        for bad in [
+            "%61dmin.users.list",
+            "admin.users%2Elist",
+            "%2561dmin.users.list",
+        ] {
+            assert!(slack_method(&read_only, bad).is_err(), "{bad}");
+        }
+        for bad in [
+            "auth.revok%65",
+            "%6Fauth.v2.access",
+            "%61dmin.users.remove",
+            "Auth.Revoke",
+            "OAUTH.v2.access",
+            "Admin.users.remove",
+        ] {
+            assert!(slack_method(&writes, bad).is_err(), "{bad}");
+        }
+        assert!(slack_method(&read_only, "/conversations.list?limit=5").is_ok());
     }
 }

@@ -158,6 +158,34 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         ));
     };
     let names = Some((account.account_label.as_str(), account.account_id.as_str()));
+    // A connection serves only the clients its user approved for it, and
+    // disconnecting is the most final use of all (its refresh token is
+    // spent on the revocation). This client's own form is no approval: it
+    // answers that itself.
+    if !service
+        .client_may_use(account.connection, &p.client_id)
+        .await?
+    {
+        let page = format!("{}/connections", service.base_url());
+        let message = format!(
+            "This client is not approved to use the {} account {}. The user can disconnect it at {page}, \
+             or approve this client for it first (call connect for {}).",
+            provider.display_name(),
+            account.account_label,
+            provider.name()
+        );
+        let result = DisconnectResult {
+            outcome: Outcome::failed(
+                provider.name(),
+                ErrorKind::ClientNotApproved,
+                message.clone(),
+                NextStep::AskUser,
+            )
+            .for_account(&account.account_label, &account.account_id),
+            connection: Disconnection::Kept,
+        };
+        return Ok(CallToolResponse::Complete(answer(&result, true, message)));
+    }
 
     if let Some(round) = round.as_ref().filter(|r| r.state.account.is_some()) {
         let confirmed = round.action() == Some(ElicitationAction::Accept)

@@ -53,6 +53,8 @@ pub enum ErrorKind {
     Refused,
     /// This client cannot ask the user to confirm.
     ConfirmationUnavailable,
+    /// The user has not approved this client for the account.
+    ClientNotApproved,
 }
 
 /// A failure, in a stable code and in words.

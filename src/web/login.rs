@@ -128,9 +128,14 @@ async fn callback(
             "This sign-in took too long. Please sign in again.",
         ));
     }
-    // RFC 9207: when the response names its issuer, it must be ours.
-    let issuer = crate::auth::configured_issuer(&state.settings.auth.issuer);
-    if params.get("iss").is_some_and(|iss| iss != issuer) {
+    // RFC 9207: when the response names its issuer, it must be ours — with
+    // the one trailing slash forgiven, as for tokens: a root issuer is
+    // spelled with it by some providers (Auth0) and without by others.
+    let configured = &state.settings.auth.issuer;
+    if params
+        .get("iss")
+        .is_some_and(|iss| !crate::auth::issuer_matches(configured, iss))
+    {
         tracing::warn!("sign-in callback from another issuer (iss mismatch)");
         return Err(WebError::FlowRejected(
             "This sign-in response came from an unexpected identity provider. Please sign in again.",

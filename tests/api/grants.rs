@@ -221,3 +221,49 @@ async fn per_user_grants_let_every_client_of_the_user_in() {
     connect_demo(&app, "alice", "octo").await;
     completed_as_octo(&whoami_as(&app, OTHER, json!({})).await);
 }
+
+#[tokio::test]
+async fn a_client_not_approved_for_a_connection_cannot_disconnect_it() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let disconnect = || async {
+        let params = json!({"name": "disconnect", "arguments": {"provider": "demo"}});
+        let (status, body) = app.mcp_as(OTHER, "alice", "tools/call", params).await;
+        assert_eq!(status, 200, "{body}");
+        body
+    };
+
+    // Its own yes/no form would be no approval: it would answer it itself.
+    let refused = disconnect().await;
+    assert_eq!(refused["result"]["resultType"], "complete", "{refused}");
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let outcome = &refused["result"]["structuredContent"];
+    assert_eq!(outcome["error"]["kind"], "client_not_approved", "{refused}");
+    assert_eq!(outcome["connection"], "kept", "{refused}");
+    assert_eq!(outcome["next_step"], "ask_user", "{refused}");
+    assert!(
+        outcome["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!("{}/connections", app.base))),
+        "{refused}"
+    );
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
+
+    // Once the user allowed it, it is asked to confirm like any client.
+    let (url, state, _) = asked(&app, OTHER).await;
+    let browser = Browser::new(&app);
+    let page = approval_page(&browser, &url).await;
+    browser
+        .submit(&page, "/connect", &[("action", "continue")])
+        .await;
+    completed_as_octo(&retry(&app, OTHER, &state, "accept").await);
+    let confirm = disconnect().await;
+    assert_eq!(
+        confirm["result"]["resultType"], "input_required",
+        "{confirm}"
+    );
+    assert_eq!(
+        confirm["result"]["inputRequests"]["confirm_disconnect"]["params"]["mode"], "form",
+        "{confirm}"
+    );
+}

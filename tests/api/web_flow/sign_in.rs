@@ -217,6 +217,48 @@ async fn an_issuer_spelled_with_a_trailing_slash_at_the_root_signs_in() {
         "{:?}",
         start.location
     );
+
+    // Its callback names it (RFC 9207) with the slash, as its metadata
+    // does: that is our issuer, so the code is exchanged (and fails here,
+    // as this provider has no token endpoint), not refused as another's.
+    let browser = Browser::new(&app);
+    let start = browser.get("/login").await;
+    let state = url::Url::parse(start.location.as_deref().unwrap())
+        .unwrap()
+        .query_pairs()
+        .find(|(k, _)| k == "state")
+        .map(|(_, v)| v.into_owned())
+        .unwrap();
+    let callback = |iss: &str| {
+        format!(
+            "/auth/callback?{}",
+            url::form_urlencoded::Serializer::new(String::new())
+                .append_pair("code", "abc")
+                .append_pair("state", &state)
+                .append_pair("iss", iss)
+                .finish()
+        )
+    };
+    let other = browser.get(&callback("https://other.example/")).await;
+    assert!(
+        other.body.contains("unexpected identity provider"),
+        "another issuer is refused: {} {}",
+        other.status,
+        other.body
+    );
+    // The refusal did not spend the sign-in: the right issuer goes on.
+    let ours = browser.get(&callback(&issuer)).await;
+    assert!(
+        !ours.body.contains("unexpected identity provider"),
+        "{} {}",
+        ours.status,
+        ours.body
+    );
+    assert_eq!(
+        ours.status, 502,
+        "the code exchange was tried: {}",
+        ours.body
+    );
 }
 
 #[tokio::test]
