@@ -269,6 +269,7 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
             pkce: e.pkce.unwrap_or(true),
             authorize_params: pairs(&e.authorize_params),
             account_chooser: pairs(&e.account_chooser),
+            decline_errors: e.decline_errors.clone().unwrap_or_default(),
             json_token_request: e.token_request_format == Some(entry::TokenRequestFormat::Json),
             revocation: e.revocation.unwrap_or(entry::Revocation::Rfc7009),
             form_answers: e.token_response_format

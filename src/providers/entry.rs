@@ -218,6 +218,10 @@ pub(super) struct Entry {
     pub authorize_params: Option<BTreeMap<String, String>>,
     /// Authorize parameters that make the provider offer another account.
     pub account_chooser: Option<BTreeMap<String, String>>,
+    /// Authorization error codes, besides RFC 6749's `access_denied`, with
+    /// which the provider says the person declined (LinkedIn's
+    /// `user_cancelled_authorize`).
+    pub decline_errors: Option<Vec<String>>,
     pub refresh: Option<Refresh>,
     /// Seconds an access token is taken to live when the token answer
     /// names no `expires_in`, so it is refreshed in time (Salesforce).

@@ -76,6 +76,8 @@ pub(super) struct Quirks {
     pub authorize_params: Vec<(String, String)>,
     /// Authorize parameters that let the user pick another account.
     pub account_chooser: Vec<(String, String)>,
+    /// Error codes meaning "the person declined", besides `access_denied`.
+    pub decline_errors: Vec<String>,
     pub json_token_request: bool,
     pub revocation: Revocation,
     /// Form-encoded token answers are accepted (GitHub's).
@@ -96,6 +98,12 @@ pub(super) struct Quirks {
 }
 
 impl Provider {
+    /// Whether an authorization `error` says the person declined: RFC 6749's
+    /// `access_denied`, or one of the entry's own codes for it.
+    pub fn is_decline(&self, error: &str) -> bool {
+        error == "access_denied" || self.quirks.decline_errors.iter().any(|e| e == error)
+    }
+
     /// A request carrying the credential as the entry presents it (bearer,
     /// its own header, or a query parameter), with the entry's headers.
     /// Answers the URL as sent, which a query credential changes.

@@ -4,9 +4,11 @@
 //! expires, a version header on every API call) and Dropbox (a refresh
 //! token only with `token_access_type=offline`, four-hour access tokens,
 //! an RPC API of POSTs without bodies, bearer revocation). Each connects
-//! through the real pages, from a raw MCP client and from rmcp's.
+//! through the real pages, from a raw MCP client and from rmcp's. LinkedIn
+//! reports a cancel with codes of its own.
 
 mod dropbox;
+mod linkedin;
 mod notion;
 
 use serde_json::Value;

@@ -19,6 +19,7 @@ use crate::{
     connect::flows::FinishError,
     crypto::secret,
     db::{self, audit::AuditKind, oauth_flows::OAuthFlow},
+    providers::Provider,
     state::AppState,
     web::{
         forms,
@@ -76,7 +77,7 @@ pub(super) async fn callback(
         return Err(reject(&state, &req, &flow, "iss_missing", true).await);
     }
     if let Some(error) = params.get("error") {
-        return refused(&state, &req, &user, &flow, provider.display_name(), error).await;
+        return refused(&state, &req, &user, &flow, provider, error).await;
     }
     let code = params.get("code").ok_or(WebError::FlowRejected(RESTART))?;
     let (connection_id, account) = state
@@ -240,10 +241,10 @@ async fn refused(
     req: &HttpRequest,
     user: &SignedInUser,
     flow: &OAuthFlow,
-    provider: &str,
+    provider: &Provider,
     error: &str,
 ) -> Result<HttpResponse, WebError> {
-    if error != "access_denied" {
+    if !provider.is_decline(error) {
         // Only the short, known-safe code goes to the log.
         let code: String = error
             .chars()
@@ -269,7 +270,7 @@ async fn refused(
         StatusCode::OK,
         &Notice {
             signed_in: Some(user.display_name.clone()),
-            title: format!("You declined access at {provider}"),
+            title: format!("You declined access at {}", provider.display_name()),
             lines: vec![
                 format!("Nothing was connected. Your MCP client will see that you declined."),
                 "You can close this tab.".into(),
