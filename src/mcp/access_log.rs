@@ -197,7 +197,8 @@ mod tests {
 
     #[test]
     fn a_tool_name_the_client_chose_is_logged_as_a_short_prefix() {
-        let outcome = Err(ErrorData::invalid_params("unknown tool", None));
+        let unknown = crate::connect::errors::RequestError::UnknownTool("x".into());
+        let outcome = Err(ErrorData::from(unknown));
         let known = CallToolRequestParams::new("whoami");
         assert_eq!(ToolOutcome::of(&known, &outcome).tool, "whoami");
         let huge = CallToolRequestParams::new("x".repeat(200_000));

@@ -245,6 +245,39 @@ async fn the_phishing_link_does_nothing_for_bob_and_still_works_for_alice() {
 }
 
 #[tokio::test]
+async fn reloading_a_decline_shows_the_decline_not_an_earlier_account() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    // Another account, declined at the provider.
+    let args = json!({"provider": "demo", "another_account": true});
+    let (url, _) = elicit(&app, "alice", "connect", args, "connect_demo").await;
+    let browser = Browser::new(&app);
+    let to_provider = open_and_continue(&browser, &url, "alice").await;
+    let provider_page = browser.follow(&to_provider).await;
+    let back = browser
+        .submit(
+            &provider_page,
+            "/dev/demo/authorize",
+            &[("account", "hubot"), ("decision", "deny")],
+        )
+        .await;
+    for attempt in ["first", "reload"] {
+        let page = browser.follow(&back).await;
+        assert_eq!(page.status, 200, "{attempt}: {}", page.body);
+        assert!(
+            page.body.contains("You declined access at Demo"),
+            "{attempt}: {}",
+            page.body
+        );
+        assert!(
+            !page.body.contains("connected as"),
+            "{attempt}: {}",
+            page.body
+        );
+    }
+}
+
+#[tokio::test]
 async fn deny_at_the_provider_makes_the_retry_say_declined() {
     let app = spawn_app().await;
     let (url, state) = elicit(

@@ -47,7 +47,10 @@ pub(super) async fn callback(
         tracing::info!(provider = %provider_name, "provider callback with an unknown state");
         return Err(WebError::FlowRejected(RESTART));
     };
-    if let Some(page) = already_connected(&state, &flow, &provider_name, user.0.as_ref()).await? {
+    let error = params.get("error");
+    if let Some(page) =
+        already_answered(&state, &flow, &provider_name, error, user.0.as_ref()).await?
+    {
         return Ok(page);
     }
     let user = match check_flow(&flow, &provider_name, user.0) {
@@ -143,13 +146,16 @@ pub(super) fn connected_page(user: &SignedInUser, provider: &str, account: &str)
     )
 }
 
-/// A reload of the success page: the flow was completed, in this very
-/// browser session, and its account is connected. Shown again as it is
-/// now, without touching the flow or the provider (the code is spent).
-async fn already_connected(
+/// A reload of the page this callback showed: the flow was completed, in
+/// this very browser session. Shown again as it is now, without touching
+/// the flow or the provider (the code is spent): a decline as a decline —
+/// never as the success of an account connected before — and a success as
+/// the account connected.
+async fn already_answered(
     state: &AppState,
     flow: &OAuthFlow,
     provider_name: &str,
+    error: Option<&str>,
     user: Option<&SignedInUser>,
 ) -> Result<Option<HttpResponse>, WebError> {
     let Some(user) = user else { return Ok(None) };
@@ -164,6 +170,11 @@ async fn already_connected(
     else {
         return Ok(None);
     };
+    if let Some(error) = error {
+        return Ok(provider
+            .is_decline(error)
+            .then(|| declined_page(user, provider)));
+    }
     let account = state
         .connect
         .active_account(user.user(), provider.name())
@@ -266,16 +277,21 @@ async fn refused(
         json!({ "ticket_id": flow.ticket_id, "at": "provider" }),
     )
     .await;
-    Ok(pages::render(
+    Ok(declined_page(user, provider))
+}
+
+/// The page for a person who declined at the provider.
+fn declined_page(user: &SignedInUser, provider: &Provider) -> HttpResponse {
+    pages::render(
         StatusCode::OK,
         &Notice {
             signed_in: Some(user.display_name.clone()),
             title: format!("You declined access at {}", provider.display_name()),
             lines: vec![
-                format!("Nothing was connected. Your MCP client will see that you declined."),
+                "Nothing was connected. Your MCP client will see that you declined.".into(),
                 "You can close this tab.".into(),
             ],
             ..Notice::default()
         },
-    ))
+    )
 }

@@ -145,9 +145,21 @@ async fn access_denied_says_declined_marks_the_ticket_and_cannot_be_replayed() {
             .await
             .unwrap();
     assert!(declined.is_some());
-    // The same answer again: the flow is used up.
+    let cancelled = "SELECT count(*) FROM audit_events WHERE kind = 'consent_cancelled'";
+    assert_eq!(count(&app, cancelled).await, 1);
+    // The same answer again (a reload): the same page, and nothing done.
     let replay = alice.get(&callback).await;
-    assert_eq!(replay.status, 400, "{}", replay.body);
+    assert_eq!(replay.status, 200, "{}", replay.body);
+    assert!(
+        replay.body.contains("You declined access at Demo"),
+        "{}",
+        replay.body
+    );
+    assert_eq!(count(&app, cancelled).await, 1);
+    // From another browser it is no answer at all.
+    let bob = signed_in(&app, "bob").await;
+    assert_eq!(bob.get(&callback).await.status, 400);
+    // The flow is used up: a code for it is refused.
     let replay = alice
         .get(&format!("/oauth/callback/demo?code=abc&state={state}"))
         .await;
