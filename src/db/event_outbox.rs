@@ -41,13 +41,18 @@ pub struct Claimed {
     pub attempts: i32,
 }
 
-/// Claims up to `limit` due rows for `lease_secs` under `lease_id`. Rows
-/// another instance is claiming right now are skipped, not waited for.
+/// Claims up to `limit` due rows of the `endpoints` this instance
+/// delivers to, for `lease_secs` under `lease_id`. Rows another instance is
+/// claiming right now are skipped, not waited for; so are rows for
+/// endpoints this instance does not know: during a rolling change of the
+/// configuration they are another instance's to deliver (and when no
+/// instance knows them any more, the sweeper's).
 pub async fn claim_due(
     exec: impl PgExecutor<'_>,
     lease_id: Uuid,
     lease_secs: f64,
     limit: i64,
+    endpoints: &[String],
 ) -> Result<Vec<Claimed>, sqlx::Error> {
     sqlx::query_as!(
         Claimed,
@@ -55,7 +60,7 @@ pub async fn claim_due(
          SET next_attempt_at = now() + make_interval(secs => $2), lease_id = $1,
              attempts = o.attempts + 1
          FROM (SELECT event_id, endpoint FROM event_outbox
-               WHERE failed_at IS NULL AND next_attempt_at <= now()
+               WHERE failed_at IS NULL AND next_attempt_at <= now() AND endpoint = ANY($4)
                ORDER BY next_attempt_at LIMIT $3
                FOR UPDATE SKIP LOCKED) due
          WHERE o.event_id = due.event_id AND o.endpoint = due.endpoint
@@ -63,6 +68,7 @@ pub async fn claim_due(
         lease_id,
         lease_secs,
         limit,
+        endpoints,
     )
     .fetch_all(exec)
     .await

@@ -39,6 +39,8 @@ const MAX_IDLE: Duration = Duration::from_secs(30);
 pub struct Deliverer {
     pool: PgPool,
     endpoints: Arc<Endpoints>,
+    /// The endpoints' names: the rows this instance claims.
+    names: Vec<String>,
     settings: WebhookSettings,
     metrics: Arc<Metrics>,
 }
@@ -52,6 +54,7 @@ impl Deliverer {
     ) -> Self {
         Self {
             pool,
+            names: endpoints.names(),
             endpoints,
             settings,
             metrics,
@@ -110,6 +113,7 @@ impl Deliverer {
                 lease_id,
                 self.lease().as_secs_f64(),
                 BATCH,
+                &self.names,
             )
             .await;
             let claimed = claimed?;

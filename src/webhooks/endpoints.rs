@@ -84,6 +84,11 @@ impl Endpoints {
     pub fn is_empty(&self) -> bool {
         self.by_name.is_empty()
     }
+
+    /// The configured endpoints' names.
+    pub fn names(&self) -> Vec<String> {
+        self.by_name.keys().cloned().collect()
+    }
 }
 
 /// The resolver only sees names: address literals and `localhost` are

@@ -244,3 +244,64 @@ async fn failed_and_abandoned_events_are_swept_after_their_retention() {
     assert_eq!(deleted, 2);
     assert_eq!(count(&app, "SELECT count(*) FROM event_outbox").await, 2);
 }
+
+#[tokio::test]
+async fn an_endpoint_this_instance_does_not_know_is_left_to_the_instances_that_do() {
+    // During a rolling change of the configuration: an instance that knows
+    // only `ops`, and rows for a new endpoint `audit` already written.
+    let ops = Receiver::start(Mode::Answer {
+        fail_first: 0,
+        delay: Duration::ZERO,
+    });
+    let app = spawn_app_with(with_webhooks(&ops.url, CREATED, "")).await;
+    let event = uuid::Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO event_outbox (event_id, endpoint, event_type, payload)
+         VALUES ($1, 'audit', 'connection.created', '{\"type\": \"connection.created\"}')",
+    )
+    .bind(event)
+    .execute(&app.db)
+    .await
+    .unwrap();
+    // The old instance delivers its own endpoint's events meanwhile.
+    store_demo_connection(&app.state.connect, &app.dev.issuer(), "alice", "a-1", None).await;
+    ops.wait_for_acknowledged(1, PATIENCE).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (attempts, failed): (i32, bool) = sqlx::query_as(
+        "SELECT attempts, failed_at IS NOT NULL FROM event_outbox WHERE endpoint = 'audit'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!((attempts, failed), (0, false), "not claimed, not failed");
+
+    // An instance that knows `audit` delivers it.
+    let audit = Receiver::start(Mode::Answer {
+        fail_first: 0,
+        delay: Duration::ZERO,
+    });
+    let mut table = super::webhooks_table(&audit.url, &[], "");
+    if let Some(toml::Value::Table(endpoints)) = table.get_mut("endpoints")
+        && let Some(ops) = endpoints.remove("ops")
+    {
+        endpoints.insert("audit".into(), ops);
+    }
+    let _new = app
+        .second_instance_with(|t| {
+            t.insert("webhooks".into(), toml::Value::Table(table));
+        })
+        .await;
+    let acked = audit.wait_for_acknowledged(1, PATIENCE).await;
+    assert!(
+        acked.contains_key(&format!("msg_{}", event.simple())),
+        "{acked:?}"
+    );
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM event_outbox WHERE endpoint = 'audit'"
+        )
+        .await,
+        0
+    );
+}
