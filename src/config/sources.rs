@@ -75,7 +75,7 @@ pub(super) fn layered(
             text.parse()
                 .map_err(|e: toml::de::Error| ConfigError::Toml {
                     path: path.display().to_string(),
-                    message: e.to_string(),
+                    message: syntax_error(&text, &e),
                 })?;
         merge(&mut table, file_table);
     }
@@ -83,6 +83,22 @@ pub(super) fn layered(
         insert_path(&mut table, &key_path, toml::Value::String(value));
     }
     Ok(table)
+}
+
+/// A syntax error of the settings file by line and column and what is
+/// wrong, never the line itself (toml's own message quotes it): the line
+/// may hold a secret, and this message goes to the log.
+fn syntax_error(text: &str, e: &toml::de::Error) -> String {
+    let what = e.message().trim_end().replace('\n', "; ");
+    match e.span() {
+        Some(span) => {
+            let before = &text.as_bytes()[..span.start.min(text.len())];
+            let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+            let column = before.iter().rev().take_while(|b| **b != b'\n').count() + 1;
+            format!("line {line}, column {column}: {what}")
+        }
+        None => what,
+    }
 }
 
 /// The settings without a default. Checked together before deserializing,
@@ -187,6 +203,42 @@ mod tests {
     use secrecy::ExposeSecret;
 
     use super::*;
+
+    #[test]
+    fn a_syntax_error_names_its_line_but_never_repeats_it() {
+        const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let dir = std::env::temp_dir().join(format!("mcp-connect-toml-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let typos = [
+            format!(
+                "[webhooks.endpoints.ops]\nurl = \"https://h.example.com/x\"\nsecret = {SECRET}\n"
+            ),
+            format!(
+                "[webhooks.endpoints.ops]\nurl = \"https://h.example.com/x\"\nsecret = \"{SECRET}\n"
+            ),
+            format!(
+                "[webhooks.endpoints.ops]\nurl = \"https://h.example.com/x\"\nsecret = \"{SECRET}\"\nsecret = \"{SECRET}\"\n"
+            ),
+            format!(
+                "[webhooks.endpoints.ops]\nurl = \"https://h.example.com/x\"\nsecret = '{SECRET}' x\n"
+            ),
+        ];
+        for (i, text) in typos.iter().enumerate() {
+            let path = dir.join(format!("{i}.toml"));
+            std::fs::write(&path, text).unwrap();
+            let err = Settings::from_sources(
+                Some(&path),
+                crate::config::test_support::minimal(),
+                toml::Table::new(),
+            )
+            .unwrap_err();
+            let shown = format!("{:#}", anyhow::Error::from(err));
+            assert!(!shown.contains("MfKQ9r8G"), "{i}: {shown}");
+            assert!(shown.contains("line "), "{i}: {shown}");
+            assert!(shown.contains(&path.display().to_string()), "{i}: {shown}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn every_missing_required_setting_is_named_at_once() {
