@@ -22,7 +22,11 @@ use super::{
     result::{ErrorKind, NextStep, Outcome, answer},
     schema_for,
 };
-use crate::connect::{Access, ClientKind, Retry, accounts::Chosen, state::RoundState};
+use crate::connect::{
+    Access, ClientKind, Retry,
+    accounts::{Chosen, ChosenAccount},
+    state::RoundState,
+};
 
 pub const NAME: &str = "disconnect";
 const CONFIRM_KEY: &str = "confirm_disconnect";
@@ -91,6 +95,22 @@ fn done(
         connection,
     };
     CallToolResponse::Complete(answer(&result, false, sentence))
+}
+
+/// A disconnect this client may not carry out: nothing changed, and the
+/// user has to act outside it (`message` says where).
+fn kept_for_the_user(
+    provider: &str,
+    account: &ChosenAccount,
+    kind: ErrorKind,
+    message: String,
+) -> CallToolResponse {
+    let result = DisconnectResult {
+        outcome: Outcome::failed(provider, kind, message.clone(), NextStep::AskUser)
+            .for_account(&account.account_label, &account.account_id),
+        connection: Disconnection::Kept,
+    };
+    CallToolResponse::Complete(answer(&result, true, message))
 }
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
@@ -174,17 +194,12 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             account.account_label,
             provider.name()
         );
-        let result = DisconnectResult {
-            outcome: Outcome::failed(
-                provider.name(),
-                ErrorKind::ClientNotApproved,
-                message.clone(),
-                NextStep::AskUser,
-            )
-            .for_account(&account.account_label, &account.account_id),
-            connection: Disconnection::Kept,
-        };
-        return Ok(CallToolResponse::Complete(answer(&result, true, message)));
+        return Ok(kept_for_the_user(
+            provider.name(),
+            &account,
+            ErrorKind::ClientNotApproved,
+            message,
+        ));
     }
 
     if let Some(round) = round.as_ref().filter(|r| r.state.account.is_some()) {
@@ -231,17 +246,12 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     if let ClientKind::Legacy = kind {
         let page = format!("{}/connections", service.base_url());
         let message = format!("This client cannot ask the user to confirm. Disconnect at {page}.");
-        let result = DisconnectResult {
-            outcome: Outcome::failed(
-                provider.name(),
-                ErrorKind::ConfirmationUnavailable,
-                message.clone(),
-                NextStep::AskUser,
-            )
-            .for_account(&account.account_label, &account.account_id),
-            connection: Disconnection::Kept,
-        };
-        return Ok(CallToolResponse::Complete(answer(&result, true, message)));
+        return Ok(kept_for_the_user(
+            provider.name(),
+            &account,
+            ErrorKind::ConfirmationUnavailable,
+            message,
+        ));
     }
     if let ClientKind::Modern {
         form_elicitation: false,

@@ -39,8 +39,6 @@ const MAX_IDLE: Duration = Duration::from_secs(30);
 pub struct Deliverer {
     pool: PgPool,
     endpoints: Arc<Endpoints>,
-    /// The endpoints' names: the rows this instance claims.
-    names: Vec<String>,
     settings: WebhookSettings,
     metrics: Arc<Metrics>,
 }
@@ -54,7 +52,6 @@ impl Deliverer {
     ) -> Self {
         Self {
             pool,
-            names: endpoints.names(),
             endpoints,
             settings,
             metrics,
@@ -106,6 +103,8 @@ impl Deliverer {
 
     /// Everything due now, a batch at a time.
     async fn deliver_due(&self) -> Result<(), sqlx::Error> {
+        // The rows this instance claims: its own endpoints'.
+        let names = self.endpoints.names();
         loop {
             let lease_id = Uuid::new_v4();
             let claimed = db::event_outbox::claim_due(
@@ -113,7 +112,7 @@ impl Deliverer {
                 lease_id,
                 self.lease().as_secs_f64(),
                 BATCH,
-                &self.names,
+                &names,
             )
             .await;
             let claimed = claimed?;

@@ -86,6 +86,19 @@ pub async fn open_and_continue(browser: &Browser, url: &str, user: &str) -> Page
 }
 
 /// At the demo provider: Allow as `account`; returns the success page.
+/// Denies at the demo provider's page `to_provider` leads to, as
+/// `account`: the redirect back to the callback.
+pub async fn deny_at_demo(browser: &Browser, to_provider: &Page, account: &str) -> Page {
+    let provider_page = browser.follow(to_provider).await;
+    browser
+        .submit(
+            &provider_page,
+            "/dev/demo/authorize",
+            &[("account", account), ("decision", "deny")],
+        )
+        .await
+}
+
 pub async fn approve_at_demo(browser: &Browser, to_provider: &Page, account: &str) -> Page {
     let provider_page = browser.follow(to_provider).await;
     assert_eq!(provider_page.status, 200, "{}", provider_page.body);
@@ -253,14 +266,7 @@ async fn reloading_a_decline_shows_the_decline_not_an_earlier_account() {
     let (url, _) = elicit(&app, "alice", "connect", args, "connect_demo").await;
     let browser = Browser::new(&app);
     let to_provider = open_and_continue(&browser, &url, "alice").await;
-    let provider_page = browser.follow(&to_provider).await;
-    let back = browser
-        .submit(
-            &provider_page,
-            "/dev/demo/authorize",
-            &[("account", "hubot"), ("decision", "deny")],
-        )
-        .await;
+    let back = deny_at_demo(&browser, &to_provider, "hubot").await;
     for attempt in ["first", "reload"] {
         let page = browser.follow(&back).await;
         assert_eq!(page.status, 200, "{attempt}: {}", page.body);
@@ -290,14 +296,7 @@ async fn deny_at_the_provider_makes_the_retry_say_declined() {
     .await;
     let browser = Browser::new(&app);
     let to_provider = open_and_continue(&browser, &url, "alice").await;
-    let provider_page = browser.follow(&to_provider).await;
-    let back = browser
-        .submit(
-            &provider_page,
-            "/dev/demo/authorize",
-            &[("account", "octo"), ("decision", "deny")],
-        )
-        .await;
+    let back = deny_at_demo(&browser, &to_provider, "octo").await;
     let page = browser.follow(&back).await;
     assert!(
         page.body.to_lowercase().contains("declined"),

@@ -75,7 +75,7 @@ async fn start_flow(app: &TestApp, browser: &Browser, ticket: &str) -> url::Url 
     location
 }
 
-fn param(url: &url::Url, name: &str) -> Option<String> {
+pub(crate) fn param(url: &url::Url, name: &str) -> Option<String> {
     url.query_pairs()
         .find(|(k, _)| k == name)
         .map(|(_, v)| v.into_owned())

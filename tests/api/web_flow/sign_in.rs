@@ -223,12 +223,8 @@ async fn an_issuer_spelled_with_a_trailing_slash_at_the_root_signs_in() {
     // as this provider has no token endpoint), not refused as another's.
     let browser = Browser::new(&app);
     let start = browser.get("/login").await;
-    let state = url::Url::parse(start.location.as_deref().unwrap())
-        .unwrap()
-        .query_pairs()
-        .find(|(k, _)| k == "state")
-        .map(|(_, v)| v.into_owned())
-        .unwrap();
+    let authorize = url::Url::parse(start.location.as_deref().unwrap()).unwrap();
+    let state = param(&authorize, "state").unwrap();
     let callback = |iss: &str| {
         format!(
             "/auth/callback?{}",
