@@ -31,17 +31,6 @@ pub(super) enum Detail<'a> {
     Reason(&'static str),
 }
 
-impl ConnectionService {
-    /// Whether any endpoint wants `event` (so there is something to write).
-    pub(super) fn wants_event(&self, event: WebhookEvent) -> bool {
-        self.settings
-            .webhooks
-            .endpoints
-            .values()
-            .any(|e| e.wants(event))
-    }
-}
-
 /// Writes `event` about connection `connection_id` for every endpoint that
 /// wants it, in `exec`'s transaction. The connection must still exist
 /// there (a deletion is recorded before its row goes).

@@ -36,6 +36,7 @@ mod param_connect;
 mod peer_rmcp;
 mod provider_flows;
 mod provider_params;
+mod reconnect;
 mod redaction;
 mod retention;
 mod rmcp_person;

@@ -13,10 +13,10 @@ use crate::{
         ConnectionService, events,
         outbox::{self, Detail},
     },
-    crypto::Purpose,
+    crypto::{Purpose, Sealed},
     db::{
         self,
-        connections::{ConnectionStatus, StoredTokens},
+        connections::{ConnectionRow, ConnectionStatus, StoredTokens},
     },
     domain::{ProviderName, UserRef},
     providers::{Account, TokenSet},
@@ -67,14 +67,12 @@ pub(in crate::connect) async fn store_in(
     c: NewConnection<'_>,
 ) -> anyhow::Result<Uuid> {
     let id = db::connections::claim_id(tx, c.user, c.provider, &c.account.id).await?;
+    // Locked by the claim until the transaction ends.
+    let previous = db::connections::find_for_update(&mut **tx, id).await?;
     // A fresh claim is `revoked` until stored: anything else was connected before.
-    let reconnected = if state.wants_event(WebhookEvent::ConnectionCreated) {
-        db::connections::find_ref(&mut **tx, id)
-            .await?
-            .is_some_and(|r| r.status != ConnectionStatus::Revoked)
-    } else {
-        false
-    };
+    let reconnected = previous
+        .as_ref()
+        .is_some_and(|r| r.status != ConnectionStatus::Revoked);
     let seal = |secret: &SecretString, kind| {
         state.keys.seal(
             Purpose::Token,
@@ -83,12 +81,12 @@ pub(in crate::connect) async fn store_in(
         )
     };
     let access = seal(&c.tokens.access_token, Kind::Access)?;
-    let refresh = c
-        .tokens
-        .refresh_token
-        .as_ref()
-        .map(|r| seal(r, Kind::Refresh))
-        .transpose()?;
+    let refresh = match &c.tokens.refresh_token {
+        Some(r) => Some(seal(r, Kind::Refresh)?),
+        None => previous
+            .as_ref()
+            .and_then(|row| kept_refresh_token(state, row)),
+    };
     let scopes = c
         .tokens
         .scopes
@@ -121,4 +119,32 @@ pub(in crate::connect) async fn store_in(
     }
     events::notify(&mut **tx, &events::key(c.user, c.provider)).await?;
     Ok(id)
+}
+
+/// A reconnect the provider answered without a refresh token (a consent it
+/// had already given: Google without `prompt=consent`, Salesforce, many
+/// others) leaves the one stored valid, so it is kept — re-sealed, as the
+/// new access token is sealed by the current key and a row has one key id.
+/// Not kept when the provider had already refused it (`needs_reauth`), nor
+/// when it no longer opens (sealed by a key this ring lacks).
+fn kept_refresh_token(state: &ConnectionService, row: &ConnectionRow) -> Option<Sealed> {
+    if row.status != ConnectionStatus::Active {
+        return None;
+    }
+    let sealed = Sealed {
+        key_id: row.key_id.clone(),
+        bytes: row.refresh_token.clone()?,
+    };
+    let ctx = context(row.id, row.user(), &row.provider, Kind::Refresh);
+    match state.keys.reseal(Purpose::Token, &ctx, &sealed) {
+        Ok(resealed) => Some(resealed),
+        Err(e) => {
+            tracing::warn!(
+                connection = %row.id,
+                key_id = %row.key_id,
+                "the stored refresh token does not open ({e}); the reconnect stores none"
+            );
+            None
+        }
+    }
 }
