@@ -231,6 +231,10 @@ pub(super) async fn finish(
     db::params::set(&mut *tx, Holder::Connection, connection_id, &params)
         .await
         .map_err(anyhow::Error::from)?;
+    // What a reload of the callback page shows.
+    db::oauth_flows::set_connection(&mut *tx, flow.id, connection_id)
+        .await
+        .map_err(anyhow::Error::from)?;
     tx.commit().await.map_err(anyhow::Error::from)?;
     state.metrics.flow.connection_stored();
     Ok((connection_id, account))

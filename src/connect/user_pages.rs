@@ -12,18 +12,23 @@ use crate::db::{
     self,
     client_grants::Grant,
     connections::{ConnectionStatus, ConnectionSummary},
+    oauth_flows::OAuthFlow,
     tickets::Ticket,
 };
 
 impl ConnectionService {
-    /// The user's (oldest) account at `provider` while it is usable: what a
-    /// reload of the success page shows again.
-    pub async fn active_account(
+    /// The account a completed connect flow stored, while it is the user's
+    /// and usable: what a reload of the success page shows again. `None`
+    /// after a flow that stored nothing (its code exchange failed).
+    pub async fn account_connected_by(
         &self,
         user: UserRef<'_>,
-        provider: &ProviderName,
+        flow: &OAuthFlow,
     ) -> Result<Option<ConnectedAccount>, sqlx::Error> {
-        let found = db::connections::find(&self.db, user, provider).await?;
+        let Some(id) = flow.connection_id else {
+            return Ok(None);
+        };
+        let found = db::connections::find_summary_for_user(&self.db, user, id).await?;
         Ok(found
             .filter(|c| c.status == ConnectionStatus::Active)
             .map(|c| ConnectedAccount {

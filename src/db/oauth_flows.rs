@@ -38,6 +38,8 @@ pub struct OAuthFlow {
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
     pub completed_at: Option<DateTime<Utc>>,
+    /// The connection a completed connect flow stored, once it has.
+    pub connection_id: Option<Uuid>,
 }
 
 impl OAuthFlow {
@@ -94,7 +96,8 @@ pub async fn take_login(
         OAuthFlow,
         r#"DELETE FROM oauth_flows WHERE state_hash = $1 AND kind = 'login'
            RETURNING id, kind AS "kind: FlowKind", ticket_id, session_id, browser_binding, provider,
-                     pkce_verifier, nonce, key_id, return_to, created_at, expires_at, completed_at"#,
+                     pkce_verifier, nonce, key_id, return_to, created_at, expires_at, completed_at,
+                     connection_id"#,
         state_hash,
     )
     .fetch_optional(exec)
@@ -108,7 +111,8 @@ pub async fn find_by_state_hash(
     sqlx::query_as!(
         OAuthFlow,
         r#"SELECT id, kind AS "kind: FlowKind", ticket_id, session_id, browser_binding, provider,
-                  pkce_verifier, nonce, key_id, return_to, created_at, expires_at, completed_at
+                  pkce_verifier, nonce, key_id, return_to, created_at, expires_at, completed_at,
+                  connection_id
            FROM oauth_flows WHERE state_hash = $1"#,
         state_hash,
     )
@@ -127,11 +131,29 @@ pub async fn complete(
         r#"UPDATE oauth_flows SET completed_at = now()
            WHERE id = $1 AND completed_at IS NULL AND expires_at > now()
            RETURNING id, kind AS "kind: FlowKind", ticket_id, session_id, browser_binding, provider,
-                     pkce_verifier, nonce, key_id, return_to, created_at, expires_at, completed_at"#,
+                     pkce_verifier, nonce, key_id, return_to, created_at, expires_at, completed_at,
+                     connection_id"#,
         id,
     )
     .fetch_optional(exec)
     .await
+}
+
+/// Records the connection a completed connect flow stored (in the
+/// transaction that stored it).
+pub async fn set_connection(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    connection_id: Uuid,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE oauth_flows SET connection_id = $2 WHERE id = $1",
+        id,
+        connection_id,
+    )
+    .execute(exec)
+    .await?;
+    Ok(())
 }
 
 pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::Error> {

@@ -189,6 +189,34 @@ async fn google_asks_for_offline_consent_and_keeps_its_refresh_token_across_refr
 }
 
 #[tokio::test]
+async fn reloading_after_a_failed_code_exchange_names_no_account() {
+    let fake = fakes::github::start().await;
+    let app = app_with(&fake, "github").await;
+    connect(&app, &fake, "github").await;
+    // Another account; GitHub refuses the code this time.
+    let args = json!({"provider": "github", "another_account": true});
+    let (url, _) = elicit(&app, "alice", "connect", args, "connect_github").await;
+    let browser = Browser::new(&app);
+    let to_provider = open_and_continue(&browser, &url, "alice").await;
+    let mut callback = fake.visit(to_provider.location.as_deref().unwrap()).await;
+    let pairs: Vec<(String, String)> = callback
+        .query_pairs()
+        .map(|(k, v)| {
+            let v = if k == "code" { "spent".into() } else { v };
+            (k.into_owned(), v.into_owned())
+        })
+        .collect();
+    callback.query_pairs_mut().clear().extend_pairs(pairs);
+    let failed = browser.get(callback.as_str()).await;
+    assert_eq!(failed.status, 502, "{}", failed.body);
+    // The reload must not claim the account connected before.
+    let again = browser.get(callback.as_str()).await;
+    assert_eq!(again.status, 400, "{}", again.body);
+    assert!(!again.body.contains("connected as"), "{}", again.body);
+    assert_eq!(fake.calls().token, 2, "the failed code is not sent again");
+}
+
+#[tokio::test]
 async fn slack_user_token_comes_from_authed_user() {
     let fake = fakes::slack::start().await;
     let app = app_with(&fake, "slack").await;

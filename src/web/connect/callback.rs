@@ -150,7 +150,8 @@ pub(super) fn connected_page(user: &SignedInUser, provider: &str, account: &str)
 /// this very browser session. Shown again as it is now, without touching
 /// the flow or the provider (the code is spent): a decline as a decline —
 /// never as the success of an account connected before — and a success as
-/// the account connected.
+/// the account that flow connected. A flow that connected nothing (its code
+/// exchange failed) is refused as used, like any other.
 async fn already_answered(
     state: &AppState,
     flow: &OAuthFlow,
@@ -177,7 +178,7 @@ async fn already_answered(
     }
     let account = state
         .connect
-        .active_account(user.user(), provider.name())
+        .account_connected_by(user.user(), flow)
         .await?;
     Ok(account.map(|a| connected_page(user, provider.display_name(), &a.account_label)))
 }
