@@ -24,8 +24,14 @@ use crate::crypto::secret;
 
 /// The browser session (see [`super::session`]).
 pub const SESSION: &str = "mcp_connect_session";
-/// A sign-in in progress, sealed ([`super::login_state`]).
+/// A sign-in in progress, sealed ([`super::login_state`]): the start of
+/// the name of each sign-in's own cookie ([`login_slot`]).
 pub const LOGIN: &str = "mcp_connect_login";
+
+/// At most this many sign-ins in progress per browser: starting one more
+/// ends those in progress (each cookie is ≈0.7 KB of every request's
+/// headers, and proxies limit those).
+pub const MAX_LOGINS_IN_PROGRESS: usize = 4;
 
 /// How long the pre-login cookie (and its login flow) lives.
 pub const LOGIN_TTL: Duration = Duration::from_secs(600);
@@ -48,6 +54,36 @@ pub fn build(settings: &Settings, base: &str, value: String, max_age: Duration) 
         .same_site(SameSite::Lax)
         .max_age(CookieDuration::seconds(seconds))
         .finish()
+}
+
+/// The cookie of the sign-in whose `state` is this: one per sign-in, so
+/// two tabs signing in at once (two connect links opened signed out) do
+/// not overwrite each other's. Named by a hash of `state`, which the
+/// callback brings back; the sealed value is still checked against it.
+pub fn login_slot(state: &str) -> String {
+    let digest = secret::sha256(state);
+    format!("{LOGIN}_{}", crate::crypto::hex(&digest[..6]))
+}
+
+/// The base names of the sign-in cookies this request carries (the one
+/// name older versions used included).
+pub fn logins_in_progress(req: &HttpRequest, settings: &Settings) -> Vec<String> {
+    let sent = name(settings, LOGIN);
+    let Ok(cookies) = req.cookies() else {
+        return Vec::new();
+    };
+    cookies
+        .iter()
+        .filter_map(|c| {
+            let rest = c.name().strip_prefix(&sent)?;
+            (rest.is_empty() || is_slot_suffix(rest)).then(|| format!("{LOGIN}{rest}"))
+        })
+        .collect()
+}
+
+fn is_slot_suffix(rest: &str) -> bool {
+    rest.strip_prefix('_')
+        .is_some_and(|h| h.len() == 12 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// A cookie that tells the browser to forget `base`.
@@ -136,6 +172,27 @@ mod tests {
         assert_eq!(c.path(), Some("/"));
         assert_eq!(c.domain(), None);
         assert!(header.contains("Max-Age=60"), "{header}");
+    }
+
+    #[test]
+    fn each_sign_in_has_its_own_cookie_and_only_those_count_as_sign_ins() {
+        let (a, b) = (login_slot("state-a"), login_slot("state-b"));
+        assert_ne!(a, b);
+        assert!(a.starts_with("mcp_connect_login_") && a.len() == LOGIN.len() + 13);
+        let settings = settings(false);
+        let req = actix_web::test::TestRequest::default()
+            .insert_header((
+                "cookie",
+                format!(
+                    "__Host-{a}=x; __Host-{LOGIN}=y; __Host-{LOGIN}_zz=1; {b}=no-prefix; \
+                     __Host-{SESSION}=s"
+                ),
+            ))
+            .to_http_request();
+        assert_eq!(
+            logins_in_progress(&req, &settings),
+            vec![a, LOGIN.to_owned()]
+        );
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! `GET /auth/callback` finishes it and starts a session.
 //!
 //! The flow lives in the browser that started it, in a sealed short-lived
-//! cookie ([`super::login_state`]): an anonymous visitor costs no database
-//! write. `return_to` is a local path without a query, so it can never
+//! cookie of its own ([`super::login_state`], [`cookies::login_slot`]): an
+//! anonymous visitor costs no database write, and two tabs signing in at
+//! once both finish — the second into the session the first started. `return_to` is a local path without a query, so it can never
 //! carry a ticket or point elsewhere; a connect link opened before signing
 //! in travels as the sealed state's `ticket_id` instead.
 
@@ -20,7 +21,7 @@ use super::{
     pages::{WebError, see_other, see_other_builder},
     session::{self, MaybeUser},
 };
-use crate::{crypto::secret, db, providers::PkcePair, state::AppState};
+use crate::{crypto::secret, db, domain::UserRef, providers::PkcePair, state::AppState};
 
 /// Where people land when no (valid) `return_to` is given.
 pub const DEFAULT_RETURN: &str = "/connections";
@@ -58,19 +59,21 @@ async fn login(
     if user.0.is_some() {
         return Ok(see_other(to));
     }
-    start(&state, to, None, false).await
+    start(&req, &state, to, None, false).await
 }
 
 /// Sends the browser to the identity provider. `ticket_id` is a connect
 /// link to come back to; `choose_account` asks the provider to let the
 /// person pick another account.
 pub async fn start(
+    req: &HttpRequest,
     state: &AppState,
     return_to: &str,
     ticket_id: Option<Uuid>,
     choose_account: bool,
 ) -> Result<HttpResponse, WebError> {
     let flow_state = secret::random_value();
+    let cookie_name = cookies::login_slot(&flow_state);
     let nonce = secret::random_value();
     // One PKCE helper for both flows: the sign-in's verifier is sealed in
     // its cookie, the connect flow's on its row.
@@ -86,10 +89,17 @@ pub async fn start(
         expires: Utc::now().timestamp() + ttl,
     }
     .seal(&state.keys)?;
-    Ok(see_other_builder(url.as_str())
+    let mut response = see_other_builder(url.as_str());
+    let in_progress = cookies::logins_in_progress(req, &state.settings);
+    if in_progress.len() >= cookies::MAX_LOGINS_IN_PROGRESS {
+        for stale in in_progress {
+            response.cookie(cookies::removal(&state.settings, &stale));
+        }
+    }
+    Ok(response
         .cookie(cookies::build(
             &state.settings,
-            cookies::LOGIN,
+            &cookie_name,
             sealed,
             cookies::LOGIN_TTL,
         ))
@@ -109,7 +119,15 @@ async fn callback(
         .ok_or(WebError::FlowRejected(
             "This sign-in response is incomplete. Please sign in again.",
         ))?;
-    let sealed = cookies::read_sealed(&req, &state.settings, cookies::LOGIN, MAX_SEALED_LEN);
+    // This sign-in's own cookie; else the one name an older version used
+    // (a sign-in started before an upgrade).
+    let slot = cookies::login_slot(flow_state);
+    let (cookie_name, sealed) = [slot.as_str(), cookies::LOGIN]
+        .into_iter()
+        .find_map(|name| {
+            cookies::read_sealed(&req, &state.settings, name, MAX_SEALED_LEN).map(|v| (name, v))
+        })
+        .unzip();
     let Some(flow) = sealed.and_then(|v| LoginState::open(&state.keys, &v)) else {
         tracing::info!("sign-in callback without a (readable) sign-in cookie");
         return Err(WebError::FlowRejected(
@@ -156,19 +174,39 @@ async fn callback(
         ..
     } = flow;
     let identity = oidc::finish(&state, code, verifier, &nonce).await?;
-    // A fresh session on every sign-in (no fixation); the old one ends.
-    if let Some(old) = current.0 {
-        db::web_sessions::delete(&state.db, old.session_id).await?;
-    }
-    let cookie = session::start(&state, &identity, ticket_id).await?;
     let to = match ticket_id {
         Some(_) => super::connect::CONSENT_PATH,
         None => safe_return_to(Some(&return_to)),
     };
-    Ok(see_other_builder(to)
-        .cookie(cookie)
-        .cookie(cookies::removal(&state.settings, cookies::LOGIN))
-        .finish())
+    let mut response = see_other_builder(to);
+    if let Some(name) = cookie_name {
+        response.cookie(cookies::removal(&state.settings, name));
+    }
+    let signed_in_as = UserRef::new(&identity.issuer, &identity.subject);
+    match current.0 {
+        // Already signed in as this very person (another tab finished its
+        // sign-in first): that session goes on, so the other tab's pages
+        // and forms stay valid. Nothing is fixed that was not already
+        // theirs: a planted session would be someone else's.
+        Some(session) if session.is(signed_in_as) => {
+            if let Some(ticket_id) = ticket_id {
+                db::web_sessions::set_pending_ticket(
+                    &state.db,
+                    session.session_id,
+                    Some(ticket_id),
+                )
+                .await?;
+            }
+        }
+        // Otherwise a fresh session (no fixation); the old one ends.
+        other => {
+            if let Some(old) = other {
+                db::web_sessions::delete(&state.db, old.session_id).await?;
+            }
+            response.cookie(session::start(&state, &identity, ticket_id).await?);
+        }
+    }
+    Ok(response.finish())
 }
 
 #[cfg(test)]

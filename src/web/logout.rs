@@ -4,7 +4,7 @@
 //! the session was looking at server-side, so the ticket never travels
 //! through a URL or a log.
 
-use actix_web::{HttpResponse, http::StatusCode, web};
+use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
 
 use super::{
     cookies, forms, login,
@@ -21,6 +21,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 async fn logout(
+    req: HttpRequest,
     state: web::Data<AppState>,
     user: MaybeUser,
     payload: web::Payload,
@@ -40,7 +41,14 @@ async fn logout(
     tracing::info!(session = %user.session_id, "signed out");
     let mut response = match (form.get("then"), user.pending_ticket_id) {
         (Some("switch-account"), Some(ticket_id)) => {
-            login::start(&state, super::connect::CONSENT_PATH, Some(ticket_id), true).await?
+            login::start(
+                &req,
+                &state,
+                super::connect::CONSENT_PATH,
+                Some(ticket_id),
+                true,
+            )
+            .await?
         }
         _ => signed_out(),
     };

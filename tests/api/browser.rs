@@ -36,6 +36,16 @@ impl Page {
             .map(String::as_str)
     }
 
+    /// The `Set-Cookie` headers of sign-ins in progress (each is named
+    /// after its own `state`).
+    pub fn set_login_cookies(&self) -> Vec<&str> {
+        self.set_cookies
+            .iter()
+            .filter(|c| c.starts_with("mcp_connect_login_"))
+            .map(String::as_str)
+            .collect()
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }

@@ -29,7 +29,7 @@ pub(super) async fn open(
     };
     let Some(user) = user.0 else {
         // Sign in first; the ticket id rides on the login flow row.
-        return login::start(&state, CONSENT_PATH, Some(ticket.id), false).await;
+        return login::start(&req, &state, CONSENT_PATH, Some(ticket.id), false).await;
     };
     // Kept even on a mismatch: "sign out and use another account" resumes
     // this link from here.

@@ -8,10 +8,10 @@ async fn login_sets_a_session_cookie_with_the_right_attributes() {
     let app = spawn_app().await;
     let browser = Browser::new(&app);
     let start = browser.get("/login?return_to=/connections").await;
-    let pre = start
-        .set_cookie("mcp_connect_login")
-        .expect("pre-login cookie")
-        .to_owned();
+    let [pre] = start.set_login_cookies()[..] else {
+        panic!("one pre-login cookie: {:?}", start.set_cookies)
+    };
+    let pre = pre.to_owned();
     let landed = browser.sign_in_from(start, "alice").await;
     let cookie = landed
         .set_cookie("mcp_connect_session")
@@ -29,8 +29,9 @@ async fn login_sets_a_session_cookie_with_the_right_attributes() {
         );
         assert!(!attrs.iter().any(|a| a.starts_with("Domain")), "{header}");
     }
+    let pre_name = pre.split('=').next().unwrap();
     let cleared = landed
-        .set_cookie("mcp_connect_login")
+        .set_cookie(pre_name)
         .expect("pre-login cookie cleared");
     assert!(cleared.contains("Max-Age=0"), "{cleared}");
     assert_eq!(landed.location.as_deref(), Some("/connections"));
@@ -315,6 +316,97 @@ async fn a_pre_login_cookie_does_not_finish_another_browsers_sign_in() {
     let own = a.follow(&back_a).await;
     assert_eq!(own.status, 303, "{}", own.body);
     assert!(own.set_cookie("mcp_connect_session").is_some());
+}
+
+#[tokio::test]
+async fn two_tabs_signing_in_at_once_both_finish_in_one_session() {
+    let app = spawn_app().await;
+    let (link_a, _) = ticket(&app, "alice", 600).await;
+    let (link_b, id_b) = ticket(&app, "alice", 600).await;
+    // Two connect links opened signed out, in two tabs of one browser.
+    let browser = Browser::new(&app);
+    let start_a = browser.get(&format!("/connect?ticket={link_a}")).await;
+    let start_b = browser.get(&format!("/connect?ticket={link_b}")).await;
+    let landed_a = browser.sign_in_from(start_a, "alice").await;
+    assert_eq!(landed_a.location.as_deref(), Some("/connect/consent"));
+    let consent_a = browser.follow(&landed_a).await;
+    assert_eq!(consent_a.status, 200, "{}", consent_a.body);
+    let landed_b = browser.sign_in_from(start_b, "alice").await;
+    assert_eq!(landed_b.location.as_deref(), Some("/connect/consent"));
+    assert!(
+        landed_b.set_cookie("mcp_connect_session").is_none(),
+        "the session of the first tab goes on"
+    );
+    assert_eq!(count(&app, "SELECT count(*) FROM web_sessions").await, 1);
+    // The second tab shows its own link; the first tab's form still works.
+    let consent_b = browser.follow(&landed_b).await;
+    assert!(
+        consent_b.body.contains(&id_b.to_string()),
+        "{}",
+        consent_b.body
+    );
+    let answer = browser
+        .submit(&consent_a, "/connect", &[("action", "continue")])
+        .await;
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    assert!(
+        answer
+            .location
+            .as_deref()
+            .is_some_and(|l| l.starts_with(&format!("{}/dev/demo/authorize?", app.base))),
+        "{:?}",
+        answer.location
+    );
+}
+
+#[tokio::test]
+async fn a_sign_in_as_someone_else_ends_the_session_it_finds() {
+    let app = spawn_app().await;
+    let browser = Browser::new(&app);
+    let start_bob = browser.get("/login").await;
+    browser.sign_in("alice").await;
+    let landed = browser.sign_in_from(start_bob, "bob").await;
+    assert!(landed.set_cookie("mcp_connect_session").is_some());
+    let subjects: Vec<String> = sqlx::query_scalar("SELECT subject FROM web_sessions")
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(subjects, vec!["bob".to_owned()]);
+}
+
+#[tokio::test]
+async fn starting_more_sign_ins_than_a_browser_may_hold_ends_the_earlier_ones() {
+    let app = spawn_app().await;
+    let browser = Browser::new(&app);
+    let mut starts = Vec::new();
+    for _ in 0..mcp_connect::web::cookies::MAX_LOGINS_IN_PROGRESS {
+        let start = browser.get("/login").await;
+        assert!(
+            start.set_cookies.iter().all(|c| !c.contains("Max-Age=0")),
+            "{:?}",
+            start.set_cookies
+        );
+        starts.push(start);
+    }
+    let last = browser.get("/login").await;
+    let removed = last
+        .set_login_cookies()
+        .iter()
+        .filter(|c| c.contains("Max-Age=0"))
+        .count();
+    assert_eq!(removed, starts.len(), "{:?}", last.set_cookies);
+    // The earlier ones can no longer finish; the last one does.
+    let idp = browser.follow(&starts[0]).await;
+    let back = browser
+        .submit(
+            &idp,
+            "/dev/idp/authorize",
+            &[("username", "alice"), ("action", "sign-in")],
+        )
+        .await;
+    assert_eq!(browser.follow(&back).await.status, 400);
+    let landed = browser.sign_in_from(last, "alice").await;
+    assert!(landed.set_cookie("mcp_connect_session").is_some());
 }
 
 #[tokio::test]
