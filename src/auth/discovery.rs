@@ -40,6 +40,15 @@ pub(crate) async fn jwks_uri(http: &reqwest::Client, issuer: &Url) -> Result<Url
                 tracing::warn!(%url, configured = %issuer, "issuer metadata names another issuer");
                 failures.push(format!("{url}: names issuer {:?}", metadata.issuer));
             }
+            // The keys decide every identity: fetched over plain http off
+            // loopback, anyone on the path could swap them (the same rule
+            // as for a configured `auth.jwks_url`).
+            Ok(Metadata {
+                jwks_uri: Some(jwks_uri),
+                ..
+            }) if !crate::config::is_secure_or_loopback(&jwks_uri) => {
+                failures.push(format!("{url}: jwks_uri is not https"));
+            }
             Ok(Metadata {
                 jwks_uri: Some(jwks_uri),
                 ..
@@ -90,6 +99,14 @@ mod tests {
         let issuer = idp.url("/oauth-only");
         let uri = jwks_uri(&http, &issuer).await.unwrap();
         assert_eq!(uri, idp.url("/jwks"));
+    }
+
+    #[actix_web::test]
+    async fn a_plain_http_jwks_uri_off_loopback_is_refused() {
+        let idp = Idp::start().await;
+        let http = crate::providers::outbound_http_client().unwrap();
+        let err = jwks_uri(&http, &idp.url("/plain-keys")).await.unwrap_err();
+        assert!(err.to_string().contains("jwks_uri is not https"), "{err}");
     }
 
     #[actix_web::test]

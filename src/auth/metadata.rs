@@ -20,7 +20,26 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route(
             &format!("{WELL_KNOWN}/mcp"),
             web::get().to(protected_resource_metadata),
+        )
+        .route(
+            &format!("{WELL_KNOWN}/{{prefix:.+}}/mcp"),
+            web::get().to(prefixed_metadata),
         );
+}
+
+/// The document at the URL [`resource_metadata_url`] gives when the public
+/// URL has a path (`https://example.com/connect/` → `…/connect/mcp`); any
+/// other prefix is not this resource's.
+async fn prefixed_metadata(
+    settings: web::Data<Settings>,
+    prefix: web::Path<String>,
+) -> HttpResponse {
+    let base_path = settings.public_url.path().trim_matches('/');
+    if !base_path.is_empty() && prefix.as_str() == base_path {
+        protected_resource_metadata(settings).await
+    } else {
+        HttpResponse::NotFound().finish()
+    }
 }
 
 /// The metadata URL for `resource_metadata` in `WWW-Authenticate`: RFC 9728
@@ -38,11 +57,23 @@ pub fn resource_metadata_url(settings: &Settings) -> String {
 pub fn metadata_document(settings: &Settings) -> Value {
     json!({
         "resource": settings.mcp_resource(),
-        "authorization_servers": [configured_issuer(&settings.auth.issuer)],
+        "authorization_servers": [advertised_issuer(settings)],
         "scopes_supported": settings.auth.scopes_supported,
         "bearer_methods_supported": ["header"],
         "resource_name": "mcp-connect",
     })
+}
+
+/// The issuer as its own metadata spells it, which clients compare
+/// exactly (RFC 8414 §3.3): a root issuer keeps the `/` the operator wrote.
+fn advertised_issuer(settings: &Settings) -> String {
+    let issuer = &settings.auth.issuer;
+    let bare = configured_issuer(issuer);
+    if settings.auth.issuer_written_with_slash && issuer.path() == "/" && issuer.query().is_none() {
+        format!("{bare}/")
+    } else {
+        bare
+    }
 }
 
 async fn protected_resource_metadata(settings: web::Data<Settings>) -> HttpResponse {
@@ -125,10 +156,35 @@ mod tests {
                 })
             );
         }
-        let missing = actix_test::TestRequest::get()
-            .uri("/.well-known/oauth-protected-resource/other")
+        for missing in ["other", "connect/mcp"] {
+            let missing = actix_test::TestRequest::get()
+                .uri(&format!("{WELL_KNOWN}/{missing}"))
+                .to_request();
+            assert_eq!(actix_test::call_service(&app, missing).await.status(), 404);
+        }
+    }
+
+    #[actix_web::test]
+    async fn a_public_url_with_a_path_is_served_at_the_url_it_advertises() {
+        let settings = settings(&[("MCP_CONNECT_PUBLIC_URL", "https://example.com/connect/")]);
+        let advertised = url::Url::parse(&resource_metadata_url(&settings)).unwrap();
+        let app = actix_test::init_service(
+            App::new()
+                .app_data(web::Data::new(settings))
+                .configure(configure),
+        )
+        .await;
+        let found = actix_test::TestRequest::get()
+            .uri(advertised.path())
             .to_request();
-        assert_eq!(actix_test::call_service(&app, missing).await.status(), 404);
+        let response = actix_test::call_service(&app, found).await;
+        assert_eq!(response.status(), 200);
+        let body: Value = actix_test::read_body_json(response).await;
+        assert_eq!(body["resource"], "https://example.com/connect/mcp");
+        let other = actix_test::TestRequest::get()
+            .uri(&format!("{WELL_KNOWN}/elsewhere/mcp"))
+            .to_request();
+        assert_eq!(actix_test::call_service(&app, other).await.status(), 404);
     }
 
     #[test]
@@ -138,6 +194,12 @@ mod tests {
         assert_eq!(
             doc["authorization_servers"],
             json!(["https://idp.example.com"])
+        );
+        // A root issuer written with its slash (Auth0) is advertised so.
+        let root_slash = settings(&[("MCP_CONNECT_AUTH__ISSUER", "https://idp.example.com/")]);
+        assert_eq!(
+            metadata_document(&root_slash)["authorization_servers"],
+            json!(["https://idp.example.com/"])
         );
         let tenant = settings(&[("MCP_CONNECT_AUTH__ISSUER", "https://idp.example.com/t/")]);
         let doc = metadata_document(&tenant);

@@ -275,6 +275,9 @@ async fn serve(req: HttpRequest, body: web::Bytes, state: web::Data<IdpState>) -
         ("GET", "/impostor/.well-known/openid-configuration") => {
             metadata("https://evil.example.com", base)
         }
+        ("GET", "/plain-keys/.well-known/openid-configuration") => {
+            metadata(&format!("{base}/plain-keys"), "http://idp.internal")
+        }
         ("GET", "/jwks") => {
             state.jwks_fetches.fetch_add(1, Ordering::SeqCst);
             let keys = state.jwks.lock().unwrap().clone();

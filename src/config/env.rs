@@ -21,7 +21,8 @@ pub fn env_name(key_path: &str) -> String {
 pub(super) fn env_entries(
     env: impl IntoIterator<Item = (String, String)>,
 ) -> Result<Vec<(Vec<String>, String)>, ConfigError> {
-    let mut out = BTreeMap::new();
+    // Each path with its value and the variable that set it.
+    let mut out: BTreeMap<Vec<String>, (String, String)> = BTreeMap::new();
     for (var, value) in env {
         let Some(rest) = var.strip_prefix(ENV_PREFIX) else {
             continue;
@@ -50,9 +51,25 @@ pub(super) fn env_entries(
                 message: "malformed variable name".into(),
             });
         }
-        out.insert(path, value);
+        // `X` and `X_FILE` both set (an old value left beside a new secret
+        // file, say): which one won would depend on the environment's order.
+        if let Some((other, _)) = out.get(&path) {
+            let (first, second) = if *other < var {
+                (other.as_str(), var.as_str())
+            } else {
+                (var.as_str(), other.as_str())
+            };
+            return Err(ConfigError::Invalid {
+                key: path.join("."),
+                message: format!("is set by both {first} and {second}: keep one"),
+            });
+        }
+        out.insert(path, (var, value));
     }
-    Ok(out.into_iter().collect())
+    Ok(out
+        .into_iter()
+        .map(|(path, (_, value))| (path, value))
+        .collect())
 }
 
 #[cfg(test)]
@@ -60,6 +77,28 @@ mod tests {
     use secrecy::ExposeSecret;
 
     use crate::config::{Settings, test_support::minimal};
+
+    #[test]
+    fn a_setting_given_both_directly_and_by_file_is_refused() {
+        let dir = std::env::temp_dir().join(format!("mcp-connect-cfg-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("keys");
+        std::fs::write(&file, "k2:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n").unwrap();
+        let mut vars = minimal();
+        vars.push((
+            "MCP_CONNECT_KEYS_FILE".into(),
+            file.to_string_lossy().into_owned(),
+        ));
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("MCP_CONNECT_KEYS and MCP_CONNECT_KEYS_FILE"),
+            "{err}"
+        );
+        assert!(!err.contains("AAECAwQF"), "{err}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 
     #[test]
     fn the_config_file_variable_is_not_a_setting() {

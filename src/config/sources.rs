@@ -38,7 +38,13 @@ impl Settings {
                     .join(", "),
             });
         }
+        let written_with_slash = table
+            .get("auth")
+            .and_then(|auth| auth.get("issuer"))
+            .and_then(toml::Value::as_str)
+            .is_some_and(|issuer| issuer.trim().ends_with('/'));
         let mut settings: Settings = deserialize(table)?;
+        settings.auth.issuer_written_with_slash = written_with_slash;
         settings.validate()?;
         settings.mcp_resource = settings.mcp_resource();
         Ok(settings)

@@ -65,6 +65,11 @@ pub struct AuthSettings {
     /// The authorization server that issues tokens for this MCP server; its
     /// metadata is discovered from here.
     pub issuer: Url,
+    /// Whether the operator wrote a root issuer with its `/`
+    /// (`https://tenant.auth0.com/`), which `Url` cannot tell: clients
+    /// compare the advertised issuer with the metadata's exactly.
+    #[serde(skip)]
+    pub issuer_written_with_slash: bool,
     /// The JWKS URL; discovered from the issuer's metadata when absent.
     #[serde(default)]
     pub jwks_url: Option<Url>,

@@ -57,7 +57,7 @@ impl Settings {
         ];
         for (key, url) in identity_urls {
             if let Some(url) = url
-                && !(url.scheme() == "https" || (url.scheme() == "http" && is_loopback(url)))
+                && !is_secure_or_loopback(url)
             {
                 return Err(invalid(
                     key,
@@ -128,10 +128,24 @@ impl Settings {
                 return Err(invalid(key, "is longer than a month".into()));
             }
         }
-        if self.flow.ticket_ttl_secs == 0 || self.flow.request_state_ttl_secs == 0 {
+        for (key, value) in [
+            ("flow.ticket_ttl_secs", self.flow.ticket_ttl_secs),
+            (
+                "flow.request_state_ttl_secs",
+                self.flow.request_state_ttl_secs,
+            ),
+            ("web.session_ttl_secs", self.web.session_ttl_secs),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be greater than zero".into()));
+            }
+        }
+        // Clock skew, not a grace period: more would accept tokens long
+        // expired (and past the Unix time itself, overflow the check).
+        if self.auth.leeway_secs > 300 {
             return Err(invalid(
-                "flow",
-                "lifetimes must be greater than zero".into(),
+                "auth.leeway_secs",
+                "is clock skew tolerance: at most 300 seconds".into(),
             ));
         }
         if self.flow.links_per_minute == 0 {
@@ -189,6 +203,12 @@ fn check_database_url(raw: &str) -> Result<(), &'static str> {
         return Err("must name the database (postgres://HOST/DATABASE)");
     }
     Ok(())
+}
+
+/// https, or plain http on loopback only: what every URL that tokens are
+/// checked against must be.
+pub(crate) fn is_secure_or_loopback(url: &Url) -> bool {
+    url.scheme() == "https" || (url.scheme() == "http" && is_loopback(url))
 }
 
 pub(super) fn is_loopback(url: &Url) -> bool {
@@ -298,6 +318,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("web.session_ttl_secs"), "{err}");
+    }
+
+    #[test]
+    fn a_zero_lifetime_names_its_setting_and_leeway_is_bounded() {
+        for (var, value, key) in [
+            (
+                "MCP_CONNECT_WEB__SESSION_TTL_SECS",
+                "0",
+                "web.session_ttl_secs",
+            ),
+            (
+                "MCP_CONNECT_FLOW__TICKET_TTL_SECS",
+                "0",
+                "flow.ticket_ttl_secs",
+            ),
+            ("MCP_CONNECT_AUTH__LEEWAY_SECS", "86400", "auth.leeway_secs"),
+        ] {
+            let mut vars = minimal();
+            vars.push((var.into(), value.into()));
+            let err = Settings::from_sources(None, vars, toml::Table::new())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key), "{err}");
+        }
+        let mut vars = minimal();
+        vars.push(("MCP_CONNECT_AUTH__LEEWAY_SECS".into(), "300".into()));
+        assert!(Settings::from_sources(None, vars, toml::Table::new()).is_ok());
     }
 
     #[test]

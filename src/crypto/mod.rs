@@ -48,8 +48,12 @@ impl Purpose {
 pub enum CryptoError {
     #[error("a key entry must look like `kid:base64` (entry {0})")]
     Malformed(usize),
-    #[error("key id `{0}` must be 1 to 32 characters of letters, digits, `-` or `_`")]
-    BadKeyId(String),
+    /// The entry's number, not its id: an entry written the wrong way
+    /// round (`base64:kid`) would otherwise print the key.
+    #[error(
+        "key entry {0}: the key id (before the `:`) must be 1 to 32 characters of letters, digits, `-` or `_` (entries are `kid:base64`)"
+    )]
+    BadKeyId(usize),
     #[error("key `{0}` is not valid base64")]
     NotBase64(String),
     #[error("key `{0}` is shorter than 32 bytes")]
@@ -153,7 +157,7 @@ impl KeyRing {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
             if !valid_id {
-                return Err(CryptoError::BadKeyId(id.to_owned()));
+                return Err(CryptoError::BadKeyId(index + 1));
             }
             let raw = STANDARD
                 .decode(b64.trim())
@@ -529,8 +533,15 @@ mod tests {
         ));
         assert!(matches!(
             KeyRing::from_entries(["a b:AAAA"]),
-            Err(CryptoError::BadKeyId(_))
+            Err(CryptoError::BadKeyId(1))
         ));
+        // Written the wrong way round: the key is never repeated.
+        let key = STANDARD.encode([7u8; KEY_LEN]);
+        let reversed = KeyRing::from_entries([format!("{key}:k1").as_str()])
+            .unwrap_err()
+            .to_string();
+        assert!(!reversed.contains(&key[..16]), "{reversed}");
+        assert!(reversed.contains("key entry 1"), "{reversed}");
         let e = entry("a", 1);
         assert!(matches!(
             KeyRing::from_entries([e.as_str(), e.as_str()]),
