@@ -3,8 +3,10 @@
 //! refresh tokens, the client secret) in every form a server might reflect
 //! a header in: raw, percent-encoded (both hex cases), JSON-escaped with
 //! `\/` and with `\uXXXX` for every character, as values and as keys.
-//! `?as=text` answers the same text as `text/plain`. `POST /hostile/slow`
-//! takes the request, counts it, and answers only after three seconds.
+//! `?as=text` answers the same text as `text/plain`. `GET /hostile/moved`
+//! redirects to a path that holds the caller's access token. `POST
+//! /hostile/slow` takes the request, counts it, and answers only after
+//! three seconds.
 
 use actix_web::{HttpRequest, HttpResponse, web};
 
@@ -15,6 +17,7 @@ use super::{
 
 pub(super) fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/hostile/echo", web::get().to(echo))
+        .route("/hostile/moved", web::get().to(moved))
         .route("/hostile/slow", web::post().to(slow));
 }
 
@@ -70,6 +73,16 @@ async fn echo(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
         "application/json"
     };
     HttpResponse::Ok().content_type(content_type).body(body)
+}
+
+async fn moved(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
+    Counters::bump(&fake.calls.api);
+    let Some(token) = credentials(&req, &["bearer"]) else {
+        return HttpResponse::Unauthorized().finish();
+    };
+    HttpResponse::Found()
+        .insert_header(("Location", format!("/files/{token}/report.pdf")))
+        .finish()
 }
 
 async fn slow(fake: web::Data<Shared>) -> HttpResponse {

@@ -59,15 +59,22 @@ impl Provider {
         } else {
             Some(FieldCredential::from_secret(access_token)?)
         };
-        let base = match (&self.api_base_url, &fields) {
-            (Some(base), None) if credential.params.is_empty() => base.clone(),
+        // The API base, and the endpoints that manage the grant itself,
+        // which may sit beneath it (Dropbox's and Linear's revocation).
+        let (base, grant) = match (&self.api_base_url, &fields) {
+            (Some(base), None) if credential.params.is_empty() => {
+                let grant = [&self.token_url, &self.refresh_url, &self.revocation_url];
+                (base.clone(), grant.into_iter().flatten().cloned().collect())
+            }
             _ => {
-                self.endpoints_with(credential.params, fields.as_ref())?
-                    .api_base
+                let e = self.endpoints_with(credential.params, fields.as_ref())?;
+                let grant: Vec<url::Url> = [e.token, e.revocation].into_iter().flatten().collect();
+                (e.api_base, grant)
             }
         };
         let method = guard::method(&self.allowed_methods, &req.method)?;
         let mut url = guard::resolve(&base, &req.path)?;
+        guard::not_a_grant_endpoint(&url, &grant)?;
         let query = guard::query_pairs(req.query.as_ref())?;
         guard::body_allowed(&method, req.body.as_ref())?;
         if self.quirks.path_rules == Some(ApiPathRules::SlackMethods) {
@@ -95,13 +102,26 @@ impl Provider {
         let status = response.status().as_u16();
         let content_type = media_type(&response);
         tracing::info!(provider = %self.name, %method, status, "api request");
+        // Whatever of the answer reaches the model loses every secret we
+        // sent, however the provider echoes it.
+        let client_secret = self.client_secret.as_ref().map(|s| s.expose_secret());
+        let field_secrets = fields
+            .as_ref()
+            .map(|f| self.credential_secrets(f))
+            .unwrap_or_default();
+        let redactor = Redactor::new(
+            [Some(access_token), refresh_token, client_secret]
+                .into_iter()
+                .flatten()
+                .chain(field_secrets.iter().map(String::as_str)),
+        );
 
         if response.status().is_redirection() {
             timer.finish();
             return Ok(ApiResponse {
                 status,
                 content_type,
-                body: redirect_body(&response, &url),
+                body: redirect_body(&response, &url, &redactor),
                 truncated: false,
                 token_rejected: false,
             });
@@ -124,17 +144,6 @@ impl Provider {
             _ if method == reqwest::Method::HEAD => Value::Null,
             None => Value::String(format!("[{length} bytes of binary content not shown]")),
             Some(text) => {
-                let client_secret = self.client_secret.as_ref().map(|s| s.expose_secret());
-                let field_secrets = fields
-                    .as_ref()
-                    .map(|f| self.credential_secrets(f))
-                    .unwrap_or_default();
-                let redactor = Redactor::new(
-                    [Some(access_token), refresh_token, client_secret]
-                        .into_iter()
-                        .flatten()
-                        .chain(field_secrets.iter().map(String::as_str)),
-                );
                 // Raw text first (escapes are still visible), then every
                 // string and key of what the parser decoded.
                 let text = redactor.text(&text);
@@ -164,14 +173,15 @@ impl Provider {
 }
 
 /// Only the target's path: its host is not ours to send the model to, and
-/// its query may carry a signed download token.
-fn redirect_body(response: &reqwest::Response, from: &url::Url) -> Value {
+/// its query may carry a signed download token. A provider that puts a
+/// secret we sent into the path (`/x/<token>`) gets it redacted.
+fn redirect_body(response: &reqwest::Response, from: &url::Url, redactor: &Redactor) -> Value {
     let path = response
         .headers()
         .get(LOCATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|location| from.join(location).ok())
-        .map(|target| target.path().to_owned());
+        .map(|target| redactor.text(target.path()));
     json!({ "redirect": "not followed", "location_path": path })
 }
 
@@ -229,7 +239,8 @@ mod tests {
             get("%2e%2e/outside"),
             get("a/../../outside"),
             get("\\evil"),
-            get("@evil"),
+            get("//user@evil.example/x"),
+            get("a/..;/..;/outside"),
             ApiRequest {
                 method: "DELETE".into(),
                 ..get("repos/octocat/hello")
@@ -287,6 +298,14 @@ mod tests {
             !shown.contains("codeload") && !shown.contains("token="),
             "{shown}"
         );
+        // A provider that puts the token it was sent into the path.
+        let moved = gh
+            .api_request(&http(), &token, None, &get("hostile/moved"))
+            .await
+            .unwrap();
+        assert_eq!(moved.status, 302);
+        let path = moved.body["location_path"].as_str().unwrap();
+        assert_eq!(path, "/files/[redacted]/report.pdf");
     }
 
     #[actix_web::test]

@@ -109,16 +109,29 @@ pub(super) fn clean_code(code: &str) -> String {
 /// characters, bounded, and with every secret we sent replaced (a provider
 /// that echoes the code or token must not put it into our logs).
 pub(super) fn clean_description(text: &str, secrets: &[&str]) -> String {
-    let mut text: String = text.chars().filter(|c| !c.is_control()).take(300).collect();
+    // Secrets out before the cut: one straddling it would keep a part.
+    let mut text: String = text.chars().filter(|c| !c.is_control()).collect();
     for secret in secrets.iter().filter(|s| s.len() >= 4) {
         text = text.replace(secret, "***");
     }
-    text
+    text.chars().take(300).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_across_the_cut_leaves_no_part_of_itself() {
+        let secret = "SECRETTOKEN123";
+        let text = format!("{}{secret} and more", "x".repeat(290));
+        let cleaned = clean_description(&text, &[secret]);
+        assert!(!cleaned.contains("SECRET"), "{cleaned}");
+        assert!(
+            cleaned.ends_with("***") || cleaned.contains("*** and"),
+            "{cleaned}"
+        );
+    }
 
     #[test]
     fn descriptions_lose_secrets_and_controls() {

@@ -33,9 +33,9 @@ pub(super) fn resolve(base: &Url, path: &str) -> Result<Url, ProviderError> {
     if path.contains('\\') {
         return Err(refused("contains a backslash"));
     }
-    if path.contains('@') {
-        return Err(refused("contains `@`"));
-    }
+    // `@` is left alone: APIs use it in paths (Discord's `users/@me`,
+    // Graph's `users/alice@contoso.com`), and a relative path never starts
+    // an authority, so it cannot name userinfo (`check_under` refuses any).
     if path.contains('#') {
         return Err(refused("contains a fragment (`#`)"));
     }
@@ -51,8 +51,11 @@ pub(super) fn resolve(base: &Url, path: &str) -> Result<Url, ProviderError> {
     for segment in path_part.split('/') {
         // Decoded until stable, so `%252e%252e` is caught as well as `%2e%2e`;
         // and split again, so an encoded `/` cannot hide `..` inside a segment.
+        // A `;` ends what Tomcat-style servers read as the segment, so
+        // `..;` is `..` there.
         let text = decoded(segment);
-        if text.split(['/', '\\']).any(|s| s == ".." || s == ".") {
+        let dots = |s: &str| matches!(s.split(';').next(), Some(".." | "."));
+        if text.split(['/', '\\']).any(dots) {
             return Err(refused("contains a `.` or `..` segment"));
         }
     }
@@ -90,6 +93,29 @@ pub(super) fn check_under(base: &Url, url: &Url) -> Result<(), ProviderError> {
     }
     if url.fragment().is_some() {
         return Err(refused("contains a fragment (`#`)"));
+    }
+    Ok(())
+}
+
+/// The request must not be one of the endpoints that manage the grant
+/// (token, refresh, revocation): the model must not be able to end the
+/// user's grant, or mint tokens with it, through `api_request`. Compared
+/// as a server would route it: decoded, any case, slashes collapsed.
+pub(super) fn not_a_grant_endpoint(url: &Url, grant: &[Url]) -> Result<(), ProviderError> {
+    let routed = |u: &Url| {
+        let path = decoded(u.path()).to_ascii_lowercase();
+        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+        (
+            u.host_str().map(str::to_ascii_lowercase),
+            u.port_or_known_default(),
+            parts.join("/"),
+        )
+    };
+    let target = routed(url);
+    if grant.iter().any(|g| routed(g) == target) {
+        return Err(refused(
+            "is the provider's token or revocation endpoint; connections are managed on the connections page",
+        ));
     }
     Ok(())
 }
@@ -165,6 +191,12 @@ mod tests {
             ),
             ("files/x:run", "https://api.example.com/v1/files/x:run"),
             ("caf\u{e9}", "https://api.example.com/v1/caf%C3%A9"),
+            ("users/@me", "https://api.example.com/v1/users/@me"),
+            (
+                "users/alice@contoso.com/messages",
+                "https://api.example.com/v1/users/alice@contoso.com/messages",
+            ),
+            ("@evil.com/x", "https://api.example.com/v1/@evil.com/x"),
         ];
         for (path, expected) in cases {
             assert_eq!(resolve(&base(), path).unwrap().as_str(), expected, "{path}");
@@ -191,8 +223,10 @@ mod tests {
             "./x",
             "\\evil",
             "/\\evil.com",
-            "@evil",
-            "user@evil.com",
+            "//user@evil.com/x",
+            "a/..;/..;/x",
+            "%2e%2e;/x",
+            ".;/x",
             "x#frag",
             "a/\tb",
             "/\n/evil.com",
@@ -205,6 +239,30 @@ mod tests {
             assert!(matches!(e, ProviderError::PathRefused(_)), "{path}: {e}");
         }
         assert!(resolve(&base(), &"a/".repeat(1100)).is_err());
+    }
+
+    #[test]
+    fn the_grant_endpoints_beneath_the_base_are_refused() {
+        let grant = [Url::parse("https://api.example.com/v1/auth/token/revoke").unwrap()];
+        for path in [
+            "auth/token/revoke",
+            "/auth/token/revoke/",
+            "auth//token/revoke",
+            "Auth/Token/Revoke",
+            "auth/token/revok%65",
+            "auth/token/revoke?x=1",
+        ] {
+            let url = resolve(&base(), path).unwrap();
+            assert!(not_a_grant_endpoint(&url, &grant).is_err(), "{path}");
+        }
+        for path in [
+            "auth/token",
+            "auth/token/revoked",
+            "users/get_current_account",
+        ] {
+            let url = resolve(&base(), path).unwrap();
+            assert!(not_a_grant_endpoint(&url, &grant).is_ok(), "{path}");
+        }
     }
 
     #[test]
@@ -266,7 +324,7 @@ pub(super) fn slack_method(allowed: &[String], path: &str) -> Result<(), Provide
     // The path is sent with its escapes, and Slack's edge decodes them: a
     // method name never needs one, so an escaped name (`%61dmin.…`) is an
     // attempt to pass the checks below as another method.
-    if decoded(name) != name {
+    if decoded(name) != name || !is_method_name(name) {
         return Err(refused());
     }
     let lower = name.to_ascii_lowercase();
@@ -288,6 +346,18 @@ pub(super) fn slack_method(allowed: &[String], path: &str) -> Result<(), Provide
     ];
     let reads = READS.contains(&verb) || verb.starts_with("get") || name.starts_with("search.");
     if reads { Ok(()) } else { Err(refused()) }
+}
+
+/// Dotted words of letters and digits (`conversations.list`): the shape
+/// of every Slack method, so nothing (`chat.postMessage;.list`) can end in
+/// a reading verb without being one.
+fn is_method_name(name: &str) -> bool {
+    let mut parts = name.split('.');
+    let word = |w: &str| {
+        w.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
+            && w.bytes().all(|b| b.is_ascii_alphanumeric())
+    };
+    parts.clone().count() >= 2 && parts.all(word)
 }
 
 #[cfg(test)]
@@ -330,6 +400,10 @@ mod slack_tests {
             "%61dmin.users.list",
             "admin.users%2Elist",
             "%2561dmin.users.list",
+            "chat.postMessage;.list",
+            "chat.postMessage..list",
+            "chat.postMessage.-list",
+            "list",
         ] {
             assert!(slack_method(&read_only, bad).is_err(), "{bad}");
         }

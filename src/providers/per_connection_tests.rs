@@ -76,6 +76,7 @@ fn a_self_hosted_base_only_on_allowed_hosts() {
         "https://git.example.org.evil.example",
         "http://git.example.org",
         "https://localhost",
+        "https://git.example.org:8443",
     ] {
         assert!(
             gl.endpoints_for(&values(&[("instance", bad)])).is_err(),

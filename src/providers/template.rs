@@ -80,14 +80,18 @@ pub(super) fn check_value(name: &str, spec: &ParamSpec, value: &str) -> Result<S
             "parameter `{name}` names a host the operator did not allow (allowed_hosts)"
         ));
     }
+    // The allowed host, on its https port only: another port there may be
+    // another service, and the code, the client secret and the tokens go
+    // where this URL says.
     if url.scheme() != "https"
+        || url.port().is_some()
         || url.query().is_some()
         || url.fragment().is_some()
         || !url.username().is_empty()
         || url.password().is_some()
     {
         return Err(format!(
-            "parameter `{name}` must be an https URL without credentials, query or fragment"
+            "parameter `{name}` must be an https URL without a port, credentials, query or fragment"
         ));
     }
     Ok(url.as_str().trim_end_matches('/').to_owned())

@@ -90,6 +90,20 @@ async fn dropbox_connects_offline_and_refreshes_its_short_lived_token() {
         )
         .await;
     assert_eq!(refused["result"]["isError"], true, "only POST: {refused}");
+    // Its revocation endpoint sits beneath the API base: not for the model.
+    let (_, revoke) = app
+        .call_tool(
+            "alice",
+            "api_request",
+            json!({"provider": "dropbox", "method": "POST", "path": "auth/token/revoke"}),
+        )
+        .await;
+    assert_eq!(revoke["result"]["isError"], true, "{revoke}");
+    assert_eq!(
+        revoke["result"]["structuredContent"]["error"]["kind"], "refused",
+        "{revoke}"
+    );
+    assert_eq!(fake.calls().revoke, 0);
 
     // Expired: refreshed with the refresh grant, twice with the same
     // refresh token (Dropbox sends no new one).
