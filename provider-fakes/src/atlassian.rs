@@ -7,7 +7,10 @@
 //! `/me` is the user; `/oauth/token/accessible-resources` lists the one
 //! site the token reaches, with its cloud id ([`CLOUD_ID`]); product APIs
 //! are addressed by that id, `/ex/jira/{cloud_id}/…` (another id: 404).
-//! There is no revocation endpoint.
+//! Jira Software's `rest/agile/…` needs `read:board-scope:jira-software`;
+//! without it Atlassian answers HTTP 401 "Unauthorized; scope does not
+//! match" to a token that is otherwise fine. There is no revocation
+//! endpoint.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -19,7 +22,7 @@ pub use crate::scripted_routes::ATLASSIAN_CLOUD_ID as CLOUD_ID;
 use super::{
     FakeProvider, Kind,
     code_grant::{bearer_account, entry_table, oauth_error, redeem, seen},
-    http::{json, loopback_redirect, page, params, redirect},
+    http::{credentials, json, loopback_redirect, page, params, redirect},
     serve,
     state::{Account, Counters, Shared, random},
 };
@@ -177,12 +180,24 @@ async fn jira(
 ) -> HttpResponse {
     Counters::bump(&fake.calls.api);
     fake.memory().api_seen.push(seen(&req));
-    let Some(account) = bearer_account(&req, &fake) else {
+    let access = credentials(&req, &["bearer"]).and_then(|t| fake.memory().access(t));
+    let Some(access) = access else {
         return unauthorized();
     };
+    let account = access.account;
     let (cloud_id, rest) = path.into_inner();
     if cloud_id != CLOUD_ID {
         return json(404, json!({"message": "Site not found"}));
+    }
+    let board_scope = access
+        .scope
+        .split(' ')
+        .any(|s| s == "read:board-scope:jira-software");
+    if rest.starts_with("rest/agile/") && !board_scope {
+        return json(
+            401,
+            json!({"code": 401, "message": "Unauthorized; scope does not match"}),
+        );
     }
     json(
         200,

@@ -16,7 +16,10 @@ use super::{
     result::{ErrorKind, Outcome, ToolError, answer, next_step_for_status, provider_failure},
     schema_for, unless_ready,
 };
-use crate::providers::{ApiRequest, Credential};
+use crate::{
+    connect::UsableToken,
+    providers::{ApiRequest, Credential, Provider, ProviderError},
+};
 
 pub const NAME: &str = "api_request";
 
@@ -132,7 +135,8 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             return Ok(CallToolResponse::Complete(answer(&result, true, sentence)));
         }
     };
-    if response.token_rejected {
+    let token_dead = response.token_rejected && refused_everywhere(&call, provider, &token).await;
+    if token_dead {
         // The provider no longer honours the token: the next call asks the
         // user to connect again instead of failing forever.
         call.service
@@ -153,15 +157,18 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         }
     );
     if failed {
-        let kind = if response.token_rejected {
+        let kind = if token_dead {
             ErrorKind::TokenRejected
         } else {
             ErrorKind::HttpError
         };
-        outcome.next_step = if response.token_rejected {
-            super::result::NextStep::Connect
-        } else {
-            next_step_for_status(response.status)
+        outcome.next_step = match (token_dead, response.token_rejected) {
+            (true, _) => super::result::NextStep::Connect,
+            // Refused here, honoured for who the user is: the token lacks
+            // something this request needs (Atlassian answers a missing
+            // scope with 401).
+            (false, true) => super::result::NextStep::Approve,
+            (false, false) => next_step_for_status(response.status),
         };
         outcome.error = Some(ToolError {
             kind,
@@ -178,4 +185,24 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     Ok(CallToolResponse::Complete(answer(
         &result, failed, sentence,
     )))
+}
+
+/// Whether a token the provider refused for a request the model chose is
+/// refused for everything: the provider's identity endpoint is asked too.
+/// Only then is the connection taken for dead — a 401 can be about the
+/// request (a scope it lacks), and a model must not be able to make the
+/// user connect again by asking for something the token may not do.
+/// Unsure (the provider unreachable): not dead; the next call asks again.
+async fn refused_everywhere(call: &ToolCall<'_>, provider: &Provider, token: &UsableToken) -> bool {
+    match provider
+        .account_as(call.service.http(), &token.credential())
+        .await
+    {
+        Err(ProviderError::Denied(_)) => true,
+        Ok(_) => false,
+        Err(e) => {
+            tracing::info!(provider = %provider.name(), error = %e, "could not tell whether a refused token is dead");
+            false
+        }
+    }
 }

@@ -73,3 +73,27 @@ async fn the_cloud_id_looked_up_after_consent_addresses_the_api_and_refresh_rota
     assert_eq!(fake.calls(), before, "Atlassian has no revocation endpoint");
     crate::logs::assert_absent(&fake.secrets());
 }
+
+/// Atlassian answers a request its token lacks the scope for with HTTP 401
+/// ("Unauthorized; scope does not match"), though the token is fine: that
+/// must not send the user to connect again.
+#[tokio::test]
+async fn a_401_for_a_missing_scope_leaves_a_working_connection_alone() {
+    let fake = atlassian::start().await;
+    let app = app_with(&fake, "atlassian").await;
+    let args = api_args("atlassian", "rest/api/3/myself");
+    let (_, done, _) = connect_with(&app, &fake, &args, &[]).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+
+    let board = call(&app, &api_args("atlassian", "rest/agile/1.0/board")).await;
+    assert_eq!(board["http_status"], 401, "{board}");
+    assert_eq!(board["error"]["kind"], "http_error", "{board}");
+    assert_eq!(board["next_step"], "approve", "{board}");
+    let status: String = sqlx::query_scalar("SELECT status FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(status, "active");
+    let again = call(&app, &args).await;
+    assert_eq!(again["http_status"], 200, "{again}");
+}
