@@ -37,9 +37,18 @@ pub enum CredentialOutcome {
     /// The provider could not check it (unreachable, another status, an
     /// unexpected answer); not stored.
     Unchecked(ProviderError),
-    /// The ticket was no longer usable (a concurrent submit won).
+    /// The ticket was no longer usable (used, declined, expired, or a
+    /// concurrent submit won).
     TicketGone,
+    /// The user had their share of checks for now; nothing was sent.
+    TooManyChecks(std::time::Duration),
 }
+
+/// Credentials checked at providers per user and minute, in this
+/// instance: a person retyping a key needs a few; more is someone using
+/// this server to test keys (each check is a request to the provider, and
+/// the page says whether it took).
+pub const CHECKS_PER_MINUTE: u32 = 10;
 
 /// The form as the page posted it: field values and parameter values by name.
 pub struct SubmittedCredential<'a> {
@@ -54,6 +63,10 @@ pub(super) async fn connect(
     session_id: Uuid,
     submitted: SubmittedCredential<'_>,
 ) -> anyhow::Result<CredentialOutcome> {
+    // Before anything is sent: a used or expired ticket checks nothing.
+    if !super::tickets::usable(ticket) {
+        return Ok(CredentialOutcome::TicketGone);
+    }
     let provider = provider_of(state, ticket)?;
     if provider.is_oauth() {
         anyhow::bail!(
@@ -65,6 +78,9 @@ pub(super) async fn connect(
         Ok(checked) => checked,
         Err(problems) => return Ok(CredentialOutcome::Invalid(problems)),
     };
+    if let Err(wait) = state.credential_checks.take(user) {
+        return Ok(CredentialOutcome::TooManyChecks(wait));
+    }
     let account = match provider
         .verify_credential(&state.http, &checked.credential, &checked.params)
         .await

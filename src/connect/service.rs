@@ -55,6 +55,8 @@ pub struct ConnectionService {
     pub(super) refresh_locks: KeyedLocks,
     /// New connect links per user and minute.
     pub(super) link_limit: LinkLimit,
+    /// Pasted credentials checked at a provider, per user and minute.
+    pub(super) credential_checks: LinkLimit,
     /// The operator's settings (flow, database deadlines, grants, clients).
     pub(super) settings: Arc<Settings>,
     /// How MCP clients are named on pages (operator names, Client ID
@@ -91,6 +93,7 @@ impl ConnectionService {
     pub fn new(parts: Parts) -> Self {
         Self {
             link_limit: LinkLimit::new(parts.settings.flow.links_per_minute),
+            credential_checks: LinkLimit::new(super::credentials::CHECKS_PER_MINUTE),
             db: parts.db,
             hot_db: parts.hot_db,
             keys: parts.keys,

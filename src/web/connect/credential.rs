@@ -132,6 +132,14 @@ pub(super) async fn submit(
             );
             (vec![whole_form(message)], StatusCode::UNPROCESSABLE_ENTITY)
         }
+        CredentialOutcome::TooManyChecks(wait) => {
+            tracing::info!(provider = %provider.name(), "credential checks over the limit; nothing sent");
+            let message = format!(
+                "Too many attempts in a short time, so these credentials were not checked. Try again in {} seconds.",
+                wait.as_secs().max(1)
+            );
+            (vec![whole_form(message)], StatusCode::TOO_MANY_REQUESTS)
+        }
         CredentialOutcome::Unchecked(e) => {
             tracing::warn!(provider = %provider.name(), error = %e, "credential could not be checked; not stored");
             let message = format!(

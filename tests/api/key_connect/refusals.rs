@@ -165,3 +165,65 @@ async fn cancel_on_the_key_form_declines() {
     assert_eq!(body["result"]["isError"], true, "{body}");
     assert_eq!(fake.requests(), 0);
 }
+
+#[tokio::test]
+async fn a_link_no_longer_usable_checks_nothing_at_the_provider() {
+    let fake = datadog::start().await;
+    let app = app_with(&fake, "datadog", datadog_entry(&fake)).await;
+    let args = json!({"provider": "datadog", "path": "v1/monitor"});
+    let (url, _) = first_round(&app, &args, "datadog").await;
+    let (browser, form) = open_form(&app, &url, "alice").await;
+    sqlx::query("UPDATE connect_tickets SET expires_at = now() - interval '1 second'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let page = submit(
+        &browser,
+        &form,
+        &[
+            ("field.api_key", &fake.first),
+            ("field.application_key", &fake.second),
+        ],
+    )
+    .await;
+    assert_ne!(page.status, 200, "{}", page.body);
+    assert_eq!(fake.requests(), 0, "an expired link is no way to test keys");
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
+}
+
+#[tokio::test]
+async fn checks_at_the_provider_are_limited_per_user_and_minute() {
+    let fake = datadog::start().await;
+    let app = app_with(&fake, "datadog", datadog_entry(&fake)).await;
+    let args = json!({"provider": "datadog", "path": "v1/monitor"});
+    let (url, _) = first_round(&app, &args, "datadog").await;
+    let (browser, form) = open_form(&app, &url, "alice").await;
+    let limit = mcp_connect::connect::credentials::CHECKS_PER_MINUTE as usize;
+    for attempt in 0..limit {
+        let guess = format!("{attempt:032x}");
+        let page = submit(
+            &browser,
+            &form,
+            &[
+                ("field.api_key", &guess),
+                ("field.application_key", &fake.second),
+            ],
+        )
+        .await;
+        assert_eq!(page.status, 422, "{attempt}: {}", page.body);
+    }
+    let sent = fake.requests();
+    assert_eq!(sent, limit);
+    let page = submit(
+        &browser,
+        &form,
+        &[
+            ("field.api_key", &fake.first),
+            ("field.application_key", &fake.second),
+        ],
+    )
+    .await;
+    assert_eq!(page.status, 429, "{}", page.body);
+    assert!(page.body.contains("Too many attempts"), "{}", page.body);
+    assert_eq!(fake.requests(), sent, "nothing more was sent");
+}
