@@ -194,9 +194,16 @@ pub(super) async fn add<'s>(
             provider_name: provider.display_name().to_owned(),
         });
     }
-    if let Some(since) = ticket.as_ref().and_then(|t| t.redeemed_at) {
+    // Redeemed: the person went on to the provider. What completes the
+    // call is the connection that ticket's connect stored — not any of the
+    // user's accounts that changed since (a refresh, a rename).
+    if let Some(ticket_id) = ticket
+        .as_ref()
+        .filter(|t| t.redeemed_at.is_some())
+        .map(|t| t.id)
+    {
         let stored = |state: &'s ConnectionService| async move {
-            db::connections::stored_since(&state.db, p.user(), provider.name(), since)
+            db::tickets::stored_connection(&state.db, ticket_id)
                 .await
                 .map_err(internal)
         };

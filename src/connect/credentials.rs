@@ -115,6 +115,7 @@ pub(super) async fn connect(
     )
     .await?;
     db::params::set(&mut *tx, Holder::Connection, connection_id, &checked.params).await?;
+    db::tickets::set_stored_connection(&mut *tx, ticket.id, connection_id).await?;
     let hint = provider.credential_hint(&checked.credential);
     db::connections::set_credential_hint(&mut *tx, connection_id, Some(&hint)).await?;
     db::web_sessions::clear_pending_ticket(&mut *tx, session_id, ticket.id).await?;

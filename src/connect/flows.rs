@@ -231,10 +231,16 @@ pub(super) async fn finish(
     db::params::set(&mut *tx, Holder::Connection, connection_id, &params)
         .await
         .map_err(anyhow::Error::from)?;
-    // What a reload of the callback page shows.
+    // What a reload of the callback page shows, and what the client's
+    // retry completes with.
     db::oauth_flows::set_connection(&mut *tx, flow.id, connection_id)
         .await
         .map_err(anyhow::Error::from)?;
+    if let Some(ticket_id) = flow.ticket_id {
+        db::tickets::set_stored_connection(&mut *tx, ticket_id, connection_id)
+            .await
+            .map_err(anyhow::Error::from)?;
+    }
     tx.commit().await.map_err(anyhow::Error::from)?;
     state.metrics.flow.connection_stored();
     Ok((connection_id, account))

@@ -211,28 +211,6 @@ pub async fn accounts(
     .await
 }
 
-/// The user's active connection to `provider` stored (or re-stored) at or
-/// after `since`, the newest first.
-pub async fn stored_since(
-    exec: impl PgExecutor<'_>,
-    user: UserRef<'_>,
-    provider: &ProviderName,
-    since: DateTime<Utc>,
-) -> Result<Option<Uuid>, sqlx::Error> {
-    sqlx::query_scalar!(
-        "SELECT id FROM connections
-         WHERE issuer = $1 AND subject = $2 AND provider = $3 AND status = 'active'
-           AND account_id <> '' AND updated_at >= $4
-         ORDER BY updated_at DESC LIMIT 1",
-        user.issuer(),
-        user.subject(),
-        provider.as_str(),
-        since,
-    )
-    .fetch_optional(exec)
-    .await
-}
-
 /// Renames one of the user's connections; `false` when it is not theirs.
 pub async fn set_label(
     exec: impl PgExecutor<'_>,

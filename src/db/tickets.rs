@@ -156,3 +156,35 @@ pub async fn decline(
     .await?;
     Ok(done.rows_affected() == 1)
 }
+
+/// Records the connection this ticket's connect stored (in the
+/// transaction that stored it).
+pub async fn set_stored_connection(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    connection_id: Uuid,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE connect_tickets SET stored_connection_id = $2 WHERE id = $1",
+        id,
+        connection_id,
+    )
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
+/// The connection this ticket's connect stored, if it has (and the
+/// connection is still there).
+pub async fn stored_connection(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+) -> Result<Option<Uuid>, sqlx::Error> {
+    let found = sqlx::query_scalar!(
+        "SELECT stored_connection_id FROM connect_tickets WHERE id = $1",
+        id,
+    )
+    .fetch_optional(exec)
+    .await?;
+    Ok(found.flatten())
+}

@@ -216,6 +216,36 @@ async fn connect_adds_another_account_through_the_providers_chooser() {
     }
 }
 
+/// The person pressed Continue, then gave up at the provider; meanwhile
+/// the account they already had changed (a refresh). The client's retry
+/// must not take that account for the new one.
+#[tokio::test]
+async fn another_account_abandoned_at_the_provider_never_completes_with_an_older_one() {
+    use crate::{
+        browser::Browser,
+        full_flow::{connect_demo, elicit, open_and_continue, retry_accepted},
+        helpers::spawn_app_with,
+    };
+    let app = spawn_app_with(|t| {
+        t.insert(
+            "flow".into(),
+            toml::Value::Table(toml::from_str("connect_wait_ms = 200").unwrap()),
+        );
+    })
+    .await;
+    connect_demo(&app, "alice", "octo").await;
+    let args = json!({"provider": "demo", "another_account": true});
+    let (url, state) = elicit(&app, "alice", "connect", args.clone(), "connect_demo").await;
+    let browser = Browser::new(&app);
+    open_and_continue(&browser, &url, "alice").await;
+    sqlx::query("UPDATE connections SET updated_at = now() + interval '1 second'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let body = retry_accepted(&app, "alice", "connect", args, &state, "connect_demo").await;
+    assert_eq!(body["result"]["resultType"], "input_required", "{body}");
+}
+
 #[tokio::test]
 async fn a_label_renamed_on_the_connections_page_is_the_account_name_and_survives_reconnects() {
     let app = spawn_app().await;
