@@ -137,15 +137,24 @@ pub(super) fn choose<'s>(
     round: Option<&RoundState>,
     read: &[CallAccount],
 ) -> Result<Chosen<'s>, ErrorData> {
-    if let Some(id) = round.and_then(|r| r.account) {
-        return Ok(Chosen::Connection(Some(id)));
-    }
     // Placeholder rows (no account yet) are no choice.
     let accounts: Vec<&ConnectionRow> = read
         .iter()
         .map(|a| &a.row)
         .filter(|r| !r.account_id.is_empty())
         .collect();
+    if let Some(id) = round.and_then(|r| r.account) {
+        if read.iter().any(|a| a.row.id == id) {
+            return Ok(Chosen::Connection(Some(id)));
+        }
+        // Chosen in an earlier round, disconnected since: asked again
+        // among those left (never another one taken silently), or
+        // connected afresh when none is.
+        if accounts.is_empty() {
+            return Ok(Chosen::Connection(None));
+        }
+        return ask(state, need, provider, &accounts, round, None);
+    }
     let answer = round.and_then(|_| answer(need.input_responses, &input_key(provider.name())));
     let named = match (need.account, &answer) {
         (Some(name), _) => Some(name.to_owned()),

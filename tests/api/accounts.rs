@@ -124,6 +124,42 @@ async fn with_two_accounts_the_user_is_asked_which_and_the_retry_uses_it() {
     assert_eq!(declined["result"]["isError"], true, "{declined}");
 }
 
+/// The account chosen in an earlier round was disconnected before the
+/// retry: the user is asked again among those left, instead of being sent
+/// to reconnect an account that no longer exists, round after round.
+#[tokio::test]
+async fn a_chosen_account_disconnected_meanwhile_is_asked_again() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    store(&app, "p-2", "personal", CLIENT_ID).await;
+    sqlx::query("UPDATE connections SET status = 'needs_reauth' WHERE account_id = 'w-1'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let first = connect(&app, CLIENT_ID, json!({})).await;
+    let state = first["result"]["requestState"].as_str().unwrap();
+    // "work" needs the user again: a link to reconnect it.
+    let relink = connect(&app, CLIENT_ID, choose(state, "work")).await;
+    assert_eq!(relink["result"]["resultType"], "input_required", "{relink}");
+    assert_eq!(
+        relink["result"]["inputRequests"]["connect_demo"]["params"]["mode"], "url",
+        "{relink}"
+    );
+    let state = relink["result"]["requestState"].as_str().unwrap();
+    sqlx::query("DELETE FROM connections WHERE account_id = 'w-1'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let retry = json!({"requestState": state,
+        "inputResponses": {"connect_demo": {"action": "accept"}}});
+    let asked = connect(&app, CLIENT_ID, retry).await;
+    assert_eq!(
+        form(&asked)["requestedSchema"]["properties"]["account"]["enum"],
+        json!(["personal"]),
+        "{asked}"
+    );
+}
+
 #[tokio::test]
 async fn one_account_asks_nothing() {
     let app = spawn_app().await;
