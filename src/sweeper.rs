@@ -20,7 +20,9 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use sqlx::{Connection, PgConnection, PgPool, postgres::PgConnectOptions};
+use sqlx::{
+    Connection, PgConnection, PgPool, Postgres, pool::PoolConnection, postgres::PgConnectOptions,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -147,24 +149,40 @@ pub async fn sweep_once_at(
     audit_retention: chrono::Duration,
     pace: Pace,
 ) -> Result<Option<Swept>, sqlx::Error> {
+    let Some(mut conn) = locked(pool).await? else {
+        return Ok(None);
+    };
+    Ok(Some(sweep_expired(&mut conn, audit_retention, pace).await?))
+}
+
+/// A connection holding the sweep lock; `None` when another instance has
+/// it. The lock lives as long as this connection, which is closed when
+/// dropped: a sweep cut short (an error, a shutdown) cannot leave the
+/// lock behind on an idle pooled connection.
+async fn locked(pool: &PgPool) -> Result<Option<PoolConnection<Postgres>>, sqlx::Error> {
     let mut conn = pool.acquire().await?;
-    // The lock lives as long as this connection, which is closed when the
-    // sweep ends: a sweep cut short (an error, a shutdown) cannot leave
-    // the lock behind on an idle pooled connection.
     conn.close_on_drop();
     if !advisory_lock::try_lock(&mut *conn, LOCK_KEY).await? {
         return Ok(None);
     }
+    Ok(Some(conn))
+}
+
+/// Expired rows and audit rows past retention, on a locked connection.
+async fn sweep_expired(
+    conn: &mut PgConnection,
+    audit_retention: chrono::Duration,
+    pace: Pace,
+) -> Result<Swept, sqlx::Error> {
     let mut swept = Swept {
         deleted: expiry::delete_expired_login_flows(&mut *conn).await?,
         capped: false,
     };
     for what in Expiring::ALL {
-        swept = swept.and(paced(&mut conn, Work::Expired(what), usize::MAX, pace).await?);
+        swept = swept.and(paced(conn, Work::Expired(what), usize::MAX, pace).await?);
     }
     let audit = Work::Audit(audit_retention);
-    swept = swept.and(paced(&mut conn, audit, pace.audit_batches, pace).await?);
-    Ok(Some(swept))
+    Ok(swept.and(paced(conn, audit, pace.audit_batches, pace).await?))
 }
 
 /// What one batch deletes.
@@ -230,14 +248,22 @@ pub async fn sweep_outbox_at(
     webhooks: &WebhookSettings,
     pace: Pace,
 ) -> Result<Swept, sqlx::Error> {
+    let mut conn = pool.acquire().await?;
+    outbox_on(&mut conn, webhooks, pace).await
+}
+
+async fn outbox_on(
+    conn: &mut PgConnection,
+    webhooks: &WebhookSettings,
+    pace: Pace,
+) -> Result<Swept, sqlx::Error> {
     let now = chrono::Utc::now();
     let failed_before = now - webhooks.failed_retention();
     let retry_for =
         chrono::Duration::from_std(webhooks.retry_for()).unwrap_or(chrono::Duration::MAX);
     let abandoned_before = failed_before - retry_for;
-    let mut conn = pool.acquire().await?;
     let work = Work::Outbox(failed_before, abandoned_before);
-    paced(&mut conn, work, pace.audit_batches, pace).await
+    paced(conn, work, pace.audit_batches, pace).await
 }
 
 /// Everything a sweep deletes, at `pace`: [`sweep_once_at`], then
@@ -247,10 +273,12 @@ pub async fn sweep_all(
     settings: &Settings,
     pace: Pace,
 ) -> Result<Option<Swept>, sqlx::Error> {
-    let Some(swept) = sweep_once_at(pool, settings.audit.retention(), pace).await? else {
+    // One lock for all of it: only one instance sweeps at a time.
+    let Some(mut conn) = locked(pool).await? else {
         return Ok(None);
     };
-    let outbox = sweep_outbox_at(pool, &settings.webhooks, pace).await?;
+    let swept = sweep_expired(&mut conn, settings.audit.retention(), pace).await?;
+    let outbox = outbox_on(&mut conn, &settings.webhooks, pace).await?;
     Ok(Some(swept.and(outbox)))
 }
 
