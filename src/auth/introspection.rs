@@ -1,7 +1,11 @@
 //! RFC 7662 token introspection, for opaque (non-JWT) access tokens: ask the
 //! authorization server whether the token is active and whose it is. Positive
-//! answers are cached briefly (never past the token's `exp`), keyed by the
-//! token's SHA-256 so the cache holds no token.
+//! answers are cached briefly (never past the token's `exp`), refusals more
+//! briefly still (a refused token is never accepted later, and a client
+//! retrying one in a loop must not cost the server a request each time),
+//! keyed by the token's SHA-256 so the cache holds no token. At most
+//! [`MAX_IN_FLIGHT`] questions are in flight at once: a flood of made-up
+//! tokens waits here instead of landing on the authorization server.
 
 use std::{
     collections::HashMap,
@@ -24,11 +28,17 @@ use crate::config::IntrospectionSettings;
 
 /// Longest time a positive answer is reused.
 const CACHE_TTL: Duration = Duration::from_secs(60);
+/// Longest time a refusal is reused: short, as an authorization server
+/// that answers from replicas may not know a token issued a moment ago.
+const REFUSED_TTL: Duration = Duration::from_secs(5);
 /// Most answers kept; past this, new answers are simply not cached.
 const CACHE_MAX_ENTRIES: usize = 10_000;
+/// Most introspection requests in flight at once.
+pub(crate) const MAX_IN_FLIGHT: usize = 32;
 
 struct Cached {
-    principal: Principal,
+    /// `None`: refused.
+    principal: Option<Principal>,
     until: Instant,
 }
 
@@ -38,6 +48,7 @@ pub(crate) struct Introspector {
     client_id: String,
     client_secret: SecretString,
     cache: Mutex<HashMap<[u8; 32], Cached>>,
+    in_flight: tokio::sync::Semaphore,
 }
 
 impl Introspector {
@@ -48,6 +59,7 @@ impl Introspector {
             client_id: settings.client_id.clone(),
             client_secret: settings.client_secret.clone(),
             cache: Mutex::new(HashMap::new()),
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
         }
     }
 
@@ -57,9 +69,29 @@ impl Introspector {
         expected: &Expected,
     ) -> Result<Principal, AuthError> {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        if let Some(principal) = self.cached(&key) {
-            return Ok(principal);
+        match self.cached(&key) {
+            Some(Some(principal)) => return Ok(principal),
+            Some(None) => return Err(AuthError::Inactive),
+            None => {}
         }
+        // Never closed, so a permit always comes.
+        let _permit = self.in_flight.acquire().await;
+        let answer = self.ask(token, expected).await;
+        match &answer {
+            Ok((principal, ttl)) => self.remember(key, Some(principal), *ttl),
+            // Unreachable or failing: nothing learnt about the token.
+            Err(e) if e.is_unavailable() => {}
+            Err(_) => self.remember(key, None, REFUSED_TTL),
+        }
+        answer.map(|(principal, _)| principal)
+    }
+
+    /// The server's answer, checked, and how long it may be reused.
+    async fn ask(
+        &self,
+        token: &str,
+        expected: &Expected,
+    ) -> Result<(Principal, Duration), AuthError> {
         // RFC 6749 §2.3.1: the Basic credentials are form-encoded first.
         let user: String = byte_serialize(self.client_id.as_bytes()).collect();
         let password: String =
@@ -95,11 +127,11 @@ impl Introspector {
             Some(exp) => CACHE_TTL.min(Duration::from_secs(exp.saturating_sub(now))),
             None => CACHE_TTL,
         };
-        self.remember(key, &principal, ttl);
-        Ok(principal)
+        Ok((principal, ttl))
     }
 
-    fn cached(&self, key: &[u8; 32]) -> Option<Principal> {
+    /// The cached answer: `Some(None)` for a refusal.
+    fn cached(&self, key: &[u8; 32]) -> Option<Option<Principal>> {
         let cache = self
             .cache
             .lock()
@@ -110,7 +142,7 @@ impl Introspector {
             .map(|c| c.principal.clone())
     }
 
-    fn remember(&self, key: [u8; 32], principal: &Principal, ttl: Duration) {
+    fn remember(&self, key: [u8; 32], principal: Option<&Principal>, ttl: Duration) {
         if ttl.is_zero() {
             return;
         }
@@ -126,7 +158,7 @@ impl Introspector {
             cache.insert(
                 key,
                 Cached {
-                    principal: principal.clone(),
+                    principal: principal.cloned(),
                     until: now + ttl,
                 },
             );
@@ -218,7 +250,12 @@ mod tests {
         assert!(matches!(err("other-iss").await, AuthError::WrongIssuer));
         assert!(matches!(err("expired").await, AuthError::Expired));
         assert!(matches!(err("no-aud").await, AuthError::WrongAudience));
-        assert_eq!(idp.introspections(), 6, "rejections are not cached");
+        assert_eq!(idp.introspections(), 6);
+        // Asked again: refused from the cache, without a request.
+        for token in ["off", "never-issued", "other-aud", "expired"] {
+            assert!(matches!(err(token).await, AuthError::Inactive), "{token}");
+        }
+        assert_eq!(idp.introspections(), 6, "refusals are remembered");
     }
 
     #[actix_web::test]
