@@ -88,10 +88,11 @@ impl KeySource {
         kid: Option<&str>,
         alg: Algorithm,
     ) -> Result<DecodingKey, AuthError> {
-        let (attempts, keys, stale) = {
+        let (attempts, keys, loaded, stale) = {
             let cache = self.cache.read().await;
             let fresh = cache.loaded_at.is_some_and(|t| t.elapsed() < MAX_AGE);
-            (cache.attempts, cache.keys.clone(), !fresh)
+            let loaded = cache.loaded_at.is_some();
+            (cache.attempts, cache.keys.clone(), loaded, !fresh)
         };
         let why = if stale {
             Why::Load
@@ -101,14 +102,31 @@ impl KeySource {
                 found => return into_result(found, kid),
             }
         };
-        let keys = self.refresh(attempts, why).await?;
+        // Old keys that still name this one: a reload is due, but a
+        // request does not wait behind another's (an issuer that hangs
+        // would hold every request for its timeout); it verifies with
+        // what it has.
+        let wait = !(stale && loaded && matches!(lookup(&keys, kid, alg), Lookup::Found(_)));
+        let keys = self.refresh(attempts, why, wait).await?;
         into_result(lookup(&keys, kid, alg), kid)
     }
 
     /// Fetches the JWKS unless another task did since `seen_attempts`, or
     /// the rate limits say not now; returns the keys to use either way.
-    async fn refresh(&self, seen_attempts: u64, why: Why) -> Result<Arc<Vec<Key>>, AuthError> {
-        let _single_flight = self.fetching.lock().await;
+    /// Without `wait`, a fetch under way elsewhere is not waited for.
+    async fn refresh(
+        &self,
+        seen_attempts: u64,
+        why: Why,
+        wait: bool,
+    ) -> Result<Arc<Vec<Key>>, AuthError> {
+        let _single_flight = if wait {
+            self.fetching.lock().await
+        } else if let Ok(guard) = self.fetching.try_lock() {
+            guard
+        } else {
+            return Ok(self.cache.read().await.keys.clone());
+        };
         let cached_uri = {
             let cache = self.cache.read().await;
             let have_keys = cache.loaded_at.is_some();
@@ -225,5 +243,46 @@ fn into_result(lookup: Lookup, kid: Option<&str>) -> Result<DecodingKey, AuthErr
         Lookup::Ambiguous | Lookup::NotFound => Err(AuthError::UnknownKey {
             kid: kid.map(jwt::printable),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::test_support::{Idp, KeyKind};
+
+    /// Keys loaded long enough ago to be reloaded, and an issuer whose
+    /// JWKS answers nothing: one request waits for the reload, the others
+    /// verify with the keys they have.
+    #[actix_web::test]
+    async fn a_hanging_reload_holds_up_no_one_else() {
+        let idp = Idp::start().await;
+        let hanging = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let jwks_url =
+            Url::parse(&format!("http://{}/jwks", hanging.local_addr().unwrap())).unwrap();
+        let http = crate::providers::outbound_http_client().unwrap();
+        let source = Arc::new(KeySource::new(http.clone(), idp.url("/"), Some(jwks_url)));
+        let set: RawJwks = fetch::get_json(&http, &idp.url("/jwks")).await.unwrap();
+        {
+            let mut cache = source.cache.write().await;
+            cache.keys = Arc::new(set.keys.into_iter().filter_map(parse_key).collect());
+            cache.loaded_at = Instant::now().checked_sub(MAX_AGE + Duration::from_secs(1));
+        }
+        let kid = KeyKind::Rsa.kid();
+        let reloading = {
+            let source = source.clone();
+            tokio::spawn(async move { source.key_for(Some(kid), Algorithm::RS256).await })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let started = Instant::now();
+        let key = source.key_for(Some(kid), Algorithm::RS256).await;
+        assert!(key.is_ok());
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "waited {:?} behind the reload",
+            started.elapsed()
+        );
+        reloading.abort();
+        drop(hanging);
     }
 }
