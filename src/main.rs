@@ -70,7 +70,9 @@ enum Command {
     /// `audit.retention_days` and failed webhook events past
     /// `webhooks.failed_retention_days`, now (the service also does this in
     /// the background). Paced as the background sweep is, unless
-    /// `--no-pause`.
+    /// `--no-pause`. Needs the service's configuration (keys, public URL,
+    /// issuer) and applies pending migrations first, as `serve` does: run it
+    /// from the image version the instances run.
     Purge {
         /// Delete without resting between batches and without the cap of
         /// 250,000 audit rows per sweep: for a maintenance window, when a
@@ -84,7 +86,9 @@ enum Command {
 #[derive(Subcommand, Debug)]
 enum TokensCommand {
     /// Re-seal every stored token with the first key of MCP_CONNECT_KEYS, so
-    /// an older key can be retired.
+    /// an older key can be retired. Needs the service's configuration and
+    /// applies pending migrations first, as `serve` does: run it from the
+    /// image version the instances run.
     Rekey,
 }
 
