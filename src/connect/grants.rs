@@ -33,6 +33,29 @@ pub(super) enum GrantSeen {
     Read(Option<GrantUse>),
 }
 
+/// The connection a grant is about: what the approval question names.
+#[derive(Clone, Copy)]
+pub(super) struct Approvable<'a> {
+    pub id: Uuid,
+    pub account_label: &'a str,
+}
+
+impl<'a> From<&'a UsableToken> for Approvable<'a> {
+    fn from(token: &'a UsableToken) -> Self {
+        Self {
+            id: token.connection_id,
+            account_label: &token.account_label,
+        }
+    }
+}
+
+/// Whether the calling client may go on with a connection.
+pub(super) enum Gate<'s> {
+    Pass,
+    /// The question to the user, or their answer to an earlier one.
+    Answer(Access<'s>),
+}
+
 /// Hands out `token` if the calling client may use its connection;
 /// otherwise asks the user (or reports their answer to an earlier ask).
 pub(super) async fn admit<'s>(
@@ -43,22 +66,41 @@ pub(super) async fn admit<'s>(
     round: Option<&RoundState>,
     seen: GrantSeen,
 ) -> Result<Access<'s>, ErrorData> {
+    match gate(state, need, provider, Approvable::from(&token), round, seen).await? {
+        Gate::Pass => Ok(Access::Ready { token, provider }),
+        Gate::Answer(access) => Ok(access),
+    }
+}
+
+/// [`admit`] before any token is opened: whether the calling client may
+/// use `connection` at all, else the question for the user.
+pub(super) async fn gate<'s>(
+    state: &'s ConnectionService,
+    need: &Need<'_>,
+    provider: &'s Provider,
+    connection: Approvable<'_>,
+    round: Option<&RoundState>,
+    seen: GrantSeen,
+) -> Result<Gate<'s>, ErrorData> {
     let p = need.principal;
     if state.settings.grants == GrantMode::PerUser
-        || granted(state, token.connection_id, &p.client_id, seen).await?
+        || granted(state, connection.id, &p.client_id, seen).await?
     {
-        return Ok(Access::Ready { token, provider });
+        return Ok(Gate::Pass);
     }
     // The approval ticket of the previous round, if it was one for this
     // connection.
     let ticket = current_ticket(state, round)
         .await?
-        .filter(|t| t.connection_id == Some(token.connection_id));
+        .filter(|t| t.connection_id == Some(connection.id));
     let declined = |t: &Option<Ticket>| t.as_ref().is_some_and(|t| t.declined_at.is_some());
-    if declined(&ticket) {
-        return Ok(Access::Declined {
+    let declined_answer = || {
+        Gate::Answer(Access::Declined {
             provider_name: provider.display_name().to_owned(),
-        });
+        })
+    };
+    if declined(&ticket) {
+        return Ok(declined_answer());
     }
     let accepted = round.is_some()
         && response_action(need.input_responses, &input_key(provider.name()))
@@ -69,25 +111,25 @@ pub(super) async fn admit<'s>(
         // so an approval in between is not missed.
         let mut rx = state.events.subscribe();
         let unread = || GrantSeen::Unread;
-        if granted(state, token.connection_id, &p.client_id, unread()).await?
+        if granted(state, connection.id, &p.client_id, unread()).await?
             || (super::wait_for_connection(state, p, provider.name(), &mut rx, need.cancel).await
-                && granted(state, token.connection_id, &p.client_id, unread()).await?)
+                && granted(state, connection.id, &p.client_id, unread()).await?)
         {
-            return Ok(Access::Ready { token, provider });
+            return Ok(Gate::Pass);
         }
         let again = current_ticket(state, round)
             .await?
-            .filter(|t| t.connection_id == Some(token.connection_id));
+            .filter(|t| t.connection_id == Some(connection.id));
         if declined(&again) {
-            return Ok(Access::Declined {
-                provider_name: provider.display_name().to_owned(),
-            });
+            return Ok(declined_answer());
         }
         again
     } else {
         ticket
     };
-    ask(state, need, provider, &token, round, ticket).await
+    ask(state, need, provider, connection, round, ticket)
+        .await
+        .map(Gate::Answer)
 }
 
 impl ConnectionService {
@@ -152,7 +194,7 @@ async fn ask<'s>(
     state: &'s ConnectionService,
     need: &Need<'_>,
     provider: &Provider,
-    token: &UsableToken,
+    connection: Approvable<'_>,
     round: Option<&RoundState>,
     ticket: Option<Ticket>,
 ) -> Result<Access<'s>, ErrorData> {
@@ -183,7 +225,7 @@ async fn ask<'s>(
                 p.user(),
                 &p.client_id,
                 provider.name(),
-                token.connection_id,
+                connection.id,
             )
             .await
             .map_err(internal)?;
@@ -191,7 +233,7 @@ async fn ask<'s>(
         }
     };
     let client = state.client_names.describe(&p.client_id).await;
-    let message = elicit::approval_message(provider, client.shown(), &token.account_label);
+    let message = elicit::approval_message(provider, client.shown(), connection.account_label);
     answer_with_link(state, need, provider, round, link, message)
 }
 

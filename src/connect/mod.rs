@@ -39,9 +39,11 @@ use tokio_util::sync::CancellationToken;
 use self::state::{Binding, RoundState, RoundTicket};
 use crate::{
     auth::Principal,
+    config::GrantMode,
     db::{
         self,
         audit::{AuditEvent, AuditKind},
+        connections::ConnectionStatus,
         tickets::Ticket,
     },
     providers::Provider,
@@ -161,9 +163,29 @@ async fn require<'s>(
         ..r
     });
     let (row, grant) = accounts::pick(read, chosen);
+    let mut seen = grants::GrantSeen::Read(grant);
+    // A connection the calling client was never approved for: the user is
+    // asked before its token is opened or refreshed, so such a client
+    // causes no refresh, no "last used" and no reauth marking.
+    if let Some(r) = row
+        .as_ref()
+        .filter(|r| r.status == ConnectionStatus::Active)
+        && matches!(seen, grants::GrantSeen::Read(None))
+        && state.settings.grants != GrantMode::PerUser
+    {
+        let connection = grants::Approvable {
+            id: r.id,
+            account_label: &r.account_label,
+        };
+        let unseen = grants::GrantSeen::Read(None);
+        match grants::gate(state, &need, provider, connection, round.as_ref(), unseen).await? {
+            grants::Gate::Answer(access) => return Ok(access),
+            // Approved while the retry waited: looked up again below.
+            grants::Gate::Pass => seen = grants::GrantSeen::Unread,
+        }
+    }
     let existing_scopes = match checked(vault::token_state(state, row, provider, &wanted).await)? {
         Checked::Ready(token) => {
-            let seen = grants::GrantSeen::Read(grant);
             return grants::admit(state, &need, provider, token, round.as_ref(), seen).await;
         }
         Checked::Ask { existing_scopes } => existing_scopes,

@@ -267,3 +267,36 @@ async fn a_client_not_approved_for_a_connection_cannot_disconnect_it() {
         "{confirm}"
     );
 }
+
+/// A client the user never approved learns nothing and changes nothing:
+/// the connection's expired token is not refreshed for it, nor is the
+/// connection marked used, before the user is asked.
+#[tokio::test]
+async fn an_unapproved_client_causes_no_refresh_and_no_use() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    sqlx::query("UPDATE connections SET access_token_expires_at = now() - interval '1 minute', last_used_at = NULL")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let before: (Vec<u8>, Option<chrono::DateTime<chrono::Utc>>) =
+        sqlx::query_as("SELECT access_token, last_used_at FROM connections")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    let (_, _, message) = asked(&app, OTHER).await;
+    assert!(message.contains("octo"), "{message}");
+    let after: (Vec<u8>, Option<chrono::DateTime<chrono::Utc>>) =
+        sqlx::query_as("SELECT access_token, last_used_at FROM connections")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(after, before, "no refresh, no use");
+    // The client that connected still gets it refreshed.
+    completed_as_octo(&whoami_as(&app, CLIENT_ID, json!({})).await);
+    let refreshed: Vec<u8> = sqlx::query_scalar("SELECT access_token FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_ne!(refreshed, before.0);
+}
