@@ -101,6 +101,7 @@ pub(super) async fn connect(
         return Ok(CredentialOutcome::TicketGone);
     };
     let requested = requested_scopes(provider, &ticket);
+    vault::adopt_unscoped(&mut tx, user, provider, &account, &checked.params).await?;
     let connection_id = vault::store_in(
         state,
         &mut tx,

@@ -214,6 +214,9 @@ pub(super) async fn finish(
     let mut tx = crate::db::transaction::begin(&state.db)
         .await
         .map_err(anyhow::Error::from)?;
+    vault::adopt_unscoped(&mut tx, user, provider, &account, &params)
+        .await
+        .map_err(anyhow::Error::from)?;
     let connection_id = vault::store_in(
         state,
         &mut tx,

@@ -248,6 +248,35 @@ pub async fn find_for_update(
     .await
 }
 
+/// Renames the user's connection stored under `unscoped` (by a version
+/// whose account ids did not carry their scope) to `scoped`, when its
+/// parameters hold `scope`'s values and no row has `scoped` yet. `true`
+/// when one was renamed.
+pub async fn adopt_unscoped(
+    exec: &mut sqlx::PgConnection,
+    user: UserRef<'_>,
+    provider: &ProviderName,
+    unscoped: &str,
+    scoped: &str,
+    scope: &super::params::Params,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE connections SET account_id = $5, updated_at = now()
+         WHERE issuer = $1 AND subject = $2 AND provider = $3 AND account_id = $4 AND params @> $6
+           AND NOT EXISTS (SELECT 1 FROM connections
+                           WHERE issuer = $1 AND subject = $2 AND provider = $3 AND account_id = $5)",
+        user.issuer(),
+        user.subject(),
+        provider.as_str(),
+        unscoped,
+        scoped,
+        sqlx::types::Json(scope) as _,
+    )
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// The id of the user's connection to this account of `provider`, creating
 /// an empty row (status `revoked`, no usable token) when there is none.
 /// Tokens are sealed bound to this id, so it must be known before sealing.

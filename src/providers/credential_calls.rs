@@ -124,6 +124,7 @@ impl Provider {
         let answer: Value = serde_json::from_slice(&body)
             .map_err(|_| ProviderError::BadResponse("the account answer is not JSON".into()))?;
         self.account_from(&answer, self.primary_secret(credential))
+            .map(|account| self.scoped(account, params))
     }
 
     /// The account behind a stored connection's credential, whatever its

@@ -103,6 +103,50 @@ impl Provider {
             return Err(oauth_error(code, None, &[access_token]));
         }
         self.account_from(&answer, access_token)
+            .map(|account| self.scoped(account, params))
+    }
+
+    /// The asked parameters the identity URL is made with. An account id
+    /// is only unique at the host they name — user 42 of gitlab.com is not
+    /// user 42 of git.example.org, one Atlassian account is on many Jira
+    /// sites — so the stored id carries their values.
+    pub fn account_scope(&self) -> Vec<&str> {
+        let Some(template) = &self.templates.userinfo else {
+            return Vec::new();
+        };
+        let asked: Vec<&str> = self.asked_params().into_iter().map(|(n, ..)| n).collect();
+        super::template::names(template)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|name| asked.contains(name))
+            .collect()
+    }
+
+    /// What makes an account id unique across the places
+    /// [`Self::account_scope`] names (`@https://git.example.org`); `None`
+    /// where the id is unique alone, or derived from the credential.
+    pub fn account_id_suffix(&self, params: &BTreeMap<String, String>) -> Option<String> {
+        if self.account_id_from == AccountIdFrom::Credential {
+            return None;
+        }
+        let scope = self.account_scope();
+        let values: Vec<&str> = scope
+            .iter()
+            .filter_map(|name| params.get(*name).map(String::as_str))
+            .collect();
+        (!scope.is_empty() && values.len() == scope.len()).then(|| format!("@{}", values.join("/")))
+    }
+
+    /// `account` with its id made unique: `42@https://git.example.org`.
+    pub(super) fn scoped(
+        &self,
+        mut account: Account,
+        params: &BTreeMap<String, String>,
+    ) -> Account {
+        if let Some(suffix) = self.account_id_suffix(params) {
+            account.id.push_str(&suffix);
+        }
+        account
     }
 
     pub(super) fn account_from(

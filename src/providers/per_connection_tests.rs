@@ -147,3 +147,43 @@ async fn a_cloud_id_is_looked_up_after_consent() {
     assert_eq!(atl.calls.count(Call::Lookup, "ok"), 1);
     assert_eq!(atl.calls.count(Call::Lookup, "http_error"), 1);
 }
+
+/// An account id is unique only where the identity URL points: the stored
+/// id carries the values that place it (user 42 of gitlab.com is not user
+/// 42 of git.example.org; one Atlassian account is on every Jira site).
+#[test]
+fn account_ids_carry_the_place_the_identity_url_names() {
+    let catalog = catalog_of_tables(
+        "[providers.gitlab]\nclient_id = \"g\"\nclient_secret = \"s\"\n\
+         params.instance.allowed_hosts = [\"gitlab.com\", \"git.example.org\"]\n\
+         [providers.zendesk]\nclient_id = \"z\"\nclient_secret = \"s\"\n\
+         [providers.github]\nclient_id = \"h\"\nclient_secret = \"s\"\n\
+         [providers.microsoft]\nclient_id = \"m\"\nclient_secret = \"s\"\n",
+    );
+    let scope = |name: &str| catalog.get(name).unwrap().account_scope();
+    assert_eq!(scope("gitlab"), ["instance"]);
+    assert_eq!(scope("zendesk"), ["subdomain"]);
+    assert!(scope("github").is_empty());
+    // The tenant picks where people sign in, not whose ids they are.
+    assert!(scope("microsoft").is_empty());
+
+    let gitlab = catalog.get("gitlab").unwrap();
+    let at = |instance: &str| {
+        let account = crate::providers::Account {
+            id: "42".into(),
+            label: "alice".into(),
+        };
+        gitlab
+            .scoped(account, &values(&[("instance", instance)]))
+            .id
+    };
+    assert_eq!(at("https://gitlab.com"), "42@https://gitlab.com");
+    assert_ne!(at("https://gitlab.com"), at("https://git.example.org"));
+    assert_eq!(
+        catalog
+            .get("github")
+            .unwrap()
+            .account_id_suffix(&values(&[])),
+        None
+    );
+}

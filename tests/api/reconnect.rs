@@ -104,3 +104,35 @@ async fn a_stored_refresh_token_that_no_longer_opens_is_dropped_not_an_error() {
             .unwrap();
     assert_eq!((key_id.as_str(), has_refresh), ("dev1", false));
 }
+
+/// A connection stored before account ids carried their site (`42`, now
+/// `42@acme`) is renamed when the same account at the same site connects
+/// again — and only then.
+#[tokio::test]
+async fn a_row_from_before_scoped_account_ids_is_adopted_only_for_its_own_site() {
+    use mcp_connect::{
+        db::{connections::adopt_unscoped, params::Params},
+        domain::{ProviderName, UserRef},
+    };
+    let app = spawn_app().await;
+    connect(&app, "at-1", Some("rt-1")).await;
+    sqlx::query("UPDATE connections SET params = '{\"site\": \"acme\"}'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let issuer = app.dev.issuer();
+    let user = UserRef::new(&issuer, "alice");
+    let demo = ProviderName::parse("demo").unwrap();
+    let site = |s: &str| Params::from([("site".to_owned(), s.to_owned())]);
+    let mut conn = app.db.acquire().await.unwrap();
+    let (beta, acme) = (site("beta"), site("acme"));
+    let other = adopt_unscoped(&mut conn, user, &demo, "id-alice", "id-alice@beta", &beta);
+    assert!(!other.await.unwrap(), "another site is another account");
+    let own = adopt_unscoped(&mut conn, user, &demo, "id-alice", "id-alice@acme", &acme);
+    assert!(own.await.unwrap());
+    let id: String = sqlx::query_scalar("SELECT account_id FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(id, "id-alice@acme");
+}

@@ -19,8 +19,8 @@ pub use disconnect::{disconnect, disconnect_account};
 pub use read::{TokenState, UsableToken, token_rejected, usable_token, usable_token_of};
 pub(in crate::connect) use read::{mark_needs_reauth, token_state};
 pub use rekey::rekey_all;
-pub(in crate::connect) use store::store_in;
 pub use store::{NewConnection, store_connection};
+pub(in crate::connect) use store::{adopt_unscoped, store_in};
 
 /// How long a refresh or a disconnect waits for the row another instance
 /// holds while it refreshes (a slow provider must not pin us forever).

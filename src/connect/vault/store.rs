@@ -19,7 +19,7 @@ use crate::{
         connections::{ConnectionRow, ConnectionStatus, StoredTokens},
     },
     domain::{ProviderName, UserRef},
-    providers::{Account, TokenSet},
+    providers::{Account, Provider, TokenSet},
 };
 
 pub struct NewConnection<'a> {
@@ -147,4 +147,34 @@ fn kept_refresh_token(state: &ConnectionService, row: &ConnectionRow) -> Option<
             None
         }
     }
+}
+
+/// A connection stored by a version whose account ids did not carry their
+/// scope (`42` where it now is `42@https://git.example.org`) is this
+/// account when its parameters match: renamed, so connecting it again
+/// updates it instead of adding a second connection beside it.
+pub(in crate::connect) async fn adopt_unscoped(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    user: UserRef<'_>,
+    provider: &Provider,
+    account: &Account,
+    params: &db::params::Params,
+) -> Result<(), sqlx::Error> {
+    let Some(suffix) = provider.account_id_suffix(params) else {
+        return Ok(());
+    };
+    let Some(unscoped) = account.id.strip_suffix(&suffix) else {
+        return Ok(());
+    };
+    let scope: db::params::Params = provider
+        .account_scope()
+        .into_iter()
+        .filter_map(|name| Some((name.to_owned(), params.get(name)?.clone())))
+        .collect();
+    if db::connections::adopt_unscoped(tx, user, provider.name(), unscoped, &account.id, &scope)
+        .await?
+    {
+        tracing::info!(provider = %provider.name(), "a connection stored before account ids carried their site was renamed");
+    }
+    Ok(())
 }
