@@ -36,8 +36,7 @@ impl FieldCredential {
 
     /// Reads back what [`Self::to_secret`] wrote.
     pub(super) fn from_secret(text: &str) -> Result<Self, ProviderError> {
-        let unreadable =
-            || ProviderError::BadResponse("the stored credential is not a set of fields".into());
+        let unreadable = || ProviderError::UnreadableCredential("it is not a set of fields");
         let map: BTreeMap<String, String> = serde_json::from_str(text).map_err(|_| unreadable())?;
         Ok(Self {
             fields: map

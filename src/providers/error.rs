@@ -44,6 +44,10 @@ pub enum ProviderError {
     /// The provider (as configured) has no such endpoint, e.g. revocation.
     #[error("this provider does not support {0}")]
     Unsupported(&'static str),
+    /// The stored credential cannot be read as its entry says (stored by
+    /// an entry since changed): nothing was sent.
+    #[error("the stored credential cannot be used: {0}")]
+    UnreadableCredential(&'static str),
 }
 
 impl ProviderError {
@@ -120,6 +124,13 @@ pub(super) fn clean_description(text: &str, secrets: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_credential_that_cannot_be_read_was_never_sent() {
+        let e = ProviderError::UnreadableCredential("it is not a set of fields");
+        assert!(!e.may_have_been_sent());
+        assert!(ProviderError::BadResponse("x".into()).may_have_been_sent());
+    }
 
     #[test]
     fn a_secret_across_the_cut_leaves_no_part_of_itself() {

@@ -133,6 +133,8 @@ pub fn provider_failure(provider: &str, e: &ProviderError) -> Outcome {
         | ProviderError::BadResponse(_)
         | ProviderError::Unaccepted { .. }
         | ProviderError::Unsupported(_) => (ErrorKind::ProviderError, NextStep::None),
+        // Connecting again stores it afresh: the user's to do.
+        ProviderError::UnreadableCredential(_) => (ErrorKind::ProviderError, NextStep::AskUser),
     };
     // Provider errors carry no credential by construction (see its docs).
     // A model may repeat a call it believes unsent: say it may have been
