@@ -33,12 +33,14 @@ const CACHE_TTL: Duration = Duration::from_secs(60);
 const REFUSED_TTL: Duration = Duration::from_secs(5);
 /// Most answers kept; past this, new answers are simply not cached.
 const CACHE_MAX_ENTRIES: usize = 10_000;
+/// Most refusals kept, apart from the answers: made-up tokens must not
+/// crowd real ones out of the cache.
+const REFUSED_MAX_ENTRIES: usize = 1_000;
 /// Most introspection requests in flight at once.
 pub(crate) const MAX_IN_FLIGHT: usize = 32;
 
 struct Cached {
-    /// `None`: refused.
-    principal: Option<Principal>,
+    principal: Principal,
     until: Instant,
 }
 
@@ -48,6 +50,7 @@ pub(crate) struct Introspector {
     client_id: String,
     client_secret: SecretString,
     cache: Mutex<HashMap<[u8; 32], Cached>>,
+    refused: Mutex<HashMap<[u8; 32], Instant>>,
     in_flight: tokio::sync::Semaphore,
 }
 
@@ -59,6 +62,7 @@ impl Introspector {
             client_id: settings.client_id.clone(),
             client_secret: settings.client_secret.clone(),
             cache: Mutex::new(HashMap::new()),
+            refused: Mutex::new(HashMap::new()),
             in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
         }
     }
@@ -69,21 +73,46 @@ impl Introspector {
         expected: &Expected,
     ) -> Result<Principal, AuthError> {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        match self.cached(&key) {
-            Some(Some(principal)) => return Ok(principal),
-            Some(None) => return Err(AuthError::Inactive),
-            None => {}
+        if let Some(principal) = self.cached(&key) {
+            return Ok(principal);
         }
-        // Never closed, so a permit always comes.
-        let _permit = self.in_flight.acquire().await;
+        if self.recently_refused(&key) {
+            return Err(AuthError::Inactive);
+        }
+        // A turn among the questions in flight, within the time one
+        // question may take: a queue of made-up tokens must not hold a
+        // real one longer than that.
+        let _permit = tokio::time::timeout(fetch::TIMEOUT, self.in_flight.acquire())
+            .await
+            .map_err(|_| {
+                AuthError::IntrospectionFailed("too many introspections waiting".into())
+            })?;
         let answer = self.ask(token, expected).await;
         match &answer {
-            Ok((principal, ttl)) => self.remember(key, Some(principal), *ttl),
+            Ok((principal, ttl)) => self.remember(key, principal, *ttl),
             // Unreachable or failing: nothing learnt about the token.
             Err(e) if e.is_unavailable() => {}
-            Err(_) => self.remember(key, None, REFUSED_TTL),
+            Err(_) => self.remember_refused(key),
         }
         answer.map(|(principal, _)| principal)
+    }
+
+    fn recently_refused(&self, key: &[u8; 32]) -> bool {
+        let refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        refused
+            .get(key)
+            .is_some_and(|until| *until > Instant::now())
+    }
+
+    fn remember_refused(&self, key: [u8; 32]) {
+        let now = Instant::now();
+        let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        if refused.len() >= REFUSED_MAX_ENTRIES {
+            refused.retain(|_, until| *until > now);
+        }
+        if refused.len() < REFUSED_MAX_ENTRIES {
+            refused.insert(key, now + REFUSED_TTL);
+        }
     }
 
     /// The server's answer, checked, and how long it may be reused.
@@ -130,8 +159,7 @@ impl Introspector {
         Ok((principal, ttl))
     }
 
-    /// The cached answer: `Some(None)` for a refusal.
-    fn cached(&self, key: &[u8; 32]) -> Option<Option<Principal>> {
+    fn cached(&self, key: &[u8; 32]) -> Option<Principal> {
         let cache = self
             .cache
             .lock()
@@ -142,7 +170,7 @@ impl Introspector {
             .map(|c| c.principal.clone())
     }
 
-    fn remember(&self, key: [u8; 32], principal: Option<&Principal>, ttl: Duration) {
+    fn remember(&self, key: [u8; 32], principal: &Principal, ttl: Duration) {
         if ttl.is_zero() {
             return;
         }
@@ -158,7 +186,7 @@ impl Introspector {
             cache.insert(
                 key,
                 Cached {
-                    principal: principal.cloned(),
+                    principal: principal.clone(),
                     until: now + ttl,
                 },
             );

@@ -74,6 +74,14 @@ impl ConnectionService {
             .get(need.provider)
             .ok_or_else(|| super::unknown_provider(self, need.provider))?;
         let accounts = read(self, need.principal, provider).await?;
+        // For an operation on the account itself (disconnect), one chosen
+        // earlier and gone since is gone: the caller says so, rather than
+        // offer another to act on.
+        if let Some(id) = round.and_then(|r| r.account)
+            && !accounts.iter().any(|a| a.row.id == id)
+        {
+            return Ok(Chosen::Connection(Some(id)));
+        }
         choose(self, need, provider, round, &accounts)
     }
 
@@ -147,9 +155,12 @@ pub(super) fn choose<'s>(
         if read.iter().any(|a| a.row.id == id) {
             return Ok(Chosen::Connection(Some(id)));
         }
-        // Chosen in an earlier round, disconnected since: asked again
-        // among those left (never another one taken silently), or
-        // connected afresh when none is.
+        // Chosen in an earlier round, disconnected since: the one the
+        // arguments name, else asked again among those left (never another
+        // taken silently), else connected afresh.
+        if let Some(named) = need.account.and_then(|name| find(&accounts, name)) {
+            return Ok(Chosen::Connection(Some(named.id)));
+        }
         if accounts.is_empty() {
             return Ok(Chosen::Connection(None));
         }
@@ -311,8 +322,13 @@ fn ask<'s>(
             "That is not one of your {} accounts. Which one should be used?",
             provider.display_name()
         ),
-        None => format!(
+        None if accounts.len() > 1 => format!(
             "You have several {} accounts connected. Which one should be used?",
+            provider.display_name()
+        ),
+        // One left: the account chosen before was disconnected since.
+        None => format!(
+            "The {} account chosen before is no longer connected. Should this one be used?",
             provider.display_name()
         ),
     };

@@ -153,9 +153,17 @@ async fn a_chosen_account_disconnected_meanwhile_is_asked_again() {
     let retry = json!({"requestState": state,
         "inputResponses": {"connect_demo": {"action": "accept"}}});
     let asked = connect(&app, CLIENT_ID, retry).await;
+    let question = form(&asked);
     assert_eq!(
-        form(&asked)["requestedSchema"]["properties"]["account"]["enum"],
+        question["requestedSchema"]["properties"]["account"]["enum"],
         json!(["personal"]),
+        "{asked}"
+    );
+    assert!(
+        question["message"]
+            .as_str()
+            .unwrap()
+            .contains("no longer connected"),
         "{asked}"
     );
 }

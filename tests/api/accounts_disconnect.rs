@@ -213,3 +213,31 @@ async fn a_client_without_form_elicitation_is_told_to_name_the_account() {
     form(&asked);
     assert_eq!(accounts_left(&app).await, ["p-2", "w-1"]);
 }
+
+/// The answer to a confirmed disconnect was lost and the client retries:
+/// the account is gone, and that is what it hears — not a question about
+/// the account left.
+#[tokio::test]
+async fn a_retry_after_the_account_went_says_it_is_gone() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    store(&app, "p-2", "personal", CLIENT_ID).await;
+    let args = json!({"provider": "demo"});
+    let asked = disconnect(&app, args.clone(), json!({})).await;
+    form(&asked);
+    let state = asked["result"]["requestState"].as_str().unwrap();
+    let chosen = disconnect(&app, args.clone(), choose(state, "work")).await;
+    let state = confirmation(&chosen, "work").to_owned();
+    let gone = disconnect(&app, args.clone(), confirm(&state)).await;
+    assert_eq!(
+        gone["result"]["structuredContent"]["connection"], "disconnected",
+        "{gone}"
+    );
+    let again = disconnect(&app, args, confirm(&state)).await;
+    assert_eq!(again["result"]["resultType"], "complete", "{again}");
+    assert_eq!(
+        again["result"]["structuredContent"]["connection"], "not_connected",
+        "{again}"
+    );
+    assert_eq!(accounts_left(&app).await, ["p-2"]);
+}
