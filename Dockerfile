@@ -37,7 +37,8 @@ RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates
     && useradd --system --uid 10001 --no-create-home mcp
 COPY --from=build /src/target/release/mcp-connect /usr/local/bin/mcp-connect
 USER 10001
-ENV MCP_CONNECT_BIND=0.0.0.0:8080
+# Listens on 0.0.0.0:8080, the default (no ENV here: it would override a
+# `bind` in the settings file).
 EXPOSE 8080
 # Needs nothing outside the image: the binary asks its own /readyz.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
