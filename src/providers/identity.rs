@@ -122,19 +122,30 @@ impl Provider {
             .collect()
     }
 
-    /// What makes an account id unique across the places
-    /// [`Self::account_scope`] names (`@https://git.example.org`); `None`
-    /// where the id is unique alone, or derived from the credential.
-    pub fn account_id_suffix(&self, params: &BTreeMap<String, String>) -> Option<String> {
+    /// The values of [`Self::account_scope`]'s parameters in `params`, in
+    /// its order; `None` where the id is unique alone, derived from the
+    /// credential, or a value is missing.
+    pub fn account_scope_values<'p>(
+        &self,
+        params: &'p BTreeMap<String, String>,
+    ) -> Option<Vec<(&str, &'p str)>> {
         if self.account_id_from == AccountIdFrom::Credential {
             return None;
         }
         let scope = self.account_scope();
-        let values: Vec<&str> = scope
-            .iter()
-            .filter_map(|name| params.get(*name).map(String::as_str))
+        let values: Option<Vec<(&str, &str)>> = scope
+            .into_iter()
+            .map(|name| Some((name, params.get(name)?.as_str())))
             .collect();
-        (!scope.is_empty() && values.len() == scope.len()).then(|| format!("@{}", values.join("/")))
+        values.filter(|v| !v.is_empty())
+    }
+
+    /// What makes an account id unique across the places
+    /// [`Self::account_scope`] names (`@https://git.example.org`).
+    pub fn account_id_suffix(&self, params: &BTreeMap<String, String>) -> Option<String> {
+        let values = self.account_scope_values(params)?;
+        let values: Vec<&str> = values.into_iter().map(|(_, value)| value).collect();
+        Some(format!("@{}", values.join("/")))
     }
 
     /// `account` with its id made unique: `42@https://git.example.org`.

@@ -167,9 +167,10 @@ pub(in crate::connect) async fn adopt_unscoped(
         return Ok(());
     };
     let scope: db::params::Params = provider
-        .account_scope()
+        .account_scope_values(params)
+        .unwrap_or_default()
         .into_iter()
-        .filter_map(|name| Some((name.to_owned(), params.get(name)?.clone())))
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
         .collect();
     if db::connections::adopt_unscoped(tx, user, provider.name(), unscoped, &account.id, &scope)
         .await?
