@@ -1,28 +1,64 @@
 //! Every log line the application writes during the test run, kept in
 //! memory (at debug level for the service's own code) as well as printed,
 //! so tests can prove that no secret ever reaches a log.
+//!
+//! One layer behind one filter, teeing each line to stderr when it is at
+//! the level a run prints: with a layer per destination, each with its own
+//! filter, `tracing-subscriber` dropped events from both (an access line
+//! after a `sqlx` statement whose own event was filtered out, on the same
+//! thread), and a check for secrets would not have seen them.
 
 use std::{
     io::Write,
     sync::{Mutex, Once},
 };
 
-use tracing_subscriber::{EnvFilter, Layer, fmt, layer::SubscriberExt, util::SubscriberInitExt};
+use tracing::{Level, Metadata};
+use tracing_subscriber::{EnvFilter, fmt, fmt::MakeWriter, util::SubscriberInitExt};
 
 static CAPTURED: Mutex<Vec<u8>> = Mutex::new(Vec::new());
 
-struct Capture;
+/// Writes one line to the capture, and to stderr when `print` says.
+struct Tee {
+    print: bool,
+}
 
-impl Write for Capture {
+impl Write for Tee {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         CAPTURED
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .extend_from_slice(buf);
+        if self.print {
+            let _ = std::io::stderr().write_all(buf);
+        }
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+struct MakeTee;
+
+impl<'a> MakeWriter<'a> for MakeTee {
+    type Writer = Tee;
+
+    fn make_writer(&'a self) -> Tee {
+        Tee { print: true }
+    }
+
+    /// Printed as a run would print it (`info,sqlx=warn`); captured whatever
+    /// its level.
+    fn make_writer_for(&'a self, meta: &Metadata<'_>) -> Tee {
+        let quiet = if meta.target().starts_with("sqlx") {
+            Level::WARN
+        } else {
+            Level::INFO
+        };
+        Tee {
+            print: *meta.level() <= quiet,
+        }
     }
 }
 
@@ -39,21 +75,15 @@ fn capture_filter() -> EnvFilter {
     filter
 }
 
-/// Installs the test run's subscriber once: stderr as usual, plus capture.
+/// Installs the test run's subscriber once.
 pub fn init() {
     static INIT: Once = Once::new();
     INIT.call_once(|| {
-        let printed = fmt::layer()
-            .with_writer(std::io::stderr)
-            .with_filter(mcp_connect::telemetry::filter("info,sqlx=warn"));
-        let captured = fmt::layer()
+        let _ = fmt()
             .with_ansi(false)
-            .with_writer(|| Capture)
-            // As verbose as an operator could make it, through the same caps.
-            .with_filter(capture_filter());
-        let _ = tracing_subscriber::registry()
-            .with(printed)
-            .with(captured)
+            .with_writer(MakeTee)
+            .with_env_filter(capture_filter())
+            .finish()
             .try_init();
     });
 }
