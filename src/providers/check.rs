@@ -92,7 +92,8 @@ pub(super) fn entry(e: &Entry) -> Result<(), Problem> {
         // the operator's choice, so its host counts as allowed here.
         if let Some(host) = url::Url::parse(example)
             .ok()
-            .and_then(|u| u.host_str().map(str::to_owned))
+            .filter(|u| u.host_str().is_some())
+            .map(|u| template::allowed_host_form(&u))
         {
             check_spec
                 .allowed_hosts

@@ -131,7 +131,8 @@ pub(super) struct ParamSpec {
     pub default: Option<String>,
     /// A value that matches `pattern`, to check the templates with.
     pub example: Option<String>,
-    /// For `url` parameters: the hosts an operator allows.
+    /// For `url` parameters: the hosts an operator allows (`host` on the
+    /// https port, `host:port` on that port).
     #[serde(default, deserialize_with = "lenient::opt_list")]
     pub allowed_hosts: Option<Vec<String>>,
     /// Learned after consent instead of asked: `token_response` or `lookup`.

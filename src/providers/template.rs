@@ -73,28 +73,39 @@ pub(super) fn check_value(name: &str, spec: &ParamSpec, value: &str) -> Result<S
         return Ok(value.to_owned());
     }
     let url = Url::parse(value).map_err(|_| format!("parameter `{name}` is not a URL"))?;
-    let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+    // The allowed host on the port it is allowed with: `host` alone allows
+    // the https port only, `host:8443` that port only. Another port on the
+    // same host may be another service, and the code, the client secret and
+    // the tokens go where this URL says.
+    let origin = allowed_host_form(&url);
     let allowed = spec.allowed_hosts.as_deref().unwrap_or_default();
-    if !allowed.iter().any(|h| h.eq_ignore_ascii_case(&host)) {
+    if !allowed.iter().any(|h| h.eq_ignore_ascii_case(&origin)) {
         return Err(format!(
-            "parameter `{name}` names a host the operator did not allow (allowed_hosts)"
+            "parameter `{name}` names a host (or port) the operator did not allow (allowed_hosts)"
         ));
     }
-    // The allowed host, on its https port only: another port there may be
-    // another service, and the code, the client secret and the tokens go
-    // where this URL says.
     if url.scheme() != "https"
-        || url.port().is_some()
         || url.query().is_some()
         || url.fragment().is_some()
         || !url.username().is_empty()
         || url.password().is_some()
     {
         return Err(format!(
-            "parameter `{name}` must be an https URL without a port, credentials, query or fragment"
+            "parameter `{name}` must be an https URL without credentials, query or fragment"
         ));
     }
     Ok(url.as_str().trim_end_matches('/').to_owned())
+}
+
+/// How `allowed_hosts` names the place `url` points to: its host,
+/// lowercase, with `:port` when the URL names a port other than its
+/// scheme's.
+pub(super) fn allowed_host_form(url: &Url) -> String {
+    let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+    match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host,
+    }
 }
 
 /// A pattern anchored at both ends, so `[a-z]+` cannot match inside
@@ -161,9 +172,36 @@ mod tests {
             "https://user:pw@gitlab.example.com",
             "https://gitlab.example.com/?x=1",
             "https://gitlab.example.com.evil.example",
+            "https://gitlab.example.com:8443",
             "not a url",
         ] {
             assert!(check_value("instance", &s, bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_port_is_allowed_only_where_an_entry_names_it() {
+        let s = ParamSpec {
+            kind: Some("url".into()),
+            allowed_hosts: Some(vec!["git.example.org:8443".into(), "gitlab.com".into()]),
+            ..Default::default()
+        };
+        assert_eq!(
+            check_value("instance", &s, "https://git.example.org:8443/").unwrap(),
+            "https://git.example.org:8443"
+        );
+        // The default https port is no port at all.
+        assert_eq!(
+            check_value("instance", &s, "https://gitlab.com:443").unwrap(),
+            "https://gitlab.com"
+        );
+        for bad in [
+            "https://git.example.org",
+            "https://git.example.org:8444",
+            "https://gitlab.com:8443",
+        ] {
+            let e = check_value("instance", &s, bad).unwrap_err();
+            assert!(e.contains("did not allow"), "{bad}: {e}");
         }
     }
 }
