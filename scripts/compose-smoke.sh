@@ -92,6 +92,14 @@ PY
     served=$(grep -E 'mcp request|(GET|POST) /(connect|auth/|oauth/)' "$dir/final.log" \
       | sed -nE 's/^(mcp-connect[-_][0-9]+) .*/\1/p' | sort | uniq -c)
     log "requests of the flow per instance: $(echo "$served" | awk '{printf "%s=%s ", $2, $1}')"
+    # Behind Caddy, audit rows name the client Caddy reports (here the
+    # host, through the network's gateway), never Caddy itself.
+    log "audited client addresses: $(paste -sd' ' "$dir/audit-ips.txt"); Caddy's: $(grep . "$dir/caddy-ips.txt" | paste -sd' ')"
+    if ! grep -q . "$dir/audit-ips.txt" \
+      || grep -qxFf <(grep . "$dir/caddy-ips.txt") "$dir/audit-ips.txt"; then
+      log "audit rows name Caddy (or nothing), not the client"
+      status=1
+    fi
     if [ "$(echo "$served" | grep -c .)" -lt 2 ]; then
       log "fewer than two instances served the flow after scaling"
       cat "$dir/final-ps.txt" >&2 2>/dev/null || true
@@ -125,6 +133,7 @@ up)
 public_url = "$E2E_PUBLIC_URL"
 bind = "0.0.0.0:8080"
 log_format = "json"
+$(grep '^trusted_proxies' "$repo/deploy/mcp-connect.example.toml")
 
 [auth]
 issuer = "$E2E_AS_ISSUER"
@@ -227,6 +236,11 @@ scale)
 down)
   . "$dir/env"; export CADDY_IMAGE POSTGRES_IMAGE
   dc logs --no-color mcp-connect > "$dir/final.log" 2>&1 || true
+  # Which client addresses the audit rows recorded, and Caddy's own.
+  psql -X "$(cat "$dir/database-url")" -Atc \
+    "SELECT DISTINCT ip FROM audit_events WHERE ip IS NOT NULL" > "$dir/audit-ips.txt" 2>&1 || true
+  docker inspect -f '{{range .NetworkSettings.Networks}}{{println .IPAddress}}{{end}}' \
+    $(dc ps -q caddy) > "$dir/caddy-ips.txt" 2>&1 || true
   dc ps -a > "$dir/final-ps.txt" 2>&1 || true
   dc down -v >&2
   ;;

@@ -2,9 +2,9 @@
 //! HTTP layer (`web`, `mcp`, `dev`) reads. Nothing below the HTTP layer
 //! sees it: tools get the [`ConnectionService`] and the pieces they need.
 
-use std::sync::Arc;
+use std::{net::IpAddr, sync::Arc};
 
-use actix_web::{dev::ResponseHead, http::ConnectionType};
+use actix_web::{HttpRequest, dev::ResponseHead, http::ConnectionType};
 use openidconnect::core::CoreProviderMetadata;
 use sqlx::PgPool;
 
@@ -44,6 +44,23 @@ impl AppState {
     /// kept-alive connection opens its next one to another instance
     /// instead of sending more requests here until the drain's deadline
     /// cuts them off.
+    /// The address of the client behind `req`: its peer, or, when the peer
+    /// is one of the `trusted_proxies`, the client its `X-Forwarded-For`
+    /// names (see [`crate::config::TrustedProxies`]).
+    pub fn client_address(&self, req: &HttpRequest) -> Option<IpAddr> {
+        let peer = req.peer_addr()?.ip();
+        let trusted = &self.settings.trusted_proxies;
+        if trusted.is_empty() {
+            return Some(peer);
+        }
+        let lines = req
+            .headers()
+            .get_all(crate::config::FORWARDED_FOR)
+            // A line that is not text is a hop that is not an address.
+            .map(|v| v.to_str().unwrap_or("?"));
+        Some(trusted.client_address(peer, lines))
+    }
+
     pub fn close_connection_if_stopping(&self, head: &mut ResponseHead) {
         if self.connect.is_stopping() {
             head.set_connection_type(ConnectionType::Close);

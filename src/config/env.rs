@@ -101,6 +101,29 @@ mod tests {
     }
 
     #[test]
+    fn trusted_proxies_come_as_a_list_and_a_bad_entry_is_named() {
+        let mut vars = minimal();
+        vars.push((
+            "MCP_CONNECT_TRUSTED_PROXIES".into(),
+            "10.0.0.0/8, 192.0.2.1".into(),
+        ));
+        let s = Settings::from_sources(None, vars, toml::Table::new()).unwrap();
+        let proxies = &s.trusted_proxies;
+        let peer = "192.0.2.1".parse().unwrap();
+        assert_eq!(
+            proxies.client_address(peer, ["198.51.100.4"].into_iter()),
+            "198.51.100.4".parse::<std::net::IpAddr>().unwrap()
+        );
+        let mut vars = minimal();
+        vars.push(("MCP_CONNECT_TRUSTED_PROXIES".into(), "0.0.0.0/0".into()));
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("trusted_proxies"), "{err}");
+        assert!(err.contains("trusts every address"), "{err}");
+    }
+
+    #[test]
     fn the_config_file_variable_is_not_a_setting() {
         let mut vars = minimal();
         vars.push(("MCP_CONNECT_CONFIG_FILE".into(), "/nonexistent.toml".into()));

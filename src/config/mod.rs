@@ -13,7 +13,8 @@
 //! unset keys; `lenient` the deserializers that also take the strings the
 //! environment gives; `env` the variable names; `sources` the layering and
 //! loading; `migration` the database settings that `migrate` loads alone;
-//! `validate` the checks a loaded configuration must pass; `webhooks` the
+//! `validate` the checks a loaded configuration must pass; `proxies` the
+//! proxies whose `X-Forwarded-For` is believed; `webhooks` the
 //! endpoints connection events are sent to; `error` what stops loading.
 
 mod clients;
@@ -23,6 +24,7 @@ mod error;
 pub(crate) mod lenient;
 mod migration;
 mod operations;
+mod proxies;
 mod settings;
 mod sources;
 mod tables;
@@ -44,6 +46,7 @@ pub use error::ConfigError;
 pub use lenient::parse_list;
 pub use migration::MigrationSettings;
 pub use operations::{AuditSettings, DatabaseSettings, MAX_CONNECT_WAIT_MS, SHUTDOWN_DRAIN};
+pub use proxies::{FORWARDED_FOR, TrustedProxies};
 pub use settings::{LogFormat, Settings};
 pub use tables::{
     AuthSettings, FlowSettings, IntrospectionSettings, ProviderSettings, WebSettings,

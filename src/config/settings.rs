@@ -55,6 +55,13 @@ pub struct Settings {
     /// `public_url` only. Requests without `Origin` (non-browser clients) pass.
     #[serde(default, deserialize_with = "lenient::list")]
     pub allowed_origins: Vec<String>,
+    /// The reverse proxies in front of the service, as addresses or
+    /// networks (`10.0.0.0/8`). Only a request from one of these has its
+    /// `X-Forwarded-For` read for the client's address that audit rows and
+    /// access lines record; empty, every request is recorded with its peer
+    /// address (behind a proxy, the proxy's).
+    #[serde(default)]
+    pub trusted_proxies: super::TrustedProxies,
     /// Largest accepted request body on `/mcp`, in bytes.
     #[serde(
         default = "defaults::max_body_bytes",

@@ -143,7 +143,10 @@ mod tests {
     }
 
     fn facts(peer: Option<&str>, method: Option<&str>, who: Option<(&str, &str)>) -> RequestFacts {
-        let mut facts = RequestFacts::new("POST", peer.and_then(|p| p.parse::<SocketAddr>().ok()));
+        let mut facts = RequestFacts::new(
+            "POST",
+            peer.and_then(|p| p.parse::<SocketAddr>().ok().map(|a| a.ip())),
+        );
         if let Some(m) = method {
             facts.set_method(m);
         }

@@ -7,7 +7,7 @@
 //! The same place counts the request in the instance's metrics.
 
 use std::{
-    net::SocketAddr,
+    net::IpAddr,
     sync::{Arc, OnceLock},
     time::Instant,
 };
@@ -90,7 +90,8 @@ impl CallRecord {
 pub struct RequestFacts {
     started: Instant,
     http_method: &'static str,
-    pub peer: Option<SocketAddr>,
+    /// The client's address (behind a trusted proxy, the one it reported).
+    pub peer: Option<IpAddr>,
     /// The JSON-RPC method, when the body was a request object with a
     /// printable, reasonably short one (it is the client's string).
     pub method: Option<String>,
@@ -100,7 +101,7 @@ pub struct RequestFacts {
 }
 
 impl RequestFacts {
-    pub fn new(http_method: &str, peer: Option<SocketAddr>) -> Self {
+    pub fn new(http_method: &str, peer: Option<IpAddr>) -> Self {
         Self {
             started: Instant::now(),
             http_method: match http_method {
@@ -148,7 +149,7 @@ impl RequestFacts {
     pub(super) fn fields(&self, status: u16, ms: f64) -> access_line::Fields<'_> {
         access_line::Fields {
             http: self.http_method,
-            peer: self.peer.map(|p| p.ip()),
+            peer: self.peer,
             method: self.method.as_deref(),
             status,
             ms,
@@ -165,7 +166,7 @@ impl RequestFacts {
         let tool = self.record.get();
         tracing::info!(
             http = self.http_method,
-            peer = self.peer.map(|p| p.ip().to_string()),
+            peer = self.peer.map(|p| p.to_string()),
             method = self.method.as_deref(),
             status,
             ms,

@@ -38,7 +38,7 @@ pub async fn handle(
     state: web::Data<AppState>,
     endpoint: web::Data<McpEndpoint>,
 ) -> HttpResponse {
-    let mut facts = RequestFacts::new(req.method().as_str(), req.peer_addr());
+    let mut facts = RequestFacts::new(req.method().as_str(), state.client_address(&req));
     let mut response = serve(&req, payload, &state, &endpoint, &mut facts).await;
     facts.write(response.status().as_u16(), &state.metrics.mcp);
     state.close_connection_if_stopping(response.head_mut());

@@ -23,15 +23,16 @@ pub async fn access_log(
     let path = req.path().to_owned();
     let started = Instant::now();
     let method = req.method().to_string();
-    let peer = req.peer_addr().map(|a| a.ip().to_string());
+    let state = req.app_data::<web::Data<AppState>>().cloned();
+    let peer = match &state {
+        Some(state) => state.client_address(req.request()),
+        None => req.peer_addr().map(|a| a.ip()),
+    }
+    .map(|ip| ip.to_string());
     let mut response = next.call(req).await?;
     let status = response.status().as_u16();
     let route = response.request().match_pattern();
-    if let Some(state) = response
-        .request()
-        .app_data::<web::Data<AppState>>()
-        .cloned()
-    {
+    if let Some(state) = state {
         state.metrics.pages.request(route.as_deref(), status);
         state.close_connection_if_stopping(response.response_mut().head_mut());
     }

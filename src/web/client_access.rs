@@ -91,13 +91,7 @@ async fn remove(
         .remove_client_access(user.user(), connection_id, &client_id)
         .await?;
     if removed {
-        let (ip, agent) = (
-            req.peer_addr().map(|a| a.ip().to_string()),
-            req.headers()
-                .get("User-Agent")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned),
-        );
+        let (ip, agent) = crate::web::client_info(&state, &req);
         db::audit::record_or_log(
             &state.db,
             db::audit::AuditEvent::new(AuditKind::GrantRemoved)

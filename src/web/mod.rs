@@ -31,7 +31,9 @@ pub mod oidc;
 pub mod pages;
 pub mod session;
 
-use actix_web::web::ServiceConfig;
+use actix_web::{HttpRequest, web::ServiceConfig};
+
+use crate::state::AppState;
 
 pub fn configure(cfg: &mut ServiceConfig) {
     assets::configure(cfg);
@@ -43,4 +45,17 @@ pub fn configure(cfg: &mut ServiceConfig) {
     connections::configure(cfg);
     client_access::configure(cfg);
     connection_label::configure(cfg);
+}
+
+/// The client's address and user agent, for audit rows: the address as
+/// [`AppState::client_address`] finds it (never an `X-Forwarded-For` that
+/// a client wrote itself), the agent as sent.
+pub fn client_info(state: &AppState, req: &HttpRequest) -> (Option<String>, Option<String>) {
+    let ip = state.client_address(req).map(|ip| ip.to_string());
+    let agent = req
+        .headers()
+        .get(actix_web::http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    (ip, agent)
 }

@@ -31,7 +31,7 @@ pub async fn handle(
     let Some(required) = endpoint.required.as_deref() else {
         return serve(&req, payload, &endpoint, None).await;
     };
-    let mut facts = RequestFacts::new(req.method().as_str(), req.peer_addr());
+    let mut facts = RequestFacts::new(req.method().as_str(), req.peer_addr().map(|a| a.ip()));
     let response = serve(&req, payload, &endpoint, Some((required, &mut facts))).await;
     facts.write(response.status().as_u16(), &required.metrics);
     response

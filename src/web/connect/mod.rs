@@ -53,18 +53,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         );
 }
 
-/// The client's address and user agent, for audit rows. The peer address,
-/// not `X-Forwarded-For`, which any client can write.
-fn client_info(req: &HttpRequest) -> (Option<String>, Option<String>) {
-    let ip = req.peer_addr().map(|a| a.ip().to_string());
-    let agent = req
-        .headers()
-        .get("User-Agent")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    (ip, agent)
-}
-
 async fn audit(
     state: &AppState,
     req: &HttpRequest,
@@ -73,7 +61,7 @@ async fn audit(
     provider: Option<&str>,
     detail: serde_json::Value,
 ) {
-    let (ip, agent) = client_info(req);
+    let (ip, agent) = crate::web::client_info(state, req);
     let mut event = AuditEvent::new(kind)
         .detail(detail)
         .client(ip.as_deref(), agent.as_deref());
