@@ -6,7 +6,7 @@
 
 use std::{
     collections::HashMap,
-    sync::Mutex,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -20,9 +20,13 @@ const REUSE_FOR: Duration = Duration::from_secs(300);
 /// Entries kept at most; beyond that the cache starts over.
 const CAPACITY: usize = 10_000;
 
+/// A verified token's principal, and until when it may be reused.
+type Entry = (Arc<Principal>, Instant);
+
 #[derive(Default)]
 pub struct RecentTokens {
-    entries: Mutex<HashMap<[u8; 32], (Principal, Instant)>>,
+    /// Keyed by the token's SHA-256.
+    entries: Mutex<HashMap<[u8; 32], Entry>>,
 }
 
 pub fn key(token: &str) -> [u8; 32] {
@@ -30,14 +34,16 @@ pub fn key(token: &str) -> [u8; 32] {
 }
 
 impl RecentTokens {
-    pub fn get(&self, key: &[u8; 32]) -> Option<Principal> {
+    /// The principal of a token verified recently: shared, not copied (a
+    /// request needs only to read it).
+    pub fn get(&self, key: &[u8; 32]) -> Option<Arc<Principal>> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let (principal, until) = entries.get(key)?;
-        (Instant::now() < *until).then(|| principal.clone())
+        (Instant::now() < *until).then(|| Arc::clone(principal))
     }
 
     /// Remembers a verified token that expires in `expires_in`.
-    pub fn put(&self, key: [u8; 32], principal: &Principal, expires_in: Duration) {
+    pub fn put(&self, key: [u8; 32], principal: Arc<Principal>, expires_in: Duration) {
         let until = Instant::now() + expires_in.min(REUSE_FOR);
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if entries.len() >= CAPACITY {
@@ -47,7 +53,7 @@ impl RecentTokens {
                 entries.clear();
             }
         }
-        entries.insert(key, (principal.clone(), until));
+        entries.insert(key, (principal, until));
     }
 }
 
@@ -67,10 +73,10 @@ mod tests {
     #[test]
     fn reuse_ends_at_expiry() {
         let recent = RecentTokens::default();
-        recent.put(key("a"), &p(), Duration::from_secs(60));
-        assert_eq!(recent.get(&key("a")), Some(p()));
+        recent.put(key("a"), Arc::new(p()), Duration::from_secs(60));
+        assert_eq!(recent.get(&key("a")).as_deref(), Some(&p()));
         assert_eq!(recent.get(&key("b")), None);
-        recent.put(key("gone"), &p(), Duration::ZERO);
+        recent.put(key("gone"), Arc::new(p()), Duration::ZERO);
         assert_eq!(recent.get(&key("gone")), None);
     }
 }

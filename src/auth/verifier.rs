@@ -2,6 +2,8 @@
 //! not. A JWT is checked locally against the issuer's JWKS; anything else
 //! goes to RFC 7662 introspection when that is configured.
 
+use std::sync::Arc;
+
 use jsonwebtoken::Validation;
 
 use super::{
@@ -46,7 +48,7 @@ impl TokenVerifier {
     }
 
     /// The caller behind `token`, if the token is valid for this server.
-    pub async fn verify(&self, token: &str) -> Result<Principal, AuthError> {
+    pub async fn verify(&self, token: &str) -> Result<Arc<Principal>, AuthError> {
         if token.len() > jwt::MAX_TOKEN_BYTES {
             return Err(AuthError::Malformed("token too long"));
         }
@@ -54,12 +56,15 @@ impl TokenVerifier {
             return self.verify_jwt(token).await;
         }
         match &self.introspection {
-            Some(introspector) => introspector.introspect(token, &self.expected).await,
+            Some(introspector) => introspector
+                .introspect(token, &self.expected)
+                .await
+                .map(Arc::new),
             None => Err(AuthError::OpaqueNotSupported),
         }
     }
 
-    async fn verify_jwt(&self, token: &str) -> Result<Principal, AuthError> {
+    async fn verify_jwt(&self, token: &str) -> Result<Arc<Principal>, AuthError> {
         let cache_key = recent::key(token);
         if let Some(principal) = self.recent.get(&cache_key) {
             return Ok(principal);
@@ -79,14 +84,14 @@ impl TokenVerifier {
             tracing::debug!(?kid, %reason, "JWT rejected");
             reason
         })?;
-        let principal = claims::principal(&data.claims, &self.expected, false)?;
+        let principal = Arc::new(claims::principal(&data.claims, &self.expected, false)?);
         if let Some(exp) = data.claims.get("exp").and_then(serde_json::Value::as_u64) {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs());
             self.recent.put(
                 cache_key,
-                &principal,
+                Arc::clone(&principal),
                 std::time::Duration::from_secs(exp.saturating_sub(now)),
             );
         }

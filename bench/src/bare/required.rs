@@ -54,7 +54,7 @@ impl Required {
     /// answers 401 (the floor does not tell malformed from missing).
     pub async fn caller(&self, headers: &http::HeaderMap) -> Option<Arc<Principal>> {
         let token = auth::bearer_token(headers).ok()??;
-        self.verifier.verify(token).await.ok().map(Arc::new)
+        self.verifier.verify(token).await.ok()
     }
 
     /// Seals an upstream token for connection `id` of (`subject`, `provider`).
