@@ -133,6 +133,35 @@ pub(super) async fn gate<'s>(
 }
 
 impl ConnectionService {
+    /// The user's connections as the calling client may see them, each
+    /// with whether that client is approved for it (every one in `per_user`
+    /// mode). Listing them is no use of them, but an unapproved client is
+    /// told no more than that they exist (see `tools::connections_list`).
+    pub async fn list_for_client(
+        &self,
+        user: UserRef<'_>,
+        client_id: &str,
+    ) -> Result<Vec<(db::connections::ConnectionSummary, bool)>, sqlx::Error> {
+        let rows = self.list(user).await?;
+        if self.settings.grants == GrantMode::PerUser {
+            return Ok(rows.into_iter().map(|row| (row, true)).collect());
+        }
+        let granted: std::collections::HashSet<Uuid> =
+            db::client_grants::list_for_user(&self.db, user)
+                .await?
+                .into_iter()
+                .filter(|g| g.client_id == client_id)
+                .map(|g| g.connection_id)
+                .collect();
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                let approved = granted.contains(&row.id);
+                (row, approved)
+            })
+            .collect())
+    }
+
     /// Whether the calling client may act on connection `connection_id`
     /// (every grant mode): for operations that use a connection without a
     /// token handed out, such as disconnecting it.

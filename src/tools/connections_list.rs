@@ -44,45 +44,58 @@ pub struct ProviderInfo {
     pub connected_accounts: usize,
 }
 
-/// One connected account. Never a token.
+/// One connected account. Never a token. An account the calling client is
+/// not approved for shows only its provider, status and age: which account
+/// it is, at which scopes and when it was used is the business of the
+/// clients the user allowed to use it.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ConnectionInfo {
     /// The provider's name, e.g. "github".
     pub provider: String,
-    /// The account's name at the provider.
-    pub account: String,
-    /// The account's id at the provider.
-    pub account_id: String,
-    /// The scopes the provider granted.
-    pub scopes: Vec<String>,
+    /// Whether the user allowed this client to use the account. A tool
+    /// that needs one it is not allowed asks the user (a link to approve).
+    pub approved_for_this_client: bool,
+    /// The account's name at the provider (approved accounts only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    /// The account's id at the provider (approved accounts only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account_id: Option<String>,
+    /// The scopes the provider granted (approved accounts only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
     /// "active"; "needs_reauth" when the provider stopped accepting it (the
     /// next call that needs it asks the user to connect again).
     pub status: String,
     /// When the account was connected (RFC 3339).
     #[schemars(extend("format" = "date-time"))]
     pub connected_at: String,
-    /// When a tool last used it (RFC 3339), if ever.
+    /// When a tool last used it (RFC 3339), if ever (approved accounts
+    /// only).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(extend("format" = "date-time"))]
     pub last_used_at: Option<String>,
 }
 
 impl ConnectionsList {
-    pub fn of(rows: &[ConnectionSummary], catalog: &ProviderCatalog) -> Self {
+    /// The list for a client: `rows` are the user's connections, each with
+    /// whether the client is approved for it.
+    pub fn of(rows: &[(ConnectionSummary, bool)], catalog: &ProviderCatalog) -> Self {
         let time = |t: &chrono::DateTime<chrono::Utc>| {
             t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         };
         Self {
             connections: rows
                 .iter()
-                .map(|c| ConnectionInfo {
+                .map(|(c, approved)| ConnectionInfo {
                     provider: c.provider.to_string(),
-                    account: c.account_label.clone(),
-                    account_id: c.account_id.clone(),
-                    scopes: c.scopes.clone(),
+                    approved_for_this_client: *approved,
+                    account: approved.then(|| c.account_label.clone()),
+                    account_id: approved.then(|| c.account_id.clone()),
+                    scopes: approved.then(|| c.scopes.clone()),
                     status: c.status.as_str().to_owned(),
                     connected_at: time(&c.created_at),
-                    last_used_at: c.last_used_at.as_ref().map(time),
+                    last_used_at: c.last_used_at.as_ref().map(time).filter(|_| *approved),
                 })
                 .collect(),
             providers: catalog
@@ -93,7 +106,7 @@ impl ConnectionsList {
                     provider: name.to_owned(),
                     display_name: p.display_name().to_owned(),
                     credential: p.credential_kind().to_owned(),
-                    connected_accounts: rows.iter().filter(|c| c.provider == name).count(),
+                    connected_accounts: rows.iter().filter(|(c, _)| c.provider == name).count(),
                 })
                 .collect(),
         }
@@ -104,26 +117,43 @@ pub fn definition() -> Tool {
     Tool::new(
         NAME,
         "List the third-party accounts (GitHub, Google, Slack, …) the user has connected to this \
-         server: provider, account, granted scopes, status and when it was connected and last used. \
+         server: provider, account, granted scopes, status and when it was connected and last used \
+         (for an account this client is not approved for, only that it exists). \
          Also lists every provider this server can connect (its `provider` name for the other \
          tools, and how many accounts of it are connected). Returns no credentials.",
         schema_for::<Args>(),
     )
     .with_raw_output_schema(output_schema_for::<ConnectionsList>())
     .with_title("List connected accounts")
-    .with_annotations(ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false))
+    .with_annotations(
+        ToolAnnotations::new()
+            .read_only(true)
+            .destructive(false)
+            .idempotent(true)
+            .open_world(false),
+    )
 }
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let _: Args = call.arguments()?;
     let p = call.principal;
-    let rows = call.service.list(p.user()).await.map_err(internal)?;
+    let rows = call
+        .service
+        .list_for_client(p.user(), &p.client_id)
+        .await
+        .map_err(internal)?;
     let catalog = call.service.providers();
     let connected = if rows.is_empty() {
         "No accounts are connected yet.".to_owned()
     } else {
         rows.iter()
-            .map(|c| format!("{}: {} ({})", c.provider, c.account_label, c.status))
+            .map(|(c, approved)| match approved {
+                true => format!("{}: {} ({})", c.provider, c.account_label, c.status),
+                false => format!(
+                    "{}: an account this client is not approved for ({}); a tool that needs it asks the user",
+                    c.provider, c.status
+                ),
+            })
             .collect::<Vec<_>>()
             .join("\n")
     };

@@ -62,7 +62,10 @@ pub async fn read(
     context: &RequestContext<RoleServer>,
 ) -> Result<ReadResourceResponse, ErrorData> {
     if request.uri == CONNECTIONS_URI {
-        let rows = service.list(principal.user()).await.map_err(internal)?;
+        let rows = service
+            .list_for_client(principal.user(), &principal.client_id)
+            .await
+            .map_err(internal)?;
         // The same JSON as the connections_list tool's result.
         let text = serde_json::to_string(&ConnectionsList::of(&rows, service.providers()))
             .map_err(internal)?;

@@ -47,10 +47,13 @@ async fn dev_token_for_bob_yields_principal_bob() {
     let response = app.mcp_request(Some(&token), &body).send().await.unwrap();
     assert_eq!(response.status(), 200);
     let body: serde_json::Value = response.json().await.unwrap();
-    assert_eq!(
-        body["result"]["structuredContent"]["connections"][0]["account"], "bob-account",
-        "{body}"
-    );
+    // Bob's one connection, and no one else's (which account it is, only
+    // clients he approved for it are told).
+    let listed = body["result"]["structuredContent"]["connections"]
+        .as_array()
+        .unwrap();
+    assert_eq!(listed.len(), 1, "{body}");
+    assert_eq!(listed[0]["provider"], "demo", "{body}");
 }
 
 #[test]

@@ -212,6 +212,60 @@ async fn an_approval_link_opened_by_someone_else_grants_nothing() {
     );
 }
 
+/// Listing the user's accounts is no use of them, but a client the user
+/// never approved for an account learns only that it exists: not which
+/// account (often an e-mail address), its scopes or its use.
+#[tokio::test]
+async fn an_unapproved_client_sees_that_an_account_exists_but_not_which() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let listed = |client: &'static str| {
+        let app = &app;
+        async move {
+            let params = json!({"name": "connections_list", "arguments": {}});
+            let (_, tool) = app.mcp_as(client, "alice", "tools/call", params).await;
+            let params = json!({"uri": "connections://mine"});
+            let (_, resource) = app.mcp_as(client, "alice", "resources/read", params).await;
+            let text = resource["result"]["contents"][0]["text"].as_str().unwrap();
+            let resource: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(
+                resource["connections"], tool["result"]["structuredContent"]["connections"],
+                "the resource says what the tool says"
+            );
+            tool
+        }
+    };
+
+    let other = listed(OTHER).await;
+    let entry = &other["result"]["structuredContent"]["connections"][0];
+    assert_eq!(entry["provider"], "demo", "{other}");
+    assert_eq!(entry["approved_for_this_client"], false, "{other}");
+    for hidden in ["account", "account_id", "scopes", "last_used_at"] {
+        assert!(entry.get(hidden).is_none(), "{hidden}: {other}");
+    }
+    assert!(!other.to_string().contains("octo"), "{other}");
+    let providers = &other["result"]["structuredContent"]["providers"];
+    assert_eq!(providers[0]["connected_accounts"], 1, "{other}");
+
+    let own = listed(CLIENT_ID).await;
+    let entry = &own["result"]["structuredContent"]["connections"][0];
+    assert_eq!(entry["approved_for_this_client"], true, "{own}");
+    assert_eq!(entry["account"], "octo", "{own}");
+
+    // Once the user allowed it, the other client sees the account too.
+    let (url, state, _) = asked(&app, OTHER).await;
+    let browser = Browser::new(&app);
+    let page = approval_page(&browser, &url).await;
+    browser
+        .submit(&page, "/connect", &[("action", "continue")])
+        .await;
+    completed_as_octo(&retry(&app, OTHER, &state, "accept").await);
+    let other = listed(OTHER).await;
+    let entry = &other["result"]["structuredContent"]["connections"][0];
+    assert_eq!(entry["approved_for_this_client"], true, "{other}");
+    assert_eq!(entry["account"], "octo", "{other}");
+}
+
 #[tokio::test]
 async fn per_user_grants_let_every_client_of_the_user_in() {
     let app = spawn_app_with(|t| {
@@ -220,6 +274,11 @@ async fn per_user_grants_let_every_client_of_the_user_in() {
     .await;
     connect_demo(&app, "alice", "octo").await;
     completed_as_octo(&whoami_as(&app, OTHER, json!({})).await);
+    let params = json!({"name": "connections_list", "arguments": {}});
+    let (_, listed) = app.mcp_as(OTHER, "alice", "tools/call", params).await;
+    let entry = &listed["result"]["structuredContent"]["connections"][0];
+    assert_eq!(entry["approved_for_this_client"], true, "{listed}");
+    assert_eq!(entry["account"], "octo", "{listed}");
 }
 
 #[tokio::test]

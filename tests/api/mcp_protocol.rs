@@ -74,15 +74,20 @@ async fn connections_list_shows_only_the_callers_connections_and_no_tokens() {
         "{body}"
     );
 
+    let id = uuid::Uuid::new_v4();
     sqlx::query(
         "INSERT INTO connections (id, issuer, subject, provider, account_id, account_label, access_token, key_id)
          VALUES ($1, $2, 'bob', 'demo', '42', 'bob@demo', '\\xdeadbeef', 'dev1')",
     )
-    .bind(uuid::Uuid::new_v4())
+    .bind(id)
     .bind(app.dev.issuer())
     .execute(&app.db)
     .await
     .unwrap();
+    // Made through this client, which is approved for it by that consent.
+    mcp_connect::db::client_grants::insert(&app.db, id, crate::helpers::CLIENT_ID)
+        .await
+        .unwrap();
 
     let (_, bob) = app.call_tool("bob", "connections_list", json!({})).await;
     let list = bob["result"]["structuredContent"]["connections"]
