@@ -286,6 +286,34 @@ mod tests {
         assert_eq!(idp.introspections(), 6, "refusals are remembered");
     }
 
+    /// A flood of made-up tokens reaches the authorization server at most
+    /// `MAX_IN_FLIGHT` at a time; the rest wait their turn and are answered.
+    #[actix_web::test]
+    async fn at_most_so_many_introspections_are_in_flight() {
+        let idp = Idp::start().await;
+        idp.slow_introspection(Duration::from_millis(150));
+        let (introspector, expected) = introspector(&idp);
+        let tokens: Vec<String> = (0..3 * MAX_IN_FLIGHT)
+            .map(|i| format!("made-up-{i}"))
+            .collect();
+        let answers = futures::future::join_all(
+            tokens
+                .iter()
+                .map(|token| introspector.introspect(token, &expected)),
+        )
+        .await;
+        for answer in answers {
+            assert!(matches!(answer, Err(AuthError::Inactive)), "{answer:?}");
+        }
+        assert_eq!(idp.introspections(), 3 * MAX_IN_FLIGHT);
+        let most = idp.most_introspections_at_once();
+        assert!(most <= MAX_IN_FLIGHT, "{most} at once");
+        assert!(
+            most > MAX_IN_FLIGHT / 2,
+            "they did run side by side: {most}"
+        );
+    }
+
     #[actix_web::test]
     async fn wrong_client_credentials_are_an_introspection_failure() {
         let idp = Idp::start().await;

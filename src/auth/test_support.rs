@@ -124,6 +124,11 @@ struct IdpState {
     metadata_fetches: AtomicUsize,
     introspection: Mutex<HashMap<String, Value>>,
     introspections: AtomicUsize,
+    /// How long each introspection takes to answer, in milliseconds.
+    introspection_delay_ms: AtomicUsize,
+    /// Introspections being answered now, and the most there ever were.
+    introspecting: AtomicUsize,
+    most_introspecting: AtomicUsize,
 }
 
 pub(crate) struct Idp {
@@ -143,6 +148,9 @@ impl Idp {
             metadata_fetches: AtomicUsize::new(0),
             introspection: Mutex::new(HashMap::new()),
             introspections: AtomicUsize::new(0),
+            introspection_delay_ms: AtomicUsize::new(0),
+            introspecting: AtomicUsize::new(0),
+            most_introspecting: AtomicUsize::new(0),
         });
         let data = state.clone();
         let server = bound.serve(move |cfg| {
@@ -252,6 +260,19 @@ impl Idp {
     pub(crate) fn introspections(&self) -> usize {
         self.state.introspections.load(Ordering::SeqCst)
     }
+
+    /// Every introspection answers only after `delay`.
+    pub(crate) fn slow_introspection(&self, delay: std::time::Duration) {
+        let ms = usize::try_from(delay.as_millis()).unwrap();
+        self.state
+            .introspection_delay_ms
+            .store(ms, Ordering::SeqCst);
+    }
+
+    /// The most introspections that were being answered at once.
+    pub(crate) fn most_introspections_at_once(&self) -> usize {
+        self.state.most_introspecting.load(Ordering::SeqCst)
+    }
 }
 
 fn metadata(issuer: &str, base: &str) -> HttpResponse {
@@ -305,6 +326,11 @@ async fn serve(req: HttpRequest, body: web::Bytes, state: web::Data<IdpState>) -
                 return HttpResponse::Unauthorized().json(json!({"error": "invalid_client"}));
             }
             state.introspections.fetch_add(1, Ordering::SeqCst);
+            let now = state.introspecting.fetch_add(1, Ordering::SeqCst) + 1;
+            state.most_introspecting.fetch_max(now, Ordering::SeqCst);
+            let delay = state.introspection_delay_ms.load(Ordering::SeqCst) as u64;
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+            state.introspecting.fetch_sub(1, Ordering::SeqCst);
             let token = url::form_urlencoded::parse(&body)
                 .find(|(k, _)| k == "token")
                 .map(|(_, v)| v.into_owned());
