@@ -39,11 +39,6 @@ impl AppState {
         self.connect.begin_shutdown();
     }
 
-    /// While the server drains, every answer closes its connection: the
-    /// listener is closed by then, so a client or proxy holding a
-    /// kept-alive connection opens its next one to another instance
-    /// instead of sending more requests here until the drain's deadline
-    /// cuts them off.
     /// The address of the client behind `req`: its peer, or, when the peer
     /// is one of the `trusted_proxies`, the client its `X-Forwarded-For`
     /// names (see [`crate::config::TrustedProxies`]).
@@ -61,6 +56,11 @@ impl AppState {
         Some(trusted.client_address(peer, lines))
     }
 
+    /// While the server drains, every answer closes its connection: the
+    /// listener is closed by then, so a client or proxy holding a
+    /// kept-alive connection opens its next one to another instance
+    /// instead of sending more requests here until the drain's deadline
+    /// cuts them off.
     pub fn close_connection_if_stopping(&self, head: &mut ResponseHead) {
         if self.connect.is_stopping() {
             head.set_connection_type(ConnectionType::Close);
