@@ -46,6 +46,18 @@ pub async fn retry(app: &TestApp, client: &str, state: &str, action: &str) -> Va
     .await
 }
 
+/// `client` is asked, alice allows it on the approval page, and its retry
+/// completes as octo.
+async fn approved_by_alice(app: &TestApp, client: &str) {
+    let (url, state, _) = asked(app, client).await;
+    let browser = Browser::new(app);
+    let page = approval_page(&browser, &url).await;
+    browser
+        .submit(&page, "/connect", &[("action", "continue")])
+        .await;
+    completed_as_octo(&retry(app, client, &state, "accept").await);
+}
+
 fn completed_as_octo(body: &Value) {
     assert_eq!(body["result"]["resultType"], "complete", "{body}");
     assert_ne!(body["result"]["isError"], true, "{body}");
@@ -253,13 +265,7 @@ async fn an_unapproved_client_sees_that_an_account_exists_but_not_which() {
     assert_eq!(entry["account"], "octo", "{own}");
 
     // Once the user allowed it, the other client sees the account too.
-    let (url, state, _) = asked(&app, OTHER).await;
-    let browser = Browser::new(&app);
-    let page = approval_page(&browser, &url).await;
-    browser
-        .submit(&page, "/connect", &[("action", "continue")])
-        .await;
-    completed_as_octo(&retry(&app, OTHER, &state, "accept").await);
+    approved_by_alice(&app, OTHER).await;
     let other = listed(OTHER).await;
     let entry = &other["result"]["structuredContent"]["connections"][0];
     assert_eq!(entry["approved_for_this_client"], true, "{other}");
@@ -309,13 +315,7 @@ async fn a_client_not_approved_for_a_connection_cannot_disconnect_it() {
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
 
     // Once the user allowed it, it is asked to confirm like any client.
-    let (url, state, _) = asked(&app, OTHER).await;
-    let browser = Browser::new(&app);
-    let page = approval_page(&browser, &url).await;
-    browser
-        .submit(&page, "/connect", &[("action", "continue")])
-        .await;
-    completed_as_octo(&retry(&app, OTHER, &state, "accept").await);
+    approved_by_alice(&app, OTHER).await;
     let confirm = disconnect().await;
     assert_eq!(
         confirm["result"]["resultType"], "input_required",
