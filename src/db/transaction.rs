@@ -6,15 +6,22 @@ use sqlx::{PgExecutor, PgPool, Postgres, Transaction};
 
 /// Waits at most `limit` for a row or table lock, in this transaction only
 /// (what `SET LOCAL lock_timeout` does, as a statement that can be prepared
-/// and checked).
+/// and checked). The transaction's `statement_timeout` becomes the same
+/// limit: Postgres counts the wait for a lock as the statement's time, so
+/// the connection's shorter statement limit would otherwise end the wait
+/// first, whatever `limit` says.
 pub async fn set_lock_timeout(
     exec: impl PgExecutor<'_>,
     limit: Duration,
 ) -> Result<(), sqlx::Error> {
     let limit = format!("{}ms", limit.as_millis());
-    sqlx::query!("SELECT set_config('lock_timeout', $1, true)", limit)
-        .fetch_one(exec)
-        .await?;
+    sqlx::query!(
+        "SELECT set_config('lock_timeout', $1, true) AS lock, \
+         set_config('statement_timeout', $1, true) AS statement",
+        limit
+    )
+    .fetch_one(exec)
+    .await?;
     Ok(())
 }
 

@@ -371,6 +371,45 @@ async fn an_expired_token_is_refreshed_once_by_concurrent_calls_on_two_instances
 }
 
 #[tokio::test]
+async fn a_refresh_waits_for_another_instances_refresh_longer_than_one_statement_may_take() {
+    // Statements may take a second; a refresh elsewhere holds the row for
+    // longer. Postgres counts a lock wait as statement time, so the wait
+    // must be allowed its own, longer limit.
+    let app = crate::helpers::spawn_app_with(|t| {
+        let mut database = toml::Table::new();
+        database.insert("statement_timeout_ms".into(), 1_000.into());
+        t.insert("database".into(), toml::Value::Table(database));
+    })
+    .await;
+    connect_demo(&app, "alice", "octo").await;
+    expire_access_token(&app).await;
+    let mut refreshing = app.db.begin().await.unwrap();
+    sqlx::query("SELECT id FROM connections FOR UPDATE")
+        .fetch_one(&mut *refreshing)
+        .await
+        .unwrap();
+    let calling = tokio::spawn({
+        let request = app.mcp_request(
+            Some(&app.token("alice")),
+            &crate::helpers::request(
+                "tools/call",
+                json!({"name": "whoami", "arguments": {"provider": "demo"}}),
+            ),
+        );
+        async move { crate::helpers::read(request.send().await.unwrap()).await }
+    });
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert!(!calling.is_finished(), "the call waits for the row");
+    refreshing.commit().await.unwrap();
+    let (status, body) = calling.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["result"]["structuredContent"]["account"], "octo",
+        "no failed call: {body}"
+    );
+}
+
+#[tokio::test]
 async fn a_refused_refresh_marks_needs_reauth_and_the_next_call_asks_again() {
     let app = spawn_app().await;
     connect_demo(&app, "alice", "octo").await;
