@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::{
     ConnectionService,
-    tickets::{requested_scopes, scopes_or_defaults},
+    tickets::{requested_scopes, with_defaults},
     vault::{self, NewConnection},
 };
 use crate::{
@@ -207,7 +207,7 @@ pub(super) async fn finish(
     };
     let requested = match &ticket {
         Some(t) => requested_scopes(provider, t),
-        None => scopes_or_defaults(provider, &[]),
+        None => with_defaults(provider, &[]),
     };
     // The client that asked is allowed this connection (per-client grants).
     let client_id = ticket.as_ref().map(|t| t.client_id.as_str());

@@ -115,7 +115,7 @@ async fn require<'s>(
     let wanted = if !provider.is_oauth() {
         Vec::new()
     } else {
-        tickets::scopes_or_defaults(provider, need.scopes)
+        tickets::with_defaults(provider, need.scopes)
     };
     let p = need.principal;
 

@@ -66,20 +66,25 @@ pub fn usable(ticket: &Ticket) -> bool {
     ticket.redeemed_at.is_none() && ticket.declined_at.is_none() && ticket.expires_at > Utc::now()
 }
 
-/// What the ticket asks of the provider: its own scopes, or the provider's
-/// defaults when it names none.
+/// What the ticket asks of the provider: the provider's defaults and the
+/// ticket's own scopes.
 pub fn requested_scopes(provider: &Provider, ticket: &Ticket) -> Vec<String> {
-    scopes_or_defaults(provider, &ticket.scopes)
+    with_defaults(provider, &ticket.scopes)
 }
 
-/// `scopes`, or the provider's defaults when there are none: what a request
-/// (a tool's, a ticket's, a flow's) asks of the provider.
-pub fn scopes_or_defaults(provider: &Provider, scopes: &[String]) -> Vec<String> {
-    if scopes.is_empty() {
-        provider.default_scopes().to_vec()
-    } else {
-        scopes.to_vec()
+/// The provider's defaults, then each of `extra` they lack: what a request
+/// (a tool's, a ticket's, a flow's) asks of the provider. A tool's `scopes`
+/// are extra: asking for one more must not drop what a connection is built
+/// on (Google's `openid email profile` that name the account, Microsoft's
+/// `offline_access` that brings a refresh token).
+pub fn with_defaults(provider: &Provider, extra: &[String]) -> Vec<String> {
+    let mut scopes = provider.default_scopes().to_vec();
+    for scope in extra {
+        if !scopes.contains(scope) {
+            scopes.push(scope.clone());
+        }
     }
+    scopes
 }
 
 /// Mints a ticket and stores its hash (with its audit row, one statement).

@@ -751,6 +751,23 @@ async fn every_ticket_issued_is_audited_with_its_id_and_client() {
 }
 
 #[tokio::test]
+async fn scopes_a_tool_asks_for_come_on_top_of_the_providers_defaults() {
+    let app = spawn_app().await;
+    ask(
+        &app,
+        "alice",
+        "connect",
+        json!({"provider": "demo", "scopes": ["echo"]}),
+    )
+    .await;
+    let scopes: Vec<String> = sqlx::query_scalar("SELECT scopes FROM connect_tickets")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(scopes, ["profile", "echo"], "the defaults are kept");
+}
+
+#[tokio::test]
 async fn a_ticket_insert_relaxes_durability_for_its_own_transaction_only() {
     use mcp_connect::db::tickets::{NewTicket, insert};
     let app = spawn_app().await;
