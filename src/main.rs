@@ -90,6 +90,14 @@ enum TokensCommand {
     /// applies pending migrations first, as `serve` does: run it from the
     /// image version the instances run.
     Rekey,
+    /// For a key that is gone for good: ask the users of every connection
+    /// sealed by KEY_ID to connect again (their tokens cannot be opened by
+    /// any instance). Refused while MCP_CONNECT_KEYS holds the key. If the
+    /// key can still be found, add it back instead: nothing is lost.
+    ForgetKey {
+        /// The key id, as start-up's warning or `tokens rekey` names it.
+        key_id: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -186,10 +194,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 let rows: i64 = missing.iter().map(|(_, n)| n).sum();
                 let ids: Vec<&str> = missing.iter().map(|(kid, _)| kid.as_str()).collect();
                 println!(
-                    "{rows} connection(s) still sealed by keys not in MCP_CONNECT_KEYS: {} (add those keys back and run this again, or their users must connect again)",
+                    "{rows} connection(s) still sealed by keys not in MCP_CONNECT_KEYS: {} (add those keys back and run this again; for a key that is gone for good, `tokens forget-key KEY_ID` asks their users to connect again)",
                     ids.join(", ")
                 );
             }
+            Ok(())
+        }
+        Command::Tokens {
+            command: TokensCommand::ForgetKey { key_id },
+        } => {
+            let state = offline_state(cli.config.as_deref()).await?;
+            let n = mcp_connect::connect::stale_keys::forget_key(&state.connect, &key_id).await?;
+            tracing::info!(marked = n, key_id = %key_id, "connections of a forgotten key marked");
+            println!(
+                "{n} connection(s) sealed by key {key_id} now ask their users to connect again"
+            );
             Ok(())
         }
         Command::Purge { no_pause } => {

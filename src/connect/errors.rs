@@ -86,6 +86,9 @@ pub enum RequestError {
     },
     /// The database did not answer: retry shortly.
     Unavailable,
+    /// This instance cannot open the stored credential (its ring lacks the
+    /// key it was sealed by; another instance may have it): retry shortly.
+    KeyMissing,
     /// A bug or an unexpected failure, already logged.
     Internal,
 }
@@ -171,6 +174,11 @@ impl From<RequestError> for ErrorData {
                 "The service is temporarily unavailable (its database did not answer). Please try again in a few seconds.",
                 Some(json!({ "retryable": true, "retryAfterSeconds": RETRY_AFTER_SECS })),
             ),
+            E::KeyMissing => ErrorData::new(
+                ErrorCode(UNAVAILABLE_CODE),
+                "The service is temporarily unable to use this connection. Please try again in a few seconds.",
+                Some(json!({ "retryable": true, "retryAfterSeconds": RETRY_AFTER_SECS })),
+            ),
             E::Internal => ErrorData::internal_error("Internal error", None),
         }
     }
@@ -181,6 +189,15 @@ impl From<RequestError> for ErrorData {
 /// only, with `what` failed.
 pub fn failure(e: impl Into<anyhow::Error>, what: &'static str) -> RequestError {
     let e: anyhow::Error = e.into();
+    if let Some(missing) = e.downcast_ref::<crate::connect::stale_keys::KeyMissing>() {
+        tracing::error!(
+            connection = %missing.connection,
+            key_id = %missing.key_id,
+            what,
+            "a stored token is sealed by a key this instance lacks; add the key to MCP_CONNECT_KEYS (the row is left as it is)"
+        );
+        return RequestError::KeyMissing;
+    }
     if crate::db::faults::is_transient_chain(&e) {
         tracing::warn!(error = %format!("{e:#}"), what, "database unavailable");
         RequestError::Unavailable

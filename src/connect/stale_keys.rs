@@ -1,10 +1,16 @@
 //! Stored tokens sealed by a key this instance's ring lacks (retired while
-//! an instance still sealed with it, or a key never given to this
-//! instance). Such a token cannot be used: the connection needs the user
-//! to connect again, which is audited. Start-up and `tokens rekey` name
-//! the key ids concerned, so an operator can put the key back instead.
+//! an instance still sealed with it, a key never given to this instance,
+//! or one added to the others first during a rolling change). What that
+//! says is about this instance, not the row: another instance may hold the
+//! key. So a call on such a row fails as retryable and changes nothing
+//! (a load balancer's retry may land where the key is), and the log names
+//! the key. Start-up and `tokens rekey` name the key ids concerned, so an
+//! operator can put the key back — or, for a key that is gone for good,
+//! `tokens forget-key` asks those rows' users to connect again.
 
 use serde_json::json;
+
+use uuid::Uuid;
 
 use crate::{
     connect::ConnectionService,
@@ -33,7 +39,7 @@ pub async fn warn_about_missing_keys(state: &ConnectionService) {
             let rows: i64 = missing.iter().map(|(_, n)| n).sum();
             let key_ids: Vec<&str> = missing.iter().map(|(kid, _)| kid.as_str()).collect();
             tracing::warn!(
-                "{rows} stored connection(s) are sealed by key ids the ring lacks ({}); their users must connect again unless those keys are added back to MCP_CONNECT_KEYS",
+                "{rows} stored connection(s) are sealed by key ids the ring lacks ({}); calls on them fail here until those keys are added back to MCP_CONNECT_KEYS (for a key gone for good, `mcp-connect tokens forget-key KEY_ID` asks their users to connect again)",
                 key_ids.join(", ")
             );
         }
@@ -42,11 +48,65 @@ pub async fn warn_about_missing_keys(state: &ConnectionService) {
     }
 }
 
+/// A call reached a connection sealed by a key this instance's ring lacks.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "connection {connection} is sealed by key id {key_id}, which this instance's MCP_CONNECT_KEYS lacks"
+)]
+pub struct KeyMissing {
+    pub connection: Uuid,
+    pub key_id: String,
+}
+
+impl KeyMissing {
+    pub fn of(row: &ConnectionRow) -> Self {
+        Self {
+            connection: row.id,
+            key_id: row.key_id.clone(),
+        }
+    }
+}
+
+/// Asks the users of every active connection sealed by `key_id` to
+/// connect again (marked `needs_reauth`, with its webhook event and audit
+/// row): for a key that is gone for good. Refused while the ring holds the
+/// key, whose rows open. Returns how many were marked.
+pub async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Result<u64> {
+    if state.keys.has_key(key_id) {
+        anyhow::bail!(
+            "key {key_id} is in MCP_CONNECT_KEYS: its tokens open; run `tokens rekey` to re-seal them instead"
+        );
+    }
+    let current = state.keys.current_key_id().to_owned();
+    let mut marked = 0;
+    for id in db::connections::ids_not_sealed_by(&state.db, &current).await? {
+        // Read under the row's lock so the row seen is the row marked (a
+        // refresh elsewhere may have re-sealed it meanwhile).
+        let mut tx = crate::db::transaction::begin(&state.db).await?;
+        let row = db::connections::find_for_update(&mut *tx, id).await?;
+        tx.commit().await?;
+        let Some(row) = row else { continue };
+        if row.key_id != key_id || row.status != db::connections::ConnectionStatus::Active {
+            continue;
+        }
+        if unreadable(state, &row, "key_forgotten").await {
+            marked += 1;
+        }
+    }
+    Ok(marked)
+}
+
 /// The connection's token does not open: marks it `needs_reauth` (unless
 /// it changed meanwhile) and audits why.
-pub async fn unreadable(state: &ConnectionService, row: &ConnectionRow, reason: &'static str) {
+/// Whether this call marked it.
+pub async fn unreadable(
+    state: &ConnectionService,
+    row: &ConnectionRow,
+    reason: &'static str,
+) -> bool {
     let marked =
         super::vault::mark_needs_reauth(state, row.id, &row.access_token, "token_unreadable").await;
+    let done = matches!(marked, Ok(true));
     match marked {
         Ok(marked) => tracing::warn!(
             connection = %row.id,
@@ -67,4 +127,5 @@ pub async fn unreadable(state: &ConnectionService, row: &ConnectionRow, reason: 
             .detail(json!({ "connection_id": row.id, "key_id": row.key_id, "reason": reason })),
     )
     .await;
+    done
 }

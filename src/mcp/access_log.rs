@@ -78,8 +78,9 @@ impl CallRecord {
         self.0.get()
     }
 
-    /// The call ended because the database was away for a moment.
-    pub fn database_unavailable(&self) -> bool {
+    /// The call ended as retryable: the database was away for a moment,
+    /// or this instance lacks the key a stored token was sealed by.
+    pub fn unavailable(&self) -> bool {
         self.get()
             .is_some_and(|o| o.code == Some(crate::connect::errors::UNAVAILABLE_CODE))
     }

@@ -150,7 +150,7 @@ async fn serve(
         );
     }
     let mut response = into_actix(response).await;
-    if facts.record.database_unavailable() {
+    if facts.record.unavailable() {
         // Retryable, and said so in HTTP terms too (proxies, load balancers).
         *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
         response.headers_mut().insert(

@@ -1,7 +1,9 @@
-//! A stored token sealed by a key this ring lacks (retired too early, or
-//! an instance still sealing with an old key): the user is asked to connect
-//! again, `tokens rekey` says which rows it could not re-seal, and start-up
-//! warns.
+//! A stored token sealed by a key this ring lacks (retired too early, an
+//! instance given too few keys, a key added elsewhere first): the call
+//! fails as retryable and the row is left for an instance that has the
+//! key; `tokens rekey` says which rows it could not re-seal, start-up
+//! warns, and `tokens forget-key` asks the users of a key gone for good to
+//! connect again.
 
 use std::{process::Command, time::Duration};
 
@@ -41,33 +43,123 @@ async fn connect(app: &TestApp, subject: &str) {
     .unwrap();
 }
 
-/// Makes `subject`'s row look sealed by a key the ring does not have.
-async fn retire_key_of(app: &TestApp, subject: &str) {
-    sqlx::query("UPDATE connections SET key_id = 'retired1' WHERE subject = $1")
-        .bind(subject)
-        .execute(&app.db)
-        .await
-        .unwrap();
+/// Makes `subject`'s row look sealed by a key the ring does not have;
+/// returns the key id it had.
+async fn retire_key_of(app: &TestApp, subject: &str) -> String {
+    sqlx::query_scalar(
+        "UPDATE connections c SET key_id = 'retired1' FROM connections old
+         WHERE c.id = old.id AND c.subject = $1 RETURNING old.key_id",
+    )
+    .bind(subject)
+    .fetch_one(&app.db)
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
-async fn a_token_that_does_not_open_asks_the_user_to_connect_again() {
+async fn a_token_sealed_by_a_key_this_instance_lacks_fails_as_retryable_and_is_left_alone() {
     let app = spawn_app().await;
     connect(&app, "alice").await;
-    retire_key_of(&app, "alice").await;
+    let key_id = retire_key_of(&app, "alice").await;
     let (status, body) = app
         .call_tool("alice", "whoami", json!({"provider": "demo"}))
         .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["result"]["resultType"], "input_required", "{body}");
-    let (state, audited): (String, i64) = sqlx::query_as(
-        "SELECT status, (SELECT count(*) FROM audit_events WHERE kind = 'token_unreadable' AND detail->>'key_id' = 'retired1')
-         FROM connections WHERE subject = 'alice'",
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["data"]["retryable"], true, "{body}");
+    assert!(
+        !body.to_string().contains("retired1"),
+        "the key id is for the log: {body}"
+    );
+    let status: String = sqlx::query_scalar("SELECT status FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(status, "active", "another instance may hold the key");
+    assert!(
+        crate::logs::captured()
+            .lines()
+            .any(|l| l.contains("retired1") && l.contains("this instance lacks")),
+        "the log names the key"
+    );
+    // The key is back (the instance that has it): nothing was lost.
+    sqlx::query("UPDATE connections SET key_id = $1")
+        .bind(&key_id)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let (_, body) = app
+        .call_tool("alice", "whoami", json!({"provider": "demo"}))
+        .await;
+    assert_eq!(body["result"]["resultType"], "complete", "{body}");
+}
+
+fn tokens_command(app: &TestApp, key: &str, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
+        .arg("tokens")
+        .args(args)
+        .env("MCP_CONNECT_PUBLIC_URL", &app.base)
+        .env(
+            "MCP_CONNECT_DATABASE_URL",
+            format!("{}/{}", server_url(), app.db_name),
+        )
+        .env("MCP_CONNECT_KEYS", key)
+        .env("MCP_CONNECT_AUTH__ISSUER", app.dev.issuer())
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn forgetting_a_key_asks_its_users_to_connect_again() {
+    let app = spawn_app().await;
+    connect(&app, "alice").await;
+    connect(&app, "bob").await;
+    retire_key_of(&app, "alice").await;
+    let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
+    let own_key_id = key.split_once(':').unwrap().0.to_owned();
+
+    // A key the ring holds opens its rows: not forgotten.
+    let refused = tokens_command(&app, &key, &["forget-key", &own_key_id]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("tokens rekey"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
+    let output = tokens_command(&app, &key, &["forget-key", "retired1"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("1 connection(s) sealed by key retired1"),
+        "{stdout}"
+    );
+    let statuses: Vec<(String, String)> =
+        sqlx::query_as("SELECT subject, status FROM connections ORDER BY subject")
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(
+        statuses,
+        [
+            ("alice".to_owned(), "needs_reauth".to_owned()),
+            ("bob".to_owned(), "active".to_owned())
+        ]
+    );
+    let audited: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM audit_events WHERE kind = 'token_unreadable' AND detail->>'reason' = 'key_forgotten'",
     )
     .fetch_one(&app.db)
     .await
     .unwrap();
-    assert_eq!((state.as_str(), audited), ("needs_reauth", 1));
+    assert_eq!(audited, 1);
+    let (_, body) = app
+        .call_tool("alice", "whoami", json!({"provider": "demo"}))
+        .await;
+    assert_eq!(body["result"]["resultType"], "input_required", "{body}");
 }
 
 #[tokio::test]
@@ -77,17 +169,7 @@ async fn rekey_reports_rows_still_sealed_by_other_keys() {
     connect(&app, "bob").await;
     retire_key_of(&app, "alice").await;
     let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
-        .args(["tokens", "rekey"])
-        .env("MCP_CONNECT_PUBLIC_URL", &app.base)
-        .env(
-            "MCP_CONNECT_DATABASE_URL",
-            format!("{}/{}", server_url(), app.db_name),
-        )
-        .env("MCP_CONNECT_KEYS", key)
-        .env("MCP_CONNECT_AUTH__ISSUER", app.dev.issuer())
-        .output()
-        .unwrap();
+    let output = tokens_command(&app, &key, &["rekey"]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),

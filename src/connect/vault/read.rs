@@ -225,8 +225,7 @@ pub(in crate::connect) async fn token_state(
         ConnectionStatus::Revoked => return Ok(TokenState::Missing),
     }
     if !state.keys.has_key(&row.key_id) {
-        crate::connect::stale_keys::unreadable(state, &row, "unknown_key").await;
-        return Ok(TokenState::NeedsReauth);
+        return Err(crate::connect::stale_keys::KeyMissing::of(&row).into());
     }
     if !required_scopes
         .iter()
