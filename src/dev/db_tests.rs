@@ -127,3 +127,23 @@ async fn a_corrupt_stored_key_is_reported_not_replaced() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_first_start_racing_another_gets_the_value_the_other_stored() {
+    with_database(|pool, _| async move {
+        // The other start has inserted but not committed yet.
+        let mut other = pool.begin().await.unwrap();
+        sqlx::query("INSERT INTO dev_secrets (name, value) VALUES ('race', 'theirs')")
+            .execute(&mut *other)
+            .await
+            .unwrap();
+        let ours = tokio::spawn({
+            let pool = pool.clone();
+            async move { crate::db::dev_secrets::get_or_insert(&pool, "race", "ours").await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        other.commit().await.unwrap();
+        assert_eq!(ours.await.unwrap().unwrap(), "theirs");
+    })
+    .await;
+}
