@@ -386,6 +386,41 @@ pub async fn store_refreshed(
     Ok(())
 }
 
+/// [`store_refreshed`] on an active connection whose access token is still
+/// `previous_access_token` (sealed): for a refresh's tokens written after
+/// the transaction that held the row was lost, when someone else may have
+/// changed the row since. `false`: it changed, nothing was written.
+pub async fn store_refreshed_if_current(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    previous_access_token: &[u8],
+    refreshed: RefreshedTokens<'_>,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE connections SET access_token = $3, refresh_token = $4, key_id = $5,
+             access_token_expires_at = $6, updated_at = now()
+         WHERE id = $1 AND access_token = $2 AND status = 'active'",
+        id,
+        previous_access_token,
+        refreshed.access_token,
+        refreshed.refresh_token,
+        refreshed.key_id,
+        refreshed.expires_at,
+    )
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// A refresh's tokens, sealed, as [`store_refreshed_if_current`] writes them.
+#[derive(Debug, Clone, Copy)]
+pub struct RefreshedTokens<'a> {
+    pub access_token: &'a [u8],
+    pub refresh_token: Option<&'a [u8]>,
+    pub key_id: &'a str,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
 /// Marks an active connection `needs_reauth` if its access token is still
 /// `sealed_access_token`. `false`: it was refreshed, replaced or is no
 /// longer active.

@@ -410,6 +410,77 @@ async fn a_refresh_waits_for_another_instances_refresh_longer_than_one_statement
 }
 
 #[tokio::test]
+async fn a_refresh_whose_transaction_is_lost_keeps_the_tokens_the_provider_rotated() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let old_refresh: Vec<u8> = sqlx::query_scalar("SELECT refresh_token FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    // The first commit of new tokens ends its connection, as Postgres
+    // restarting while the provider answered would.
+    sqlx::raw_sql(
+        "CREATE SEQUENCE lose_once;
+         CREATE FUNCTION lose_first_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF nextval('lose_once') = 1 THEN
+             PERFORM pg_terminate_backend(pg_backend_pid());
+             PERFORM pg_sleep(1);
+           END IF;
+           RETURN NULL;
+         END $$;
+         CREATE CONSTRAINT TRIGGER lose_first_commit AFTER UPDATE ON connections
+           DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+           WHEN (OLD.access_token IS DISTINCT FROM NEW.access_token)
+           EXECUTE FUNCTION lose_first_commit();",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    expire_access_token(&app).await;
+    let (status, body) = app
+        .call_tool("alice", "whoami", json!({"provider": "demo"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["result"]["structuredContent"]["account"], "octo",
+        "{body}"
+    );
+    let lost: i64 = sqlx::query_scalar("SELECT last_value FROM lose_once")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert!(lost >= 2, "the first write was lost, another made");
+    let (status, new_refresh): (String, Vec<u8>) =
+        sqlx::query_as("SELECT status, refresh_token FROM connections")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(status, "active");
+    assert_ne!(
+        new_refresh, old_refresh,
+        "the rotated refresh token is kept"
+    );
+    // The provider honours what was kept: the next refresh works.
+    expire_access_token(&app).await;
+    let (_, again) = app
+        .call_tool("alice", "whoami", json!({"provider": "demo"}))
+        .await;
+    assert_eq!(
+        again["result"]["structuredContent"]["account"], "octo",
+        "{again}"
+    );
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM audit_events WHERE kind = 'refreshed'"
+        )
+        .await,
+        2
+    );
+}
+
+#[tokio::test]
 async fn a_refused_refresh_marks_needs_reauth_and_the_next_call_asks_again() {
     let app = spawn_app().await;
     connect_demo(&app, "alice", "octo").await;

@@ -45,6 +45,67 @@ fn refresh_margin(stored_at: DateTime<Utc>, expires_at: DateTime<Utc>) -> chrono
     REFRESH_MARGIN.min(half_life.max(chrono::Duration::zero()))
 }
 
+/// How often, at most, a refresh's tokens are written again after their
+/// transaction was lost; the waits between double from a quarter second
+/// to four (about twelve seconds in all).
+const KEEP_ATTEMPTS: u32 = 6;
+
+/// Writes a refresh's tokens after the transaction that held the row was
+/// lost (Postgres restarted, or the connection broke, while the provider
+/// answered). The provider has issued them, and one that rotates refresh
+/// tokens has retired the one the row still holds: dropped here, they
+/// would leave the user to connect again. Tried again on fresh
+/// connections while the failure is a passing one, and written only over
+/// the row as it was read (nobody changed it since).
+async fn keep_after_lost_transaction(
+    state: &ConnectionService,
+    row: &ConnectionRow,
+    refreshed: db::connections::RefreshedTokens<'_>,
+    lost: sqlx::Error,
+) -> anyhow::Result<()> {
+    if !db::faults::is_transient(&lost) {
+        return Err(lost.into());
+    }
+    tracing::warn!(connection = %row.id, error = %lost, "writing refreshed tokens failed; trying again");
+    let limit = state.settings.database.deadline();
+    let mut wait = std::time::Duration::from_millis(250);
+    let mut last = lost;
+    for _ in 0..KEEP_ATTEMPTS {
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(std::time::Duration::from_secs(4));
+        let attempt = db::faults::deadline(
+            limit,
+            db::connections::store_refreshed_if_current(
+                &state.db,
+                row.id,
+                &row.access_token,
+                refreshed,
+            ),
+        )
+        .await;
+        match attempt {
+            Ok(true) => {
+                tracing::info!(connection = %row.id, "refreshed tokens written on a second try");
+                return Ok(());
+            }
+            Ok(false) => {
+                anyhow::bail!(
+                    "connection {} changed while its refreshed tokens were written",
+                    row.id
+                )
+            }
+            Err(e) if db::faults::is_transient(&e) => last = e,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    tracing::error!(
+        connection = %row.id,
+        error = %last,
+        "refreshed tokens could not be written; the user may have to connect again"
+    );
+    Err(last.into())
+}
+
 /// Refreshes under the row lock. `None`: the provider refused the refresh
 /// token (the user must connect again).
 pub(super) async fn refresh(
@@ -90,7 +151,7 @@ pub(super) async fn refresh(
                 new_refresh.expose_secret().as_bytes(),
             )?;
             let expires_at = expiry(&tokens);
-            db::connections::store_refreshed(
+            let written = match db::connections::store_refreshed(
                 &mut *tx,
                 row.id,
                 &access.bytes,
@@ -98,8 +159,20 @@ pub(super) async fn refresh(
                 &access.key_id,
                 expires_at,
             )
-            .await?;
-            tx.commit().await?;
+            .await
+            {
+                Ok(()) => tx.commit().await,
+                Err(e) => Err(e),
+            };
+            if let Err(lost) = written {
+                let refreshed = db::connections::RefreshedTokens {
+                    access_token: &access.bytes,
+                    refresh_token: Some(&refresh.bytes),
+                    key_id: &access.key_id,
+                    expires_at,
+                };
+                keep_after_lost_transaction(state, &row, refreshed, lost).await?;
+            }
             audit_refresh(state, &row, AuditKind::Refreshed, json!({})).await;
             Ok(Some(ConnectionRow {
                 access_token: access.bytes,
