@@ -45,10 +45,11 @@ fn refresh_margin(stored_at: DateTime<Utc>, expires_at: DateTime<Utc>) -> chrono
     REFRESH_MARGIN.min(half_life.max(chrono::Duration::zero()))
 }
 
-/// How often, at most, a refresh's tokens are written again after their
-/// transaction was lost; the waits between double from a quarter second
-/// to four (about twelve seconds in all).
-const KEEP_ATTEMPTS: u32 = 6;
+/// How long a refresh's tokens are tried again after their transaction
+/// was lost (the waits between tries double from a quarter second to
+/// four): long enough for a Postgres restart or failover, short enough
+/// that the call still answers well within a client's patience.
+const KEEP_FOR: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Writes a refresh's tokens after the transaction that held the row was
 /// lost (Postgres restarted, or the connection broke, while the provider
@@ -67,14 +68,18 @@ async fn keep_after_lost_transaction(
         return Err(lost.into());
     }
     tracing::warn!(connection = %row.id, error = %lost, "writing refreshed tokens failed; trying again");
-    let limit = state.settings.database.deadline();
+    let until = std::time::Instant::now() + KEEP_FOR;
     let mut wait = std::time::Duration::from_millis(250);
     let mut last = lost;
-    for _ in 0..KEEP_ATTEMPTS {
+    loop {
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(std::time::Duration::from_secs(4));
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
         let attempt = db::faults::deadline(
-            limit,
+            state.settings.database.deadline().min(left),
             db::connections::store_refreshed_if_current(
                 &state.db,
                 row.id,
