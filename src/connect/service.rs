@@ -53,6 +53,11 @@ pub struct ConnectionService {
     pub(super) events: Arc<ConnectionEvents>,
     /// One refresh per connection at a time within this instance.
     pub(super) refresh_locks: KeyedLocks,
+    /// Refreshes under way in this instance, at most half the pool: each
+    /// holds a pooled connection (and the row's lock) while the provider
+    /// answers, and a slow provider must not take every connection that
+    /// pages, flows and other providers' refreshes need.
+    pub(super) refreshes: tokio::sync::Semaphore,
     /// New connect links per user and minute.
     pub(super) link_limit: LinkLimit,
     /// Pasted credentials checked at a provider, per user and minute.
@@ -89,6 +94,12 @@ pub struct Parts {
     pub metrics: Arc<Metrics>,
 }
 
+/// Half the pooled connections (at least one) may be held by refreshes.
+fn refreshes_at_once(settings: &Settings) -> usize {
+    let (pooled, _) = db::split_connections(settings.database_max_connections);
+    (pooled as usize / 2).max(1)
+}
+
 impl ConnectionService {
     pub fn new(parts: Parts) -> Self {
         Self {
@@ -101,6 +112,7 @@ impl ConnectionService {
             providers: parts.providers,
             events: Arc::new(ConnectionEvents::new()),
             refresh_locks: KeyedLocks::default(),
+            refreshes: tokio::sync::Semaphore::new(refreshes_at_once(&parts.settings)),
             settings: parts.settings,
             client_names: parts.client_names,
             shutdown: CancellationToken::new(),

@@ -42,6 +42,7 @@ mod retention;
 mod rmcp_person;
 mod schema;
 mod slow_bodies;
+mod slow_refresh;
 mod stale_keys;
 mod startup;
 mod state_rejections;

@@ -118,6 +118,12 @@ pub(super) async fn refresh(
     stale: &ConnectionRow,
     provider: &Provider,
 ) -> anyhow::Result<Option<ConnectionRow>> {
+    // Waiting for a turn holds nothing; a turn is as long as a refresh
+    // may wait for the row.
+    let _turn = tokio::time::timeout(REFRESH_LOCK_TIMEOUT, state.refreshes.acquire())
+        .await
+        .map_err(|_| db::faults::timed_out())?
+        .map_err(|closed| anyhow::anyhow!("refreshes closed: {closed}"))?;
     let mut tx = crate::db::transaction::begin(&state.db).await?;
     // Another instance refreshing a slow provider must not pin us forever.
     db::transaction::set_lock_timeout(&mut *tx, REFRESH_LOCK_TIMEOUT).await?;

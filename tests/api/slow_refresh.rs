@@ -1,0 +1,108 @@
+//! A provider that answers refreshes slowly holds a pooled connection (and
+//! the row's lock) per refresh while it answers. Refreshes may take at
+//! most half the pool, so pages, flows and stored connections still get
+//! one.
+
+use std::time::{Duration, Instant};
+
+use actix_web::{HttpResponse, web};
+use mcp_connect::{
+    connect::vault::{NewConnection, TokenState, store_connection, usable_token},
+    domain::{ProviderName, UserRef},
+    providers::{Account, TokenSet},
+};
+use secrecy::SecretString;
+
+use crate::helpers::{TestApp, spawn_app_with};
+
+/// How long the token endpoint takes to answer a refresh.
+const SLOW: Duration = Duration::from_secs(3);
+
+async fn slow_token() -> HttpResponse {
+    tokio::time::sleep(SLOW).await;
+    HttpResponse::Ok().json(serde_json::json!({
+        "access_token": format!("fresh-{}", uuid::Uuid::new_v4()),
+        "expires_in": 3600,
+        "token_type": "Bearer",
+    }))
+}
+
+async fn store(app: &TestApp, subject: &str) {
+    let tokens = TokenSet {
+        access_token: SecretString::from(format!("{subject}-access")),
+        refresh_token: Some(SecretString::from(format!("{subject}-refresh"))),
+        expires_in: Some(Duration::from_secs(3600)),
+        scopes: Some(vec!["openid".to_owned()]),
+        token_type: "Bearer".to_owned(),
+    };
+    store_connection(
+        &app.state.connect,
+        NewConnection {
+            user: UserRef::new(&app.dev.issuer(), subject),
+            provider: &ProviderName::parse("google").unwrap(),
+            account: &Account {
+                id: subject.into(),
+                label: subject.into(),
+            },
+            tokens: &tokens,
+            requested_scopes: &[],
+            client_id: Some("test-client"),
+        },
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn refreshes_at_a_slow_provider_leave_pooled_connections_for_the_rest() {
+    let token_endpoint = provider_fakes::server::start(|cfg| {
+        cfg.route("/token", web::post().to(slow_token));
+    });
+    let google = provider_fakes::google::start().await;
+    let mut table = google.provider_table();
+    table.insert(
+        "token_url".into(),
+        format!("{}/token", token_endpoint.base).into(),
+    );
+    // Four connections: two pooled, two kept per worker thread.
+    let app = spawn_app_with(move |t| {
+        t.insert("database_max_connections".into(), 4.into());
+        let mut providers = toml::Table::new();
+        providers.insert("google".into(), table.into());
+        t.insert("providers".into(), providers.into());
+    })
+    .await;
+    for subject in ["ann", "ben", "cat"] {
+        store(&app, subject).await;
+    }
+    sqlx::query("UPDATE connections SET access_token_expires_at = now() - interval '1 second'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+
+    let provider = app.state.connect.provider("google").unwrap();
+    let issuer = app.dev.issuer();
+    let refreshes = futures::future::join_all(["ann", "ben", "cat"].map(|subject| {
+        usable_token(
+            &app.state.connect,
+            UserRef::new(&issuer, subject),
+            provider,
+            &[],
+        )
+    }));
+    // Meanwhile a connection is stored (a pooled transaction).
+    let meanwhile = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let started = Instant::now();
+        store(&app, "dan").await;
+        started.elapsed()
+    };
+    let (refreshed, took) = tokio::join!(refreshes, meanwhile);
+    assert!(
+        took < Duration::from_secs(1),
+        "storing waited for the refreshes: {took:?}"
+    );
+    for state in refreshed {
+        assert!(matches!(state.unwrap(), TokenState::Usable(_)), "refreshed");
+    }
+}
