@@ -27,7 +27,8 @@ async fn slow_token() -> HttpResponse {
     }))
 }
 
-async fn store(app: &TestApp, subject: &str) {
+/// Stores `subject`'s Google connection (tokens sealed as a connect would).
+pub(crate) async fn store(app: &TestApp, subject: &str) {
     let tokens = TokenSet {
         access_token: SecretString::from(format!("{subject}-access")),
         refresh_token: Some(SecretString::from(format!("{subject}-refresh"))),
@@ -53,32 +54,56 @@ async fn store(app: &TestApp, subject: &str) {
     .unwrap();
 }
 
-#[tokio::test]
-async fn refreshes_at_a_slow_provider_leave_pooled_connections_for_the_rest() {
-    let token_endpoint = provider_fakes::server::start(|cfg| {
-        cfg.route("/token", web::post().to(slow_token));
-    });
-    let google = provider_fakes::google::start().await;
-    let mut table = google.provider_table();
-    table.insert(
-        "token_url".into(),
-        format!("{}/token", token_endpoint.base).into(),
-    );
-    // Four connections: two pooled, two kept per worker thread.
-    let app = spawn_app_with(move |t| {
-        t.insert("database_max_connections".into(), 4.into());
+/// Google, whose token endpoint takes [`SLOW`] to answer a refresh.
+pub(crate) struct SlowGoogle {
+    google: provider_fakes::FakeProvider,
+    token_endpoint: provider_fakes::server::Server,
+}
+
+impl SlowGoogle {
+    pub(crate) async fn start() -> Self {
+        Self {
+            google: provider_fakes::google::start().await,
+            token_endpoint: provider_fakes::server::start(|cfg| {
+                cfg.route("/token", web::post().to(slow_token));
+            }),
+        }
+    }
+
+    /// `[providers.google]` in the app's settings table.
+    pub(crate) fn configure(&self, t: &mut toml::Table) {
+        let mut table = self.google.provider_table();
+        table.insert(
+            "token_url".into(),
+            format!("{}/token", self.token_endpoint.base).into(),
+        );
         let mut providers = toml::Table::new();
         providers.insert("google".into(), table.into());
         t.insert("providers".into(), providers.into());
+    }
+}
+
+/// Makes every stored access token expired.
+pub(crate) async fn expire_all(app: &TestApp) {
+    sqlx::query("UPDATE connections SET access_token_expires_at = now() - interval '1 second'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn refreshes_at_a_slow_provider_leave_pooled_connections_for_the_rest() {
+    let slow = SlowGoogle::start().await;
+    // Four connections: two pooled, two kept per worker thread.
+    let app = spawn_app_with(|t| {
+        t.insert("database_max_connections".into(), 4.into());
+        slow.configure(t);
     })
     .await;
     for subject in ["ann", "ben", "cat"] {
         store(&app, subject).await;
     }
-    sqlx::query("UPDATE connections SET access_token_expires_at = now() - interval '1 second'")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    expire_all(&app).await;
 
     let provider = app.state.connect.provider("google").unwrap();
     let issuer = app.dev.issuer();

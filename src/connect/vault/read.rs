@@ -239,7 +239,11 @@ pub(in crate::connect) async fn token_state(
         // Wait for this instance's own refresh of the row, if any, without
         // holding a database connection; then look again.
         let lock = state.refresh_locks.get(row.id);
-        let _turn = lock.lock().await;
+        // As long as the refresh under way may wait for the row, and one
+        // step more; after that it is stuck, and the caller may retry.
+        let _turn = tokio::time::timeout(super::REFRESH_LOCK_TIMEOUT + limit, lock.lock())
+            .await
+            .map_err(|_| db::faults::timed_out())?;
         let again =
             db::connections::find_account(&state.db, row.user(), provider.name(), Some(row.id));
         let Some(row) = db::faults::deadline(limit, again).await? else {

@@ -45,11 +45,23 @@ fn refresh_margin(stored_at: DateTime<Utc>, expires_at: DateTime<Utc>) -> chrono
     REFRESH_MARGIN.min(half_life.max(chrono::Duration::zero()))
 }
 
-/// How long a refresh's tokens are tried again after their transaction
-/// was lost (the waits between tries double from a quarter second to
-/// four): long enough for a Postgres restart or failover, short enough
-/// that the call still answers well within a client's patience.
-const KEEP_FOR: std::time::Duration = std::time::Duration::from_secs(15);
+/// How many database deadlines a refresh's tokens are tried again for
+/// after their transaction was lost (the waits between tries double from
+/// a quarter second to four): by default eighteen seconds, long enough for
+/// a Postgres restart or failover, short enough that the call still
+/// answers well within a client's patience.
+const KEEP_FOR_DEADLINES: u32 = 3;
+
+/// `step`, given up after `limit`: [`db::faults::deadline`] for steps of
+/// several statements, whose errors are not only the database's.
+async fn within<T>(
+    limit: std::time::Duration,
+    step: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    tokio::time::timeout(limit, step)
+        .await
+        .unwrap_or_else(|_| Err(db::faults::timed_out().into()))
+}
 
 /// Writes a refresh's tokens after the transaction that held the row was
 /// lost (Postgres restarted, or the connection broke, while the provider
@@ -68,7 +80,7 @@ async fn keep_after_lost_transaction(
         return Err(lost.into());
     }
     tracing::warn!(connection = %row.id, error = %lost, "writing refreshed tokens failed; trying again");
-    let until = std::time::Instant::now() + KEEP_FOR;
+    let until = std::time::Instant::now() + state.settings.database.deadline() * KEEP_FOR_DEADLINES;
     let mut wait = std::time::Duration::from_millis(250);
     let mut last = lost;
     loop {
@@ -124,10 +136,18 @@ pub(super) async fn refresh(
         .await
         .map_err(|_| db::faults::timed_out())?
         .map_err(|closed| anyhow::anyhow!("refreshes closed: {closed}"))?;
-    let mut tx = crate::db::transaction::begin(&state.db).await?;
-    // Another instance refreshing a slow provider must not pin us forever.
-    db::transaction::set_lock_timeout(&mut *tx, REFRESH_LOCK_TIMEOUT).await?;
-    let Some(row) = db::connections::find_for_update(&mut *tx, stale.id).await? else {
+    // Every step has a deadline of its own: a frozen Postgres cancels
+    // nothing by itself (`db::faults`).
+    let limit = state.settings.database.deadline();
+    let mut tx = db::faults::deadline(limit, async {
+        let mut tx = crate::db::transaction::begin(&state.db).await?;
+        // Another instance refreshing a slow provider must not pin us forever.
+        db::transaction::set_lock_timeout(&mut *tx, REFRESH_LOCK_TIMEOUT).await?;
+        Ok(tx)
+    })
+    .await?;
+    let locked = db::connections::find_for_update(&mut *tx, stale.id);
+    let Some(row) = db::faults::deadline(REFRESH_LOCK_TIMEOUT + limit, locked).await? else {
         return Ok(None);
     };
     if row.status != ConnectionStatus::Active {
@@ -138,7 +158,7 @@ pub(super) async fn refresh(
         return Ok(Some(row));
     }
     let Some(refresh_token) = open(state, &row, Kind::Refresh)? else {
-        give_up(state, tx, &row, "no_refresh_token").await?;
+        within(limit, give_up(state, tx, &row, "no_refresh_token")).await?;
         return Ok(None);
     };
     match provider
@@ -147,7 +167,11 @@ pub(super) async fn refresh(
     {
         Ok(refreshed) => {
             let tokens = refreshed.tokens;
-            let params = relearned(&mut tx, &row, refreshed.params, &refreshed.refused).await?;
+            let params = within(
+                limit,
+                relearned(&mut tx, &row, refreshed.params, &refreshed.refused),
+            )
+            .await?;
             let ctx = |kind| context(row.id, row.user(), &row.provider, kind);
             let access = state.keys.seal(
                 Purpose::Token,
@@ -162,19 +186,19 @@ pub(super) async fn refresh(
                 new_refresh.expose_secret().as_bytes(),
             )?;
             let expires_at = expiry(&tokens);
-            let written = match db::connections::store_refreshed(
-                &mut *tx,
-                row.id,
-                &access.bytes,
-                Some(&refresh.bytes),
-                &access.key_id,
-                expires_at,
-            )
-            .await
-            {
-                Ok(()) => tx.commit().await,
-                Err(e) => Err(e),
-            };
+            let written = db::faults::deadline(limit, async {
+                db::connections::store_refreshed(
+                    &mut *tx,
+                    row.id,
+                    &access.bytes,
+                    Some(&refresh.bytes),
+                    &access.key_id,
+                    expires_at,
+                )
+                .await?;
+                tx.commit().await
+            })
+            .await;
             if let Err(lost) = written {
                 let refreshed = db::connections::RefreshedTokens {
                     access_token: &access.bytes,
@@ -196,7 +220,7 @@ pub(super) async fn refresh(
             }))
         }
         Err(ProviderError::InvalidGrant) => {
-            give_up(state, tx, &row, "invalid_grant").await?;
+            within(limit, give_up(state, tx, &row, "invalid_grant")).await?;
             Ok(None)
         }
         Err(e) => {
@@ -264,14 +288,19 @@ async fn audit_refresh(
         // `RefreshFailed`: the user must connect again.
         _ => Refresh::NeedsReauth,
     });
-    db::audit::record_or_log(
+    let recorded = db::audit::record_or_log(
         &state.db,
         AuditEvent::new(kind)
             .user(row.user())
             .provider(&row.provider)
             .detail(detail),
-    )
-    .await;
+    );
+    if tokio::time::timeout(state.settings.database.deadline(), recorded)
+        .await
+        .is_err()
+    {
+        tracing::error!(connection = %row.id, kind = kind.as_str(), "audit event could not be recorded in time");
+    }
 }
 
 #[cfg(test)]

@@ -131,6 +131,54 @@ async fn a_stopped_database_answers_mcp_with_503_not_an_internal_error() {
     }
 }
 
+#[tokio::test]
+async fn a_database_frozen_while_a_provider_answers_a_refresh_ends_the_call_within_deadlines() {
+    use crate::slow_refresh::{SlowGoogle, expire_all, store};
+    use mcp_connect::{connect::vault::usable_token, domain::UserRef};
+
+    let pg = OwnPostgres::start(&[]);
+    let slow = SlowGoogle::start().await;
+    let app = spawn_app_on(&pg.url(), |t| {
+        slow.configure(t);
+        let mut database = toml::Table::new();
+        database.insert("statement_timeout_ms".into(), 1_000.into());
+        t.insert("database".into(), toml::Value::Table(database));
+    })
+    .await;
+    store(&app, "ann").await;
+    expire_all(&app).await;
+    let provider = app.state.connect.provider("google").unwrap();
+    let issuer = app.dev.issuer();
+    let started = Instant::now();
+    let refreshing = usable_token(
+        &app.state.connect,
+        UserRef::new(&issuer, "ann"),
+        provider,
+        &[],
+    );
+    let freezing = async {
+        // The refresh holds the row and waits for the provider.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        pg.freeze();
+    };
+    let (ended, ()) = tokio::join!(
+        tokio::time::timeout(Duration::from_secs(40), refreshing),
+        freezing
+    );
+    let took = started.elapsed();
+    pg.thaw();
+    let error = ended
+        .expect("the call ends while the database stays frozen")
+        .expect_err("nothing could be written");
+    assert!(
+        mcp_connect::db::faults::is_transient_chain(&error),
+        "retryable: {error:#}"
+    );
+    // Three seconds of provider, a two-second deadline on the write, six
+    // of trying again: far from the forty the test allows.
+    assert!(took < Duration::from_secs(20), "{took:?}");
+}
+
 mod shutdown;
 mod startup;
 mod too_many_clients;
