@@ -132,4 +132,68 @@ impl SignInMetadata {
         *kept = Some((std::time::Instant::now(), metadata.clone()));
         Ok(metadata)
     }
+
+    /// What `discover` finds now (kept for next time), unless the kept
+    /// metadata is younger than `min_age`: then `None`, and nobody is
+    /// asked. For a signing key the kept JWKS lacks — the identity provider
+    /// may have rotated its keys — without letting tokens that name
+    /// made-up keys turn into a discovery each.
+    pub async fn rediscover<E, F>(
+        &self,
+        min_age: std::time::Duration,
+        discover: F,
+    ) -> Result<Option<CoreProviderMetadata>, E>
+    where
+        F: Future<Output = Result<CoreProviderMetadata, E>>,
+    {
+        let mut kept = self.kept.lock().await;
+        if let Some((at, _)) = kept.as_ref()
+            && at.elapsed() < min_age
+        {
+            return Ok(None);
+        }
+        let metadata = discover.await?;
+        self.reached
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        *kept = Some((std::time::Instant::now(), metadata.clone()));
+        Ok(Some(metadata))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn metadata() -> CoreProviderMetadata {
+        serde_json::from_value(serde_json::json!({
+            "issuer": "https://idp.example",
+            "authorization_endpoint": "https://idp.example/authorize",
+            "jwks_uri": "https://idp.example/jwks",
+            "response_types_supported": ["code"],
+            "subject_types_supported": ["public"],
+            "id_token_signing_alg_values_supported": ["RS256"],
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_unknown_key_discovers_again_only_after_the_interval() {
+        let kept = SignInMetadata::default();
+        let asked = std::sync::atomic::AtomicUsize::new(0);
+        let discover = || async {
+            asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok::<_, ()>(metadata())
+        };
+        kept.get_or_discover(Duration::from_secs(300), discover())
+            .await
+            .unwrap();
+        let soon = kept.rediscover(Duration::from_secs(30), discover()).await;
+        assert!(matches!(soon, Ok(None)), "too soon: nobody is asked");
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let due = kept.rediscover(Duration::ZERO, discover()).await;
+        assert!(matches!(due, Ok(Some(_))));
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
 }

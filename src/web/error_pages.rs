@@ -38,10 +38,14 @@ pub async fn with_user(
     let (request, old) = response.into_parts();
     let mut page = shown.render(Some(user.display_name));
     // The page changes, not what it says to the client: keep `Retry-After`
-    // and the like.
+    // and the cookies it sets or removes (a sign-in's, once answered).
     if let Some(retry_after) = old.headers().get(actix_web::http::header::RETRY_AFTER) {
         page.headers_mut()
             .insert(actix_web::http::header::RETRY_AFTER, retry_after.clone());
+    }
+    for cookie in old.headers().get_all(actix_web::http::header::SET_COOKIE) {
+        page.headers_mut()
+            .append(actix_web::http::header::SET_COOKIE, cookie.clone());
     }
     Ok(ServiceResponse::new(request, page).map_into_right_body())
 }

@@ -9,7 +9,7 @@
 //! carry a ticket or point elsewhere; a connect link opened before signing
 //! in travels as the sealed state's `ticket_id` instead.
 
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use chrono::Utc;
 use secrecy::ExposeSecret;
 use uuid::Uuid;
@@ -111,7 +111,6 @@ async fn callback(
     state: web::Data<AppState>,
     current: MaybeUser,
 ) -> Result<HttpResponse, WebError> {
-    let again = "Please sign in again.";
     let params = forms::query(&req)?;
     let flow_state = params
         .get("state")
@@ -140,6 +139,30 @@ async fn callback(
             "This sign-in was started in another browser or tab. Please sign in again.",
         ));
     }
+    // This browser's sign-in, answered: whatever comes of it, it is over
+    // (a code is single-use), so its cookie goes — on a refusal too, or a
+    // browser could replay the callback for as long as the cookie lives.
+    let mut response = match finish(&state, current, &params, flow).await {
+        Ok(response) => response,
+        Err(e) => e.error_response(),
+    };
+    if let Some(name) = cookie_name {
+        response
+            .add_cookie(&cookies::removal(&state.settings, name))
+            .map_err(|e| WebError::Internal(e.into()))?;
+    }
+    Ok(response)
+}
+
+/// The rest of a callback that belongs to this browser's sign-in `flow`:
+/// its checks, the code exchange and the session.
+async fn finish(
+    state: &AppState,
+    current: MaybeUser,
+    params: &forms::Params,
+    flow: LoginState,
+) -> Result<HttpResponse, WebError> {
+    let again = "Please sign in again.";
     if flow.expired() {
         tracing::info!("sign-in callback after the flow expired");
         return Err(WebError::FlowRejected(
@@ -173,15 +196,12 @@ async fn callback(
         ticket_id,
         ..
     } = flow;
-    let identity = oidc::finish(&state, code, verifier, &nonce).await?;
+    let identity = oidc::finish(state, code, verifier, &nonce).await?;
     let to = match ticket_id {
         Some(_) => super::connect::CONSENT_PATH,
         None => safe_return_to(Some(&return_to)),
     };
     let mut response = see_other_builder(to);
-    if let Some(name) = cookie_name {
-        response.cookie(cookies::removal(&state.settings, name));
-    }
     let signed_in_as = UserRef::new(&identity.issuer, &identity.subject);
     match current.0 {
         // Already signed in as this very person (another tab finished its
@@ -203,7 +223,7 @@ async fn callback(
             if let Some(old) = other {
                 db::web_sessions::delete(&state.db, old.session_id).await?;
             }
-            response.cookie(session::start(&state, &identity, ticket_id).await?);
+            response.cookie(session::start(state, &identity, ticket_id).await?);
         }
     }
     Ok(response.finish())

@@ -5,19 +5,21 @@
 //! token verification (signature against the discovered JWKS — EdDSA
 //! included — `iss`, `aud` = our client id, `exp`, `nonce`).
 //!
-//! Finishing a sign-in always discovers the metadata afresh, so a rotated
-//! signing key is picked up at once. Starting one reuses what was
-//! discovered in the last [`START_METADATA_TTL`] (one discovery at a time):
-//! anyone can open `/login`, and each visit must not become two requests
-//! to the identity provider.
+//! Starting and finishing a sign-in both reuse what was discovered in the
+//! last [`START_METADATA_TTL`] (one discovery at a time): anyone can open
+//! `/login`, and anyone holding a sign-in's cookie can replay its callback
+//! with made-up codes; neither may turn each request into more requests to
+//! the identity provider. An ID token signed with a key the kept JWKS lacks
+//! (a rotation) discovers again, at most once per [`REDISCOVERY_INTERVAL`].
 
 use anyhow::{Context, anyhow};
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use futures::StreamExt;
 use openidconnect::{
-    AuthType, AuthorizationCode, ClientId, ClientSecret, CsrfToken, DiscoveryError,
-    EndpointMaybeSet, EndpointNotSet, EndpointSet, IssuerUrl, Nonce, PkceCodeChallenge,
-    PkceCodeVerifier, RedirectUrl, Scope, TokenResponse,
+    AuthType, AuthorizationCode, ClaimsVerificationError, ClientId, ClientSecret, CsrfToken,
+    DiscoveryError, EndpointMaybeSet, EndpointNotSet, EndpointSet, IssuerUrl, Nonce,
+    PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope, SignatureVerificationError,
+    TokenResponse,
     core::{
         CoreAuthPrompt, CoreAuthenticationFlow, CoreClient, CoreClientAuthMethod,
         CoreProviderMetadata,
@@ -34,6 +36,10 @@ const MAX_RESPONSE_BYTES: usize = 512 * 1024;
 
 /// How long metadata discovered for starting a sign-in is reused.
 pub const START_METADATA_TTL: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The least time between two discoveries made for an ID token signed
+/// with an unknown key.
+pub const REDISCOVERY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How long `/readyz` waits for a first discovery.
 const READY_DISCOVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -149,7 +155,11 @@ pub async fn finish(
     pkce_verifier: String,
     nonce: &str,
 ) -> Result<Identity, WebError> {
-    let client = client(state, discover(state).await?)?;
+    let metadata = state
+        .sign_in_metadata
+        .get_or_discover(START_METADATA_TTL, discover(state))
+        .await?;
+    let client = client(state, metadata)?;
     let http = http_client(state.http.clone());
     let tokens = client
         .exchange_code(AuthorizationCode::new(code.to_owned()))
@@ -161,12 +171,33 @@ pub async fn finish(
     let id_token = tokens
         .id_token()
         .ok_or_else(|| WebError::Upstream(anyhow!("token response has no id_token")))?;
-    let claims = id_token
-        .claims(&client.id_token_verifier(), &Nonce::new(nonce.to_owned()))
-        .map_err(|e| {
-            tracing::warn!(error = %e, "sign-in: ID token rejected");
-            WebError::FlowRejected("The sign-in could not be verified. Please sign in again.")
-        })?;
+    let nonce = Nonce::new(nonce.to_owned());
+    let claims = match id_token.claims(&client.id_token_verifier(), &nonce) {
+        // Signed with a key we do not know: the identity provider may have
+        // rotated its keys since we fetched them.
+        Err(
+            e @ ClaimsVerificationError::SignatureVerification(
+                SignatureVerificationError::NoMatchingKey,
+            ),
+        ) => {
+            match state
+                .sign_in_metadata
+                .rediscover(REDISCOVERY_INTERVAL, discover(state))
+                .await?
+            {
+                Some(fresh) => {
+                    let fresh = self::client(state, fresh)?;
+                    id_token.claims(&fresh.id_token_verifier(), &nonce)
+                }
+                None => Err(e),
+            }
+        }
+        verified => verified,
+    }
+    .map_err(|e| {
+        tracing::warn!(error = %e, "sign-in: ID token rejected");
+        WebError::FlowRejected("The sign-in could not be verified. Please sign in again.")
+    })?;
     let claim = state.settings.auth.subject_claim.as_str();
     let subject = if claim == "sub" {
         claims.subject().to_string()

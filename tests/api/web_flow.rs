@@ -9,6 +9,7 @@ mod client_address;
 mod consent;
 mod link;
 mod sign_in;
+mod sign_in_replay;
 
 use sha2::{Digest, Sha256};
 use uuid::Uuid;

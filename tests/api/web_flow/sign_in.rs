@@ -226,25 +226,26 @@ async fn an_issuer_spelled_with_a_trailing_slash_at_the_root_signs_in() {
     let start = browser.get("/login").await;
     let authorize = url::Url::parse(start.location.as_deref().unwrap()).unwrap();
     let state = param(&authorize, "state").unwrap();
-    let callback = |iss: &str| {
-        format!(
-            "/auth/callback?{}",
-            url::form_urlencoded::Serializer::new(String::new())
-                .append_pair("code", "abc")
-                .append_pair("state", &state)
-                .append_pair("iss", iss)
-                .finish()
-        )
-    };
-    let other = browser.get(&callback("https://other.example/")).await;
+    let other = browser
+        .get(&callback_with_iss(&state, "https://other.example/"))
+        .await;
     assert!(
         other.body.contains("unexpected identity provider"),
         "another issuer is refused: {} {}",
         other.status,
         other.body
     );
-    // The refusal did not spend the sign-in: the right issuer goes on.
-    let ours = browser.get(&callback(&issuer)).await;
+    // The refusal ends that sign-in; a new one with the right issuer goes on.
+    assert_eq!(
+        other.set_login_cookies().len(),
+        1,
+        "{:?}",
+        other.set_cookies
+    );
+    let start = browser.get("/login").await;
+    let authorize = url::Url::parse(start.location.as_deref().unwrap()).unwrap();
+    let state = param(&authorize, "state").unwrap();
+    let ours = browser.get(&callback_with_iss(&state, &issuer)).await;
     assert!(
         !ours.body.contains("unexpected identity provider"),
         "{} {}",
@@ -256,6 +257,18 @@ async fn an_issuer_spelled_with_a_trailing_slash_at_the_root_signs_in() {
         "the code exchange was tried: {}",
         ours.body
     );
+}
+
+/// A sign-in callback with a made-up code, naming its issuer.
+fn callback_with_iss(state: &str, iss: &str) -> String {
+    format!(
+        "/auth/callback?{}",
+        url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("code", "abc")
+            .append_pair("state", state)
+            .append_pair("iss", iss)
+            .finish()
+    )
 }
 
 #[tokio::test]
