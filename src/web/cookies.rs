@@ -93,6 +93,11 @@ pub fn removal(settings: &Settings, base: &str) -> Cookie<'static> {
     cookie
 }
 
+/// Whether the request carries cookie `base` at all, whatever its value.
+pub fn sent(req: &HttpRequest, settings: &Settings, base: &str) -> bool {
+    req.cookie(&name(settings, base)).is_some()
+}
+
 /// The value of cookie `base`, if the request has one of the right shape.
 /// Anything else (absent, malformed header, wrong length or alphabet) is
 /// `None`: a forged cookie is the same as none.

@@ -30,10 +30,16 @@ async fn logout(
     let removal = cookies::removal(&state.settings, cookies::SESSION);
     let Some(user) = user.0 else {
         // Already signed out: say so, and clear whatever cookie is left.
+        // Only one that came: a post from another site carries no cookie
+        // (SameSite=Lax) and has no CSRF token to check, and the browser
+        // would still take a removal from it — ending the session of a
+        // person in the middle of connecting an account.
         let mut response = signed_out();
-        response
-            .add_cookie(&removal)
-            .map_err(|e| WebError::Internal(e.into()))?;
+        if cookies::sent(&req, &state.settings, cookies::SESSION) {
+            response
+                .add_cookie(&removal)
+                .map_err(|e| WebError::Internal(e.into()))?;
+        }
         return Ok(response);
     };
     user.check_csrf(PURPOSE, &form)?;

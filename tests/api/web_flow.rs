@@ -10,6 +10,7 @@ mod consent;
 mod link;
 mod sign_in;
 mod sign_in_replay;
+mod sign_out;
 
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
