@@ -1,6 +1,7 @@
 //! One structured line per request outside `/mcp` (which writes its own,
 //! `mcp::access_log`): peer, method, path without the query (`/connect?ticket=…`
-//! and OAuth callbacks carry one-time secrets there), status, duration.
+//! and OAuth callbacks carry one-time secrets there) and cut to a short
+//! printable prefix, status, duration.
 //! Health probes, which come every few seconds, are logged at debug. Each
 //! request is also counted in the page metrics.
 
@@ -20,7 +21,8 @@ pub async fn access_log(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
-    let path = req.path().to_owned();
+    // Anyone chooses the path, of any length: only its start is logged.
+    let path = crate::crypto::printable_prefix(req.path());
     let started = Instant::now();
     let method = req.method().to_string();
     let state = req.app_data::<web::Data<AppState>>().cloned();

@@ -108,6 +108,42 @@ async fn the_line_names_the_bodys_method_not_a_header_that_disagrees() {
     }
 }
 
+/// A path is the visitor's to choose, of any length: a page's access line,
+/// and the provider callback's line about an unknown `state` (which names
+/// the provider from the path), hold only its start.
+#[tokio::test]
+async fn a_long_path_is_logged_as_a_short_prefix() {
+    crate::logs::init();
+    let app = spawn_app().await;
+    // Unique, and within the logged prefix.
+    let marker = &uuid::Uuid::new_v4().simple().to_string()[..12];
+    let long = "a".repeat(10 * 1024);
+    let state = "A".repeat(43);
+    for path in [
+        format!("/p{marker}{long}"),
+        format!("/oauth/callback/p{marker}{long}?state={state}"),
+    ] {
+        let response = app
+            .http
+            .get(format!("{}{path}", app.addr))
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_client_error(), "{}", response.status());
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let logs = crate::logs::captured();
+    let lines: Vec<&str> = logs.lines().filter(|l| l.contains(marker)).collect();
+    assert!(
+        lines.len() >= 3,
+        "two access lines and the callback's: {lines:#?}"
+    );
+    for line in lines {
+        let start: String = line.chars().take(300).collect();
+        assert!(!line.contains(&"a".repeat(64)), "{start}…");
+    }
+}
+
 /// The access lines captured so far that name `subject`. They are written
 /// as the responses go out: the last one is given a moment to be formatted.
 async fn access_lines_of(subject: &str) -> Vec<String> {

@@ -44,7 +44,9 @@ pub(super) async fn callback(
     };
     let found = state.connect.find_flow(flow_state).await?;
     let Some(flow) = found else {
-        tracing::info!(provider = %provider_name, "provider callback with an unknown state");
+        // The name is the path's, not yet checked against any provider.
+        let provider = crate::crypto::printable_prefix(&provider_name);
+        tracing::info!(provider, "provider callback with an unknown state");
         return Err(WebError::FlowRejected(RESTART));
     };
     let error = params.get("error");
