@@ -78,19 +78,22 @@ pub async fn touch(exec: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Erro
     Ok(())
 }
 
+/// Makes `ticket_id` the session's pending ticket; true when it was not
+/// already (a reload writes nothing, and its caller records nothing anew).
 pub async fn set_pending_ticket(
     exec: impl PgExecutor<'_>,
     id: Uuid,
     ticket_id: Option<Uuid>,
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "UPDATE web_sessions SET pending_ticket_id = $2 WHERE id = $1",
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE web_sessions SET pending_ticket_id = $2
+          WHERE id = $1 AND pending_ticket_id IS DISTINCT FROM $2",
         id,
         ticket_id,
     )
     .execute(exec)
     .await?;
-    Ok(())
+    Ok(done.rows_affected() > 0)
 }
 
 /// Forgets the pending ticket if it is still `ticket_id` (another tab may

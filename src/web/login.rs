@@ -142,7 +142,7 @@ async fn callback(
     // This browser's sign-in, answered: whatever comes of it, it is over
     // (a code is single-use), so its cookie goes — on a refusal too, or a
     // browser could replay the callback for as long as the cookie lives.
-    let mut response = match finish(&state, current, &params, flow).await {
+    let mut response = match finish(&req, &state, current, &params, flow).await {
         Ok(response) => response,
         Err(e) => e.error_response(),
     };
@@ -157,6 +157,7 @@ async fn callback(
 /// The rest of a callback that belongs to this browser's sign-in `flow`:
 /// its checks, the code exchange and the session.
 async fn finish(
+    req: &HttpRequest,
     state: &AppState,
     current: MaybeUser,
     params: &forms::Params,
@@ -203,27 +204,43 @@ async fn finish(
     };
     let mut response = see_other_builder(to);
     let signed_in_as = UserRef::new(&identity.issuer, &identity.subject);
-    match current.0 {
+    let (session_id, newly_pending) = match current.0 {
         // Already signed in as this very person (another tab finished its
         // sign-in first): that session goes on, so the other tab's pages
         // and forms stay valid. Nothing is fixed that was not already
         // theirs: a planted session would be someone else's.
         Some(session) if session.is(signed_in_as) => {
-            if let Some(ticket_id) = ticket_id {
-                db::web_sessions::set_pending_ticket(
-                    &state.db,
-                    session.session_id,
-                    Some(ticket_id),
-                )
-                .await?;
-            }
+            let newly_pending = match ticket_id {
+                Some(ticket_id) => {
+                    db::web_sessions::set_pending_ticket(
+                        &state.db,
+                        session.session_id,
+                        Some(ticket_id),
+                    )
+                    .await?
+                }
+                None => false,
+            };
+            (session.session_id, newly_pending)
         }
         // Otherwise a fresh session (no fixation); the old one ends.
         other => {
             if let Some(old) = other {
                 db::web_sessions::delete(&state.db, old.session_id).await?;
             }
-            response.cookie(session::start(state, &identity, ticket_id).await?);
+            let (id, cookie) = session::start(state, &identity, ticket_id).await?;
+            response.cookie(cookie);
+            (id, ticket_id.is_some())
+        }
+    };
+    // Signed in as someone other than the person the link was made for:
+    // recorded here, once, where the link becomes this session's (the
+    // consent page that follows only shows the refusal).
+    if newly_pending && let Some(ticket_id) = ticket_id {
+        let ticket = state.connect.ticket(ticket_id).await?;
+        if let Some(ticket) = ticket.filter(|t| t.user() != signed_in_as) {
+            super::connect::record_identity_mismatch(state, req, signed_in_as, session_id, &ticket)
+                .await;
         }
     }
     Ok(response.finish())

@@ -128,13 +128,14 @@ async fn load(req: &HttpRequest) -> Result<Option<SignedInUser>, WebError> {
     }))
 }
 
-/// Starts a session for a person who just signed in; returns its cookie.
-/// `pending_ticket_id` carries a connect link opened before signing in.
+/// Starts a session for a person who just signed in; returns its id and
+/// cookie. `pending_ticket_id` carries a connect link opened before
+/// signing in.
 pub async fn start(
     state: &AppState,
     identity: &super::oidc::Identity,
     pending_ticket_id: Option<Uuid>,
-) -> Result<Cookie<'static>, WebError> {
+) -> Result<(Uuid, Cookie<'static>), WebError> {
     let value = secret::random_value();
     let ttl = Duration::from_secs(state.settings.web.session_ttl_secs);
     let expires_at =
@@ -154,10 +155,8 @@ pub async fn start(
     )
     .await?;
     tracing::info!(session = %id, subject = %identity.subject, "signed in");
-    Ok(cookies::build(
-        &state.settings,
-        cookies::SESSION,
-        value,
-        ttl,
+    Ok((
+        id,
+        cookies::build(&state.settings, cookies::SESSION, value, ttl),
     ))
 }

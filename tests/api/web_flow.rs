@@ -8,6 +8,7 @@ mod callback;
 mod client_address;
 mod consent;
 mod link;
+mod link_mismatch;
 mod sign_in;
 mod sign_in_replay;
 mod sign_out;

@@ -67,7 +67,9 @@ pub(super) async fn show(
     };
     let ticket = ticket.filter(usable).ok_or(WebError::LinkGone)?;
     if !user.is(ticket.user()) {
-        return Ok(identity_mismatch(&state, &req, &user, &ticket).await);
+        // Recorded where the ticket became this session's (the link, or
+        // the sign-in that came back to it), not at every reload here.
+        return Ok(identity_mismatch(&state, &req, &user, &ticket, false).await);
     }
     if ticket.connection_id.is_some() {
         return super::approve::show(&state, &user, &ticket).await;
@@ -170,7 +172,7 @@ pub(super) async fn submit(
         .await?
         .ok_or(WebError::LinkGone)?;
     if !user.is(ticket.user()) {
-        return Ok(identity_mismatch(&state, &req, &user, &ticket).await);
+        return Ok(identity_mismatch(&state, &req, &user, &ticket, true).await);
     }
     match form.get("action") {
         Some("continue") => proceed(&state, &req, &user, &ticket, &form).await,

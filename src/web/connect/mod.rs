@@ -74,28 +74,20 @@ async fn audit(
     db::audit::record_or_log(&state.db, event).await;
 }
 
-#[derive(Template)]
-#[template(path = "connect/mismatch.html")]
-struct MismatchPage {
-    signed_in: Option<String>,
-    /// Who is signed in here: the page says so, to explain the refusal.
-    name: String,
-    csrf: String,
-}
-
-/// The answer to a link opened by someone other than the person it was made
-/// for: a 403 page, an audit row, and nothing else — no redirect, no flow,
-/// the ticket left as it was. The page offers to sign out and sign in as the
-/// right person; the ticket stays server-side on the session for that.
-async fn identity_mismatch(
+/// The log line and audit row for `ticket`, met by the session
+/// `session_id` of `signed_in`, who is not the person it was made for.
+/// Callers record it once per ticket and session: reloading the link
+/// must not grow the audit table.
+pub(crate) async fn record_identity_mismatch(
     state: &AppState,
     req: &HttpRequest,
-    user: &SignedInUser,
+    signed_in: UserRef<'_>,
+    session_id: uuid::Uuid,
     ticket: &Ticket,
-) -> HttpResponse {
+) {
     tracing::warn!(
         ticket = %ticket.id,
-        session = %user.session_id,
+        session = %session_id,
         "connect link opened by another account; refused"
     );
     audit(
@@ -107,11 +99,37 @@ async fn identity_mismatch(
         json!({
             "ticket_id": ticket.id,
             "client_id": ticket.client_id,
-            "session_issuer": user.user().issuer(),
-            "session_subject": user.user().subject(),
+            "session_issuer": signed_in.issuer(),
+            "session_subject": signed_in.subject(),
         }),
     )
     .await;
+}
+
+#[derive(Template)]
+#[template(path = "connect/mismatch.html")]
+struct MismatchPage {
+    signed_in: Option<String>,
+    /// Who is signed in here: the page says so, to explain the refusal.
+    name: String,
+    csrf: String,
+}
+
+/// The answer to a link opened by someone other than the person it was made
+/// for: a 403 page, an audit row when `record` (the first time this session
+/// met this ticket), and nothing else — no redirect, no flow, the ticket
+/// left as it was. The page offers to sign out and sign in as the right
+/// person; the ticket stays server-side on the session for that.
+async fn identity_mismatch(
+    state: &AppState,
+    req: &HttpRequest,
+    user: &SignedInUser,
+    ticket: &Ticket,
+    record: bool,
+) -> HttpResponse {
+    if record {
+        record_identity_mismatch(state, req, user.user(), user.session_id, ticket).await;
+    }
     pages::render(
         StatusCode::FORBIDDEN,
         &MismatchPage {

@@ -33,9 +33,11 @@ pub(super) async fn open(
     };
     // Kept even on a mismatch: "sign out and use another account" resumes
     // this link from here.
-    db::web_sessions::set_pending_ticket(&state.db, user.session_id, Some(ticket.id)).await?;
+    let newly_pending =
+        db::web_sessions::set_pending_ticket(&state.db, user.session_id, Some(ticket.id)).await?;
     if !user.is(ticket.user()) {
-        return Ok(identity_mismatch(&state, &req, &user, &ticket).await);
+        // Recorded once per ticket and session, not at every reload.
+        return Ok(identity_mismatch(&state, &req, &user, &ticket, newly_pending).await);
     }
     Ok(see_other(CONSENT_PATH))
 }
