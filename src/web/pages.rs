@@ -16,8 +16,14 @@ pub enum WebError {
     LinkGone,
     #[error("CSRF token missing or wrong")]
     Csrf,
+    /// A form posted without a session: refused (403; a 401 would owe
+    /// an HTTP authentication challenge, and signing in is a page).
     #[error("not signed in")]
     SignedOut,
+    /// A page asked for without a session: the browser goes to sign in
+    /// and comes back to this local path (`login::safe_return_to`).
+    #[error("not signed in; sent to sign in")]
+    SignInFirst(String),
     #[error("bad request: {0}")]
     BadRequest(&'static str),
     /// The request body did not arrive within the deadline.
@@ -107,7 +113,7 @@ impl WebError {
                 "This form has expired",
                 "The form you sent was out of date or did not come from this site. Go back, reload the page and try again.",
             ),
-            WebError::SignedOut => ErrorPage {
+            WebError::SignedOut | WebError::SignInFirst(_) => ErrorPage {
                 link: Some(("/login?return_to=/connections", "Sign in")),
                 ..page("You are signed out", "Sign in to continue.")
             },
@@ -144,7 +150,8 @@ impl ResponseError for WebError {
         match self {
             WebError::LinkGone => StatusCode::GONE,
             WebError::Csrf => StatusCode::FORBIDDEN,
-            WebError::SignedOut => StatusCode::UNAUTHORIZED,
+            WebError::SignedOut => StatusCode::FORBIDDEN,
+            WebError::SignInFirst(_) => StatusCode::SEE_OTHER,
             WebError::BadRequest(_) | WebError::FlowRejected(_) => StatusCode::BAD_REQUEST,
             WebError::Timeout => StatusCode::REQUEST_TIMEOUT,
             WebError::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -177,6 +184,9 @@ impl ResponseError for WebError {
             }
             WebError::NotConfigured(what) => tracing::error!(what, "web: not configured"),
             other => tracing::info!(reason = %other, "web: request refused"),
+        }
+        if let WebError::SignInFirst(return_to) = self {
+            return see_other(&format!("/login?return_to={return_to}"));
         }
         let page = self.page();
         let mut response = render(self.status_code(), &page);

@@ -1,7 +1,8 @@
 //! Browser sessions, kept server-side in `web_sessions`. The cookie holds a
 //! random value; a forged, unknown or expired cookie is simply "signed out"
-//! (logged at info, never the value). Handlers take [`SignedInUser`] (401
-//! page when absent) or [`MaybeUser`].
+//! (logged at info, never the value). Handlers take [`SignedInUser`] (when
+//! absent: a page sends the browser to sign in, a form post gets a 403
+//! page) or [`MaybeUser`].
 
 use std::time::Duration;
 
@@ -90,7 +91,18 @@ impl FromRequest for SignedInUser {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let req = req.clone();
-        Box::pin(async move { load(&req).await?.ok_or(WebError::SignedOut) })
+        Box::pin(async move { load(&req).await?.ok_or_else(|| signed_out(&req)) })
+    }
+}
+
+/// Without a session, a page sends the browser to sign in and back to it;
+/// a form post is refused (what it carried is not replayed after a
+/// sign-in).
+fn signed_out(req: &HttpRequest) -> WebError {
+    if req.method() == actix_web::http::Method::GET {
+        WebError::SignInFirst(super::login::safe_return_to(Some(req.path())).to_owned())
+    } else {
+        WebError::SignedOut
     }
 }
 

@@ -12,6 +12,7 @@ mod link_mismatch;
 mod sign_in;
 mod sign_in_replay;
 mod sign_out;
+mod signed_out;
 
 use sha2::{Digest, Sha256};
 use uuid::Uuid;

@@ -21,7 +21,12 @@ pub(super) async fn open(
     user: MaybeUser,
 ) -> Result<HttpResponse, WebError> {
     let params = forms::query(&req)?;
-    let presented = params.get("ticket").ok_or(WebError::LinkGone)?;
+    let presented = params
+        .get("ticket")
+        .filter(|t| !t.is_empty())
+        .ok_or(WebError::BadRequest(
+            "This address is missing part of its connect link. Open the link your MCP client showed you again, copying all of it.",
+        ))?;
     let found = state.connect.find_usable_ticket(presented).await?;
     let Some(ticket) = found else {
         tracing::info!("connect link unknown, expired, used or declined");

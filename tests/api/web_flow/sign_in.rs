@@ -110,7 +110,8 @@ async fn logout_ends_the_session_and_forged_cookies_are_signed_out() {
             .add_cookie_str(&format!("mcp_connect_session={forged}; Path=/"), &base);
         let page = browser.get("/connections").await;
         assert_eq!(page.status, 303, "{forged}: {}", page.body);
-        assert_eq!(browser.get("/connect/consent").await.status, 401);
+        let consent = browser.get("/connect/consent").await;
+        assert_eq!(consent.status, 303, "{}", consent.body);
     }
 }
 

@@ -1,0 +1,62 @@
+//! What a browser without a session, or a link without its ticket, is
+//! answered: a page sends the browser to sign in and back; a form post is
+//! refused with 403 (a 401 would owe an HTTP authentication challenge);
+//! a link cut short is a request a person can fix, not an expired link.
+
+use super::*;
+
+#[tokio::test]
+async fn a_signed_out_page_goes_to_sign_in_and_comes_back() {
+    let app = spawn_app().await;
+    let browser = Browser::new(&app);
+    let consent = browser.get("/connect/consent").await;
+    assert_eq!(consent.status, 303, "{}", consent.body);
+    assert_eq!(
+        consent.location.as_deref(),
+        Some("/login?return_to=/connect/consent")
+    );
+    // Signed in, it comes back there (nothing pending: the link is gone).
+    let landed = browser
+        .sign_in_from(browser.follow(&consent).await, "alice")
+        .await;
+    assert_eq!(landed.location.as_deref(), Some("/connect/consent"));
+}
+
+#[tokio::test]
+async fn a_signed_out_form_post_is_forbidden_not_unauthorized() {
+    let app = spawn_app().await;
+    let (_, id) = ticket(&app, "alice", 600).await;
+    let posted = Browser::new(&app)
+        .post_form(
+            "/connect",
+            &[
+                ("ticket".to_owned(), id.to_string()),
+                ("action".to_owned(), "continue".to_owned()),
+            ],
+        )
+        .await;
+    assert_eq!(posted.status, 403, "{}", posted.body);
+    assert!(
+        posted.body.contains("You are signed out"),
+        "{}",
+        posted.body
+    );
+    assert!(posted.body.contains("/login?return_to=/connections"));
+}
+
+#[tokio::test]
+async fn a_link_without_its_ticket_is_a_bad_request() {
+    let app = spawn_app().await;
+    let alice = signed_in(&app, "alice").await;
+    for browser in [&alice, &Browser::new(&app)] {
+        for path in ["/connect", "/connect?ticket=", "/connect?other=1"] {
+            let page = browser.get(path).await;
+            assert_eq!(page.status, 400, "{path}: {}", page.body);
+            assert!(
+                page.body.contains("missing part of its connect link"),
+                "{}",
+                page.body
+            );
+        }
+    }
+}
