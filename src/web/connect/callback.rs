@@ -4,7 +4,9 @@
 //! anything else is refused and audited. A callback from another browser
 //! session leaves the flow alone (holding someone's `state` must not let
 //! anyone cancel their connect); any other mismatch deletes it. It is then
-//! marked completed in one UPDATE, so a code is exchanged at most once.
+//! marked completed in one UPDATE, so a code is exchanged at most once;
+//! the same session's reload or double submit meanwhile is asked to wait
+//! (`finishing`), and the flow is kept for the exchange under way.
 //! An `iss` parameter must name the provider's issuer (RFC 9207) before
 //! anything else is believed, and must be there at all for a provider that
 //! says it always sends one. Code, state and tokens never reach a page or
@@ -64,15 +66,17 @@ pub(super) async fn callback(
         }
         Err(reason) => return Err(reject(&state, &req, &flow, reason, true).await),
     };
-    // Single use: of concurrent or replayed callbacks only one gets here.
-    let Some(flow) = state.connect.complete_flow(flow.id).await? else {
-        return Err(reject(&state, &req, &flow, "already_used", false).await);
-    };
     let provider = state.connect.provider(&provider_name).ok_or_else(|| {
         WebError::Internal(anyhow::anyhow!(
             "provider `{provider_name}` has a flow but no configuration"
         ))
     })?;
+    // Single use: of concurrent or replayed callbacks only one gets here.
+    // The others came from this very session (checked above): a double
+    // submit, whose first request is exchanging the code now.
+    let Some(flow) = state.connect.complete_flow(flow.id).await? else {
+        return Ok(super::finishing::page(&user, provider.display_name()));
+    };
     if let (Some(expected), Some(iss)) = (provider.issuer(), params.get("iss"))
         && iss != expected
     {
@@ -152,8 +156,9 @@ pub(super) fn connected_page(user: &SignedInUser, provider: &str, account: &str)
 /// this very browser session. Shown again as it is now, without touching
 /// the flow or the provider (the code is spent): a decline as a decline —
 /// never as the success of an account connected before — and a success as
-/// the account that flow connected. A flow that connected nothing (its code
-/// exchange failed) is refused as used, like any other.
+/// the account that flow connected. A flow that connected nothing yet may
+/// still be exchanging its code (`finishing`); after that, its exchange
+/// failed, and it is refused as used, like any other.
 async fn already_answered(
     state: &AppState,
     flow: &OAuthFlow,
@@ -182,7 +187,17 @@ async fn already_answered(
         .connect
         .account_connected_by(user.user(), flow)
         .await?;
-    Ok(account.map(|a| connected_page(user, provider.display_name(), &a.account_label)))
+    if let Some(a) = account {
+        return Ok(Some(connected_page(
+            user,
+            provider.display_name(),
+            &a.account_label,
+        )));
+    }
+    // Its first callback is still at the provider: the flow stays.
+    Ok(super::finishing::under_way(state, flow)
+        .await?
+        .then(|| super::finishing::page(user, provider.display_name())))
 }
 
 /// The flow may go on only for this browser session; the reason otherwise.

@@ -23,6 +23,7 @@ mod approve;
 mod callback;
 mod consent;
 mod credential;
+mod finishing;
 mod open;
 
 use crate::domain::UserRef;
