@@ -162,7 +162,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{url}: {status}");
             Ok(())
         }
-        Command::Dev(args) => mcp_connect::dev::run(args).await,
+        Command::Dev(args) => {
+            // Dev mode makes its own settings (a built-in issuer, the demo
+            // provider, loopback URLs); a file meant for `serve` would be
+            // silently half-applied at best.
+            if let Some(file) = cli.config {
+                anyhow::bail!(
+                    "dev does not read a configuration file ({}, from --config or MCP_CONNECT_CONFIG_FILE); \
+                     it reads MCP_CONNECT_… environment variables only. The file is for serve, migrate, purge and tokens.",
+                    file.display()
+                );
+            }
+            mcp_connect::dev::run(args).await
+        }
         Command::Migrate => {
             let settings = MigrationSettings::load(cli.config.as_deref())?;
             telemetry::init(settings.log_format);

@@ -12,11 +12,14 @@ use crate::db;
 
 const BASE: &str = "http://127.0.0.1:8080";
 
+/// A database on the tests' Postgres server (`TEST_DATABASE_SERVER`, as
+/// for the API tests; the local one by default).
 fn options(name: &str) -> PgConnectOptions {
-    PgConnectOptions::new()
-        .host("127.0.0.1")
-        .port(5432)
-        .username("postgres")
+    let server = std::env::var("TEST_DATABASE_SERVER")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned());
+    server
+        .parse::<PgConnectOptions>()
+        .unwrap_or_else(|e| panic!("TEST_DATABASE_SERVER: {e}"))
         .database(name)
 }
 

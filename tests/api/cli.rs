@@ -124,6 +124,25 @@ fn dev_refuses_a_non_loopback_address() {
 }
 
 #[test]
+fn dev_refuses_a_configuration_file_instead_of_ignoring_it() {
+    for how in [
+        bin().args(["--config", "mine.toml", "dev", "--port", "0"]).output(),
+        bin()
+            .args(["dev", "--port", "0"])
+            .env("MCP_CONNECT_CONFIG_FILE", "mine.toml")
+            .output(),
+    ] {
+        let output = how.unwrap();
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("mine.toml") && stderr.contains("environment variables only"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
 fn help_lists_the_commands() {
     let output = bin().arg("--help").output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
