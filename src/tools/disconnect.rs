@@ -98,16 +98,20 @@ fn done(
 }
 
 /// A disconnect this client may not carry out: nothing changed, and the
-/// user has to act outside it (`message` says where).
+/// user has to act outside it (`message` says where). `account` is named
+/// only to a client approved for it.
 fn kept_for_the_user(
     provider: &str,
-    account: &ChosenAccount,
+    account: Option<&ChosenAccount>,
     kind: ErrorKind,
     message: String,
 ) -> CallToolResponse {
+    let outcome = Outcome::failed(provider, kind, message.clone(), NextStep::AskUser);
     let result = DisconnectResult {
-        outcome: Outcome::failed(provider, kind, message.clone(), NextStep::AskUser)
-            .for_account(&account.account_label, &account.account_id),
+        outcome: match account {
+            Some(a) => outcome.for_account(&a.account_label, &a.account_id),
+            None => outcome,
+        },
         connection: Disconnection::Kept,
     };
     CallToolResponse::Complete(answer(&result, true, message))
@@ -181,22 +185,23 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     // A connection serves only the clients its user approved for it, and
     // disconnecting is the most final use of all (its refresh token is
     // spent on the revocation). This client's own form is no approval: it
-    // answers that itself.
+    // answers that itself. Nor does the refusal say which account it is:
+    // like connections_list, it tells an unapproved client only that one
+    // exists.
     if !service
         .client_may_use(account.connection, &p.client_id)
         .await?
     {
         let page = format!("{}/connections", service.base_url());
         let message = format!(
-            "This client is not approved to use the {} account {}. The user can disconnect it at {page}, \
-             or approve this client for it first (call connect for {}).",
+            "This client is not approved to use the user's {} account. The user can disconnect it at \
+             {page}, or approve this client for it first (call connect for {}).",
             provider.display_name(),
-            account.account_label,
             provider.name()
         );
         return Ok(kept_for_the_user(
             provider.name(),
-            &account,
+            None,
             ErrorKind::ClientNotApproved,
             message,
         ));
@@ -248,7 +253,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         let message = format!("This client cannot ask the user to confirm. Disconnect at {page}.");
         return Ok(kept_for_the_user(
             provider.name(),
-            &account,
+            Some(&account),
             ErrorKind::ConfirmationUnavailable,
             message,
         ));

@@ -313,6 +313,19 @@ async fn a_client_not_approved_for_a_connection_cannot_disconnect_it() {
         "{refused}"
     );
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
+    // Nor does it learn which account it is, as connections_list promises.
+    for hidden in ["account", "account_id"] {
+        assert!(outcome.get(hidden).is_none(), "{hidden}: {refused}");
+    }
+    let params = json!({"name": "connections_list", "arguments": {}});
+    let (_, own) = app.mcp_as(CLIENT_ID, "alice", "tools/call", params).await;
+    let account_id = own["result"]["structuredContent"]["connections"][0]["account_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for named in ["octo", account_id.as_str()] {
+        assert!(!refused.to_string().contains(named), "{named}: {refused}");
+    }
 
     // Once the user allowed it, it is asked to confirm like any client.
     approved_by_alice(&app, OTHER).await;
