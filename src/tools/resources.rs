@@ -120,10 +120,24 @@ pub async fn read(
             .into());
         }
     };
-    let account = provider.account_as(service.http(), &token.credential()).await.map_err(|e| {
-        tracing::warn!(provider = %provider.name(), error = %e, "profile resource: provider call failed");
-        ErrorData::from(RequestError::ProviderFailed { provider: provider.display_name().to_owned() })
-    })?;
+    let account = match provider
+        .account_as(service.http(), &token.credential())
+        .await
+    {
+        Ok(account) => account,
+        Err(e) => {
+            tracing::warn!(provider = %provider.name(), error = %e, "profile resource: provider call failed");
+            if matches!(e, crate::providers::ProviderError::Denied(_)) {
+                // As for whoami: the provider no longer takes the token, so
+                // the next read asks the user to connect again.
+                service.token_rejected(&token).await.map_err(internal)?;
+            }
+            return Err(RequestError::ProviderFailed {
+                provider: provider.display_name().to_owned(),
+            }
+            .into());
+        }
+    };
     // The same JSON as the whoami tool's result.
     let text = serde_json::to_string(&Outcome::ok(provider.name(), &account.label, &account.id))
         .map_err(internal)?;

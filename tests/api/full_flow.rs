@@ -583,12 +583,10 @@ pub async fn disconnected_detail(app: &TestApp) -> Value {
         .unwrap()
 }
 
-#[tokio::test]
-async fn a_token_the_provider_refuses_makes_the_next_call_ask_to_connect_again() {
-    let app = spawn_app().await;
-    connect_demo(&app, "alice", "octo").await;
-    // The provider forgets the token (the user revoked the app there).
-    let token = app.demo_token("alice").await;
+/// The demo provider forgets `subject`'s access token, as when the user
+/// revokes the app at the provider.
+async fn revoke_at_demo(app: &TestApp, subject: &str) {
+    let token = app.demo_token(subject).await;
     let settings = app.dev.demo().provider_settings();
     let revoked = app
         .http
@@ -605,6 +603,13 @@ async fn a_token_the_provider_refuses_makes_the_next_call_ask_to_connect_again()
         .await
         .unwrap();
     assert_eq!(revoked.status(), 200);
+}
+
+#[tokio::test]
+async fn a_token_the_provider_refuses_makes_the_next_call_ask_to_connect_again() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    revoke_at_demo(&app, "alice").await;
 
     let (_, body) = app
         .call_tool(
@@ -620,6 +625,28 @@ async fn a_token_the_provider_refuses_makes_the_next_call_ask_to_connect_again()
     let (_, again) = app
         .call_tool("alice", "whoami", json!({"provider": "demo"}))
         .await;
+    assert_eq!(again["result"]["resultType"], "input_required", "{again}");
+}
+
+/// The profile resource reads with the stored token as whoami does, and a
+/// refusal marks it the same way: the read after asks to connect again
+/// instead of failing for good.
+#[tokio::test]
+async fn a_profile_read_the_provider_refuses_makes_the_next_read_ask_to_connect_again() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    revoke_at_demo(&app, "alice").await;
+    let read = || {
+        app.mcp(
+            "alice",
+            "resources/read",
+            json!({"uri": "connection://demo/profile"}),
+        )
+    };
+
+    let (_, refused) = read().await;
+    assert!(refused["error"]["code"].is_i64(), "{refused}");
+    let (_, again) = read().await;
     assert_eq!(again["result"]["resultType"], "input_required", "{again}");
 }
 
