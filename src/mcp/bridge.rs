@@ -25,7 +25,7 @@ use super::{
     McpEndpoint,
     access_log::RequestFacts,
     envelope::{self, Envelope},
-    wire,
+    served_params, wire,
 };
 use crate::{
     auth::{self, AuthError, Principal},
@@ -99,12 +99,15 @@ async fn serve(
     };
 
     // JSON-RPC wants a parse error (-32700) for a body that is not JSON;
-    // rmcp answers every undecodable body with 415, and a `tools/call` with
-    // mistyped params with 404 -32601. A syntax-only pass tells them apart.
-    // A 2026-07-28 request names its method in `Mcp-Method`, and rmcp
-    // refuses one whose header and body disagree: such a request reaches
-    // rmcp first, and the pass runs only when rmcp did not answer 200 — a
-    // second reading of every body spared where nothing is wrong with it.
+    // rmcp answers every undecodable body with 415, and a request with
+    // mistyped params with -32601 (HTTP 404, or 200 for legacy clients).
+    // A syntax-only pass tells them apart. A 2026-07-28 request names its
+    // method in `Mcp-Method`, and rmcp refuses one whose header and body
+    // disagree: such a request reaches rmcp first, and the pass runs only
+    // when rmcp did not answer 200 — a second reading of every body spared
+    // where nothing is wrong with it. Only the small params of a few
+    // methods are read first anyway (`served_params::before_rmcp`): rmcp
+    // would answer their misfits as if nothing were wrong.
     let is_post = head.method == http::Method::POST;
     let routed = if is_post {
         routed_method(&head.headers)
@@ -117,6 +120,12 @@ async fn serve(
         && let Err(refused) = check_body(&body, facts)
     {
         return refused;
+    }
+    if let Some(method) = &routed
+        && let Some(unparsed) = served_params::before_rmcp(method, &body)
+    {
+        facts.set_method(method);
+        return refused_params(unparsed);
     }
     let sent_json = head
         .headers
@@ -139,6 +148,13 @@ async fn serve(
         } else if let Err(refused) = check_body(&body, facts) {
             return refused;
         }
+    }
+    // rmcp's 404 is its "method not found"; for a method this server
+    // serves, it means the params did not parse.
+    if response.status() == http::StatusCode::NOT_FOUND
+        && let Some(unparsed) = served_params::after_not_found(&body)
+    {
+        return refused_params(unparsed);
     }
     if sent_json && response.status() == http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
         // Valid JSON, right media type, still refused: not a JSON-RPC message.
@@ -180,8 +196,9 @@ fn routed_method(headers: &http::HeaderMap) -> Option<String> {
 }
 
 /// The syntax pass over a POSTed body: its method for the log line, or the
-/// JSON-RPC error for a body that is not JSON or a `tools/call` whose
-/// params have the wrong types.
+/// JSON-RPC error for a body that is not JSON or a request whose params
+/// have the wrong types (`tools/call`'s by `envelope`, the small params of
+/// other served methods by `served_params`).
 fn check_body(body: &[u8], facts: &mut RequestFacts) -> Result<(), HttpResponse> {
     match envelope::inspect(body) {
         Envelope::NotJson => {
@@ -192,11 +209,13 @@ fn check_body(body: &[u8], facts: &mut RequestFacts) -> Result<(), HttpResponse>
                 "Parse error: the body is not valid JSON",
             ))
         }
-        Envelope::Json(method) => {
-            if let Some(method) = method {
-                facts.set_method(&method);
+        Envelope::Json(None) => Ok(()),
+        Envelope::Json(Some(method)) => {
+            facts.set_method(&method);
+            match served_params::before_rmcp(&method, body) {
+                Some(unparsed) => Err(refused_params(unparsed)),
+                None => Ok(()),
             }
-            Ok(())
         }
         Envelope::InvalidParams {
             id,
@@ -205,13 +224,25 @@ fn check_body(body: &[u8], facts: &mut RequestFacts) -> Result<(), HttpResponse>
         } => {
             facts.set_method(&method);
             tracing::info!(problem, "mcp: invalid params");
-            Err(HttpResponse::BadRequest().json(json!({
-                "jsonrpc": "2.0",
-                "id": id,
-                "error": { "code": -32602, "message": format!("Invalid params: {problem}") },
-            })))
+            Err(invalid_params(id, problem))
         }
     }
+}
+
+/// [`invalid_params`] for what `served_params` found.
+fn refused_params(unparsed: served_params::Unparsed) -> HttpResponse {
+    tracing::info!(problem = %unparsed.problem, "mcp: invalid params");
+    invalid_params(unparsed.id, &unparsed.problem)
+}
+
+/// `-32602` for request `id`, at HTTP 400 as for any other malformed
+/// request.
+fn invalid_params(id: serde_json::Value, problem: &str) -> HttpResponse {
+    HttpResponse::BadRequest().json(json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": { "code": -32602, "message": format!("Invalid params: {problem}") },
+    }))
 }
 
 /// The body, up to `limit` bytes.

@@ -42,3 +42,57 @@ async fn wrongly_typed_tools_call_params_are_invalid_params() {
     let answer: serde_json::Value = response.json().await.unwrap_or_default();
     assert_eq!(answer["error"]["code"], -32601, "{answer}");
 }
+
+/// Any method this server serves answers mistyped params as invalid
+/// params: a 404 (-32601) would tell the client the server has no such
+/// method (no resources at all, say).
+#[tokio::test]
+async fn wrongly_typed_params_of_other_served_methods_are_invalid_params() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let uri = "connection://demo/profile";
+    for (method, params, named) in [
+        (
+            "resources/read",
+            json!({"uri": uri, "requestState": 5}),
+            "params.requestState",
+        ),
+        (
+            "resources/read",
+            json!({"uri": uri, "inputResponses": []}),
+            "params.inputResponses",
+        ),
+        ("tools/list", json!({"cursor": 5}), "params.cursor"),
+    ] {
+        let body = request(method, params.clone());
+        let routed = app.mcp_request(Some(&token), &body);
+        let legacy = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let legacy = app.raw_post("alice", "2025-11-25").json(&legacy);
+        for (how, builder) in [("routed", routed), ("legacy", legacy)] {
+            let response = builder.send().await.unwrap();
+            let status = response.status().as_u16();
+            let answer: serde_json::Value = response.json().await.unwrap_or_default();
+            assert_eq!(
+                answer["error"]["code"], -32602,
+                "{how} {method} {params}: {status} {answer}"
+            );
+            assert_eq!(status, 400, "{how} {method} {params}: {answer}");
+            assert_eq!(answer["id"], 1, "{how} {method} {params}: {answer}");
+            let message = answer["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains(named), "{how} {method}: {answer}");
+        }
+    }
+    // A method the server does not serve stays 404 -32601, its params
+    // whatever they are.
+    for (method, params) in [
+        ("tools/nope", json!({})),
+        ("prompts/get", json!({"name": 5})),
+    ] {
+        let body = request(method, params);
+        let response = app.mcp_request(Some(&token), &body).send().await.unwrap();
+        let status = response.status().as_u16();
+        let answer: serde_json::Value = response.json().await.unwrap_or_default();
+        assert_eq!(answer["error"]["code"], -32601, "{method}: {answer}");
+        assert_eq!(status, 404, "{method}: {answer}");
+    }
+}

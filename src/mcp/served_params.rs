@@ -1,0 +1,276 @@
+//! Params that do not fit a method this server serves are invalid params
+//! (`-32602`), whatever rmcp makes of them. rmcp reads a request into one
+//! untagged enum of every method it knows: params that do not fit their
+//! method's type make it fall through to a custom request, which the
+//! handler answers `-32601` (HTTP 404), and a client reads that as "this
+//! server has no such method" (no resources at all, say). Optional params
+//! that do not fit are read as none instead. This reads the params into
+//! the type rmcp reads them into and names the first one that does not
+//! fit: before rmcp for the few methods whose misfits cannot be told
+//! afterwards ([`before_rmcp`]), else only once rmcp answered 404
+//! ([`after_not_found`]), so that it costs other requests nothing.
+
+use rmcp::model::{
+    CallToolRequestParams, InitializeRequestParams, PaginatedRequestParams,
+    ReadResourceRequestParams,
+};
+use serde::{Deserialize, de::DeserializeOwned};
+use serde_json::Value;
+
+/// The longest part of a client's request (a path through its map keys)
+/// that a problem repeats.
+const MAX_ECHO: usize = 64;
+
+/// Methods whose params are small enough to read in full before rmcp
+/// sees them, because its answer to their misfits cannot be told from a
+/// good one afterwards: for legacy clients it is an HTTP 200 with -32601,
+/// and the list methods' params are optional, so rmcp takes params that do
+/// not fit for none at all (a `cursor` of 5 gets the first page; a bad
+/// cursor is invalid params). `tools/call` has its own cheaper pass
+/// (`envelope`): its arguments may be large.
+const READ_BEFORE_RMCP: &[&str] = &[
+    "resources/read",
+    "tools/list",
+    "resources/list",
+    "resources/templates/list",
+];
+
+/// A request for a served method whose params did not parse.
+pub(super) struct Unparsed {
+    /// The request's id, to answer it.
+    pub id: Value,
+    /// What is wrong, without the client's values.
+    pub problem: String,
+}
+
+/// What became of a method's params.
+enum Verdict {
+    /// Not a method this server serves: a -32601 for it stands.
+    NotServed,
+    Fit,
+    Misfit(String),
+}
+
+#[derive(Deserialize)]
+struct Raw {
+    id: Option<Value>,
+    method: String,
+    #[serde(default)]
+    params: Option<Value>,
+}
+
+/// For a body rmcp answered 404 ("method not found"): the params problem,
+/// if it is a request (not a notification) for a method this server serves.
+pub(super) fn after_not_found(body: &[u8]) -> Option<Unparsed> {
+    let raw: Raw = serde_json::from_slice(body).ok()?;
+    let id = raw.id?;
+    let problem = match verdict(&raw.method, raw.params) {
+        Verdict::NotServed => return None,
+        Verdict::Misfit(problem) => problem,
+        // rmcp refused what reads here: it still was no unknown method.
+        Verdict::Fit => "params do not fit the method".to_owned(),
+    };
+    Some(Unparsed { id, problem })
+}
+
+/// For a body about to go to rmcp, of a request for `method` (its JSON-RPC
+/// method, or the one its `Mcp-Method` header names): the params problem
+/// rmcp would not answer as one, for the methods in [`READ_BEFORE_RMCP`].
+pub(super) fn before_rmcp(method: &str, body: &[u8]) -> Option<Unparsed> {
+    if !READ_BEFORE_RMCP.contains(&method) {
+        return None;
+    }
+    let raw: Raw = serde_json::from_slice(body).ok()?;
+    // A header that names another method than the body's is rmcp's to
+    // refuse (-32020).
+    if raw.method != method {
+        return None;
+    }
+    let id = raw.id?;
+    match verdict(&raw.method, raw.params) {
+        Verdict::Misfit(problem) => Some(Unparsed { id, problem }),
+        Verdict::NotServed | Verdict::Fit => None,
+    }
+}
+
+fn verdict(method: &str, params: Option<Value>) -> Verdict {
+    // The methods of the capabilities `server::server_config` declares
+    // (tools, resources), and those every server answers. `ping` takes
+    // whatever params come, so it cannot end here.
+    let misfit = match method {
+        "tools/call" => required::<CallToolRequestParams>(params),
+        "resources/read" => required::<ReadResourceRequestParams>(params),
+        "tools/list" | "resources/list" | "resources/templates/list" => {
+            optional::<PaginatedRequestParams>(params)
+        }
+        // rmcp takes any fields here beside `_meta`.
+        "server/discover" => optional::<serde_json::Map<String, Value>>(params),
+        "initialize" => required::<InitializeRequestParams>(params),
+        _ => return Verdict::NotServed,
+    };
+    misfit.map_or(Verdict::Fit, Verdict::Misfit)
+}
+
+fn required<P: DeserializeOwned>(params: Option<Value>) -> Option<String> {
+    match params {
+        None | Some(Value::Null) => Some("params are missing".to_owned()),
+        Some(params) => first_misfit::<P>(params),
+    }
+}
+
+fn optional<P: DeserializeOwned>(params: Option<Value>) -> Option<String> {
+    match params {
+        None | Some(Value::Null) => None,
+        Some(params) => first_misfit::<P>(params),
+    }
+}
+
+/// The first param of `params` that `P` does not take, said as
+/// `params.<path> must be …`. `_meta` is read apart from the rest, as rmcp
+/// reads it.
+fn first_misfit<P: DeserializeOwned>(params: Value) -> Option<String> {
+    let Value::Object(mut params) = params else {
+        return Some("params must be an object".to_owned());
+    };
+    match params.remove("_meta") {
+        None | Some(Value::Null | Value::Object(_)) => {}
+        Some(_) => return Some("params._meta must be an object".to_owned()),
+    }
+    let e = serde_path_to_error::deserialize::<_, P>(Value::Object(params)).err()?;
+    let path = e.path().to_string();
+    let at = match path.as_str() {
+        "." => "params".to_owned(),
+        path => format!("params.{}", shortened(path)),
+    };
+    Some(said_without_values(&at, &e.into_inner().to_string()))
+}
+
+/// serde's complaint about `at`, keeping only what the server's own types
+/// say: the field that is missing, or what was expected; never the value
+/// the client sent.
+fn said_without_values(at: &str, complaint: &str) -> String {
+    if let Some(field) = complaint.strip_prefix("missing field ") {
+        return format!("{at}: missing field {field}");
+    }
+    if complaint.starts_with("unknown field") {
+        return format!("{at} has a field it does not take");
+    }
+    match complaint.split_once(", expected ") {
+        Some((_, expected)) => format!("{at} must be {expected}"),
+        None => format!("{at} is not valid"),
+    }
+}
+
+/// `path` cut to [`MAX_ECHO`] bytes on a character boundary: its map keys
+/// are the client's.
+fn shortened(path: &str) -> String {
+    if path.len() <= MAX_ECHO {
+        return path.to_owned();
+    }
+    let end = (0..=MAX_ECHO)
+        .rev()
+        .find(|&i| path.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("{}…", &path[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn problem_of(method: &str, params: Value) -> Option<String> {
+        let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+        after_not_found(body.to_string().as_bytes()).map(|u| {
+            assert_eq!(u.id, 7);
+            u.problem
+        })
+    }
+
+    #[test]
+    fn names_the_param_and_what_it_must_be() {
+        let uri = "connection://demo/profile";
+        assert_eq!(
+            problem_of("resources/read", json!({"uri": uri, "requestState": 5})).as_deref(),
+            Some("params.requestState must be a string")
+        );
+        assert_eq!(
+            problem_of("resources/read", json!({"uri": uri, "inputResponses": []})).as_deref(),
+            Some("params.inputResponses must be a map")
+        );
+        assert_eq!(
+            problem_of("resources/read", json!({"_meta": {}})).as_deref(),
+            Some("params: missing field `uri`")
+        );
+        assert_eq!(
+            problem_of("tools/list", json!({"cursor": 5})).as_deref(),
+            Some("params.cursor must be a string")
+        );
+        assert_eq!(
+            problem_of("resources/templates/list", json!([])).as_deref(),
+            Some("params must be an object")
+        );
+        assert_eq!(
+            problem_of("tools/list", json!({"_meta": "x"})).as_deref(),
+            Some("params._meta must be an object")
+        );
+    }
+
+    #[test]
+    fn never_repeats_the_clients_values() {
+        let secret = "s".repeat(500);
+        for params in [
+            json!({"uri": "connection://demo/profile", "requestState": [secret.clone()]}),
+            json!({"uri": "connection://demo/profile", "inputResponses": {secret.clone(): 5}}),
+            json!({"uri": {secret.clone(): 1}}),
+        ] {
+            let problem = problem_of("resources/read", params).unwrap();
+            assert!(problem.len() < 2 * MAX_ECHO, "{problem}");
+        }
+    }
+
+    #[test]
+    fn leaves_unserved_methods_and_notifications_alone() {
+        assert_eq!(problem_of("prompts/get", json!({"name": 5})), None);
+        assert_eq!(problem_of("tools/nope", json!({})), None);
+        let notification = json!({"jsonrpc": "2.0", "method": "tools/list", "params": 5});
+        assert!(after_not_found(notification.to_string().as_bytes()).is_none());
+    }
+
+    #[test]
+    fn before_rmcp_only_misfits_of_small_params_are_refused() {
+        let before = |body: Value| {
+            let method = body["method"].as_str().unwrap_or_default().to_owned();
+            before_rmcp(&method, body.to_string().as_bytes()).map(|u| u.problem)
+        };
+        let read = |params: Value| json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": params});
+        assert_eq!(
+            before(read(
+                json!({"uri": "connections://mine", "requestState": 5})
+            ))
+            .as_deref(),
+            Some("params.requestState must be a string")
+        );
+        assert_eq!(before(read(json!({"uri": "connections://mine"}))), None);
+        // List params may be absent, or null.
+        assert_eq!(
+            before(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})),
+            None
+        );
+        let null = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/list", "params": null});
+        assert_eq!(before(null), None);
+        // tools/call is envelope's; initialize is rmcp's.
+        let call =
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": 5}});
+        assert_eq!(before(call), None);
+    }
+
+    #[test]
+    fn a_refused_request_whose_params_fit_is_still_no_unknown_method() {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+        assert_eq!(
+            after_not_found(body.to_string().as_bytes()).map(|u| u.problem),
+            Some("params do not fit the method".to_owned())
+        );
+    }
+}
