@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{
-    ToolCall, ToolOutput, internal, output_schema_for,
+    ToolCall, ToolOutput, internal, known_provider, output_schema_for,
     result::{ErrorKind, Outcome, ToolError, answer, next_step_for_status, provider_failure},
     schema_for, unless_ready,
 };
@@ -98,6 +98,9 @@ pub fn definition() -> Tool {
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let args: Args = call.arguments()?;
+    if let Err(refused) = known_provider::<ApiResult>(call.service, &args.provider) {
+        return Ok(*refused);
+    }
     let access = call
         .require_account(&args.provider, &[], args.account.as_deref(), false)
         .await?;

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    ToolCall, ToolOutput, check_scopes, output_schema_for,
+    ToolCall, ToolOutput, check_scopes, known_provider, output_schema_for,
     result::{Outcome, answer},
     schema_for, unless_ready,
 };
@@ -71,6 +71,9 @@ pub fn definition() -> Tool {
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let args: Args = call.arguments()?;
+    if let Err(refused) = known_provider::<ConnectResult>(call.service, &args.provider) {
+        return Ok(*refused);
+    }
     check_scopes(&args.scopes)?;
     let access = call
         .require_account(

@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    ToolCall, internal, output_schema_for,
+    ToolCall, ToolOutput, internal, known_provider, output_schema_for,
     result::{ErrorKind, NextStep, Outcome, answer},
     schema_for,
 };
@@ -61,6 +61,17 @@ pub struct DisconnectResult {
     #[serde(flatten)]
     pub outcome: Outcome,
     pub connection: Disconnection,
+}
+
+/// A failure before any connection was looked up: there was none to
+/// change.
+impl ToolOutput for DisconnectResult {
+    fn from_outcome(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            connection: Disconnection::NotConnected,
+        }
+    }
 }
 
 pub fn definition() -> Tool {
@@ -121,17 +132,9 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let args: Args = call.arguments()?;
     let service = call.service;
     let p = call.principal;
-    let Some(provider) = service.provider(&args.provider) else {
-        return Err(RequestError::UnknownProvider {
-            name: args.provider,
-            known: service
-                .providers()
-                .names()
-                .into_iter()
-                .map(str::to_owned)
-                .collect(),
-        }
-        .into());
+    let provider = match known_provider::<DisconnectResult>(service, &args.provider) {
+        Ok(provider) => provider,
+        Err(refused) => return Ok(*refused),
     };
     let binding = call.binding();
 

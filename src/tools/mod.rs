@@ -196,6 +196,36 @@ pub(crate) fn unless_ready<'s, T: ToolOutput>(
     }
 }
 
+/// The provider `name`, or, for one this server does not have, a result
+/// of the tool's own type saying so, with the names there are. The model
+/// chose the name, so it is the model that must read the refusal: a tool
+/// error, not a JSON-RPC error its client would keep from it.
+pub(crate) fn known_provider<'s, T: ToolOutput>(
+    service: &'s ConnectionService,
+    name: &str,
+) -> Result<&'s crate::providers::Provider, Box<CallToolResponse>> {
+    use result::{ErrorKind, NextStep, Outcome, answer};
+    if let Some(provider) = service.provider(name) {
+        return Ok(provider);
+    }
+    // A provider name is a short token; anything longer is not repeated
+    // whole.
+    let shown: String = name.chars().take(64).collect();
+    let message = format!(
+        "Unknown provider `{shown}`. Available providers: {}.",
+        service.providers().names().join(", ")
+    );
+    let output = T::from_outcome(Outcome::failed(
+        &shown,
+        ErrorKind::Refused,
+        message.clone(),
+        NextStep::ChangeRequest,
+    ));
+    Err(Box::new(CallToolResponse::Complete(answer(
+        &output, true, message,
+    ))))
+}
+
 /// Provider names and scopes from a model: short, plain tokens.
 pub(crate) fn check_scopes(scopes: &[String]) -> Result<(), ErrorData> {
     let ok = scopes.len() <= 32

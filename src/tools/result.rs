@@ -48,8 +48,9 @@ pub enum ErrorKind {
     ProviderUnavailable,
     /// The provider answered something unexpected.
     ProviderError,
-    /// Refused before anything was sent: a path, method, query or body
-    /// this server does not allow for the provider.
+    /// Refused before anything was sent: a provider this server does not
+    /// have, or a path, method, query or body it does not allow for the
+    /// provider.
     Refused,
     /// This client cannot ask the user to confirm.
     ConfirmationUnavailable,

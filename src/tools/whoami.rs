@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{
-    ToolCall, ToolOutput, output_schema_for,
+    ToolCall, ToolOutput, known_provider, output_schema_for,
     result::{Outcome, answer, provider_failure},
     schema_for, unless_ready,
 };
@@ -49,6 +49,9 @@ impl ToolOutput for Outcome {
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let args: Args = call.arguments()?;
+    if let Err(refused) = known_provider::<Outcome>(call.service, &args.provider) {
+        return Ok(*refused);
+    }
     let access = call
         .require_account(&args.provider, &[], args.account.as_deref(), false)
         .await?;

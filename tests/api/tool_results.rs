@@ -265,6 +265,44 @@ async fn connections_list_and_disconnect_conform_on_every_path() {
     assert_eq!(gone["account"], "alice-at-demo", "{gone}");
 }
 
+/// A provider the server does not have is the model's mistake to mend:
+/// a tool error it sees, in the tool's own shape, naming the providers
+/// there are, and no JSON-RPC error its client would keep from it.
+#[tokio::test]
+async fn an_unknown_provider_is_a_tool_error_naming_the_known_ones() {
+    let app = spawn_app().await;
+    let schemas = Schemas::of(&app).await;
+    for (tool, args) in [
+        ("connect", json!({"provider": "gitbub"})),
+        ("whoami", json!({"provider": "gitbub"})),
+        ("api_request", json!({"provider": "gitbub", "path": "user"})),
+        ("disconnect", json!({"provider": "gitbub"})),
+    ] {
+        let (status, body) = app.call_tool("alice", tool, args).await;
+        assert_eq!(status, 200, "{tool}: {body}");
+        assert!(body.get("error").is_none(), "{tool}: {body}");
+        assert_eq!(body["result"]["resultType"], "complete", "{tool}: {body}");
+        assert_eq!(body["result"]["isError"], true, "{tool}: {body}");
+        let structured = schemas.check(tool, &body);
+        assert_eq!(structured["error"]["kind"], "refused", "{tool}: {body}");
+        assert_eq!(structured["next_step"], "change_request", "{tool}: {body}");
+        let message = structured["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("gitbub") && message.contains("demo"),
+            "{tool}: {message}"
+        );
+    }
+    // As README.md shows it.
+    let (_, body) = app
+        .call_tool("alice", "whoami", json!({"provider": "gitbub"}))
+        .await;
+    assert_eq!(
+        body["result"]["content"][0]["text"],
+        r#"{"provider":"gitbub","next_step":"change_request","error":{"kind":"refused","message":"Unknown provider `gitbub`. Available providers: demo."}}"#,
+        "{body}"
+    );
+}
+
 #[tokio::test]
 async fn json_resources_say_so_and_use_the_tools_field_names() {
     let app = spawn_app().await;
