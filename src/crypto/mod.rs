@@ -79,12 +79,18 @@ pub const PRINTABLE_PREFIX_CHARS: usize = 32;
 /// control characters, quotes or non-ASCII), `…` when cut: for strings an
 /// outsider chose.
 pub fn printable_prefix(s: &str) -> String {
+    printable_prefix_of(s, PRINTABLE_PREFIX_CHARS)
+}
+
+/// [`printable_prefix`] of at most `chars` characters, for values that are
+/// longer by nature (a request path).
+pub fn printable_prefix_of(s: &str, chars: usize) -> String {
     let mut out: String = s
         .chars()
-        .take(PRINTABLE_PREFIX_CHARS)
+        .take(chars)
         .flat_map(char::escape_default)
         .collect();
-    if s.chars().nth(PRINTABLE_PREFIX_CHARS).is_some() {
+    if s.chars().nth(chars).is_some() {
         out.push('…');
     }
     out

@@ -17,12 +17,16 @@ use actix_web::{
 
 use crate::state::AppState;
 
+/// The longest start of a path an access line holds.
+pub const PATH_CHARS: usize = 160;
+
 pub async fn access_log(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
-    // Anyone chooses the path, of any length: only its start is logged.
-    let path = crate::crypto::printable_prefix(req.path());
+    // Anyone chooses the path, of any length: only its start is logged,
+    // long enough for every route of this service and a little more.
+    let path = crate::crypto::printable_prefix_of(req.path(), PATH_CHARS);
     let started = Instant::now();
     let method = req.method().to_string();
     let state = req.app_data::<web::Data<AppState>>().cloned();

@@ -126,7 +126,9 @@ fn dev_refuses_a_non_loopback_address() {
 #[test]
 fn dev_refuses_a_configuration_file_instead_of_ignoring_it() {
     for how in [
-        bin().args(["--config", "mine.toml", "dev", "--port", "0"]).output(),
+        bin()
+            .args(["--config", "mine.toml", "dev", "--port", "0"])
+            .output(),
         bin()
             .args(["dev", "--port", "0"])
             .env("MCP_CONNECT_CONFIG_FILE", "mine.toml")

@@ -47,7 +47,7 @@ pub(super) async fn callback(
     let found = state.connect.find_flow(flow_state).await?;
     let Some(flow) = found else {
         // The name is the path's, not yet checked against any provider.
-        let provider = crate::crypto::printable_prefix(&provider_name);
+        let provider = crate::crypto::printable_prefix_of(&provider_name, 64);
         tracing::info!(provider, "provider callback with an unknown state");
         return Err(WebError::FlowRejected(RESTART));
     };
@@ -89,19 +89,30 @@ pub(super) async fn callback(
         return refused(&state, &req, &user, &flow, provider, error).await;
     }
     let code = params.get("code").ok_or(WebError::FlowRejected(RESTART))?;
-    let (connection_id, account) = state
+    let finished = state
         .connect
         .finish_flow(&flow, provider, code, user.user())
-        .await
-        .map_err(|e| match e {
-            FinishError::Upstream(e) => WebError::Upstream(e),
-            FinishError::Unaccepted {
-                provider,
-                label,
-                revoked,
-            } => WebError::NotConnected(not_accepted(&provider, &label, revoked)),
-            FinishError::Internal(e) => WebError::Internal(e),
-        })?;
+        .await;
+    let (connection_id, account) = match finished {
+        Ok(done) => done,
+        Err(e) => {
+            // The code is spent whatever went wrong: the flow can do
+            // nothing more, and a reload must find it gone, not "still
+            // connecting".
+            if let Err(d) = state.connect.discard_flow(flow.id).await {
+                tracing::warn!(error = %d, "a flow whose exchange failed could not be deleted");
+            }
+            return Err(match e {
+                FinishError::Upstream(e) => WebError::Upstream(e),
+                FinishError::Unaccepted {
+                    provider,
+                    label,
+                    revoked,
+                } => WebError::NotConnected(not_accepted(&provider, &label, revoked)),
+                FinishError::Internal(e) => WebError::Internal(e),
+            });
+        }
+    };
     audit(
         &state,
         &req,
