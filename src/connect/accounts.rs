@@ -197,7 +197,10 @@ pub(super) fn choose<'s>(
 
 /// `connect {another_account: true}`: always through the provider (its
 /// account chooser); the retry completes with the account stored by that
-/// flow.
+/// flow. A 2025-11-25 client's retry names no ticket (it has no
+/// `requestState`): its ticket is the one this client was given for the
+/// user and provider and that no retry has been answered from yet, and an
+/// answer marks it, so a later request for another account asks afresh.
 pub(super) async fn add<'s>(
     state: &'s ConnectionService,
     need: &Need<'_>,
@@ -206,10 +209,17 @@ pub(super) async fn add<'s>(
     round: Option<&RoundState>,
 ) -> Result<Access<'s>, ErrorData> {
     let p = need.principal;
-    let ticket = super::current_ticket(state, round)
-        .await?
-        .filter(|t| t.add_account);
-    if ticket.as_ref().is_some_and(|t| t.declined_at.is_some()) {
+    let legacy = need.client == ClientKind::Legacy;
+    let ticket = if legacy {
+        unanswered_ticket(state, p, provider).await?
+    } else {
+        super::current_ticket(state, round).await?
+    }
+    .filter(|t| t.add_account);
+    if let Some(t) = ticket.as_ref().filter(|t| t.declined_at.is_some()) {
+        if legacy {
+            answered(state, t.id).await?;
+        }
         return Ok(Access::Declined {
             provider_name: provider.display_name().to_owned(),
         });
@@ -229,8 +239,10 @@ pub(super) async fn add<'s>(
         };
         let mut rx = state.events.subscribe();
         let mut added = stored(state).await?;
-        let accepted =
-            super::response_action(need.input_responses, &super::input_key(provider.name()))
+        // A legacy client retries once its person says the link is done:
+        // an accept, in the terms of the newer protocol.
+        let accepted = legacy
+            || super::response_action(need.input_responses, &super::input_key(provider.name()))
                 == Some(ElicitationAction::Accept);
         if added.is_none()
             && accepted
@@ -243,10 +255,42 @@ pub(super) async fn add<'s>(
                 super::check(state, p, provider, Some(id), wanted).await?
         {
             let seen = super::grants::GrantSeen::Unread;
-            return super::grants::admit(state, need, provider, token, round, seen).await;
+            let access = super::grants::admit(state, need, provider, token, round, seen).await?;
+            if legacy && matches!(access, Access::Ready { .. }) {
+                answered(state, ticket_id).await?;
+            }
+            return Ok(access);
         }
     }
     super::ask(state, need, provider, wanted, &[], round, ticket).await
+}
+
+/// The add-account ticket a 2025-11-25 client's retry belongs to (see
+/// [`add`]): one issued within twice a ticket's life, time enough for the
+/// person to finish at the provider.
+async fn unanswered_ticket(
+    state: &ConnectionService,
+    p: &Principal,
+    provider: &Provider,
+) -> Result<Option<db::tickets::Ticket>, ErrorData> {
+    let within = state.settings.flow.ticket_ttl() * 2;
+    let find = db::tickets::unanswered_add_account(
+        &state.db,
+        p.user(),
+        &p.client_id,
+        provider.name(),
+        within,
+    );
+    db::faults::deadline(state.settings.database.deadline(), find)
+        .await
+        .map_err(internal)
+}
+
+async fn answered(state: &ConnectionService, ticket: Uuid) -> Result<(), ErrorData> {
+    let mark = db::tickets::mark_answered(&state.db, ticket);
+    db::faults::deadline(state.settings.database.deadline(), mark)
+        .await
+        .map_err(internal)
 }
 
 fn find<'a>(accounts: &[&'a ConnectionRow], name: &str) -> Option<&'a ConnectionRow> {

@@ -157,6 +157,48 @@ pub async fn decline(
     Ok(done.rows_affected() == 1)
 }
 
+/// The add-account ticket `client_id` was given for `user` at `provider`
+/// that a 2025-11-25 client's retry belongs to: not yet answered, issued
+/// within `within`; one whose connect stored a connection first, then one
+/// redeemed (the person is at the provider), then the newest.
+pub async fn unanswered_add_account(
+    exec: impl PgExecutor<'_>,
+    user: UserRef<'_>,
+    client_id: &str,
+    provider: &ProviderName,
+    within: std::time::Duration,
+) -> Result<Option<Ticket>, sqlx::Error> {
+    sqlx::query_as!(
+        Ticket,
+        r#"SELECT id, issuer, subject, client_id, provider AS "provider: ProviderName", scopes, created_at, expires_at,
+                redeemed_at, declined_at, connection_id, add_account
+         FROM connect_tickets
+         WHERE issuer = $1 AND subject = $2 AND client_id = $3 AND provider = $4 AND add_account
+           AND answered_at IS NULL AND created_at > now() - make_interval(secs => $5)
+         ORDER BY stored_connection_id IS NOT NULL DESC, redeemed_at IS NOT NULL DESC, created_at DESC
+         LIMIT 1"#,
+        user.issuer(),
+        user.subject(),
+        client_id,
+        provider.as_str(),
+        within.as_secs_f64(),
+    )
+    .fetch_optional(exec)
+    .await
+}
+
+/// Records that a retry was answered from this ticket (its connection, or
+/// the person's decline).
+pub async fn mark_answered(exec: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE connect_tickets SET answered_at = now() WHERE id = $1 AND answered_at IS NULL",
+        id,
+    )
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
 /// Records the connection this ticket's connect stored (in the
 /// transaction that stored it).
 pub async fn set_stored_connection(

@@ -260,6 +260,41 @@ async fn connect_adds_another_account_through_the_providers_chooser() {
     }
 }
 
+/// A 2025-11-25 client has no `requestState`: its plain retry after the
+/// link must still complete with the account that link connected, and a
+/// later request for another account must ask again.
+#[tokio::test]
+async fn a_legacy_client_adds_another_account_and_its_retry_completes() {
+    use crate::{
+        browser::Browser,
+        full_flow::{approve_at_demo, connect_demo, open_and_continue},
+    };
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let args = json!({"provider": "demo", "another_account": true});
+    let link = |body: &Value| {
+        assert_eq!(body["error"]["code"], -32042, "{body}");
+        body["error"]["data"]["elicitations"][0]["url"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (_, asked) = app.legacy_call("alice", "connect", args.clone()).await;
+    let url = link(&asked);
+    let browser = Browser::new(&app);
+    let to_provider = open_and_continue(&browser, &url, "alice").await;
+    approve_at_demo(&browser, &to_provider, "hubot").await;
+
+    let (_, done) = app.legacy_call("alice", "connect", args.clone()).await;
+    assert_eq!(
+        done["result"]["structuredContent"]["account"], "hubot",
+        "{done}"
+    );
+    // Answered: yet another account is a new link, not hubot again.
+    let (_, again) = app.legacy_call("alice", "connect", args).await;
+    assert_ne!(link(&again), url);
+}
+
 /// The person pressed Continue, then gave up at the provider; meanwhile
 /// the account they already had changed (a refresh). The client's retry
 /// must not take that account for the new one.
