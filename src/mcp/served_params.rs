@@ -10,10 +10,7 @@
 //! afterwards ([`before_rmcp`]), else only once rmcp answered 404
 //! ([`after_not_found`]), so that it costs other requests nothing.
 
-use rmcp::model::{
-    CallToolRequestParams, InitializeRequestParams, PaginatedRequestParams,
-    ReadResourceRequestParams,
-};
+use rmcp::model::{CallToolRequestParams, PaginatedRequestParams, ReadResourceRequestParams};
 use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::Value;
 
@@ -105,7 +102,8 @@ fn verdict(method: &str, params: Option<Value>) -> Verdict {
         }
         // rmcp takes any fields here beside `_meta`.
         "server/discover" => optional::<serde_json::Map<String, Value>>(params),
-        "initialize" => required::<InitializeRequestParams>(params),
+        // Not `initialize`: 2026-07-28 removed it, and its 404 is a removed
+        // method's (a 2025-11-25 client's mistyped one rmcp answers itself).
         _ => return Verdict::NotServed,
     };
     misfit.map_or(Verdict::Fit, Verdict::Misfit)

@@ -83,10 +83,11 @@ async fn wrongly_typed_params_of_other_served_methods_are_invalid_params() {
         }
     }
     // A method the server does not serve stays 404 -32601, its params
-    // whatever they are.
+    // whatever they are; so does `initialize`, which 2026-07-28 removed.
     for (method, params) in [
         ("tools/nope", json!({})),
         ("prompts/get", json!({"name": 5})),
+        ("initialize", json!({"protocolVersion": "2026-07-28"})),
     ] {
         let body = request(method, params);
         let response = app.mcp_request(Some(&token), &body).send().await.unwrap();
