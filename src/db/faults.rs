@@ -26,15 +26,17 @@ pub fn timed_out() -> sqlx::Error {
     ))
 }
 
-/// Runs one database step, giving up after `limit`. Dropping the step
-/// drops its connection mid-statement: it is closed, never reused.
-pub async fn deadline<T>(
+/// Runs one database step, giving up after `limit` with [`timed_out`].
+/// Dropping the step drops its connection mid-statement: it is closed,
+/// never reused. A step of several statements may fail otherwise too (its
+/// error is then any that a database error converts into).
+pub async fn deadline<T, E: From<sqlx::Error>>(
     limit: Duration,
-    step: impl Future<Output = Result<T, sqlx::Error>>,
-) -> Result<T, sqlx::Error> {
+    step: impl Future<Output = Result<T, E>>,
+) -> Result<T, E> {
     tokio::time::timeout(limit, step)
         .await
-        .unwrap_or_else(|_| Err(timed_out()))
+        .unwrap_or_else(|_| Err(timed_out().into()))
 }
 
 /// A failure of the database's availability, not of the request: the

@@ -52,17 +52,6 @@ fn refresh_margin(stored_at: DateTime<Utc>, expires_at: DateTime<Utc>) -> chrono
 /// answers well within a client's patience.
 const KEEP_FOR_DEADLINES: u32 = 3;
 
-/// `step`, given up after `limit`: [`db::faults::deadline`] for steps of
-/// several statements, whose errors are not only the database's.
-async fn within<T>(
-    limit: std::time::Duration,
-    step: impl std::future::Future<Output = anyhow::Result<T>>,
-) -> anyhow::Result<T> {
-    tokio::time::timeout(limit, step)
-        .await
-        .unwrap_or_else(|_| Err(db::faults::timed_out().into()))
-}
-
 /// Writes a refresh's tokens after the transaction that held the row was
 /// lost (Postgres restarted, or the connection broke, while the provider
 /// answered). The provider has issued them, and one that rotates refresh
@@ -143,7 +132,7 @@ pub(super) async fn refresh(
         let mut tx = crate::db::transaction::begin(&state.db).await?;
         // Another instance refreshing a slow provider must not pin us forever.
         db::transaction::set_lock_timeout(&mut *tx, REFRESH_LOCK_TIMEOUT).await?;
-        Ok(tx)
+        Ok::<_, sqlx::Error>(tx)
     })
     .await?;
     let locked = db::connections::find_for_update(&mut *tx, stale.id);
@@ -158,7 +147,7 @@ pub(super) async fn refresh(
         return Ok(Some(row));
     }
     let Some(refresh_token) = open(state, &row, Kind::Refresh)? else {
-        within(limit, give_up(state, tx, &row, "no_refresh_token")).await?;
+        db::faults::deadline(limit, give_up(state, tx, &row, "no_refresh_token")).await?;
         return Ok(None);
     };
     match provider
@@ -167,7 +156,7 @@ pub(super) async fn refresh(
     {
         Ok(refreshed) => {
             let tokens = refreshed.tokens;
-            let params = within(
+            let params = db::faults::deadline(
                 limit,
                 relearned(&mut tx, &row, refreshed.params, &refreshed.refused),
             )
@@ -220,7 +209,7 @@ pub(super) async fn refresh(
             }))
         }
         Err(ProviderError::InvalidGrant) => {
-            within(limit, give_up(state, tx, &row, "invalid_grant")).await?;
+            db::faults::deadline(limit, give_up(state, tx, &row, "invalid_grant")).await?;
             Ok(None)
         }
         Err(e) => {
