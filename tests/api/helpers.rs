@@ -419,6 +419,29 @@ pub async fn store_demo_connection(
     access_token: &str,
     refresh_token: Option<String>,
 ) {
+    let user = UserRef::new(issuer, subject);
+    store_connection_at(
+        service,
+        user,
+        "demo",
+        "profile",
+        access_token,
+        refresh_token,
+    )
+    .await;
+}
+
+/// Stores `user`'s connection to `provider` as the OAuth callback would:
+/// `access_token` granting `scope` for an hour, and a refresh token when
+/// one is given; the account is `id-<subject>`, `<subject>-at-<provider>`.
+pub async fn store_connection_at(
+    service: &mcp_connect::connect::ConnectionService,
+    user: UserRef<'_>,
+    provider: &str,
+    scope: &str,
+    access_token: &str,
+    refresh_token: Option<String>,
+) {
     use mcp_connect::{
         connect::vault::{NewConnection, store_connection},
         providers::{Account, TokenSet},
@@ -428,21 +451,21 @@ pub async fn store_demo_connection(
         access_token: SecretString::from(access_token.to_owned()),
         refresh_token: refresh_token.map(SecretString::from),
         expires_in: Some(Duration::from_secs(3600)),
-        scopes: Some(vec!["profile".to_owned()]),
+        scopes: Some(vec![scope.to_owned()]),
         token_type: "Bearer".to_owned(),
     };
     let account = Account {
-        id: format!("id-{subject}"),
-        label: format!("{subject}-at-demo"),
+        id: format!("id-{}", user.subject()),
+        label: format!("{}-at-{provider}", user.subject()),
     };
     store_connection(
         service,
         NewConnection {
-            user: UserRef::new(issuer, subject),
-            provider: &ProviderName::parse("demo").unwrap(),
+            user,
+            provider: &ProviderName::parse(provider).unwrap(),
             account: &account,
             tokens: &tokens,
-            requested_scopes: &["profile".to_owned()],
+            requested_scopes: &[scope.to_owned()],
             client_id: Some("test-client"),
         },
     )
@@ -473,6 +496,36 @@ impl TestApp {
         )
         .await;
     }
+}
+
+impl TestApp {
+    /// The `mcp-connect` binary as an operator runs a maintenance command
+    /// (`tokens`, `purge`) against this app: its public URL, database and
+    /// issuer, and the key ring `keys`.
+    pub fn operator_command(&self, keys: &str) -> std::process::Command {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-connect"));
+        command
+            .env("MCP_CONNECT_PUBLIC_URL", &self.base)
+            .env(
+                "MCP_CONNECT_DATABASE_URL",
+                format!("{}/{}", server_url(), self.db_name),
+            )
+            .env("MCP_CONNECT_KEYS", keys)
+            .env("MCP_CONNECT_AUTH__ISSUER", self.dev.issuer());
+        command
+    }
+}
+
+/// A command's standard output, once it succeeded (its output in the
+/// message when it did not).
+pub fn succeeded(output: std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
 }
 
 /// The one number a `SELECT count(*) …` (or similar) returns.

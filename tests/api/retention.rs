@@ -1,9 +1,7 @@
 //! `audit.retention_days`: the sweeper and `purge` delete audit rows older
 //! than the retention, in bounded batches, and nothing younger.
 
-use std::process::Command;
-
-use crate::helpers::{TestApp, server_url, spawn_app_with};
+use crate::helpers::{TestApp, spawn_app_with};
 
 async fn retention_app(days: i64) -> TestApp {
     spawn_app_with(|t| {
@@ -59,16 +57,10 @@ async fn the_sweeper_deletes_audit_rows_past_the_retention() {
 /// it printed.
 async fn purge(app: &TestApp, args: &[&str]) -> String {
     let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
+    let output = app
+        .operator_command(&key)
         .arg("purge")
         .args(args)
-        .env("MCP_CONNECT_PUBLIC_URL", &app.base)
-        .env(
-            "MCP_CONNECT_DATABASE_URL",
-            format!("{}/{}", server_url(), app.db_name),
-        )
-        .env("MCP_CONNECT_KEYS", key)
-        .env("MCP_CONNECT_AUTH__ISSUER", app.dev.issuer())
         .env("MCP_CONNECT_AUDIT__RETENTION_DAYS", "30")
         .output()
         .unwrap();

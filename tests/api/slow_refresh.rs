@@ -7,13 +7,11 @@ use std::time::{Duration, Instant};
 
 use actix_web::{HttpResponse, web};
 use mcp_connect::{
-    connect::vault::{NewConnection, TokenState, store_connection, usable_token},
-    domain::{ProviderName, UserRef},
-    providers::{Account, TokenSet},
+    connect::vault::{TokenState, usable_token},
+    domain::UserRef,
 };
-use secrecy::SecretString;
 
-use crate::helpers::{TestApp, spawn_app_with};
+use crate::helpers::{TestApp, spawn_app_with, store_connection_at};
 
 /// How long the token endpoint takes to answer a refresh.
 const SLOW: Duration = Duration::from_secs(3);
@@ -29,29 +27,19 @@ async fn slow_token() -> HttpResponse {
 
 /// Stores `subject`'s Google connection (tokens sealed as a connect would).
 pub(crate) async fn store(app: &TestApp, subject: &str) {
-    let tokens = TokenSet {
-        access_token: SecretString::from(format!("{subject}-access")),
-        refresh_token: Some(SecretString::from(format!("{subject}-refresh"))),
-        expires_in: Some(Duration::from_secs(3600)),
-        scopes: Some(vec!["openid".to_owned()]),
-        token_type: "Bearer".to_owned(),
-    };
-    store_connection(
+    let issuer = app.dev.issuer();
+    let user = UserRef::new(&issuer, subject);
+    let access = format!("{subject}-access");
+    let refresh = Some(format!("{subject}-refresh"));
+    store_connection_at(
         &app.state.connect,
-        NewConnection {
-            user: UserRef::new(&app.dev.issuer(), subject),
-            provider: &ProviderName::parse("google").unwrap(),
-            account: &Account {
-                id: subject.into(),
-                label: subject.into(),
-            },
-            tokens: &tokens,
-            requested_scopes: &[],
-            client_id: Some("test-client"),
-        },
+        user,
+        "google",
+        "openid",
+        &access,
+        refresh,
     )
-    .await
-    .unwrap();
+    .await;
 }
 
 /// Google, whose token endpoint takes [`SLOW`] to answer a refresh.

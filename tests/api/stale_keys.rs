@@ -5,7 +5,7 @@
 //! warns, and `tokens forget-key` asks the users of a key gone for good to
 //! connect again.
 
-use std::{process::Command, time::Duration};
+use std::time::Duration;
 
 use mcp_connect::{
     connect::vault::{NewConnection, store_connection},
@@ -15,7 +15,7 @@ use mcp_connect::{
 use secrecy::SecretString;
 use serde_json::json;
 
-use crate::helpers::{TestApp, server_url, spawn_app};
+use crate::helpers::{TestApp, spawn_app, succeeded};
 
 async fn connect(app: &TestApp, subject: &str) {
     let tokens = TokenSet {
@@ -94,16 +94,9 @@ async fn a_token_sealed_by_a_key_this_instance_lacks_fails_as_retryable_and_is_l
 }
 
 fn tokens_command(app: &TestApp, key: &str, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
+    app.operator_command(key)
         .arg("tokens")
         .args(args)
-        .env("MCP_CONNECT_PUBLIC_URL", &app.base)
-        .env(
-            "MCP_CONNECT_DATABASE_URL",
-            format!("{}/{}", server_url(), app.db_name),
-        )
-        .env("MCP_CONNECT_KEYS", key)
-        .env("MCP_CONNECT_AUTH__ISSUER", app.dev.issuer())
         .output()
         .unwrap()
 }
@@ -126,13 +119,7 @@ async fn forgetting_a_key_asks_its_users_to_connect_again() {
         String::from_utf8_lossy(&refused.stderr)
     );
 
-    let output = tokens_command(&app, &key, &["forget-key", "retired1"]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = succeeded(tokens_command(&app, &key, &["forget-key", "retired1"]));
     assert!(
         stdout.contains("1 connection(s) sealed by key retired1"),
         "{stdout}"
@@ -169,13 +156,7 @@ async fn rekey_reports_rows_still_sealed_by_other_keys() {
     connect(&app, "bob").await;
     retire_key_of(&app, "alice").await;
     let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
-    let output = tokens_command(&app, &key, &["rekey"]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = succeeded(tokens_command(&app, &key, &["rekey"]));
     assert!(
         stdout.contains("1 connection(s) still sealed by keys not in MCP_CONNECT_KEYS: retired1"),
         "{stdout}"
