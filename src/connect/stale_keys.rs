@@ -80,8 +80,8 @@ pub async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Resu
     let current = state.keys.current_key_id().to_owned();
     let mut marked = 0;
     for id in db::connections::ids_not_sealed_by(&state.db, &current).await? {
-        // Read under the row's lock so the row seen is the row marked (a
-        // refresh elsewhere may have re-sealed it meanwhile).
+        // The row as it is now (waiting for a refresh under way); marking
+        // compares its sealed token, so a row re-sealed meanwhile is left.
         let mut tx = crate::db::transaction::begin(&state.db).await?;
         let row = db::connections::find_for_update(&mut *tx, id).await?;
         tx.commit().await?;
