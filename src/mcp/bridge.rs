@@ -1,5 +1,6 @@
 //! actix-web ⇄ rmcp. Checks what must be checked before rmcp sees the
-//! request (Origin, Host, body size, the bearer token), turns the actix
+//! request (Origin, Host, body size, the bearer token, the protocol
+//! version a request is made under), turns the actix
 //! request into an `http::Request` carrying the caller's [`Principal`], and
 //! copies rmcp's response back: sized bodies collected (and their wire form
 //! corrected, see [`super::wire`]), unsized ones (SSE) streamed.
@@ -25,7 +26,7 @@ use super::{
     McpEndpoint,
     access_log::RequestFacts,
     envelope::{self, Envelope},
-    served_params, wire,
+    protocol_version, served_params, wire,
 };
 use crate::{
     auth::{self, AuthError, Principal},
@@ -115,6 +116,12 @@ async fn serve(
         None
     };
     let body = body.freeze();
+    if is_post
+        && let Some(refused) =
+            protocol_version::refusal(&head.headers, &body, |method| facts.set_method(method))
+    {
+        return refused;
+    }
     if is_post
         && routed.is_none()
         && let Err(refused) = check_body(&body, facts)

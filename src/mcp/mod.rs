@@ -6,6 +6,7 @@ mod access_line;
 mod access_log;
 mod bridge;
 mod envelope;
+mod protocol_version;
 mod served_params;
 mod server;
 mod wire;

@@ -160,6 +160,12 @@ fn result_meta() -> Result<MetaObject, serde_json::Error> {
     Ok(meta)
 }
 
+/// The protocol revisions served: 2026-07-28 (stateless) and the legacy
+/// 2025-11-25. Clients of earlier revisions are refused, also by the
+/// bridge's check of `MCP-Protocol-Version` (`super::protocol_version`).
+pub(super) const SUPPORTED_VERSIONS: &[ProtocolVersion] =
+    &[ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25];
+
 /// The caller, as authenticated by the bridge before rmcp saw the request.
 pub fn principal(context: &RequestContext<RoleServer>) -> Result<Arc<Principal>, ErrorData> {
     context
@@ -179,7 +185,7 @@ impl ServerHandler for McpServer {
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(&[ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25])
+        Cow::Borrowed(SUPPORTED_VERSIONS)
     }
 
     async fn list_tools(

@@ -145,6 +145,71 @@ async fn unsupported_version_lists_the_supported_ones() {
     );
 }
 
+/// A request that names no version, or one this server does not serve,
+/// is refused in JSON-RPC terms a client can act on (streamable-http.mdx:
+/// a server that does not serve clients older than 2025-06-18 MUST refuse
+/// a request without the header; an unsupported version is -32022 listing
+/// the supported ones). rmcp alone served both as 2025-03-26 or 2025-06-18.
+#[tokio::test]
+async fn a_request_without_a_served_protocol_version_is_refused() {
+    let app = spawn_app().await;
+    let call = json!({"jsonrpc": "2.0", "id": "c1", "method": "tools/call",
+        "params": {"name": "connections_list", "arguments": {}}});
+    let without = app
+        .http
+        .post(app.mcp_url())
+        .bearer_auth(app.token("alice"))
+        .header("Accept", "application/json, text/event-stream")
+        .json(&call)
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = read(without).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], -32020, "{body}");
+    assert_eq!(body["id"], "c1", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("MCP-Protocol-Version"),
+        "{body}"
+    );
+
+    for version in ["2025-06-18", "2025-03-26", "2099-01-01"] {
+        let response = app
+            .raw_post("alice", version)
+            .json(&call)
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = read(response).await;
+        assert_eq!(status, 400, "{version}: {body}");
+        assert_eq!(body["error"]["code"], -32022, "{version}: {body}");
+        assert_eq!(body["error"]["data"]["requested"], version, "{body}");
+        assert_eq!(
+            body["error"]["data"]["supported"],
+            json!(["2026-07-28", "2025-11-25"]),
+            "{body}"
+        );
+    }
+
+    // A notification needs no answer and is not refused; a legacy client's
+    // first `initialize` may come without the header (see
+    // `legacy_initialize_client_is_served`).
+    let notification = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let response = app
+        .http
+        .post(app.mcp_url())
+        .bearer_auth(app.token("alice"))
+        .header("Accept", "application/json, text/event-stream")
+        .json(&notification)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+}
+
 #[tokio::test]
 async fn missing_meta_is_invalid_params() {
     let app = spawn_app().await;
