@@ -46,7 +46,8 @@ pub async fn read(
     let rows = sqlx::query!(
         r#"SELECT c.id, c.issuer, c.subject, c.provider AS "provider: ProviderName", c.account_id, c.account_label, c.scopes,
                   c.access_token, c.refresh_token, c.key_id, c.access_token_expires_at,
-                  c.status AS "status: ConnectionStatus", c.last_used_at, c.updated_at,
+                  c.status AS "status: ConnectionStatus", c.last_used_at,
+                  COALESCE(c.tokens_stored_at, c.updated_at) AS "tokens_stored_at!",
                   c.params AS "params: sqlx::types::Json<super::params::Params>",
                   g.client_id IS NOT NULL AS "granted!",
                   g.last_used_at AS "grant_last_used_at?"
@@ -86,7 +87,7 @@ pub async fn read(
                 access_token_expires_at: r.access_token_expires_at,
                 status: r.status,
                 last_used_at: r.last_used_at,
-                updated_at: r.updated_at,
+                tokens_stored_at: r.tokens_stored_at,
                 params: r.params,
             },
         })

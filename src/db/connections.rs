@@ -137,9 +137,9 @@ pub struct ConnectionRow {
     pub access_token_expires_at: Option<DateTime<Utc>>,
     pub status: ConnectionStatus,
     pub last_used_at: Option<DateTime<Utc>>,
-    /// When the row last changed; for an active row, when its tokens were
-    /// stored or refreshed.
-    pub updated_at: DateTime<Utc>,
+    /// When its tokens were stored or last refreshed (for a row stored
+    /// before that was recorded: when the row last changed).
+    pub tokens_stored_at: DateTime<Utc>,
     /// The connection's provider parameters (a Datadog site).
     pub params: sqlx::types::Json<super::params::Params>,
 }
@@ -171,7 +171,7 @@ pub async fn find_account(
         ConnectionRow,
         r#"SELECT id, issuer, subject, provider AS "provider: ProviderName", account_id, account_label, scopes, access_token,
                   refresh_token, key_id, access_token_expires_at, status AS "status: ConnectionStatus",
-                  last_used_at, updated_at, params AS "params: sqlx::types::Json<super::params::Params>"
+                  last_used_at, COALESCE(tokens_stored_at, updated_at) AS "tokens_stored_at!", params AS "params: sqlx::types::Json<super::params::Params>"
            FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3
              AND ($4::uuid IS NULL OR id = $4)
            ORDER BY (account_id = ''), created_at, id LIMIT 1"#,
@@ -240,7 +240,7 @@ pub async fn find_for_update(
         ConnectionRow,
         r#"SELECT id, issuer, subject, provider AS "provider: ProviderName", account_id, account_label, scopes, access_token,
                   refresh_token, key_id, access_token_expires_at, status AS "status: ConnectionStatus",
-                  last_used_at, updated_at, params AS "params: sqlx::types::Json<super::params::Params>"
+                  last_used_at, COALESCE(tokens_stored_at, updated_at) AS "tokens_stored_at!", params AS "params: sqlx::types::Json<super::params::Params>"
            FROM connections WHERE id = $1 FOR UPDATE"#,
         id,
     )
@@ -329,7 +329,8 @@ pub async fn store(
     sqlx::query!(
         "UPDATE connections SET account_id = $2,
              account_label = CASE WHEN label_edited THEN account_label ELSE $3 END, scopes = $4, access_token = $5,
-             refresh_token = $6, key_id = $7, access_token_expires_at = $8, status = 'active', updated_at = now()
+             refresh_token = $6, key_id = $7, access_token_expires_at = $8, status = 'active',
+             tokens_stored_at = now(), updated_at = now()
          WHERE id = $1",
         id,
         t.account_id,
@@ -373,13 +374,36 @@ pub async fn store_refreshed(
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE connections SET access_token = $2, refresh_token = $3, key_id = $4,
-             access_token_expires_at = $5, updated_at = now()
+             access_token_expires_at = $5, tokens_stored_at = now(), updated_at = now()
          WHERE id = $1",
         id,
         access_token,
         refresh_token,
         key_id,
         expires_at,
+    )
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
+/// After a key rotation: the same tokens sealed by another key. When they
+/// were stored (`tokens_stored_at`, which the refresh margin is measured
+/// from) and when they expire do not change.
+pub async fn reseal(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    access_token: &[u8],
+    refresh_token: Option<&[u8]>,
+    key_id: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE connections SET access_token = $2, refresh_token = $3, key_id = $4, updated_at = now()
+         WHERE id = $1",
+        id,
+        access_token,
+        refresh_token,
+        key_id,
     )
     .execute(exec)
     .await?;
@@ -398,7 +422,7 @@ pub async fn store_refreshed_if_current(
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "UPDATE connections SET access_token = $3, refresh_token = $4, key_id = $5,
-             access_token_expires_at = $6, updated_at = now()
+             access_token_expires_at = $6, tokens_stored_at = now(), updated_at = now()
          WHERE id = $1 AND access_token = $2 AND status = 'active'",
         id,
         previous_access_token,

@@ -169,6 +169,15 @@ async fn tokens_rekey_reseals_with_the_first_key_so_the_old_one_can_retire() {
         .await
         .unwrap();
     assert_eq!(missing, vec![("dev1".to_owned(), 1)]);
+    // When the tokens were stored and when they expire are the provider's
+    // facts, not the key's: re-sealing keeps both (the refresh margin is
+    // measured from the first).
+    let times = "SELECT concat_ws(' ', tokens_stored_at, access_token_expires_at) FROM connections";
+    sqlx::query("UPDATE connections SET tokens_stored_at = now() - interval '1 hour'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let stored: String = sqlx::query_scalar(times).fetch_one(&app.db).await.unwrap();
 
     let output = bin()
         .args(["tokens", "rekey"])
@@ -199,6 +208,8 @@ async fn tokens_rekey_reseals_with_the_first_key_so_the_old_one_can_retire() {
         .await
         .unwrap();
     assert_eq!(key_id, "k2");
+    let resealed: String = sqlx::query_scalar(times).fetch_one(&app.db).await.unwrap();
+    assert_eq!(resealed, stored);
 
     // After: the new key alone opens them.
     let after = app.second_instance_with(only_new).await;

@@ -329,6 +329,61 @@ async fn expire_access_token(app: &TestApp) {
         .unwrap();
 }
 
+/// The refresh margin (a minute, or half a short-lived token's lifetime)
+/// is measured from when the tokens were stored, not from the row's last
+/// change: an hour-long token renamed with half a minute left is still
+/// refreshed before use, not sent to the provider with seconds to live.
+#[tokio::test]
+async fn a_rename_shortly_before_expiry_leaves_the_refresh_margin_as_it_was() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    sqlx::query(
+        "UPDATE connections SET tokens_stored_at = now() - interval '1 hour',
+             access_token_expires_at = now() + interval '30 seconds'",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let renamed = mcp_connect::db::connections::set_label(
+        &app.db,
+        UserRef::new(&app.dev.issuer(), "alice"),
+        id,
+        "work",
+    )
+    .await
+    .unwrap();
+    assert!(renamed);
+
+    let (status, body) = app
+        .call_tool("alice", "whoami", json!({"provider": "demo"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["result"]["structuredContent"]["account"], "octo",
+        "{body}"
+    );
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM audit_events WHERE kind = 'refreshed'"
+        )
+        .await,
+        1,
+        "refreshed before use"
+    );
+    let fresh: bool = sqlx::query_scalar(
+        "SELECT access_token_expires_at > now() + interval '2 minutes' FROM connections",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert!(fresh, "the demo provider's tokens live five minutes");
+}
+
 #[tokio::test]
 async fn an_expired_token_is_refreshed_once_by_concurrent_calls_on_two_instances() {
     let app = spawn_app().await;

@@ -36,7 +36,7 @@ const REFRESH_MARGIN: chrono::Duration = chrono::Duration::seconds(60);
 
 pub(super) fn needs_refresh(row: &ConnectionRow) -> bool {
     row.access_token_expires_at
-        .is_some_and(|at| at - refresh_margin(row.updated_at, at) <= Utc::now())
+        .is_some_and(|at| at - refresh_margin(row.tokens_stored_at, at) <= Utc::now())
 }
 
 /// How long before `expires_at` a token stored at `stored_at` is refreshed.
@@ -203,7 +203,7 @@ pub(super) async fn refresh(
                 refresh_token: Some(refresh.bytes),
                 key_id: access.key_id,
                 access_token_expires_at: expires_at,
-                updated_at: Utc::now(),
+                tokens_stored_at: Utc::now(),
                 params: sqlx::types::Json(params),
                 ..row
             }))

@@ -41,13 +41,12 @@ pub async fn rekey_all(state: &ConnectionService) -> anyhow::Result<u64> {
             ),
             None => None,
         };
-        db::connections::store_refreshed(
+        db::connections::reseal(
             &mut *tx,
             id,
             &access.bytes,
             refresh.as_ref().map(|r| r.bytes.as_slice()),
             &access.key_id,
-            row.access_token_expires_at,
         )
         .await?;
         tx.commit().await?;
