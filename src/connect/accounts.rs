@@ -8,6 +8,13 @@
 //! `disconnect` confirmation) keeps it. A client that cannot answer a form
 //! (no `elicitation.form`) is told to name the account instead.
 //!
+//! A client is told only the labels of accounts it is approved for: any
+//! other account appears in the choice, and is matched by name, as a
+//! numbered "not yet approved" entry (see [`Choice`]) — as
+//! `connections_list` tells such a client only that the account exists.
+//! Choosing one goes on to the approval page, where the person sees which
+//! account it is. A label an unapproved client guesses matches nothing.
+//!
 //! The accounts come from the call's one read (`read`), which also
 //! brings each connection's tokens and the calling client's grant: the
 //! chosen one (`pick`) goes on to the vault and the grant check without
@@ -27,6 +34,7 @@ use uuid::Uuid;
 use super::{Access, ClientKind, Need, internal};
 use crate::{
     auth::Principal,
+    config::GrantMode,
     connect::ConnectionService,
     connect::state::RoundState,
     db::{
@@ -145,12 +153,7 @@ pub(super) fn choose<'s>(
     round: Option<&RoundState>,
     read: &[CallAccount],
 ) -> Result<Chosen<'s>, ErrorData> {
-    // Placeholder rows (no account yet) are no choice.
-    let accounts: Vec<&ConnectionRow> = read
-        .iter()
-        .map(|a| &a.row)
-        .filter(|r| !r.account_id.is_empty())
-        .collect();
+    let accounts = choices(state, provider, read);
     if let Some(id) = round.and_then(|r| r.account) {
         if read.iter().any(|a| a.row.id == id) {
             return Ok(Chosen::Connection(Some(id)));
@@ -159,7 +162,7 @@ pub(super) fn choose<'s>(
         // arguments name, else asked again among those left (never another
         // taken silently), else connected afresh.
         if let Some(named) = need.account.and_then(|name| find(&accounts, name)) {
-            return Ok(Chosen::Connection(Some(named.id)));
+            return Ok(Chosen::Connection(Some(named.row.id)));
         }
         if accounts.is_empty() {
             return Ok(Chosen::Connection(None));
@@ -184,14 +187,14 @@ pub(super) fn choose<'s>(
     };
     match named {
         Some(name) => match find(&accounts, &name) {
-            Some(a) => Ok(Chosen::Connection(Some(a.id))),
+            Some(a) => Ok(Chosen::Connection(Some(a.row.id))),
             // A new account is connected by `connect` with a flag; a name
             // that matches nothing is asked again among those there are.
             None if accounts.is_empty() => Ok(Chosen::Connection(None)),
             None => ask(state, need, provider, &accounts, round, Some(&name)),
         },
         None if accounts.len() > 1 => ask(state, need, provider, &accounts, round, None),
-        None => Ok(Chosen::Connection(accounts.first().map(|a| a.id))),
+        None => Ok(Chosen::Connection(accounts.first().map(|a| a.row.id))),
     }
 }
 
@@ -293,12 +296,57 @@ async fn answered(state: &ConnectionService, ticket: Uuid) -> Result<(), ErrorDa
         .map_err(internal)
 }
 
-fn find<'a>(accounts: &[&'a ConnectionRow], name: &str) -> Option<&'a ConnectionRow> {
-    accounts
-        .iter()
-        .find(|a| a.account_label == name)
-        .or_else(|| accounts.iter().find(|a| a.account_id == name))
-        .copied()
+/// One of the user's accounts as the calling client may name it.
+struct Choice<'a> {
+    row: &'a ConnectionRow,
+    /// Its label, for an account the client is approved for; otherwise
+    /// "GitHub account 2 (not yet approved for this client)", numbered by
+    /// the account's place among the user's accounts at the provider.
+    name: String,
+    approved: bool,
+}
+
+/// The user's accounts (placeholder rows, with no account yet, are no
+/// choice), named as the calling client may see them.
+fn choices<'a>(
+    state: &ConnectionService,
+    provider: &Provider,
+    read: &'a [CallAccount],
+) -> Vec<Choice<'a>> {
+    let every_client = state.settings.grants == GrantMode::PerUser;
+    read.iter()
+        .filter(|a| !a.row.account_id.is_empty())
+        .enumerate()
+        .map(|(i, a)| {
+            let approved = every_client || a.grant.is_some();
+            let name = if approved {
+                a.row.account_label.clone()
+            } else {
+                format!(
+                    "{} account {} (not yet approved for this client)",
+                    provider.display_name(),
+                    i + 1
+                )
+            };
+            Choice {
+                row: &a.row,
+                name,
+                approved,
+            }
+        })
+        .collect()
+}
+
+/// The account `name` names: a choice's name (an approved account's
+/// label, or an unapproved one's numbered entry), else an approved
+/// account's id at the provider. Never an unapproved account by its own
+/// label or id: that would tell a client guessing them which exist.
+fn find<'c, 'a>(accounts: &'c [Choice<'a>], name: &str) -> Option<&'c Choice<'a>> {
+    accounts.iter().find(|a| a.name == name).or_else(|| {
+        accounts
+            .iter()
+            .find(|a| a.approved && a.row.account_id == name)
+    })
 }
 
 enum Answer {
@@ -326,11 +374,11 @@ fn ask<'s>(
     state: &'s ConnectionService,
     need: &Need<'_>,
     provider: &Provider,
-    accounts: &[&ConnectionRow],
+    accounts: &[Choice<'_>],
     round: Option<&RoundState>,
     unknown: Option<&str>,
 ) -> Result<Chosen<'s>, ErrorData> {
-    let labels: Vec<String> = accounts.iter().map(|a| a.account_label.clone()).collect();
+    let labels: Vec<String> = accounts.iter().map(|a| a.name.clone()).collect();
     match need.client {
         ClientKind::Legacy => {
             return Err(RequestError::AccountNotNamed {

@@ -30,10 +30,14 @@ pub fn connect_message(provider: &Provider) -> String {
 }
 
 /// What an approval link asks of the user: let this client use this account.
-pub fn approval_message(provider: &Provider, client: &str, account: &str) -> String {
+/// The question of an approval link. It names no account: the client
+/// reading it is not approved for it (the page, shown to the person
+/// signed in, says which account it is).
+pub fn approval_message(provider: &Provider, client: &str) -> String {
     format!(
-        "{client} is not yet allowed to use your {name} account {account}. Open this link in your browser \
-         and allow it; then come back here. The link is for you only and works once.",
+        "{client} is not yet allowed to use your {name} account. Open this link in your browser \
+         to see which account and allow it; then come back here. The link is for you only and \
+         works once.",
         name = provider.display_name()
     )
 }

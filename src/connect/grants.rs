@@ -33,22 +33,6 @@ pub(super) enum GrantSeen {
     Read(Option<GrantUse>),
 }
 
-/// The connection a grant is about: what the approval question names.
-#[derive(Clone, Copy)]
-pub(super) struct Approvable<'a> {
-    pub id: Uuid,
-    pub account_label: &'a str,
-}
-
-impl<'a> From<&'a UsableToken> for Approvable<'a> {
-    fn from(token: &'a UsableToken) -> Self {
-        Self {
-            id: token.connection_id,
-            account_label: &token.account_label,
-        }
-    }
-}
-
 /// Whether the calling client may go on with a connection.
 pub(super) enum Gate<'s> {
     Pass,
@@ -66,7 +50,7 @@ pub(super) async fn admit<'s>(
     round: Option<&RoundState>,
     seen: GrantSeen,
 ) -> Result<Access<'s>, ErrorData> {
-    match gate(state, need, provider, Approvable::from(&token), round, seen).await? {
+    match gate(state, need, provider, token.connection_id, round, seen).await? {
         Gate::Pass => Ok(Access::Ready { token, provider }),
         Gate::Answer(access) => Ok(access),
     }
@@ -78,13 +62,13 @@ pub(super) async fn gate<'s>(
     state: &'s ConnectionService,
     need: &Need<'_>,
     provider: &'s Provider,
-    connection: Approvable<'_>,
+    connection: Uuid,
     round: Option<&RoundState>,
     seen: GrantSeen,
 ) -> Result<Gate<'s>, ErrorData> {
     let p = need.principal;
     if state.settings.grants == GrantMode::PerUser
-        || granted(state, connection.id, &p.client_id, seen).await?
+        || granted(state, connection, &p.client_id, seen).await?
     {
         return Ok(Gate::Pass);
     }
@@ -92,7 +76,7 @@ pub(super) async fn gate<'s>(
     // connection.
     let ticket = current_ticket(state, round)
         .await?
-        .filter(|t| t.connection_id == Some(connection.id));
+        .filter(|t| t.connection_id == Some(connection));
     let declined = |t: &Option<Ticket>| t.as_ref().is_some_and(|t| t.declined_at.is_some());
     let declined_answer = || {
         Gate::Answer(Access::Declined {
@@ -111,15 +95,15 @@ pub(super) async fn gate<'s>(
         // so an approval in between is not missed.
         let mut rx = state.events.subscribe();
         let unread = || GrantSeen::Unread;
-        if granted(state, connection.id, &p.client_id, unread()).await?
+        if granted(state, connection, &p.client_id, unread()).await?
             || (super::wait_for_connection(state, p, provider.name(), &mut rx, need.cancel).await
-                && granted(state, connection.id, &p.client_id, unread()).await?)
+                && granted(state, connection, &p.client_id, unread()).await?)
         {
             return Ok(Gate::Pass);
         }
         let again = current_ticket(state, round)
             .await?
-            .filter(|t| t.connection_id == Some(connection.id));
+            .filter(|t| t.connection_id == Some(connection));
         if declined(&again) {
             return Ok(declined_answer());
         }
@@ -223,7 +207,7 @@ async fn ask<'s>(
     state: &'s ConnectionService,
     need: &Need<'_>,
     provider: &Provider,
-    connection: Approvable<'_>,
+    connection: Uuid,
     round: Option<&RoundState>,
     ticket: Option<Ticket>,
 ) -> Result<Access<'s>, ErrorData> {
@@ -249,20 +233,15 @@ async fn ask<'s>(
         Some(found) => found,
         None => {
             take_link(state, p)?;
-            let t = tickets::issue_approval(
-                state,
-                p.user(),
-                &p.client_id,
-                provider.name(),
-                connection.id,
-            )
-            .await
-            .map_err(internal)?;
+            let t =
+                tickets::issue_approval(state, p.user(), &p.client_id, provider.name(), connection)
+                    .await
+                    .map_err(internal)?;
             (t.id, t.secret)
         }
     };
     let client = state.client_names.describe(&p.client_id).await;
-    let message = elicit::approval_message(provider, client.shown(), connection.account_label);
+    let message = elicit::approval_message(provider, client.shown());
     answer_with_link(state, need, provider, round, link, message)
 }
 

@@ -173,12 +173,8 @@ async fn require<'s>(
         && matches!(seen, grants::GrantSeen::Read(None))
         && state.settings.grants != GrantMode::PerUser
     {
-        let connection = grants::Approvable {
-            id: r.id,
-            account_label: &r.account_label,
-        };
         let unseen = grants::GrantSeen::Read(None);
-        match grants::gate(state, &need, provider, connection, round.as_ref(), unseen).await? {
+        match grants::gate(state, &need, provider, r.id, round.as_ref(), unseen).await? {
             grants::Gate::Answer(access) => return Ok(access),
             // Approved while the retry waited: looked up again below.
             grants::Gate::Pass => seen = grants::GrantSeen::Unread,

@@ -1,5 +1,6 @@
 //! Several accounts at one provider: with several and none named the call
-//! asks which (a form-mode elicitation listing the labels), the retry goes
+//! asks which (a form-mode elicitation listing the labels of the accounts
+//! the client is approved for, and numbering the others), the retry goes
 //! on with the choice, an unknown choice is asked again, and grants are per
 //! account.
 
@@ -13,7 +14,7 @@ use mcp_connect::{
 use secrecy::SecretString;
 use serde_json::{Value, json};
 
-use crate::helpers::{CLIENT_ID, TestApp, spawn_app};
+use crate::helpers::{CLIENT_ID, TestApp, count, spawn_app};
 
 pub(crate) async fn store(app: &TestApp, id: &str, label: &str, client: &str) {
     let tokens = TokenSet {
@@ -186,20 +187,28 @@ async fn grants_are_per_account() {
     store(&app, "p-2", "personal", "other-client").await;
     let work = connect(&app, CLIENT_ID, json!({"arguments": {"account": "work"}})).await;
     assert_eq!(work["result"]["resultType"], "complete", "{work}");
-    // Chosen through the form: the choice is kept into the approval round.
+    // Chosen through the form, where the account this client is not
+    // approved for has no name: the choice is kept into the approval round.
     let first = connect(&app, CLIENT_ID, json!({})).await;
+    assert_eq!(
+        form(&first)["requestedSchema"]["properties"]["account"]["enum"],
+        json!(["work", UNAPPROVED_2]),
+        "{first}"
+    );
     let state = first["result"]["requestState"].as_str().unwrap();
-    let personal = connect(&app, CLIENT_ID, choose(state, "personal")).await;
+    let personal = connect(&app, CLIENT_ID, choose(state, UNAPPROVED_2)).await;
     assert_eq!(
         personal["result"]["resultType"], "input_required",
         "{personal}"
     );
     let approval = &personal["result"]["inputRequests"]["connect_demo"]["params"];
     assert_eq!(approval["mode"], "url", "{personal}");
-    assert!(
-        approval["message"].as_str().unwrap().contains("personal"),
-        "{personal}"
-    );
+    for hidden in ["personal", "p-2"] {
+        assert!(
+            !personal.to_string().contains(hidden),
+            "{hidden}: {personal}"
+        );
+    }
     // Its retry, still unapproved, keeps asking about the personal account.
     let state = personal["result"]["requestState"].as_str().unwrap();
     let retry = connect(
@@ -212,6 +221,79 @@ async fn grants_are_per_account() {
         retry["result"]["inputRequests"]["connect_demo"]["params"]["url"], approval["url"],
         "{retry}"
     );
+}
+
+/// How the account chooser names the second of the user's demo accounts
+/// to a client not approved for it.
+const UNAPPROVED_2: &str = "Demo account 2 (not yet approved for this client)";
+
+/// A client approved for none of the user's accounts learns that they
+/// exist, not which (as `connections_list` tells it): the chooser numbers
+/// them, a label it guesses matches nothing — for `disconnect` too, which
+/// answers a right guess as it answers a wrong one — and the person sees
+/// which account it is on the approval page only.
+#[tokio::test]
+async fn an_unapproved_client_is_offered_the_accounts_without_their_names() {
+    let app = spawn_app().await;
+    store(&app, "id-corp", "acme-corp", CLIENT_ID).await;
+    store(&app, "id-family", "family-mail", CLIENT_ID).await;
+    let stranger = "stranger-client";
+    let hidden = |body: &Value| {
+        for name in ["acme-corp", "family-mail", "id-corp", "id-family"] {
+            assert!(!body.to_string().contains(name), "{name}: {body}");
+        }
+    };
+
+    let first = connect(&app, stranger, json!({})).await;
+    hidden(&first);
+    assert_eq!(
+        form(&first)["requestedSchema"]["properties"]["account"]["enum"],
+        json!([
+            "Demo account 1 (not yet approved for this client)",
+            UNAPPROVED_2
+        ]),
+        "{first}"
+    );
+
+    // A guessed label or id is no account: asked again, nothing confirmed.
+    for guess in ["family-mail", "id-family"] {
+        let named = connect(&app, stranger, json!({"arguments": {"account": guess}})).await;
+        hidden(&named);
+        assert!(
+            form(&named)["message"]
+                .as_str()
+                .unwrap()
+                .contains("not one of"),
+            "{named}"
+        );
+    }
+    let disconnect = |account: &'static str| {
+        let app = &app;
+        async move {
+            let params = json!({"name": "disconnect",
+                "arguments": {"provider": "demo", "account": account}});
+            let (status, body) = app.mcp_as(stranger, "alice", "tools/call", params).await;
+            assert_eq!(status, 200, "{body}");
+            body
+        }
+    };
+    let right = disconnect("family-mail").await;
+    let wrong = disconnect("holiday").await;
+    hidden(&right);
+    let schema = |b: &Value| b["result"]["inputRequests"]["account_demo"]["params"].clone();
+    assert_eq!(schema(&right), schema(&wrong), "{right} / {wrong}");
+    assert!(schema(&right).is_object(), "{right}");
+
+    // Its numbered entry goes on to the approval page, which names it.
+    let state = first["result"]["requestState"].as_str().unwrap();
+    let chosen = connect(&app, stranger, choose(state, UNAPPROVED_2)).await;
+    hidden(&chosen);
+    let approval = &chosen["result"]["inputRequests"]["connect_demo"]["params"];
+    assert_eq!(approval["mode"], "url", "{chosen}");
+    let browser = crate::browser::Browser::new(&app);
+    let page = crate::grants::approval_page(&browser, approval["url"].as_str().unwrap()).await;
+    assert!(page.body.contains("family-mail"), "{}", page.body);
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 2);
 }
 
 #[tokio::test]

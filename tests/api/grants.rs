@@ -98,8 +98,10 @@ async fn another_client_is_asked_once_the_connecting_client_never() {
         url.starts_with(&format!("{}/connect?ticket=", app.base)),
         "{url}"
     );
+    // It names the client, not the account: the client reading it is not
+    // approved for that (the page says which it is).
     assert!(
-        message.contains(OTHER) && message.contains("octo"),
+        message.contains(OTHER) && !message.contains("octo"),
         "{message}"
     );
     // Not yet approved: the retry asks again, with the same link.
@@ -357,7 +359,7 @@ async fn an_unapproved_client_causes_no_refresh_and_no_use() {
             .await
             .unwrap();
     let (_, _, message) = asked(&app, OTHER).await;
-    assert!(message.contains("octo"), "{message}");
+    assert!(message.contains("not yet allowed"), "{message}");
     let after: (Vec<u8>, Option<chrono::DateTime<chrono::Utc>>) =
         sqlx::query_as("SELECT access_token, last_used_at FROM connections")
             .fetch_one(&app.db)
