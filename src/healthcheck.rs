@@ -19,6 +19,9 @@ pub async fn probe(url: &str, timeout: Duration) -> Result<u16, ProbeError> {
     let url = url::Url::parse(url).map_err(|e| ProbeError::BadUrl(e.to_string()))?;
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        // The instance asks itself: an `HTTP_PROXY` set for the provider
+        // calls must not carry the probe elsewhere.
+        .no_proxy()
         .timeout(timeout)
         .build()
         .map_err(|e| ProbeError::Unreachable(e.to_string()))?;

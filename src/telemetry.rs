@@ -3,13 +3,20 @@
 //!
 //! Whatever `RUST_LOG` says, the MCP library's own logs stay at `info`: at
 //! `debug` and below it prints whole JSON-RPC messages, and ours carry
-//! one-time connect links and sealed state.
+//! one-time connect links and sealed state. The caps are a filter of their
+//! own over `RUST_LOG`'s (see [`capped`]), not more directives in it: there
+//! a more specific directive (`rmcp::transport=trace`) would win.
 
 mod batched;
 
 pub use batched::BatchedWriter;
 
-use tracing_subscriber::{EnvFilter, filter::Directive, fmt};
+use tracing_subscriber::{
+    EnvFilter,
+    filter::{Directive, LevelFilter, Targets},
+    fmt,
+    layer::{Layered, SubscriberExt},
+};
 
 use crate::config::LogFormat;
 
@@ -21,7 +28,21 @@ use crate::config::LogFormat;
 /// logs the requests itself (see `mcp::server`).
 pub const CAPS: &[&str] = &["rmcp=info", "rmcp::service=error"];
 
-/// `RUST_LOG` (or `default`), with the caps above applied last.
+/// `subscriber` with the caps above over whatever it lets through: an
+/// event the caps refuse is not recorded, whatever `RUST_LOG` enabled.
+pub fn capped<S>(subscriber: S) -> Layered<Targets, S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    let caps = Targets::new()
+        .with_default(LevelFilter::TRACE)
+        .with_target("rmcp", LevelFilter::INFO)
+        .with_target("rmcp::service", LevelFilter::ERROR);
+    subscriber.with(caps)
+}
+
+/// `RUST_LOG` (or `default`), with the caps above applied last (they are
+/// applied again, and for good, by [`capped`]).
 pub fn filter(default: &str) -> EnvFilter {
     let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     for cap in CAPS {
@@ -132,17 +153,53 @@ where
         .with_writer(writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(true);
+    use tracing_subscriber::util::SubscriberInitExt;
     // A second init (tests that start several apps) is not an error.
     match format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        LogFormat::Pretty => builder.compact().fmt_fields(pretty_fields()).try_init(),
+        LogFormat::Json => capped(builder.json().flatten_event(true).finish()).try_init(),
+        LogFormat::Pretty => {
+            capped(builder.compact().fmt_fields(pretty_fields()).finish()).try_init()
+        }
     }
     .is_ok()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::escape_controls;
+    use super::{capped, escape_controls};
+    use tracing::Level;
+    use tracing_subscriber::{EnvFilter, layer::SubscriberExt};
+
+    /// Whether an event of the MCP library's transport (which prints whole
+    /// JSON-RPC answers at trace, connect links included) would be
+    /// recorded under `rust_log`.
+    fn transport_trace_recorded(rust_log: &str) -> bool {
+        let subscriber = capped(tracing_subscriber::registry().with(EnvFilter::new(rust_log)));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::enabled!(
+                target: "rmcp::transport::streamable_http_server::tower",
+                Level::TRACE
+            )
+        })
+    }
+
+    #[test]
+    fn no_rust_log_lets_the_mcp_library_print_whole_messages() {
+        for rust_log in [
+            "trace",
+            "info,rmcp::transport=trace",
+            "rmcp::transport::streamable_http_server=trace",
+        ] {
+            assert!(!transport_trace_recorded(rust_log), "{rust_log}");
+        }
+        // The caps do not silence the rest of the log.
+        let subscriber = capped(tracing_subscriber::registry().with(EnvFilter::new("debug")));
+        tracing::subscriber::with_default(subscriber, || {
+            assert!(tracing::enabled!(target: "mcp_connect::web", Level::DEBUG));
+            assert!(tracing::enabled!(target: "rmcp::transport", Level::INFO));
+            assert!(!tracing::enabled!(target: "rmcp::service", Level::WARN));
+        });
+    }
 
     #[test]
     fn control_characters_are_escaped() {

@@ -79,12 +79,12 @@ fn capture_filter() -> EnvFilter {
 pub fn init() {
     static INIT: Once = Once::new();
     INIT.call_once(|| {
-        let _ = fmt()
+        let subscriber = fmt()
             .with_ansi(false)
             .with_writer(MakeTee)
             .with_env_filter(capture_filter())
-            .finish()
-            .try_init();
+            .finish();
+        let _ = mcp_connect::telemetry::capped(subscriber).try_init();
     });
 }
 

@@ -156,6 +156,11 @@ async fn health_command_exits_0_for_a_ready_instance_and_1_otherwise() {
         tokio::task::spawn_blocking(move || {
             Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
                 .args(["health", "--url", &url, "--timeout", "5"])
+                // A proxy set for the provider calls is not the probe's:
+                // nobody listens on port 1.
+                .env("HTTP_PROXY", "http://127.0.0.1:1")
+                .env("http_proxy", "http://127.0.0.1:1")
+                .env("ALL_PROXY", "http://127.0.0.1:1")
                 .output()
                 .unwrap()
         })
