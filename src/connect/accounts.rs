@@ -10,7 +10,7 @@
 //!
 //! A client is told only the labels of accounts it is approved for: any
 //! other account appears in the choice, and is matched by name, as a
-//! numbered "not yet approved" entry (see [`Choice`]) — as
+//! numbered "not yet approved" entry (see `Choice`) — as
 //! `connections_list` tells such a client only that the account exists.
 //! Choosing one goes on to the approval page, where the person sees which
 //! account it is. A label an unapproved client guesses matches nothing.
