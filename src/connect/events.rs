@@ -4,6 +4,13 @@
 //!
 //! The payload is a digest of (issuer, subject, provider), not the names
 //! themselves: anyone who can LISTEN on the database learns nothing.
+//!
+//! Notifications sent while the listening connection is down are lost.
+//! When it comes back, every waiter is told to look again ([`RECHECK`]).
+//! A connection can also die without a word (a NAT or load balancer that
+//! dropped an idle mapping, a failover without a reset): an idle listener
+//! asks its connection a trivial question now and then, and one that gets
+//! no answer in time is replaced.
 
 use crate::domain::UserRef;
 use std::{
@@ -15,6 +22,18 @@ use sqlx::{PgExecutor, PgPool, postgres::PgListener};
 use tokio::sync::broadcast;
 
 use crate::db;
+
+/// The wake-up that tells every waiter to look again: notifications may
+/// have been missed. (A key is 32 hex digits; this is none.)
+pub const RECHECK: &str = "*";
+
+/// An idle listener checks its connection after this long.
+const PING_WHEN_IDLE: Duration = Duration::from_secs(15);
+/// How long the check may take before the connection counts as dead.
+const PING_DEADLINE: Duration = Duration::from_secs(5);
+/// How often the listener looks up from its wait (to notice that the
+/// application is gone, and to count idle time).
+const TICK: Duration = Duration::from_secs(5);
 
 pub struct ConnectionEvents {
     sender: broadcast::Sender<String>,
@@ -33,10 +52,12 @@ impl ConnectionEvents {
         Self { sender }
     }
 
-    /// Starts listening in the background. The task ends when `events` is
-    /// dropped (the application stopped).
-    pub fn listen(events: &Arc<Self>, pool: PgPool) {
-        tokio::spawn(listen(pool, Arc::downgrade(events)));
+    /// Starts listening in the background, on a connection of a pool that
+    /// `connect` makes each time it listens (anew after a lost
+    /// connection). The task ends when `events` is dropped (the
+    /// application stopped).
+    pub fn listen(events: &Arc<Self>, connect: impl Fn() -> PgPool + Send + 'static) {
+        tokio::spawn(listen(connect, Arc::downgrade(events)));
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<String> {
@@ -58,13 +79,14 @@ pub async fn notify(exec: impl PgExecutor<'_>, key: &str) -> Result<(), sqlx::Er
     db::notifications::notify(exec, key).await
 }
 
-async fn listen(pool: PgPool, events: Weak<ConnectionEvents>) {
+async fn listen(connect: impl Fn() -> PgPool, events: Weak<ConnectionEvents>) {
     let mut backoff = Duration::from_millis(250);
+    let mut listened_before = false;
     loop {
         if events.strong_count() == 0 {
             return;
         }
-        let mut listener = match PgListener::connect_with(&pool).await {
+        let mut listener = match PgListener::connect_with(&connect()).await {
             Ok(l) => l,
             Err(e) => {
                 tracing::warn!(error = %e, "connection events: cannot connect; retrying");
@@ -79,24 +101,39 @@ async fn listen(pool: PgPool, events: Weak<ConnectionEvents>) {
             continue;
         }
         backoff = Duration::from_millis(250);
+        if listened_before {
+            tracing::info!("connection events: listening again");
+            announce(&events, RECHECK);
+        }
+        listened_before = true;
+        let mut idle = Duration::ZERO;
         loop {
-            // Wake up now and then to notice that the application is gone.
-            match tokio::time::timeout(Duration::from_secs(5), listener.try_recv()).await {
+            match tokio::time::timeout(TICK, listener.try_recv()).await {
                 Err(_) => {
                     if events.strong_count() == 0 {
                         return;
                     }
+                    idle += TICK;
+                    if idle >= PING_WHEN_IDLE {
+                        idle = Duration::ZERO;
+                        if !answers(&mut listener).await {
+                            tracing::warn!(
+                                "connection events: the listening connection does not answer; replacing it"
+                            );
+                            break;
+                        }
+                    }
                 }
                 Ok(Ok(Some(notification))) => {
-                    let Some(events) = events.upgrade() else {
-                        return;
-                    };
-                    // No receiver waiting is normal.
-                    let _ = events.sender.send(notification.payload().to_owned());
+                    idle = Duration::ZERO;
+                    announce(&events, notification.payload());
                 }
+                // sqlx has connected and listened again already; what was
+                // sent in between is lost.
                 Ok(Ok(None)) => {
-                    tracing::info!("connection events: connection lost; reconnecting");
-                    break;
+                    tracing::info!("connection events: connection lost; listening again");
+                    idle = Duration::ZERO;
+                    announce(&events, RECHECK);
                 }
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "connection events: listener failed; reconnecting");
@@ -105,6 +142,20 @@ async fn listen(pool: PgPool, events: Weak<ConnectionEvents>) {
             }
         }
     }
+}
+
+/// Wakes this instance's waiters with `payload`.
+fn announce(events: &Weak<ConnectionEvents>, payload: &str) {
+    if let Some(events) = events.upgrade() {
+        // No receiver waiting is normal.
+        let _ = events.sender.send(payload.to_owned());
+    }
+}
+
+/// Whether the listening connection answers a trivial query in time.
+async fn answers(listener: &mut PgListener) -> bool {
+    let ping = db::notifications::ping(listener);
+    matches!(tokio::time::timeout(PING_DEADLINE, ping).await, Ok(Ok(())))
 }
 
 #[cfg(test)]

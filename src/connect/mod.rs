@@ -441,7 +441,7 @@ pub(crate) async fn wait_for_connection(
     let wait = async {
         loop {
             match rx.recv().await {
-                Ok(k) if k == key => return true,
+                Ok(k) if k == key || k == events::RECHECK => return true,
                 Ok(_) => {}
                 // Missed some: check again rather than guess.
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return true,

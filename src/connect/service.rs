@@ -125,13 +125,15 @@ impl ConnectionService {
     /// notifications into wake-ups here. It ends when the service is dropped.
     pub fn start_listening(&self) {
         // LISTEN holds its connection for ever: one of its own, outside the
-        // pool, so the pool keeps every connection it was given.
-        let listen = db::pool_with(
-            (*self.db.connect_options()).clone(),
-            1,
-            self.settings.database.connect_timeout(),
-        );
-        ConnectionEvents::listen(&self.events, listen);
+        // pool, so the pool keeps every connection it was given. A pool of
+        // one for each time it listens: a connection that died silently is
+        // left behind with its pool (sqlx's UNLISTEN on it waits until the
+        // kernel gives up), not waited for.
+        let options = (*self.db.connect_options()).clone();
+        let timeout = self.settings.database.connect_timeout();
+        ConnectionEvents::listen(&self.events, move || {
+            db::pool_with(options.clone(), 1, timeout)
+        });
     }
 
     /// Tells every request waiting for a user's connection that the server
@@ -158,6 +160,11 @@ impl ConnectionService {
     /// A configured provider by name.
     pub fn provider(&self, name: &str) -> Option<&Provider> {
         self.providers.get(name)
+    }
+
+    /// "A connection was stored" wake-ups, from any instance.
+    pub fn events(&self) -> &ConnectionEvents {
+        &self.events
     }
 
     /// The provider catalog.

@@ -21,3 +21,11 @@ pub async fn notify(exec: impl PgExecutor<'_>, payload: &str) -> Result<(), sqlx
 pub async fn listen(listener: &mut PgListener) -> Result<(), sqlx::Error> {
     listener.listen(CHANNEL).await
 }
+
+/// A trivial query on the listening connection: whether it still answers.
+pub async fn ping(listener: &mut PgListener) -> Result<(), sqlx::Error> {
+    sqlx::query!("SELECT 1 AS alive")
+        .fetch_one(&mut *listener)
+        .await?;
+    Ok(())
+}

@@ -2,7 +2,9 @@
 //! stopped, restarted or short of connections. Every request gets a clear
 //! answer within a bounded time, retryable where the fault is transient.
 
+mod listening;
 mod postgres;
+mod relay;
 
 use std::time::{Duration, Instant};
 
