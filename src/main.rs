@@ -119,7 +119,7 @@ async fn offline_state(
     telemetry::init(settings.log_format);
     let options = db::connect_options(&settings.database_url)?;
     let pool = db::pool(options, 2);
-    db::migrate(&pool).await?;
+    db::migrate(&pool, settings.database.connect_timeout()).await?;
     Ok(mcp_connect::startup::build_state(settings, pool)?)
 }
 
@@ -180,10 +180,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             telemetry::init(settings.log_format);
             let options = db::connect_options(&settings.database_url)?;
             if settings.database_create_if_missing {
-                db::create_database_if_missing(&options).await?;
+                db::create_database_if_missing(&options, db::ANSWER_WITHIN).await?;
             }
             let pool = db::pool(options, 2);
-            db::migrate(&pool).await?;
+            db::migrate(&pool, db::ANSWER_WITHIN).await?;
             tracing::info!("migrations applied");
             Ok(())
         }
@@ -256,7 +256,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 issuer = %settings.auth.issuer,
                 "starting mcp-connect"
             );
-            let app = Application::build(settings).await?;
+            // Stoppable while it waits for the database, as when serving:
+            // in a container it is the process a stop signals.
+            let app = tokio::select! {
+                app = Application::build(settings) => app?,
+                () = mcp_connect::shutdown::signalled() => {
+                    tracing::info!("stopped before serving");
+                    return Ok(());
+                }
+            };
             tracing::info!(port = app.port(), "listening");
             app.run_until_signalled().await?;
             Ok(())

@@ -83,11 +83,21 @@ impl Background {
     }
 }
 
+/// Where the app listens.
+enum Bind {
+    /// On this listener, bound by the caller.
+    Bound(TcpListener),
+    /// On `settings.bind`, once the database is ready.
+    WhenReady,
+}
+
 impl Application {
-    /// Binds `settings.bind` and builds the app.
+    /// Builds the app and binds `settings.bind` once the database is
+    /// ready: a connection made to the port before (a load balancer's, or
+    /// a client's sent to a new instance) would wait on an instance that
+    /// cannot answer yet.
     pub async fn build(settings: Settings) -> Result<Self, StartupError> {
-        let listener = TcpListener::bind(settings.bind)?;
-        Self::build_with_listener(settings, listener, None).await
+        Self::build_on(settings, Bind::WhenReady, None).await
     }
 
     /// Builds the app on an already bound listener (tests and dev mode bind
@@ -99,6 +109,14 @@ impl Application {
         listener: TcpListener,
         extra: Option<ExtraRoutes>,
     ) -> Result<Self, StartupError> {
+        Self::build_on(settings, Bind::Bound(listener), extra).await
+    }
+
+    async fn build_on(
+        settings: Settings,
+        bind: Bind,
+        extra: Option<ExtraRoutes>,
+    ) -> Result<Self, StartupError> {
         settings.validate_for_serving()?;
         // Refused, like the settings, before anything is touched.
         let webhooks = crate::webhooks::Endpoints::from_settings(&settings.webhooks)?;
@@ -106,9 +124,14 @@ impl Application {
         db::wait::prepare_database(
             &options,
             settings.database.startup_timeout(),
+            settings.database.connect_timeout(),
             settings.database_create_if_missing,
         )
         .await?;
+        let listener = match bind {
+            Bind::Bound(listener) => listener,
+            Bind::WhenReady => TcpListener::bind(settings.bind)?,
+        };
         let options = db::faults::with_timeouts(options, &settings.database);
         let (pooled, _) = db::split_connections(settings.database_max_connections);
         let pool = db::pool_with(options, pooled, settings.database.connect_timeout());

@@ -118,30 +118,51 @@ pub fn split_connections(max_connections: u32) -> (u32, usize) {
     (max_connections - hot, hot as usize)
 }
 
+/// How long a server has to accept a connection and answer a first query
+/// while a command without settings for it (`migrate`, `dev`) prepares the
+/// database; `database.connect_timeout_secs`'s default.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+
+/// How long `CREATE DATABASE` may take at most (it copies the template
+/// database, and waits for another session's on the same name).
+const CREATE_DATABASE_DEADLINE: Duration = Duration::from_secs(60);
+
 /// Creates the target database if it does not exist, connecting to the
-/// `postgres` maintenance database of the same server to do it.
-pub async fn create_database_if_missing(options: &PgConnectOptions) -> Result<(), DbSetupError> {
+/// `postgres` maintenance database of the same server to do it. The
+/// connection and the look-up each give up after `answer_within`: a
+/// server that accepts connections and never answers (frozen, or a wrong
+/// port's listener) fails the attempt instead of holding start-up.
+pub async fn create_database_if_missing(
+    options: &PgConnectOptions,
+    answer_within: Duration,
+) -> Result<(), DbSetupError> {
     let name = options.get_database().unwrap_or("postgres").to_owned();
-    let mut conn = options
-        .clone()
-        .database("postgres")
-        .connect()
-        .await
-        .map_err(DbSetupError::Connect)?;
-    let exists = sqlx::query_scalar!(
-        r#"SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1) AS "exists!""#,
-        name,
+    let mut conn = faults::deadline(
+        answer_within,
+        options.clone().database("postgres").connect(),
     )
-    .fetch_one(&mut conn)
+    .await
+    .map_err(DbSetupError::Connect)?;
+    let exists = faults::deadline(
+        answer_within,
+        sqlx::query_scalar!(
+            r#"SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1) AS "exists!""#,
+            name,
+        )
+        .fetch_one(&mut conn),
+    )
     .await
     .map_err(DbSetupError::Connect)?;
     if !exists {
         // Not checkable: a database name is an identifier, never a
         // parameter. Quoted here, and nothing but the name is spliced in.
         let quoted = format!("\"{}\"", name.replace('"', "\"\""));
-        let created = sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {quoted}")))
-            .execute(&mut conn)
-            .await;
+        let created = faults::deadline(
+            CREATE_DATABASE_DEADLINE.max(answer_within),
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {quoted}")))
+                .execute(&mut conn),
+        )
+        .await;
         // Another instance may have created it in the meantime: when it
         // did so first, 42P04 (duplicate_database); when both were creating
         // it at once, the catalog's unique index answers 23505.
@@ -160,8 +181,22 @@ pub async fn create_database_if_missing(options: &PgConnectOptions) -> Result<()
     Ok(())
 }
 
-pub async fn migrate(pool: &PgPool) -> Result<(), DbSetupError> {
+/// Applies the pending migrations. The server must first answer a
+/// trivial query within `answer_within` (the migrations themselves may
+/// take long, and may wait for another instance's: not bounded).
+pub async fn migrate(pool: &PgPool, answer_within: Duration) -> Result<(), DbSetupError> {
+    faults::deadline(answer_within, ping(pool))
+        .await
+        .map_err(DbSetupError::Connect)?;
     MIGRATOR.run(pool).await?;
+    Ok(())
+}
+
+/// A trivial query: whether the server answers.
+async fn ping(pool: &PgPool) -> Result<(), sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT 1 AS "one!""#)
+        .fetch_one(pool)
+        .await?;
     Ok(())
 }
 

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::postgres::PgConnectOptions;
 
-use super::{DbSetupError, create_database_if_missing, migrate, pool};
+use super::{DbSetupError, create_database_if_missing, migrate};
 
 /// The longest pause between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -14,16 +14,19 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// Creates the database if missing (when `create_if_missing`) and applies
 /// the migrations, retrying while the failure is one a waiting can cure, for
 /// at most `limit`.
+/// Each attempt's connection and first answer take at most
+/// `answer_within`.
 pub async fn prepare_database(
     options: &PgConnectOptions,
     limit: Duration,
+    answer_within: Duration,
     create_if_missing: bool,
 ) -> Result<(), DbSetupError> {
     let started = Instant::now();
     let mut backoff = Duration::from_millis(250);
     let mut attempt: u32 = 1;
     loop {
-        match prepare_once(options, create_if_missing).await {
+        match prepare_once(options, answer_within, create_if_missing).await {
             Ok(()) => return Ok(()),
             Err(e) if is_retryable(&e) && started.elapsed() < limit => {
                 tracing::warn!(
@@ -47,15 +50,16 @@ pub async fn prepare_database(
 
 async fn prepare_once(
     options: &PgConnectOptions,
+    answer_within: Duration,
     create_if_missing: bool,
 ) -> Result<(), DbSetupError> {
     if create_if_missing {
-        create_database_if_missing(options).await?;
+        create_database_if_missing(options, answer_within).await?;
     }
     // Migrations run on a connection of their own, without the statement
     // timeout of the service's connections: a long migration is not a fault.
-    let migrations = pool(options.clone(), 1);
-    let done = migrate(&migrations).await;
+    let migrations = super::pool_with(options.clone(), 1, answer_within);
+    let done = migrate(&migrations, answer_within).await;
     migrations.close().await;
     done
 }

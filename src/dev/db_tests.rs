@@ -30,12 +30,12 @@ where
     Fut: std::future::Future<Output = ()>,
 {
     let name = format!("mcp_connect_dev_test_{}", uuid::Uuid::new_v4().simple());
-    db::create_database_if_missing(&options(&name))
+    db::create_database_if_missing(&options(&name), db::ANSWER_WITHIN)
         .await
         .unwrap();
     let pool = db::pool(options(&name), 2);
     let outcome = AssertUnwindSafe(async {
-        db::migrate(&pool).await.unwrap();
+        db::migrate(&pool, db::ANSWER_WITHIN).await.unwrap();
         body(pool.clone(), name.clone()).await;
     })
     .catch_unwind()

@@ -104,11 +104,11 @@ async fn prepare_database(url: &SecretString) -> anyhow::Result<PgPool> {
         options.get_host(),
         options.get_port()
     );
-    db::create_database_if_missing(&options)
+    db::create_database_if_missing(&options, db::ANSWER_WITHIN)
         .await
         .with_context(|| format!("cannot prepare the dev {place}; is Postgres running? (set --database-url or DATABASE_URL)"))?;
     let pool = db::pool(options, 2);
-    db::migrate(&pool)
+    db::migrate(&pool, db::ANSWER_WITHIN)
         .await
         .with_context(|| format!("cannot migrate the dev {place}"))?;
     Ok(pool)

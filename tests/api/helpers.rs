@@ -99,11 +99,13 @@ pub async fn prepare(
     crate::logs::init();
     let database_url = format!("{server}/{db_name}");
     let options = db::connect_options(&database_url.clone().into()).expect("database url");
-    db::create_database_if_missing(&options)
+    db::create_database_if_missing(&options, db::ANSWER_WITHIN)
         .await
         .expect("create test database");
     let pool = db::pool(options, 5);
-    db::migrate(&pool).await.expect("migrate");
+    db::migrate(&pool, db::ANSWER_WITHIN)
+        .await
+        .expect("migrate");
 
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();

@@ -32,10 +32,10 @@ impl Store {
     /// Connects to (and creates and migrates) the database at `url`.
     pub async fn postgres(url: &str, required: Option<Arc<Required>>) -> anyhow::Result<Self> {
         let options = db::connect_options(&url.to_owned().into())?;
-        db::create_database_if_missing(&options).await?;
+        db::create_database_if_missing(&options, db::ANSWER_WITHIN).await?;
         let (pooled, hot) = db::split_connections(20);
         let pool = db::pool(options.clone(), pooled);
-        db::migrate(&pool).await?;
+        db::migrate(&pool, db::ANSWER_WITHIN).await?;
         Ok(Store::Postgres {
             hot: HotConnections::new(options, hot, pool),
             required,

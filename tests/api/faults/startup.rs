@@ -63,3 +63,126 @@ async fn start_up_gives_up_after_the_startup_timeout() {
     assert!(took >= Duration::from_secs(2), "{took:?}");
     assert!(took < Duration::from_secs(15), "{took:?}");
 }
+
+/// A "database" that accepts connections and never answers: a frozen
+/// Postgres, or a port something else holds. Held open until dropped.
+struct Silent {
+    port: u16,
+    _accepting: std::thread::JoinHandle<()>,
+}
+
+impl Silent {
+    fn start() -> Silent {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepting = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept() {
+                held.push(socket);
+            }
+        });
+        Silent {
+            port,
+            _accepting: accepting,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/silent", self.port)
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits for `child` to exit, at most `limit`; kills it past that.
+fn exit_within(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    None
+}
+
+/// Each attempt to reach the database gives up after the connect timeout,
+/// so start-up ends after its own timeout even when the server never
+/// answers; and the port opens only once the database is ready.
+#[tokio::test]
+async fn serve_gives_up_on_a_silent_database_opens_no_port_before_and_stops_when_told() {
+    let silent = Silent::start();
+    let port = free_port();
+    let mut serve = serve_on(&silent, port, 4);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the port is open before the database is ready"
+    );
+    let status = exit_within(&mut serve, Duration::from_secs(20));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(serve.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let status = status.unwrap_or_else(|| panic!("still starting after 20 s: {stderr}"));
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains("database not reachable"), "{stderr}");
+
+    let mut migrate = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
+        .arg("migrate")
+        .env("MCP_CONNECT_DATABASE_URL", silent.url())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = exit_within(&mut migrate, Duration::from_secs(20)).expect("migrate ended");
+    assert!(!status.success());
+
+    // A stop while it waits ends it at once (in a container, `docker
+    // stop` signals this process).
+    let mut serve = serve_on(&silent, free_port(), 60);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &serve.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = exit_within(&mut serve, Duration::from_secs(5)).expect("stopped at once");
+    assert!(status.success(), "{status:?}");
+}
+
+/// `serve` against `silent`, listening on `port` once ready, giving up on
+/// the database after `startup_timeout_secs`.
+fn serve_on(silent: &Silent, port: u16, startup_timeout_secs: u32) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
+        .arg("serve")
+        .env("MCP_CONNECT_PUBLIC_URL", "https://connect.example.com")
+        .env("MCP_CONNECT_DATABASE_URL", silent.url())
+        .env(
+            "MCP_CONNECT_KEYS",
+            "k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+        )
+        .env("MCP_CONNECT_AUTH__ISSUER", "https://idp.example.com")
+        .env("MCP_CONNECT_AUTH__WEB_CLIENT_ID", "mcp-connect-web")
+        .env("MCP_CONNECT_AUTH__WEB_CLIENT_SECRET", "unused-here")
+        .env("MCP_CONNECT_PROVIDERS__DEMO__CLIENT_ID", "mcp-connect-demo")
+        .env("MCP_CONNECT_PROVIDERS__DEMO__CLIENT_SECRET", "unused-here")
+        .env("MCP_CONNECT_BIND", format!("127.0.0.1:{port}"))
+        .env(
+            "MCP_CONNECT_DATABASE__STARTUP_TIMEOUT_SECS",
+            startup_timeout_secs.to_string(),
+        )
+        .env("MCP_CONNECT_DATABASE__CONNECT_TIMEOUT_SECS", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
