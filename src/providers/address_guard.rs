@@ -27,7 +27,7 @@ pub fn is_public(ip: IpAddr) -> bool {
                 || (a == 192 && b == 0))
         }
         IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
+            if let Some(v4) = embedded_ipv4(v6) {
                 return is_public(IpAddr::V4(v4));
             }
             let first = v6.segments()[0];
@@ -38,6 +38,28 @@ pub fn is_public(ip: IpAddr) -> bool {
                 || (first & 0xffc0) == 0xfe80
                 || first == 0x2001 && v6.segments()[1] == 0x0db8)
         }
+    }
+}
+
+/// The IPv4 address an IPv6 one carries to an IPv4 host, where the
+/// network translates or tunnels it there: mapped (`::ffff:a.b.c.d`),
+/// compatible (`::a.b.c.d`, deprecated), NAT64 (`64:ff9b::/96`, and the
+/// local-use `64:ff9b:1::/48`) and 6to4 (`2002:AABB:CCDD::/48`). Such an
+/// address is as public as the IPv4 one it reaches.
+fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
+    use std::net::Ipv4Addr;
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    let s = v6.segments();
+    let low = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+    match s {
+        // `::` and `::1` are not IPv4 hosts.
+        [0, 0, 0, 0, 0, 0, hi, _] if hi != 0 => Some(low(s[6], s[7])),
+        [0x64, 0xff9b, 0, 0, 0, 0, ..] => Some(low(s[6], s[7])),
+        [0x64, 0xff9b, 1, ..] => Some(low(s[6], s[7])),
+        [0x2002, hi, lo, ..] => Some(low(hi, lo)),
+        _ => None,
     }
 }
 
@@ -77,10 +99,22 @@ mod tests {
             "fd00::1",
             "fe80::1",
             "::ffff:127.0.0.1",
+            // IPv4 hosts inside the network, reached through IPv6.
+            "::169.254.169.254",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::a00:1",
+            "2002:a9fe:a9fe::1",
+            "2002:7f00:1::",
         ] {
             assert!(!is_public(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["93.184.216.34", "2606:4700::1111", "1.1.1.1"] {
+        for ip in [
+            "93.184.216.34",
+            "2606:4700::1111",
+            "1.1.1.1",
+            "64:ff9b::5db8:d822",
+            "2002:5db8:d822::1",
+        ] {
             assert!(is_public(ip.parse().unwrap()), "{ip}");
         }
     }

@@ -24,6 +24,11 @@ const INVALID_GRANT: &[&str] = &[
     "invalid_code",
     "code_already_used",
     "invalid_refresh_token",
+    // Microsoft: a Conditional Access or multi-factor prompt, or consent
+    // the user must give again — at the token endpoint too, where a
+    // refresh can never get past it.
+    "interaction_required",
+    "consent_required",
 ];
 
 /// What came back from the token endpoint.
@@ -239,6 +244,18 @@ mod tests {
             r#"{"error":"bad_refresh_token"}"#,
         );
         assert!(matches!(parse(&a, &[]), Err(ProviderError::InvalidGrant)));
+    }
+
+    #[test]
+    fn a_refresh_that_needs_the_user_is_a_dead_grant() {
+        for code in ["interaction_required", "consent_required"] {
+            let body = format!(r#"{{"error":"{code}","error_description":"AADSTS50076"}}"#);
+            let a = answer(400, Some("application/json"), &body);
+            assert!(
+                matches!(parse(&a, &[]), Err(ProviderError::InvalidGrant)),
+                "{code}"
+            );
+        }
     }
 
     #[test]
