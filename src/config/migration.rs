@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 use super::{
@@ -46,7 +46,16 @@ impl MigrationSettings {
                 env: env_name("database_url"),
             });
         }
-        deserialize(table)
+        let settings: Self = deserialize(table)?;
+        // As `serve` checks it: a URL without a database would migrate the
+        // one named after the role (`postgres` for the superuser).
+        super::validate::check_database_url(settings.database_url.expose_secret()).map_err(
+            |m| ConfigError::Invalid {
+                key: "database_url".into(),
+                message: m.into(),
+            },
+        )?;
+        Ok(settings)
     }
 }
 
@@ -61,6 +70,21 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn a_database_url_without_a_database_is_refused() {
+        for url in [
+            "postgres://root@127.0.0.1:5432",
+            "postgres://h/",
+            "mysql://h/x",
+        ] {
+            let e =
+                MigrationSettings::from_sources(None, env(&[("MCP_CONNECT_DATABASE_URL", url)]))
+                    .unwrap_err()
+                    .to_string();
+            assert!(e.contains("database_url"), "{url}: {e}");
+        }
     }
 
     #[test]

@@ -190,7 +190,7 @@ impl Settings {
 /// Only Postgres, and a URL naming both the server and the database: a
 /// bare `host:port` or another scheme would otherwise become a database
 /// named after the port. The URL is a secret: messages never repeat it.
-fn check_database_url(raw: &str) -> Result<(), &'static str> {
+pub(super) fn check_database_url(raw: &str) -> Result<(), &'static str> {
     let url = Url::parse(raw).map_err(|_| "must be a postgres:// URL")?;
     if !matches!(url.scheme(), "postgres" | "postgresql") {
         return Err("must be a postgres:// or postgresql:// URL");

@@ -31,6 +31,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         return print_token(&args, token_args).await;
     }
     check_bind_host(&args.bind_host)?;
+    refuse_serve_database()?;
     let _log = crate::telemetry::init_for_serving(log_format_from_env());
 
     let pool = prepare_database(&args.database_url).await?;
@@ -112,6 +113,24 @@ async fn prepare_database(url: &SecretString) -> anyhow::Result<PgPool> {
         .await
         .with_context(|| format!("cannot migrate the dev {place}"))?;
     Ok(pool)
+}
+
+/// dev's database is `--database-url` / `DATABASE_URL`. A serve
+/// deployment's `MCP_CONNECT_DATABASE_URL` left in the environment would
+/// override the server's setting (see [`connect_env`]) while dev prepared
+/// its own: a dev server, whose sign-in takes any name, writing into that
+/// other database. Refused before anything is connected.
+fn refuse_serve_database() -> anyhow::Result<()> {
+    for name in ["DATABASE_URL", "DATABASE_URL_FILE"] {
+        let var = format!("{ENV_PREFIX}{name}");
+        if std::env::var_os(&var).is_some() {
+            bail!(
+                "dev does not use {var} (a serve setting): its database is --database-url or DATABASE_URL. \
+                 Unset {var} to run dev."
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The process's `MCP_CONNECT_*` variables; they override dev defaults.

@@ -144,6 +144,26 @@ fn dev_refuses_a_configuration_file_instead_of_ignoring_it() {
     }
 }
 
+/// A serve deployment's database URL left in the environment is not
+/// dev's: dev refuses it before connecting anywhere.
+#[test]
+fn dev_refuses_a_serve_database_url_instead_of_using_two_databases() {
+    for var in ["MCP_CONNECT_DATABASE_URL", "MCP_CONNECT_DATABASE_URL_FILE"] {
+        let output = bin()
+            .args(["dev", "--port", "0"])
+            .env(var, "postgres://127.0.0.1:9/production")
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(var) && stderr.contains("--database-url"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("production"), "{stderr}");
+    }
+}
+
 #[test]
 fn help_lists_the_commands() {
     let output = bin().arg("--help").output().unwrap();
