@@ -13,6 +13,7 @@ use super::{
     ApiRequest, ApiResponse, Credential, Provider, ProviderError,
     credential::FieldCredential,
     entry::ApiPathRules,
+    error::clean_code,
     guard,
     http::{is_json, media_type, read_bounded},
     identity::SLACK_TOKEN_ERRORS,
@@ -124,6 +125,7 @@ impl Provider {
                 body: redirect_body(&response, &url, &redactor),
                 truncated: false,
                 token_rejected: false,
+                envelope_error: None,
             });
         }
         let read = read_bounded(&mut response, self.max_response_bytes, &mut timer).await?;
@@ -155,19 +157,25 @@ impl Provider {
                 }
             }
         };
+        // Slack answers nearly every failure with HTTP 200 and `ok: false`.
+        let envelope_error = (self.quirks.ok_envelope
+            && body.get("ok") == Some(&Value::Bool(false)))
+        .then(|| {
+            let code = body.get("error").and_then(Value::as_str).unwrap_or("");
+            Some(clean_code(code)).filter(|c| !c.is_empty())
+        })
+        .map(|code| code.unwrap_or_else(|| "unknown_error".to_owned()));
         let token_rejected = status == 401
-            || (self.quirks.ok_envelope
-                && body.get("ok") == Some(&Value::Bool(false))
-                && body
-                    .get("error")
-                    .and_then(Value::as_str)
-                    .is_some_and(|e| SLACK_TOKEN_ERRORS.contains(&e)));
+            || envelope_error
+                .as_deref()
+                .is_some_and(|e| SLACK_TOKEN_ERRORS.contains(&e));
         Ok(ApiResponse {
             status,
             content_type,
             body,
             truncated: read.truncated,
             token_rejected,
+            envelope_error,
         })
     }
 }
@@ -368,13 +376,14 @@ mod tests {
             .unwrap();
         assert_eq!((r.status, r.token_rejected), (200, true));
         assert_eq!(r.body["error"], "invalid_auth");
+        assert_eq!(r.envelope_error.as_deref(), Some("invalid_auth"));
         let (token, _) = fakes.slack.issue_grant("channels:read,chat:write", false);
         let r = slack
             .api_request(&http(), &token, None, &get("conversations.list"))
             .await
             .unwrap();
         assert_eq!(r.body["ok"], true, "{:?}", r.body);
-        assert!(!r.token_rejected);
+        assert!(!r.token_rejected && r.envelope_error.is_none());
         let rfc = catalog.get("rfc").unwrap();
         let r = rfc
             .api_request(&http(), "stale", None, &get("items"))

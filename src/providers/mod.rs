@@ -147,4 +147,8 @@ pub struct ApiResponse {
     /// The provider refused the access token (HTTP 401, or Slack's
     /// `invalid_auth`-style errors): refresh, or ask the user to reconnect.
     pub token_rejected: bool,
+    /// The error code of a failure the provider reports in its own
+    /// envelope with a success status (Slack's `{"ok": false, "error":
+    /// "missing_scope"}` at HTTP 200), cleaned for a message.
+    pub envelope_error: Option<String>,
 }

@@ -148,11 +148,16 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             .map_err(internal)?;
     }
     let mut outcome = Outcome::ok(provider.name(), &token.account_label, &token.account_id);
-    let failed = response.status >= 400 || response.token_rejected;
+    let failed =
+        response.status >= 400 || response.token_rejected || response.envelope_error.is_some();
     let sentence = format!(
-        "{} answered HTTP {}{}.",
+        "{} answered HTTP {}{}{}.",
         provider.display_name(),
         response.status,
+        match &response.envelope_error {
+            Some(code) => format!(" with the error {code}"),
+            None => String::new(),
+        },
         if response.truncated {
             " (body cut at the size limit)"
         } else {
@@ -171,7 +176,10 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             // something this request needs (Atlassian answers a missing
             // scope with 401).
             (false, true) => super::result::NextStep::Approve,
-            (false, false) => next_step_for_status(response.status),
+            (false, false) => match &response.envelope_error {
+                Some(code) if response.status < 400 => next_step_for_envelope_error(code),
+                _ => next_step_for_status(response.status),
+            },
         };
         outcome.error = Some(ToolError {
             kind,
@@ -188,6 +196,27 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     Ok(CallToolResponse::Complete(answer(
         &result, failed, sentence,
     )))
+}
+
+/// What to do about a failure reported in the provider's envelope (Slack's
+/// `ok: false`, whose codes are documented per method): a permission the
+/// token lacks is approved, a busy provider retried, the rest is the
+/// request's to change.
+fn next_step_for_envelope_error(code: &str) -> super::result::NextStep {
+    use super::result::NextStep;
+    match code {
+        "missing_scope"
+        | "no_permission"
+        | "not_allowed_token_type"
+        | "access_denied"
+        | "ekm_access_denied" => NextStep::Approve,
+        "ratelimited"
+        | "internal_error"
+        | "fatal_error"
+        | "service_unavailable"
+        | "request_timeout" => NextStep::RetryLater,
+        _ => NextStep::ChangeRequest,
+    }
 }
 
 /// Whether a token the provider refused for a request the model chose is

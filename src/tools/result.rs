@@ -42,7 +42,8 @@ pub enum ErrorKind {
     Cancelled,
     /// The provider no longer accepts the connection's token.
     TokenRejected,
-    /// The provider answered with an HTTP error status.
+    /// The provider answered with an HTTP error status, or reported an
+    /// error in its own envelope (Slack's `ok: false`).
     HttpError,
     /// The provider could not be reached, or is rate limiting.
     ProviderUnavailable,

@@ -232,6 +232,39 @@ async fn slack_user_token_comes_from_authed_user() {
     );
 }
 
+/// Slack reports a failed call with HTTP 200 and `{"ok": false}`: the
+/// result is an error all the same, and a scope the token lacks says to
+/// approve it (the default `users:read` does not list channels).
+#[tokio::test]
+async fn slack_ok_false_is_an_error_that_says_what_to_do() {
+    let fake = fakes::slack::start().await;
+    let app = app_with(&fake, "slack").await;
+    connect(&app, &fake, "slack").await;
+    let (status, body) = app
+        .call_tool(
+            "alice",
+            "api_request",
+            json!({"provider": "slack", "method": "GET", "path": "conversations.list"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let result = &body["result"];
+    assert_eq!(result["isError"], true, "{body}");
+    let outcome = &result["structuredContent"];
+    assert_eq!(outcome["http_status"], 200, "{body}");
+    assert_eq!(outcome["next_step"], "approve", "{body}");
+    assert_eq!(outcome["error"]["kind"], "http_error", "{body}");
+    assert!(
+        outcome["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("missing_scope"),
+        "{body}"
+    );
+    // The body is still there for the model to read (`needed`).
+    assert_eq!(outcome["body"]["needed"], "channels:read", "{body}");
+}
+
 #[tokio::test]
 async fn deny_at_a_real_style_provider_is_a_declined_page_and_answer() {
     let fake = fakes::github::start().await;
