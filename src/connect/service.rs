@@ -215,6 +215,17 @@ impl ConnectionService {
         vault::token_rejected(self, token).await
     }
 
+    /// The provider refused `token` before its time: a refreshed token to
+    /// try again with, if a refresh can get one (see
+    /// [`vault::refreshed_after_refusal`]).
+    pub async fn refreshed_after_refusal(
+        &self,
+        token: &UsableToken,
+        provider: &Provider,
+    ) -> anyhow::Result<Option<UsableToken>> {
+        vault::refreshed_after_refusal(self, token, provider).await
+    }
+
     /// Revokes upstream where possible, deletes, audits; `true` when a
     /// connection was deleted.
     pub async fn disconnect(

@@ -18,7 +18,7 @@ use super::{
 };
 use crate::{
     connect::UsableToken,
-    providers::{ApiRequest, Credential, Provider, ProviderError},
+    providers::{ApiRequest, ApiResponse, Credential, Provider, ProviderError},
 };
 
 pub const NAME: &str = "api_request";
@@ -114,17 +114,21 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         query: args.query,
         body: args.body,
     };
-    // The refresh token is never sent, but a provider may echo it: it is
-    // opened here only to be hidden from the answer.
-    let refresh_token = call.service.refresh_token_of(&token).map_err(internal)?;
-    let credential = Credential {
-        refresh_token: refresh_token.as_ref().map(|t| t.expose_secret()),
-        ..token.credential()
-    };
-    let response = match provider
-        .api_request_as(call.service.http(), &credential, &request)
-        .await
+    let mut token = token;
+    let mut sent = send(&call, provider, &token, &request).await?;
+    if matches!(&sent, Ok(r) if r.token_rejected)
+        && let Some(fresh) = call
+            .service
+            .refreshed_after_refusal(&token, provider)
+            .await
+            .map_err(internal)?
     {
+        // Refused before its time. A refused request was not carried out:
+        // made again, once, with refreshed tokens.
+        token = fresh;
+        sent = send(&call, provider, &token, &request).await?;
+    }
+    let response = match sent {
         Ok(r) => r,
         Err(e) => {
             tracing::info!(provider = %provider.name(), error = %e, "api_request refused or failed");
@@ -196,6 +200,25 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     Ok(CallToolResponse::Complete(answer(
         &result, failed, sentence,
     )))
+}
+
+/// Sends `request` with `token`.
+async fn send(
+    call: &ToolCall<'_>,
+    provider: &Provider,
+    token: &UsableToken,
+    request: &ApiRequest,
+) -> Result<Result<ApiResponse, ProviderError>, ErrorData> {
+    // The refresh token is never sent, but a provider may echo it: it is
+    // opened here only to be hidden from the answer.
+    let refresh_token = call.service.refresh_token_of(token).map_err(internal)?;
+    let credential = Credential {
+        refresh_token: refresh_token.as_ref().map(|t| t.expose_secret()),
+        ..token.credential()
+    };
+    Ok(provider
+        .api_request_as(call.service.http(), &credential, request)
+        .await)
 }
 
 /// What to do about a failure reported in the provider's envelope (Slack's

@@ -120,10 +120,23 @@ pub async fn read(
             .into());
         }
     };
-    let account = match provider
+    let mut token = token;
+    let mut asked = provider
         .account_as(service.http(), &token.credential())
-        .await
+        .await;
+    if matches!(asked, Err(crate::providers::ProviderError::Denied(_)))
+        && let Some(fresh) = service
+            .refreshed_after_refusal(&token, provider)
+            .await
+            .map_err(internal)?
     {
+        // Refused before its time: asked again once with refreshed tokens.
+        token = fresh;
+        asked = provider
+            .account_as(service.http(), &token.credential())
+            .await;
+    }
+    let account = match asked {
         Ok(account) => account,
         Err(e) => {
             tracing::warn!(provider = %provider.name(), error = %e, "profile resource: provider call failed");

@@ -59,10 +59,24 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         Ok(ready) => ready,
         Err(answer) => return Ok(*answer),
     };
-    match provider
+    let mut token = token;
+    let mut asked = provider
         .account_as(call.service.http(), &token.credential())
-        .await
+        .await;
+    if matches!(asked, Err(crate::providers::ProviderError::Denied(_)))
+        && let Some(fresh) = call
+            .service
+            .refreshed_after_refusal(&token, provider)
+            .await
+            .map_err(super::internal)?
     {
+        // Refused before its time: asked again once with refreshed tokens.
+        token = fresh;
+        asked = provider
+            .account_as(call.service.http(), &token.credential())
+            .await;
+    }
+    match asked {
         Ok(account) => {
             let sentence = format!(
                 "Connected to {} as {} (id {}).",

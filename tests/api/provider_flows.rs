@@ -188,6 +188,62 @@ async fn google_asks_for_offline_consent_and_keeps_its_refresh_token_across_refr
     );
 }
 
+/// A provider may stop honouring an access token before the expiry it
+/// gave (revoked and re-issued, a shorter life than it said): the refusal
+/// costs one refresh, and the call goes on with the new token instead of
+/// sending the user to connect again. Tokens stored within the last
+/// minute are not refreshed for a refusal (it is about the request).
+#[tokio::test]
+async fn a_token_refused_before_its_time_is_refreshed_and_the_call_made_again() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    connect(&app, &fake, "google").await;
+    let stored_a_while_ago = || async {
+        sqlx::query("UPDATE connections SET tokens_stored_at = now() - interval '5 minutes'")
+            .execute(&app.db)
+            .await
+            .unwrap();
+    };
+    let active = || async {
+        sqlx::query_scalar::<_, String>("SELECT status FROM connections")
+            .fetch_one(&app.db)
+            .await
+            .unwrap()
+            == "active"
+    };
+
+    stored_a_while_ago().await;
+    fake.expire_access_tokens();
+    let (_, whoami) = app
+        .call_tool("alice", "whoami", json!({"provider": "google"}))
+        .await;
+    assert_eq!(
+        whoami["result"]["structuredContent"]["account"], "alice@example.com",
+        "{whoami}"
+    );
+    assert_eq!(fake.calls().refresh, 1);
+    assert!(active().await);
+
+    stored_a_while_ago().await;
+    fake.expire_access_tokens();
+    let list = json!({"provider": "google", "method": "GET",
+        "path": "calendar/v3/users/me/calendarList"});
+    let (_, api) = app.call_tool("alice", "api_request", list.clone()).await;
+    assert_ne!(api["result"]["isError"], true, "{api}");
+    assert_eq!(
+        api["result"]["structuredContent"]["http_status"], 200,
+        "{api}"
+    );
+    assert_eq!(fake.calls().refresh, 2);
+    assert!(active().await);
+
+    // Just refreshed: a refusal now is not the token's age.
+    fake.expire_access_tokens();
+    let (_, refused) = app.call_tool("alice", "api_request", list).await;
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert_eq!(fake.calls().refresh, 2, "no refresh for a fresh token");
+}
+
 #[tokio::test]
 async fn reloading_after_a_failed_code_exchange_names_no_account() {
     let fake = fakes::github::start().await;

@@ -16,7 +16,9 @@ mod seal;
 mod store;
 
 pub use disconnect::{disconnect, disconnect_account};
-pub use read::{TokenState, UsableToken, token_rejected, usable_token, usable_token_of};
+pub use read::{
+    TokenState, UsableToken, refreshed_after_refusal, token_rejected, usable_token, usable_token_of,
+};
 pub(in crate::connect) use read::{mark_needs_reauth, token_state};
 pub use rekey::rekey_all;
 pub use store::{NewConnection, store_connection};

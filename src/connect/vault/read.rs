@@ -7,7 +7,7 @@ use secrecy::{ExposeSecret, SecretString};
 use uuid::Uuid;
 
 use super::{
-    refresh::{needs_refresh, refresh},
+    refresh::{Why, needs_refresh, refresh},
     seal::{Binding, Kind, open_bound},
 };
 use crate::{
@@ -124,6 +124,60 @@ pub enum TokenState {
     LacksScopes {
         granted: Vec<String>,
     },
+}
+
+/// Tokens stored more recently than this are not refreshed when the
+/// provider refuses them: the refusal is about the request (a provider
+/// that answers a missing scope with 401), and a model asking for such a
+/// request again and again must not make a refresh of each.
+const FRESH_FOR: chrono::Duration = chrono::Duration::minutes(1);
+
+/// The provider refused `token` before its time (revoked and re-issued,
+/// a lifetime shorter than it said, a clock apart): its tokens refreshed
+/// once, to try again with. `None`: nothing better to try — no refresh
+/// token, tokens stored within the last minute, or the refresh refused
+/// (the connection is then marked to connect again).
+pub async fn refreshed_after_refusal(
+    state: &ConnectionService,
+    token: &UsableToken,
+    provider: &Provider,
+) -> anyhow::Result<Option<UsableToken>> {
+    if token.sealed.refresh.is_none() {
+        return Ok(None);
+    }
+    let limit = state.settings.database.deadline();
+    // One refresh of a row at a time within this instance, as for an
+    // expiring token.
+    let lock = state.refresh_locks.get(token.connection_id);
+    let _turn = tokio::time::timeout(super::REFRESH_LOCK_TIMEOUT + limit, lock.lock())
+        .await
+        .map_err(|_| db::faults::timed_out())?;
+    let user = UserRef::new(&token.sealed.issuer, &token.sealed.subject);
+    let found = db::connections::find_account(
+        &state.db,
+        user,
+        &token.sealed.provider,
+        Some(token.connection_id),
+    );
+    let Some(row) = db::faults::deadline(limit, found).await? else {
+        return Ok(None);
+    };
+    if row.status != ConnectionStatus::Active {
+        return Ok(None);
+    }
+    let row = if row.access_token != token.sealed.access {
+        // Refreshed (or reconnected) since this token was read.
+        row
+    } else if row.tokens_stored_at > Utc::now() - FRESH_FOR {
+        return Ok(None);
+    } else {
+        match refresh(state, &row, provider, Why::Refused).await? {
+            Some(row) if row.access_token != token.sealed.access => row,
+            _ => return Ok(None),
+        }
+    };
+    let access_token = open_bound(state, &Binding::of(&row), Kind::Access, &row.access_token)?;
+    Ok(Some(UsableToken::new(row, access_token)))
 }
 
 /// The provider refused `token` (HTTP 401): the user must connect again —
@@ -253,7 +307,7 @@ pub(in crate::connect) async fn token_state(
             return Ok(TokenState::NeedsReauth);
         }
         if needs_refresh(&row) {
-            match refresh(state, &row, provider).await? {
+            match refresh(state, &row, provider, Why::Expiring).await? {
                 Some(row) => row,
                 None => return Ok(TokenState::NeedsReauth),
             }

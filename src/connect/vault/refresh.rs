@@ -114,10 +114,20 @@ async fn keep_after_lost_transaction(
 
 /// Refreshes under the row lock. `None`: the provider refused the refresh
 /// token (the user must connect again).
+/// Why a connection's tokens are refreshed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Why {
+    /// The access token expires soon (`needs_refresh`).
+    Expiring,
+    /// The provider refused the access token before its time.
+    Refused,
+}
+
 pub(super) async fn refresh(
     state: &ConnectionService,
     stale: &ConnectionRow,
     provider: &Provider,
+    why: Why,
 ) -> anyhow::Result<Option<ConnectionRow>> {
     // Waiting for a turn holds nothing; a turn is as long as a refresh
     // may wait for the row.
@@ -142,7 +152,11 @@ pub(super) async fn refresh(
     if row.status != ConnectionStatus::Active {
         return Ok(None);
     }
-    if !needs_refresh(&row) {
+    let refreshed_meanwhile = match why {
+        Why::Expiring => !needs_refresh(&row),
+        Why::Refused => row.access_token != stale.access_token,
+    };
+    if refreshed_meanwhile {
         // Someone else refreshed while we waited for the lock.
         return Ok(Some(row));
     }
