@@ -7,6 +7,10 @@
 //! its leases lapse and any instance delivers the rows again (at least
 //! once; receivers deduplicate by `webhook-id`). A lease outlasts the
 //! request timeout, so no two instances send one event at the same time.
+//!
+//! Each endpoint has a loop of its own: one that hangs or is slow (every
+//! attempt waiting out the timeout) delays its own events only, never
+//! another endpoint's.
 
 use std::{
     sync::Arc,
@@ -39,23 +43,35 @@ const MAX_IDLE: Duration = Duration::from_secs(30);
 pub struct Deliverer {
     pool: PgPool,
     endpoints: Arc<Endpoints>,
+    /// The endpoint whose rows this loop claims.
+    endpoint: String,
+    /// This loop also keeps the backlog gauge (one of them does).
+    counts_backlog: bool,
     settings: WebhookSettings,
     metrics: Arc<Metrics>,
 }
 
 impl Deliverer {
-    pub fn new(
+    /// One loop for each of `endpoints`.
+    pub fn for_each(
         pool: PgPool,
         endpoints: Arc<Endpoints>,
         settings: WebhookSettings,
         metrics: Arc<Metrics>,
-    ) -> Self {
-        Self {
-            pool,
-            endpoints,
-            settings,
-            metrics,
-        }
+    ) -> Vec<Self> {
+        endpoints
+            .names()
+            .into_iter()
+            .enumerate()
+            .map(|(i, endpoint)| Self {
+                pool: pool.clone(),
+                endpoints: endpoints.clone(),
+                endpoint,
+                counts_backlog: i == 0,
+                settings: settings.clone(),
+                metrics: metrics.clone(),
+            })
+            .collect()
     }
 
     /// Delivers until `stop` is cancelled; a delivery under way then is
@@ -80,7 +96,10 @@ impl Deliverer {
                         failures = failures.saturating_add(1);
                     }
                 }
-                if failures == 0 && counted.is_none_or(|at| at.elapsed() >= COUNT_EVERY) {
+                if self.counts_backlog
+                    && failures == 0
+                    && counted.is_none_or(|at| at.elapsed() >= COUNT_EVERY)
+                {
                     self.count_backlog().await;
                     counted = Some(Instant::now());
                 }
@@ -101,10 +120,9 @@ impl Deliverer {
         self.settings.timeout() + LEASE_MARGIN
     }
 
-    /// Everything due now, a batch at a time.
+    /// Everything due now at this loop's endpoint, a batch at a time.
     async fn deliver_due(&self) -> Result<(), sqlx::Error> {
-        // The rows this instance claims: its own endpoints'.
-        let names = self.endpoints.names();
+        let names = std::slice::from_ref(&self.endpoint);
         loop {
             let lease_id = Uuid::new_v4();
             let claimed = db::event_outbox::claim_due(
@@ -112,7 +130,7 @@ impl Deliverer {
                 lease_id,
                 self.lease().as_secs_f64(),
                 BATCH,
-                &names,
+                names,
             )
             .await;
             let claimed = claimed?;
@@ -164,8 +182,14 @@ impl Deliverer {
                 .ok()
                 .and_then(|by| at.checked_add_signed(by))
         };
+        // Retried until the window closes, the last time when it does.
         let deadline = later(row.created_at, self.settings.retry_for());
-        let next = later(Utc::now(), wait).filter(|next| deadline.is_none_or(|d| *next <= d));
+        let now = Utc::now();
+        let next = match deadline {
+            Some(deadline) if now >= deadline => None,
+            Some(deadline) => later(now, wait).map(|next| next.min(deadline)),
+            None => later(now, wait),
+        };
         let error = why.to_string();
         let next = match next {
             Some(next) if !matches!(why, Failure::EndpointGone) => next,
@@ -205,11 +229,10 @@ impl Deliverer {
     }
 
     /// Counts an attempt whose row was settled; one that could not be is
-    /// delivered again once its lease lapses.
+    /// delivered again once its lease lapses (and counted then).
     fn settle(&self, outcome: Delivery, settled: Result<bool, sqlx::Error>) {
-        self.metrics.webhooks.delivery(outcome);
         match settled {
-            Ok(true) => {}
+            Ok(true) => self.metrics.webhooks.delivery(outcome),
             Ok(false) => tracing::warn!("a webhook lease lapsed before its attempt was settled"),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot settle a webhook attempt; it will be retried")
@@ -316,6 +339,29 @@ mod tests {
         within(3, 20_000);
         within(30, 3_600_000);
         within(i32::MAX, 3_600_000);
+    }
+
+    /// An attempt whose lease lapsed before it was settled is delivered
+    /// again by whoever claims it next: counted then, not now as well.
+    #[tokio::test]
+    async fn only_settled_attempts_are_counted() {
+        let settings = WebhookSettings::default();
+        let deliverer = Deliverer {
+            pool: sqlx::postgres::PgPoolOptions::new()
+                .connect_lazy("postgres://127.0.0.1:9/unused")
+                .unwrap(),
+            endpoints: Arc::new(Endpoints::from_settings(&settings).unwrap()),
+            endpoint: "ops".into(),
+            counts_backlog: false,
+            settings,
+            metrics: Arc::new(Metrics::new()),
+        };
+        deliverer.settle(Delivery::Delivered, Ok(false));
+        deliverer.settle(Delivery::Failed, Err(sqlx::Error::PoolTimedOut));
+        assert_eq!(deliverer.metrics.webhooks.count(Delivery::Delivered), 0);
+        assert_eq!(deliverer.metrics.webhooks.count(Delivery::Failed), 0);
+        deliverer.settle(Delivery::Delivered, Ok(true));
+        assert_eq!(deliverer.metrics.webhooks.count(Delivery::Delivered), 1);
     }
 
     #[test]

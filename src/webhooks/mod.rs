@@ -32,5 +32,7 @@ pub fn start(
     if endpoints.is_empty() {
         return;
     }
-    Deliverer::new(pool, Arc::new(endpoints), settings.clone(), metrics).start(stop);
+    for deliverer in Deliverer::for_each(pool, Arc::new(endpoints), settings.clone(), metrics) {
+        deliverer.start(stop.clone());
+    }
 }

@@ -305,3 +305,85 @@ async fn an_endpoint_this_instance_does_not_know_is_left_to_the_instances_that_d
         0
     );
 }
+
+/// An endpoint that never answers (each attempt waits out the timeout)
+/// holds up its own events only: another endpoint's arrive at once, though
+/// the slow one's older events were due first.
+#[tokio::test]
+async fn a_hanging_endpoint_delays_no_other_endpoints_events() {
+    let slow = Receiver::start(Mode::Hang);
+    let ops = Receiver::start(Mode::Answer {
+        fail_first: 0,
+        delay: Duration::ZERO,
+    });
+    let mut table = super::webhooks_table(&ops.url, CREATED, "");
+    if let Some(toml::Value::Table(endpoints)) = table.get_mut("endpoints")
+        && let Some(toml::Value::Table(mut hang)) = endpoints.get("ops").cloned()
+    {
+        hang.insert("url".into(), slow.url.clone().into());
+        endpoints.insert("slow".into(), toml::Value::Table(hang));
+    }
+    let app = spawn_app_with(|t| {
+        t.insert("webhooks".into(), toml::Value::Table(table));
+    })
+    .await;
+    // Enough of the slow endpoint's events, due before ours, to fill
+    // several claims.
+    sqlx::query(
+        "INSERT INTO event_outbox (event_id, endpoint, event_type, payload, next_attempt_at)
+         SELECT gen_random_uuid(), 'slow', 'connection.created',
+                '{\"type\": \"connection.created\"}', now() - interval '1 minute'
+         FROM generate_series(1, 48)",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    slow.wait_for_attempts(1, PATIENCE).await;
+    let stored = Instant::now();
+    store_demo_connection(&app.state.connect, &app.dev.issuer(), "alice", "a-1", None).await;
+    ops.wait_for_acknowledged(1, PATIENCE).await;
+    // A claim of the slow endpoint's waits out its 2 s timeout.
+    assert!(
+        stored.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        stored.elapsed()
+    );
+}
+
+/// The retry window is tried to its end: a backoff that would land past
+/// it is cut to its close, and only an attempt failed then gives up.
+#[tokio::test]
+async fn retries_go_on_until_the_retry_window_closes() {
+    let receiver = Receiver::start(Mode::Answer {
+        fail_first: usize::MAX,
+        delay: Duration::ZERO,
+    });
+    let app = spawn_app_with(with_webhooks(
+        &receiver.url,
+        CREATED,
+        "retry_for_secs = 2\nfirst_retry_ms = 1500",
+    ))
+    .await;
+    store_demo_connection(&app.state.connect, &app.dev.issuer(), "alice", "a-1", None).await;
+    let started = Instant::now();
+    while count(
+        &app,
+        "SELECT count(*) FROM event_outbox WHERE failed_at IS NOT NULL",
+    )
+    .await
+        == 0
+    {
+        assert!(started.elapsed() < PATIENCE, "never given up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (lived, attempts): (f64, i32) = sqlx::query_as(
+        "SELECT extract(epoch FROM failed_at - created_at)::float8, attempts FROM event_outbox",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    // Tried at once, after 1.5 s, and when the window closed at 2 s (the
+    // next backoff, 3 s, would have ended it at 1.5 s).
+    assert!(lived >= 2.0, "gave up {lived} s after it was written");
+    assert_eq!(attempts, 3);
+}
