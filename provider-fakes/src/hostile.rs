@@ -6,7 +6,9 @@
 //! `?as=text` answers the same text as `text/plain`. `GET /hostile/moved`
 //! redirects to a path that holds the caller's access token. `POST
 //! /hostile/slow` takes the request, counts it, and answers only after
-//! three seconds.
+//! three seconds. `GET /hostile/limited` answers 429 with `Retry-After:
+//! 30`; `?as=github` answers as GitHub's primary rate limit does: 403 with
+//! `x-ratelimit-remaining: 0` and the reset ten minutes on.
 
 use actix_web::{HttpRequest, HttpResponse, web};
 
@@ -18,7 +20,28 @@ use super::{
 pub(super) fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/hostile/echo", web::get().to(echo))
         .route("/hostile/moved", web::get().to(moved))
-        .route("/hostile/slow", web::post().to(slow));
+        .route("/hostile/slow", web::post().to(slow))
+        .route("/hostile/limited", web::get().to(limited));
+}
+
+async fn limited(req: HttpRequest) -> HttpResponse {
+    if req.query_string().contains("as=github") {
+        let reset = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() + 600)
+            .unwrap_or_default();
+        return HttpResponse::Forbidden()
+            .insert_header(("x-ratelimit-limit", "5000"))
+            .insert_header(("x-ratelimit-remaining", "0"))
+            .insert_header(("x-ratelimit-reset", reset.to_string()))
+            .json(serde_json::json!({
+                "message": "API rate limit exceeded for user ID 1.",
+                "documentation_url": "https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting"
+            }));
+    }
+    HttpResponse::TooManyRequests()
+        .insert_header(("retry-after", "30"))
+        .json(serde_json::json!({"error": "rate_limited"}))
 }
 
 /// The forms of `secret` a reflecting server could send back, as they

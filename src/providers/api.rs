@@ -102,6 +102,7 @@ impl Provider {
         }
         let status = response.status().as_u16();
         let content_type = media_type(&response);
+        let rate_limited = super::rate_limit::read(status, response.headers(), chrono::Utc::now());
         tracing::info!(provider = %self.name, %method, status, "api request");
         // Whatever of the answer reaches the model loses every secret we
         // sent, however the provider echoes it.
@@ -126,6 +127,7 @@ impl Provider {
                 truncated: false,
                 token_rejected: false,
                 envelope_error: None,
+                rate_limited: None,
             });
         }
         let read = read_bounded(&mut response, self.max_response_bytes, &mut timer).await?;
@@ -176,6 +178,7 @@ impl Provider {
             truncated: read.truncated,
             token_rejected,
             envelope_error,
+            rate_limited,
         })
     }
 }

@@ -31,6 +31,7 @@ mod per_connection;
 mod pkce;
 mod provider;
 mod quirks;
+mod rate_limit;
 mod redact;
 mod resolve;
 mod scopes;
@@ -54,6 +55,7 @@ pub use listing::catalog_markdown;
 pub use oauth::{Learned, Refreshed};
 pub use per_connection::ConnectionEndpoints;
 pub use pkce::PkcePair;
+pub use rate_limit::RateLimited;
 
 /// The outbound HTTP client for identity providers and third-party
 /// providers: never follows redirects, bounded connect and total times.
@@ -151,4 +153,6 @@ pub struct ApiResponse {
     /// envelope with a success status (Slack's `{"ok": false, "error":
     /// "missing_scope"}` at HTTP 200), cleaned for a message.
     pub envelope_error: Option<String>,
+    /// The provider is rate limiting (429, or GitHub's 403 that says so).
+    pub rate_limited: Option<RateLimited>,
 }

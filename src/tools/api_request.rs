@@ -18,7 +18,7 @@ use super::{
 };
 use crate::{
     connect::UsableToken,
-    providers::{ApiRequest, ApiResponse, Credential, Provider, ProviderError},
+    providers::{ApiRequest, ApiResponse, Credential, Provider, ProviderError, RateLimited},
 };
 
 pub const NAME: &str = "api_request";
@@ -63,6 +63,10 @@ pub struct ApiResult {
     /// The answer's body: its JSON, or its text as a string.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub body: Option<Value>,
+    /// The provider is rate limiting and said how long to wait, in
+    /// seconds, before trying again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_secs: Option<u64>,
 }
 
 impl ToolOutput for ApiResult {
@@ -73,6 +77,7 @@ impl ToolOutput for ApiResult {
             content_type: None,
             truncated: None,
             body: None,
+            retry_after_secs: None,
         }
     }
 }
@@ -155,11 +160,18 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let failed =
         response.status >= 400 || response.token_rejected || response.envelope_error.is_some();
     let sentence = format!(
-        "{} answered HTTP {}{}{}.",
+        "{} answered HTTP {}{}{}{}.",
         provider.display_name(),
         response.status,
         match &response.envelope_error {
             Some(code) => format!(" with the error {code}"),
+            None => String::new(),
+        },
+        match response.rate_limited {
+            Some(RateLimited {
+                retry_after_secs: Some(secs),
+            }) => format!(" (rate limited: try again in {secs} s)"),
+            Some(_) => " (rate limited: try again later)".to_owned(),
             None => String::new(),
         },
         if response.truncated {
@@ -180,6 +192,10 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             // something this request needs (Atlassian answers a missing
             // scope with 401).
             (false, true) => super::result::NextStep::Approve,
+            // GitHub's rate limits are 403s: not a permission to ask for.
+            (false, false) if response.rate_limited.is_some() => {
+                super::result::NextStep::RetryLater
+            }
             (false, false) => match &response.envelope_error {
                 Some(code) if response.status < 400 => next_step_for_envelope_error(code),
                 _ => next_step_for_status(response.status),
@@ -196,6 +212,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         content_type: response.content_type,
         truncated: Some(response.truncated),
         body: Some(response.body),
+        retry_after_secs: response.rate_limited.and_then(|r| r.retry_after_secs),
     };
     Ok(CallToolResponse::Complete(answer(
         &result, failed, sentence,

@@ -244,6 +244,42 @@ async fn a_token_refused_before_its_time_is_refreshed_and_the_call_made_again() 
     assert_eq!(fake.calls().refresh, 2, "no refresh for a fresh token");
 }
 
+/// A provider's rate limit is "try again later", with the wait it names —
+/// also when it comes as GitHub's 403, which otherwise means a permission
+/// the token lacks (`approve` would send the user to grant scopes that do
+/// not help).
+#[tokio::test]
+async fn a_rate_limit_says_when_to_try_again() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    connect(&app, &fake, "google").await;
+    let call = |query: serde_json::Value| {
+        let app = &app;
+        async move {
+            let (_, body) = app
+                .call_tool(
+                    "alice",
+                    "api_request",
+                    json!({"provider": "google", "method": "GET",
+                        "path": "hostile/limited", "query": query}),
+                )
+                .await;
+            assert_eq!(body["result"]["isError"], true, "{body}");
+            body["result"]["structuredContent"].clone()
+        }
+    };
+    let limited = call(json!({})).await;
+    assert_eq!(limited["http_status"], 429, "{limited}");
+    assert_eq!(limited["next_step"], "retry_later", "{limited}");
+    assert_eq!(limited["retry_after_secs"], 30, "{limited}");
+
+    let github = call(json!({"as": "github"})).await;
+    assert_eq!(github["http_status"], 403, "{github}");
+    assert_eq!(github["next_step"], "retry_later", "{github}");
+    let wait = github["retry_after_secs"].as_u64().unwrap();
+    assert!((590..=600).contains(&wait), "{github}");
+}
+
 #[tokio::test]
 async fn reloading_after_a_failed_code_exchange_names_no_account() {
     let fake = fakes::github::start().await;
