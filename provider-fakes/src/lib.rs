@@ -42,6 +42,7 @@ pub mod salesforce;
 pub mod scripted;
 pub mod server;
 pub mod slack;
+pub mod strava;
 
 mod code_grant;
 mod http;
@@ -67,6 +68,7 @@ pub enum Kind {
     Microsoft,
     Salesforce,
     Atlassian,
+    Strava,
 }
 
 /// A running fake. Stopped when dropped.
@@ -134,6 +136,12 @@ impl FakeProvider {
         self.shared.memory().deny_next = true;
     }
 
+    /// Strava: the person unticks every scope but `scope` (comma
+    /// separated) on the consent page; the callback's `scope` says so.
+    pub fn tick_only(&self, scope: &str) {
+        self.shared.memory().ticked = Some(scope.to_owned());
+    }
+
     /// From now on every request is answered with `status` and nothing
     /// else (`None`: served again).
     pub fn fail_with(&self, status: Option<u16>) {
@@ -198,7 +206,7 @@ impl FakeProvider {
             Kind::Slack => ("xoxp-1-", "xoxe-1-"),
             Kind::Notion => ("ntn_", "nrt_"),
             Kind::Dropbox => ("sl.", ""),
-            Kind::Microsoft | Kind::Salesforce | Kind::Atlassian => ("", ""),
+            Kind::Microsoft | Kind::Salesforce | Kind::Atlassian | Kind::Strava => ("", ""),
         };
         let mut memory = self.shared.memory();
         let account = memory.account.clone();
@@ -262,6 +270,7 @@ impl FakeProvider {
             Kind::Microsoft => return microsoft::table(self),
             Kind::Salesforce => return salesforce::table(self),
             Kind::Atlassian => return atlassian::table(self),
+            Kind::Strava => return strava::table(self),
             Kind::Github => (
                 "github",
                 "/login/oauth/authorize",

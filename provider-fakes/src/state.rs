@@ -119,6 +119,9 @@ pub(super) struct Memory {
     pub token_paths: Vec<String>,
     /// Refresh tokens in the order they were issued, live or not.
     pub refresh_issued: Vec<String>,
+    /// Strava: the scopes the person leaves ticked on the consent page
+    /// (`None`: all those asked for).
+    pub ticked: Option<String>,
     codes: HashMap<String, Code>,
     access: HashMap<String, Access>,
     refresh: HashMap<String, Refresh>,
@@ -154,6 +157,7 @@ impl Shared {
                 api_seen: Vec::new(),
                 token_paths: Vec::new(),
                 refresh_issued: Vec::new(),
+                ticked: None,
                 codes: HashMap::new(),
                 access: HashMap::new(),
                 refresh: HashMap::new(),

@@ -160,15 +160,24 @@ pub fn open_verifier(
     Ok(secrecy::SecretString::from(verifier))
 }
 
+/// What the provider's redirect back from consent brought.
+pub struct Callback<'a> {
+    pub code: &'a str,
+    /// Its `scope` parameter: the accepted scopes, where the provider's
+    /// entry says it names them (`granted_scopes_in_callback`).
+    pub scope: Option<&'a str>,
+}
+
 /// Exchanges the provider's code, reads the account and stores the
 /// connection for `user`. The flow was already marked completed.
 pub(super) async fn finish(
     state: &ConnectionService,
     flow: &OAuthFlow,
     provider: &Provider,
-    code: &str,
+    callback: Callback<'_>,
     user: UserRef<'_>,
 ) -> Result<(Uuid, Account), FinishError> {
+    let code = callback.code;
     let verifier = open_verifier(&state.keys, flow)?;
     let name = provider.name();
     let upstream = |step: &str, e: ProviderError| {
@@ -179,7 +188,7 @@ pub(super) async fn finish(
         .map_err(anyhow::Error::from)?
         .unwrap_or_default();
     let mut params = flow_params.clone();
-    let (tokens, learned) = provider
+    let (mut tokens, learned) = provider
         .exchange_code_learning(&state.http, code, verifier.expose_secret(), &params)
         .await
         .map_err(|e| upstream("code exchange", e))?;
@@ -209,6 +218,12 @@ pub(super) async fn finish(
         Some(t) => requested_scopes(provider, t),
         None => with_defaults(provider, &[]),
     };
+    if tokens.scopes.is_none()
+        && provider.granted_scopes_in_callback()
+        && let Some(accepted) = callback.scope
+    {
+        tokens.scopes = Some(accepted_of(&requested, accepted));
+    }
     // The client that asked is allowed this connection (per-client grants).
     let client_id = ticket.as_ref().map(|t| t.client_id.as_str());
     let mut tx = crate::db::transaction::begin(&state.db)
@@ -247,6 +262,21 @@ pub(super) async fn finish(
     tx.commit().await.map_err(anyhow::Error::from)?;
     state.metrics.flow.connection_stored();
     Ok((connection_id, account))
+}
+
+/// Those of the `requested` scopes that `accepted` (the callback's
+/// `scope`, comma or space separated) names. Never more than was asked:
+/// the parameter passed through the browser.
+fn accepted_of(requested: &[String], accepted: &str) -> Vec<String> {
+    let named: Vec<&str> = accepted
+        .split([',', ' '])
+        .filter(|s| !s.is_empty())
+        .collect();
+    requested
+        .iter()
+        .filter(|s| named.contains(&s.as_str()))
+        .cloned()
+        .collect()
 }
 
 /// The values the provider tells after consent, checked (from the token

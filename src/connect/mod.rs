@@ -111,11 +111,16 @@ async fn require<'s>(
         .get(need.provider)
         .ok_or_else(|| unknown_provider(state, need.provider))?;
     // A key grants what it grants: there are no scopes to ask an API-key or
-    // Basic provider for, nor to upgrade.
+    // Basic provider for, nor to upgrade. What a connection must have for
+    // this call is what the call asks for; the provider's defaults are
+    // asked for with it whenever the user is sent to the provider
+    // (`tickets::requested_scopes`), but a connection whose user declined
+    // one of them (Strava lets them untick it) still serves the calls that
+    // do not need it, instead of asking again for ever.
     let wanted = if !provider.is_oauth() {
         Vec::new()
     } else {
-        tickets::with_defaults(provider, need.scopes)
+        need.scopes.to_vec()
     };
     let p = need.principal;
 
@@ -293,9 +298,10 @@ async fn ask<'s>(
         return Err(elicit::missing_url_capability(state, provider));
     }
     // An upgrade asks for what the user has plus what is wanted, so the new
-    // grant does not lose scopes the old one had.
+    // grant does not lose scopes the old one had; and always for the
+    // provider's defaults.
     let mut scopes: Vec<String> = existing_scopes.to_vec();
-    for s in wanted {
+    for s in &tickets::with_defaults(provider, wanted) {
         if !scopes.contains(s) {
             scopes.push(s.clone());
         }

@@ -327,9 +327,9 @@ impl ConnectionService {
         &self,
         flow: &OAuthFlow,
         provider: &Provider,
-        code: &str,
+        callback: flows::Callback<'_>,
         user: UserRef<'_>,
     ) -> Result<(Uuid, Account), FinishError> {
-        flows::finish(self, flow, provider, code, user).await
+        flows::finish(self, flow, provider, callback, user).await
     }
 }

@@ -278,6 +278,7 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
             ok_envelope: e.error_envelope == Some(entry::ErrorEnvelope::OkField),
             refresh: e.refresh.unwrap_or(Refresh::Expiring),
             token_lifetime: e.token_lifetime_secs.map(std::time::Duration::from_secs),
+            granted_scopes_in_callback: e.granted_scopes_in_callback.unwrap_or(false),
             api_headers,
             api_auth,
             path_rules: e.api_path_rules,

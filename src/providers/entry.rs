@@ -228,6 +228,12 @@ pub(super) struct Entry {
     /// names no `expires_in`, so it is refreshed in time (Salesforce).
     #[serde(default, deserialize_with = "lenient::opt_number")]
     pub token_lifetime_secs: Option<u64>,
+    /// The redirect back from consent names the scopes the person accepted
+    /// in `scope`, and the token answer does not (Strava, whose consent
+    /// page lets them untick some): those asked for that it names are the
+    /// ones granted.
+    #[serde(default, deserialize_with = "lenient::opt_bool")]
+    pub granted_scopes_in_callback: Option<bool>,
 
     pub account_id_from: Option<AccountIdFrom>,
     /// JSON pointer (RFC 6901) into the identity answer.

@@ -173,6 +173,12 @@ impl Provider {
 
     /// Whether a grant of `granted` scopes includes `wanted`, as this
     /// provider spells and nests its scopes.
+    /// The redirect back from consent names the accepted scopes, and the
+    /// token answer does not (Strava).
+    pub fn granted_scopes_in_callback(&self) -> bool {
+        self.quirks.granted_scopes_in_callback
+    }
+
     pub fn scope_granted(&self, granted: &[String], wanted: &str) -> bool {
         self.scope_rules.granted(granted, wanted)
     }

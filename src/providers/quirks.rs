@@ -90,6 +90,8 @@ pub(super) struct Quirks {
     /// How long an access token lives when the token answer names no
     /// `expires_in` (Salesforce: as the org says, at least 15 minutes).
     pub token_lifetime: Option<std::time::Duration>,
+    /// The callback's `scope` names the granted scopes (Strava).
+    pub granted_scopes_in_callback: bool,
     /// Headers on identity and API calls (GitHub wants a versioned media
     /// type; Twitch its client id).
     pub api_headers: Vec<(String, String)>,

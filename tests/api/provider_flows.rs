@@ -280,6 +280,35 @@ async fn a_rate_limit_says_when_to_try_again() {
     assert!((590..=600).contains(&wait), "{github}");
 }
 
+/// Strava's consent page lets the person untick scopes, and only the
+/// redirect back says which were accepted (its token answer has no
+/// `scope`): the connection records those, so a tool asking for one left
+/// unticked is sent to connect again instead of being told it has it.
+#[tokio::test]
+async fn strava_records_only_the_scopes_the_person_left_ticked() {
+    let fake = fakes::strava::start().await;
+    fake.tick_only("read");
+    let app = app_with(&fake, "strava").await;
+    let body = connect(&app, &fake, "strava").await;
+    assert_eq!(
+        body["result"]["structuredContent"]["account"], "alice_runs",
+        "{body}"
+    );
+    let scopes: Vec<String> = sqlx::query_scalar("SELECT scopes FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(scopes, ["read"]);
+    let (_, again) = app
+        .call_tool(
+            "alice",
+            "connect",
+            json!({"provider": "strava", "scopes": ["activity:read"]}),
+        )
+        .await;
+    assert_eq!(again["result"]["resultType"], "input_required", "{again}");
+}
+
 #[tokio::test]
 async fn reloading_after_a_failed_code_exchange_names_no_account() {
     let fake = fakes::github::start().await;

@@ -89,9 +89,13 @@ pub(super) async fn callback(
         return refused(&state, &req, &user, &flow, provider, error).await;
     }
     let code = params.get("code").ok_or(WebError::FlowRejected(RESTART))?;
+    let callback = crate::connect::flows::Callback {
+        code,
+        scope: params.get("scope").map(|s| s.as_ref()),
+    };
     let finished = state
         .connect
-        .finish_flow(&flow, provider, code, user.user())
+        .finish_flow(&flow, provider, callback, user.user())
         .await;
     let (connection_id, account) = match finished {
         Ok(done) => done,
