@@ -162,14 +162,22 @@ fn athlete_of(account: &Account) -> Value {
 }
 
 /// The scopes of the bearer token, or Strava's refusal.
-fn scopes_of(req: &HttpRequest, fake: &Shared) -> Result<(Account, Vec<String>), HttpResponse> {
+fn scopes_of(
+    req: &HttpRequest,
+    fake: &Shared,
+) -> Result<(Account, Vec<String>), Box<HttpResponse>> {
     let token = credentials(req, &["bearer"]).unwrap_or_default();
     match fake.memory().access(token) {
         Some(access) => Ok((
             access.account,
             access.scope.split(',').map(str::to_owned).collect(),
         )),
-        None => Err(strava_error(401, "Athlete", "access_token", "invalid")),
+        None => Err(Box::new(strava_error(
+            401,
+            "Athlete",
+            "access_token",
+            "invalid",
+        ))),
     }
 }
 
@@ -180,7 +188,7 @@ async fn athlete(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
             json(200, athlete_of(&account))
         }
         Ok(_) => strava_error(401, "AccessToken", "read_permission", "missing"),
-        Err(refusal) => refusal,
+        Err(refusal) => *refusal,
     }
 }
 
@@ -192,6 +200,6 @@ async fn activities(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
             json!([{"id": 1, "name": "Morning Run", "type": "Run", "distance": 5012.3}]),
         ),
         Ok(_) => strava_error(401, "AccessToken", "activity:read_permission", "missing"),
-        Err(refusal) => refusal,
+        Err(refusal) => *refusal,
     }
 }
