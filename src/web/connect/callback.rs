@@ -91,7 +91,7 @@ pub(super) async fn callback(
     let code = params.get("code").ok_or(WebError::FlowRejected(RESTART))?;
     let callback = crate::connect::flows::Callback {
         code,
-        scope: params.get("scope").map(|s| s.as_ref()),
+        scope: params.get("scope"),
     };
     let finished = state
         .connect
