@@ -1,6 +1,6 @@
-//! `/healthz` (the process is up) and `/readyz` (it can serve: the identity
-//! provider's metadata was fetched once, the database answers and every
-//! migration is applied).
+//! `/healthz` (the process is up) and `/readyz` (it can serve: it is not
+//! stopping, the identity provider's metadata was fetched once, the
+//! database answers and every migration is applied).
 
 use actix_web::{HttpResponse, get, web};
 
@@ -21,6 +21,12 @@ const READY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[get("/readyz")]
 async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+    // Draining: a load balancer asking on a kept-alive connection must
+    // send nothing new here.
+    if state.connect.is_stopping() {
+        return HttpResponse::ServiceUnavailable()
+            .json(serde_json::json!({ "status": "stopping" }));
+    }
     if !super::oidc::metadata_reached(&state).await {
         return HttpResponse::ServiceUnavailable()
             .json(serde_json::json!({ "status": "identity provider unreachable" }));

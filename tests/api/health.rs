@@ -178,3 +178,28 @@ async fn two_database_connections_are_enough_to_serve() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"]["resultType"], "complete", "{body}");
 }
+
+/// While the instance drains (a stop signal received, requests under way
+/// still answered), `/readyz` says so: a load balancer asking on a
+/// kept-alive connection sends nothing new here.
+#[tokio::test]
+async fn readyz_is_503_while_draining() {
+    let app = crate::helpers::spawn_app().await;
+    let ready = app
+        .http
+        .get(format!("{}/readyz", app.addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+    app.state.begin_shutdown();
+    let draining = app
+        .http
+        .get(format!("{}/readyz", app.addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(draining.status(), 503);
+    let body: serde_json::Value = draining.json().await.unwrap();
+    assert_eq!(body["status"], "stopping");
+}
