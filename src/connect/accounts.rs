@@ -29,6 +29,7 @@ use rmcp::{
         InputRequest, InputRequests, InputRequiredResult, InputResponses,
     },
 };
+use std::borrow::Cow;
 use uuid::Uuid;
 
 use super::{Access, ClientKind, Need, internal};
@@ -302,7 +303,7 @@ struct Choice<'a> {
     /// Its label, for an account the client is approved for; otherwise
     /// "GitHub account 2 (not yet approved for this client)", numbered by
     /// the account's place among the user's accounts at the provider.
-    name: String,
+    name: Cow<'a, str>,
     approved: bool,
 }
 
@@ -320,13 +321,13 @@ fn choices<'a>(
         .map(|(i, a)| {
             let approved = every_client || a.grant.is_some();
             let name = if approved {
-                a.row.account_label.clone()
+                Cow::Borrowed(a.row.account_label.as_str())
             } else {
-                format!(
+                Cow::Owned(format!(
                     "{} account {} (not yet approved for this client)",
                     provider.display_name(),
                     i + 1
-                )
+                ))
             };
             Choice {
                 row: &a.row,
@@ -378,7 +379,7 @@ fn ask<'s>(
     round: Option<&RoundState>,
     unknown: Option<&str>,
 ) -> Result<Chosen<'s>, ErrorData> {
-    let labels: Vec<String> = accounts.iter().map(|a| a.name.clone()).collect();
+    let labels: Vec<String> = accounts.iter().map(|a| a.name.to_string()).collect();
     match need.client {
         ClientKind::Legacy => {
             return Err(RequestError::AccountNotNamed {
