@@ -114,7 +114,8 @@ pub(super) enum AccountIdFrom {
     /// `account_id_pointer` in the identity answer.
     Response,
     /// The provider has no account to name (the identity URL only checks the
-    /// credential): the id is a keyed digest of the credential.
+    /// credential): the id is a digest of the credential (see
+    /// `identity::credential_account`).
     Credential,
 }
 
