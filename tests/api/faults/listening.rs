@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use mcp_connect::connect::events::{self, RECHECK};
+use sqlx::Connection;
 use tokio::sync::broadcast;
 
 use super::relay::Relay;
@@ -85,4 +86,18 @@ async fn a_listening_connection_gone_silent_is_replaced() {
         next(&mut rx, Duration::from_secs(10)).await.as_deref(),
         Some("after")
     );
+    // The app's own clean-up would go through the relay, gone with this
+    // test: its database is dropped here, directly.
+    let name = app.db_name.clone();
+    drop(app);
+    direct.close().await;
+    let mut admin = sqlx::PgConnection::connect(&format!("{}/postgres", server_url()))
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
 }
