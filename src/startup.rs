@@ -166,15 +166,12 @@ impl Application {
     pub async fn run_until_signalled(self) -> Result<(), std::io::Error> {
         let handle = self.server.handle();
         let state = self.state.clone();
-        let signals = tokio::spawn(async move {
-            crate::shutdown::signalled().await;
-            tracing::info!("shutting down: answering waiting requests, then draining");
-            state.begin_shutdown();
-            handle.stop(true).await;
-        });
-        let served = self.server.await;
-        signals.abort();
-        served
+        let signals =
+            crate::shutdown::drain_until_second_signal(handle, move || state.begin_shutdown());
+        tokio::select! {
+            served = self.server => served,
+            () = signals => Ok(()),
+        }
     }
 
     /// The server handle, to stop it gracefully.

@@ -67,16 +67,14 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     )?;
     announce(&args, &public_url, port, &token)?;
 
+    let signals =
+        crate::shutdown::drain_until_second_signal(handle, move || state.begin_shutdown());
     tokio::select! {
-        finished = &mut server => return finished.context("the server task failed")?.context("the server stopped"),
-        () = shutdown_signal() => tracing::info!("stopping"),
+        finished = server => finished
+            .context("the server task failed")?
+            .context("the server stopped"),
+        () = signals => Ok(()),
     }
-    state.begin_shutdown();
-    handle.stop(true).await;
-    server
-        .await
-        .context("the server task failed")?
-        .context("the server stopped")
 }
 
 fn check_bind_host(host: &str) -> anyhow::Result<()> {
@@ -261,28 +259,6 @@ fn announce(args: &DevArgs, public_url: &str, port: u16, token: &str) -> anyhow:
     }
     out.flush()?;
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        // Without a handler there is no Ctrl-C to wait for; never resolve.
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => tokio::select! {
-                () = ctrl_c => {},
-                _ = term.recv() => {},
-            },
-            Err(_) => ctrl_c.await,
-        }
-    }
-    #[cfg(not(unix))]
-    ctrl_c.await;
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use sqlx::Connection;
 
 use crate::helpers::spawn_app_with;
 
@@ -63,4 +64,69 @@ async fn connect_wait_cannot_outlast_the_shutdown_drain() {
     assert!(err.contains("connect_wait_ms"), "{err}");
     table["flow"]["connect_wait_ms"] = 5000.into();
     mcp_connect::config::Settings::from_sources(None, Vec::new(), table).unwrap();
+}
+
+/// The first stop signal drains: a request under way holds the process
+/// (here one whose body never finishes). A second signal stops it at
+/// once, for whoever cannot wait out the drain.
+#[tokio::test]
+async fn a_second_stop_signal_ends_the_drain_at_once() {
+    use std::io::{BufRead, Write};
+    let server = crate::helpers::server_url();
+    let db = format!("mcp_connect_test_{}", uuid::Uuid::new_v4().simple());
+    let mut dev = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
+        .args(["dev", "--port", "0", "--json", "--database-url"])
+        .arg(format!("{server}/{db}"))
+        .env("MCP_CONNECT_BODY_READ_TIMEOUT_SECS", "120")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(dev.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let ready: serde_json::Value = serde_json::from_str(&line).expect("dev's JSON line");
+    let mcp = url::Url::parse(ready["mcp_url"].as_str().unwrap()).unwrap();
+    let address = format!("{}:{}", mcp.host_str().unwrap(), mcp.port().unwrap());
+    let mut request = std::net::TcpStream::connect(&address).unwrap();
+    write!(
+        request,
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nContent-Length: 200\r\n\r\n{{\"jsonrpc\"",
+        ready["token"].as_str().unwrap()
+    )
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let term = |pid: u32| {
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+    term(dev.id());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        dev.try_wait().unwrap().is_none(),
+        "the drain waits for the request under way"
+    );
+    let second = Instant::now();
+    term(dev.id());
+    let stopped = super::startup::exit_within(&mut dev, Duration::from_secs(5));
+    assert!(stopped.is_some(), "still draining after a second signal");
+    assert!(second.elapsed() < Duration::from_secs(5));
+    drop(request);
+
+    let mut admin = sqlx::PgConnection::connect(&format!("{server}/postgres"))
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
 }

@@ -101,7 +101,7 @@ fn free_port() -> u16 {
 }
 
 /// Waits for `child` to exit, at most `limit`; kills it past that.
-fn exit_within(
+pub(super) fn exit_within(
     child: &mut std::process::Child,
     limit: Duration,
 ) -> Option<std::process::ExitStatus> {
