@@ -9,7 +9,7 @@
 use std::{
     collections::HashMap,
     net::IpAddr,
-    sync::{Arc, Mutex},
+    sync::Mutex,
     time::{Duration, Instant},
 };
 
@@ -17,7 +17,7 @@ use url::{Host, Url};
 
 use crate::{
     config::Settings,
-    providers::{PublicOnly, is_public},
+    providers::{guarded, is_public},
 };
 
 /// Largest document read (the draft's suggested limit).
@@ -80,7 +80,7 @@ impl ClientNames {
                 .collect(),
             trusted_hosts: settings.clients.metadata_trusted_hosts.clone(),
             allow_http: settings.insecure_http,
-            guarded: builder().dns_resolver(Arc::new(PublicOnly)).build()?,
+            guarded: guarded(builder()).build()?,
             trusted: builder().build()?,
             cache: Mutex::default(),
         })

@@ -63,6 +63,16 @@ fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
     }
 }
 
+/// `builder` made to reach public addresses only. Its names are resolved
+/// here, by [`PublicOnly`], and never by a proxy: through an
+/// `HTTPS_PROXY` the proxy would resolve the target itself, past the
+/// guard, so these requests go direct whatever the environment says.
+pub fn guarded(builder: reqwest::ClientBuilder) -> reqwest::ClientBuilder {
+    builder
+        .dns_resolver(std::sync::Arc::new(PublicOnly))
+        .no_proxy()
+}
+
 /// Resolves names to public addresses only: a document host that points
 /// inside the network is not fetched.
 pub struct PublicOnly;

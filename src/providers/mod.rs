@@ -46,7 +46,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use secrecy::SecretString;
 
-pub use address_guard::{PublicOnly, is_public};
+pub use address_guard::{PublicOnly, guarded, is_public};
 pub use catalog::ProviderCatalog;
 pub use credential::{CheckedCredential, CredentialField, FieldCredential, FormProblem};
 pub use endpoints::Endpoint;

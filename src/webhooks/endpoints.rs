@@ -5,13 +5,13 @@
 //! public addresses only — a name that later resolves inside the network
 //! is not followed there.
 
-use std::{collections::HashMap, sync::Arc};
+use std::collections::HashMap;
 
 use url::{Host, Url};
 
 use crate::{
     config::{ConfigError, WebhookSettings, env_name, signing_key},
-    providers::{PublicOnly, is_public, outbound_http_builder},
+    providers::{guarded, is_public, outbound_http_builder},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +40,7 @@ impl Endpoints {
     /// needs `allow_private_network`) and builds the clients.
     pub fn from_settings(settings: &WebhookSettings) -> Result<Self, SetupError> {
         let builder = || outbound_http_builder().timeout(settings.timeout());
-        let guarded = builder().dns_resolver(Arc::new(PublicOnly)).build()?;
+        let guarded = guarded(builder()).build()?;
         let open = builder().build()?;
         let mut by_name = HashMap::new();
         for (name, e) in &settings.endpoints {
