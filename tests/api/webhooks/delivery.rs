@@ -347,9 +347,10 @@ async fn a_hanging_endpoint_delays_no_other_endpoints_events() {
     let stored = Instant::now();
     store_demo_connection(&app.state.connect, &app.dev.issuer(), "alice", "a-1", None).await;
     ops.wait_for_acknowledged(1, PATIENCE).await;
-    // A claim of the slow endpoint's waits out its 2 s timeout.
+    // Behind the slow endpoint's events, ours would wait for at least two
+    // more of its claims, each waiting out its 2 s timeout.
     assert!(
-        stored.elapsed() < Duration::from_millis(1500),
+        stored.elapsed() < Duration::from_secs(3),
         "{:?}",
         stored.elapsed()
     );
@@ -388,7 +389,8 @@ async fn retries_go_on_until_the_retry_window_closes() {
     .await
     .unwrap();
     // Tried at once, after 1.5 s, and when the window closed at 2 s (the
-    // next backoff, 3 s, would have ended it at 1.5 s).
+    // next backoff, 3 s, had ended it at 1.5 s); a loaded machine may fold
+    // the last two into one.
     assert!(lived >= 2.0, "gave up {lived} s after it was written");
-    assert_eq!(attempts, 3);
+    assert!((2..=3).contains(&attempts), "{attempts}");
 }
