@@ -34,10 +34,14 @@ pub fn capped<S>(subscriber: S) -> Layered<Targets, S>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
+    // As verbose as the subscriber is and no more: the subscriber's level
+    // hint stays what `RUST_LOG` made it, so disabled events (and the
+    // `log` records of dependencies) still stop at the cheapest check.
+    let level = subscriber.max_level_hint().unwrap_or(LevelFilter::TRACE);
     let caps = Targets::new()
-        .with_default(LevelFilter::TRACE)
-        .with_target("rmcp", LevelFilter::INFO)
-        .with_target("rmcp::service", LevelFilter::ERROR);
+        .with_default(level)
+        .with_target("rmcp", LevelFilter::INFO.min(level))
+        .with_target("rmcp::service", LevelFilter::ERROR.min(level));
     subscriber.with(caps)
 }
 
@@ -199,6 +203,12 @@ mod tests {
             assert!(tracing::enabled!(target: "rmcp::transport", Level::INFO));
             assert!(!tracing::enabled!(target: "rmcp::service", Level::WARN));
         });
+        // Nor do they make it more verbose than RUST_LOG says.
+        let subscriber = capped(tracing_subscriber::registry().with(EnvFilter::new("warn")));
+        assert_eq!(
+            tracing::Subscriber::max_level_hint(&subscriber),
+            Some(tracing_subscriber::filter::LevelFilter::WARN)
+        );
     }
 
     #[test]

@@ -69,7 +69,9 @@ pub enum ClientKind {
 pub struct Need<'a> {
     pub principal: &'a Principal,
     pub provider: &'a str,
-    /// Scopes the caller asked for; empty means the provider's defaults.
+    /// Scopes the call needs, beyond what the connection has anyway; the
+    /// provider's defaults are asked for whenever the user is sent to the
+    /// provider, but not required of an existing connection.
     pub scopes: &'a [String],
     /// Which of several accounts at the provider (label or account id);
     /// `None`: the only one, or ask.

@@ -53,6 +53,11 @@ pub struct ConnectionService {
     pub(super) events: Arc<ConnectionEvents>,
     /// One refresh per connection at a time within this instance.
     pub(super) refresh_locks: KeyedLocks,
+    /// When this instance last refreshed each connection's tokens because
+    /// the provider refused them (`vault::refreshed_after_refusal`): at
+    /// most once a minute, whatever came of it.
+    pub(super) refusal_refreshes:
+        std::sync::Mutex<std::collections::HashMap<Uuid, std::time::Instant>>,
     /// Refreshes under way in this instance, at most half the pool: each
     /// holds a pooled connection (and the row's lock) while the provider
     /// answers, and a slow provider must not take every connection that
@@ -112,6 +117,7 @@ impl ConnectionService {
             providers: parts.providers,
             events: Arc::new(ConnectionEvents::new()),
             refresh_locks: KeyedLocks::default(),
+            refusal_refreshes: std::sync::Mutex::default(),
             refreshes: tokio::sync::Semaphore::new(refreshes_at_once(&parts.settings)),
             settings: parts.settings,
             client_names: parts.client_names,
@@ -222,7 +228,7 @@ impl ConnectionService {
         &self,
         token: &UsableToken,
         provider: &Provider,
-    ) -> anyhow::Result<Option<UsableToken>> {
+    ) -> Option<UsableToken> {
         vault::refreshed_after_refusal(self, token, provider).await
     }
 

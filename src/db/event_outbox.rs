@@ -39,6 +39,9 @@ pub struct Claimed {
     pub created_at: DateTime<Utc>,
     /// Including this one.
     pub attempts: i32,
+    /// When it was claimed, by the database's clock (as `created_at` and
+    /// every due time are).
+    pub claimed_at: DateTime<Utc>,
 }
 
 /// Claims up to `limit` due rows of the `endpoints` this instance
@@ -64,7 +67,8 @@ pub async fn claim_due(
                ORDER BY next_attempt_at LIMIT $3
                FOR UPDATE SKIP LOCKED) due
          WHERE o.event_id = due.event_id AND o.endpoint = due.endpoint
-         RETURNING o.event_id, o.endpoint, o.event_type, o.payload, o.created_at, o.attempts",
+         RETURNING o.event_id, o.endpoint, o.event_type, o.payload, o.created_at, o.attempts,
+                   now() AS \"claimed_at!\"",
         lease_id,
         lease_secs,
         limit,

@@ -53,6 +53,11 @@ impl WebhookMetrics {
         self.backlog.store(pending, Ordering::Relaxed);
     }
 
+    /// The backlog as last counted.
+    pub fn backlog(&self) -> u64 {
+        self.backlog.load(Ordering::Relaxed)
+    }
+
     pub(super) fn write(&self, e: &mut Exposition) {
         e.family(
             DELIVERIES,

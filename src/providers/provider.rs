@@ -171,14 +171,14 @@ impl Provider {
             && (hint == TokenHint::AccessToken || self.quirks.revocation == Revocation::Rfc7009)
     }
 
-    /// Whether a grant of `granted` scopes includes `wanted`, as this
-    /// provider spells and nests its scopes.
     /// The redirect back from consent names the accepted scopes, and the
     /// token answer does not (Strava).
     pub fn granted_scopes_in_callback(&self) -> bool {
         self.quirks.granted_scopes_in_callback
     }
 
+    /// Whether a grant of `granted` scopes includes `wanted`, as this
+    /// provider spells and nests its scopes.
     pub fn scope_granted(&self, granted: &[String], wanted: &str) -> bool {
         self.scope_rules.granted(granted, wanted)
     }

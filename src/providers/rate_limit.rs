@@ -42,7 +42,8 @@ pub fn read(status: u16, headers: &HeaderMap, now: DateTime<Utc>) -> Option<Rate
     };
     let wait = retry_after.or_else(|| exhausted.then(reset).flatten());
     Some(RateLimited {
-        retry_after_secs: wait.map(|w| w.min(LONGEST_WAIT_SECS)),
+        // A time already past (clocks apart) says nothing: "later".
+        retry_after_secs: wait.filter(|w| *w > 0).map(|w| w.min(LONGEST_WAIT_SECS)),
     })
 }
 
@@ -85,6 +86,12 @@ mod tests {
         assert_eq!(date.unwrap().retry_after_secs, Some(120));
         let unsaid = read(429, &HeaderMap::new(), now());
         assert_eq!(unsaid.unwrap().retry_after_secs, None);
+        let past = read(
+            429,
+            &headers(&[("retry-after", "Sat, 05 Dec 2026 11:00:00 GMT")]),
+            now(),
+        );
+        assert_eq!(past.unwrap().retry_after_secs, None);
         let absurd = read(429, &headers(&[("retry-after", "99999999")]), now());
         assert_eq!(absurd.unwrap().retry_after_secs, Some(LONGEST_WAIT_SECS));
     }

@@ -122,11 +122,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let mut token = token;
     let mut sent = send(&call, provider, &token, &request).await?;
     if matches!(&sent, Ok(r) if r.token_rejected)
-        && let Some(fresh) = call
-            .service
-            .refreshed_after_refusal(&token, provider)
-            .await
-            .map_err(internal)?
+        && let Some(fresh) = call.service.refreshed_after_refusal(&token, provider).await
     {
         // Refused before its time. A refused request was not carried out:
         // made again, once, with refreshed tokens.

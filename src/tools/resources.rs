@@ -125,10 +125,7 @@ pub async fn read(
         .account_as(service.http(), &token.credential())
         .await;
     if matches!(asked, Err(crate::providers::ProviderError::Denied(_)))
-        && let Some(fresh) = service
-            .refreshed_after_refusal(&token, provider)
-            .await
-            .map_err(internal)?
+        && let Some(fresh) = service.refreshed_after_refusal(&token, provider).await
     {
         // Refused before its time: asked again once with refreshed tokens.
         token = fresh;

@@ -64,11 +64,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         .account_as(call.service.http(), &token.credential())
         .await;
     if matches!(asked, Err(crate::providers::ProviderError::Denied(_)))
-        && let Some(fresh) = call
-            .service
-            .refreshed_after_refusal(&token, provider)
-            .await
-            .map_err(super::internal)?
+        && let Some(fresh) = call.service.refreshed_after_refusal(&token, provider).await
     {
         // Refused before its time: asked again once with refreshed tokens.
         token = fresh;

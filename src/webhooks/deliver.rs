@@ -45,8 +45,6 @@ pub struct Deliverer {
     endpoints: Arc<Endpoints>,
     /// The endpoint whose rows this loop claims.
     endpoint: String,
-    /// This loop also keeps the backlog gauge (one of them does).
-    counts_backlog: bool,
     settings: WebhookSettings,
     metrics: Arc<Metrics>,
 }
@@ -62,12 +60,10 @@ impl Deliverer {
         endpoints
             .names()
             .into_iter()
-            .enumerate()
-            .map(|(i, endpoint)| Self {
+            .map(|endpoint| Self {
                 pool: pool.clone(),
                 endpoints: endpoints.clone(),
                 endpoint,
-                counts_backlog: i == 0,
                 settings: settings.clone(),
                 metrics: metrics.clone(),
             })
@@ -78,7 +74,6 @@ impl Deliverer {
     /// abandoned (its lease lapses).
     pub fn start(self, stop: CancellationToken) {
         tokio::spawn(async move {
-            let mut counted: Option<Instant> = None;
             // Claims that failed in a row (the database is away): each
             // wait is longer, and only some are logged.
             let mut failures: u32 = 0;
@@ -95,13 +90,6 @@ impl Deliverer {
                         }
                         failures = failures.saturating_add(1);
                     }
-                }
-                if self.counts_backlog
-                    && failures == 0
-                    && counted.is_none_or(|at| at.elapsed() >= COUNT_EVERY)
-                {
-                    self.count_backlog().await;
-                    counted = Some(Instant::now());
                 }
                 let wait = self
                     .settings
@@ -134,26 +122,20 @@ impl Deliverer {
             )
             .await;
             let claimed = claimed?;
+            let at = Instant::now();
             let full = claimed.len() as i64 == BATCH;
-            futures::future::join_all(claimed.iter().map(|row| self.attempt(row, lease_id))).await;
+            futures::future::join_all(claimed.iter().map(|row| self.attempt(row, lease_id, at)))
+                .await;
             if !full {
                 return Ok(());
             }
         }
     }
 
-    async fn count_backlog(&self) {
-        match db::event_outbox::count_pending(&self.pool).await {
-            Ok(n) => self
-                .metrics
-                .webhooks
-                .set_backlog(u64::try_from(n).unwrap_or_default()),
-            Err(e) => tracing::warn!(error = %e, "cannot count the webhook backlog"),
-        }
-    }
-
     /// One attempt at one row, settled under our lease.
-    async fn attempt(&self, row: &Claimed, lease_id: Uuid) {
+    /// `claimed` is when the row's claim came back (`row.claimed_at` by
+    /// the database's clock).
+    async fn attempt(&self, row: &Claimed, lease_id: Uuid, claimed: Instant) {
         let id = webhook_id(row.event_id);
         let sent = match self.endpoints.get(&row.endpoint) {
             Some(endpoint) => post(endpoint, &id, row).await,
@@ -182,9 +164,12 @@ impl Deliverer {
                 .ok()
                 .and_then(|by| at.checked_add_signed(by))
         };
-        // Retried until the window closes, the last time when it does.
+        // Retried until the window closes, the last time when it does. On
+        // the database's clock, which the due times are read by: on an
+        // instance whose own clock is behind, a last attempt set at the
+        // window's close would be due again at once, and again.
         let deadline = later(row.created_at, self.settings.retry_for());
-        let now = Utc::now();
+        let now = later(row.claimed_at, claimed.elapsed()).unwrap_or(row.claimed_at);
         let next = match deadline {
             Some(deadline) if now >= deadline => None,
             Some(deadline) => later(now, wait).map(|next| next.min(deadline)),
@@ -239,6 +224,34 @@ impl Deliverer {
             }
         }
     }
+}
+
+/// Keeps the backlog gauge, every `COUNT_EVERY`, on a timer of its own:
+/// not held up by any endpoint's deliveries. A failure is logged when it
+/// begins, not every time.
+pub fn count_backlog(pool: PgPool, metrics: Arc<Metrics>, stop: CancellationToken) {
+    tokio::spawn(async move {
+        let mut failing = false;
+        loop {
+            match db::event_outbox::count_pending(&pool).await {
+                Ok(n) => {
+                    failing = false;
+                    metrics
+                        .webhooks
+                        .set_backlog(u64::try_from(n).unwrap_or_default());
+                }
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = %e, "cannot count the webhook backlog");
+                }
+                Err(_) => {}
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(COUNT_EVERY) => {}
+            }
+        }
+    });
 }
 
 /// The `webhook-id`: the same for every attempt of one event.
@@ -352,7 +365,6 @@ mod tests {
                 .unwrap(),
             endpoints: Arc::new(Endpoints::from_settings(&settings).unwrap()),
             endpoint: "ops".into(),
-            counts_backlog: false,
             settings,
             metrics: Arc::new(Metrics::new()),
         };

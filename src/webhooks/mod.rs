@@ -32,6 +32,7 @@ pub fn start(
     if endpoints.is_empty() {
         return;
     }
+    deliver::count_backlog(pool.clone(), metrics.clone(), stop.clone());
     for deliverer in Deliverer::for_each(pool, Arc::new(endpoints), settings.clone(), metrics) {
         deliverer.start(stop.clone());
     }

@@ -224,11 +224,15 @@ async fn a_token_refused_before_its_time_is_refreshed_and_the_call_made_again() 
     assert_eq!(fake.calls().refresh, 1);
     assert!(active().await);
 
+    // The same on another instance, for an API call.
+    let other = app
+        .second_instance_with(|t| fake.configure(t, "google"))
+        .await;
     stored_a_while_ago().await;
     fake.expire_access_tokens();
     let list = json!({"provider": "google", "method": "GET",
         "path": "calendar/v3/users/me/calendarList"});
-    let (_, api) = app.call_tool("alice", "api_request", list.clone()).await;
+    let (_, api) = other.call_tool("alice", "api_request", list.clone()).await;
     assert_ne!(api["result"]["isError"], true, "{api}");
     assert_eq!(
         api["result"]["structuredContent"]["http_status"], 200,
@@ -238,10 +242,32 @@ async fn a_token_refused_before_its_time_is_refreshed_and_the_call_made_again() 
     assert!(active().await);
 
     // Just refreshed: a refusal now is not the token's age.
+    let third = app
+        .second_instance_with(|t| fake.configure(t, "google"))
+        .await;
     fake.expire_access_tokens();
-    let (_, refused) = app.call_tool("alice", "api_request", list).await;
+    let (_, refused) = third.call_tool("alice", "api_request", list).await;
     assert_eq!(refused["result"]["isError"], true, "{refused}");
     assert_eq!(fake.calls().refresh, 2, "no refresh for a fresh token");
+}
+
+/// A provider that keeps refusing costs an instance one refresh a minute
+/// for each connection, not one per call.
+#[tokio::test]
+async fn refusals_cost_at_most_one_refresh_a_minute() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    connect(&app, &fake, "google").await;
+    for _ in 0..3 {
+        sqlx::query("UPDATE connections SET tokens_stored_at = now() - interval '5 minutes'")
+            .execute(&app.db)
+            .await
+            .unwrap();
+        fake.expire_access_tokens();
+        app.call_tool("alice", "whoami", json!({"provider": "google"}))
+            .await;
+    }
+    assert_eq!(fake.calls().refresh, 1);
 }
 
 /// A provider's rate limit is "try again later", with the wait it names —

@@ -132,19 +132,66 @@ pub enum TokenState {
 /// request again and again must not make a refresh of each.
 const FRESH_FOR: chrono::Duration = chrono::Duration::minutes(1);
 
+/// How many connections' last refusal refreshes this instance remembers
+/// before it forgets those over a minute old.
+const REMEMBERED_REFUSALS: usize = 1024;
+
 /// The provider refused `token` before its time (revoked and re-issued,
 /// a lifetime shorter than it said, a clock apart): its tokens refreshed
 /// once, to try again with. `None`: nothing better to try — no refresh
-/// token, tokens stored within the last minute, or the refresh refused
-/// (the connection is then marked to connect again).
+/// token, tokens stored within the last minute, a refresh for a refusal
+/// tried within the last minute, or the refresh refused (the connection is
+/// then marked to connect again) or failed (the provider's refusal stands,
+/// and the caller answers with it).
 pub async fn refreshed_after_refusal(
     state: &ConnectionService,
     token: &UsableToken,
     provider: &Provider,
-) -> anyhow::Result<Option<UsableToken>> {
-    if token.sealed.refresh.is_none() {
-        return Ok(None);
+) -> Option<UsableToken> {
+    if token.sealed.refresh.is_none() || !first_in_a_minute(state, token.connection_id) {
+        return None;
     }
+    match refresh_refused(state, token, provider).await {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!(
+                connection = %token.connection_id, error = %e,
+                "refreshing a refused token failed; the refusal stands"
+            );
+            None
+        }
+    }
+}
+
+/// Whether this instance tried no refresh for a refusal of `connection`
+/// within the last minute; notes this one. A provider that keeps refusing
+/// (or a token endpoint that is down) costs one refresh a minute, not one
+/// per call.
+fn first_in_a_minute(state: &ConnectionService, connection: Uuid) -> bool {
+    let now = std::time::Instant::now();
+    let minute = std::time::Duration::from_secs(60);
+    let mut tried = state
+        .refusal_refreshes
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if tried
+        .get(&connection)
+        .is_some_and(|at| now.duration_since(*at) < minute)
+    {
+        return false;
+    }
+    if tried.len() >= REMEMBERED_REFUSALS {
+        tried.retain(|_, at| now.duration_since(*at) < minute);
+    }
+    tried.insert(connection, now);
+    true
+}
+
+async fn refresh_refused(
+    state: &ConnectionService,
+    token: &UsableToken,
+    provider: &Provider,
+) -> anyhow::Result<Option<UsableToken>> {
     let limit = state.settings.database.deadline();
     // One refresh of a row at a time within this instance, as for an
     // expiring token.
@@ -176,6 +223,11 @@ pub async fn refreshed_after_refusal(
             _ => return Ok(None),
         }
     };
+    // Sealed (by another instance) with a key this one lacks: not ours to
+    // open, nor to judge.
+    if !state.keys.has_key(&row.key_id) {
+        return Ok(None);
+    }
     let access_token = open_bound(state, &Binding::of(&row), Kind::Access, &row.access_token)?;
     Ok(Some(UsableToken::new(row, access_token)))
 }

@@ -112,8 +112,6 @@ async fn keep_after_lost_transaction(
     Err(last.into())
 }
 
-/// Refreshes under the row lock. `None`: the provider refused the refresh
-/// token (the user must connect again).
 /// Why a connection's tokens are refreshed.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Why {
@@ -123,6 +121,8 @@ pub(super) enum Why {
     Refused,
 }
 
+/// Refreshes under the row lock. `None`: the provider refused the refresh
+/// token (the user must connect again).
 pub(super) async fn refresh(
     state: &ConnectionService,
     stale: &ConnectionRow,

@@ -354,6 +354,17 @@ async fn a_hanging_endpoint_delays_no_other_endpoints_events() {
         "{:?}",
         stored.elapsed()
     );
+    // The backlog gauge is counted all the same (every 10 s, on a timer of
+    // its own, not between one endpoint's deliveries).
+    let started = Instant::now();
+    while app.state.metrics.webhooks.backlog() < 48 {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "backlog {}",
+            app.state.metrics.webhooks.backlog()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// The retry window is tried to its end: a backoff that would land past
