@@ -154,7 +154,8 @@ pub(super) fn choose<'s>(
     round: Option<&RoundState>,
     read: &[CallAccount],
 ) -> Result<Chosen<'s>, ErrorData> {
-    let accounts = choices(state, provider, read);
+    let offered = round.map_or(&[][..], |r| r.offered.as_slice());
+    let accounts = choices(state, provider, read, offered);
     if let Some(id) = round.and_then(|r| r.account) {
         if read.iter().any(|a| a.row.id == id) {
             return Ok(Chosen::Connection(Some(id)));
@@ -308,25 +309,37 @@ struct Choice<'a> {
 }
 
 /// The user's accounts (placeholder rows, with no account yet, are no
-/// choice), named as the calling client may see them.
+/// choice), named as the calling client may see them. An account an
+/// earlier question `offered` keeps the number it had there; one connected
+/// since is numbered after them.
 fn choices<'a>(
     state: &ConnectionService,
     provider: &Provider,
     read: &'a [CallAccount],
+    offered: &[Uuid],
 ) -> Vec<Choice<'a>> {
     let every_client = state.settings.grants == GrantMode::PerUser;
+    let mut newer = offered.len();
     read.iter()
         .filter(|a| !a.row.account_id.is_empty())
         .enumerate()
         .map(|(i, a)| {
             let approved = every_client || a.grant.is_some();
+            let place = match offered.iter().position(|id| *id == a.row.id) {
+                Some(place) => place,
+                None if offered.is_empty() => i,
+                None => {
+                    newer += 1;
+                    newer - 1
+                }
+            };
             let name = if approved {
                 Cow::Borrowed(a.row.account_label.as_str())
             } else {
                 Cow::Owned(format!(
                     "{} account {} (not yet approved for this client)",
                     provider.display_name(),
-                    i + 1
+                    place + 1
                 ))
             };
             Choice {
@@ -369,6 +382,19 @@ fn answer(responses: Option<&InputResponses>, key: &str) -> Option<Answer> {
         ElicitationAction::Cancel => Some(Answer::Cancelled),
         _ => None,
     }
+}
+
+/// What a question offers, for its answer to be read against: the
+/// earlier question's accounts (gone ones too, so no number moves), then
+/// those connected since, in the order `choices` numbered them.
+fn offered_next(round: Option<&RoundState>, accounts: &[Choice<'_>]) -> Vec<Uuid> {
+    let mut offered = round.map(|r| r.offered.clone()).unwrap_or_default();
+    for a in accounts {
+        if !offered.contains(&a.row.id) {
+            offered.push(a.row.id);
+        }
+    }
+    offered
 }
 
 fn ask<'s>(
@@ -440,6 +466,7 @@ fn ask<'s>(
         provider: provider.name().to_owned(),
         round: round.map_or(1, |r| r.round.saturating_add(1)),
         account: None,
+        offered: offered_next(round, accounts),
     };
     let sealed = state.seal_round(&need.binding, &next)?;
     Ok(Chosen::Answer(Access::InputRequired(

@@ -384,6 +384,7 @@ fn answer_with_link<'s>(
         provider: provider.name().to_owned(),
         round: round.map_or(1, |r| r.round.saturating_add(1)),
         account: round.and_then(|r| r.account),
+        offered: Vec::new(),
     };
     let sealed = state.seal_round(&need.binding, &next)?;
     Ok(Access::InputRequired(elicit::input_required(

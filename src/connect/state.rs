@@ -50,6 +50,10 @@ pub struct RoundState {
     /// The account (connection) the user chose in an earlier round, when
     /// they have several at the provider.
     pub account: Option<Uuid>,
+    /// The accounts an account question offered, in its order: a numbered
+    /// entry in the answer names one of these, not whichever account holds
+    /// that place when the answer comes. Empty for other rounds.
+    pub offered: Vec<Uuid>,
 }
 
 /// A connect ticket as a round remembers it.
@@ -88,6 +92,8 @@ struct Payload<'a> {
     round: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     account: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    offered: Vec<Uuid>,
     /// Expiry, Unix seconds.
     exp: i64,
 }
@@ -171,6 +177,7 @@ pub fn seal(
         provider: round.provider.clone(),
         round: round.round,
         account: round.account,
+        offered: round.offered.clone(),
         exp: Utc::now().timestamp().saturating_add(ttl),
     };
     let json = serde_json::to_vec(&payload).map_err(|e| StateError::Seal(e.to_string()))?;
@@ -213,6 +220,7 @@ pub fn open(keys: &KeyRing, binding: &Binding<'_>, state: &str) -> Result<RoundS
         provider: p.provider,
         round: p.round,
         account: p.account,
+        offered: p.offered,
     })
 }
 
@@ -330,6 +338,7 @@ mod tests {
             provider: ProviderName::parse("demo").unwrap(),
             round: 1,
             account: None,
+            offered: Vec::new(),
         }
     }
 

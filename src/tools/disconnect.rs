@@ -303,6 +303,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             .as_ref()
             .map_or(1, |r| r.state.round.saturating_add(1)),
         account: Some(account.connection),
+        offered: Vec::new(),
     };
     let sealed = service.seal_round(&binding, &next)?;
     Ok(CallToolResponse::InputRequired(InputRequiredResult::new(

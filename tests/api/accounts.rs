@@ -296,6 +296,30 @@ async fn an_unapproved_client_is_offered_the_accounts_without_their_names() {
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 2);
 }
 
+/// A numbered entry names the account the question offered under that
+/// number, whatever happened to the others before the answer came.
+#[tokio::test]
+async fn a_numbered_choice_keeps_naming_the_account_it_was_offered_for() {
+    let app = spawn_app().await;
+    store(&app, "id-corp", "acme-corp", CLIENT_ID).await;
+    store(&app, "id-family", "family-mail", CLIENT_ID).await;
+    let stranger = "stranger-client";
+    let first = connect(&app, stranger, json!({})).await;
+    let state = first["result"]["requestState"].as_str().unwrap();
+    // The first account goes before the answer: "account 2" is still the
+    // second one offered, not whichever is second now.
+    sqlx::query("DELETE FROM connections WHERE account_id = 'id-corp'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let chosen = connect(&app, stranger, choose(state, UNAPPROVED_2)).await;
+    let approval = &chosen["result"]["inputRequests"]["connect_demo"]["params"];
+    assert_eq!(approval["mode"], "url", "{chosen}");
+    let browser = crate::browser::Browser::new(&app);
+    let page = crate::grants::approval_page(&browser, approval["url"].as_str().unwrap()).await;
+    assert!(page.body.contains("family-mail"), "{}", page.body);
+}
+
 #[tokio::test]
 async fn connect_adds_another_account_through_the_providers_chooser() {
     use crate::{

@@ -487,6 +487,7 @@ fn forge(app: &TestApp, keys: &KeyRing, audience: &str, ttl: u64) -> String {
         provider: ProviderName::parse("demo").unwrap(),
         round: 1,
         account: None,
+        offered: Vec::new(),
     };
     seal(keys, &binding, &round, Duration::from_secs(ttl)).unwrap()
 }

@@ -135,6 +135,7 @@ impl BareServer {
                     provider: ProviderName::parse(provider).map_err(|e| internal(e.into()))?,
                     round: 1,
                     account: None,
+                    offered: Vec::new(),
                 };
                 state::seal(&required.keys, binding, &round, STATE_TTL)
                     .map_err(|e| internal(e.into()))?
