@@ -13,23 +13,21 @@ pub use batched::BatchedWriter;
 
 use tracing_subscriber::{
     EnvFilter,
-    filter::{Directive, LevelFilter, Targets},
+    filter::{LevelFilter, Targets},
     fmt,
     layer::{Layered, SubscriberExt},
 };
 
 use crate::config::LogFormat;
 
-/// Targets whose verbose levels would print secrets.
-/// `rmcp::service` also announces every stateless request at `info`, with
-/// a reconstructed (and so misleading) client description, and logs every
-/// JSON-RPC error it sends at `warn` — whole, so a legacy client's `-32042`
-/// with its connect link would land in the log: errors only. The endpoint
-/// logs the requests itself (see `mcp::server`).
-pub const CAPS: &[&str] = &["rmcp=info", "rmcp::service=error"];
-
-/// `subscriber` with the caps above over whatever it lets through: an
-/// event the caps refuse is not recorded, whatever `RUST_LOG` enabled.
+/// `subscriber` with the caps over whatever it lets through: an event the
+/// caps refuse is not recorded, whatever `RUST_LOG` enabled. The MCP
+/// library (`rmcp`) at `debug` and below prints whole JSON-RPC messages:
+/// `info` at most. `rmcp::service` also announces every stateless request
+/// at `info`, with a reconstructed (and so misleading) client description,
+/// and logs every JSON-RPC error it sends at `warn` — whole, so a legacy
+/// client's `-32042` with its connect link would land in the log: errors
+/// only. The endpoint logs the requests itself (see `mcp::server`).
 pub fn capped<S>(subscriber: S) -> Layered<Targets, S>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
@@ -45,16 +43,9 @@ where
     subscriber.with(caps)
 }
 
-/// `RUST_LOG` (or `default`), with the caps above applied last (they are
-/// applied again, and for good, by [`capped`]).
-pub fn filter(default: &str) -> EnvFilter {
-    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    for cap in CAPS {
-        if let Ok(directive) = cap.parse::<Directive>() {
-            filter = filter.add_directive(directive);
-        }
-    }
-    filter
+/// `RUST_LOG`, or `default` (the caps go over it: [`capped`]).
+fn filter(default: &str) -> EnvFilter {
+    EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default))
 }
 
 /// Logging for short commands: each line is written as it is made.

@@ -63,16 +63,13 @@ impl<'a> MakeWriter<'a> for MakeTee {
 }
 
 /// As verbose as an operator could make it (`RUST_LOG=debug`, our own code
-/// at trace), through the service's own caps; the test's HTTP client (its
-/// cookie store logs the cookies it receives) is not the service.
+/// at trace; the service's own caps go over it in `init`); the test's HTTP
+/// client (its cookie store logs the cookies it receives) is not the
+/// service.
 fn capture_filter() -> EnvFilter {
-    let mut filter = EnvFilter::new(
+    EnvFilter::new(
         "debug,mcp_connect=trace,sqlx=info,hyper=info,h2=info,rustls=info,cookie_store=off",
-    );
-    for cap in mcp_connect::telemetry::CAPS {
-        filter = filter.add_directive(cap.parse().expect("directive"));
-    }
-    filter
+    )
 }
 
 /// Installs the test run's subscriber once.
