@@ -42,6 +42,21 @@ pub fn server_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned())
 }
 
+/// Drops database `name` on the test server, its connections ended, for a
+/// test that made one outside a [`TestApp`] (or whose app's own clean-up
+/// cannot reach the server).
+pub async fn drop_database(name: &str) {
+    let mut admin = PgConnection::connect(&format!("{}/postgres", server_url()))
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+}
+
 pub async fn spawn_app() -> TestApp {
     spawn_app_with(|_| {}).await
 }

@@ -46,15 +46,6 @@ async fn exists(name: &str) -> bool {
         .unwrap()
 }
 
-async fn drop_db(name: &str) {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-    )))
-    .execute(&mut admin().await)
-    .await
-    .unwrap();
-}
-
 #[tokio::test]
 async fn concurrent_start_of_two_instances_on_one_fresh_database_is_safe() {
     // A few rounds: the race is between creating the database and taking
@@ -80,7 +71,7 @@ async fn concurrent_start_of_two_instances_on_one_fresh_database_is_safe() {
         assert_eq!(applied, mcp_connect::db::MIGRATOR.iter().count() as i64);
         assert_eq!((applied, failed), (distinct, 0));
         drop(db);
-        drop_db(&name).await;
+        crate::helpers::drop_database(&name).await;
     }
 }
 
@@ -113,7 +104,7 @@ async fn concurrent_start_without_create_if_missing_leaves_the_database_to_the_o
     .wait_with_output()
     .unwrap();
     assert!(ok(&output), "{}", String::from_utf8_lossy(&output.stderr));
-    drop_db(&name).await;
+    crate::helpers::drop_database(&name).await;
 }
 
 #[tokio::test]
@@ -134,7 +125,7 @@ async fn migrate_needs_only_the_database_url() {
         .unwrap();
     assert_eq!(applied, mcp_connect::db::MIGRATOR.iter().count() as i64);
     drop(db);
-    drop_db(&name).await;
+    crate::helpers::drop_database(&name).await;
 
     // Without it, the error says which variable to set, and only that one.
     let output = Command::new(env!("CARGO_BIN_EXE_mcp-connect"))

@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use mcp_connect::connect::events::{self, RECHECK};
-use sqlx::Connection;
 use tokio::sync::broadcast;
 
 use super::relay::Relay;
@@ -91,13 +90,5 @@ async fn a_listening_connection_gone_silent_is_replaced() {
     let name = app.db_name.clone();
     drop(app);
     direct.close().await;
-    let mut admin = sqlx::PgConnection::connect(&format!("{}/postgres", server_url()))
-        .await
-        .unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-    )))
-    .execute(&mut admin)
-    .await
-    .unwrap();
+    crate::helpers::drop_database(&name).await;
 }

@@ -4,7 +4,6 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sqlx::Connection;
 
 use crate::helpers::spawn_app_with;
 
@@ -119,14 +118,5 @@ async fn a_second_stop_signal_ends_the_drain_at_once() {
     assert!(stopped.is_some(), "still draining after a second signal");
     assert!(second.elapsed() < Duration::from_secs(5));
     drop(request);
-
-    let mut admin = sqlx::PgConnection::connect(&format!("{server}/postgres"))
-        .await
-        .unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"
-    )))
-    .execute(&mut admin)
-    .await
-    .unwrap();
+    crate::helpers::drop_database(&db).await;
 }
