@@ -251,6 +251,32 @@ pub(crate) fn schema_for<T: schemars::JsonSchema + 'static>() -> std::sync::Arc<
 /// A failure inside a tool: logged with its cause, generic to the client.
 pub(crate) use crate::connect::errors::internal;
 
+/// The account `token` stands for, as the provider answers (`whoami`, the
+/// profile resource). A refusal before the token's time is asked again
+/// once with refreshed tokens, and the token that answered comes back with
+/// the answer.
+async fn ask_account(
+    service: &ConnectionService,
+    provider: &crate::providers::Provider,
+    token: crate::connect::vault::UsableToken,
+) -> (
+    crate::connect::vault::UsableToken,
+    Result<crate::providers::Account, crate::providers::ProviderError>,
+) {
+    let asked = provider
+        .account_as(service.http(), &token.credential())
+        .await;
+    if matches!(asked, Err(crate::providers::ProviderError::Denied(_)))
+        && let Some(fresh) = service.refreshed_after_refusal(&token, provider).await
+    {
+        let again = provider
+            .account_as(service.http(), &fresh.credential())
+            .await;
+        return (fresh, again);
+    }
+    (token, asked)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -120,19 +120,7 @@ pub async fn read(
             .into());
         }
     };
-    let mut token = token;
-    let mut asked = provider
-        .account_as(service.http(), &token.credential())
-        .await;
-    if matches!(asked, Err(crate::providers::ProviderError::Denied(_)))
-        && let Some(fresh) = service.refreshed_after_refusal(&token, provider).await
-    {
-        // Refused before its time: asked again once with refreshed tokens.
-        token = fresh;
-        asked = provider
-            .account_as(service.http(), &token.credential())
-            .await;
-    }
+    let (token, asked) = super::ask_account(service, provider, token).await;
     let account = match asked {
         Ok(account) => account,
         Err(e) => {

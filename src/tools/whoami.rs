@@ -59,19 +59,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         Ok(ready) => ready,
         Err(answer) => return Ok(*answer),
     };
-    let mut token = token;
-    let mut asked = provider
-        .account_as(call.service.http(), &token.credential())
-        .await;
-    if matches!(asked, Err(crate::providers::ProviderError::Denied(_)))
-        && let Some(fresh) = call.service.refreshed_after_refusal(&token, provider).await
-    {
-        // Refused before its time: asked again once with refreshed tokens.
-        token = fresh;
-        asked = provider
-            .account_as(call.service.http(), &token.credential())
-            .await;
-    }
+    let (token, asked) = super::ask_account(call.service, provider, token).await;
     match asked {
         Ok(account) => {
             let sentence = format!(
