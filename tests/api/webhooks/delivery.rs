@@ -11,9 +11,24 @@ use super::{
     receiver::{Mode, Receiver},
     with_webhooks,
 };
-use crate::helpers::{count, spawn_app, spawn_app_with, store_demo_connection};
+use crate::helpers::{TestApp, count, spawn_app, spawn_app_with, store_demo_connection};
 
 const CREATED: &[&str] = &["connection.created"];
+
+/// Waits until `app` gave an event up (marked it failed).
+async fn given_up(app: &TestApp) {
+    let started = Instant::now();
+    while count(
+        app,
+        "SELECT count(*) FROM event_outbox WHERE failed_at IS NOT NULL",
+    )
+    .await
+        == 0
+    {
+        assert!(started.elapsed() < PATIENCE, "never given up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
 
 #[tokio::test]
 async fn a_receiver_that_fails_twice_gets_each_event_acknowledged_once() {
@@ -94,17 +109,7 @@ async fn an_endpoint_that_never_accepts_is_given_up_and_the_event_kept() {
     });
     let app = spawn_app_with(with_webhooks(&receiver.url, CREATED, "retry_for_secs = 1")).await;
     store_demo_connection(&app.state.connect, &app.dev.issuer(), "alice", "a-1", None).await;
-    let started = Instant::now();
-    while count(
-        &app,
-        "SELECT count(*) FROM event_outbox WHERE failed_at IS NOT NULL",
-    )
-    .await
-        == 0
-    {
-        assert!(started.elapsed() < PATIENCE, "never given up");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    given_up(&app).await;
     let (attempts, error): (i32, String) =
         sqlx::query_as("SELECT attempts, last_error FROM event_outbox")
             .fetch_one(&app.db)
@@ -382,17 +387,7 @@ async fn retries_go_on_until_the_retry_window_closes() {
     ))
     .await;
     store_demo_connection(&app.state.connect, &app.dev.issuer(), "alice", "a-1", None).await;
-    let started = Instant::now();
-    while count(
-        &app,
-        "SELECT count(*) FROM event_outbox WHERE failed_at IS NOT NULL",
-    )
-    .await
-        == 0
-    {
-        assert!(started.elapsed() < PATIENCE, "never given up");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    given_up(&app).await;
     let (lived, attempts): (f64, i32) = sqlx::query_as(
         "SELECT extract(epoch FROM failed_at - created_at)::float8, attempts FROM event_outbox",
     )
