@@ -8,18 +8,23 @@
 //! every binding; every failure — bad encoding, unknown key, forged tag,
 //! expired, another principal, another request — is answered with the same
 //! error ([`INVALID_STATE_MESSAGE`]) and the real reason goes to the log.
+//!
+//! The sealed payload is a fixed binary layout (`payload`); states of the
+//! first format, JSON (`json`), still open.
 
 use crate::connect::tickets::TicketSecret;
 use crate::domain::{ProviderName, UserRef};
 use chrono::Utc;
 use rmcp::{ErrorData, model::JsonObject};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::borrow::Cow;
 use uuid::Uuid;
 
 use crate::crypto::{KeyRing, Purpose};
+
+mod json;
+mod payload;
 
 /// The one answer to any `requestState` that does not open.
 pub const INVALID_STATE_MESSAGE: &str = "Invalid or expired requestState";
@@ -65,37 +70,58 @@ pub struct RoundTicket {
     pub secret: TicketSecret,
 }
 
-#[derive(Serialize, Deserialize)]
-/// Bound values are stored as digests (see [`digest`]). Opening borrows
-/// them from the decrypted bytes: hex needs no unescaping.
-struct Payload<'a> {
-    #[serde(borrow)]
-    aud: Cow<'a, str>,
-    #[serde(borrow)]
-    iss: Cow<'a, str>,
-    #[serde(borrow)]
-    sub: Cow<'a, str>,
-    #[serde(borrow)]
-    cid: Cow<'a, str>,
-    #[serde(borrow)]
-    method: Cow<'a, str>,
-    #[serde(borrow)]
-    target: Cow<'a, str>,
-    /// SHA-256 of the canonical arguments, hex.
-    #[serde(borrow)]
-    args: Cow<'a, str>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    ticket: Option<Uuid>,
-    #[serde(default, borrow, skip_serializing_if = "Option::is_none")]
-    secret: Option<Cow<'a, str>>,
-    provider: ProviderName,
-    round: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    account: Option<Uuid>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    offered: Vec<Uuid>,
+/// The bound values as a state keeps them: digests, so that its length
+/// does not grow with long subjects or client ids (a client id can be a
+/// whole metadata URL).
+#[derive(Debug, PartialEq, Eq)]
+struct Bound {
+    /// Audience, issuer, subject, client id, method, target: the first
+    /// 128 bits of each one's SHA-256, in [`BOUND_NAMES`]' order.
+    values: [[u8; 16]; 6],
+    /// SHA-256 of the canonical arguments.
+    arguments: [u8; 32],
+}
+
+/// What a refusal names for each of [`Bound::values`].
+const BOUND_NAMES: [&str; 6] = [
+    "audience", "issuer", "subject", "client", "method", "target",
+];
+
+impl Bound {
+    fn of(binding: &Binding<'_>) -> Self {
+        Self {
+            values: [
+                digest(binding.audience),
+                digest(binding.user.issuer()),
+                digest(binding.user.subject()),
+                digest(binding.client_id),
+                digest(binding.method),
+                digest(binding.target),
+            ],
+            arguments: arguments_digest(binding.arguments),
+        }
+    }
+
+    /// The first bound value in which `self` (sealed) and `now` differ,
+    /// each compared in constant time.
+    fn first_difference(&self, now: &Bound) -> Option<&'static str> {
+        let values = self.values.iter().zip(&now.values).zip(BOUND_NAMES);
+        for ((sealed, now), what) in values {
+            if !crate::crypto::same_bytes(sealed, now) {
+                return Some(what);
+            }
+        }
+        (!crate::crypto::same_bytes(&self.arguments, &now.arguments)).then_some("arguments")
+    }
+}
+
+/// A payload as read, before its expiry and bindings are checked.
+#[derive(Debug, PartialEq, Eq)]
+struct Opened {
+    bound: Bound,
     /// Expiry, Unix seconds.
     exp: i64,
+    round: RoundState,
 }
 
 /// Why a state was refused (for the log and the audit table only).
@@ -152,36 +178,9 @@ pub fn seal(
     ttl: std::time::Duration,
 ) -> Result<String, StateError> {
     let ttl = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2);
-    let bound = [
-        digest(binding.audience),
-        digest(binding.user.issuer()),
-        digest(binding.user.subject()),
-        digest(binding.client_id),
-        digest(binding.method),
-        digest(binding.target),
-    ];
-    let args = arguments_digest(binding.arguments);
-    let payload = Payload {
-        aud: bound[0].as_cow(),
-        iss: bound[1].as_cow(),
-        sub: bound[2].as_cow(),
-        cid: bound[3].as_cow(),
-        method: bound[4].as_cow(),
-        target: bound[5].as_cow(),
-        args: args.as_cow(),
-        ticket: round.ticket.as_ref().map(|t| t.id),
-        secret: round
-            .ticket
-            .as_ref()
-            .map(|t| Cow::Borrowed(t.secret.expose())),
-        provider: round.provider.clone(),
-        round: round.round,
-        account: round.account,
-        offered: round.offered.clone(),
-        exp: Utc::now().timestamp().saturating_add(ttl),
-    };
-    let json = serde_json::to_vec(&payload).map_err(|e| StateError::Seal(e.to_string()))?;
-    Ok(keys.seal_to_string(Purpose::RequestState, binding.audience.as_bytes(), &json)?)
+    let exp = Utc::now().timestamp().saturating_add(ttl);
+    let payload = payload::write(&Bound::of(binding), exp, round)?;
+    Ok(keys.seal_to_string(Purpose::RequestState, binding.audience.as_bytes(), &payload)?)
 }
 
 pub fn open(keys: &KeyRing, binding: &Binding<'_>, state: &str) -> Result<RoundState, StateError> {
@@ -189,77 +188,36 @@ pub fn open(keys: &KeyRing, binding: &Binding<'_>, state: &str) -> Result<RoundS
         return Err(StateError::TooLong);
     }
     let plain = keys.open_string(Purpose::RequestState, binding.audience.as_bytes(), state)?;
-    let p: Payload = serde_json::from_slice(&plain).map_err(|_| StateError::Payload)?;
-    if p.exp <= Utc::now().timestamp() {
-        return Err(StateError::Expired);
-    }
-    let checks: [(&str, &[u8], &'static str); 7] = [
-        (&p.aud, &digest(binding.audience).0, "audience"),
-        (&p.iss, &digest(binding.user.issuer()).0, "issuer"),
-        (&p.sub, &digest(binding.user.subject()).0, "subject"),
-        (&p.cid, &digest(binding.client_id).0, "client"),
-        (&p.method, &digest(binding.method).0, "method"),
-        (&p.target, &digest(binding.target).0, "target"),
-        (&p.args, &arguments_digest(binding.arguments).0, "arguments"),
-    ];
-    for (sealed, now, what) in checks {
-        if !crate::crypto::same_bytes(sealed.as_bytes(), now) {
-            return Err(StateError::Mismatch(what));
-        }
-    }
-    let ticket = match (p.ticket, p.secret) {
-        (Some(id), Some(secret)) => Some(RoundTicket {
-            id,
-            secret: TicketSecret::parse(&secret).ok_or(StateError::Payload)?,
-        }),
-        (None, None) => None,
+    let opened = match plain.first() {
+        Some(&payload::FORMAT) => payload::read(&plain)?,
+        Some(&json::FIRST_BYTE) => json::read(&plain)?,
         _ => return Err(StateError::Payload),
     };
-    Ok(RoundState {
-        ticket,
-        provider: p.provider,
-        round: p.round,
-        account: p.account,
-        offered: p.offered,
-    })
+    if opened.exp <= Utc::now().timestamp() {
+        return Err(StateError::Expired);
+    }
+    if let Some(what) = opened.bound.first_difference(&Bound::of(binding)) {
+        return Err(StateError::Mismatch(what));
+    }
+    Ok(opened.round)
 }
 
-/// A bound value as stored: its SHA-256 (first 128 bits, hex), so the
-/// state's length does not grow with long subjects or client ids (a client
-/// id can be a whole metadata URL).
-fn digest(value: &str) -> HexDigest<32> {
-    HexDigest::of(&Sha256::digest(value.as_bytes())[..16])
+/// A bound value as stored: the first 128 bits of its SHA-256.
+fn digest(value: &str) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&Sha256::digest(value.as_bytes())[..16]);
+    out
 }
 
-/// SHA-256 (hex) of the arguments as canonical JSON: object keys sorted at
-/// every level, no insignificant white space. Absent and `{}` are the same.
-fn arguments_digest(arguments: Option<&JsonObject>) -> HexDigest<64> {
+/// SHA-256 of the arguments as canonical JSON: object keys sorted at every
+/// level, no insignificant white space. Absent and `{}` are the same.
+fn arguments_digest(arguments: Option<&JsonObject>) -> [u8; 32] {
     let mut out = Vec::new();
     match arguments {
         Some(args) => write_canonical_object(args, &mut out),
         None => out.extend_from_slice(b"{}"),
     }
-    HexDigest::of(&Sha256::digest(&out))
-}
-
-/// A digest in lowercase hex, on the stack: opening a state computes seven
-/// of them on every retry, and compares them without a `String` each.
-#[derive(Debug, PartialEq, Eq)]
-struct HexDigest<const N: usize>([u8; N]);
-
-impl<const N: usize> HexDigest<N> {
-    /// `bytes` as hex; `N` is twice their length.
-    fn of(bytes: &[u8]) -> Self {
-        debug_assert_eq!(bytes.len() * 2, N);
-        let mut out = [0; N];
-        crate::crypto::hex_into(bytes, &mut out);
-        Self(out)
-    }
-
-    /// For the sealed payload, borrowed. Hex digits are ASCII: nothing is lost.
-    fn as_cow(&self) -> Cow<'_, str> {
-        String::from_utf8_lossy(&self.0)
-    }
+    Sha256::digest(&out).into()
 }
 
 fn write_canonical_object(map: &JsonObject, out: &mut Vec<u8>) {
@@ -471,18 +429,116 @@ mod tests {
         );
     }
 
-    /// States sealed by an instance of another version still open during a
-    /// rolling deploy only if the digests are written the same way.
+    /// The digests a state keeps are computed as they always were (a state
+    /// from an instance of another version compares them with these).
     #[test]
-    fn digests_are_written_as_they_always_were() {
+    fn digests_are_computed_as_they_always_were() {
         let x = args(json!({"b": {"y": [1, 2.5, true, null], "x": "s\"\u{1}é"}, "a": 1}));
         assert_eq!(
-            arguments_digest(Some(&x)).0.as_slice(),
-            b"3524c95f2dc35d9b2066eca1fcf1b7e110fff6b9efecb24405b709f650ddc7df"
+            crate::crypto::hex(&arguments_digest(Some(&x))),
+            "3524c95f2dc35d9b2066eca1fcf1b7e110fff6b9efecb24405b709f650ddc7df"
         );
         assert_eq!(
-            digest("alice").0.as_slice(),
-            b"2bd806c97f0e00af1a1fc3328fa763a9"
+            crate::crypto::hex(&digest("alice")),
+            "2bd806c97f0e00af1a1fc3328fa763a9"
         );
+    }
+
+    /// A state the previous version sealed (its JSON payload), expiring in
+    /// 2106: during a rolling deploy such states reach this version.
+    const SEALED_AS_JSON: &str = "k1.CKHMdR9rGpC2DgyTL-ToUa6hGmah6agGvTg1aHaFPL5-EyY3R-p_wWV1jriakQBGdiuOPJOvpZnSQmNOVHu9B62tI2cvPee0XMF8Bc-KBJVg9_MSHgz2A6eXMcFsY91Xw8OVEfqkmL8T-WPE-qfyXyGsJl04xs7rpGkQtLlzPrqI37UKSx18Tg_2q8Qxxq6b3f7ltxAGk53OiU2i0BVYCjaSHDMueNMbwm7Sgz5whxhEhOmphXouzNFUSxDPOX7UM2fgTrRwIVNTkWB3pqwTsqueur2IAmZcYVRqmoeoIctVQq_6itgwumvgEpvm12Qcd7LNVEclhwrGR6sl-I5XNgEGIs_wpFh1toHy6YzO85nuXTrmS-nLZ8bUhiIvhxfPhx70ZB-IizoEQI9spvNownR42xBie84oYdhPe_L9nMgbjaWt8_qFhDLZo3VKMoiWvZySYwM1u4va63hMHYD-kxHQo-ZTfdAoYI2d23GwRfJCT-tc5XS0fjjHGbwPs2f3peZOuRO4aUFy5HOparNcFA3j6got6w3RyJF_VvUMel7ni70PSIFREbVYl6Ta9QHmtEZxeYyMUpXtdiurV3LTM771rtQjHaK9JZ2yUkQKMmqkl5Bq13LWH290jNLhRslOb3yYRfoM5-4xs5VU1EQHyvqBfIyuuL4aEoBsg_lW493f88ijI8TOxgF3akU06d2sSPbGwViA07l9fjPfmphSxXOH73Aha5ioS5AZguUkxDlTkCvfBiHPTo3oZOLPNHLIY46HAVAqk8eheLgtKiPequevMUlzrWIrchd9xwpVx3WHGVnoT8PJWpJeVtgAwN3heSrm5N77M3DPiLuZlEB09Vv4CTU";
+
+    fn json_fixture_arguments() -> JsonObject {
+        args(
+            json!({"provider": "demo", "path": "/user", "query": {"b": [1, 2.5, true, null], "a": "s\"\u{1}é"}}),
+        )
+    }
+
+    fn uuid(s: &str) -> Uuid {
+        Uuid::parse_str(s).unwrap()
+    }
+
+    #[test]
+    fn a_state_sealed_by_the_previous_version_opens_with_every_field() {
+        let a = json_fixture_arguments();
+        let b = Binding {
+            target: "api_request",
+            ..binding(&a)
+        };
+        let account = uuid("6f1d2c3b-4a59-4e68-8d7c-1b2a3c4d5e6f");
+        let opened = open(&keys(), &b, SEALED_AS_JSON).unwrap();
+        assert_eq!(
+            opened,
+            RoundState {
+                ticket: Some(RoundTicket {
+                    id: uuid("0b6c7c5e-8f2a-4d61-9a53-2f1e7d4c3b2a"),
+                    secret: TicketSecret::parse("AbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_AbCdE")
+                        .unwrap(),
+                }),
+                provider: ProviderName::parse("github").unwrap(),
+                round: 3,
+                account: Some(account),
+                offered: vec![account, uuid("1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d")],
+            }
+        );
+        // Its bindings hold as a new state's do.
+        let bob = Binding {
+            user: UserRef::new("https://idp.example", "bob"),
+            ..b.clone()
+        };
+        assert_eq!(
+            open(&keys(), &bob, SEALED_AS_JSON),
+            Err(StateError::Mismatch("subject"))
+        );
+        let other_args = args(json!({"provider": "demo", "path": "/user"}));
+        let changed = Binding {
+            arguments: Some(&other_args),
+            ..b
+        };
+        assert_eq!(
+            open(&keys(), &changed, SEALED_AS_JSON),
+            Err(StateError::Mismatch("arguments"))
+        );
+    }
+
+    #[test]
+    fn a_state_is_sealed_in_the_binary_format_and_half_as_long() {
+        let a = json_fixture_arguments();
+        let b = Binding {
+            target: "api_request",
+            ..binding(&a)
+        };
+        let round = open(&keys(), &b, SEALED_AS_JSON).unwrap();
+        let sealed = seal(&keys(), &b, &round, Duration::from_secs(60)).unwrap();
+        let plain = keys()
+            .open_string(Purpose::RequestState, b.audience.as_bytes(), &sealed)
+            .unwrap();
+        assert_eq!(plain[0], payload::FORMAT);
+        assert!(
+            sealed.len() * 2 < SEALED_AS_JSON.len() + 100,
+            "{} characters against the JSON format's {}",
+            sealed.len(),
+            SEALED_AS_JSON.len()
+        );
+        assert_eq!(open(&keys(), &b, &sealed).unwrap(), round);
+    }
+
+    #[test]
+    fn a_payload_of_neither_format_is_refused() {
+        let a = args(json!({}));
+        for plain in [&b""[..], b"\x01", b"[1]", b"{\"aud\":1}"] {
+            let sealed = keys()
+                .seal_to_string(
+                    Purpose::RequestState,
+                    binding(&a).audience.as_bytes(),
+                    plain,
+                )
+                .unwrap();
+            assert_eq!(
+                open(&keys(), &binding(&a), &sealed),
+                Err(StateError::Payload),
+                "{plain:?}"
+            );
+        }
     }
 }
