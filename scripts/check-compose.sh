@@ -24,7 +24,7 @@ if command -v docker-compose >/dev/null; then
   cp -r deploy "$tmp/"
   cp deploy/mcp-connect.example.toml "$tmp/deploy/mcp-connect.toml"
   mkdir -p "$tmp/secrets/providers"
-  for f in postgres_password database_url keys metrics_token web_client_secret; do echo placeholder > "$tmp/secrets/$f"; done
+  for f in postgres_password service_db_password database_url keys metrics_token web_client_secret; do echo placeholder > "$tmp/secrets/$f"; done
   (cd "$tmp" && cp .env.example .env && docker-compose config -q)
   echo "docker-compose config: ok"
 fi

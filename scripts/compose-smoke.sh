@@ -39,6 +39,43 @@ wait_healthy() {
   return 1
 }
 
+# The service connects as a role that is no superuser and owns its tables;
+# the superuser is `postgres`; no secret of the database shows in `docker
+# inspect` or in the logs. Run once the service is healthy (migrated).
+check_roles() {
+  local url_role roles tables svc_pw pg_pw
+  url_role=$(sed -nE 's|^postgres://([^:@/]+):.*|\1|p' "$stack/secrets/database_url")
+  # Every role connected over TCP: the service's instances (the LISTEN
+  # connection each keeps). This check's psql uses the socket.
+  roles=$(dc exec -T postgres psql -X -U postgres -d mcp_connect -tA -F ' ' -c \
+    "SELECT DISTINCT a.usename, r.rolsuper, r.rolcreaterole, r.rolcreatedb, r.rolbypassrls
+       FROM pg_stat_activity a JOIN pg_roles r ON r.oid = a.usesysid
+      WHERE a.client_addr IS NOT NULL AND a.datname = 'mcp_connect'")
+  tables=$(dc exec -T postgres psql -X -U postgres -d mcp_connect -tA -F ' ' -c \
+    "SELECT count(*), count(*) FILTER (WHERE tableowner = 'mcp_connect'),
+            (SELECT rolsuper FROM pg_roles WHERE rolname = 'postgres')
+       FROM pg_tables WHERE schemaname = 'public'")
+  log "service database URL's role: $url_role; connected over TCP (role super createrole createdb bypassrls): ${roles:-none}"
+  log "tables in public, owned by mcp_connect, postgres is superuser: $tables"
+  if [ "$url_role" != mcp_connect ] || [ "$roles" != "mcp_connect f f f f" ]; then
+    log "the service does not connect as mcp_connect without privileges"
+    return 1
+  fi
+  read -r total owned pg_super <<<"$tables"
+  if [ "$total" -lt 1 ] || [ "$owned" != "$total" ] || [ "$pg_super" != t ]; then
+    log "the service's tables are not all owned by mcp_connect, or postgres is no superuser"
+    return 1
+  fi
+  svc_pw=$(cat "$stack/secrets/service_db_password")
+  pg_pw=$(cat "$stack/secrets/postgres_password")
+  # shellcheck disable=SC2046
+  if docker inspect $(dc ps -q) | grep -qF -e "$svc_pw" -e "$pg_pw" \
+    || dc logs --no-color 2>&1 | grep -qF -e "$svc_pw" -e "$pg_pw"; then
+    log "a database password shows in docker inspect or in the logs"
+    return 1
+  fi
+}
+
 case "${1:-run}" in
 run)
   start=$(date +%s)
@@ -205,10 +242,11 @@ YAML
     openssl x509 -in "$cert" -pubkey -noout | openssl pkey -pubin -outform der \
       | openssl dgst -sha256 -binary | base64
   done | paste -sd, > "$dir/caddy-ca.spki"
-  printf 'postgres://mcp_connect:%s@127.0.0.1:%s/mcp_connect\n' \
-    "$(cat secrets/postgres_password)" "$SMOKE_PGPORT" > "$dir/database-url"
+  # The service's own URL (the role it connects as), published on loopback.
+  sed "s|@postgres:5432/|@127.0.0.1:$SMOKE_PGPORT/|" secrets/database_url > "$dir/database-url"
   dc up -d >&2
   wait_healthy 1
+  check_roles
   ;;
 logs)
   exec docker-compose -p "$project" -f "$stack/docker-compose.yml" -f "$stack/docker-compose.smoke.yml" \
