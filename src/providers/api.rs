@@ -76,6 +76,7 @@ impl Provider {
         let method = guard::method(&self.allowed_methods, &req.method)?;
         let mut url = guard::resolve(&base, &req.path)?;
         guard::not_a_grant_endpoint(&url, &grant)?;
+        guard::not_under_grant_paths(&url, &base, &self.grant_paths)?;
         let query = guard::query_pairs(req.query.as_ref())?;
         guard::body_allowed(&method, req.body.as_ref())?;
         if self.quirks.path_rules == Some(ApiPathRules::SlackMethods) {

@@ -163,6 +163,10 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
         ));
     }
     let allowed_methods = methods(&n, e.allowed_methods.as_deref())?;
+    let grant_paths = e.grant_paths.clone().unwrap_or_default();
+    for path in &grant_paths {
+        super::guard::check_grant_path(path).map_err(|m| n.err("grant_paths", m))?;
+    }
     let api_timeout_secs = e.api_timeout_secs.unwrap_or(DEFAULT_API_TIMEOUT_SECS);
     if !(1..=MAX_API_TIMEOUT_SECS).contains(&api_timeout_secs) {
         return Err(n.err(
@@ -261,6 +265,7 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
                 .to_vec(),
         },
         allowed_methods,
+        grant_paths,
         max_response_bytes,
         api_timeout: std::time::Duration::from_secs(api_timeout_secs),
         quirks: Quirks {

@@ -249,6 +249,11 @@ pub(super) struct Entry {
     /// Headers on identity and API calls; `{client_id}` is replaced.
     pub api_headers: Option<BTreeMap<String, String>>,
     pub api_path_rules: Option<ApiPathRules>,
+    /// Paths beneath the API base that manage the grant or the app's
+    /// installation, besides the token and revocation URLs: `api_request`
+    /// refuses them and everything beneath them (Zendesk's `oauth`).
+    #[serde(default, deserialize_with = "lenient::opt_list")]
+    pub grant_paths: Option<Vec<String>>,
     #[serde(default, deserialize_with = "lenient::opt_list")]
     pub allowed_methods: Option<Vec<String>>,
     #[serde(default, deserialize_with = "lenient::opt_number")]

@@ -102,15 +102,6 @@ pub(super) fn check_under(base: &Url, url: &Url) -> Result<(), ProviderError> {
 /// user's grant, or mint tokens with it, through `api_request`. Compared
 /// as a server would route it: decoded, any case, slashes collapsed.
 pub(super) fn not_a_grant_endpoint(url: &Url, grant: &[Url]) -> Result<(), ProviderError> {
-    let routed = |u: &Url| {
-        let path = decoded(u.path()).to_ascii_lowercase();
-        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-        (
-            u.host_str().map(str::to_ascii_lowercase),
-            u.port_or_known_default(),
-            parts.join("/"),
-        )
-    };
     let target = routed(url);
     if grant.iter().any(|g| routed(g) == target) {
         return Err(refused(
@@ -118,6 +109,58 @@ pub(super) fn not_a_grant_endpoint(url: &Url, grant: &[Url]) -> Result<(), Provi
         ));
     }
     Ok(())
+}
+
+/// Nor at or beneath one of the entry's `grant_paths`, the other places
+/// under the API base that manage the grant or the app's installation
+/// (Zendesk's `oauth/tokens`, Intercom's `auth/uninstall`, Slack's
+/// `auth.revoke`): paths relative to `base`, compared as above.
+pub(super) fn not_under_grant_paths(
+    url: &Url,
+    base: &Url,
+    grant_paths: &[String],
+) -> Result<(), ProviderError> {
+    let (host, port, target) = routed(url);
+    for path in grant_paths {
+        // The catalog checked every path against a base (`check_grant_path`).
+        let Ok(grant) = resolve(base, path) else {
+            continue;
+        };
+        let (grant_host, grant_port, grant) = routed(&grant);
+        let beneath = target.len() >= grant.len() && target[..grant.len()] == grant[..];
+        if beneath && (&host, port) == (&grant_host, grant_port) {
+            return Err(refused(
+                "manages the connection's grant at the provider; connections are managed on the connections page",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A grant path as an entry gives it: a path beneath the API base.
+pub(super) fn check_grant_path(path: &str) -> Result<(), String> {
+    let base = Url::parse("https://provider.invalid/api/").map_err(|e| e.to_string())?;
+    let url = resolve(&base, path).map_err(|e| format!("`{path}` {e}"))?;
+    if routed(&url).2.len() <= routed(&base).2.len() {
+        return Err(format!("`{path}` is the API base itself"));
+    }
+    Ok(())
+}
+
+/// A URL as a server routes it: host, port, and the path's segments,
+/// decoded, lower case, empty ones dropped.
+fn routed(url: &Url) -> (Option<String>, Option<u16>, Vec<String>) {
+    let path = decoded(url.path()).to_ascii_lowercase();
+    let segments = path
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
+    (
+        url.host_str().map(str::to_ascii_lowercase),
+        url.port_or_known_default(),
+        segments,
+    )
 }
 
 /// The method, uppercase, if the provider allows it.
@@ -262,6 +305,43 @@ mod tests {
         ] {
             let url = resolve(&base(), path).unwrap();
             assert!(not_a_grant_endpoint(&url, &grant).is_ok(), "{path}");
+        }
+    }
+
+    #[test]
+    fn requests_at_or_beneath_a_grant_path_are_refused() {
+        let paths = ["oauth".to_owned(), "auth.revoke".to_owned()];
+        for path in [
+            "oauth",
+            "oauth/tokens/current.json",
+            "OAuth//Tokens/1.json",
+            "%6fauth/clients",
+            "/auth.revoke",
+            "Auth.Revoke?token=x",
+        ] {
+            let url = resolve(&base(), path).unwrap();
+            assert!(
+                not_under_grant_paths(&url, &base(), &paths).is_err(),
+                "{path}"
+            );
+        }
+        for path in ["oauthx/tokens", "users/oauth", "auth.test", "auth.revoked"] {
+            let url = resolve(&base(), path).unwrap();
+            assert!(
+                not_under_grant_paths(&url, &base(), &paths).is_ok(),
+                "{path}"
+            );
+        }
+        assert!(check_grant_path("oauth/tokens").is_ok());
+        for bad in [
+            "",
+            "/",
+            "..",
+            "../oauth",
+            "https://other.example/oauth",
+            "//x/y",
+        ] {
+            assert!(check_grant_path(bad).is_err(), "{bad:?}");
         }
     }
 

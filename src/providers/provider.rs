@@ -50,6 +50,8 @@ pub struct Provider {
     pub(super) account_label_pointers: Vec<String>,
     /// Uppercase.
     pub(super) allowed_methods: Vec<String>,
+    /// Beneath the API base, refused with everything under them.
+    pub(super) grant_paths: Vec<String>,
     pub(super) max_response_bytes: usize,
     /// `api_request`'s wait for an answer.
     pub(super) api_timeout: std::time::Duration,

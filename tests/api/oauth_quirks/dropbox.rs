@@ -104,6 +104,19 @@ async fn dropbox_connects_offline_and_refreshes_its_short_lived_token() {
         "{revoke}"
     );
     assert_eq!(fake.calls().revoke, 0);
+    // Nor anything else beneath `auth/` (the entry's `grant_paths`: Dropbox
+    // also mints tokens there), however the path is spelled.
+    let (_, minted) = app
+        .call_tool(
+            "alice",
+            "api_request",
+            json!({"provider": "dropbox", "method": "POST", "path": "Auth//token/from_oauth1"}),
+        )
+        .await;
+    assert_eq!(
+        minted["result"]["structuredContent"]["error"]["kind"], "refused",
+        "{minted}"
+    );
 
     // Expired: refreshed with the refresh grant, twice with the same
     // refresh token (Dropbox sends no new one).
