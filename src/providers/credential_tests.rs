@@ -105,7 +105,7 @@ fn fields_are_presented_as_the_entry_says() {
         .unwrap();
     assert_eq!(
         endpoints.userinfo.as_str(),
-        "https://api.us5.datadoghq.com/api/v1/validate"
+        "https://api.us5.datadoghq.com/api/v2/validate_keys"
     );
     let (request, _) = dd.presented(
         &http,

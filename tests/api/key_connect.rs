@@ -23,7 +23,7 @@ use crate::{
 /// host, limited to the two names that reach it.
 pub(crate) fn datadog_entry(fake: &KeyFake) -> toml::Table {
     format!(
-        "userinfo_url = \"http://{{site}}:{p}/api/v1/validate\"\n\
+        "userinfo_url = \"http://{{site}}:{p}/api/v2/validate_keys\"\n\
          api_base_url = \"http://{{site}}:{p}/api/\"\n\
          [params.site]\n\
          pattern = \"127\\\\.0\\\\.0\\\\.1|localhost\"\n\

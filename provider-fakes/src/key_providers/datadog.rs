@@ -13,6 +13,7 @@ pub async fn start() -> KeyFake {
 
 fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/api/v1/validate", web::get().to(validate))
+        .route("/api/v2/validate_keys", web::get().to(validate_keys))
         .route("/api/v1/echo", web::get().to(echo))
         .route("/api/{tail:.*}", web::to(api));
 }
@@ -32,6 +33,16 @@ async fn validate(req: HttpRequest, shared: web::Data<Shared>) -> HttpResponse {
         Some(k) if k == shared.first => HttpResponse::Ok().json(json!({"valid": true})),
         _ => forbidden(),
     }
+}
+
+/// Both keys, as Datadog's `GET /api/v2/validate_keys` checks them: 403
+/// when either is not one it issued.
+async fn validate_keys(req: HttpRequest, shared: web::Data<Shared>) -> HttpResponse {
+    record(&req, &shared);
+    if !both_keys(&req, &shared) {
+        return forbidden();
+    }
+    HttpResponse::Ok().json(json!({"status": "ok"}))
 }
 
 fn both_keys(req: &HttpRequest, shared: &Shared) -> bool {

@@ -4,8 +4,9 @@
 //! - **Datadog-like**: the API key in `DD-API-KEY`, the application key in
 //!   `DD-APPLICATION-KEY`; the site (`datadoghq.eu`, …) is part of the host.
 //!   `GET /api/v1/validate` checks the API key alone (`{"valid": true}`, or
-//!   403 `{"errors": ["Forbidden"]}`); other endpoints want both keys and
-//!   answer 403 the same way otherwise. Here the site is `127.0.0.1` or
+//!   403 `{"errors": ["Forbidden"]}`), `GET /api/v2/validate_keys` both
+//!   (`{"status": "ok"}`); other endpoints want both keys and answer 403
+//!   the same way otherwise. Here the site is `127.0.0.1` or
 //!   `localhost` (both reach the fake; the `Host` header tells which).
 //! - **Twilio-like**: HTTP Basic with the account SID and auth token; the SID
 //!   is also in every path (`/2010-04-01/Accounts/{sid}.json`). Wrong

@@ -1,5 +1,5 @@
 //! A Datadog-like API-key provider: two keys in two headers, the site in
-//! the host, checked at `/api/v1/validate` before anything is stored.
+//! the host, both checked at `/api/v2/validate_keys` before anything is stored.
 
 use serde_json::json;
 
@@ -48,10 +48,11 @@ async fn two_keys_and_a_site_connect_and_call_the_api_at_that_site() {
         "{}",
         done.body
     );
-    // The check went to the chosen site, with the API key in its header.
+    // The check went to the chosen site, with the API key in its header
+    // (and the application key in its own: the check answers for both).
     let checked = &fake.seen()[0];
     assert_eq!(checked.host, format!("localhost:{}", fake.port));
-    assert_eq!(checked.path, "/api/v1/validate");
+    assert_eq!(checked.path, "/api/v2/validate_keys");
     assert_eq!(checked.api_key.as_deref(), Some(fake.first.as_str()));
     let used: i64 = count(
         &app,

@@ -81,6 +81,27 @@ async fn a_key_the_provider_refuses_is_not_stored_and_the_page_says_so() {
     );
     assert_eq!(fake.requests(), 1);
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
+    // A good API key with an application key Datadog does not know is
+    // refused too: the check asks about both.
+    let unknown_app_key = "00000000000000000000000000000000000dead0";
+    let page = submit(
+        &browser,
+        &page,
+        &[
+            ("field.api_key", &fake.first),
+            ("field.application_key", unknown_app_key),
+        ],
+    )
+    .await;
+    assert_eq!(page.status, 422, "{}", page.body);
+    assert!(
+        page.body
+            .contains("Datadog refused these credentials (HTTP 403). Nothing was stored."),
+        "{}",
+        page.body
+    );
+    assert_eq!(fake.requests(), 2);
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
     // The client is still asked to wait; the same link takes the right key.
     let (_, waiting) = app
         .mcp(
