@@ -120,17 +120,18 @@ pub(super) fn not_under_grant_paths(
     base: &Url,
     grant_paths: &[String],
 ) -> Result<(), ProviderError> {
+    if grant_paths.is_empty() {
+        return Ok(());
+    }
     let (host, port, target) = routed(url);
     for path in grant_paths {
-        // The catalog checked every path against a base (`check_grant_path`).
-        let Ok(grant) = resolve(base, path) else {
-            continue;
-        };
-        let (grant_host, grant_port, grant) = routed(&grant);
+        // The catalog checked every path (`check_grant_path`); one that no
+        // longer resolves refuses rather than lets everything through.
+        let (grant_host, grant_port, grant) = routed(&resolve(base, path)?);
         let beneath = target.len() >= grant.len() && target[..grant.len()] == grant[..];
         if beneath && (&host, port) == (&grant_host, grant_port) {
             return Err(refused(
-                "manages the connection's grant at the provider; connections are managed on the connections page",
+                "manages the connection's grant or credentials at the provider; connections are managed on the connections page",
             ));
         }
     }
@@ -148,11 +149,15 @@ pub(super) fn check_grant_path(path: &str) -> Result<(), String> {
 }
 
 /// A URL as a server routes it: host, port, and the path's segments,
-/// decoded, lower case, empty ones dropped.
+/// decoded, lower case, each cut at a `;` (what Tomcat-style servers read
+/// as path parameters) and stripped of trailing dots and spaces (which
+/// IIS ignores), empty ones dropped.
 fn routed(url: &Url) -> (Option<String>, Option<u16>, Vec<String>) {
     let path = decoded(url.path()).to_ascii_lowercase();
     let segments = path
         .split('/')
+        .map(|p| p.split(';').next().unwrap_or_default())
+        .map(|p| p.trim_end_matches(['.', ' ']))
         .filter(|p| !p.is_empty())
         .map(str::to_owned)
         .collect();
@@ -294,6 +299,8 @@ mod tests {
             "Auth/Token/Revoke",
             "auth/token/revok%65",
             "auth/token/revoke?x=1",
+            "auth/token/revoke;x=1",
+            "auth;a/token/revoke",
         ] {
             let url = resolve(&base(), path).unwrap();
             assert!(not_a_grant_endpoint(&url, &grant).is_err(), "{path}");
@@ -318,6 +325,9 @@ mod tests {
             "%6fauth/clients",
             "/auth.revoke",
             "Auth.Revoke?token=x",
+            "oauth;jsessionid=1/tokens",
+            "oauth./tokens",
+            "auth.revoke.",
         ] {
             let url = resolve(&base(), path).unwrap();
             assert!(

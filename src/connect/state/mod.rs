@@ -131,7 +131,7 @@ pub enum StateError {
     TooLong,
     #[error("does not open: {0}")]
     Crypto(#[from] crate::crypto::CryptoError),
-    #[error("payload is not the expected JSON")]
+    #[error("payload is not in a known format")]
     Payload,
     #[error("expired")]
     Expired,

@@ -54,6 +54,10 @@ async fn two_keys_and_a_site_connect_and_call_the_api_at_that_site() {
     assert_eq!(checked.host, format!("localhost:{}", fake.port));
     assert_eq!(checked.path, "/api/v2/validate_keys");
     assert_eq!(checked.api_key.as_deref(), Some(fake.first.as_str()));
+    assert_eq!(
+        checked.application_key.as_deref(),
+        Some(fake.second.as_str())
+    );
     let used: i64 = count(
         &app,
         "SELECT count(*) FROM connect_tickets WHERE redeemed_at IS NOT NULL",
@@ -105,6 +109,27 @@ async fn two_keys_and_a_site_connect_and_call_the_api_at_that_site() {
         format!("key {hint}"),
         "{who}"
     );
+
+    // The organization's keys are not for the model: refused, not sent.
+    let before = fake.requests();
+    for path in [
+        "v2/api_keys",
+        "V1/api_key/abc",
+        "v2/current_user/application_keys",
+    ] {
+        let (_, keys) = app
+            .call_tool(
+                "alice",
+                "api_request",
+                json!({"provider": "datadog", "path": path}),
+            )
+            .await;
+        assert_eq!(
+            keys["result"]["structuredContent"]["error"]["kind"], "refused",
+            "{path}: {keys}"
+        );
+    }
+    assert_eq!(fake.requests(), before);
 
     // No refresh, no revocation: disconnect forgets it, calling nobody.
     let before = fake.requests();
