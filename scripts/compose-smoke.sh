@@ -43,7 +43,7 @@ wait_healthy() {
 # the superuser is `postgres`; no secret of the database shows in `docker
 # inspect` or in the logs. Run once the service is healthy (migrated).
 check_roles() {
-  local url_role roles tables svc_pw pg_pw
+  local url_role roles tables
   url_role=$(sed -nE 's|^postgres://([^:@/]+):.*|\1|p' "$stack/secrets/database_url")
   # Every role connected over TCP: the service's instances (the LISTEN
   # connection each keeps). This check's psql uses the socket.
@@ -66,14 +66,20 @@ check_roles() {
     log "the service's tables are not all owned by mcp_connect, or postgres is no superuser"
     return 1
   fi
-  svc_pw=$(cat "$stack/secrets/service_db_password")
-  pg_pw=$(cat "$stack/secrets/postgres_password")
+  # Everything first, then one search: a `grep -q` in a pipe would stop
+  # reading at a match, and under pipefail the writer's broken pipe would
+  # turn the match into a pass. The passwords go to grep in a file, not on
+  # its command line.
+  local seen=$dir/inspect-and-logs
   # shellcheck disable=SC2046
-  if docker inspect $(dc ps -q) | grep -qF -e "$svc_pw" -e "$pg_pw" \
-    || dc logs --no-color 2>&1 | grep -qF -e "$svc_pw" -e "$pg_pw"; then
+  docker inspect $(dc ps -q) > "$seen"
+  dc logs --no-color >> "$seen" 2>&1
+  (umask 077 && cat "$stack/secrets/service_db_password" "$stack/secrets/postgres_password" > "$dir/passwords")
+  if grep -qF -f "$dir/passwords" "$seen"; then
     log "a database password shows in docker inspect or in the logs"
     return 1
   fi
+  rm -f "$seen" "$dir/passwords"
 }
 
 case "${1:-run}" in

@@ -13,5 +13,9 @@ set -eu
 if [ ! -s "${PGDATA:-/var/lib/postgresql/data}/PG_VERSION" ]; then
   MCP_CONNECT_DB_PASSWORD=$(cat "${MCP_CONNECT_DB_PASSWORD_FILE:?names the service role password file}")
   export MCP_CONNECT_DB_PASSWORD
+  # The postgres user runs it: copied in readable by all (the checkout's
+  # copy may be 0600), not executable, so the image sources it.
+  cp /usr/local/share/mcp-connect/service-role.sh /docker-entrypoint-initdb.d/10-mcp-connect-role.sh
+  chmod 0644 /docker-entrypoint-initdb.d/10-mcp-connect-role.sh
 fi
 exec docker-entrypoint.sh "$@"

@@ -103,6 +103,42 @@ SELECT format('ALTER %s %s OWNER TO mcp_connect', CASE p.prokind WHEN 'a' THEN '
  WHERE p.proowner = 'postgres'::regrole
    AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\_%'
 \gexec
+-- Nothing of the old superuser's may stay behind in the service's schemas
+-- (an object of a kind moved by nothing above: then nothing is moved, and
+-- the old URL still works). Nor may a session have slipped in as the old
+-- role since the wait above: it would go on as the superuser.
+DO $$
+DECLARE
+  left_behind bigint;
+BEGIN
+  SELECT (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE c.relowner = 10 AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\_%')
+       + (SELECT count(*) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+           WHERE t.typowner = 10 AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\_%'
+             AND t.typtype <> 'b' AND NOT (t.typtype = 'c' AND t.typrelid <> 0
+                  AND (SELECT relkind FROM pg_class WHERE oid = t.typrelid) <> 'c'))
+       + (SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+           WHERE p.proowner = 10 AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\_%')
+       + (SELECT count(*) FROM pg_namespace
+           WHERE nspowner = 10 AND nspname <> 'information_schema' AND nspname NOT LIKE 'pg\_%')
+       + (SELECT count(*) FROM pg_collation c JOIN pg_namespace n ON n.oid = c.collnamespace
+           WHERE c.collowner = 10 AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\_%')
+       + (SELECT count(*) FROM pg_operator o JOIN pg_namespace n ON n.oid = o.oprnamespace
+           WHERE o.oprowner = 10 AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\_%')
+       + (SELECT count(*) FROM pg_statistic_ext s JOIN pg_namespace n ON n.oid = s.stxnamespace
+           WHERE s.stxowner = 10 AND n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\_%')
+       + (SELECT count(*) FROM pg_largeobject_metadata WHERE lomowner = 10)
+    INTO left_behind;
+  IF left_behind > 0 THEN
+    RAISE EXCEPTION '% object(s) of a kind this script does not move are owned by the old superuser: nothing was changed', left_behind;
+  END IF;
+  PERFORM pg_stat_clear_snapshot();
+  IF EXISTS (SELECT FROM pg_stat_activity
+              WHERE usesysid = 10 AND backend_type = 'client backend' AND pid <> pg_backend_pid()) THEN
+    RAISE EXCEPTION 'a session of the old role opened meanwhile: nothing was changed; stop it and run this again';
+  END IF;
+END
+$$;
 COMMIT;
 SQL
 q -U postgres -c "SELECT 'move-to-service-role: done; mcp_connect owns ' || count(*) || ' tables, superuser: ' || (SELECT rolsuper FROM pg_roles WHERE rolname = 'mcp_connect') FROM pg_tables WHERE tableowner = 'mcp_connect'"

@@ -1,5 +1,5 @@
 # Run by the postgres image once, when it initialises an empty data volume
-# (mounted into /docker-entrypoint-initdb.d/ by docker-compose.yml), as the
+# (installed into /docker-entrypoint-initdb.d/ by deploy/postgres/entrypoint.sh), as the
 # postgres user, with the server listening on its socket only and the
 # superuser (POSTGRES_USER) and the database (POSTGRES_DB, mcp_connect)
 # already made. It creates the role the service connects as, mcp_connect:
