@@ -180,7 +180,17 @@ pub fn seal(
     let ttl = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2);
     let exp = Utc::now().timestamp().saturating_add(ttl);
     let payload = payload::write(&Bound::of(binding), exp, round)?;
-    Ok(keys.seal_to_string(Purpose::RequestState, binding.audience.as_bytes(), &payload)?)
+    let sealed =
+        keys.seal_to_string(Purpose::RequestState, binding.audience.as_bytes(), &payload)?;
+    // A state `open` would refuse as too long is an error now, not a
+    // round the client can never finish.
+    if sealed.len() > MAX_STATE_LEN {
+        return Err(StateError::Seal(format!(
+            "{} characters, over the {MAX_STATE_LEN} a state may have",
+            sealed.len()
+        )));
+    }
+    Ok(sealed)
 }
 
 pub fn open(keys: &KeyRing, binding: &Binding<'_>, state: &str) -> Result<RoundState, StateError> {
@@ -521,6 +531,24 @@ mod tests {
             SEALED_AS_JSON.len()
         );
         assert_eq!(open(&keys(), &b, &sealed).unwrap(), round);
+    }
+
+    #[test]
+    fn a_state_too_long_to_open_is_not_sealed() {
+        let a = args(json!({}));
+        let many = |n: usize| RoundState {
+            offered: (0..n).map(|_| Uuid::new_v4()).collect(),
+            ..round()
+        };
+        let fits = seal(&keys(), &binding(&a), &many(100), Duration::from_secs(60)).unwrap();
+        assert_eq!(
+            open(&keys(), &binding(&a), &fits).unwrap().offered.len(),
+            100
+        );
+        assert!(matches!(
+            seal(&keys(), &binding(&a), &many(200), Duration::from_secs(60)),
+            Err(StateError::Seal(_))
+        ));
     }
 
     #[test]
