@@ -211,6 +211,16 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
         Some(i) => Some(template::fill(i, &values).map_err(|m| n.err("issuer", m))?),
         None => None,
     };
+    // RFC 9207: `iss` protects against mix-up only when compared with
+    // the issuer; demanding one that nothing is compared with would look
+    // like that protection without being it.
+    let require_iss = e.require_iss.unwrap_or(false);
+    if require_iss && issuer.is_none() {
+        return Err(n.err(
+            "require_iss",
+            "needs `issuer`: the callback's `iss` is compared with it (RFC 9207)".into(),
+        ));
+    }
     let account_id_from = e.account_id_from.unwrap_or(AccountIdFrom::Response);
     let pointer = |field: &'static str, p: &str| {
         if p.is_empty() || p.starts_with('/') {
@@ -247,7 +257,7 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
         userinfo_body: e.userinfo_body.clone(),
         api_base_url,
         issuer,
-        require_iss: e.require_iss.unwrap_or(false),
+        require_iss,
         redirect_uri: format!("{base}/oauth/callback/{name}"),
         default_scopes: e.scopes.clone().unwrap_or_default(),
         account_id_from,

@@ -190,6 +190,21 @@ fn bad_values_are_named() {
 }
 
 #[test]
+fn an_iss_is_required_only_with_an_issuer_to_compare_it_with() {
+    let e = error_of(
+        "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\nrequire_iss = true\n",
+    );
+    assert!(e.starts_with("providers.github.require_iss: needs `issuer`"), "{e}");
+    let c = catalog_of(
+        "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\nrequire_iss = true\n\
+         issuer = \"https://github.com/login/oauth\"\n",
+    );
+    let github = c.get("github").unwrap();
+    assert!(github.requires_iss());
+    assert_eq!(github.issuer(), Some("https://github.com/login/oauth"));
+}
+
+#[test]
 fn public_clients_need_no_secret_and_bases_get_a_slash() {
     let settings = settings_with(
         "https://connect.example.com",

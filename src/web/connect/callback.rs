@@ -88,7 +88,11 @@ pub(super) async fn callback(
     if let Some(error) = params.get("error") {
         return refused(&state, &req, &user, &flow, provider, error).await;
     }
-    let code = params.get("code").ok_or(WebError::FlowRejected(RESTART))?;
+    // Neither a code nor an error: nothing to exchange, and a reload must
+    // not find the flow "still connecting".
+    let Some(code) = params.get("code") else {
+        return Err(reject(&state, &req, &flow, "no_code", true).await);
+    };
     let callback = crate::connect::flows::Callback {
         code,
         scope: params.get("scope"),
@@ -296,6 +300,20 @@ async fn refused(
             .filter(|c| c.is_ascii_graphic())
             .collect();
         tracing::warn!(flow = %flow.id, error = %code, "provider refused the authorization");
+        // The flow can do nothing more: gone, so that a reload is refused
+        // as an unknown flow rather than told to wait or audited as reused.
+        if let Err(e) = state.connect.discard_flow(flow.id).await {
+            tracing::warn!(error = %e, "a flow the provider refused could not be deleted");
+        }
+        audit(
+            state,
+            req,
+            AuditKind::CallbackRejected,
+            Some(user.user()),
+            flow.provider.as_deref(),
+            json!({ "reason": "provider_error", "error": code, "flow_id": flow.id, "ticket_id": flow.ticket_id }),
+        )
+        .await;
         return Err(WebError::Upstream(anyhow::anyhow!(
             "authorization error `{code}`"
         )));

@@ -166,6 +166,39 @@ async fn access_denied_says_declined_marks_the_ticket_and_cannot_be_replayed() {
     assert_eq!(replay.status, 400, "{}", replay.body);
 }
 
+/// A callback with neither a code nor a decline — the provider's own error
+/// (`server_error`, `invalid_scope`) or nothing at all — ends the flow
+/// there: refused, audited once with its reason, and a reload is refused as
+/// an unknown flow, not told the connect is still under way.
+#[tokio::test]
+async fn a_callback_without_a_code_ends_the_flow_and_a_reload_is_not_told_to_wait() {
+    let app = spawn_app().await;
+    let alice = signed_in(&app, "alice").await;
+    let iss = format!("{}/dev/demo", app.base);
+    for (query, reason) in [
+        ("error=server_error", "provider_error"),
+        ("error_description=nothing", "no_code"),
+    ] {
+        let (t, _) = ticket(&app, "alice", 600).await;
+        let url = start_flow(&app, &alice, &t).await;
+        let state = param(&url, "state").unwrap();
+        let callback = format!("/oauth/callback/demo?{query}&state={state}&iss={iss}");
+        let page = alice.get(&callback).await;
+        assert!(matches!(page.status, 400 | 502), "{query}: {}", page.status);
+        assert!(!flow_exists(&app, &state).await, "{query}");
+        let audited = format!(
+            "SELECT count(*) FROM audit_events WHERE kind = 'callback_rejected' \
+             AND detail->>'reason' = '{reason}'"
+        );
+        assert_eq!(count(&app, &audited).await, 1, "{query}");
+        let reload = alice.get(&callback).await;
+        assert_eq!(reload.status, 400, "{query}: {}", reload.body);
+        assert!(!reload.body.contains("Still connecting"), "{}", reload.body);
+        assert_eq!(count(&app, &audited).await, 1, "{query}: audited once");
+    }
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
+}
+
 #[tokio::test]
 async fn every_page_carries_the_security_headers() {
     let app = spawn_app().await;
