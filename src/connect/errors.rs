@@ -84,6 +84,11 @@ pub enum RequestError {
     ProviderFailed {
         provider: String,
     },
+    /// The token has expired and `provider` could not renew it: retry
+    /// later.
+    ProviderUnavailable {
+        provider: String,
+    },
     /// The database did not answer: retry shortly.
     Unavailable,
     /// This instance cannot open the stored credential (its ring lacks the
@@ -169,6 +174,13 @@ impl From<RequestError> for ErrorData {
             E::ProviderFailed { provider } => {
                 ErrorData::internal_error(format!("{provider} did not answer as expected."), None)
             }
+            E::ProviderUnavailable { provider } => ErrorData::new(
+                ErrorCode(UNAVAILABLE_CODE),
+                format!(
+                    "{provider} could not renew this account's access just now. Please try again in a minute."
+                ),
+                Some(json!({ "retryable": true, "retryAfterSeconds": 60 })),
+            ),
             E::Unavailable => ErrorData::new(
                 ErrorCode(UNAVAILABLE_CODE),
                 "The service is temporarily unavailable (its database did not answer). Please try again in a few seconds.",

@@ -97,6 +97,8 @@ pub enum Access<'s> {
     Declined { provider_name: String },
     /// The user cancelled; calling again starts over.
     Cancelled { provider_name: String },
+    /// The token has expired and the provider could not renew it now.
+    ProviderUnavailable { provider_name: String },
 }
 
 /// The inputRequests key of a provider's connect elicitation.
@@ -192,6 +194,11 @@ async fn require<'s>(
             return grants::admit(state, &need, provider, token, round.as_ref(), seen).await;
         }
         Checked::Ask { existing_scopes } => existing_scopes,
+        Checked::Unavailable => {
+            return Ok(Access::ProviderUnavailable {
+                provider_name: provider.display_name().to_owned(),
+            });
+        }
     };
     // Not (yet) connected. Did the user press Cancel on our consent page, or
     // Deny at the provider? (Only asked now: a connected retry needs no
@@ -255,7 +262,11 @@ pub(crate) async fn current_ticket(
 
 enum Checked {
     Ready(UsableToken),
-    Ask { existing_scopes: Vec<String> },
+    Ask {
+        existing_scopes: Vec<String>,
+    },
+    /// Connected, but the provider cannot renew the token now.
+    Unavailable,
 }
 
 /// Reads the connection and checks its token (when the call's one read is
@@ -276,9 +287,14 @@ fn checked(found: anyhow::Result<TokenState>) -> Result<Checked, ErrorData> {
         TokenState::LacksScopes { granted } => Ok(Checked::Ask {
             existing_scopes: granted,
         }),
-        TokenState::Missing | TokenState::NeedsReauth => Ok(Checked::Ask {
+        // Connecting again does not lose the scopes the old grant had.
+        TokenState::NeedsReauth { granted } => Ok(Checked::Ask {
+            existing_scopes: granted,
+        }),
+        TokenState::Missing => Ok(Checked::Ask {
             existing_scopes: Vec::new(),
         }),
+        TokenState::ProviderUnavailable => Ok(Checked::Unavailable),
     }
 }
 

@@ -193,6 +193,13 @@ pub(crate) fn unless_ready<'s, T: ToolOutput>(
             format!("Connecting {provider_name} was cancelled. Call the tool again to retry."),
             NextStep::Connect,
         )),
+        Access::ProviderUnavailable { provider_name } => Err(failed(
+            ErrorKind::ProviderUnavailable,
+            format!(
+                "{provider_name} could not renew this account's access just now. Try again in a minute; the account stays connected."
+            ),
+            NextStep::RetryLater,
+        )),
     }
 }
 

@@ -119,6 +119,12 @@ pub async fn read(
             }
             .into());
         }
+        Access::ProviderUnavailable { provider_name } => {
+            return Err(RequestError::ProviderUnavailable {
+                provider: provider_name,
+            }
+            .into());
+        }
     };
     let (token, asked) = super::ask_account(service, provider, token).await;
     let account = match asked {

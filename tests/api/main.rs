@@ -38,6 +38,7 @@ mod provider_flows;
 mod provider_params;
 mod reconnect;
 mod redaction;
+mod refresh_outage;
 mod retention;
 mod rmcp_person;
 mod schema;

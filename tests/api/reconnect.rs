@@ -136,3 +136,27 @@ async fn a_row_from_before_scoped_account_ids_is_adopted_only_for_its_own_site()
         .unwrap();
     assert_eq!(id, "id-alice@acme");
 }
+
+/// A connection the provider stopped accepting is connected again with
+/// the scopes it had: the new grant does not quietly lose what the old one
+/// allowed (the tools would then meet refusals instead of asking).
+#[tokio::test]
+async fn connecting_again_after_a_refusal_asks_for_the_scopes_the_connection_had() {
+    let app = spawn_app().await;
+    connect(&app, "at-1", Some("rt-1")).await;
+    sqlx::query("UPDATE connections SET status = 'needs_reauth', scopes = '{profile,email,repo}'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let (_, body) = app
+        .call_tool("alice", "whoami", serde_json::json!({"provider": "demo"}))
+        .await;
+    assert_eq!(body["result"]["resultType"], "input_required", "{body}");
+    let scopes: Vec<String> = sqlx::query_scalar("SELECT scopes FROM connect_tickets")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    for scope in ["profile", "email", "repo"] {
+        assert!(scopes.iter().any(|s| s == scope), "{scope}: {scopes:?}");
+    }
+}

@@ -21,7 +21,7 @@ use crate::{
         connections::{ConnectionRow, ConnectionStatus},
     },
     domain::{ProviderName, UserRef},
-    providers::{Credential, Provider},
+    providers::{Credential, Provider, ProviderError},
 };
 
 /// A token ready for a call to the provider, and what it belongs to.
@@ -118,8 +118,15 @@ pub enum TokenState {
     Usable(UsableToken),
     /// Never connected (or disconnected).
     Missing,
-    /// Connected once, but the provider no longer accepts it.
-    NeedsReauth,
+    /// Connected once, but the provider no longer accepts it; `granted`:
+    /// the scopes it had, for the new connect to ask for again.
+    NeedsReauth {
+        granted: Vec<String>,
+    },
+    /// The token has expired and the provider's token endpoint could not
+    /// renew it (down, slow, an error answer): nothing for the user to
+    /// do, the call may be tried again later.
+    ProviderUnavailable,
     /// Connected, without some of the scopes asked for.
     LacksScopes {
         granted: Vec<String>,
@@ -327,7 +334,11 @@ pub(in crate::connect) async fn token_state(
     };
     match row.status {
         ConnectionStatus::Active => {}
-        ConnectionStatus::NeedsReauth => return Ok(TokenState::NeedsReauth),
+        ConnectionStatus::NeedsReauth => {
+            return Ok(TokenState::NeedsReauth {
+                granted: row.scopes,
+            });
+        }
         ConnectionStatus::Revoked => return Ok(TokenState::Missing),
     }
     if !state.keys.has_key(&row.key_id) {
@@ -356,12 +367,36 @@ pub(in crate::connect) async fn token_state(
             return Ok(TokenState::Missing);
         };
         if row.status != ConnectionStatus::Active {
-            return Ok(TokenState::NeedsReauth);
+            return Ok(TokenState::NeedsReauth {
+                granted: row.scopes,
+            });
         }
         if needs_refresh(&row) {
-            match refresh(state, &row, provider, Why::Expiring).await? {
-                Some(row) => row,
-                None => return Ok(TokenState::NeedsReauth),
+            match refresh(state, &row, provider, Why::Expiring).await {
+                Ok(Some(row)) => row,
+                Ok(None) => {
+                    return Ok(TokenState::NeedsReauth {
+                        granted: row.scopes,
+                    });
+                }
+                Err(e) if e.chain().any(|c| c.is::<ProviderError>()) => {
+                    // The token endpoint failed, not the user's grant: a
+                    // token that has not expired yet still serves (it is
+                    // refreshed ahead of its expiry), one that has cannot.
+                    let expired = row
+                        .access_token_expires_at
+                        .is_some_and(|at| at <= Utc::now());
+                    tracing::warn!(
+                        connection = %row.id, provider = %row.provider, expired,
+                        error = %format!("{e:#}"),
+                        "the token could not be refreshed"
+                    );
+                    if expired {
+                        return Ok(TokenState::ProviderUnavailable);
+                    }
+                    row
+                }
+                Err(e) => return Err(e),
             }
         } else {
             row
@@ -387,7 +422,9 @@ pub(in crate::connect) async fn token_state(
         Ok(access_token) => Ok(TokenState::Usable(UsableToken::new(row, access_token))),
         Err(e) if e.chain().any(|c| c.is::<crate::crypto::CryptoError>()) => {
             crate::connect::stale_keys::unreadable(state, &row, "does_not_open").await;
-            Ok(TokenState::NeedsReauth)
+            Ok(TokenState::NeedsReauth {
+                granted: row.scopes,
+            })
         }
         Err(e) => Err(e),
     }

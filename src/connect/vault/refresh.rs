@@ -228,10 +228,10 @@ pub(super) async fn refresh(
         }
         Err(e) => {
             state.metrics.flow.refresh(Refresh::Error);
-            Err(anyhow::anyhow!(
-                "refreshing the {} token failed: {e}",
-                row.provider
-            ))
+            // The provider's error stays in the chain: the caller tells a
+            // token endpoint that failed from a database that did.
+            Err(anyhow::Error::new(e)
+                .context(format!("refreshing the {} token failed", row.provider)))
         }
     }
 }

@@ -1,0 +1,144 @@
+//! A token endpoint that is down when a token needs renewing is the
+//! provider's passing fault, not a bug and not the user's: a token that has
+//! not expired yet still serves the call, and one that has is answered as
+//! a result the model can act on ("try again later"), never as
+//! `-32603 Internal error`. The connection stays as it was.
+
+use actix_web::{HttpResponse, web};
+use mcp_connect::{
+    connect::vault::{TokenState, usable_token},
+    domain::UserRef,
+};
+use serde_json::json;
+
+use crate::{
+    helpers::{TestApp, spawn_app_with},
+    slow_refresh::store,
+};
+
+/// Google, whose token endpoint answers every request 503.
+struct DownGoogle {
+    google: provider_fakes::FakeProvider,
+    token_endpoint: provider_fakes::server::Server,
+}
+
+impl DownGoogle {
+    async fn start() -> Self {
+        Self {
+            google: provider_fakes::google::start().await,
+            token_endpoint: provider_fakes::server::start(|cfg| {
+                cfg.route(
+                    "/token",
+                    web::post().to(|| async {
+                        HttpResponse::ServiceUnavailable().body("upstream maintenance")
+                    }),
+                );
+            }),
+        }
+    }
+
+    async fn app(&self) -> TestApp {
+        let mut table = self.google.provider_table();
+        table.insert(
+            "token_url".into(),
+            format!("{}/token", self.token_endpoint.base).into(),
+        );
+        spawn_app_with(|t| {
+            let mut providers = toml::Table::new();
+            providers.insert("google".into(), table.into());
+            t.insert("providers".into(), providers.into());
+        })
+        .await
+    }
+}
+
+async fn expire_in(app: &TestApp, interval: &str) {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE connections SET access_token_expires_at = now() + interval '{interval}'"
+    )))
+    .execute(&app.db)
+    .await
+    .unwrap();
+}
+
+async fn status(app: &TestApp) -> String {
+    sqlx::query_scalar("SELECT status::text FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_token_endpoint_that_is_down_leaves_a_valid_token_usable() {
+    let down = DownGoogle::start().await;
+    let app = down.app().await;
+    store(&app, "alice").await;
+    // Due for renewal (within the refresh margin), not expired.
+    expire_in(&app, "20 seconds").await;
+    let provider = app.state.connect.provider("google").unwrap();
+    let user_issuer = app.dev.issuer();
+    let user = UserRef::new(&user_issuer, "alice");
+    let state = usable_token(&app.state.connect, user, provider, &[])
+        .await
+        .unwrap();
+    let TokenState::Usable(token) = state else {
+        panic!("the current token serves: {state:?}");
+    };
+    assert_eq!(
+        secrecy::ExposeSecret::expose_secret(&token.access_token),
+        "alice-access"
+    );
+    assert_eq!(status(&app).await, "active");
+}
+
+#[tokio::test]
+async fn an_expired_token_that_cannot_be_renewed_answers_retry_later() {
+    let down = DownGoogle::start().await;
+    let app = down.app().await;
+    store(&app, "alice").await;
+    expire_in(&app, "-1 second").await;
+    let provider = app.state.connect.provider("google").unwrap();
+    let user_issuer = app.dev.issuer();
+    let user = UserRef::new(&user_issuer, "alice");
+    let state = usable_token(&app.state.connect, user, provider, &[])
+        .await
+        .unwrap();
+    assert!(
+        matches!(state, TokenState::ProviderUnavailable),
+        "{state:?}"
+    );
+
+    let (http, body) = app
+        .call_tool("alice", "whoami", json!({"provider": "google"}))
+        .await;
+    assert_eq!(http, 200, "{body}");
+    assert!(body.get("error").is_none(), "a result, not -32603: {body}");
+    let result = &body["result"];
+    assert_eq!(result["resultType"], "complete", "{body}");
+    assert_eq!(result["isError"], true, "{body}");
+    let content = &result["structuredContent"];
+    assert_eq!(content["error"]["kind"], "provider_unavailable", "{body}");
+    assert_eq!(content["next_step"], "retry_later", "{body}");
+    // Nothing of the outage reaches the model but that it was one.
+    assert!(!body.to_string().contains("maintenance"), "{body}");
+    // The user's grant is untouched: no reconnect asked for.
+    assert_eq!(status(&app).await, "active");
+
+    // The profile resource says the same in its own terms: retryable.
+    let (_, read) = app
+        .mcp(
+            "alice",
+            "resources/read",
+            json!({"uri": "connection://google/profile"}),
+        )
+        .await;
+    assert_eq!(read["error"]["code"], -32000, "{read}");
+    assert_eq!(read["error"]["data"]["retryable"], true, "{read}");
+    assert!(
+        read["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Google"),
+        "{read}"
+    );
+}
