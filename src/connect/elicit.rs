@@ -80,6 +80,26 @@ pub fn url_elicitation_required(
     .into()
 }
 
+/// A client that cannot open links asks to use an account: the user
+/// allows it on the connections page, where the request waits. The
+/// account is not named: the client is not allowed to learn which.
+pub fn approval_on_the_connections_page(
+    state: &ConnectionService,
+    provider: &Provider,
+    client: &str,
+) -> ErrorData {
+    RequestError::MissingCapability {
+        mode: ElicitationMode::Url,
+        how: format!(
+            "{client} is not yet allowed to use your {name} account, and it cannot open links for you \
+             (it did not declare elicitation.url). Allow it at {base}/connections, then call again.",
+            name = provider.display_name(),
+            base = state.base_url
+        ),
+    }
+    .into()
+}
+
 /// The client did not declare `elicitation.url`: it cannot send its user to
 /// our page, so say which capability is missing and where to connect by hand.
 pub fn missing_url_capability(state: &ConnectionService, provider: &Provider) -> ErrorData {

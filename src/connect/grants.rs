@@ -217,7 +217,7 @@ async fn ask<'s>(
         ..
     } = need.client
     {
-        return Err(elicit::missing_url_capability(state, provider));
+        return ask_on_the_connections_page(state, need, provider, connection).await;
     }
     let reusable = match (round, ticket) {
         (
@@ -245,10 +245,51 @@ async fn ask<'s>(
     answer_with_link(state, need, provider, round, link, message)
 }
 
+/// For a client that cannot open links: its request waits on the
+/// connections page (an approval ticket like a link's, which only the
+/// signed-in person can answer there), and the error tells the user to go
+/// there. One ticket while it lives, however often the client calls; a
+/// Deny there is the client's answer for as long.
+async fn ask_on_the_connections_page<'s>(
+    state: &'s ConnectionService,
+    need: &Need<'_>,
+    provider: &Provider,
+    connection: Uuid,
+) -> Result<Access<'s>, ErrorData> {
+    let p = need.principal;
+    let latest = db::faults::deadline(
+        state.settings.database.deadline(),
+        db::tickets::latest_approval(&state.db, p.user(), &p.client_id, connection),
+    )
+    .await
+    .map_err(internal)?;
+    match latest {
+        Some(t) if t.declined_at.is_some() => {
+            return Ok(Access::Declined {
+                provider_name: provider.display_name().to_owned(),
+            });
+        }
+        Some(_) => {}
+        None => {
+            take_link(state, p)?;
+            tickets::issue_approval(state, p.user(), &p.client_id, provider.name(), connection)
+                .await
+                .map_err(internal)?;
+        }
+    }
+    let client = state.client_names.describe(&p.client_id).await;
+    Err(elicit::approval_on_the_connections_page(
+        state,
+        provider,
+        client.shown(),
+    ))
+}
+
 /// What allowing a client did.
 pub enum Allowed {
-    /// The grant is stored (or was there already).
-    Granted,
+    /// The grant is stored; `created`: by this answer (not there already,
+    /// as when two approval links of one client were both allowed).
+    Granted { created: bool },
     /// The ticket was used, declined or expired meanwhile.
     TicketGone,
     /// The connection is gone (disconnected meanwhile).
@@ -278,7 +319,8 @@ pub async fn allow(
     else {
         return Ok(Allowed::ConnectionGone);
     };
-    if db::client_grants::insert(&mut *tx, connection_id, &ticket.client_id).await? {
+    let created = db::client_grants::insert(&mut *tx, connection_id, &ticket.client_id).await?;
+    if created {
         outbox::record(
             state,
             &mut tx,
@@ -290,7 +332,7 @@ pub async fn allow(
     }
     events::notify(&mut *tx, &events::key(user, &connection.provider)).await?;
     tx.commit().await?;
-    Ok(Allowed::Granted)
+    Ok(Allowed::Granted { created })
 }
 
 /// Grants the client that connected an account (inside the transaction

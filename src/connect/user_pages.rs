@@ -79,6 +79,12 @@ impl ConnectionService {
         db::client_grants::list_for_user(&self.db, user).await
     }
 
+    /// Clients waiting for the user to allow them on one of their
+    /// connections (the connections page lists them).
+    pub async fn pending_approvals(&self, user: UserRef<'_>) -> Result<Vec<Ticket>, sqlx::Error> {
+        db::tickets::pending_approvals(&self.db, user).await
+    }
+
     /// The approval page's Allow: see [`grants::allow`].
     pub async fn allow_client(
         &self,

@@ -230,3 +230,60 @@ pub async fn stored_connection(
     .await?;
     Ok(found.flatten())
 }
+
+/// The newest unexpired, unredeemed approval ticket `client_id` holds for
+/// `user`'s connection `connection_id`, declined or not: a client that
+/// cannot open links asks through the connections page once for as long
+/// as the ticket lives, however often it calls, and is told of a decline
+/// for as long.
+pub async fn latest_approval(
+    exec: impl PgExecutor<'_>,
+    user: UserRef<'_>,
+    client_id: &str,
+    connection_id: Uuid,
+) -> Result<Option<Ticket>, sqlx::Error> {
+    sqlx::query_as!(
+        Ticket,
+        r#"SELECT id, issuer, subject, client_id, provider AS "provider: ProviderName", scopes, created_at, expires_at,
+                redeemed_at, declined_at, connection_id, add_account
+         FROM connect_tickets
+         WHERE connection_id = $1 AND client_id = $2 AND issuer = $3 AND subject = $4
+           AND redeemed_at IS NULL AND expires_at > now()
+         ORDER BY created_at DESC
+         LIMIT 1"#,
+        connection_id,
+        client_id,
+        user.issuer(),
+        user.subject(),
+    )
+    .fetch_optional(exec)
+    .await
+}
+
+/// The usable approval tickets on `user`'s connections, the newest of
+/// each client and connection, oldest first: the requests the
+/// connections page lets the person answer.
+pub async fn pending_approvals(
+    exec: impl PgExecutor<'_>,
+    user: UserRef<'_>,
+) -> Result<Vec<Ticket>, sqlx::Error> {
+    sqlx::query_as!(
+        Ticket,
+        r#"SELECT id AS "id!", issuer AS "issuer!", subject AS "subject!", client_id AS "client_id!",
+                provider AS "provider!: ProviderName", scopes AS "scopes!", created_at AS "created_at!",
+                expires_at AS "expires_at!", redeemed_at, declined_at, connection_id, add_account AS "add_account!"
+         FROM (
+             SELECT DISTINCT ON (t.connection_id, t.client_id) t.*
+             FROM connect_tickets t
+             JOIN connections c ON c.id = t.connection_id
+             WHERE c.issuer = $1 AND c.subject = $2 AND t.issuer = $1 AND t.subject = $2
+               AND t.redeemed_at IS NULL AND t.declined_at IS NULL AND t.expires_at > now()
+             ORDER BY t.connection_id, t.client_id, t.created_at DESC
+         ) newest
+         ORDER BY created_at"#,
+        user.issuer(),
+        user.subject(),
+    )
+    .fetch_all(exec)
+    .await
+}

@@ -62,6 +62,8 @@ struct Row {
     reconnect_csrf: String,
     /// The MCP clients allowed to use this connection.
     clients: Vec<super::client_access::ClientRow>,
+    /// The MCP clients waiting to be allowed.
+    pending: Vec<super::client_access::PendingRow>,
 }
 
 /// A granted scope: what it allows in plain words, and as the provider
@@ -129,6 +131,12 @@ async fn list(
     // The notice names only a configured provider, in the catalog's words,
     // and only while it is indeed not connected: a crafted link can show
     // nothing untrue and no text of its own.
+    // With several accounts at the provider, the one disconnected is named
+    // by its id, and the notice holds while that id is gone.
+    let gone_account = query
+        .get("connection")
+        .and_then(|c| uuid::Uuid::parse_str(c).ok())
+        .filter(|id| !connections.iter().any(|c| c.id == *id));
     let notice = match (query.get("done"), query.get("provider")) {
         (Some(DONE_DISCONNECTED), Some(name))
             if !connections.iter().any(|c| c.provider == name) =>
@@ -138,9 +146,18 @@ async fn list(
                 .provider(name)
                 .map(|p| format!("{} disconnected.", p.display_name()))
         }
+        (Some(DONE_DISCONNECTED), Some(name)) if gone_account.is_some() => {
+            state.connect.provider(name).map(|p| {
+                format!(
+                    "One of your {} accounts was disconnected.",
+                    p.display_name()
+                )
+            })
+        }
         _ => None,
     };
     let mut clients = super::client_access::clients_by_connection(&state, &user).await?;
+    let mut pending = super::client_access::pending_by_connection(&state, &user).await?;
     let rows = connections
         .iter()
         .map(|c| {
@@ -170,6 +187,7 @@ async fn list(
                 since: c.created_at.format("%Y-%m-%d").to_string(),
                 reconnect_csrf: user.csrf_token(&purpose("reconnect", &c.provider)),
                 clients: clients.remove(&c.id).unwrap_or_default(),
+                pending: pending.remove(&c.id).unwrap_or_default(),
             }
         })
         .collect();
@@ -255,8 +273,9 @@ async fn disconnect(
         .connect
         .disconnect_account(user.user(), &provider, connection)
         .await?;
+    let account = connection.map_or_else(String::new, |id| format!("&connection={id}"));
     Ok(see_other(&format!(
-        "/connections?done={DONE_DISCONNECTED}&provider={provider}"
+        "/connections?done={DONE_DISCONNECTED}&provider={provider}{account}"
     )))
 }
 

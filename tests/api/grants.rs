@@ -374,3 +374,141 @@ async fn an_unapproved_client_causes_no_refresh_and_no_use() {
         .unwrap();
     assert_ne!(refreshed, before.0);
 }
+
+/// `whoami demo` from `client`, which declares form elicitation only: it
+/// cannot open an approval link.
+async fn whoami_without_links(app: &TestApp, client: &str) -> (u16, Value) {
+    let mut body = crate::helpers::request(
+        "tools/call",
+        json!({"name": "whoami", "arguments": {"provider": "demo"}}),
+    );
+    body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+        json!({"elicitation": {"form": {}}});
+    let token = app.token_for(client, "alice");
+    crate::helpers::read(app.mcp_request(Some(&token), &body).send().await.unwrap()).await
+}
+
+/// A client that cannot open links is told to have the user allow it on
+/// the connections page, where its request waits (once, however often it
+/// calls); Allow there lets its next call through, Deny is its answer;
+/// nobody else can answer it.
+#[tokio::test]
+async fn a_client_that_cannot_open_links_is_allowed_on_the_connections_page() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    for _ in 0..2 {
+        let (status, body) = whoami_without_links(&app, OTHER).await;
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(body["error"]["code"], -32021, "{body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(&format!("{}/connections", app.base)),
+            "{message}"
+        );
+        assert!(message.contains("Allow it"), "{message}");
+        assert!(!message.contains("octo"), "no account named: {message}");
+    }
+    let waiting = "SELECT count(*) FROM connect_tickets WHERE connection_id IS NOT NULL";
+    assert_eq!(
+        count(&app, waiting).await,
+        1,
+        "one request, however often asked"
+    );
+
+    // Someone else signed in cannot answer it, even with a form of their own.
+    let alice = Browser::new(&app);
+    alice.sign_in("alice").await;
+    let page = alice.get("/connections").await;
+    assert!(
+        page.body.contains("asks to use this account"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains(OTHER), "{}", page.body);
+    let fields = crate::browser::form_fields(&page.body, "/connections/access/answer").unwrap();
+    let request = fields
+        .iter()
+        .find(|(k, _)| k == "request")
+        .unwrap()
+        .1
+        .clone();
+    let mallory = Browser::new(&app);
+    mallory.sign_in("mallory").await;
+    let own = mallory.get("/connections").await;
+    assert!(!own.body.contains("asks to use"), "{}", own.body);
+    let forged = mallory
+        .post_form(
+            "/connections/access/answer",
+            &[
+                ("request".to_owned(), request.clone()),
+                ("decision".to_owned(), "allow".to_owned()),
+                ("csrf".to_owned(), "x".repeat(43)),
+            ],
+        )
+        .await;
+    assert_eq!(forged.status, 403, "{}", forged.body);
+    let granted = "SELECT count(*) FROM client_grants WHERE client_id = 'other-client'";
+    assert_eq!(count(&app, granted).await, 0);
+
+    let allowed = alice
+        .submit(
+            &page,
+            "/connections/access/answer",
+            &[("decision", "allow")],
+        )
+        .await;
+    assert_eq!(allowed.status, 303, "{}", allowed.body);
+    assert_eq!(count(&app, granted).await, 1);
+    let (_, body) = whoami_without_links(&app, OTHER).await;
+    completed_as_octo(&body);
+    let listed = alice.get("/connections").await;
+    assert!(!listed.body.contains("asks to use"), "{}", listed.body);
+
+    // Deny: the client is told so while its request would have lived.
+    let third = "third-client";
+    let (status, _) = whoami_without_links(&app, third).await;
+    assert_eq!(status, 400);
+    let page = alice.get("/connections").await;
+    let denied = alice
+        .submit(&page, "/connections/access/answer", &[("decision", "deny")])
+        .await;
+    assert_eq!(denied.status, 303, "{}", denied.body);
+    let (status, body) = whoami_without_links(&app, third).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["isError"], true, "{body}");
+    assert!(body.to_string().contains("declined"), "{body}");
+    // An answer given twice is an answer to nothing.
+    let again = alice
+        .submit(
+            &page,
+            "/connections/access/answer",
+            &[("decision", "allow")],
+        )
+        .await;
+    assert_eq!(again.status, 410, "{}", again.body);
+    let third_granted = "SELECT count(*) FROM client_grants WHERE client_id = 'third-client'";
+    assert_eq!(count(&app, third_granted).await, 0);
+}
+
+/// Two approval links of one client, both allowed (two tabs): one grant,
+/// one `grant_created` in the audit, and both pages say it is allowed.
+#[tokio::test]
+async fn allowing_a_client_twice_records_one_grant() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let (first, _, _) = asked(&app, OTHER).await;
+    let (second, state, _) = asked(&app, OTHER).await;
+    assert_ne!(first, second);
+    let browser = Browser::new(&app);
+    for url in [&first, &second] {
+        let page = approval_page(&browser, url).await;
+        let allowed = browser
+            .submit(&page, "/connect", &[("action", "continue")])
+            .await;
+        assert_eq!(allowed.status, 200, "{}", allowed.body);
+        assert!(allowed.body.contains("allowed"), "{}", allowed.body);
+    }
+    let audited = "SELECT count(*) FROM audit_events WHERE kind = 'grant_created'";
+    assert_eq!(count(&app, audited).await, 1);
+    completed_as_octo(&retry(&app, OTHER, &state, "accept").await);
+}

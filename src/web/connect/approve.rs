@@ -71,12 +71,15 @@ pub(super) async fn allow(
     ticket: &Ticket,
 ) -> Result<HttpResponse, WebError> {
     let (provider, _) = state.connect.ticket_provider(ticket)?;
-    match state.connect.allow_client(user.user(), ticket).await? {
-        Allowed::Granted => {}
+    let created = match state.connect.allow_client(user.user(), ticket).await? {
+        Allowed::Granted { created } => created,
         Allowed::TicketGone | Allowed::ConnectionGone => return Err(WebError::LinkGone),
-    }
+    };
     db::web_sessions::clear_pending_ticket(&state.db, user.session_id, ticket.id).await?;
-    audit(
+    // A grant that was there already (another of the client's links was
+    // allowed first) is no new grant to record.
+    if created {
+        audit(
         state,
         req,
         AuditKind::GrantCreated,
@@ -85,6 +88,7 @@ pub(super) async fn allow(
         json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "connection_id": ticket.connection_id }),
     )
     .await;
+    }
     let client = state
         .connect
         .client_names()

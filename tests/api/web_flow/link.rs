@@ -219,10 +219,12 @@ async fn the_connections_page_lists_disconnects_and_reconnects() {
     let gone = alice
         .submit(&confirm, "/connections/demo/disconnect", &[])
         .await;
-    assert_eq!(
-        gone.location.as_deref(),
-        Some("/connections?done=disconnected&provider=demo"),
-        "{}",
+    assert!(
+        gone.location.as_deref().is_some_and(
+            |l| l.starts_with("/connections?done=disconnected&provider=demo&connection=")
+        ),
+        "{:?} {}",
+        gone.location,
         gone.body
     );
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
@@ -256,6 +258,47 @@ async fn the_disconnect_notice_names_only_a_configured_provider_that_is_really_g
         .get("/connections?done=disconnected&provider=demo")
         .await;
     assert!(page.body.contains("Demo disconnected."), "{}", page.body);
+}
+
+/// With two accounts at a provider, disconnecting one says so, though
+/// the provider is still connected through the other.
+#[tokio::test]
+async fn disconnecting_one_of_two_accounts_says_so() {
+    let app = spawn_app().await;
+    crate::accounts::store(&app, "u-1", "work", crate::helpers::CLIENT_ID).await;
+    crate::accounts::store(&app, "u-2", "home", crate::helpers::CLIENT_ID).await;
+    let alice = signed_in(&app, "alice").await;
+    let id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connections WHERE account_id = 'u-2'")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let confirm = alice
+        .get(&format!("/connections/demo/disconnect?connection={id}"))
+        .await;
+    assert!(confirm.body.contains("home"), "{}", confirm.body);
+    let gone = alice
+        .submit(&confirm, "/connections/demo/disconnect", &[])
+        .await;
+    let after = alice.follow(&gone).await;
+    assert!(
+        after
+            .body
+            .contains("One of your Demo accounts was disconnected."),
+        "{}",
+        after.body
+    );
+    assert!(after.body.contains("work"), "{}", after.body);
+    // A link naming an account that is still there claims nothing.
+    let work: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let page = alice
+        .get(&format!(
+            "/connections?done=disconnected&provider=demo&connection={work}"
+        ))
+        .await;
+    assert!(!page.body.contains("disconnected."), "{}", page.body);
 }
 
 #[tokio::test]
