@@ -232,10 +232,14 @@ fn serve(
     let keep_alive = state.settings.keep_alive();
     let data = web::Data::new(state);
     let server = HttpServer::new(move || {
-        // Everything but `/mcp` gets the pages' access line and error pages;
-        // `/mcp` writes its own line and answers in JSON-RPC, and is spared
-        // the two layers on the path every MCP request takes.
+        // Everything but `/mcp` gets the pages' access line, error pages
+        // and time limit; `/mcp` writes its own line, answers in JSON-RPC
+        // with a deadline on each statement, and is spared these layers on
+        // the path every MCP request takes.
         let site = web::scope("")
+            .wrap(actix_web::middleware::from_fn(
+                crate::web::deadline::page_deadline,
+            ))
             .wrap(actix_web::middleware::from_fn(
                 pages::error_pages::with_user,
             ))

@@ -38,6 +38,9 @@ pub fn links_per_minute() -> u32 {
 pub fn connect_wait_ms() -> u64 {
     5000
 }
+pub fn page_timeout_secs() -> u64 {
+    60
+}
 pub fn session_ttl_secs() -> u64 {
     8 * 3600
 }

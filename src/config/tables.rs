@@ -28,6 +28,16 @@ pub struct WebSettings {
         deserialize_with = "lenient::number"
     )]
     pub hsts_max_age_secs: u64,
+    /// How long a page may take, in seconds, before it is answered 503
+    /// (with `Retry-After`): the bound on a page whose database or
+    /// provider stopped answering. Above the slowest page that works (a
+    /// provider callback: a code exchange, an account lookup, a few
+    /// statements), so that only a fault meets it.
+    #[serde(
+        default = "defaults::page_timeout_secs",
+        deserialize_with = "lenient::number"
+    )]
+    pub page_timeout_secs: u64,
 }
 
 impl Default for WebSettings {
@@ -35,7 +45,14 @@ impl Default for WebSettings {
         Self {
             session_ttl_secs: defaults::session_ttl_secs(),
             hsts_max_age_secs: defaults::hsts_max_age_secs(),
+            page_timeout_secs: defaults::page_timeout_secs(),
         }
+    }
+}
+
+impl WebSettings {
+    pub fn page_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.page_timeout_secs)
     }
 }
 

@@ -148,6 +148,12 @@ impl Settings {
                 "is clock skew tolerance: at most 300 seconds".into(),
             ));
         }
+        if !(2..=600).contains(&self.web.page_timeout_secs) {
+            return Err(invalid(
+                "web.page_timeout_secs",
+                "must be between 2 and 600 seconds".into(),
+            ));
+        }
         if self.flow.links_per_minute == 0 {
             return Err(invalid(
                 "flow.links_per_minute",
@@ -334,6 +340,11 @@ mod tests {
                 "flow.ticket_ttl_secs",
             ),
             ("MCP_CONNECT_AUTH__LEEWAY_SECS", "86400", "auth.leeway_secs"),
+            (
+                "MCP_CONNECT_WEB__PAGE_TIMEOUT_SECS",
+                "0",
+                "web.page_timeout_secs",
+            ),
         ] {
             let mut vars = minimal();
             vars.push((var.into(), value.into()));

@@ -5,8 +5,8 @@
 //! `session`), the connect flow (`connect`: the ticket link, consent, the
 //! provider callback) and the connections page (`connections`, with the
 //! clients allowed on each connection in `client_access`). Shared
-//! pieces: `cookies` (the one cookie builder), `csrf`, `forms` (bounded
-//! input), `headers`, `pages` (templates and the error page), `secret`
+//! pieces: `cookies` (the one cookie builder), `csrf`, `deadline` (every
+//! page answered in bounded time), `forms` (bounded input), `headers`, `pages` (templates and the error page), `secret`
 //! (one-time values).
 //!
 //! Operational endpoints: `health` (`/healthz`, `/readyz`) and `metrics`.
@@ -19,6 +19,7 @@ pub mod connection_label;
 pub mod connections;
 pub mod cookies;
 pub mod csrf;
+pub mod deadline;
 pub mod error_pages;
 pub mod forms;
 pub mod headers;

@@ -184,3 +184,45 @@ async fn a_database_frozen_while_a_provider_answers_a_refresh_ends_the_call_with
 mod shutdown;
 mod startup;
 mod too_many_clients;
+
+/// Pages whose statements have no deadline of their own (a connect link
+/// opened signed out, here) still answer a frozen database within
+/// `web.page_timeout_secs`: the 503 page with `Retry-After`.
+#[tokio::test]
+async fn a_page_answers_a_frozen_database_within_its_time_limit() {
+    let pg = OwnPostgres::start(&[]);
+    let app = spawn_app_on(&pg.url(), |t| {
+        let mut web = toml::Table::new();
+        web.insert("page_timeout_secs".into(), 3.into());
+        t.insert("web".into(), web.into());
+    })
+    .await;
+    let link = format!(
+        "{}/connect?ticket=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        app.addr
+    );
+    // Pooled connections open and idle: a statement then waits on one of
+    // them, not on a new connection (whose own timeout would answer).
+    let warm = (0..4).map(|_| app.http.get(&link).send());
+    for answer in futures::future::join_all(warm).await {
+        assert_eq!(answer.unwrap().status(), 410);
+    }
+    pg.freeze();
+    let started = Instant::now();
+    let page = app
+        .http
+        .get(&link)
+        .send()
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(page.status(), 503, "{took:?}");
+    assert!(page.headers().get("retry-after").is_some());
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    let text = page.text().await.unwrap();
+    assert!(
+        !text.contains("database did not answer"),
+        "no internals: {text}"
+    );
+    pg.thaw();
+}
