@@ -220,11 +220,31 @@ pub async fn finish(
         })
         .or_else(|| claims.email().map(|e| e.to_string()))
         .unwrap_or_else(|| subject.clone());
+    let display_name = Some(shown_name(&display_name))
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| shown_name(&subject));
     Ok(Identity {
         issuer: crate::auth::configured_issuer(&state.settings.auth.issuer),
         subject,
         display_name,
     })
+}
+
+/// The most of a name from the ID token that is kept and shown in every
+/// page's header.
+const SHOWN_NAME_CHARS: usize = 64;
+
+/// A name as it is stored and shown: control characters dropped, at most
+/// [`SHOWN_NAME_CHARS`] characters (then an ellipsis). The identity
+/// provider lets people choose their names, of any length.
+fn shown_name(name: &str) -> String {
+    let clean: String = name.chars().filter(|c| !c.is_control()).collect();
+    let clean = clean.trim();
+    let mut shown: String = clean.chars().take(SHOWN_NAME_CHARS).collect();
+    if clean.chars().nth(SHOWN_NAME_CHARS).is_some() {
+        shown.push('…');
+    }
+    shown
 }
 
 fn web_client_id(state: &AppState) -> Result<&str, WebError> {
@@ -371,5 +391,19 @@ mod tests {
         assert_eq!(claim_from_payload(&jwt, "n"), None);
         assert_eq!(claim_from_payload(&jwt, "missing"), None);
         assert_eq!(claim_from_payload("garbage", "oid"), None);
+    }
+
+    #[test]
+    fn a_name_is_kept_short_and_free_of_controls() {
+        assert_eq!(shown_name("  Zoë Doe "), "Zoë Doe");
+        assert_eq!(shown_name("a\u{1b}[31mb\nc"), "a[31mbc");
+        let long = "名".repeat(100_000);
+        let shown = shown_name(&long);
+        assert_eq!(shown.chars().count(), SHOWN_NAME_CHARS + 1);
+        assert!(shown.ends_with('…'));
+        assert_eq!(
+            shown_name(&"x".repeat(SHOWN_NAME_CHARS)).chars().count(),
+            SHOWN_NAME_CHARS
+        );
     }
 }

@@ -209,12 +209,7 @@ async fn a_page_answers_a_frozen_database_within_its_time_limit() {
     }
     pg.freeze();
     let started = Instant::now();
-    let page = app
-        .http
-        .get(&link)
-        .send()
-        .await
-        .unwrap();
+    let page = app.http.get(&link).send().await.unwrap();
     let took = started.elapsed();
     assert_eq!(page.status(), 503, "{took:?}");
     assert!(page.headers().get("retry-after").is_some());
