@@ -208,10 +208,63 @@ pub(super) async fn finish(
             });
         }
     };
+    match store(
+        state,
+        flow,
+        provider,
+        &callback,
+        user,
+        &account,
+        &mut tokens,
+        &params,
+    )
+    .await
+    {
+        Ok(connection_id) => {
+            state.metrics.flow.connection_stored();
+            Ok((connection_id, account))
+        }
+        Err(Stored::Failed(e)) => {
+            // Issued, and now stored nowhere: a grant nobody could use or
+            // end from here. Ended at the provider, as when the account
+            // could not be read.
+            let revoked = revoke_unused(state, provider, &tokens, &flow_params).await;
+            tracing::warn!(provider = %name, revoked, "connect failed while storing; tokens not stored");
+            Err(e)
+        }
+        // The commit's outcome is unknown (the connection may be stored):
+        // revoking could end a connection that works.
+        Err(Stored::Unknown(e)) => Err(e),
+    }
+}
+
+/// Why [`store`] did not store the connection.
+enum Stored {
+    /// Nothing was stored.
+    Failed(FinishError),
+    /// The commit failed: it may have been made.
+    Unknown(FinishError),
+}
+
+/// Stores the connection the consent made, with its parameters, and
+/// records it on the flow and the ticket, in one transaction.
+#[allow(clippy::too_many_arguments)]
+async fn store(
+    state: &ConnectionService,
+    flow: &OAuthFlow,
+    provider: &Provider,
+    callback: &Callback<'_>,
+    user: UserRef<'_>,
+    account: &Account,
+    tokens: &mut TokenSet,
+    params: &Params,
+) -> Result<Uuid, Stored> {
+    let failed = |e: anyhow::Error| Stored::Failed(FinishError::Internal(e));
+    let name = provider.name();
     let ticket = match flow.ticket_id {
         Some(id) => db::tickets::find_by_id(&state.db, id)
             .await
-            .map_err(anyhow::Error::from)?,
+            .map_err(|e| failed(e.into()))?,
         None => None,
     };
     let requested = match &ticket {
@@ -228,40 +281,42 @@ pub(super) async fn finish(
     let client_id = ticket.as_ref().map(|t| t.client_id.as_str());
     let mut tx = crate::db::transaction::begin(&state.db)
         .await
-        .map_err(anyhow::Error::from)?;
-    vault::adopt_unscoped(&mut tx, user, provider, &account, &params)
+        .map_err(|e| failed(e.into()))?;
+    vault::adopt_unscoped(&mut tx, user, provider, account, params)
         .await
-        .map_err(anyhow::Error::from)?;
+        .map_err(|e| failed(e.into()))?;
     let connection_id = vault::store_in(
         state,
         &mut tx,
         NewConnection {
             user,
             provider: name,
-            account: &account,
-            tokens: &tokens,
+            account,
+            tokens,
             requested_scopes: &requested,
             client_id,
         },
     )
-    .await?;
+    .await
+    .map_err(failed)?;
     // Every later call (refresh, API, revocation) is made from these.
-    db::params::set(&mut *tx, Holder::Connection, connection_id, &params)
+    db::params::set(&mut *tx, Holder::Connection, connection_id, params)
         .await
-        .map_err(anyhow::Error::from)?;
+        .map_err(|e| failed(e.into()))?;
     // What a reload of the callback page shows, and what the client's
     // retry completes with.
     db::oauth_flows::set_connection(&mut *tx, flow.id, connection_id)
         .await
-        .map_err(anyhow::Error::from)?;
+        .map_err(|e| failed(e.into()))?;
     if let Some(ticket_id) = flow.ticket_id {
         db::tickets::set_stored_connection(&mut *tx, ticket_id, connection_id)
             .await
-            .map_err(anyhow::Error::from)?;
+            .map_err(|e| failed(e.into()))?;
     }
-    tx.commit().await.map_err(anyhow::Error::from)?;
-    state.metrics.flow.connection_stored();
-    Ok((connection_id, account))
+    tx.commit()
+        .await
+        .map_err(|e| Stored::Unknown(FinishError::Internal(e.into())))?;
+    Ok(connection_id)
 }
 
 /// Those of the `requested` scopes that `accepted` (the callback's

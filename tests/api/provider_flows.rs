@@ -476,3 +476,61 @@ async fn reloading_the_success_page_shows_the_connection_again() {
     let other = Browser::new(&app).get(callback.as_str()).await;
     assert_eq!(other.status, 400, "{}", other.body);
 }
+
+/// Tokens the provider issued that the service then fails to store (the
+/// database refuses the row) are revoked at the provider: no live grant is
+/// left behind that nobody here knows of. The person sees the error page;
+/// nothing is stored.
+#[tokio::test]
+async fn tokens_that_cannot_be_stored_are_revoked_at_the_provider() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    // The database refuses every new connection, as a full disk or a
+    // broken constraint would.
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_connections() RETURNS trigger LANGUAGE plpgsql AS
+             $$ BEGIN RAISE EXCEPTION 'no room for connections'; END $$;
+         CREATE TRIGGER refuse_connections BEFORE INSERT ON connections
+             FOR EACH ROW EXECUTE FUNCTION refuse_connections();",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let (url, _) = elicit(
+        &app,
+        "alice",
+        "whoami",
+        json!({"provider": "google"}),
+        "connect_google",
+    )
+    .await;
+    let browser = Browser::new(&app);
+    let to_provider = open_and_continue(&browser, &url, "alice").await;
+    let callback = fake.visit(to_provider.location.as_deref().unwrap()).await;
+    let done = browser.get(callback.as_str()).await;
+    assert_eq!(done.status, 500, "{}", done.body);
+    assert!(
+        !done.body.contains("no room"),
+        "no internals: {}",
+        done.body
+    );
+    assert_eq!(
+        fake.calls().revoke,
+        2,
+        "the refresh token, then the access token"
+    );
+    assert_eq!(
+        crate::helpers::count(&app, "SELECT count(*) FROM connections").await,
+        0
+    );
+    // What was issued no longer works at the provider.
+    for token in fake.secrets() {
+        let answer = fakes::no_redirects()
+            .get(format!("{}/v1/userinfo", fake.base))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_ne!(answer.status(), 200, "a token still works");
+    }
+}
