@@ -63,6 +63,23 @@ pub(super) struct Context<'a> {
     pub provider: &'a Provider,
 }
 
+/// The label of the connection `ticket` stored, if it stored one: a
+/// second submit of the same form (a double click, a reload) answers as
+/// the first did, not as a spent link while the key is connected. The
+/// ticket is this person's (checked by the caller), and so is the
+/// connection looked up.
+async fn stored_by(
+    state: &AppState,
+    user: &SignedInUser,
+    ticket: &Ticket,
+) -> Result<Option<String>, WebError> {
+    let Some(id) = crate::db::tickets::stored_connection(&state.db, ticket.id).await? else {
+        return Ok(None);
+    };
+    let connection = state.connect.connection_of(user.user(), id).await?;
+    Ok(connection.map(|c| c.account_label))
+}
+
 /// The empty form (parameters at their defaults).
 pub(super) fn show(user: &SignedInUser, ticket: &Ticket, context: Context<'_>) -> HttpResponse {
     let empty = forms::Params::default();
@@ -123,7 +140,12 @@ pub(super) async fn submit(
             .await;
             return Ok(connected_page(user, name, &account.label));
         }
-        CredentialOutcome::TicketGone => return Err(WebError::LinkGone),
+        CredentialOutcome::TicketGone => {
+            return match stored_by(state, user, ticket).await? {
+                Some(label) => Ok(connected_page(user, name, &label)),
+                None => Err(WebError::LinkGone),
+            };
+        }
         CredentialOutcome::Invalid(problems) => (problems, StatusCode::UNPROCESSABLE_ENTITY),
         CredentialOutcome::Refused { status } => {
             tracing::info!(provider = %provider.name(), %status, "credential refused by the provider; not stored");

@@ -112,3 +112,34 @@ async fn sid_and_token_connect_as_basic_and_the_sid_names_the_path() {
     assert_eq!(fake.requests(), before, "no revocation call");
     crate::logs::assert_absent(&secrets);
 }
+
+/// Connect pressed twice (a double click, or a resubmitted form): both
+/// answers say the account is connected — the second is not told the link
+/// is spent while the key was stored — and one connection is stored.
+#[tokio::test]
+async fn a_second_submit_of_the_form_answers_as_the_first() {
+    let fake = twilio::start().await;
+    let app = app_with(&fake, "twilio", twilio_entry(&fake)).await;
+    let args = json!({"provider": "twilio", "path": "Messages.json"});
+    let (url, _) = first_round(&app, &args, "twilio").await;
+    let (browser, form) = open_form(&app, &url, "alice").await;
+    let inputs = [
+        ("field.account_sid", fake.first.as_str()),
+        ("field.auth_token", fake.second.as_str()),
+    ];
+    let (one, two) = tokio::join!(
+        submit(&browser, &form, &inputs),
+        submit(&browser, &form, &inputs)
+    );
+    for page in [&one, &two] {
+        assert_eq!(page.status, 200, "{}", page.body);
+        assert!(page.body.contains("connected as Alice"), "{}", page.body);
+    }
+    let again = submit(&browser, &form, &inputs).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert!(again.body.contains("connected as Alice"), "{}", again.body);
+    assert_eq!(
+        crate::helpers::count(&app, "SELECT count(*) FROM connections").await,
+        1
+    );
+}
