@@ -199,6 +199,11 @@ async fn deny_on_the_approval_page_is_a_decline() {
     );
     // The link is spent.
     assert_eq!(browser.get(&url).await.status, 410, "a used link");
+    // Recorded as the refusal of a client, on which connection.
+    let audited = "SELECT count(*) FROM audit_events WHERE kind = 'consent_cancelled' \
+                   AND detail->>'at' = 'approval' AND detail->>'client_id' = 'other-client' \
+                   AND detail ? 'connection_id'";
+    assert_eq!(count(&app, audited).await, 1);
 }
 
 #[tokio::test]

@@ -116,7 +116,21 @@ pub(super) async fn callback(
                     provider,
                     label,
                     revoked,
-                } => WebError::NotConnected(not_accepted(&provider, &label, revoked)),
+                } => {
+                    // A provider naming a host or site this server refuses
+                    // may be an attack on the connect: on the record.
+                    audit(
+                        &state,
+                        &req,
+                        AuditKind::CallbackRejected,
+                        Some(user.user()),
+                        Some(&provider_name),
+                        json!({ "reason": "value_not_accepted", "flow_id": flow.id,
+                                "ticket_id": flow.ticket_id, "revoked": revoked }),
+                    )
+                    .await;
+                    WebError::NotConnected(not_accepted(&provider, &label, revoked))
+                }
                 FinishError::Internal(e) => WebError::Internal(e),
             });
         }

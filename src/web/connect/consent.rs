@@ -256,7 +256,15 @@ async fn cancel(
         AuditKind::ConsentCancelled,
         Some(user.user()),
         Some(&ticket.provider),
-        json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "at": "consent" }),
+        // Deny on the approval page refuses a client the account, not a
+        // connect: the row says which, and which connection.
+        match ticket.connection_id {
+            Some(connection_id) => json!({ "ticket_id": ticket.id, "client_id": ticket.client_id,
+                                           "at": "approval", "connection_id": connection_id }),
+            None => {
+                json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "at": "consent" })
+            }
+        },
     )
     .await;
     Ok(pages::render(

@@ -105,6 +105,11 @@ async fn an_org_host_outside_the_pattern_is_refused_and_nothing_is_stored() {
         done.body
     );
     assert!(!done.body.contains("evil.example"), "{}", done.body);
+    // On the record, without the value either.
+    let audited = "SELECT count(*) FROM audit_events WHERE kind = 'callback_rejected' \
+                   AND detail->>'reason' = 'value_not_accepted' AND detail->>'revoked' = 'true' \
+                   AND detail::text NOT LIKE '%evil%'";
+    assert_eq!(count(&app, audited).await, 1);
     // The grant just issued was revoked at the login host: its refresh
     // token no longer works.
     assert!(fake.calls().revoke >= 1, "{:?}", fake.calls());
