@@ -259,6 +259,16 @@ impl ConnectionService {
         tickets::issue(self, user, client_id, provider, scopes).await
     }
 
+    /// A connect ticket for another account at `provider`.
+    pub async fn issue_another_account_ticket(
+        &self,
+        user: UserRef<'_>,
+        client_id: &str,
+        provider: &ProviderName,
+    ) -> anyhow::Result<IssuedTicket> {
+        tickets::issue_another(self, user, client_id, provider).await
+    }
+
     /// The usable ticket behind a presented secret.
     pub async fn find_usable_ticket(&self, presented: &str) -> Result<Option<Ticket>, sqlx::Error> {
         tickets::find_usable(self, presented).await

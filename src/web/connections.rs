@@ -77,6 +77,8 @@ struct Available {
     name: String,
     display_name: String,
     csrf: String,
+    /// Connected already: this adds another account there.
+    another: bool,
 }
 
 #[derive(Template)]
@@ -191,16 +193,20 @@ async fn list(
             }
         })
         .collect();
-    let available = state
-        .connect
-        .providers()
-        .names()
+    // Providers not connected yet first, then another account at those
+    // that are.
+    let names = state.connect.providers().names();
+    let connected = |name: &str| connections.iter().any(|c| c.provider == name);
+    let (new, more): (Vec<&str>, Vec<&str>) = names.into_iter().partition(|n| !connected(n));
+    let available = new
         .into_iter()
-        .filter(|name| !connections.iter().any(|c| c.provider == *name))
-        .map(|name| Available {
+        .map(|n| (n, false))
+        .chain(more.into_iter().map(|n| (n, true)))
+        .map(|(name, another)| Available {
             name: name.to_owned(),
             display_name: display_name(&state, name),
             csrf: user.csrf_token(&purpose("reconnect", name)),
+            another,
         })
         .collect();
     let page = ConnectionsPage {
@@ -301,10 +307,19 @@ async fn reconnect(
     if let Err(wait) = state.connect.take_link(user.user()) {
         return Err(WebError::TooManyLinks(wait.as_secs()));
     }
-    let ticket = state
-        .connect
-        .issue_ticket(user.user(), client_id, &provider, &[])
-        .await?;
+    // "Add another account": the provider's account chooser, and a new
+    // connection beside the others.
+    let ticket = if form.get("another").is_some_and(|v| v == "1") {
+        state
+            .connect
+            .issue_another_account_ticket(user.user(), client_id, &provider)
+            .await?
+    } else {
+        state
+            .connect
+            .issue_ticket(user.user(), client_id, &provider, &[])
+            .await?
+    };
     db::web_sessions::set_pending_ticket(&state.db, user.session_id, Some(ticket.id)).await?;
     Ok(see_other(CONSENT_PATH))
 }

@@ -504,3 +504,49 @@ async fn the_connections_page_disconnects_the_account_of_its_row() {
         .unwrap();
     assert_eq!(left, vec!["w-1".to_owned()]);
 }
+
+/// The connections page adds another account at a provider already
+/// connected: through the provider's account chooser, beside the first.
+#[tokio::test]
+async fn the_connections_page_adds_another_account() {
+    use crate::{
+        browser::Browser,
+        full_flow::{approve_at_demo, connect_demo},
+    };
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let browser = Browser::new(&app);
+    browser.sign_in("alice").await;
+    let page = browser.get("/connections").await;
+    assert!(
+        page.body.contains("Add another Demo account"),
+        "{}",
+        page.body
+    );
+    let consent = browser
+        .submit(&page, "/connections/demo/reconnect", &[("another", "1")])
+        .await;
+    let consent = browser.follow(&consent).await;
+    assert_eq!(consent.status, 200, "{}", consent.body);
+    let to_provider = browser
+        .submit(&consent, "/connect", &[("action", "continue")])
+        .await;
+    let location = to_provider.location.clone().unwrap();
+    assert!(location.contains("prompt=select_account"), "{location}");
+    let done = approve_at_demo(&browser, &to_provider, "hubot").await;
+    assert!(done.body.contains("connected as"), "{}", done.body);
+    let accounts: Vec<String> =
+        sqlx::query_scalar("SELECT account_label FROM connections ORDER BY created_at")
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(accounts.len(), 2, "{accounts:?}");
+    let listed = browser.get("/connections").await;
+    for label in &accounts {
+        assert!(
+            listed.body.contains(label.as_str()),
+            "{label}: {}",
+            listed.body
+        );
+    }
+}
