@@ -1,6 +1,7 @@
 //! `disconnect`: asks the user to confirm (a form-mode elicitation, yes or
 //! no), then revokes the tokens upstream where the provider supports RFC 7009
-//! and deletes the connection. The confirmation round is bound to this call
+//! and deletes the connection. A retry that brings no answer is asked
+//! again; only the user's no, decline or cancel keeps the account. The confirmation round is bound to this call
 //! by a sealed `requestState`, like the connect flow's, and names the one
 //! connection it asked about. With several accounts at the provider and none
 //! named, the user is first asked which (the account question every tool
@@ -210,9 +211,19 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         ));
     }
 
-    if let Some(round) = round.as_ref().filter(|r| r.state.account.is_some()) {
-        let confirmed = round.action() == Some(ElicitationAction::Accept)
-            && round.content("/confirm").and_then(|v| v.as_bool()) == Some(true);
+    // The answer to the confirmation: yes, no, or none at all — a retry
+    // that carries no answer (or an accept without the field) is asked
+    // again, as MRTR wants for missing input; only the user's own "no",
+    // decline or cancel keeps the account.
+    let confirmed = round
+        .as_ref()
+        .filter(|r| r.state.account.is_some())
+        .and_then(|round| match round.action() {
+            Some(ElicitationAction::Accept) => round.content("/confirm").and_then(|v| v.as_bool()),
+            Some(ElicitationAction::Decline | ElicitationAction::Cancel) => Some(false),
+            _ => None,
+        });
+    if let Some(confirmed) = confirmed {
         if !confirmed {
             return Ok(done(
                 provider.name(),
