@@ -57,13 +57,14 @@ impl ConnectionService {
     }
 
     /// [`Self::disconnect`] for one account among several (`None`: the
-    /// oldest).
+    /// oldest): what the provider was told, or `None` when there was no
+    /// such connection.
     pub async fn disconnect_account(
         &self,
         user: UserRef<'_>,
         provider: &ProviderName,
         connection: Option<Uuid>,
-    ) -> anyhow::Result<bool> {
+    ) -> anyhow::Result<Option<vault::Revocation>> {
         vault::disconnect_account(self, user, provider, connection).await
     }
 

@@ -27,6 +27,7 @@ use crate::connect::{
     Access, ClientKind, Retry,
     accounts::{Chosen, ChosenAccount},
     state::RoundState,
+    vault,
 };
 
 pub const NAME: &str = "disconnect";
@@ -48,12 +49,37 @@ pub struct Args {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Disconnection {
-    /// Revoked at the provider where it allows, and forgotten.
+    /// Forgotten here (`revocation` says whether the provider ended the
+    /// access too).
     Disconnected,
     /// There was no connection to the provider.
     NotConnected,
     /// The user chose to keep it, or could not be asked: nothing changed.
     Kept,
+}
+
+/// What the provider was told when the connection was removed here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Revocation {
+    /// The provider revoked the tokens: the access has ended there too.
+    Revoked,
+    /// The provider offers no revocation: its tokens end when they expire.
+    NotOffered,
+    /// The provider could not be told (it refused or did not answer): the
+    /// access may still be live there until the user removes it in the
+    /// account's settings at the provider.
+    Failed,
+}
+
+impl From<vault::Revocation> for Revocation {
+    fn from(r: vault::Revocation) -> Self {
+        match r {
+            vault::Revocation::Revoked => Self::Revoked,
+            vault::Revocation::NotOffered => Self::NotOffered,
+            vault::Revocation::Failed => Self::Failed,
+        }
+    }
 }
 
 /// The disconnection, as it ended.
@@ -62,6 +88,10 @@ pub struct DisconnectResult {
     #[serde(flatten)]
     pub outcome: Outcome,
     pub connection: Disconnection,
+    /// Present when the connection was disconnected: whether the provider
+    /// ended the access too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revocation: Option<Revocation>,
 }
 
 /// A failure before any connection was looked up: there was none to
@@ -71,6 +101,7 @@ impl ToolOutput for DisconnectResult {
         Self {
             outcome,
             connection: Disconnection::NotConnected,
+            revocation: None,
         }
     }
 }
@@ -105,8 +136,51 @@ fn done(
     let result = DisconnectResult {
         outcome,
         connection,
+        revocation: None,
     };
     CallToolResponse::Complete(answer(&result, false, sentence))
+}
+
+/// A completed disconnect of `account`, saying what the provider was told.
+/// Where it could not be told, the user has to end the access there: a
+/// tool error asking for that, though the connection is gone here.
+fn disconnected(
+    provider: &crate::providers::Provider,
+    account: &ChosenAccount,
+    revocation: Revocation,
+) -> CallToolResponse {
+    let (name, label) = (provider.display_name(), &account.account_label);
+    let outcome = Outcome::ok(provider.name(), label, &account.account_id);
+    let (outcome, sentence) = match revocation {
+        Revocation::Revoked | Revocation::NotOffered => (
+            outcome,
+            format!(
+                "{name} account {label} is disconnected; its tokens were revoked where the provider allows."
+            ),
+        ),
+        Revocation::Failed => {
+            let message = format!(
+                "{name} account {label} is disconnected from this server, but {name} could not be told to \
+                 revoke its access, which may still be live there. Remove this server's access in the \
+                 account's settings at {name}."
+            );
+            let failed = Outcome::failed(
+                provider.name(),
+                ErrorKind::RevocationFailed,
+                message.clone(),
+                NextStep::AskUser,
+            )
+            .for_account(label, &account.account_id);
+            (failed, message)
+        }
+    };
+    let is_error = outcome.error.is_some();
+    let result = DisconnectResult {
+        outcome,
+        connection: Disconnection::Disconnected,
+        revocation: Some(revocation),
+    };
+    CallToolResponse::Complete(answer(&result, is_error, sentence))
 }
 
 /// A disconnect this client may not carry out: nothing changed, and the
@@ -125,6 +199,7 @@ fn kept_for_the_user(
             None => outcome,
         },
         connection: Disconnection::Kept,
+        revocation: None,
     };
     CallToolResponse::Complete(answer(&result, true, message))
 }
@@ -240,24 +315,14 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             .disconnect_account(p.user(), provider.name(), Some(account.connection))
             .await
             .map_err(internal)?;
-        return Ok(if removed {
-            done(
-                provider.name(),
-                names,
-                Disconnection::Disconnected,
-                format!(
-                    "{} account {} is disconnected; its tokens were revoked where the provider allows.",
-                    provider.display_name(),
-                    account.account_label
-                ),
-            )
-        } else {
-            done(
+        return Ok(match removed {
+            Some(revocation) => disconnected(provider, &account, revocation.into()),
+            None => done(
                 provider.name(),
                 None,
                 Disconnection::NotConnected,
                 format!("No {} account was connected.", provider.display_name()),
-            )
+            ),
         });
     }
 

@@ -57,6 +57,9 @@ pub enum ErrorKind {
     ConfirmationUnavailable,
     /// The user has not approved this client for the account.
     ClientNotApproved,
+    /// The connection was removed here, but the provider could not be
+    /// told to end its access: the user should remove it at the provider.
+    RevocationFailed,
 }
 
 /// A failure, in a stable code and in words.

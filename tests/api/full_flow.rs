@@ -625,6 +625,10 @@ async fn disconnect_confirms_with_a_form_then_revokes_and_forgets() {
             .contains("disconnected"),
         "{gone}"
     );
+    assert_eq!(
+        gone["result"]["structuredContent"]["revocation"], "revoked",
+        "{gone}"
+    );
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
     let revoked = disconnected_detail(&app).await;
     assert_eq!(revoked["revoked_upstream"], true, "{revoked}");
