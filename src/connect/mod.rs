@@ -97,6 +97,10 @@ pub enum Access<'s> {
     Declined { provider_name: String },
     /// The user cancelled; calling again starts over.
     Cancelled { provider_name: String },
+    /// The `account` argument is the label of several of the user's
+    /// accounts and the client cannot ask which: `message` tells the model
+    /// to name one by its id.
+    AccountAmbiguous { message: String },
 }
 
 /// The inputRequests key of a provider's connect elicitation.

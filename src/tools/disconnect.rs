@@ -149,8 +149,10 @@ fn disconnected(
     account: &ChosenAccount,
     revocation: Revocation,
 ) -> CallToolResponse {
-    let (name, label) = (provider.display_name(), &account.account_label);
-    let outcome = Outcome::ok(provider.name(), label, &account.account_id);
+    let name = provider.display_name();
+    let outcome = Outcome::ok(provider.name(), &account.account_label, &account.account_id);
+    // In words, as the confirmation named it.
+    let label = &account.name;
     let (outcome, sentence) = match revocation {
         Revocation::Revoked | Revocation::NotOffered => (
             outcome,
@@ -170,7 +172,7 @@ fn disconnected(
                 message.clone(),
                 NextStep::AskUser,
             )
-            .for_account(label, &account.account_id);
+            .for_account(&account.account_label, &account.account_id);
             (failed, message)
         }
     };
@@ -183,16 +185,18 @@ fn disconnected(
     CallToolResponse::Complete(answer(&result, is_error, sentence))
 }
 
-/// A disconnect this client may not carry out: nothing changed, and the
-/// user has to act outside it (`message` says where). `account` is named
-/// only to a client approved for it.
-fn kept_for_the_user(
+/// A disconnect that was not carried out: nothing changed, and `next`
+/// says who acts — the user outside this client (`message` says where), or
+/// the model with another request. `account` is named only to a client
+/// approved for it.
+fn kept_unchanged(
     provider: &str,
     account: Option<&ChosenAccount>,
     kind: ErrorKind,
     message: String,
+    next: NextStep,
 ) -> CallToolResponse {
-    let outcome = Outcome::failed(provider, kind, message.clone(), NextStep::AskUser);
+    let outcome = Outcome::failed(provider, kind, message.clone(), next);
     let result = DisconnectResult {
         outcome: match account {
             Some(a) => outcome.for_account(&a.account_label, &a.account_id),
@@ -236,6 +240,15 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         Chosen::Answer(Access::InputRequired(question)) => {
             return Ok(CallToolResponse::InputRequired(question));
         }
+        Chosen::Answer(Access::AccountAmbiguous { message }) => {
+            return Ok(kept_unchanged(
+                provider.name(),
+                None,
+                ErrorKind::Refused,
+                message,
+                NextStep::ChangeRequest,
+            ));
+        }
         Chosen::Answer(_) => {
             return Ok(done(
                 provider.name(),
@@ -278,11 +291,12 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             provider.display_name(),
             provider.name()
         );
-        return Ok(kept_for_the_user(
+        return Ok(kept_unchanged(
             provider.name(),
             None,
             ErrorKind::ClientNotApproved,
             message,
+            NextStep::AskUser,
         ));
     }
 
@@ -307,7 +321,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
                 format!(
                     "Nothing changed: {} account {} stays connected.",
                     provider.display_name(),
-                    account.account_label
+                    account.name
                 ),
             ));
         }
@@ -330,11 +344,12 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     if let ClientKind::Legacy = kind {
         let page = format!("{}/connections", service.base_url());
         let message = format!("This client cannot ask the user to confirm. Disconnect at {page}.");
-        return Ok(kept_for_the_user(
+        return Ok(kept_unchanged(
             provider.name(),
             Some(&account),
             ErrorKind::ConfirmationUnavailable,
             message,
+            NextStep::AskUser,
         ));
     }
     if let ClientKind::Modern {
@@ -361,7 +376,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         message: format!(
             "Disconnect your {} account {} from this server? Its tokens will be revoked and forgotten.",
             provider.display_name(),
-            account.account_label
+            account.name
         ),
         requested_schema: schema,
     };

@@ -50,8 +50,8 @@ pub enum ErrorKind {
     /// The provider answered something unexpected.
     ProviderError,
     /// Refused before anything was sent: a provider this server does not
-    /// have, or a path, method, query or body it does not allow for the
-    /// provider.
+    /// have, a path, method, query or body it does not allow for the
+    /// provider, or an `account` that is the label of several accounts.
     Refused,
     /// This client cannot ask the user to confirm.
     ConfirmationUnavailable,

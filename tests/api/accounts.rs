@@ -14,7 +14,10 @@ use mcp_connect::{
 use secrecy::SecretString;
 use serde_json::{Value, json};
 
-use crate::helpers::{CLIENT_ID, TestApp, count, spawn_app};
+use crate::{
+    accounts_disconnect::call_declaring,
+    helpers::{CLIENT_ID, TestApp, count, spawn_app},
+};
 
 pub(crate) async fn store(app: &TestApp, id: &str, label: &str, client: &str) {
     let tokens = TokenSet {
@@ -476,6 +479,82 @@ async fn a_label_renamed_on_the_connections_page_is_the_account_name_and_survive
         body["result"]["structuredContent"]["account"], "home",
         "{body}"
     );
+}
+
+/// Two accounts may share a label (GitLab labels by user name: "alice" on
+/// gitlab.com and on an own instance). Each choice then names its account
+/// by id too, and the answer is that very account; an `account` argument
+/// that is their label is no choice: the user is asked, or a client that
+/// cannot ask is told to name the account by its id. An id always wins.
+#[tokio::test]
+async fn accounts_that_share_a_label_are_told_apart_and_never_guessed() {
+    let app = spawn_app().await;
+    store(&app, "a-1", "alice", CLIENT_ID).await;
+    store(&app, "a-2", "alice", CLIENT_ID).await;
+    store(&app, "w-3", "work", CLIENT_ID).await;
+    let choices = json!(["alice (id a-1)", "alice (id a-2)", "work"]);
+    let account_id = |body: &Value| body["result"]["structuredContent"]["account_id"].clone();
+
+    let first = connect(&app, CLIENT_ID, json!({})).await;
+    assert_eq!(
+        form(&first)["requestedSchema"]["properties"]["account"]["enum"],
+        choices,
+        "{first}"
+    );
+    let state = first["result"]["requestState"].as_str().unwrap();
+    let done = connect(&app, CLIENT_ID, choose(state, "alice (id a-2)")).await;
+    assert_eq!(account_id(&done), "a-2", "{done}");
+
+    // Named by the label they share: asked which, and the answer holds
+    // although the retry's arguments still say "alice".
+    let shared = json!({"arguments": {"account": "alice"}});
+    let asked = connect(&app, CLIENT_ID, shared.clone()).await;
+    let question = form(&asked);
+    assert_eq!(
+        question["requestedSchema"]["properties"]["account"]["enum"], choices,
+        "{asked}"
+    );
+    assert!(
+        question["message"].as_str().unwrap().contains("Several"),
+        "{asked}"
+    );
+    let state = asked["result"]["requestState"].as_str().unwrap();
+    let mut retry = choose(state, "alice (id a-2)");
+    retry["arguments"] = json!({"account": "alice"});
+    let done = connect(&app, CLIENT_ID, retry).await;
+    assert_eq!(account_id(&done), "a-2", "{done}");
+    // Declined: nothing is taken.
+    let mut declined = json!({"requestState": state,
+        "inputResponses": {"account_demo": {"action": "decline"}}});
+    declined["arguments"] = json!({"account": "alice"});
+    let declined = connect(&app, CLIENT_ID, declined).await;
+    assert_eq!(declined["result"]["isError"], true, "{declined}");
+
+    // By id, or by the choice's name: that one, at once.
+    for (name, id) in [("a-2", "a-2"), ("alice (id a-1)", "a-1"), ("work", "w-3")] {
+        let body = connect(&app, CLIENT_ID, json!({"arguments": {"account": name}})).await;
+        assert_eq!(account_id(&body), id, "{name}: {body}");
+    }
+
+    // A client that cannot ask (no form elicitation; a 2025-11-25 client):
+    // a tool error the model can act on, naming the ids, no account used.
+    let args = json!({"provider": "demo", "account": "alice"});
+    let (_, no_form) = call_declaring(&app, json!({"url": {}}), "whoami", args.clone()).await;
+    let (_, legacy) = app.legacy_call("alice", "whoami", args).await;
+    for body in [no_form, legacy] {
+        assert_eq!(body["result"]["isError"], true, "{body}");
+        let result = &body["result"]["structuredContent"];
+        assert_eq!(result["error"]["kind"], "refused", "{body}");
+        assert_eq!(result["next_step"], "change_request", "{body}");
+        assert!(result.get("account_id").is_none(), "{body}");
+        let message = result["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("alice (id a-1)")
+                && message.contains("alice (id a-2)")
+                && message.contains("by its id"),
+            "{body}"
+        );
+    }
 }
 
 #[tokio::test]
