@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use crate::{
     accounts_disconnect::call_declaring,
+    browser::{Browser, Page},
     helpers::{CLIENT_ID, TestApp, count, spawn_app},
 };
 
@@ -293,7 +294,7 @@ async fn an_unapproved_client_is_offered_the_accounts_without_their_names() {
     hidden(&chosen);
     let approval = &chosen["result"]["inputRequests"]["connect_demo"]["params"];
     assert_eq!(approval["mode"], "url", "{chosen}");
-    let browser = crate::browser::Browser::new(&app);
+    let browser = Browser::new(&app);
     let page = crate::grants::approval_page(&browser, approval["url"].as_str().unwrap()).await;
     assert!(page.body.contains("family-mail"), "{}", page.body);
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 2);
@@ -318,7 +319,7 @@ async fn a_numbered_choice_keeps_naming_the_account_it_was_offered_for() {
     let chosen = connect(&app, stranger, choose(state, UNAPPROVED_2)).await;
     let approval = &chosen["result"]["inputRequests"]["connect_demo"]["params"];
     assert_eq!(approval["mode"], "url", "{chosen}");
-    let browser = crate::browser::Browser::new(&app);
+    let browser = Browser::new(&app);
     let page = crate::grants::approval_page(&browser, approval["url"].as_str().unwrap()).await;
     assert!(page.body.contains("family-mail"), "{}", page.body);
 }
@@ -434,18 +435,19 @@ async fn another_account_abandoned_at_the_provider_never_completes_with_an_older
     assert_eq!(body["result"]["resultType"], "input_required", "{body}");
 }
 
-#[tokio::test]
-async fn a_label_renamed_on_the_connections_page_is_the_account_name_and_survives_reconnects() {
-    let app = spawn_app().await;
-    store(&app, "w-1", "work", CLIENT_ID).await;
-    store(&app, "p-2", "personal", CLIENT_ID).await;
-    let browser = crate::browser::Browser::new(&app);
-    browser.sign_in("alice").await;
-    let page = browser.get("/connections").await;
-    let id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connections WHERE account_id = 'p-2'")
+/// The connection id of alice's demo account `account_id`.
+async fn connection_id(app: &TestApp, account_id: &str) -> uuid::Uuid {
+    sqlx::query_scalar("SELECT id FROM connections WHERE account_id = $1")
+        .bind(account_id)
         .fetch_one(&app.db)
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// Renames the connection `id` to `label` with the form of its row on the
+/// connections page, as a person would.
+async fn rename(browser: &Browser, id: uuid::Uuid, label: &str) -> Page {
+    let page = browser.get("/connections").await;
     let marker = format!("name=\"connection\" value=\"{id}\"");
     let at = page.body.find(&marker).expect("a label form");
     let start = page.body[..at].rfind("<form").unwrap();
@@ -453,8 +455,19 @@ async fn a_label_renamed_on_the_connections_page_is_the_account_name_and_survive
     let mut fields =
         crate::browser::form_fields(&page.body[start..end], "/connections/label").unwrap();
     fields.retain(|(k, _)| k != "label");
-    fields.push(("label".into(), "home".into()));
-    let renamed = browser.post_form("/connections/label", &fields).await;
+    fields.push(("label".into(), label.into()));
+    browser.post_form("/connections/label", &fields).await
+}
+
+#[tokio::test]
+async fn a_label_renamed_on_the_connections_page_is_the_account_name_and_survives_reconnects() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    store(&app, "p-2", "personal", CLIENT_ID).await;
+    let browser = Browser::new(&app);
+    browser.sign_in("alice").await;
+    let id = connection_id(&app, "p-2").await;
+    let renamed = rename(&browser, id, "home").await;
     assert_eq!(renamed.status, 303, "{}", renamed.body);
     // A forged form (no CSRF token) renames nothing.
     let forged: Vec<(String, String)> = vec![
@@ -478,6 +491,48 @@ async fn a_label_renamed_on_the_connections_page_is_the_account_name_and_survive
     assert_eq!(
         body["result"]["structuredContent"]["account"], "home",
         "{body}"
+    );
+}
+
+/// A label tells the user's accounts at a provider apart: renaming one to
+/// the label another already has is refused on the page, and nothing is
+/// stored. Its own label again, or any other, is a rename like any.
+#[tokio::test]
+async fn a_label_another_account_has_is_refused_on_the_connections_page() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    store(&app, "p-2", "personal", CLIENT_ID).await;
+    let browser = Browser::new(&app);
+    browser.sign_in("alice").await;
+    let id = connection_id(&app, "p-2").await;
+    let refused = rename(&browser, id, "work").await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(
+        refused.body.contains("already has this label"),
+        "{}",
+        refused.body
+    );
+    let labels: Vec<String> =
+        sqlx::query_scalar("SELECT account_label FROM connections ORDER BY account_id")
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(labels, ["personal", "work"]);
+    let edited: bool = sqlx::query_scalar("SELECT label_edited FROM connections WHERE id = $1")
+        .bind(id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert!(!edited, "nothing stored");
+
+    for label in ["personal", "home"] {
+        let renamed = rename(&browser, id, label).await;
+        assert_eq!(renamed.status, 303, "{label}: {}", renamed.body);
+    }
+    let named = connect(&app, CLIENT_ID, json!({"arguments": {"account": "work"}})).await;
+    assert_eq!(
+        named["result"]["structuredContent"]["account_id"], "w-1",
+        "{named}"
     );
 }
 
@@ -566,7 +621,7 @@ async fn the_connections_page_disconnects_the_account_of_its_row() {
         .fetch_one(&app.db)
         .await
         .unwrap();
-    let browser = crate::browser::Browser::new(&app);
+    let browser = Browser::new(&app);
     browser.sign_in("alice").await;
     let list = browser.get("/connections").await;
     let link = format!("/connections/demo/disconnect?connection={id}");

@@ -356,7 +356,7 @@ async fn a_rename_shortly_before_expiry_leaves_the_refresh_margin_as_it_was() {
     )
     .await
     .unwrap();
-    assert!(renamed);
+    assert_eq!(renamed, mcp_connect::db::connections::Renamed::Renamed);
 
     let (status, body) = app
         .call_tool("alice", "whoami", json!({"provider": "demo"}))
