@@ -194,7 +194,10 @@ fn an_iss_is_required_only_with_an_issuer_to_compare_it_with() {
     let e = error_of(
         "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\nrequire_iss = true\n",
     );
-    assert!(e.starts_with("providers.github.require_iss: needs `issuer`"), "{e}");
+    assert!(
+        e.starts_with("providers.github.require_iss: needs `issuer`"),
+        "{e}"
+    );
     let c = catalog_of(
         "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\nrequire_iss = true\n\
          issuer = \"https://github.com/login/oauth\"\n",
