@@ -1,12 +1,23 @@
 //! Several accounts at one provider (work and personal): which one a
-//! request means. The tool's `account` argument names it (label or the
-//! provider's account id); with several accounts and none named, the user
-//! is asked with a form-mode elicitation — a choice among their own
-//! labels, no secret — and the retry goes on with the answer. An answer
-//! that names no account is asked again. The choice travels in the sealed
-//! `requestState`, so a later round (an approval, a reconnect, the
-//! `disconnect` confirmation) keeps it. A client that cannot answer a form
-//! (no `elicitation.form`) is told to name the account instead.
+//! request means. The tool's `account` argument names it (the provider's
+//! account id, which always wins, or a label); with several accounts and
+//! none named, the user is asked with a form-mode elicitation — a choice
+//! among their own labels, no secret — and the retry goes on with the
+//! answer. An answer that names no account is asked again.
+//!
+//! An `account` argument that names no account, or several, is asked
+//! about the same way, and the answer to that question is taken.
+//!
+//! Labels need not be unique (GitLab names accounts by user name, so two
+//! instances may both say "alice"): where two accounts share one, each
+//! choice adds the account id ("alice (id 42)"), and a label that names
+//! several accounts is never taken for any of them — the user is asked,
+//! or a client that cannot ask is told to name the account by its id.
+//!
+//! The choice travels in the sealed `requestState`, so a later round (an
+//! approval, a reconnect, the `disconnect` confirmation) keeps it. A
+//! client that cannot answer a form (no `elicitation.form`) is told to
+//! name the account instead.
 //!
 //! A client is told only the labels of accounts it is approved for: any
 //! other account appears in the choice, and is matched by name, as a
@@ -68,6 +79,10 @@ pub struct ChosenAccount {
     pub connection: Uuid,
     pub account_label: String,
     pub account_id: String,
+    /// How a question to the user names it: the label, with the account id
+    /// where another of the user's accounts at the provider has that label
+    /// too.
+    pub name: String,
 }
 
 impl ConnectionService {
@@ -102,11 +117,25 @@ impl ConnectionService {
         provider: &ProviderName,
         connection: Option<Uuid>,
     ) -> Result<Option<ChosenAccount>, sqlx::Error> {
-        let found = db::connections::find_account(&self.db, user, provider, connection).await?;
-        Ok(found.map(|c| ChosenAccount {
-            connection: c.id,
-            account_label: c.account_label,
-            account_id: c.account_id,
+        let Some(found) =
+            db::connections::find_account(&self.db, user, provider, connection).await?
+        else {
+            return Ok(None);
+        };
+        let shared = db::connections::accounts(&self.db, user, provider)
+            .await?
+            .iter()
+            .any(|a| a.id != found.id && a.account_label == found.account_label);
+        let name = if shared {
+            with_id(&found.account_label, &found.account_id)
+        } else {
+            found.account_label.clone()
+        };
+        Ok(Some(ChosenAccount {
+            connection: found.id,
+            account_label: found.account_label,
+            account_id: found.account_id,
+            name,
         }))
     }
 }
@@ -156,47 +185,65 @@ pub(super) fn choose<'s>(
 ) -> Result<Chosen<'s>, ErrorData> {
     let offered = round.map_or(&[][..], |r| r.offered.as_slice());
     let accounts = choices(state, provider, read, offered);
-    if let Some(id) = round.and_then(|r| r.account) {
-        if read.iter().any(|a| a.row.id == id) {
-            return Ok(Chosen::Connection(Some(id)));
-        }
-        // Chosen in an earlier round, disconnected since: the one the
-        // arguments name, else asked again among those left (never another
-        // taken silently), else connected afresh.
-        if let Some(named) = need.account.and_then(|name| find(&accounts, name)) {
-            return Ok(Chosen::Connection(Some(named.row.id)));
-        }
+    let chosen_before = round.and_then(|r| r.account);
+    if let Some(id) = chosen_before
+        && read.iter().any(|a| a.row.id == id)
+    {
+        return Ok(Chosen::Connection(Some(id)));
+    }
+    // The account the arguments name, when they name exactly one; a name
+    // several accounts have is no choice among them.
+    let unresolved = match need.account {
+        None => Asked::Which,
+        Some(name) => match named(&accounts, name) {
+            Found::One(a) => return Ok(Chosen::Connection(Some(a.row.id))),
+            Found::Nothing => Asked::Unknown,
+            Found::Several => Asked::Several(name),
+        },
+    };
+    if chosen_before.is_some() {
+        // Chosen in an earlier round, disconnected since: asked again
+        // among those left (never another taken silently), else
+        // connected afresh.
         if accounts.is_empty() {
             return Ok(Chosen::Connection(None));
         }
-        return ask(state, need, provider, &accounts, round, None);
+        let asked = match unresolved {
+            Asked::Several(name) => Asked::Several(name),
+            _ => Asked::Which,
+        };
+        return ask(state, need, provider, &accounts, round, asked);
     }
     let answer = round.and_then(|_| answer(need.input_responses, &input_key(provider.name())));
-    let named = match (need.account, &answer) {
-        (Some(name), _) => Some(name.to_owned()),
-        (None, Some(Answer::Chose(name))) => Some(name.clone()),
-        (None, Some(Answer::Declined)) => {
-            return Ok(Chosen::Answer(Access::Declined {
-                provider_name: provider.display_name().to_owned(),
-            }));
-        }
-        (None, Some(Answer::Cancelled)) => {
-            return Ok(Chosen::Answer(Access::Cancelled {
-                provider_name: provider.display_name().to_owned(),
-            }));
-        }
-        (None, None) => None,
-    };
-    match named {
-        Some(name) => match find(&accounts, &name) {
-            Some(a) => Ok(Chosen::Connection(Some(a.row.id))),
+    match answer {
+        Some(Answer::Chose(choice)) => match chosen(&accounts, &choice) {
+            Found::One(a) => Ok(Chosen::Connection(Some(a.row.id))),
             // A new account is connected by `connect` with a flag; a name
             // that matches nothing is asked again among those there are.
-            None if accounts.is_empty() => Ok(Chosen::Connection(None)),
-            None => ask(state, need, provider, &accounts, round, Some(&name)),
+            Found::Nothing if accounts.is_empty() => Ok(Chosen::Connection(None)),
+            Found::Nothing => ask(state, need, provider, &accounts, round, Asked::Unknown),
+            Found::Several => ask(
+                state,
+                need,
+                provider,
+                &accounts,
+                round,
+                Asked::Several(&choice),
+            ),
         },
-        None if accounts.len() > 1 => ask(state, need, provider, &accounts, round, None),
-        None => Ok(Chosen::Connection(accounts.first().map(|a| a.row.id))),
+        Some(Answer::Declined) => Ok(Chosen::Answer(Access::Declined {
+            provider_name: provider.display_name().to_owned(),
+        })),
+        Some(Answer::Cancelled) => Ok(Chosen::Answer(Access::Cancelled {
+            provider_name: provider.display_name().to_owned(),
+        })),
+        None => match unresolved {
+            Asked::Which if accounts.len() <= 1 => {
+                Ok(Chosen::Connection(accounts.first().map(|a| a.row.id)))
+            }
+            Asked::Unknown if accounts.is_empty() => Ok(Chosen::Connection(None)),
+            _ => ask(state, need, provider, &accounts, round, unresolved),
+        },
     }
 }
 
@@ -301,17 +348,32 @@ async fn answered(state: &ConnectionService, ticket: Uuid) -> Result<(), ErrorDa
 /// One of the user's accounts as the calling client may name it.
 struct Choice<'a> {
     row: &'a ConnectionRow,
-    /// Its label, for an account the client is approved for; otherwise
+    /// Its label, for an account the client is approved for (with its
+    /// account id where another choice has that label too); otherwise
     /// "GitHub account 2 (not yet approved for this client)", numbered by
     /// the account's place among the user's accounts at the provider.
     name: Cow<'a, str>,
     approved: bool,
 }
 
+impl Choice<'_> {
+    /// Whether `name` is this choice's name or, for an account the client
+    /// is approved for, its label.
+    fn is_called(&self, name: &str) -> bool {
+        self.name == name || (self.approved && self.row.account_label == name)
+    }
+}
+
+/// An account's label with its account id: how a choice, or a question,
+/// names one of several accounts that share a label.
+fn with_id(label: &str, account_id: &str) -> String {
+    format!("{label} (id {account_id})")
+}
+
 /// The user's accounts (placeholder rows, with no account yet, are no
 /// choice), named as the calling client may see them. An account an
 /// earlier question `offered` keeps the number it had there; one connected
-/// since is numbered after them.
+/// since is numbered after them. No two are named alike (see `distinct`).
 fn choices<'a>(
     state: &ConnectionService,
     provider: &Provider,
@@ -320,7 +382,8 @@ fn choices<'a>(
 ) -> Vec<Choice<'a>> {
     let every_client = state.settings.grants == GrantMode::PerUser;
     let mut newer = offered.len();
-    read.iter()
+    let mut choices: Vec<Choice<'a>> = read
+        .iter()
         .filter(|a| !a.row.account_id.is_empty())
         .enumerate()
         .map(|(i, a)| {
@@ -348,19 +411,88 @@ fn choices<'a>(
                 approved,
             }
         })
-        .collect()
+        .collect();
+    distinct(&mut choices);
+    choices
 }
 
-/// The account `name` names: a choice's name (an approved account's
-/// label, or an unapproved one's numbered entry), else an approved
-/// account's id at the provider. Never an unapproved account by its own
-/// label or id: that would tell a client guessing them which exist.
-fn find<'c, 'a>(accounts: &'c [Choice<'a>], name: &str) -> Option<&'c Choice<'a>> {
-    accounts.iter().find(|a| a.name == name).or_else(|| {
-        accounts
-            .iter()
-            .find(|a| a.approved && a.row.account_id == name)
-    })
+/// Gives every approved account whose name another choice has too its
+/// account id as well ("alice (id 42)"), until no two names are alike, so
+/// that an answer maps back to exactly the account chosen. A numbered
+/// entry is unique already, and keeps its name: it names nothing more.
+fn distinct(choices: &mut [Choice<'_>]) {
+    loop {
+        let shared: Vec<usize> = (0..choices.len())
+            .filter(|&i| {
+                let c = &choices[i];
+                // Borrowed: the plain label, not yet given its id.
+                c.approved
+                    && matches!(c.name, Cow::Borrowed(_))
+                    && choices
+                        .iter()
+                        .enumerate()
+                        .any(|(j, other)| j != i && other.name == c.name)
+            })
+            .collect();
+        if shared.is_empty() {
+            return;
+        }
+        for i in shared {
+            let row = choices[i].row;
+            choices[i].name = Cow::Owned(with_id(&row.account_label, &row.account_id));
+        }
+    }
+}
+
+/// What a name matches among the choices.
+enum Found<'c, 'a> {
+    One(&'c Choice<'a>),
+    Nothing,
+    /// More than one account: none of them is taken.
+    Several,
+}
+
+fn only<'c, 'a>(mut matching: impl Iterator<Item = &'c Choice<'a>>) -> Found<'c, 'a> {
+    match (matching.next(), matching.next()) {
+        (None, _) => Found::Nothing,
+        (Some(one), None) => Found::One(one),
+        (Some(_), Some(_)) => Found::Several,
+    }
+}
+
+/// The account an `account` argument names: an approved account's id at
+/// the provider (ids are unique, and an exact one always wins), else the
+/// one account whose choice name or (approved) label it is. Never an
+/// unapproved account by its own label or id: that would tell a client
+/// guessing them which exist.
+fn named<'c, 'a>(accounts: &'c [Choice<'a>], name: &str) -> Found<'c, 'a> {
+    if let Some(a) = accounts
+        .iter()
+        .find(|a| a.approved && a.row.account_id == name)
+    {
+        return Found::One(a);
+    }
+    only(accounts.iter().filter(|a| a.is_called(name)))
+}
+
+/// The account an answer to the question chose: the choice of that name
+/// (no two are alike), else what the name would name as an argument.
+fn chosen<'c, 'a>(accounts: &'c [Choice<'a>], name: &str) -> Found<'c, 'a> {
+    match only(accounts.iter().filter(|a| a.name == name)) {
+        Found::Nothing => named(accounts, name),
+        found => found,
+    }
+}
+
+/// Why the question is asked.
+#[derive(Clone, Copy)]
+enum Asked<'n> {
+    /// No account named: which one (or, one left, this one?).
+    Which,
+    /// The name given matches none of the user's accounts.
+    Unknown,
+    /// The name given is the label of several of them.
+    Several(&'n str),
 }
 
 enum Answer {
@@ -403,9 +535,23 @@ fn ask<'s>(
     provider: &Provider,
     accounts: &[Choice<'_>],
     round: Option<&RoundState>,
-    unknown: Option<&str>,
+    asked: Asked<'_>,
 ) -> Result<Chosen<'s>, ErrorData> {
     let labels: Vec<String> = accounts.iter().map(|a| a.name.to_string()).collect();
+    let can_ask = matches!(
+        need.client,
+        ClientKind::Modern {
+            form_elicitation: true,
+            ..
+        }
+    );
+    if let Asked::Several(name) = asked
+        && !can_ask
+    {
+        return Ok(Chosen::Answer(Access::AccountAmbiguous {
+            message: several_named(provider, accounts, name),
+        }));
+    }
     match need.client {
         ClientKind::Legacy => {
             return Err(RequestError::AccountNotNamed {
@@ -436,17 +582,21 @@ fn ask<'s>(
         .description("The account to use.")
         .build()
         .map_err(|e| internal(anyhow::anyhow!("account question: {e}")))?;
-    let message = match unknown {
-        Some(_) => format!(
+    let message = match asked {
+        Asked::Unknown => format!(
             "That is not one of your {} accounts. Which one should be used?",
             provider.display_name()
         ),
-        None if accounts.len() > 1 => format!(
+        Asked::Several(name) => format!(
+            "Several of your {} accounts are called {name}. Which one should be used?",
+            provider.display_name()
+        ),
+        Asked::Which if accounts.len() > 1 => format!(
             "You have several {} accounts connected. Which one should be used?",
             provider.display_name()
         ),
         // One left: the account chosen before was disconnected since.
-        None => format!(
+        Asked::Which => format!(
             "The {} account chosen before is no longer connected. Should this one be used?",
             provider.display_name()
         ),
@@ -472,4 +622,28 @@ fn ask<'s>(
     Ok(Chosen::Answer(Access::InputRequired(
         InputRequiredResult::new(Some(requests), Some(sealed)),
     )))
+}
+
+/// For a client that cannot ask its user: `name` is the label of several
+/// accounts, which are listed with their ids, one of which the model is to
+/// name instead. (Only accounts the client is approved for are matched by
+/// label, so no other's id is told.)
+fn several_named(provider: &Provider, accounts: &[Choice<'_>], name: &str) -> String {
+    let matching: Vec<String> = accounts
+        .iter()
+        .filter(|a| a.is_called(name))
+        .map(|a| {
+            if a.approved {
+                with_id(&a.row.account_label, &a.row.account_id)
+            } else {
+                a.name.to_string()
+            }
+        })
+        .collect();
+    format!(
+        "\"{name}\" names several of the user's {display} accounts: {list}. Name the one to use by its \
+         id in the `account` argument.",
+        display = provider.display_name(),
+        list = matching.join(", ")
+    )
 }

@@ -99,6 +99,10 @@ pub enum Access<'s> {
     Cancelled { provider_name: String },
     /// The token has expired and the provider could not renew it now.
     ProviderUnavailable { provider_name: String },
+    /// The `account` argument is the label of several of the user's
+    /// accounts and the client cannot ask which: `message` tells the model
+    /// to name one by its id.
+    AccountAmbiguous { message: String },
 }
 
 /// The inputRequests key of a provider's connect elicitation.

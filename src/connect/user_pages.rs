@@ -11,7 +11,7 @@ use super::{ConnectedAccount, ConnectionService, grants, vault};
 use crate::db::{
     self,
     client_grants::Grant,
-    connections::{ConnectionStatus, ConnectionSummary},
+    connections::{ConnectionStatus, ConnectionSummary, Renamed},
     oauth_flows::OAuthFlow,
     tickets::Ticket,
 };
@@ -46,24 +46,26 @@ impl ConnectionService {
         db::connections::find_summary_for_user(&self.db, user, id).await
     }
 
-    /// Renames one of the user's connections; `false` when it is not theirs.
+    /// Renames one of the user's connections, unless another of their
+    /// accounts at that provider has the label already.
     pub async fn rename(
         &self,
         user: UserRef<'_>,
         id: Uuid,
         label: &str,
-    ) -> Result<bool, sqlx::Error> {
+    ) -> Result<Renamed, sqlx::Error> {
         db::connections::set_label(&self.db, user, id, label).await
     }
 
     /// [`Self::disconnect`] for one account among several (`None`: the
-    /// oldest).
+    /// oldest): what the provider was told, or `None` when there was no
+    /// such connection.
     pub async fn disconnect_account(
         &self,
         user: UserRef<'_>,
         provider: &ProviderName,
         connection: Option<Uuid>,
-    ) -> anyhow::Result<bool> {
+    ) -> anyhow::Result<Option<vault::Revocation>> {
         vault::disconnect_account(self, user, provider, connection).await
     }
 

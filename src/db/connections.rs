@@ -211,24 +211,53 @@ pub async fn accounts(
     .await
 }
 
-/// Renames one of the user's connections; `false` when it is not theirs.
+/// What became of a rename.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renamed {
+    Renamed,
+    /// No such connection of the user's.
+    NotFound,
+    /// Another of the user's accounts at the provider has that label:
+    /// nothing changed.
+    LabelTaken,
+}
+
+/// Renames one of the user's connections, unless another of their
+/// accounts at the same provider already has `label` (labels tell them
+/// apart). Concurrent renames of two accounts to one label may both pass;
+/// the account chooser tells such accounts apart by id all the same.
 pub async fn set_label(
     exec: impl PgExecutor<'_>,
     user: UserRef<'_>,
     id: Uuid,
     label: &str,
-) -> Result<bool, sqlx::Error> {
+) -> Result<Renamed, sqlx::Error> {
     let done = sqlx::query!(
-        "UPDATE connections SET account_label = $4, label_edited = true, updated_at = now()
-         WHERE id = $1 AND issuer = $2 AND subject = $3",
+        r#"WITH target AS (
+               SELECT id, provider FROM connections WHERE id = $1 AND issuer = $2 AND subject = $3
+           ), taken AS (
+               SELECT 1 FROM connections c JOIN target t ON c.provider = t.provider
+               WHERE c.issuer = $2 AND c.subject = $3 AND c.id <> t.id
+                 AND c.account_id <> '' AND c.account_label = $4
+           ), renamed AS (
+               UPDATE connections SET account_label = $4, label_edited = true, updated_at = now()
+               WHERE id IN (SELECT id FROM target) AND NOT EXISTS (SELECT 1 FROM taken)
+               RETURNING id
+           )
+           SELECT EXISTS (SELECT 1 FROM target) AS "found!",
+                  EXISTS (SELECT 1 FROM renamed) AS "renamed!""#,
         id,
         user.issuer(),
         user.subject(),
         label,
     )
-    .execute(exec)
+    .fetch_one(exec)
     .await?;
-    Ok(done.rows_affected() == 1)
+    Ok(match (done.found, done.renamed) {
+        (_, true) => Renamed::Renamed,
+        (false, false) => Renamed::NotFound,
+        (true, false) => Renamed::LabelTaken,
+    })
 }
 
 /// The same row, locked until the transaction ends: one refresh at a time.

@@ -1,6 +1,7 @@
 //! `disconnect`: asks the user to confirm (a form-mode elicitation, yes or
 //! no), then revokes the tokens upstream where the provider supports RFC 7009
-//! and deletes the connection. The confirmation round is bound to this call
+//! and deletes the connection. A retry that brings no answer is asked
+//! again; only the user's no, decline or cancel keeps the account. The confirmation round is bound to this call
 //! by a sealed `requestState`, like the connect flow's, and names the one
 //! connection it asked about. With several accounts at the provider and none
 //! named, the user is first asked which (the account question every tool
@@ -26,6 +27,7 @@ use crate::connect::{
     Access, ClientKind, Retry,
     accounts::{Chosen, ChosenAccount},
     state::RoundState,
+    vault,
 };
 
 pub const NAME: &str = "disconnect";
@@ -47,12 +49,37 @@ pub struct Args {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Disconnection {
-    /// Revoked at the provider where it allows, and forgotten.
+    /// Forgotten here (`revocation` says whether the provider ended the
+    /// access too).
     Disconnected,
     /// There was no connection to the provider.
     NotConnected,
     /// The user chose to keep it, or could not be asked: nothing changed.
     Kept,
+}
+
+/// What the provider was told when the connection was removed here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Revocation {
+    /// The provider revoked the tokens: the access has ended there too.
+    Revoked,
+    /// The provider offers no revocation: its tokens end when they expire.
+    NotOffered,
+    /// The provider could not be told (it refused or did not answer): the
+    /// access may still be live there until the user removes it in the
+    /// account's settings at the provider.
+    Failed,
+}
+
+impl From<vault::Revocation> for Revocation {
+    fn from(r: vault::Revocation) -> Self {
+        match r {
+            vault::Revocation::Revoked => Self::Revoked,
+            vault::Revocation::NotOffered => Self::NotOffered,
+            vault::Revocation::Failed => Self::Failed,
+        }
+    }
 }
 
 /// The disconnection, as it ended.
@@ -61,6 +88,10 @@ pub struct DisconnectResult {
     #[serde(flatten)]
     pub outcome: Outcome,
     pub connection: Disconnection,
+    /// Present when the connection was disconnected: whether the provider
+    /// ended the access too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revocation: Option<Revocation>,
 }
 
 /// A failure before any connection was looked up: there was none to
@@ -70,6 +101,7 @@ impl ToolOutput for DisconnectResult {
         Self {
             outcome,
             connection: Disconnection::NotConnected,
+            revocation: None,
         }
     }
 }
@@ -104,26 +136,74 @@ fn done(
     let result = DisconnectResult {
         outcome,
         connection,
+        revocation: None,
     };
     CallToolResponse::Complete(answer(&result, false, sentence))
 }
 
-/// A disconnect this client may not carry out: nothing changed, and the
-/// user has to act outside it (`message` says where). `account` is named
-/// only to a client approved for it.
-fn kept_for_the_user(
+/// A completed disconnect of `account`, saying what the provider was told.
+/// Where it could not be told, the user has to end the access there: a
+/// tool error asking for that, though the connection is gone here.
+fn disconnected(
+    provider: &crate::providers::Provider,
+    account: &ChosenAccount,
+    revocation: Revocation,
+) -> CallToolResponse {
+    let name = provider.display_name();
+    let outcome = Outcome::ok(provider.name(), &account.account_label, &account.account_id);
+    // In words, as the confirmation named it.
+    let label = &account.name;
+    let (outcome, sentence) = match revocation {
+        Revocation::Revoked | Revocation::NotOffered => (
+            outcome,
+            format!(
+                "{name} account {label} is disconnected; its tokens were revoked where the provider allows."
+            ),
+        ),
+        Revocation::Failed => {
+            let message = format!(
+                "{name} account {label} is disconnected from this server, but {name} could not be told to \
+                 revoke its access, which may still be live there. Remove this server's access in the \
+                 account's settings at {name}."
+            );
+            let failed = Outcome::failed(
+                provider.name(),
+                ErrorKind::RevocationFailed,
+                message.clone(),
+                NextStep::AskUser,
+            )
+            .for_account(&account.account_label, &account.account_id);
+            (failed, message)
+        }
+    };
+    let is_error = outcome.error.is_some();
+    let result = DisconnectResult {
+        outcome,
+        connection: Disconnection::Disconnected,
+        revocation: Some(revocation),
+    };
+    CallToolResponse::Complete(answer(&result, is_error, sentence))
+}
+
+/// A disconnect that was not carried out: nothing changed, and `next`
+/// says who acts — the user outside this client (`message` says where), or
+/// the model with another request. `account` is named only to a client
+/// approved for it.
+fn kept_unchanged(
     provider: &str,
     account: Option<&ChosenAccount>,
     kind: ErrorKind,
     message: String,
+    next: NextStep,
 ) -> CallToolResponse {
-    let outcome = Outcome::failed(provider, kind, message.clone(), NextStep::AskUser);
+    let outcome = Outcome::failed(provider, kind, message.clone(), next);
     let result = DisconnectResult {
         outcome: match account {
             Some(a) => outcome.for_account(&a.account_label, &a.account_id),
             None => outcome,
         },
         connection: Disconnection::Kept,
+        revocation: None,
     };
     CallToolResponse::Complete(answer(&result, true, message))
 }
@@ -159,6 +239,15 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         Chosen::Connection(id) => id,
         Chosen::Answer(Access::InputRequired(question)) => {
             return Ok(CallToolResponse::InputRequired(question));
+        }
+        Chosen::Answer(Access::AccountAmbiguous { message }) => {
+            return Ok(kept_unchanged(
+                provider.name(),
+                None,
+                ErrorKind::Refused,
+                message,
+                NextStep::ChangeRequest,
+            ));
         }
         Chosen::Answer(_) => {
             return Ok(done(
@@ -202,17 +291,28 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             provider.display_name(),
             provider.name()
         );
-        return Ok(kept_for_the_user(
+        return Ok(kept_unchanged(
             provider.name(),
             None,
             ErrorKind::ClientNotApproved,
             message,
+            NextStep::AskUser,
         ));
     }
 
-    if let Some(round) = round.as_ref().filter(|r| r.state.account.is_some()) {
-        let confirmed = round.action() == Some(ElicitationAction::Accept)
-            && round.content("/confirm").and_then(|v| v.as_bool()) == Some(true);
+    // The answer to the confirmation: yes, no, or none at all — a retry
+    // that carries no answer (or an accept without the field) is asked
+    // again, as MRTR wants for missing input; only the user's own "no",
+    // decline or cancel keeps the account.
+    let confirmed = round
+        .as_ref()
+        .filter(|r| r.state.account.is_some())
+        .and_then(|round| match round.action() {
+            Some(ElicitationAction::Accept) => round.content("/confirm").and_then(|v| v.as_bool()),
+            Some(ElicitationAction::Decline | ElicitationAction::Cancel) => Some(false),
+            _ => None,
+        });
+    if let Some(confirmed) = confirmed {
         if !confirmed {
             return Ok(done(
                 provider.name(),
@@ -221,7 +321,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
                 format!(
                     "Nothing changed: {} account {} stays connected.",
                     provider.display_name(),
-                    account.account_label
+                    account.name
                 ),
             ));
         }
@@ -229,24 +329,14 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             .disconnect_account(p.user(), provider.name(), Some(account.connection))
             .await
             .map_err(internal)?;
-        return Ok(if removed {
-            done(
-                provider.name(),
-                names,
-                Disconnection::Disconnected,
-                format!(
-                    "{} account {} is disconnected; its tokens were revoked where the provider allows.",
-                    provider.display_name(),
-                    account.account_label
-                ),
-            )
-        } else {
-            done(
+        return Ok(match removed {
+            Some(revocation) => disconnected(provider, &account, revocation.into()),
+            None => done(
                 provider.name(),
                 None,
                 Disconnection::NotConnected,
                 format!("No {} account was connected.", provider.display_name()),
-            )
+            ),
         });
     }
 
@@ -254,11 +344,12 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     if let ClientKind::Legacy = kind {
         let page = format!("{}/connections", service.base_url());
         let message = format!("This client cannot ask the user to confirm. Disconnect at {page}.");
-        return Ok(kept_for_the_user(
+        return Ok(kept_unchanged(
             provider.name(),
             Some(&account),
             ErrorKind::ConfirmationUnavailable,
             message,
+            NextStep::AskUser,
         ));
     }
     if let ClientKind::Modern {
@@ -285,7 +376,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         message: format!(
             "Disconnect your {} account {} from this server? Its tokens will be revoked and forgotten.",
             provider.display_name(),
-            account.account_label
+            account.name
         ),
         requested_schema: schema,
     };

@@ -169,7 +169,8 @@ pub(crate) trait ToolOutput: Serialize {
 }
 
 /// The answer for an [`Access`] that is not `Ready`: the connect round, or
-/// a result of the tool's type saying the user declined or cancelled.
+/// a result of the tool's type saying the user declined or cancelled, or
+/// that the account named is not one account.
 /// `provider` is the provider's name as the caller gave it (known to exist).
 pub(crate) fn unless_ready<'s, T: ToolOutput>(
     access: Access<'s>,
@@ -200,6 +201,9 @@ pub(crate) fn unless_ready<'s, T: ToolOutput>(
             ),
             NextStep::RetryLater,
         )),
+        Access::AccountAmbiguous { message } => {
+            Err(failed(ErrorKind::Refused, message, NextStep::ChangeRequest))
+        }
     }
 }
 

@@ -125,6 +125,10 @@ pub async fn read(
             }
             .into());
         }
+        // The profile names no account: with several, the user is asked.
+        Access::AccountAmbiguous { message } => {
+            return Err(RequestError::InvalidArguments(message).into());
+        }
     };
     let (token, asked) = super::ask_account(service, provider, token).await;
     let account = match asked {

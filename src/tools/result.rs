@@ -50,13 +50,16 @@ pub enum ErrorKind {
     /// The provider answered something unexpected.
     ProviderError,
     /// Refused before anything was sent: a provider this server does not
-    /// have, or a path, method, query or body it does not allow for the
-    /// provider.
+    /// have, a path, method, query or body it does not allow for the
+    /// provider, or an `account` that is the label of several accounts.
     Refused,
     /// This client cannot ask the user to confirm.
     ConfirmationUnavailable,
     /// The user has not approved this client for the account.
     ClientNotApproved,
+    /// The connection was removed here, but the provider could not be
+    /// told to end its access: the user should remove it at the provider.
+    RevocationFailed,
 }
 
 /// A failure, in a stable code and in words.

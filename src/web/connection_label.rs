@@ -1,7 +1,8 @@
 //! Renaming a connection on the connections page (`POST
 //! /connections/label`, CSRF-checked): the label tells a person's accounts
 //! at one provider apart, and is what tools take as `account` and what the
-//! account question lists. A renamed label survives reconnects.
+//! account question lists, so a label another of the user's accounts at
+//! that provider has is refused. A renamed label survives reconnects.
 
 use actix_web::{HttpResponse, web};
 use uuid::Uuid;
@@ -11,7 +12,7 @@ use super::{
     pages::{WebError, see_other},
     session::SignedInUser,
 };
-use crate::state::AppState;
+use crate::{db::connections::Renamed, state::AppState};
 
 pub const LABEL_PATH: &str = "/connections/label";
 const MAX_LABEL_CHARS: usize = 64;
@@ -46,9 +47,16 @@ async fn rename(
             "A label is 1 to 64 characters, without control characters.",
         ));
     }
-    state
+    match state
         .connect
         .rename(user.user(), connection_id, label)
-        .await?;
-    Ok(see_other("/connections"))
+        .await?
+    {
+        // Not theirs: nothing to say about another's connection.
+        Renamed::Renamed | Renamed::NotFound => Ok(see_other("/connections")),
+        Renamed::LabelTaken => Err(WebError::BadRequest(
+            "Another of your accounts at this provider already has this label, so tools could not tell \
+             them apart. Nothing was changed: go back and choose a different label.",
+        )),
+    }
 }

@@ -14,7 +14,11 @@ use mcp_connect::{
 use secrecy::SecretString;
 use serde_json::{Value, json};
 
-use crate::helpers::{CLIENT_ID, TestApp, count, spawn_app};
+use crate::{
+    accounts_disconnect::call_declaring,
+    browser::{Browser, Page},
+    helpers::{CLIENT_ID, TestApp, count, spawn_app},
+};
 
 pub(crate) async fn store(app: &TestApp, id: &str, label: &str, client: &str) {
     let tokens = TokenSet {
@@ -290,7 +294,7 @@ async fn an_unapproved_client_is_offered_the_accounts_without_their_names() {
     hidden(&chosen);
     let approval = &chosen["result"]["inputRequests"]["connect_demo"]["params"];
     assert_eq!(approval["mode"], "url", "{chosen}");
-    let browser = crate::browser::Browser::new(&app);
+    let browser = Browser::new(&app);
     let page = crate::grants::approval_page(&browser, approval["url"].as_str().unwrap()).await;
     assert!(page.body.contains("family-mail"), "{}", page.body);
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 2);
@@ -315,7 +319,7 @@ async fn a_numbered_choice_keeps_naming_the_account_it_was_offered_for() {
     let chosen = connect(&app, stranger, choose(state, UNAPPROVED_2)).await;
     let approval = &chosen["result"]["inputRequests"]["connect_demo"]["params"];
     assert_eq!(approval["mode"], "url", "{chosen}");
-    let browser = crate::browser::Browser::new(&app);
+    let browser = Browser::new(&app);
     let page = crate::grants::approval_page(&browser, approval["url"].as_str().unwrap()).await;
     assert!(page.body.contains("family-mail"), "{}", page.body);
 }
@@ -431,18 +435,19 @@ async fn another_account_abandoned_at_the_provider_never_completes_with_an_older
     assert_eq!(body["result"]["resultType"], "input_required", "{body}");
 }
 
-#[tokio::test]
-async fn a_label_renamed_on_the_connections_page_is_the_account_name_and_survives_reconnects() {
-    let app = spawn_app().await;
-    store(&app, "w-1", "work", CLIENT_ID).await;
-    store(&app, "p-2", "personal", CLIENT_ID).await;
-    let browser = crate::browser::Browser::new(&app);
-    browser.sign_in("alice").await;
-    let page = browser.get("/connections").await;
-    let id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connections WHERE account_id = 'p-2'")
+/// The connection id of alice's demo account `account_id`.
+async fn connection_id(app: &TestApp, account_id: &str) -> uuid::Uuid {
+    sqlx::query_scalar("SELECT id FROM connections WHERE account_id = $1")
+        .bind(account_id)
         .fetch_one(&app.db)
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// Renames the connection `id` to `label` with the form of its row on the
+/// connections page, as a person would.
+async fn rename(browser: &Browser, id: uuid::Uuid, label: &str) -> Page {
+    let page = browser.get("/connections").await;
     let marker = format!("name=\"connection\" value=\"{id}\"");
     let at = page.body.find(&marker).expect("a label form");
     let start = page.body[..at].rfind("<form").unwrap();
@@ -450,8 +455,19 @@ async fn a_label_renamed_on_the_connections_page_is_the_account_name_and_survive
     let mut fields =
         crate::browser::form_fields(&page.body[start..end], "/connections/label").unwrap();
     fields.retain(|(k, _)| k != "label");
-    fields.push(("label".into(), "home".into()));
-    let renamed = browser.post_form("/connections/label", &fields).await;
+    fields.push(("label".into(), label.into()));
+    browser.post_form("/connections/label", &fields).await
+}
+
+#[tokio::test]
+async fn a_label_renamed_on_the_connections_page_is_the_account_name_and_survives_reconnects() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    store(&app, "p-2", "personal", CLIENT_ID).await;
+    let browser = Browser::new(&app);
+    browser.sign_in("alice").await;
+    let id = connection_id(&app, "p-2").await;
+    let renamed = rename(&browser, id, "home").await;
     assert_eq!(renamed.status, 303, "{}", renamed.body);
     // A forged form (no CSRF token) renames nothing.
     let forged: Vec<(String, String)> = vec![
@@ -478,6 +494,124 @@ async fn a_label_renamed_on_the_connections_page_is_the_account_name_and_survive
     );
 }
 
+/// A label tells the user's accounts at a provider apart: renaming one to
+/// the label another already has is refused on the page, and nothing is
+/// stored. Its own label again, or any other, is a rename like any.
+#[tokio::test]
+async fn a_label_another_account_has_is_refused_on_the_connections_page() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    store(&app, "p-2", "personal", CLIENT_ID).await;
+    let browser = Browser::new(&app);
+    browser.sign_in("alice").await;
+    let id = connection_id(&app, "p-2").await;
+    let refused = rename(&browser, id, "work").await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(
+        refused.body.contains("already has this label"),
+        "{}",
+        refused.body
+    );
+    let labels: Vec<String> =
+        sqlx::query_scalar("SELECT account_label FROM connections ORDER BY account_id")
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(labels, ["personal", "work"]);
+    let edited: bool = sqlx::query_scalar("SELECT label_edited FROM connections WHERE id = $1")
+        .bind(id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert!(!edited, "nothing stored");
+
+    for label in ["personal", "home"] {
+        let renamed = rename(&browser, id, label).await;
+        assert_eq!(renamed.status, 303, "{label}: {}", renamed.body);
+    }
+    let named = connect(&app, CLIENT_ID, json!({"arguments": {"account": "work"}})).await;
+    assert_eq!(
+        named["result"]["structuredContent"]["account_id"], "w-1",
+        "{named}"
+    );
+}
+
+/// Two accounts may share a label (GitLab labels by user name: "alice" on
+/// gitlab.com and on an own instance). Each choice then names its account
+/// by id too, and the answer is that very account; an `account` argument
+/// that is their label is no choice: the user is asked, or a client that
+/// cannot ask is told to name the account by its id. An id always wins.
+#[tokio::test]
+async fn accounts_that_share_a_label_are_told_apart_and_never_guessed() {
+    let app = spawn_app().await;
+    store(&app, "a-1", "alice", CLIENT_ID).await;
+    store(&app, "a-2", "alice", CLIENT_ID).await;
+    store(&app, "w-3", "work", CLIENT_ID).await;
+    let choices = json!(["alice (id a-1)", "alice (id a-2)", "work"]);
+    let account_id = |body: &Value| body["result"]["structuredContent"]["account_id"].clone();
+
+    let first = connect(&app, CLIENT_ID, json!({})).await;
+    assert_eq!(
+        form(&first)["requestedSchema"]["properties"]["account"]["enum"],
+        choices,
+        "{first}"
+    );
+    let state = first["result"]["requestState"].as_str().unwrap();
+    let done = connect(&app, CLIENT_ID, choose(state, "alice (id a-2)")).await;
+    assert_eq!(account_id(&done), "a-2", "{done}");
+
+    // Named by the label they share: asked which, and the answer holds
+    // although the retry's arguments still say "alice".
+    let shared = json!({"arguments": {"account": "alice"}});
+    let asked = connect(&app, CLIENT_ID, shared.clone()).await;
+    let question = form(&asked);
+    assert_eq!(
+        question["requestedSchema"]["properties"]["account"]["enum"], choices,
+        "{asked}"
+    );
+    assert!(
+        question["message"].as_str().unwrap().contains("Several"),
+        "{asked}"
+    );
+    let state = asked["result"]["requestState"].as_str().unwrap();
+    let mut retry = choose(state, "alice (id a-2)");
+    retry["arguments"] = json!({"account": "alice"});
+    let done = connect(&app, CLIENT_ID, retry).await;
+    assert_eq!(account_id(&done), "a-2", "{done}");
+    // Declined: nothing is taken.
+    let mut declined = json!({"requestState": state,
+        "inputResponses": {"account_demo": {"action": "decline"}}});
+    declined["arguments"] = json!({"account": "alice"});
+    let declined = connect(&app, CLIENT_ID, declined).await;
+    assert_eq!(declined["result"]["isError"], true, "{declined}");
+
+    // By id, or by the choice's name: that one, at once.
+    for (name, id) in [("a-2", "a-2"), ("alice (id a-1)", "a-1"), ("work", "w-3")] {
+        let body = connect(&app, CLIENT_ID, json!({"arguments": {"account": name}})).await;
+        assert_eq!(account_id(&body), id, "{name}: {body}");
+    }
+
+    // A client that cannot ask (no form elicitation; a 2025-11-25 client):
+    // a tool error the model can act on, naming the ids, no account used.
+    let args = json!({"provider": "demo", "account": "alice"});
+    let (_, no_form) = call_declaring(&app, json!({"url": {}}), "whoami", args.clone()).await;
+    let (_, legacy) = app.legacy_call("alice", "whoami", args).await;
+    for body in [no_form, legacy] {
+        assert_eq!(body["result"]["isError"], true, "{body}");
+        let result = &body["result"]["structuredContent"];
+        assert_eq!(result["error"]["kind"], "refused", "{body}");
+        assert_eq!(result["next_step"], "change_request", "{body}");
+        assert!(result.get("account_id").is_none(), "{body}");
+        let message = result["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("alice (id a-1)")
+                && message.contains("alice (id a-2)")
+                && message.contains("by its id"),
+            "{body}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn the_connections_page_disconnects_the_account_of_its_row() {
     let app = spawn_app().await;
@@ -487,7 +621,7 @@ async fn the_connections_page_disconnects_the_account_of_its_row() {
         .fetch_one(&app.db)
         .await
         .unwrap();
-    let browser = crate::browser::Browser::new(&app);
+    let browser = Browser::new(&app);
     browser.sign_in("alice").await;
     let list = browser.get("/connections").await;
     let link = format!("/connections/demo/disconnect?connection={id}");

@@ -157,7 +157,7 @@ async fn an_unknown_account_is_answered_with_the_question() {
 }
 
 /// A tools/call as alice from a client that declared `elicitation`.
-async fn call_declaring(
+pub(crate) async fn call_declaring(
     app: &TestApp,
     elicitation: Value,
     tool: &str,
@@ -240,4 +240,48 @@ async fn a_retry_after_the_account_went_says_it_is_gone() {
         "{again}"
     );
     assert_eq!(accounts_left(&app).await, ["p-2"]);
+}
+
+/// Two accounts labelled alike: naming that label never disconnects the
+/// oldest of them. The user is asked which, each choice naming its
+/// account by id, and the confirmation names the one chosen; a client that
+/// cannot ask gets a tool error, and nothing is removed.
+#[tokio::test]
+async fn a_label_two_accounts_share_is_asked_about_not_taken_for_the_oldest() {
+    let app = spawn_app().await;
+    store(&app, "a-1", "alice", CLIENT_ID).await;
+    store(&app, "a-2", "alice", CLIENT_ID).await;
+    let args = json!({"provider": "demo", "account": "alice"});
+
+    let (_, no_form) = call_declaring(&app, json!({"url": {}}), "disconnect", args.clone()).await;
+    assert_eq!(no_form["result"]["isError"], true, "{no_form}");
+    let refused = &no_form["result"]["structuredContent"];
+    assert_eq!(refused["error"]["kind"], "refused", "{no_form}");
+    assert_eq!(refused["connection"], "kept", "{no_form}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("alice (id a-2)"),
+        "{no_form}"
+    );
+
+    let asked = disconnect(&app, args.clone(), json!({})).await;
+    assert!(
+        asked["result"]["inputRequests"]["confirm_disconnect"].is_null(),
+        "no confirmation before the account is chosen: {asked}"
+    );
+    assert_eq!(
+        form(&asked)["requestedSchema"]["properties"]["account"]["enum"],
+        json!(["alice (id a-1)", "alice (id a-2)"]),
+        "{asked}"
+    );
+    let state = asked["result"]["requestState"].as_str().unwrap();
+    let chosen = disconnect(&app, args.clone(), choose(state, "alice (id a-2)")).await;
+    let state = confirmation(&chosen, "alice (id a-2)");
+    let gone = disconnect(&app, args, confirm(state)).await;
+    let done = &gone["result"]["structuredContent"];
+    assert_eq!(done["connection"], "disconnected", "{gone}");
+    assert_eq!(done["account_id"], "a-2", "{gone}");
+    assert_eq!(accounts_left(&app).await, ["a-1"]);
 }

@@ -356,7 +356,7 @@ async fn a_rename_shortly_before_expiry_leaves_the_refresh_margin_as_it_was() {
     )
     .await
     .unwrap();
-    assert!(renamed);
+    assert_eq!(renamed, mcp_connect::db::connections::Renamed::Renamed);
 
     let (status, body) = app
         .call_tool("alice", "whoami", json!({"provider": "demo"}))
@@ -625,9 +625,81 @@ async fn disconnect_confirms_with_a_form_then_revokes_and_forgets() {
             .contains("disconnected"),
         "{gone}"
     );
+    assert_eq!(
+        gone["result"]["structuredContent"]["revocation"], "revoked",
+        "{gone}"
+    );
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
     let revoked = disconnected_detail(&app).await;
     assert_eq!(revoked["revoked_upstream"], true, "{revoked}");
+}
+
+/// A retry that brings the requestState but no answer to the confirmation
+/// (or an accept without the field) is missing input: the same question
+/// again, nothing changed, never "kept". Only the user's own no, decline
+/// or cancel keeps the account.
+#[tokio::test]
+async fn a_disconnect_retry_without_the_answer_asks_to_confirm_again() {
+    let app = spawn_app().await;
+    app.connect_directly("alice", "confirm-token").await;
+    let args = json!({"provider": "demo"});
+    let (_, first) = app.call_tool("alice", "disconnect", args.clone()).await;
+    let question = |body: &Value| {
+        assert_eq!(body["result"]["resultType"], "input_required", "{body}");
+        let request = &body["result"]["inputRequests"]["confirm_disconnect"];
+        assert_eq!(request["params"]["mode"], "form", "{body}");
+        assert!(
+            request["params"]["requestedSchema"]["properties"]["confirm"].is_object(),
+            "{body}"
+        );
+        body["result"]["requestState"].as_str().unwrap().to_owned()
+    };
+    let mut state = question(&first);
+    let retry = |state: &str, responses: Option<Value>| {
+        let mut params = json!({"name": "disconnect", "arguments": args, "requestState": state});
+        if let Some(responses) = responses {
+            params["inputResponses"] = responses;
+        }
+        let app = &app;
+        async move { app.mcp("alice", "tools/call", params).await.1 }
+    };
+    for missing in [
+        None,
+        Some(json!({})),
+        Some(json!({"account_demo": {"action": "accept", "content": {"account": "x"}}})),
+        Some(json!({"confirm_disconnect": {"action": "accept"}})),
+        Some(json!({"confirm_disconnect": {"action": "accept", "content": {}}})),
+    ] {
+        let asked = retry(&state, missing.clone()).await;
+        state = question(&asked);
+        assert_eq!(
+            count(&app, "SELECT count(*) FROM connections").await,
+            1,
+            "{missing:?}"
+        );
+    }
+    for action in ["decline", "cancel"] {
+        let kept = retry(
+            &state,
+            Some(json!({"confirm_disconnect": {"action": action}})),
+        )
+        .await;
+        assert_eq!(kept["result"]["resultType"], "complete", "{kept}");
+        assert_eq!(
+            kept["result"]["structuredContent"]["connection"], "kept",
+            "{kept}"
+        );
+    }
+    let gone = retry(
+        &state,
+        Some(json!({"confirm_disconnect": {"action": "accept", "content": {"confirm": true}}})),
+    )
+    .await;
+    assert_eq!(
+        gone["result"]["structuredContent"]["connection"], "disconnected",
+        "{gone}"
+    );
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
 }
 
 /// The detail of the one `disconnected` audit event.

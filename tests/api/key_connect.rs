@@ -92,8 +92,8 @@ pub(crate) async fn first_round(app: &TestApp, args: &Value, provider: &str) -> 
 }
 
 /// Disconnects alice's `provider` account with the `disconnect` tool's
-/// confirmation form, as an MCP client would.
-pub(crate) async fn disconnect(app: &TestApp, provider: &str) {
+/// confirmation form, as an MCP client would; the completed answer.
+pub(crate) async fn disconnect(app: &TestApp, provider: &str) -> Value {
     let args = json!({"provider": provider});
     let (_, asked) = app.call_tool("alice", "disconnect", args.clone()).await;
     assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
@@ -104,6 +104,7 @@ pub(crate) async fn disconnect(app: &TestApp, provider: &str) {
         .await;
     assert_eq!(gone["result"]["resultType"], "complete", "{gone}");
     assert_eq!(count(app, "SELECT count(*) FROM connections").await, 0);
+    gone
 }
 
 /// Neither the page nor the stored row holds any of `secrets` in clear.

@@ -188,6 +188,48 @@ async fn google_asks_for_offline_consent_and_keeps_its_refresh_token_across_refr
     );
 }
 
+/// Disconnect says what the provider did. Where it could not be told (it
+/// answers 503 here), the connection is gone here and the result says the
+/// access may still be live there and where to remove it — a tool error
+/// for the user to act on, never a claim that the tokens were revoked.
+#[tokio::test]
+async fn a_revocation_the_provider_fails_is_said_plainly_and_never_claimed() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    let schemas = crate::tool_results::Schemas::of(&app).await;
+    connect(&app, &fake, "google").await;
+    fake.fail_with(Some(503));
+    let failed = crate::key_connect::disconnect(&app, "google").await;
+    let result = schemas.check("disconnect", &failed);
+    assert_eq!(result["connection"], "disconnected", "{failed}");
+    assert_eq!(result["revocation"], "failed", "{failed}");
+    assert_eq!(result["error"]["kind"], "revocation_failed", "{failed}");
+    assert_eq!(result["next_step"], "ask_user", "{failed}");
+    assert_eq!(result["account"], "alice@example.com", "{failed}");
+    let sentence = failed["result"]["content"][1]["text"].as_str().unwrap();
+    for said in [sentence, result["error"]["message"].as_str().unwrap()] {
+        assert!(!said.contains("were revoked"), "{said}");
+        assert!(
+            said.contains("may still be live") && said.contains("settings at Google"),
+            "{said}"
+        );
+    }
+    for secret in fake.secrets() {
+        assert!(!failed.to_string().contains(&secret), "a secret: {failed}");
+    }
+    let audited = crate::full_flow::disconnected_detail(&app).await;
+    assert_eq!(audited["revoked_upstream"], false, "{audited}");
+
+    // Served again: the revocation goes through, and the result says so.
+    fake.fail_with(None);
+    connect(&app, &fake, "google").await;
+    let revoked = crate::key_connect::disconnect(&app, "google").await;
+    let result = schemas.check("disconnect", &revoked);
+    assert_eq!(result["revocation"], "revoked", "{revoked}");
+    assert_eq!(result["next_step"], "none", "{revoked}");
+    assert_eq!(revoked["result"]["isError"], false, "{revoked}");
+}
+
 /// A provider may stop honouring an access token before the expiry it
 /// gave (revoked and re-issued, a shorter life than it said): the refusal
 /// costs one refresh, and the call goes on with the new token instead of

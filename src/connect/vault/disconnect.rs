@@ -19,6 +19,19 @@ use crate::{
     domain::{ProviderName, UserRef},
 };
 
+/// What the provider was told when a connection was deleted here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revocation {
+    /// The provider accepted the revocation: the grant has ended there.
+    Revoked,
+    /// The provider offers no revocation: its tokens end when they expire,
+    /// or when the user removes the access at the provider.
+    NotOffered,
+    /// The provider offers revocation but refused it or could not be
+    /// reached: the access may still be live there.
+    Failed,
+}
+
 /// Deletes the connection and revokes its tokens upstream (where the
 /// provider offers revocation). `false`: there was none.
 ///
@@ -30,26 +43,28 @@ pub async fn disconnect(
     user: UserRef<'_>,
     provider: &ProviderName,
 ) -> anyhow::Result<bool> {
-    disconnect_account(state, user, provider, None).await
+    Ok(disconnect_account(state, user, provider, None)
+        .await?
+        .is_some())
 }
 
 /// [`disconnect`] of one account (`connection`); `None`: the only (or
-/// oldest) one.
+/// oldest) one. What the provider was told, or `None`: there was none.
 pub async fn disconnect_account(
     state: &ConnectionService,
     user: UserRef<'_>,
     provider: &ProviderName,
     connection: Option<Uuid>,
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<Option<Revocation>> {
     let Some(found) = db::connections::find_account(&state.db, user, provider, connection).await?
     else {
-        return Ok(false);
+        return Ok(None);
     };
     let mut tx = crate::db::transaction::begin(&state.db).await?;
     // As long as a refresh may take, and no longer.
     db::transaction::set_lock_timeout(&mut *tx, REFRESH_LOCK_TIMEOUT).await?;
     let Some(row) = db::connections::find_for_update(&mut *tx, found.id).await? else {
-        return Ok(false);
+        return Ok(None);
     };
     outbox::record(
         state,
@@ -61,10 +76,17 @@ pub async fn disconnect_account(
     .await?;
     let deleted = db::connections::delete(&mut *tx, row.id).await?;
     tx.commit().await?;
-    let revoked = match state.providers.get(provider) {
-        Some(p) if p.supports_revocation() => super::revoke::upstream(state, &row, p).await,
-        _ => false,
+    let revocation = match state.providers.get(provider) {
+        Some(p) if p.supports_revocation() => {
+            if super::revoke::upstream(state, &row, p).await {
+                Revocation::Revoked
+            } else {
+                Revocation::Failed
+            }
+        }
+        _ => Revocation::NotOffered,
     };
+    let revoked = revocation == Revocation::Revoked;
     db::audit::record_or_log(
         &state.db,
         AuditEvent::new(AuditKind::Disconnected)
@@ -73,5 +95,5 @@ pub async fn disconnect_account(
             .detail(json!({ "revoked_upstream": revoked })),
     )
     .await;
-    Ok(deleted)
+    Ok(deleted.then_some(revocation))
 }

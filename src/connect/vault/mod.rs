@@ -15,7 +15,7 @@ mod revoke;
 mod seal;
 mod store;
 
-pub use disconnect::{disconnect, disconnect_account};
+pub use disconnect::{Revocation, disconnect, disconnect_account};
 pub use read::{
     TokenState, UsableToken, refreshed_after_refusal, token_rejected, usable_token, usable_token_of,
 };

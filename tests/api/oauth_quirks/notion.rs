@@ -46,9 +46,19 @@ async fn notion_connects_with_basic_auth_and_a_json_body_and_is_never_refreshed(
     assert_eq!(fake.calls().refresh, 0, "never refreshed");
     assert_eq!(fake.calls().token, 1);
 
-    // Notion has no revocation endpoint in the entry: disconnect deletes.
-    disconnect(&app, "notion").await;
+    // Notion has no revocation endpoint in the entry: disconnect deletes,
+    // and says so as it always has — no failure to report.
+    let gone = disconnect(&app, "notion").await;
     assert_eq!(fake.calls().revoke, 0);
+    assert_eq!(gone["result"]["isError"], false, "{gone}");
+    let result = &gone["result"]["structuredContent"];
+    assert_eq!(result["revocation"], "not_offered", "{gone}");
+    assert_eq!(result["next_step"], "none", "{gone}");
+    assert_eq!(
+        gone["result"]["content"][1]["text"],
+        "Notion account Acme Workspace is disconnected; its tokens were revoked where the provider allows.",
+        "{gone}"
+    );
 }
 
 #[tokio::test]
