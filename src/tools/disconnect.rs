@@ -154,10 +154,16 @@ fn disconnected(
     // In words, as the confirmation named it.
     let label = &account.name;
     let (outcome, sentence) = match revocation {
-        Revocation::Revoked | Revocation::NotOffered => (
+        Revocation::Revoked => (
+            outcome,
+            format!("{name} account {label} is disconnected; its tokens were revoked at {name}."),
+        ),
+        Revocation::NotOffered => (
             outcome,
             format!(
-                "{name} account {label} is disconnected; its tokens were revoked where the provider allows."
+                "{name} account {label} is disconnected; its tokens are forgotten here. {name} offers \
+                 no way to revoke them from here: remove this server's access in the account's \
+                 settings at {name} to end it there too."
             ),
         ),
         Revocation::Failed => {
@@ -373,11 +379,19 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         .map_err(|e| internal(anyhow::anyhow!("{e}")))?;
     let params = ElicitRequestParams::FormElicitationParams {
         meta: None,
-        message: format!(
-            "Disconnect your {} account {} from this server? Its tokens will be revoked and forgotten.",
-            provider.display_name(),
-            account.name
-        ),
+        message: if provider.supports_revocation() {
+            format!(
+                "Disconnect your {name} account {} from this server? Its tokens will be revoked at {name} and forgotten here.",
+                account.name,
+                name = provider.display_name(),
+            )
+        } else {
+            format!(
+                "Disconnect your {name} account {} from this server? Its tokens will be forgotten here ({name} offers no way to revoke them from here).",
+                account.name,
+                name = provider.display_name(),
+            )
+        },
         requested_schema: schema,
     };
     let mut requests = InputRequests::new();

@@ -47,7 +47,7 @@ async fn notion_connects_with_basic_auth_and_a_json_body_and_is_never_refreshed(
     assert_eq!(fake.calls().token, 1);
 
     // Notion has no revocation endpoint in the entry: disconnect deletes,
-    // and says so as it always has — no failure to report.
+    // and says what that leaves the user to do — no failure to report.
     let gone = disconnect(&app, "notion").await;
     assert_eq!(fake.calls().revoke, 0);
     assert_eq!(gone["result"]["isError"], false, "{gone}");
@@ -56,7 +56,9 @@ async fn notion_connects_with_basic_auth_and_a_json_body_and_is_never_refreshed(
     assert_eq!(result["next_step"], "none", "{gone}");
     assert_eq!(
         gone["result"]["content"][1]["text"],
-        "Notion account Acme Workspace is disconnected; its tokens were revoked where the provider allows.",
+        "Notion account Acme Workspace is disconnected; its tokens are forgotten here. Notion offers \
+         no way to revoke them from here: remove this server's access in the account's settings at \
+         Notion to end it there too.",
         "{gone}"
     );
 }
