@@ -226,9 +226,18 @@ pub(super) async fn finish(
         }
         Err(Stored::Failed(e)) => {
             // Issued, and now stored nowhere: a grant nobody could use or
-            // end from here. Ended at the provider, as when the account
-            // could not be read.
-            let revoked = revoke_unused(state, provider, &tokens, &flow_params).await;
+            // end from here, ended at the provider as when the account
+            // could not be read — unless this account is connected already
+            // (a reconnect, a scope upgrade): its stored tokens are often
+            // of the same grant, and revoking would end a connection that
+            // works. Nor when that cannot be told.
+            let connected = db::connections::accounts(&state.db, user, name)
+                .await
+                .map(|accounts| accounts.iter().any(|a| a.account_id == account.id));
+            let revoked = match connected {
+                Ok(false) => revoke_unused(state, provider, &tokens, &flow_params).await,
+                Ok(true) | Err(_) => false,
+            };
             tracing::warn!(provider = %name, revoked, "connect failed while storing; tokens not stored");
             Err(e)
         }

@@ -260,9 +260,11 @@ pub async fn latest_approval(
     .await
 }
 
-/// The usable approval tickets on `user`'s connections, the newest of
-/// each client and connection, oldest first: the requests the
-/// connections page lets the person answer.
+/// The approval requests on `user`'s connections that wait for an
+/// answer, oldest first: of each client and connection the newest
+/// unredeemed, unexpired ticket, unless it was declined (the client's
+/// answer stands) or the client is allowed there already (by another of
+/// its links).
 pub async fn pending_approvals(
     exec: impl PgExecutor<'_>,
     user: UserRef<'_>,
@@ -277,9 +279,12 @@ pub async fn pending_approvals(
              FROM connect_tickets t
              JOIN connections c ON c.id = t.connection_id
              WHERE c.issuer = $1 AND c.subject = $2 AND t.issuer = $1 AND t.subject = $2
-               AND t.redeemed_at IS NULL AND t.declined_at IS NULL AND t.expires_at > now()
+               AND t.redeemed_at IS NULL AND t.expires_at > now()
              ORDER BY t.connection_id, t.client_id, t.created_at DESC
          ) newest
+         WHERE declined_at IS NULL
+           AND NOT EXISTS (SELECT 1 FROM client_grants g
+                           WHERE g.connection_id = newest.connection_id AND g.client_id = newest.client_id)
          ORDER BY created_at"#,
         user.issuer(),
         user.subject(),

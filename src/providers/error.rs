@@ -62,6 +62,22 @@ impl ProviderError {
         }
     }
 
+    /// Whether the provider is only failing for now — unreachable, slow,
+    /// answering 5xx or 429, or an OAuth `server_error` /
+    /// `temporarily_unavailable` — so that the same request may work later.
+    /// A refusal (a wrong client secret, a grant type it does not take) is
+    /// not: it stays until someone changes something.
+    pub fn is_passing(&self) -> bool {
+        match self {
+            ProviderError::Http(_) | ProviderError::BadResponse(_) => true,
+            ProviderError::Status(status) => *status >= 500 || *status == 429,
+            ProviderError::Rejected { error, .. } => {
+                matches!(error.as_str(), "server_error" | "temporarily_unavailable")
+            }
+            _ => false,
+        }
+    }
+
     /// Wraps a transport error without its URL: API URLs carry the model's
     /// path and query, which have no business in logs.
     pub(super) fn http(e: reqwest::Error) -> Self {
@@ -124,6 +140,32 @@ pub(super) fn clean_description(text: &str, secrets: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_outage_passes() {
+        for passing in [
+            ProviderError::Status(503),
+            ProviderError::Status(429),
+            ProviderError::BadResponse("html".into()),
+            ProviderError::Rejected {
+                error: "temporarily_unavailable".into(),
+                description: None,
+            },
+        ] {
+            assert!(passing.is_passing(), "{passing}");
+        }
+        for lasting in [
+            ProviderError::Status(400),
+            ProviderError::InvalidGrant,
+            ProviderError::Rejected {
+                error: "invalid_client".into(),
+                description: None,
+            },
+            ProviderError::Unsupported("refresh"),
+        ] {
+            assert!(!lasting.is_passing(), "{lasting}");
+        }
+    }
 
     #[test]
     fn a_credential_that_cannot_be_read_was_never_sent() {

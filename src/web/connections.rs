@@ -130,34 +130,7 @@ async fn list(
     };
     let query = forms::query(&req)?;
     let connections = state.connect.list(user.user()).await?;
-    // The notice names only a configured provider, in the catalog's words,
-    // and only while it is indeed not connected: a crafted link can show
-    // nothing untrue and no text of its own.
-    // With several accounts at the provider, the one disconnected is named
-    // by its id, and the notice holds while that id is gone.
-    let gone_account = query
-        .get("connection")
-        .and_then(|c| uuid::Uuid::parse_str(c).ok())
-        .filter(|id| !connections.iter().any(|c| c.id == *id));
-    let notice = match (query.get("done"), query.get("provider")) {
-        (Some(DONE_DISCONNECTED), Some(name))
-            if !connections.iter().any(|c| c.provider == name) =>
-        {
-            state
-                .connect
-                .provider(name)
-                .map(|p| format!("{} disconnected.", p.display_name()))
-        }
-        (Some(DONE_DISCONNECTED), Some(name)) if gone_account.is_some() => {
-            state.connect.provider(name).map(|p| {
-                format!(
-                    "One of your {} accounts was disconnected.",
-                    p.display_name()
-                )
-            })
-        }
-        _ => None,
-    };
+    let notice = disconnect_notice(&state, &user, &query, &connections);
     let mut clients = super::client_access::clients_by_connection(&state, &user).await?;
     let mut pending = super::client_access::pending_by_connection(&state, &user).await?;
     let rows = connections
@@ -262,6 +235,55 @@ async fn confirm_disconnect(
     Ok(pages::render(StatusCode::OK, &page))
 }
 
+/// The notice after a disconnect, from the redirect's query: only what
+/// this session's own disconnect said (the query carries a token for it,
+/// as a form does), only for a configured provider named in the catalog's
+/// words, and only while that is still true — a crafted link shows
+/// nothing, and no text of its own.
+fn disconnect_notice(
+    state: &AppState,
+    user: &SignedInUser,
+    query: &forms::Params,
+    connections: &[crate::db::connections::ConnectionSummary],
+) -> Option<String> {
+    if query.get("done") != Some(DONE_DISCONNECTED) {
+        return None;
+    }
+    let provider = state.connect.provider(query.get("provider")?)?;
+    let connection = query
+        .get("connection")
+        .and_then(|c| uuid::Uuid::parse_str(c).ok());
+    let failed = query.get("revocation") == Some("failed");
+    let purpose = notice_purpose(provider.name().as_str(), connection, failed);
+    if !user.csrf_matches(&purpose, query.get("csrf")) {
+        return None;
+    }
+    let name = provider.display_name();
+    let mut notice = if !connections
+        .iter()
+        .any(|c| c.provider == provider.name().as_str())
+    {
+        format!("{name} disconnected.")
+    } else if connection.is_some_and(|id| !connections.iter().any(|c| c.id == id)) {
+        format!("One of your {name} accounts was disconnected.")
+    } else {
+        return None;
+    };
+    if failed {
+        notice.push_str(&format!(
+            " {name} could not be told to revoke its access, which may still be live there: \
+             remove this server's access in your account's settings at {name}."
+        ));
+    }
+    Some(notice)
+}
+
+/// What a disconnect notice's token is for: every fact the notice shows.
+fn notice_purpose(provider: &str, connection: Option<uuid::Uuid>, failed: bool) -> String {
+    let connection = connection.map_or_else(|| "-".to_owned(), |id| id.to_string());
+    format!("notice:{DONE_DISCONNECTED}:{provider}:{connection}:{failed}")
+}
+
 async fn disconnect(
     state: web::Data<AppState>,
     user: SignedInUser,
@@ -275,13 +297,16 @@ async fn disconnect(
     let connection = form
         .get("connection")
         .and_then(|c| uuid::Uuid::parse_str(c).ok());
-    state
+    let revocation = state
         .connect
         .disconnect_account(user.user(), &provider, connection)
         .await?;
+    let failed = revocation == Some(crate::connect::vault::Revocation::Failed);
     let account = connection.map_or_else(String::new, |id| format!("&connection={id}"));
+    let revoked = if failed { "&revocation=failed" } else { "" };
+    let token = user.csrf_token(&notice_purpose(provider.as_str(), connection, failed));
     Ok(see_other(&format!(
-        "/connections?done={DONE_DISCONNECTED}&provider={provider}{account}"
+        "/connections?done={DONE_DISCONNECTED}&provider={provider}{account}{revoked}&csrf={token}"
     )))
 }
 

@@ -44,6 +44,12 @@ impl SignedInUser {
         csrf::token(&self.csrf_secret, purpose)
     }
 
+    /// Whether `presented` is this session's token for `purpose`, refusing
+    /// nothing: for a link that shows something only when it is genuine.
+    pub fn csrf_matches(&self, purpose: &str, presented: Option<&str>) -> bool {
+        csrf::verify(&self.csrf_secret, purpose, presented)
+    }
+
     /// Checks the form's CSRF token for `purpose` (403 page when wrong).
     pub fn check_csrf(&self, purpose: &str, form: &Params) -> Result<(), WebError> {
         if csrf::verify(&self.csrf_secret, purpose, form.get(csrf::FIELD)) {

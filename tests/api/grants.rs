@@ -441,17 +441,33 @@ async fn a_client_that_cannot_open_links_is_allowed_on_the_connections_page() {
     mallory.sign_in("mallory").await;
     let own = mallory.get("/connections").await;
     assert!(!own.body.contains("asks to use"), "{}", own.body);
-    let forged = mallory
-        .post_form(
-            "/connections/access/answer",
-            &[
-                ("request".to_owned(), request.clone()),
-                ("decision".to_owned(), "allow".to_owned()),
-                ("csrf".to_owned(), "x".repeat(43)),
-            ],
-        )
-        .await;
-    assert_eq!(forged.status, 403, "{}", forged.body);
+    let forged = |csrf: String| {
+        let (mallory, request) = (&mallory, request.clone());
+        async move {
+            mallory
+                .post_form(
+                    "/connections/access/answer",
+                    &[
+                        ("request".to_owned(), request),
+                        ("decision".to_owned(), "allow".to_owned()),
+                        ("csrf".to_owned(), csrf),
+                    ],
+                )
+                .await
+        }
+    };
+    assert_eq!(forged("x".repeat(43)).await.status, 403);
+    // Even with a form token of her own session for that request (made
+    // here from her session's secret, as the server would), the request is
+    // not hers to answer.
+    let secret: Vec<u8> =
+        sqlx::query_scalar("SELECT csrf_secret FROM web_sessions WHERE subject = 'mallory'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    let own = mcp_connect::web::csrf::token(&secret, &format!("answer-access:{request}"));
+    let refused = forged(own).await;
+    assert_eq!(refused.status, 410, "{}", refused.body);
     let granted = "SELECT count(*) FROM client_grants WHERE client_id = 'other-client'";
     assert_eq!(count(&app, granted).await, 0);
 
@@ -497,6 +513,25 @@ async fn a_client_that_cannot_open_links_is_allowed_on_the_connections_page() {
 
 /// Two approval links of one client, both allowed (two tabs): one grant,
 /// one `grant_created` in the audit, and both pages say it is allowed.
+#[tokio::test]
+async fn a_client_allowed_through_one_of_its_links_waits_no_longer() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let (first, _, _) = asked(&app, OTHER).await;
+    let (_second, state, _) = asked(&app, OTHER).await;
+    let browser = Browser::new(&app);
+    let page = approval_page(&browser, &first).await;
+    browser
+        .submit(&page, "/connect", &[("action", "continue")])
+        .await;
+    // Its other link is still unused, but the client is allowed: nothing
+    // asks for an answer on the connections page.
+    let listed = browser.get("/connections").await;
+    assert!(listed.body.contains(OTHER), "{}", listed.body);
+    assert!(!listed.body.contains("asks to use"), "{}", listed.body);
+    completed_as_octo(&retry(&app, OTHER, &state, "accept").await);
+}
+
 #[tokio::test]
 async fn allowing_a_client_twice_records_one_grant() {
     let app = spawn_app().await;

@@ -576,3 +576,69 @@ async fn tokens_that_cannot_be_stored_are_revoked_at_the_provider() {
         assert_ne!(answer.status(), 200, "a token still works");
     }
 }
+
+/// The same failure on a reconnect of an account already connected
+/// revokes nothing: at Google the new tokens are of the stored grant, and
+/// revoking them would end the connection that works.
+#[tokio::test]
+async fn a_reconnect_that_cannot_be_stored_leaves_the_stored_grant_alone() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    connect(&app, &fake, "google").await;
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_connections() RETURNS trigger LANGUAGE plpgsql AS
+             $$ BEGIN RAISE EXCEPTION 'no room for connections'; END $$;
+         CREATE TRIGGER refuse_connections BEFORE INSERT OR UPDATE ON connections
+             FOR EACH ROW EXECUTE FUNCTION refuse_connections();",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let args =
+        json!({"provider": "google", "scopes": ["https://www.googleapis.com/auth/drive.readonly"]});
+    let (url, _) = elicit(&app, "alice", "connect", args, "connect_google").await;
+    let browser = Browser::new(&app);
+    let to_provider = open_and_continue(&browser, &url, "alice").await;
+    let callback = fake.visit(to_provider.location.as_deref().unwrap()).await;
+    let done = browser.get(callback.as_str()).await;
+    assert_eq!(done.status, 500, "{}", done.body);
+    assert_eq!(fake.calls().revoke, 0, "{:?}", fake.calls());
+    sqlx::raw_sql("DROP TRIGGER refuse_connections ON connections")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let (_, body) = app
+        .call_tool("alice", "whoami", json!({"provider": "google"}))
+        .await;
+    assert_eq!(body["result"]["resultType"], "complete", "{body}");
+    assert_ne!(
+        body["result"]["isError"], true,
+        "the stored connection works: {body}"
+    );
+}
+
+/// The connections page says so too when the provider could not revoke.
+#[tokio::test]
+async fn the_page_says_when_the_provider_could_not_revoke() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    connect(&app, &fake, "google").await;
+    fake.fail_with(Some(503));
+    let browser = Browser::new(&app);
+    browser.sign_in("alice").await;
+    let confirm = browser.get("/connections/google/disconnect").await;
+    let gone = browser
+        .submit(&confirm, "/connections/google/disconnect", &[])
+        .await;
+    let after = browser.follow(&gone).await;
+    assert!(
+        after.body.contains("Google disconnected."),
+        "{}",
+        after.body
+    );
+    assert!(
+        after.body.contains("may still be live there"),
+        "{}",
+        after.body
+    );
+}

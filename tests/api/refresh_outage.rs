@@ -4,6 +4,11 @@
 //! a result the model can act on ("try again later"), never as
 //! `-32603 Internal error`. The connection stays as it was.
 
+use std::sync::{
+    Arc,
+    atomic::{AtomicUsize, Ordering},
+};
+
 use actix_web::{HttpResponse, web};
 use mcp_connect::{
     connect::vault::{TokenState, usable_token},
@@ -20,20 +25,27 @@ use crate::{
 struct DownGoogle {
     google: provider_fakes::FakeProvider,
     token_endpoint: provider_fakes::server::Server,
+    /// Requests the token endpoint answered.
+    asked: Arc<AtomicUsize>,
 }
 
 impl DownGoogle {
     async fn start() -> Self {
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counter = asked.clone();
         Self {
             google: provider_fakes::google::start().await,
-            token_endpoint: provider_fakes::server::start(|cfg| {
+            token_endpoint: provider_fakes::server::start(move |cfg| {
+                let counter = counter.clone();
                 cfg.route(
                     "/token",
-                    web::post().to(|| async {
-                        HttpResponse::ServiceUnavailable().body("upstream maintenance")
+                    web::post().to(move || {
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        async { HttpResponse::ServiceUnavailable().body("upstream maintenance") }
                     }),
                 );
             }),
+            asked,
         }
     }
 
@@ -52,9 +64,12 @@ impl DownGoogle {
     }
 }
 
+/// The stored token, received an hour ago, expires in `interval`: due
+/// for renewal whenever that is within the refresh margin.
 async fn expire_in(app: &TestApp, interval: &str) {
     sqlx::query(sqlx::AssertSqlSafe(format!(
-        "UPDATE connections SET access_token_expires_at = now() + interval '{interval}'"
+        "UPDATE connections SET access_token_expires_at = now() + interval '{interval}', \
+                                tokens_stored_at = now() - interval '1 hour'"
     )))
     .execute(&app.db)
     .await
@@ -88,6 +103,10 @@ async fn a_token_endpoint_that_is_down_leaves_a_valid_token_usable() {
         secrecy::ExposeSecret::expose_secret(&token.access_token),
         "alice-access"
     );
+    assert!(
+        down.asked.load(Ordering::SeqCst) >= 1,
+        "a renewal was tried"
+    );
     assert_eq!(status(&app).await, "active");
 }
 
@@ -106,6 +125,10 @@ async fn an_expired_token_that_cannot_be_renewed_answers_retry_later() {
     assert!(
         matches!(state, TokenState::ProviderUnavailable),
         "{state:?}"
+    );
+    assert!(
+        down.asked.load(Ordering::SeqCst) >= 1,
+        "a renewal was tried"
     );
 
     let (http, body) = app

@@ -379,10 +379,17 @@ pub(in crate::connect) async fn token_state(
                         granted: row.scopes,
                     });
                 }
-                Err(e) if e.chain().any(|c| c.is::<ProviderError>()) => {
-                    // The token endpoint failed, not the user's grant: a
-                    // token that has not expired yet still serves (it is
-                    // refreshed ahead of its expiry), one that has cannot.
+                Err(e)
+                    if e.chain().any(|c| {
+                        c.downcast_ref::<ProviderError>()
+                            .is_some_and(ProviderError::is_passing)
+                    }) =>
+                {
+                    // The token endpoint is failing for now, not refusing
+                    // the grant: a token that has not expired yet still
+                    // serves (it is refreshed ahead of its expiry), one
+                    // that has cannot. A lasting refusal (a wrong client
+                    // secret) stays an error for the operator.
                     let expired = row
                         .access_token_expires_at
                         .is_some_and(|at| at <= Utc::now());
