@@ -266,7 +266,9 @@ impl ConnectionService {
         client_id: &str,
         provider: &ProviderName,
     ) -> anyhow::Result<IssuedTicket> {
-        tickets::issue_another(self, user, client_id, provider).await
+        // The consent sends the browser to the provider's account chooser.
+        let purpose = tickets::TicketFor::AnotherAccount;
+        tickets::insert(self, user, client_id, provider, &[], purpose).await
     }
 
     /// The usable ticket behind a presented secret.

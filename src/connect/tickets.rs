@@ -98,26 +98,6 @@ pub async fn issue(
     insert(state, user, client_id, provider, scopes, TicketFor::Connect).await
 }
 
-/// [`issue`] for another account at the provider (the connections page's
-/// "Add another account"): the consent sends the browser to the
-/// provider's account chooser.
-pub async fn issue_another(
-    state: &ConnectionService,
-    user: UserRef<'_>,
-    client_id: &str,
-    provider: &ProviderName,
-) -> anyhow::Result<IssuedTicket> {
-    insert(
-        state,
-        user,
-        client_id,
-        provider,
-        &[],
-        TicketFor::AnotherAccount,
-    )
-    .await
-}
-
 /// What a ticket's link is for.
 pub(crate) enum TicketFor {
     Connect,
