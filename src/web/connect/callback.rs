@@ -13,7 +13,6 @@
 //! a log line.
 
 use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
-use chrono::Utc;
 use serde_json::json;
 
 use super::audit;
@@ -73,9 +72,17 @@ pub(super) async fn callback(
     })?;
     // Single use: of concurrent or replayed callbacks only one gets here.
     // The others came from this very session (checked above): a double
-    // submit, whose first request is exchanging the code now.
+    // submit, whose first request is exchanging the code now. A flow that
+    // nobody completed has expired, by the database's clock, which alone
+    // decides (the app's may differ from it by a little).
     let Some(flow) = state.connect.complete_flow(flow.id).await? else {
-        return Ok(super::finishing::page(&user, provider.display_name()));
+        return match state.connect.find_flow(flow_state).await? {
+            Some(now) if now.completed_at.is_none() => {
+                Err(reject(&state, &req, &now, "expired", true).await)
+            }
+            Some(_) => Ok(super::finishing::page(&user, provider.display_name())),
+            None => Err(WebError::FlowRejected(RESTART)),
+        };
     };
     if let (Some(expected), Some(iss)) = (provider.issuer(), params.get("iss"))
         && iss != expected
@@ -255,9 +262,7 @@ fn check_flow(
     if flow.completed_at.is_some() {
         return Err("already_used");
     }
-    if flow.expires_at <= Utc::now() {
-        return Err("expired");
-    }
+    // Expiry is the database's to decide, when the flow is completed.
     Ok(user)
 }
 

@@ -199,6 +199,37 @@ async fn a_callback_without_a_code_ends_the_flow_and_a_reload_is_not_told_to_wai
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
 }
 
+/// A flow past its expiry by the database's clock is refused as expired
+/// and deleted — whatever the app's clock says, the database decides — and
+/// a reload is not told the connect is still under way.
+#[tokio::test]
+async fn a_callback_for_an_expired_flow_is_refused_and_a_reload_is_not_told_to_wait() {
+    let app = spawn_app().await;
+    let alice = signed_in(&app, "alice").await;
+    let (t, _) = ticket(&app, "alice", 600).await;
+    let url = start_flow(&app, &alice, &t).await;
+    let state = param(&url, "state").unwrap();
+    sqlx::query("UPDATE oauth_flows SET expires_at = now() - interval '1 millisecond'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let callback = format!(
+        "/oauth/callback/demo?code=abc&state={state}&iss={}/dev/demo",
+        app.base
+    );
+    let page = alice.get(&callback).await;
+    assert_eq!(page.status, 400, "{}", page.body);
+    assert!(!page.body.contains("Still connecting"), "{}", page.body);
+    assert!(!flow_exists(&app, &state).await);
+    let audited = "SELECT count(*) FROM audit_events WHERE kind = 'callback_rejected' \
+                   AND detail->>'reason' = 'expired'";
+    assert_eq!(count(&app, audited).await, 1);
+    let reload = alice.get(&callback).await;
+    assert_eq!(reload.status, 400, "{}", reload.body);
+    assert!(!reload.body.contains("Still connecting"), "{}", reload.body);
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
+}
+
 #[tokio::test]
 async fn every_page_carries_the_security_headers() {
     let app = spawn_app().await;
