@@ -111,9 +111,12 @@ impl AuthError {
     }
 }
 
-/// The bearer token of a request: `Ok(None)` when there is no
-/// `Authorization` header; an error when it is there but is not exactly one
-/// well-formed `Bearer` credential.
+/// The bearer token of a request: `Ok(None)` when it carries none — no
+/// `Authorization` header, another scheme (`Basic`), or the `Bearer` scheme
+/// with nothing after it, which RFC 6750 §3.1 answers as a request without
+/// authentication (a 401 naming no error, from which a client starts its
+/// authorization) — and an error when it is malformed: more than one
+/// header, or a `Bearer` credential that is not a token68.
 pub fn bearer_token(headers: &http::HeaderMap) -> Result<Option<&str>, AuthError> {
     let mut values = headers.get_all(http::header::AUTHORIZATION).iter();
     let Some(value) = values.next() else {
@@ -124,8 +127,15 @@ pub fn bearer_token(headers: &http::HeaderMap) -> Result<Option<&str>, AuthError
             "more than one Authorization header",
         ));
     }
-    bearer_from_authorization(value.as_bytes()).map(Some)
+    match bearer_from_authorization(value.as_bytes()) {
+        Ok(token) => Ok(Some(token)),
+        Err(AuthError::MalformedHeader(NOT_BEARER | NO_TOKEN)) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
+
+const NOT_BEARER: &str = "not a Bearer credential";
+const NO_TOKEN: &str = "empty bearer token";
 
 /// Parses one `Authorization` value (for callers holding another `http`
 /// version's header map). The scheme is case-insensitive (RFC 9110 §11.1);
@@ -135,11 +145,11 @@ pub fn bearer_from_authorization(value: &[u8]) -> Result<&str, AuthError> {
     let value = value.trim_matches([' ', '\t']);
     let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
     if !scheme.eq_ignore_ascii_case("bearer") {
-        return Err(AuthError::MalformedHeader("not a Bearer credential"));
+        return Err(AuthError::MalformedHeader(NOT_BEARER));
     }
     let token = rest.trim_start_matches(' ');
     if token.is_empty() {
-        return Err(AuthError::MalformedHeader("empty bearer token"));
+        return Err(AuthError::MalformedHeader(NO_TOKEN));
     }
     if !is_token68(token) {
         return Err(AuthError::MalformedHeader(
@@ -214,17 +224,24 @@ mod tests {
 
     #[test]
     fn malformed_headers_are_errors() {
-        for bad in [
+        for bad in ["Bearer a b", "Bearer ===", "Bearer a%b"] {
+            let err = bearer_token(&headers(&[bad])).unwrap_err();
+            assert!(matches!(err, AuthError::MalformedHeader(_)), "{bad}: {err}");
+        }
+        // Another scheme, or no token: no authentication at all (RFC 6750
+        // §3.1), though a lone Authorization value still refuses them.
+        for none in [
             "Basic dXNlcjpwYXNz",
             "Bearer",
             "Bearer ",
             "Bearerabc",
-            "Bearer a b",
-            "Bearer ===",
             "Token abc",
         ] {
-            let err = bearer_token(&headers(&[bad])).unwrap_err();
-            assert!(matches!(err, AuthError::MalformedHeader(_)), "{bad}: {err}");
+            assert_eq!(bearer_token(&headers(&[none])).unwrap(), None, "{none}");
+            assert!(
+                bearer_from_authorization(none.as_bytes()).is_err(),
+                "{none}"
+            );
         }
         let err = bearer_token(&headers(&["Bearer a", "Bearer b"])).unwrap_err();
         assert!(matches!(err, AuthError::MalformedHeader(_)), "{err}");

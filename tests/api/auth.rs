@@ -90,6 +90,43 @@ async fn no_token_is_401_with_resource_metadata() {
     );
 }
 
+/// RFC 6750 §3.1: a request with another scheme, or the Bearer scheme and
+/// no token, lacks authentication: the same 401 as no header at all, naming
+/// no error, so that a client starts its authorization from it. A Bearer
+/// credential that is not a token is malformed: 400 `invalid_request`.
+#[tokio::test]
+async fn another_scheme_or_no_token_is_answered_as_no_authentication() {
+    let app = spawn_app().await;
+    let send = |authorization: &'static str| {
+        app.mcp_request(None, &request("tools/list", json!({})))
+            .header("Authorization", authorization)
+            .send()
+    };
+    for value in ["Basic dXNlcjpwYXNz", "Bearer", "Digest username=\"a\""] {
+        let response = send(value).await.unwrap();
+        assert_eq!(response.status(), 401, "{value}");
+        let challenge = response.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            challenge.starts_with("Bearer resource_metadata="),
+            "{value}: {challenge}"
+        );
+        assert!(!challenge.contains("error="), "{value}: {challenge}");
+    }
+    let response = send("Bearer a%b").await.unwrap();
+    assert_eq!(response.status(), 400);
+    let challenge = response.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        challenge.contains(r#"error="invalid_request""#),
+        "{challenge}"
+    );
+}
+
 #[tokio::test]
 async fn a_dev_token_is_accepted() {
     let app = spawn_app().await;
