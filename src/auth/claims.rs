@@ -26,22 +26,46 @@ pub(crate) fn issuer_matches(configured: &Url, iss: &str) -> bool {
 }
 
 /// `aud` as a string or an array of strings; it must contain `audience`
-/// exactly (no normalisation: RFC 8707 resource indicators are compared as
-/// strings).
+/// (RFC 8707 resource indicators are compared as strings, except that the
+/// scheme and host may differ in case: the authorization spec's "SHOULD
+/// accept uppercase scheme and host components"; nothing else is
+/// normalised — not a trailing `/`, not a default port).
 pub(crate) fn audience_contains(aud: &Value, audience: &str) -> Result<bool, AuthError> {
     match aud {
-        Value::String(s) => Ok(s == audience),
+        Value::String(s) => Ok(same_resource(s, audience)),
         Value::Array(items) => {
             let mut found = false;
             for item in items {
                 let s = item
                     .as_str()
                     .ok_or_else(|| AuthError::InvalidClaim("aud".into()))?;
-                found |= s == audience;
+                found |= same_resource(s, audience);
             }
             Ok(found)
         }
         _ => Err(AuthError::InvalidClaim("aud".into())),
+    }
+}
+
+/// Whether two resource URIs name the same resource: equal, or equal but
+/// for the case of the scheme and the authority (host and port).
+fn same_resource(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    // `scheme://authority` and the rest (path, query), which stays exact.
+    let split = |s: &str| -> Option<(usize, usize)> {
+        let scheme_end = s.find("://")?;
+        let authority_end = s[scheme_end + 3..]
+            .find(['/', '?', '#'])
+            .map_or(s.len(), |i| scheme_end + 3 + i);
+        Some((scheme_end, authority_end))
+    };
+    match (split(a), split(b)) {
+        (Some((_, end_a)), Some((_, end_b))) => {
+            a[..end_a].eq_ignore_ascii_case(&b[..end_b]) && a[end_a..] == b[end_b..]
+        }
+        _ => false,
     }
 }
 
@@ -101,12 +125,16 @@ pub(crate) fn principal(
     };
     let subject = non_empty_string(claims, &expected.subject_claim)?
         .ok_or_else(|| AuthError::MissingClaim(expected.subject_claim.clone()))?;
-    // RFC 9068 names `client_id`; OpenID-style issuers send `azp` instead.
-    let client_id = match non_empty_string(claims, "client_id")? {
-        Some(id) => id,
-        None => non_empty_string(claims, "azp")?
-            .ok_or_else(|| AuthError::MissingClaim("client_id".into()))?,
-    };
+    // RFC 9068 names `client_id`; OpenID-style issuers send `azp`, Okta
+    // `cid` and Microsoft Entra's v1.0 tokens `appid` instead.
+    let mut client_id = None;
+    for name in CLIENT_ID_CLAIMS {
+        client_id = non_empty_string(claims, name)?;
+        if client_id.is_some() {
+            break;
+        }
+    }
+    let client_id = client_id.ok_or_else(|| AuthError::MissingClaim("client_id".into()))?;
     Ok(Principal {
         issuer,
         subject,
@@ -114,6 +142,9 @@ pub(crate) fn principal(
         scopes: scopes(claims)?,
     })
 }
+
+/// Where an access token names its client, in order of preference.
+const CLIENT_ID_CLAIMS: [&str; 4] = ["client_id", "azp", "cid", "appid"];
 
 fn non_empty_string(claims: &Claims, name: &str) -> Result<Option<String>, AuthError> {
     match claims.get(name) {
@@ -123,24 +154,28 @@ fn non_empty_string(claims: &Claims, name: &str) -> Result<Option<String>, AuthE
     }
 }
 
-/// `scope` (RFC 9068, space-separated) or `scp` (Entra, Okta: an array, or
+/// `scope` (RFC 9068, space-separated; some issuers, Spring Authorization
+/// Server among them, send an array) or `scp` (Entra, Okta: an array, or
 /// sometimes a space-separated string).
 fn scopes(claims: &Claims) -> Result<Vec<String>, AuthError> {
-    let split = |s: &str| s.split_ascii_whitespace().map(str::to_owned).collect();
+    let read = |name: &str, value: &Value| -> Result<Vec<String>, AuthError> {
+        match value {
+            Value::String(s) => Ok(s.split_ascii_whitespace().map(str::to_owned).collect()),
+            Value::Array(items) => items
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| AuthError::InvalidClaim(name.into()))
+                })
+                .collect(),
+            _ => Err(AuthError::InvalidClaim(name.into())),
+        }
+    };
     match (claims.get("scope"), claims.get("scp")) {
-        (Some(Value::String(s)), _) => Ok(split(s)),
-        (Some(Value::Null) | None, Some(Value::String(s))) => Ok(split(s)),
-        (Some(Value::Null) | None, Some(Value::Array(items))) => items
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| AuthError::InvalidClaim("scp".into()))
-            })
-            .collect(),
-        (Some(Value::Null) | None, Some(Value::Null) | None) => Ok(Vec::new()),
-        (Some(Value::Null) | None, Some(_)) => Err(AuthError::InvalidClaim("scp".into())),
-        (Some(_), _) => Err(AuthError::InvalidClaim("scope".into())),
+        (Some(scope), _) if !scope.is_null() => read("scope", scope),
+        (_, Some(scp)) if !scp.is_null() => read("scp", scp),
+        _ => Ok(Vec::new()),
     }
 }
 
@@ -223,6 +258,79 @@ mod tests {
         assert!(audience_contains(&json!(["other", ours]), ours).unwrap());
         assert!(!audience_contains(&json!("https://mcp.example.com/mcp/"), ours).unwrap());
         assert!(audience_contains(&json!(7), ours).is_err());
+    }
+
+    #[test]
+    fn audience_scheme_and_host_may_differ_in_case_and_nothing_else() {
+        let ours = "https://mcp.example.com:8443/mcp";
+        for same in [
+            "HTTPS://MCP.Example.com:8443/mcp",
+            "https://mcp.EXAMPLE.com:8443/mcp",
+        ] {
+            assert!(audience_contains(&json!(same), ours).unwrap(), "{same}");
+            assert!(
+                audience_contains(&json!(["x", same]), ours).unwrap(),
+                "{same}"
+            );
+        }
+        for other in [
+            "https://mcp.example.com:8443/MCP",
+            "https://mcp.example.com/mcp",
+            "http://mcp.example.com:8443/mcp",
+            "https://mcp.example.com:8443/mcp/",
+            "https://mcp.example.com:8443",
+            "mcp.example.com:8443/mcp",
+            "",
+        ] {
+            assert!(!audience_contains(&json!(other), ours).unwrap(), "{other}");
+        }
+        // A bare host: the case of the host only, no slash added.
+        let bare = "https://mcp.example.com";
+        assert!(audience_contains(&json!("https://MCP.example.com"), bare).unwrap());
+        assert!(!audience_contains(&json!("https://MCP.example.com/"), bare).unwrap());
+    }
+
+    #[test]
+    fn the_client_is_read_from_cid_or_appid_when_nothing_earlier_names_it() {
+        let base = json!({"iss": "https://idp.example.com", "sub": "u"});
+        for (extra, want) in [
+            (json!({"cid": "okta-app"}), "okta-app"),
+            (json!({"appid": "entra-app"}), "entra-app"),
+            (json!({"azp": "a", "cid": "c", "appid": "e"}), "a"),
+            (json!({"client_id": "x", "cid": "c"}), "x"),
+        ] {
+            let mut c = claims(base.clone());
+            c.extend(claims(extra.clone()));
+            let p = principal(&c, &expected(), false).unwrap();
+            assert_eq!(p.client_id, want, "{extra}");
+        }
+        let mut c = claims(base);
+        c.insert("cid".into(), json!(7));
+        assert!(
+            matches!(principal(&c, &expected(), false), Err(AuthError::InvalidClaim(n)) if n == "cid")
+        );
+    }
+
+    #[test]
+    fn scope_may_be_an_array_and_wins_over_scp() {
+        let read = |v: Value| scopes(&claims(v));
+        assert_eq!(read(json!({"scope": ["a", "b"]})).unwrap(), vec!["a", "b"]);
+        assert_eq!(
+            read(json!({"scope": "a b", "scp": ["c"]})).unwrap(),
+            vec!["a", "b"]
+        );
+        assert_eq!(
+            read(json!({"scope": null, "scp": "c d"})).unwrap(),
+            vec!["c", "d"]
+        );
+        assert!(read(json!({})).unwrap().is_empty());
+        assert!(
+            matches!(read(json!({"scope": [1]})), Err(AuthError::InvalidClaim(n)) if n == "scope")
+        );
+        assert!(
+            matches!(read(json!({"scope": 5})), Err(AuthError::InvalidClaim(n)) if n == "scope")
+        );
+        assert!(matches!(read(json!({"scp": {}})), Err(AuthError::InvalidClaim(n)) if n == "scp"));
     }
 
     #[test]

@@ -77,13 +77,20 @@ impl TokenVerifier {
         validation.validate_nbf = true;
         // Without `aud` in the required set, a token lacking `aud` would pass.
         validation.set_required_spec_claims(&["exp", "aud"]);
-        validation.set_audience(&[&self.expected.audience]);
+        // The audience is compared below, as introspection compares it
+        // (the scheme and host in any case), not by the library's exact match.
+        validation.validate_aud = false;
         let data = jsonwebtoken::decode::<Claims>(token, &key, &validation).map_err(|e| {
             let reason = jwt::map_error(e);
             let kid = header.kid.as_deref().map(jwt::printable);
             tracing::debug!(?kid, %reason, "JWT rejected");
             reason
         })?;
+        match data.claims.get("aud").filter(|v| !v.is_null()) {
+            Some(aud) if claims::audience_contains(aud, &self.expected.audience)? => {}
+            Some(_) => return Err(AuthError::WrongAudience),
+            None => return Err(AuthError::MissingClaim("aud".into())),
+        }
         let principal = Arc::new(claims::principal(&data.claims, &self.expected, false)?);
         if let Some(exp) = data.claims.get("exp").and_then(serde_json::Value::as_u64) {
             let now = std::time::SystemTime::now()
@@ -169,6 +176,34 @@ mod tests {
         // azp stands in for client_id; an array `aud` holding ours passes.
         let alt = with(json!({"client_id": null, "azp": "spa", "aud": ["other", idp.audience()]}));
         assert_eq!(verifier.verify(&alt).await.unwrap().client_id, "spa");
+    }
+
+    #[actix_web::test]
+    async fn the_audience_may_spell_scheme_and_host_in_capitals_and_nothing_else() {
+        let idp = Idp::start().await;
+        let verifier = idp.verifier();
+        let with_aud = |aud: serde_json::Value| {
+            let mut claims = idp.claims();
+            claims.insert("aud".into(), aud);
+            idp.token(KeyKind::Rsa, &claims)
+        };
+        for aud in [
+            json!("HTTPS://MCP.Example.COM/mcp"),
+            json!(["other", "https://MCP.example.com/mcp"]),
+        ] {
+            let token = with_aud(aud.clone());
+            assert!(verifier.verify(&token).await.is_ok(), "{aud}");
+        }
+        for aud in [
+            json!("https://mcp.example.com/MCP"),
+            json!(["https://mcp.example.com/mcp/"]),
+        ] {
+            let err = verifier.verify(&with_aud(aud.clone())).await.unwrap_err();
+            assert!(matches!(err, AuthError::WrongAudience), "{aud}: {err}");
+        }
+        // Not a string: the library already reads it as no audience.
+        let err = verifier.verify(&with_aud(json!(7))).await.unwrap_err();
+        assert!(err.to_string().contains("aud"), "{err}");
     }
 
     #[actix_web::test]
