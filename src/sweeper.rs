@@ -152,7 +152,9 @@ pub async fn sweep_once_at(
     let Some(mut conn) = locked(pool).await? else {
         return Ok(None);
     };
-    Ok(Some(sweep_expired(&mut conn, audit_retention, pace).await?))
+    Ok(Some(
+        sweep_expired(&mut conn, audit_retention, GRACE, pace).await?,
+    ))
 }
 
 /// A connection holding the sweep lock; `None` when another instance has
@@ -168,10 +170,22 @@ async fn locked(pool: &PgPool) -> Result<Option<PoolConnection<Postgres>>, sqlx:
     Ok(Some(conn))
 }
 
-/// Expired rows and audit rows past retention, on a locked connection.
+/// How long an expired ticket is kept: [`GRACE`], or as long as a
+/// `requestState` lives if that is longer — a state names its ticket, and
+/// the retry that carries it (an added account's, a declined connect's)
+/// reads its answer from the ticket's row.
+fn ticket_grace(settings: &Settings) -> chrono::Duration {
+    let state_ttl = chrono::Duration::from_std(settings.flow.request_state_ttl())
+        .unwrap_or(chrono::Duration::MAX);
+    GRACE.max(state_ttl)
+}
+
+/// Expired rows and audit rows past retention, on a locked connection;
+/// tickets are kept `ticket_grace` past their expiry, the rest [`GRACE`].
 async fn sweep_expired(
     conn: &mut PgConnection,
     audit_retention: chrono::Duration,
+    ticket_grace: chrono::Duration,
     pace: Pace,
 ) -> Result<Swept, sqlx::Error> {
     let mut swept = Swept {
@@ -179,7 +193,12 @@ async fn sweep_expired(
         capped: false,
     };
     for what in Expiring::ALL {
-        swept = swept.and(paced(conn, Work::Expired(what), usize::MAX, pace).await?);
+        let grace = match what {
+            Expiring::Tickets => ticket_grace,
+            Expiring::Flows | Expiring::Sessions => GRACE,
+        };
+        let work = Work::Expired(what, grace);
+        swept = swept.and(paced(conn, work, usize::MAX, pace).await?);
     }
     let audit = Work::Audit(audit_retention);
     Ok(swept.and(paced(conn, audit, pace.audit_batches, pace).await?))
@@ -188,7 +207,7 @@ async fn sweep_expired(
 /// What one batch deletes.
 #[derive(Clone, Copy)]
 enum Work {
-    Expired(Expiring),
+    Expired(Expiring, chrono::Duration),
     Audit(chrono::Duration),
     /// Webhook events failed before the first time, or never tried since
     /// the second.
@@ -207,7 +226,9 @@ async fn paced(
     for _ in 0..max_batches {
         let started = Instant::now();
         let n = match work {
-            Work::Expired(what) => expiry::delete_batch(&mut *conn, what, GRACE, BATCH).await?,
+            Work::Expired(what, grace) => {
+                expiry::delete_batch(&mut *conn, what, grace, BATCH).await?
+            }
             Work::Audit(retention) => {
                 audit::delete_older_than(&mut *conn, retention, BATCH).await?
             }
@@ -277,7 +298,8 @@ pub async fn sweep_all(
     let Some(mut conn) = locked(pool).await? else {
         return Ok(None);
     };
-    let swept = sweep_expired(&mut conn, settings.audit.retention(), pace).await?;
+    let retention = settings.audit.retention();
+    let swept = sweep_expired(&mut conn, retention, ticket_grace(settings), pace).await?;
     let outbox = outbox_on(&mut conn, &settings.webhooks, pace).await?;
     Ok(Some(swept.and(outbox)))
 }

@@ -235,3 +235,58 @@ async fn a_ticket_renewed_while_its_batch_waited_for_it_is_kept() {
         "the renewed ticket is checked again and stays"
     );
 }
+
+/// A `requestState` names its ticket for as long as it lives, and the retry
+/// carrying it reads its answer there (an added account, a decline): with
+/// states that outlive tickets by a day, expired tickets are kept a day,
+/// while flows and sessions keep the usual hour.
+#[tokio::test]
+async fn expired_tickets_are_kept_as_long_as_a_request_state_lives() {
+    let app = crate::helpers::spawn_app_with(|t| {
+        t.insert(
+            "flow".into(),
+            toml::Value::Table(toml::from_str("request_state_ttl_secs = 86400").unwrap()),
+        );
+    })
+    .await;
+    for (name, expired_hours_ago) in [("recent", 2), ("old", 25)] {
+        sqlx::query(
+            "INSERT INTO connect_tickets (id, ticket_hash, issuer, subject, client_id, provider, expires_at)
+             VALUES (gen_random_uuid(), sha256($1::bytea), 'i', 's', 'c', 'demo',
+                     now() - make_interval(hours => $2))",
+        )
+        .bind(name.as_bytes())
+        .bind(expired_hours_ago)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    }
+    sqlx::query(
+        "INSERT INTO web_sessions (id, id_hash, issuer, subject, csrf_secret, expires_at)
+         VALUES (gen_random_uuid(), '\\x01', 'i', 's', '\\x02', now() - interval '2 hours')",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+
+    let swept = mcp_connect::sweeper::sweep_all(
+        &app.db,
+        &app.state.settings,
+        mcp_connect::sweeper::Pace::SHARED,
+    )
+    .await
+    .unwrap()
+    .expect("the lock was free");
+
+    assert_eq!(swept.deleted, 2, "the day-old ticket and the session");
+    let left: Vec<Vec<u8>> = sqlx::query_scalar("SELECT ticket_hash FROM connect_tickets")
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+    let recent: Vec<u8> = sqlx::query_scalar("SELECT sha256('recent'::bytea)")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(left, vec![recent]);
+    assert_eq!(count(&app, "SELECT count(*) FROM web_sessions").await, 0);
+}
