@@ -128,12 +128,14 @@ async fn listen(connect: impl Fn() -> PgPool, events: Weak<ConnectionEvents>) {
                     idle = Duration::ZERO;
                     announce(&events, notification.payload());
                 }
-                // sqlx has connected and listened again already; what was
-                // sent in between is lost.
+                // The connection was lost. sqlx would connect and listen
+                // again only at the next `try_recv`, so the waiters' recheck
+                // would come before that LISTEN, and a notification sent in
+                // between would be lost to them: start afresh instead,
+                // which listens first and then tells them to look again.
                 Ok(Ok(None)) => {
                     tracing::info!("connection events: connection lost; listening again");
-                    idle = Duration::ZERO;
-                    announce(&events, RECHECK);
+                    break;
                 }
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "connection events: listener failed; reconnecting");
