@@ -27,6 +27,11 @@ pub fn is_public(ip: IpAddr) -> bool {
                 || (a == 192 && b == 0))
         }
         IpAddr::V6(v6) => {
+            // The local-use NAT64 prefix (RFC 8215) is a network's own
+            // translator, whichever prefix length places the IPv4 bits.
+            if v6.segments()[..3] == [0x64, 0xff9b, 1] {
+                return false;
+            }
             if let Some(v4) = embedded_ipv4(v6) {
                 return is_public(IpAddr::V4(v4));
             }
@@ -43,9 +48,9 @@ pub fn is_public(ip: IpAddr) -> bool {
 
 /// The IPv4 address an IPv6 one carries to an IPv4 host, where the
 /// network translates or tunnels it there: mapped (`::ffff:a.b.c.d`),
-/// compatible (`::a.b.c.d`, deprecated), NAT64 (`64:ff9b::/96`, and the
-/// local-use `64:ff9b:1::/48`) and 6to4 (`2002:AABB:CCDD::/48`). Such an
-/// address is as public as the IPv4 one it reaches.
+/// translated (`::ffff:0:a.b.c.d`, SIIT), compatible (`::a.b.c.d`,
+/// deprecated), NAT64 (`64:ff9b::/96`) and 6to4 (`2002:AABB:CCDD::/48`).
+/// Such an address is as public as the IPv4 one it reaches.
 fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
     use std::net::Ipv4Addr;
     if let Some(v4) = v6.to_ipv4_mapped() {
@@ -56,8 +61,8 @@ fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
     match s {
         // `::` and `::1` are not IPv4 hosts.
         [0, 0, 0, 0, 0, 0, hi, _] if hi != 0 => Some(low(s[6], s[7])),
+        [0, 0, 0, 0, 0xffff, 0, ..] => Some(low(s[6], s[7])),
         [0x64, 0xff9b, 0, 0, 0, 0, ..] => Some(low(s[6], s[7])),
-        [0x64, 0xff9b, 1, ..] => Some(low(s[6], s[7])),
         [0x2002, hi, lo, ..] => Some(low(hi, lo)),
         _ => None,
     }
@@ -113,6 +118,13 @@ mod tests {
             "::169.254.169.254",
             "64:ff9b::a9fe:a9fe",
             "64:ff9b:1::a00:1",
+            // SIIT's translated form, and local-use NAT64 with the IPv4
+            // bits placed for a /48 or /64 prefix (RFC 6052).
+            "::ffff:0:a9fe:a9fe",
+            "::ffff:0:7f00:1",
+            "64:ff9b:1:a9fe:a9:fe00::",
+            "64:ff9b:1:0:a9:fea9:fe00:0",
+            "64:ff9b:1::808:808",
             "2002:a9fe:a9fe::1",
             "2002:7f00:1::",
         ] {
@@ -124,6 +136,7 @@ mod tests {
             "1.1.1.1",
             "64:ff9b::5db8:d822",
             "2002:5db8:d822::1",
+            "::ffff:0:5db8:d822",
         ] {
             assert!(is_public(ip.parse().unwrap()), "{ip}");
         }
