@@ -159,13 +159,22 @@ pub fn bearer_from_authorization(value: &[u8]) -> Result<&str, AuthError> {
     Ok(token)
 }
 
-/// The `WWW-Authenticate` value of a 401: where the metadata is, and — when
-/// a token was sent and rejected — why, in RFC 6750 terms.
-pub fn www_authenticate(resource_metadata_url: &str, error: Option<&AuthError>) -> String {
+/// The `WWW-Authenticate` value of a 401: where the metadata is, the
+/// scopes to ask for (the authorization spec's SHOULD: the configured
+/// `scopes_supported`, when there are any) and — when a token was sent
+/// and rejected — why, in RFC 6750 terms.
+pub fn www_authenticate(
+    resource_metadata_url: &str,
+    scopes: &[String],
+    error: Option<&AuthError>,
+) -> String {
     let mut value = format!(
         "Bearer resource_metadata=\"{}\"",
         quoted(resource_metadata_url)
     );
+    if !scopes.is_empty() {
+        value.push_str(&format!(", scope=\"{}\"", quoted(&scopes.join(" "))));
+    }
     if let Some((code, description)) = error.and_then(AuthError::challenge) {
         value.push_str(&format!(
             ", error=\"{code}\", error_description=\"{description}\""
@@ -251,8 +260,21 @@ mod tests {
     fn challenge_without_token_names_only_the_metadata() {
         let url = "https://mcp.example.com/.well-known/oauth-protected-resource/mcp";
         assert_eq!(
-            www_authenticate(url, None),
+            www_authenticate(url, &[], None),
             format!("Bearer resource_metadata=\"{url}\"")
+        );
+    }
+
+    #[test]
+    fn challenge_names_the_configured_scopes() {
+        let url = "https://mcp.example.com/.well-known/oauth-protected-resource/mcp";
+        let scopes = ["mcp:tools".to_owned(), "mcp:resources".to_owned()];
+        assert_eq!(
+            www_authenticate(url, &scopes, Some(&AuthError::Expired)),
+            format!(
+                "Bearer resource_metadata=\"{url}\", scope=\"mcp:tools mcp:resources\", \
+                 error=\"invalid_token\", error_description=\"The access token expired\""
+            )
         );
     }
 
@@ -261,6 +283,7 @@ mod tests {
         let url = "https://mcp.example.com/.well-known/oauth-protected-resource/mcp";
         let value = www_authenticate(
             url,
+            &[],
             Some(&AuthError::UnknownKey {
                 kid: Some("k9".into()),
             }),
@@ -273,15 +296,15 @@ mod tests {
             )
         );
         assert!(!value.contains("k9"));
-        let expired = www_authenticate(url, Some(&AuthError::Expired));
+        let expired = www_authenticate(url, &[], Some(&AuthError::Expired));
         assert!(
             expired.ends_with(
                 "error=\"invalid_token\", error_description=\"The access token expired\""
             )
         );
-        let header = www_authenticate(url, Some(&AuthError::MalformedHeader("x")));
+        let header = www_authenticate(url, &[], Some(&AuthError::MalformedHeader("x")));
         assert!(header.contains("error=\"invalid_request\""), "{header}");
-        let down = www_authenticate(url, Some(&AuthError::KeysUnavailable("down".into())));
+        let down = www_authenticate(url, &[], Some(&AuthError::KeysUnavailable("down".into())));
         assert!(!down.contains("error="), "{down}");
     }
 

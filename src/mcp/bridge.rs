@@ -323,7 +323,11 @@ async fn authenticate(
         HttpResponse::Unauthorized()
             .insert_header((
                 "WWW-Authenticate",
-                auth::www_authenticate(&metadata_url(), error),
+                auth::www_authenticate(
+                    &metadata_url(),
+                    &state.settings.auth.scopes_supported,
+                    error,
+                ),
             ))
             .json(json!({
                 "error": if error.is_some() { "invalid_token" } else { "unauthorized" },
@@ -337,7 +341,7 @@ async fn authenticate(
             // RFC 6750 §3.1: a malformed request is 400 invalid_request.
             tracing::info!(reason = %e, "mcp: malformed Authorization header");
             return Err(HttpResponse::BadRequest()
-                .insert_header(("WWW-Authenticate", auth::www_authenticate(&metadata_url(), Some(&e))))
+                .insert_header(("WWW-Authenticate", auth::www_authenticate(&metadata_url(), &state.settings.auth.scopes_supported, Some(&e))))
                 .json(json!({"error": "invalid_request", "error_description": "The Authorization header is malformed."})));
         }
     };

@@ -88,6 +88,10 @@ async fn no_token_is_401_with_resource_metadata() {
         !challenge.contains("invalid_token"),
         "no token sent, so no error: {challenge}"
     );
+    assert!(
+        !challenge.contains("scope="),
+        "none configured: {challenge}"
+    );
 }
 
 /// RFC 6750 §3.1: a request with another scheme, or the Bearer scheme and
@@ -123,6 +127,34 @@ async fn another_scheme_or_no_token_is_answered_as_no_authentication() {
         .to_owned();
     assert!(
         challenge.contains(r#"error="invalid_request""#),
+        "{challenge}"
+    );
+}
+
+/// The authorization spec's SHOULD: the challenge names the scopes to ask
+/// for, the configured `scopes_supported` (none configured: no `scope`).
+#[tokio::test]
+async fn the_challenge_names_the_configured_scopes() {
+    let app = crate::helpers::spawn_app_with(|t| {
+        let auth = t
+            .entry("auth")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        auth.as_table_mut().unwrap().insert(
+            "scopes_supported".into(),
+            toml::Value::from(vec!["mcp:tools", "offline"]),
+        );
+    })
+    .await;
+    let (status, challenge) = status_and_challenge(&app, None).await;
+    assert_eq!(status, 401);
+    assert!(
+        challenge.contains(r#", scope="mcp:tools offline""#),
+        "{challenge}"
+    );
+    let (status, challenge) = status_and_challenge(&app, Some("not.a.jwt")).await;
+    assert_eq!(status, 401);
+    assert!(
+        challenge.contains(r#"scope="mcp:tools offline", error="invalid_token""#),
         "{challenge}"
     );
 }
