@@ -224,8 +224,10 @@ pub enum Renamed {
 
 /// Renames one of the user's connections, unless another of their
 /// accounts at the same provider already has `label` (labels tell them
-/// apart). Concurrent renames of two accounts to one label may both pass;
-/// the account chooser tells such accounts apart by id all the same.
+/// apart). The user's accounts at that provider are locked first, in one
+/// order, and the check reads their labels as locked: of two renames of
+/// two accounts to one label at the same time, the second waits for the
+/// first and then finds the label taken.
 pub async fn set_label(
     exec: impl PgExecutor<'_>,
     user: UserRef<'_>,
@@ -235,10 +237,15 @@ pub async fn set_label(
     let done = sqlx::query!(
         r#"WITH target AS (
                SELECT id, provider FROM connections WHERE id = $1 AND issuer = $2 AND subject = $3
+           ), siblings AS (
+               SELECT c.id, c.account_id, c.account_label
+                 FROM connections c JOIN target t ON c.provider = t.provider
+                WHERE c.issuer = $2 AND c.subject = $3
+                ORDER BY c.id
+                  FOR UPDATE OF c
            ), taken AS (
-               SELECT 1 FROM connections c JOIN target t ON c.provider = t.provider
-               WHERE c.issuer = $2 AND c.subject = $3 AND c.id <> t.id
-                 AND c.account_id <> '' AND c.account_label = $4
+               SELECT 1 FROM siblings s
+                WHERE s.id <> $1 AND s.account_id <> '' AND s.account_label = $4
            ), renamed AS (
                UPDATE connections SET account_label = $4, label_edited = true, updated_at = now()
                WHERE id IN (SELECT id FROM target) AND NOT EXISTS (SELECT 1 FROM taken)

@@ -536,6 +536,77 @@ async fn a_label_another_account_has_is_refused_on_the_connections_page() {
     );
 }
 
+/// Two renames of two accounts to one label at the same moment: the second
+/// waits for the first and finds the label taken, so the labels still tell
+/// the accounts apart. (Both are held back by a transaction that has the
+/// rows locked, and let go together.)
+#[tokio::test]
+async fn of_two_renames_to_one_label_at_once_only_one_is_made() {
+    use mcp_connect::db::connections::Renamed;
+    use sqlx::Connection;
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    store(&app, "p-2", "personal", CLIENT_ID).await;
+    let (work, personal) = (
+        connection_id(&app, "w-1").await,
+        connection_id(&app, "p-2").await,
+    );
+    let url = format!("{}/{}", crate::helpers::server_url(), app.db_name);
+    let mut holder = sqlx::PgConnection::connect(&url).await.unwrap();
+    let holder_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut holder)
+        .await
+        .unwrap();
+    let mut held = holder.begin().await.unwrap();
+    sqlx::query("SELECT id FROM connections ORDER BY id FOR UPDATE")
+        .execute(&mut *held)
+        .await
+        .unwrap();
+    let issuer = app.dev.issuer();
+    let renames = [work, personal].map(|id| {
+        let (connect, issuer) = (app.state.connect.clone(), issuer.clone());
+        tokio::spawn(async move {
+            connect
+                .rename(UserRef::new(&issuer, "alice"), id, "shared")
+                .await
+                .unwrap()
+        })
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND cardinality(pg_blocking_pids(pid)) > 0
+                AND pid <> $1",
+        )
+        .bind(holder_pid)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+        if waiting == 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the renames never waited"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    held.commit().await.unwrap();
+    let mut outcomes = Vec::new();
+    for rename in renames {
+        outcomes.push(rename.await.unwrap());
+    }
+    outcomes.sort_by_key(|o| *o != Renamed::Renamed);
+    assert_eq!(outcomes, [Renamed::Renamed, Renamed::LabelTaken]);
+    let shared = count(
+        &app,
+        "SELECT count(*) FROM connections WHERE account_label = 'shared'",
+    )
+    .await;
+    assert_eq!(shared, 1);
+}
+
 /// Two accounts may share a label (GitLab labels by user name: "alice" on
 /// gitlab.com and on an own instance). Each choice then names its account
 /// by id too, and the answer is that very account; an `account` argument
