@@ -64,11 +64,24 @@ pub(super) fn parse_keeping_fields(
         Err(_) if !success => return Err(ProviderError::Status(answer.status)),
         Err(e) => return Err(e),
     };
+    // A rate limit or a failing endpoint may say so with an error body
+    // (Slack: `{"ok":false,"error":"ratelimited"}` with 429): that is a
+    // passing answer, by its status, unless it says the grant is dead.
+    let passing = answer.status == 429 || answer.status >= 500;
+    let refused = |e: ProviderError| match e {
+        ProviderError::InvalidGrant => e,
+        _ if passing => ProviderError::Status(answer.status),
+        _ => e,
+    };
     if let Some(error) = fields.get("error").and_then(Value::as_str) {
-        return Err(oauth_error(error, fields.get("error_description"), sent));
+        return Err(refused(oauth_error(
+            error,
+            fields.get("error_description"),
+            sent,
+        )));
     }
     if answer.ok_envelope && fields.get("ok") == Some(&Value::Bool(false)) {
-        return Err(oauth_error("unknown_error", None, sent));
+        return Err(refused(oauth_error("unknown_error", None, sent)));
     }
     if !success {
         return Err(ProviderError::Status(answer.status));
@@ -278,6 +291,39 @@ mod tests {
         assert!(matches!(parse(&a, &[]), Err(ProviderError::Status(502))));
         let a = answer(200, Some("application/json"), r#"{"token_type":"bearer"}"#);
         assert!(matches!(parse(&a, &[]), Err(ProviderError::BadResponse(_))));
+    }
+
+    #[test]
+    fn an_error_body_with_a_passing_status_is_a_passing_answer() {
+        for (status, body) in [
+            (429, r#"{"ok":false,"error":"ratelimited"}"#),
+            (503, r#"{"error":"backend_error"}"#),
+            (500, r#"{"error":"invalid_client"}"#),
+        ] {
+            let mut a = answer(status, Some("application/json"), body);
+            a.ok_envelope = true;
+            let e = parse(&a, &[]).unwrap_err();
+            assert!(
+                matches!(e, ProviderError::Status(s) if s == status),
+                "{body}: {e}"
+            );
+            assert!(e.is_passing(), "{body}");
+        }
+        // A dead grant stays dead whatever the status.
+        let a = answer(
+            503,
+            Some("application/json"),
+            r#"{"error":"invalid_grant"}"#,
+        );
+        assert!(matches!(parse(&a, &[]), Err(ProviderError::InvalidGrant)));
+        // A refusal with a client error status is lasting.
+        let a = answer(
+            401,
+            Some("application/json"),
+            r#"{"error":"invalid_client"}"#,
+        );
+        let e = parse(&a, &[]).unwrap_err();
+        assert!(!e.is_passing(), "{e}");
     }
 
     #[test]
