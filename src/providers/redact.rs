@@ -88,10 +88,22 @@ fn match_at(text: &[u8], at: usize, secret: &[u8]) -> Match {
         }
         match one(&text[j..], want) {
             Some(len) => j += len,
+            // The text ends inside an escape (`%2`, `\u00`): cut there.
+            None if is_cut_escape(&text[j..]) => return Match::Cut(n),
             None => return Match::None,
         }
     }
     Match::Whole(j)
+}
+
+/// Whether `rest`, the end of the text, is the start of an escape cut
+/// short: shorter than `%XX` or `\uXXXX`.
+fn is_cut_escape(rest: &[u8]) -> bool {
+    match rest {
+        [b'%', ..] => rest.len() < 3,
+        [b'\\', ..] => rest.len() < 6 && (rest.len() == 1 || rest[1] == b'u'),
+        _ => false,
+    }
 }
 
 /// The length of the encoding of `want` at the start of `text`, if any.
@@ -135,6 +147,11 @@ mod tests {
             assert_eq!(r.text(&format!("x {form} y")), "x [redacted] y", "{form}");
         }
         assert_eq!(r.text("ends fk/ACC"), "ends [redacted]");
+        // Cut inside an escape: still the secret's start.
+        for cut in ["fk/ACCESS%2", "fk/ACCESS%", "fk/ACCESS\\u00", "fk/ACCESS\\"] {
+            assert_eq!(r.text(&format!("ends {cut}")), "ends [redacted]", "{cut}");
+        }
+        assert_eq!(r.text("fk/ACCESS%41 ab"), "fk/ACCESS%41 ab");
         assert_eq!(r.text("fk/ACCESS-2 ab"), "fk/ACCESS-2 ab");
     }
 
