@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::providers::{ProviderCatalog, test_catalog::settings_with};
+use crate::providers::{ApiRequest, Credential, ProviderCatalog, test_catalog::settings_with};
 
 fn catalog(toml: &str) -> ProviderCatalog {
     let settings = settings_with("https://connect.example.com", toml);
@@ -201,4 +201,70 @@ fn an_operators_own_key_entry_can_send_its_key_as_a_query_parameter() {
     let request = request.build().unwrap();
     assert!(request.headers().get("authorization").is_none());
     assert_eq!(keys.credential_hint(&checked.credential), "…f123");
+}
+
+/// A caller cannot set the query parameter the credential travels in, by
+/// the query or in the path, in any case: refused before anything is sent
+/// (the API base here is a closed port on this machine).
+#[tokio::test]
+async fn the_credentials_query_parameter_cannot_be_set_by_the_caller() {
+    let catalog = catalog(
+        "[providers.keys]\nkind = \"api_key\"\ndisplay_name = \"Keys\"\n\
+         docs_url = \"https://k.example/docs\"\nkey_url = \"https://k.example/keys\"\n\
+         instructions = \"Paste it.\"\nuserinfo_url = \"https://k.example/v1/me\"\n\
+         api_base_url = \"http://127.0.0.1:9/v1\"\naccount_id_from = \"credential\"\n\
+         [providers.keys.fields.key]\nlabel = \"Key\"\npattern = \"k_[a-z0-9]{8,64}\"\n\
+         send = \"query:api_key\"\n",
+    );
+    let keys = catalog.get("keys").unwrap();
+    assert_eq!(keys.credential_query_params(true), ["api_key"]);
+    let checked = keys
+        .check_credential_form(&map(&[("key", "k_abcdef123")]), &BTreeMap::new())
+        .unwrap();
+    let secret = checked.credential.to_secret();
+    let credential = Credential {
+        secret: secrecy::ExposeSecret::expose_secret(&secret),
+        refresh_token: None,
+        params: &BTreeMap::new(),
+    };
+    let query = |pairs: serde_json::Value| pairs.as_object().cloned();
+    for (path, query) in [
+        (
+            "items",
+            query(serde_json::json!({"api_key": "k_attacker1"})),
+        ),
+        (
+            "items",
+            query(serde_json::json!({"API_KEY": "k_attacker1"})),
+        ),
+        ("items?api_key=k_attacker1", None),
+    ] {
+        let request = ApiRequest {
+            method: "GET".into(),
+            path: path.into(),
+            query,
+            body: None,
+        };
+        let refused = keys
+            .api_request_as(&reqwest::Client::new(), &credential, &request)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&refused, ProviderError::RequestRefused(why) if why.contains("credential")),
+            "{path}: {refused}"
+        );
+    }
+    // Other parameters are the caller's to set; this one then fails only
+    // at the closed port.
+    let request = ApiRequest {
+        method: "GET".into(),
+        path: "items".into(),
+        query: query(serde_json::json!({"page": 2})),
+        body: None,
+    };
+    let failed = keys
+        .api_request_as(&reqwest::Client::new(), &credential, &request)
+        .await
+        .unwrap_err();
+    assert!(matches!(failed, ProviderError::Http(_)), "{failed}");
 }

@@ -205,6 +205,29 @@ pub(super) fn query_pairs(
         .collect()
 }
 
+/// The caller may not set a query parameter the credential is sent in
+/// (`api_key=…`): appended after theirs, it would be the second value, and
+/// a provider reading the first would act on a credential the caller chose.
+pub(super) fn no_credential_params(
+    url: &Url,
+    credential_params: &[&str],
+) -> Result<(), ProviderError> {
+    if credential_params.is_empty() {
+        return Ok(());
+    }
+    match url.query_pairs().find(|(name, _)| {
+        credential_params
+            .iter()
+            .any(|c| c.eq_ignore_ascii_case(name))
+    }) {
+        Some((name, _)) => Err(ProviderError::RequestRefused(format!(
+            "the query parameter `{}` carries the credential and cannot be set",
+            crate::crypto::printable_prefix_of(&name, 64)
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// A body only where the method takes one.
 pub(super) fn body_allowed(
     method: &reqwest::Method,

@@ -109,6 +109,24 @@ impl Provider {
     /// A request carrying the credential as the entry presents it (bearer,
     /// its own header, or a query parameter), with the entry's headers.
     /// Answers the URL as sent, which a query credential changes.
+    /// The query parameters a credential is sent in: the access token's
+    /// (`api_auth = "query:…"`), or a key entry's fields' (`with_fields`).
+    pub(super) fn credential_query_params(&self, with_fields: bool) -> Vec<String> {
+        let query = |auth: Option<ApiAuth>| match auth {
+            Some(ApiAuth::Query(name)) => Some(name),
+            _ => None,
+        };
+        if !with_fields {
+            return query(Some(self.quirks.api_auth.clone()))
+                .into_iter()
+                .collect();
+        }
+        self.field_specs
+            .iter()
+            .filter_map(|(_, spec)| query(spec.send.as_deref().and_then(ApiAuth::parse)))
+            .collect()
+    }
+
     pub(super) fn authorized(
         &self,
         http: &reqwest::Client,
