@@ -122,8 +122,8 @@ impl Provider {
                 .collect();
         }
         self.field_specs
-            .iter()
-            .filter_map(|(_, spec)| query(spec.send.as_deref().and_then(ApiAuth::parse)))
+            .values()
+            .filter_map(|spec| query(spec.send.as_deref().and_then(ApiAuth::parse)))
             .collect()
     }
 
