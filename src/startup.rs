@@ -120,6 +120,7 @@ impl Application {
         settings.validate_for_serving()?;
         // Refused, like the settings, before anything is touched.
         let webhooks = crate::webhooks::Endpoints::from_settings(&settings.webhooks)?;
+        refuse_unusable(&settings)?;
         let options = db::connect_options(&settings.database_url)?;
         db::wait::prepare_database(
             &options,
@@ -182,6 +183,17 @@ impl Application {
 
 /// How often each instance offers to sweep expired rows.
 const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// What [`build_state`] would refuse — the keys, the provider entries, the
+/// client names — found before the database is created, waited for or
+/// migrated: a provider's missing secret is the message, not a database
+/// that happened to be down as well.
+pub fn refuse_unusable(settings: &Settings) -> Result<(), StartupError> {
+    KeyRing::from_entries(settings.keys.iter().map(|k| k.expose_secret()))?;
+    ProviderCatalog::from_settings(settings)?;
+    crate::connect::clients::ClientNames::new(settings)?;
+    Ok(())
+}
 
 /// The application's state from settings and a migrated pool. Starts
 /// nothing in the background.

@@ -12,6 +12,7 @@ use std::{
 use actix_web::{HttpResponse, web};
 use mcp_connect::{config::Settings, startup::Application};
 use serde_json::json;
+use sqlx::Connection;
 
 use crate::helpers::{TestApp, spawn_app_with};
 
@@ -66,6 +67,46 @@ async fn serve_refuses_a_webhook_endpoint_inside_the_network_unless_allowed() {
         err.contains("webhooks.endpoints.ops.url") && err.contains("allow_private_network"),
         "{err}"
     );
+}
+
+/// A provider entry that cannot work (its secret forgotten) is the error,
+/// found before the database is created or migrated.
+#[tokio::test]
+async fn serve_refuses_a_provider_without_its_secret_before_touching_the_database() {
+    let database = format!("never_created_{}", uuid::Uuid::new_v4().simple());
+    let table: toml::Table = format!(
+        r#"
+        public_url = "https://connect.example.com"
+        database_url = "{}/{database}"
+        keys = ["k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="]
+        [auth]
+        issuer = "https://idp.example.com"
+        web_client_id = "web"
+        [providers.github]
+        client_id = "a"
+        "#,
+        crate::helpers::server_url()
+    )
+    .parse()
+    .unwrap();
+    let settings = Settings::from_sources(None, Vec::new(), table).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let err = match Application::build_with_listener(settings, listener, None).await {
+        Ok(_) => panic!("started without a client secret"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("client_secret"), "{err}");
+    let mut admin =
+        sqlx::PgConnection::connect(&format!("{}/postgres", crate::helpers::server_url()))
+            .await
+            .unwrap();
+    let created: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(&database)
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+    assert!(!created, "the database was created before the refusal");
 }
 
 #[tokio::test]
