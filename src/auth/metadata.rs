@@ -20,35 +20,15 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route(
             &format!("{WELL_KNOWN}/mcp"),
             web::get().to(protected_resource_metadata),
-        )
-        .route(
-            &format!("{WELL_KNOWN}/{{prefix:.+}}/mcp"),
-            web::get().to(prefixed_metadata),
         );
-}
-
-/// The document at the URL [`resource_metadata_url`] gives when the public
-/// URL has a path (`https://example.com/connect/` → `…/connect/mcp`); any
-/// other prefix is not this resource's.
-async fn prefixed_metadata(
-    settings: web::Data<Settings>,
-    prefix: web::Path<String>,
-) -> HttpResponse {
-    let base_path = settings.public_url.path().trim_matches('/');
-    if !base_path.is_empty() && prefix.as_str() == base_path {
-        protected_resource_metadata(settings).await
-    } else {
-        HttpResponse::NotFound().finish()
-    }
 }
 
 /// The metadata URL for `resource_metadata` in `WWW-Authenticate`: RFC 9728
 /// §3.1 inserts the well-known segment between the host and the resource's
-/// path.
+/// path (`public_url` is a site's root: see `config::validate`).
 pub fn resource_metadata_url(settings: &Settings) -> String {
     let mut url = settings.public_url.clone();
-    let base_path = url.path().trim_end_matches('/').to_owned();
-    url.set_path(&format!("{WELL_KNOWN}{base_path}/mcp"));
+    url.set_path(&format!("{WELL_KNOWN}/mcp"));
     url.to_string()
 }
 
@@ -114,11 +94,6 @@ mod tests {
             resource_metadata_url(&settings(&[])),
             "https://connect.example.com/.well-known/oauth-protected-resource/mcp"
         );
-        let prefixed = settings(&[("MCP_CONNECT_PUBLIC_URL", "https://example.com/connect/")]);
-        assert_eq!(
-            resource_metadata_url(&prefixed),
-            "https://example.com/.well-known/oauth-protected-resource/connect/mcp"
-        );
     }
 
     #[actix_web::test]
@@ -162,29 +137,6 @@ mod tests {
                 .to_request();
             assert_eq!(actix_test::call_service(&app, missing).await.status(), 404);
         }
-    }
-
-    #[actix_web::test]
-    async fn a_public_url_with_a_path_is_served_at_the_url_it_advertises() {
-        let settings = settings(&[("MCP_CONNECT_PUBLIC_URL", "https://example.com/connect/")]);
-        let advertised = url::Url::parse(&resource_metadata_url(&settings)).unwrap();
-        let app = actix_test::init_service(
-            App::new()
-                .app_data(web::Data::new(settings))
-                .configure(configure),
-        )
-        .await;
-        let found = actix_test::TestRequest::get()
-            .uri(advertised.path())
-            .to_request();
-        let response = actix_test::call_service(&app, found).await;
-        assert_eq!(response.status(), 200);
-        let body: Value = actix_test::read_body_json(response).await;
-        assert_eq!(body["resource"], "https://example.com/connect/mcp");
-        let other = actix_test::TestRequest::get()
-            .uri(&format!("{WELL_KNOWN}/elsewhere/mcp"))
-            .to_request();
-        assert_eq!(actix_test::call_service(&app, other).await.status(), 404);
     }
 
     #[test]

@@ -26,6 +26,14 @@ impl Settings {
                 "must not carry a query or fragment".into(),
             ));
         }
+        if self.public_url.path() != "/" {
+            // The pages, their redirects and forms, `/static` and the
+            // `__Host-` cookies (which must have `Path=/`) live at the root.
+            return Err(invalid(
+                "public_url",
+                "must be a site's root, without a path: give the service a host of its own".into(),
+            ));
+        }
         if self.public_url.scheme() == "http" && !is_loopback(&self.public_url) {
             // Without TLS, cookies cannot be `Secure` or `__Host-`: anyone on
             // the path could read a session or plant one (login CSRF).

@@ -29,6 +29,30 @@ fn insecure_http_with_an_https_public_url_is_refused() {
 }
 
 #[test]
+fn a_public_url_with_a_path_is_refused_and_the_root_with_or_without_slash_is_not() {
+    for prefixed in [
+        "https://example.com/connect/",
+        "https://example.com/connect",
+    ] {
+        let err = error_with(&[("MCP_CONNECT_PUBLIC_URL", prefixed)]);
+        assert!(
+            err.contains("public_url") && err.contains("without a path"),
+            "{prefixed}: {err}"
+        );
+    }
+    for root in [
+        "https://connect.example.com",
+        "https://connect.example.com/",
+    ] {
+        assert_eq!(
+            error_with(&[("MCP_CONNECT_PUBLIC_URL", root)]),
+            "",
+            "{root}"
+        );
+    }
+}
+
+#[test]
 fn plain_http_identity_urls_are_refused_off_loopback() {
     for (var, value, key) in [
         (
