@@ -198,10 +198,38 @@ pub(super) fn deserialize<T: serde::de::DeserializeOwned>(
             };
         }
         ConfigError::Invalid {
+            message: without_the_value(&key, inner),
             key,
-            message: inner,
         }
     })
+}
+
+/// The last parts of the names of settings whose value is a secret or may
+/// carry one (a webhook receiver's URL often holds its token).
+const SECRET_SETTINGS: &[&str] = &[
+    "secret",
+    "client_secret",
+    "keys",
+    "metrics_token",
+    "database_url",
+    "password",
+    "url",
+];
+
+/// serde's message for a value it refused, without the value where the
+/// setting is a secret: "invalid type: integer `123…`, expected a string"
+/// keeps only what was expected.
+fn without_the_value(key: &str, message: String) -> String {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    let last = last.split('[').next().unwrap_or(last);
+    if !SECRET_SETTINGS.contains(&last) {
+        return message;
+    }
+    match message.split_once(", expected ") {
+        Some((_, expected)) => format!("not a valid value (expected {expected})"),
+        None if last == "url" => "not a valid URL".to_owned(),
+        None => "not a valid value".to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -209,6 +237,42 @@ mod tests {
     use secrecy::ExposeSecret;
 
     use super::*;
+
+    #[test]
+    fn a_refused_secret_value_is_not_repeated() {
+        const SECRET: &str = "98765432123456789";
+        let cases = [
+            (
+                format!("[auth.introspection]\nclient_id = \"c\"\nclient_secret = {SECRET}\n"),
+                "auth.introspection.client_secret",
+            ),
+            (
+                format!(
+                    "[webhooks.endpoints.ops]\nurl = \"https://h.example.com:99999/T/{SECRET}\"\n"
+                ),
+                "webhooks.endpoints.ops.url",
+            ),
+        ];
+        for (toml_text, key) in cases {
+            let table: toml::Table = toml_text.parse().unwrap();
+            let err = Settings::from_sources(None, crate::config::test_support::minimal(), table)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains(key), "{key}: {err}");
+            assert!(!err.contains(SECRET), "{key}: {err}");
+        }
+        // Other settings keep serde's whole message.
+        let table: toml::Table = "max_body_bytes = \"lots\"".parse().unwrap();
+        let err = Settings::from_sources(None, crate::config::test_support::minimal(), table)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("lots") || err.contains("max_body_bytes"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn a_syntax_error_names_its_line_but_never_repeats_it() {
