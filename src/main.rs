@@ -244,7 +244,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         );
                     }
                 }
-                None => println!("another instance is sweeping right now; nothing done"),
+                // A script or a maintenance window must not read this as done.
+                None => anyhow::bail!(
+                    "another instance is sweeping right now; nothing was deleted: run purge again when it is done"
+                ),
             }
             Ok(())
         }

@@ -108,6 +108,33 @@ async fn purge_without_pauses_takes_a_backlog_beyond_one_sweeps_share() {
     assert!(!stdout.contains("may be left"), "{stdout}");
 }
 
+/// While another instance sweeps, `purge` deletes nothing and says so
+/// with a failing exit status: a script must not take it for done.
+#[tokio::test]
+async fn purge_fails_while_another_instance_sweeps() {
+    let app = retention_app(30).await;
+    fill(&app, 10, 45, 0).await;
+    let options = mcp_connect::db::connect_options(
+        &format!("{}/{}", crate::helpers::server_url(), app.db_name).into(),
+    )
+    .unwrap();
+    let held = mcp_connect::sweeper::hold_off(options).await.unwrap();
+    let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
+    let output = app
+        .operator_command(&key)
+        .arg("purge")
+        .env("MCP_CONNECT_AUDIT__RETENTION_DAYS", "30")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("another instance is sweeping"), "{stderr}");
+    assert_eq!(counts(&app).await, (10, 0), "nothing deleted");
+    held.release().await.unwrap();
+    let stdout = purge(&app, &[]).await;
+    assert!(stdout.contains("deleted 10 "), "{stdout}");
+}
+
 #[tokio::test]
 async fn the_default_retention_is_ninety_days() {
     let app = spawn_app_with(|_| {}).await;
