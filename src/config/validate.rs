@@ -26,6 +26,40 @@ impl Settings {
                 "must not carry a query or fragment".into(),
             ));
         }
+        for origin in &self.allowed_origins {
+            // Compared as the browser sends `Origin`: scheme, host and a port
+            // other than the scheme's own, nothing else.
+            let written = url::Url::parse(origin)
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+                .map(|u| u.origin().ascii_serialization());
+            match written {
+                Some(o) if o == *origin => {}
+                Some(o) => {
+                    return Err(invalid(
+                        "allowed_origins",
+                        format!("`{origin}` is not an origin as browsers send it; write `{o}`"),
+                    ));
+                }
+                None => {
+                    return Err(invalid(
+                        "allowed_origins",
+                        format!("`{origin}` is not an http(s) origin (scheme://host[:port])"),
+                    ));
+                }
+            }
+        }
+        for host in &self.allowed_hosts {
+            if host.is_empty()
+                || host.contains(['/', '@', '?', '#'])
+                || host.contains(char::is_whitespace)
+            {
+                return Err(invalid(
+                    "allowed_hosts",
+                    format!("`{host}` is not a Host value (host or host:port, no scheme or path)"),
+                ));
+            }
+        }
         if self.public_url.path() != "/" {
             // The pages, their redirects and forms, `/static` and the
             // `__Host-` cookies (which must have `Path=/`) live at the root.

@@ -53,6 +53,52 @@ fn a_public_url_with_a_path_is_refused_and_the_root_with_or_without_slash_is_not
 }
 
 #[test]
+fn allowed_origins_and_hosts_are_written_as_browsers_send_them() {
+    for (origin, hint) in [
+        (
+            "https://app.example.com/",
+            "write `https://app.example.com`",
+        ),
+        (
+            "https://app.example.com:443",
+            "write `https://app.example.com`",
+        ),
+        ("https://APP.example.com", "write `https://app.example.com`"),
+        (
+            "https://app.example.com/path",
+            "write `https://app.example.com`",
+        ),
+        ("app.example.com", "not an http(s) origin"),
+        ("ftp://app.example.com", "not an http(s) origin"),
+    ] {
+        let err = error_with(&[("MCP_CONNECT_ALLOWED_ORIGINS", origin)]);
+        assert!(
+            err.contains("allowed_origins") && err.contains(hint),
+            "{origin}: {err}"
+        );
+    }
+    for host in [
+        "https://c.example.com",
+        "c.example.com/mcp",
+        "user@c.example.com",
+    ] {
+        let err = error_with(&[("MCP_CONNECT_ALLOWED_HOSTS", host)]);
+        assert!(err.contains("allowed_hosts"), "{host}: {err}");
+    }
+    let fine = error_with(&[
+        (
+            "MCP_CONNECT_ALLOWED_ORIGINS",
+            "https://app.example.com, http://127.0.0.1:8080",
+        ),
+        (
+            "MCP_CONNECT_ALLOWED_HOSTS",
+            "c.example.com, c.example.com:8443, [::1]:80",
+        ),
+    ]);
+    assert_eq!(fine, "");
+}
+
+#[test]
 fn plain_http_identity_urls_are_refused_off_loopback() {
     for (var, value, key) in [
         (
