@@ -29,6 +29,11 @@ pub enum StartupError {
     Keys(#[from] crate::crypto::CryptoError),
     #[error("cannot listen: {0}")]
     Io(#[from] std::io::Error),
+    #[error("cannot listen on {address} (the `bind` setting, MCP_CONNECT_BIND): {source}")]
+    Bind {
+        address: std::net::SocketAddr,
+        source: std::io::Error,
+    },
     #[error("cannot build the HTTP client: {0}")]
     Http(#[from] reqwest::Error),
     #[error(transparent)]
@@ -131,7 +136,12 @@ impl Application {
         .await?;
         let listener = match bind {
             Bind::Bound(listener) => listener,
-            Bind::WhenReady => TcpListener::bind(settings.bind)?,
+            Bind::WhenReady => {
+                TcpListener::bind(settings.bind).map_err(|source| StartupError::Bind {
+                    address: settings.bind,
+                    source,
+                })?
+            }
         };
         let options = db::faults::with_timeouts(options, &settings.database);
         let (pooled, _) = db::split_connections(settings.database_max_connections);

@@ -109,6 +109,29 @@ async fn serve_refuses_a_provider_without_its_secret_before_touching_the_databas
     assert!(!created, "the database was created before the refusal");
 }
 
+/// A port someone else listens on is named with the setting that chose it.
+#[tokio::test]
+async fn a_busy_port_is_named_with_its_setting() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap();
+    let db_name = format!("mcp_connect_test_{}", uuid::Uuid::new_v4().simple());
+    let prepared = crate::helpers::prepare(&crate::helpers::server_url(), &db_name, None, |t| {
+        t.insert("bind".into(), address.to_string().into());
+    })
+    .await;
+    let err = match Application::build(prepared.settings).await {
+        Ok(_) => panic!("listened on a port that was taken"),
+        Err(e) => e.to_string(),
+    };
+    crate::helpers::drop_database(&db_name).await;
+    assert!(
+        err.contains(&address.to_string())
+            && err.contains("`bind`")
+            && err.contains("MCP_CONNECT_BIND"),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn readyz_waits_for_the_issuers_metadata() {
     // Nothing listens on port 9 of loopback: the issuer cannot be reached.
