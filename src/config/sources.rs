@@ -209,6 +209,7 @@ pub(super) fn deserialize<T: serde::de::DeserializeOwned>(
 const SECRET_SETTINGS: &[&str] = &[
     "secret",
     "client_secret",
+    "web_client_secret",
     "keys",
     "metrics_token",
     "database_url",
@@ -245,6 +246,10 @@ mod tests {
             (
                 format!("[auth.introspection]\nclient_id = \"c\"\nclient_secret = {SECRET}\n"),
                 "auth.introspection.client_secret",
+            ),
+            (
+                format!("[auth]\nweb_client_secret = {SECRET}\n"),
+                "auth.web_client_secret",
             ),
             (
                 format!(

@@ -27,6 +27,17 @@ impl Settings {
             ));
         }
         for origin in &self.allowed_origins {
+            // `null` is what a sandboxed page or a file sends, compared as
+            // it is (allowing it is the operator's choice).
+            if origin == "null" {
+                continue;
+            }
+            if origin.ends_with(":*") {
+                return Err(invalid(
+                    "allowed_origins",
+                    format!("`{origin}`: a port wildcard is not supported; list each origin"),
+                ));
+            }
             // Compared as the browser sends `Origin`: scheme, host and a port
             // other than the scheme's own, nothing else.
             let written = url::Url::parse(origin)

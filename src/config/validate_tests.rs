@@ -70,6 +70,7 @@ fn allowed_origins_and_hosts_are_written_as_browsers_send_them() {
         ),
         ("app.example.com", "not an http(s) origin"),
         ("ftp://app.example.com", "not an http(s) origin"),
+        ("http://localhost:*", "port wildcard"),
     ] {
         let err = error_with(&[("MCP_CONNECT_ALLOWED_ORIGINS", origin)]);
         assert!(
@@ -88,7 +89,7 @@ fn allowed_origins_and_hosts_are_written_as_browsers_send_them() {
     let fine = error_with(&[
         (
             "MCP_CONNECT_ALLOWED_ORIGINS",
-            "https://app.example.com, http://127.0.0.1:8080",
+            "https://app.example.com, http://127.0.0.1:8080, null",
         ),
         (
             "MCP_CONNECT_ALLOWED_HOSTS",

@@ -54,7 +54,11 @@ impl ConnectionService {
         id: Uuid,
         label: &str,
     ) -> Result<Renamed, sqlx::Error> {
-        db::connections::set_label(&self.db, user, id, label).await
+        let mut tx = self.db.begin().await?;
+        db::connections::lock_labels(&mut *tx, user, id).await?;
+        let renamed = db::connections::set_label(&mut *tx, user, id, label).await?;
+        tx.commit().await?;
+        Ok(renamed)
     }
 
     /// [`Self::disconnect`] for one account among several (`None`: the

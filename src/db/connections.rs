@@ -222,12 +222,33 @@ pub enum Renamed {
     LabelTaken,
 }
 
+/// Takes, until the transaction ends, the lock under which the labels of
+/// the user's accounts at the provider of connection `id` change: of two
+/// renames of two accounts to one label at the same time, the second waits
+/// for the first and, its next statement seeing the first's label, finds
+/// it taken. An advisory lock, not the rows': a refresh holds an account's
+/// row while it waits for the provider, and a rename of another account
+/// must not wait for that.
+pub async fn lock_labels(
+    exec: impl PgExecutor<'_>,
+    user: UserRef<'_>,
+    id: Uuid,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock(hashtextextended(issuer || chr(31) || subject || chr(31) || provider, 1))
+           FROM connections WHERE id = $1 AND issuer = $2 AND subject = $3",
+        id,
+        user.issuer(),
+        user.subject(),
+    )
+    .fetch_optional(exec)
+    .await?;
+    Ok(())
+}
+
 /// Renames one of the user's connections, unless another of their
 /// accounts at the same provider already has `label` (labels tell them
-/// apart). The user's accounts at that provider are locked first, in one
-/// order, and the check reads their labels as locked: of two renames of
-/// two accounts to one label at the same time, the second waits for the
-/// first and then finds the label taken.
+/// apart). Run after [`lock_labels`], in its transaction.
 pub async fn set_label(
     exec: impl PgExecutor<'_>,
     user: UserRef<'_>,
@@ -237,15 +258,10 @@ pub async fn set_label(
     let done = sqlx::query!(
         r#"WITH target AS (
                SELECT id, provider FROM connections WHERE id = $1 AND issuer = $2 AND subject = $3
-           ), siblings AS (
-               SELECT c.id, c.account_id, c.account_label
-                 FROM connections c JOIN target t ON c.provider = t.provider
-                WHERE c.issuer = $2 AND c.subject = $3
-                ORDER BY c.id
-                  FOR UPDATE OF c
            ), taken AS (
-               SELECT 1 FROM siblings s
-                WHERE s.id <> $1 AND s.account_id <> '' AND s.account_label = $4
+               SELECT 1 FROM connections c JOIN target t ON c.provider = t.provider
+               WHERE c.issuer = $2 AND c.subject = $3 AND c.id <> t.id
+                 AND c.account_id <> '' AND c.account_label = $4
            ), renamed AS (
                UPDATE connections SET account_label = $4, label_edited = true, updated_at = now()
                WHERE id IN (SELECT id FROM target) AND NOT EXISTS (SELECT 1 FROM taken)

@@ -552,6 +552,27 @@ async fn of_two_renames_to_one_label_at_once_only_one_is_made() {
         connection_id(&app, "p-2").await,
     );
     let url = format!("{}/{}", crate::helpers::server_url(), app.db_name);
+    let issuer = app.dev.issuer();
+    // A refresh holds its account's row while it waits for the provider:
+    // renaming another account does not wait for it.
+    let mut refreshing = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut refresh = refreshing.begin().await.unwrap();
+    sqlx::query("SELECT id FROM connections WHERE id = $1 FOR UPDATE")
+        .bind(work)
+        .execute(&mut *refresh)
+        .await
+        .unwrap();
+    let alone = tokio::time::timeout(
+        Duration::from_secs(2),
+        app.state
+            .connect
+            .rename(UserRef::new(&issuer, "alice"), personal, "home"),
+    )
+    .await
+    .expect("the rename waited for another account's row")
+    .unwrap();
+    assert_eq!(alone, Renamed::Renamed);
+    refresh.rollback().await.unwrap();
     let mut holder = sqlx::PgConnection::connect(&url).await.unwrap();
     let holder_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
         .fetch_one(&mut holder)
@@ -562,7 +583,6 @@ async fn of_two_renames_to_one_label_at_once_only_one_is_made() {
         .execute(&mut *held)
         .await
         .unwrap();
-    let issuer = app.dev.issuer();
     let renames = [work, personal].map(|id| {
         let (connect, issuer) = (app.state.connect.clone(), issuer.clone());
         tokio::spawn(async move {
