@@ -16,7 +16,11 @@ where
     D: Deserializer<'de>,
     T: Deserialize<'de> + std::str::FromStr,
 {
-    match StrOr::<T>::deserialize(d)? {
+    // An untagged enum's own failure says only that no variant matched: a
+    // negative number for an unsigned setting, a float, a table.
+    let value = StrOr::<T>::deserialize(d)
+        .map_err(|_| D::Error::custom("expected a whole number in the setting's range"))?;
+    match value {
         StrOr::Native(n) => Ok(n),
         StrOr::Str(s) => s
             .trim()
@@ -26,7 +30,9 @@ where
 }
 
 pub fn boolean<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    match StrOr::<bool>::deserialize(d)? {
+    let value =
+        StrOr::<bool>::deserialize(d).map_err(|_| D::Error::custom("expected true or false"))?;
+    match value {
         StrOr::Native(b) => Ok(b),
         StrOr::Str(s) => match s.trim().to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" => Ok(true),
@@ -44,7 +50,10 @@ pub fn opt_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Erro
 
 /// A list: a TOML array, or a comma-separated string.
 pub fn list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    Ok(match StrOr::<Vec<String>>::deserialize(d)? {
+    let value = StrOr::<Vec<String>>::deserialize(d).map_err(|_| {
+        D::Error::custom("expected a list: an array of strings, or a comma-separated string")
+    })?;
+    Ok(match value {
         StrOr::Native(v) => v,
         StrOr::Str(s) => parse_list(&s),
     })

@@ -280,6 +280,27 @@ mod tests {
     }
 
     #[test]
+    fn a_value_of_the_wrong_kind_says_what_was_expected() {
+        for (toml_text, key, expected) in [
+            ("max_body_bytes = -1", "max_body_bytes", "whole number"),
+            ("max_body_bytes = 1.5", "max_body_bytes", "whole number"),
+            ("insecure_http = 3", "insecure_http", "true or false"),
+            ("allowed_hosts = 5", "allowed_hosts", "a list"),
+        ] {
+            let table: toml::Table = toml_text.parse().unwrap();
+            let err = Settings::from_sources(None, crate::config::test_support::minimal(), table)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                err.contains(key) && err.contains(expected),
+                "{toml_text}: {err}"
+            );
+            assert!(!err.contains("variant"), "{toml_text}: {err}");
+        }
+    }
+
+    #[test]
     fn a_syntax_error_names_its_line_but_never_repeats_it() {
         const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
         let dir = std::env::temp_dir().join(format!("mcp-connect-toml-{}", uuid::Uuid::new_v4()));
