@@ -64,7 +64,11 @@ pub fn connect_options(url: &SecretString) -> Result<PgConnectOptions, DbSetupEr
         .map(|o| o.log_statements(tracing::log::LevelFilter::Trace))
         .map_err(DbSetupError::BadUrl)?;
     Ok(
-        match login_user_for(url.expose_secret(), |v| std::env::var(v).ok()) {
+        match login_user_for(
+            url.expose_secret(),
+            |v| std::env::var(v).ok(),
+            os_login_name,
+        ) {
             Some(user) => options.username(&user),
             None => options,
         },
@@ -72,11 +76,15 @@ pub fn connect_options(url: &SecretString) -> Result<PgConnectOptions, DbSetupEr
 }
 
 /// The role to connect as when the URL names none and `PGUSER` is unset:
-/// the login name from `USER` or `LOGNAME`, as `psql` would use. sqlx 0.9
-/// asks the OS instead and, where that has no answer (some containers and
-/// sandboxes), connects as "anonymous", so `postgres://localhost/db` failed
-/// where `psql` works.
-fn login_user_for(url: &str, env: impl Fn(&str) -> Option<String>) -> Option<String> {
+/// the login name from `USER` or `LOGNAME`, or else the account this
+/// process runs as (`os_name`), as `psql` would use. sqlx 0.9 is built
+/// here without asking the OS and connects as "anonymous", so
+/// `postgres://localhost/db` failed where `psql` works.
+fn login_user_for(
+    url: &str,
+    env: impl Fn(&str) -> Option<String>,
+    os_name: impl FnOnce() -> Option<String>,
+) -> Option<String> {
     let names_user = url::Url::parse(url).is_ok_and(|u| !u.username().is_empty());
     if names_user || env("PGUSER").is_some() {
         return None;
@@ -85,6 +93,28 @@ fn login_user_for(url: &str, env: impl Fn(&str) -> Option<String>) -> Option<Str
         .into_iter()
         .filter_map(&env)
         .find(|name| !name.is_empty())
+        .or_else(os_name)
+}
+
+/// The name of the account this process runs as, from `/etc/passwd`
+/// (Linux: the owner of `/proc/self`), for shells and containers that set
+/// neither `USER` nor `LOGNAME`; `None` where that cannot be read.
+fn os_login_name() -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").ok()?.uid();
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    account_of(&passwd, uid)
+}
+
+/// The name `passwd` (the `/etc/passwd` format) gives `uid`.
+fn account_of(passwd: &str, uid: u32) -> Option<String> {
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let _password = fields.next()?;
+        let found = fields.next()?.parse::<u32>().ok()? == uid;
+        (found && !name.is_empty()).then(|| name.to_owned())
+    })
 }
 
 /// A lazily connecting pool: the service starts (and `/readyz` reports) even
@@ -217,7 +247,11 @@ pub async fn migrations_applied(pool: &PgPool) -> Result<bool, sqlx::Error> {
 
 #[cfg(test)]
 mod login_user_tests {
-    use super::login_user_for;
+    use super::{account_of, login_user_for};
+
+    fn no_os_name() -> Option<String> {
+        None
+    }
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |name| {
@@ -231,26 +265,47 @@ mod login_user_tests {
     fn a_url_without_a_user_connects_as_the_login_name() {
         let url = "postgres://localhost/mcp_connect_dev";
         assert_eq!(
-            login_user_for(url, env(&[("USER", "ann")])).as_deref(),
+            login_user_for(url, env(&[("USER", "ann")]), no_os_name).as_deref(),
             Some("ann")
         );
         assert_eq!(
-            login_user_for(url, env(&[("USER", ""), ("LOGNAME", "bo")])).as_deref(),
+            login_user_for(url, env(&[("USER", ""), ("LOGNAME", "bo")]), no_os_name).as_deref(),
             Some("bo")
         );
-        assert_eq!(login_user_for(url, env(&[])), None);
+        assert_eq!(login_user_for(url, env(&[]), no_os_name), None);
+        // Neither set: the account the process runs as.
+        let os = || Some("svc".to_owned());
+        assert_eq!(login_user_for(url, env(&[]), os).as_deref(), Some("svc"));
+        assert_eq!(
+            login_user_for(url, env(&[("USER", "ann")]), os).as_deref(),
+            Some("ann")
+        );
+    }
+
+    #[test]
+    fn the_account_is_read_from_passwd_by_uid() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n\
+                      broken line\n\
+                      ann:x:1000:1000:Ann,,,:/home/ann:/bin/sh\n";
+        assert_eq!(account_of(passwd, 1000).as_deref(), Some("ann"));
+        assert_eq!(account_of(passwd, 0).as_deref(), Some("root"));
+        assert_eq!(account_of(passwd, 4242), None);
+        // This process's own account, where Linux shows it.
+        if std::path::Path::new("/proc/self").exists() {
+            assert!(super::os_login_name().is_some_and(|n| !n.is_empty()));
+        }
     }
 
     #[test]
     fn a_user_in_the_url_or_pguser_wins() {
         let vars = [("USER", "ann")];
         assert_eq!(
-            login_user_for("postgres://root@localhost/db", env(&vars)),
+            login_user_for("postgres://root@localhost/db", env(&vars), no_os_name),
             None
         );
         let with_pguser = [("USER", "ann"), ("PGUSER", "postgres")];
         assert_eq!(
-            login_user_for("postgres://localhost/db", env(&with_pguser)),
+            login_user_for("postgres://localhost/db", env(&with_pguser), no_os_name),
             None
         );
     }
