@@ -85,9 +85,7 @@ impl Provider {
         if !query.is_empty() {
             url.query_pairs_mut().extend_pairs(&query);
         }
-        let credential_params = self.credential_query_params(fields.is_some());
-        let credential_params: Vec<&str> = credential_params.iter().map(String::as_str).collect();
-        guard::no_credential_params(&url, &credential_params)?;
+        guard::no_credential_params(&url, &self.credential_query_params(fields.is_some()))?;
         let (request, url) = match &fields {
             Some(fields) => self.presented(http, method.clone(), url, fields),
             None => self.authorized(http, method.clone(), url, access_token),

@@ -210,7 +210,7 @@ pub(super) fn query_pairs(
 /// a provider reading the first would act on a credential the caller chose.
 pub(super) fn no_credential_params(
     url: &Url,
-    credential_params: &[&str],
+    credential_params: &[String],
 ) -> Result<(), ProviderError> {
     if credential_params.is_empty() {
         return Ok(());

@@ -574,10 +574,6 @@ async fn of_two_renames_to_one_label_at_once_only_one_is_made() {
     assert_eq!(alone, Renamed::Renamed);
     refresh.rollback().await.unwrap();
     let mut holder = sqlx::PgConnection::connect(&url).await.unwrap();
-    let holder_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(&mut holder)
-        .await
-        .unwrap();
     let mut held = holder.begin().await.unwrap();
     sqlx::query("SELECT id FROM connections ORDER BY id FOR UPDATE")
         .execute(&mut *held)
@@ -592,26 +588,7 @@ async fn of_two_renames_to_one_label_at_once_only_one_is_made() {
                 .unwrap()
         })
     });
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND cardinality(pg_blocking_pids(pid)) > 0
-                AND pid <> $1",
-        )
-        .bind(holder_pid)
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
-        if waiting == 2 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the renames never waited"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    crate::helpers::until_blocked(&app, 2).await;
     held.commit().await.unwrap();
     let mut outcomes = Vec::new();
     for rename in renames {

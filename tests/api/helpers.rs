@@ -552,3 +552,26 @@ pub async fn count(app: &TestApp, sql: &str) -> i64 {
         .await
         .unwrap()
 }
+
+/// Waits (at most 10 s) until at least `waiting` backends of `app`'s
+/// database wait for a lock another one holds.
+pub async fn until_blocked(app: &TestApp, waiting: i64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let blocked: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND cardinality(pg_blocking_pids(pid)) > 0",
+        )
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+        if blocked >= waiting {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing waited for the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -167,26 +167,6 @@ async fn a_hold_off_keeps_every_sweep_away_until_it_is_closed() {
     assert_eq!(swept, Some(10), "sweeps resume once the hold is closed");
 }
 
-/// Waits until a statement is blocked by the backend `holder`.
-async fn until_blocked_by(app: &TestApp, holder: i32) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND pg_blocking_pids(pid) @> ARRAY[$1]",
-        )
-        .bind(holder)
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
-        if waiting > 0 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the delete never waited");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_ticket_renewed_while_its_batch_waited_for_it_is_kept() {
     use sqlx::Connection;
@@ -199,10 +179,6 @@ async fn a_ticket_renewed_while_its_batch_waited_for_it_is_kept() {
     // the batch deleted it; see `db::expiry::delete_batch`.)
     let url = format!("{}/{}", server_url(), app.db_name);
     let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
-    let holder: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(&mut other)
-        .await
-        .unwrap();
     let mut renewal = other.begin().await.unwrap();
     sqlx::query("UPDATE connect_tickets SET expires_at = now() + interval '1 hour' WHERE id = $1")
         .bind(renewed)
@@ -220,7 +196,7 @@ async fn a_ticket_renewed_while_its_batch_waited_for_it_is_kept() {
         )
         .await
     });
-    until_blocked_by(&app, holder).await;
+    crate::helpers::until_blocked(&app, 1).await;
     renewal.commit().await.unwrap();
 
     let deleted = batch.await.unwrap().unwrap();
