@@ -263,7 +263,8 @@ pub async fn set_label(
                WHERE c.issuer = $2 AND c.subject = $3 AND c.id <> t.id
                  AND c.account_id <> '' AND c.account_label = $4
            ), renamed AS (
-               UPDATE connections SET account_label = $4, label_edited = true, updated_at = now()
+               UPDATE connections SET account_label = $4, label_edited = true, updated_at = now(),
+                   tokens_stored_at = COALESCE(tokens_stored_at, updated_at)
                WHERE id IN (SELECT id FROM target) AND NOT EXISTS (SELECT 1 FROM taken)
                RETURNING id
            )
@@ -284,6 +285,11 @@ pub async fn set_label(
 }
 
 /// The same row, locked until the transaction ends: one refresh at a time.
+/// `NO KEY UPDATE`, not `UPDATE`: a refresh holds the lock while the
+/// provider answers, and the stronger lock would also hold up every row
+/// that references this one being written (a client's grant, an approval
+/// ticket), whose foreign-key check takes a share of the key. (A
+/// disconnect's `DELETE` still takes the full lock when it runs.)
 pub async fn find_for_update(
     exec: impl PgExecutor<'_>,
     id: Uuid,
@@ -293,7 +299,7 @@ pub async fn find_for_update(
         r#"SELECT id, issuer, subject, provider AS "provider: ProviderName", account_id, account_label, scopes, access_token,
                   refresh_token, key_id, access_token_expires_at, status AS "status: ConnectionStatus",
                   last_used_at, COALESCE(tokens_stored_at, updated_at) AS "tokens_stored_at!", params AS "params: sqlx::types::Json<super::params::Params>"
-           FROM connections WHERE id = $1 FOR UPDATE"#,
+           FROM connections WHERE id = $1 FOR NO KEY UPDATE"#,
         id,
     )
     .fetch_optional(exec)
@@ -313,7 +319,8 @@ pub async fn adopt_unscoped(
     scope: &super::params::Params,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
-        "UPDATE connections SET account_id = $5, updated_at = now()
+        "UPDATE connections SET account_id = $5, updated_at = now(),
+             tokens_stored_at = COALESCE(tokens_stored_at, updated_at)
          WHERE issuer = $1 AND subject = $2 AND provider = $3 AND account_id = $4 AND params @> $6
            AND NOT EXISTS (SELECT 1 FROM connections
                            WHERE issuer = $1 AND subject = $2 AND provider = $3 AND account_id = $5)",
@@ -352,7 +359,7 @@ pub async fn claim_id(
     .await?;
     sqlx::query_scalar!(
         "SELECT id FROM connections
-         WHERE issuer = $1 AND subject = $2 AND provider = $3 AND account_id = $4 FOR UPDATE",
+         WHERE issuer = $1 AND subject = $2 AND provider = $3 AND account_id = $4 FOR NO KEY UPDATE",
         user.issuer(),
         user.subject(),
         provider.as_str(),
@@ -450,7 +457,8 @@ pub async fn reseal(
     key_id: &str,
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
-        "UPDATE connections SET access_token = $2, refresh_token = $3, key_id = $4, updated_at = now()
+        "UPDATE connections SET access_token = $2, refresh_token = $3, key_id = $4, updated_at = now(),
+             tokens_stored_at = COALESCE(tokens_stored_at, updated_at)
          WHERE id = $1",
         id,
         access_token,
@@ -506,7 +514,8 @@ pub async fn mark_needs_reauth_if_current(
     sealed_access_token: &[u8],
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
-        "UPDATE connections SET status = 'needs_reauth', updated_at = now()
+        "UPDATE connections SET status = 'needs_reauth', updated_at = now(),
+             tokens_stored_at = COALESCE(tokens_stored_at, updated_at)
          WHERE id = $1 AND status = 'active' AND access_token = $2",
         id,
         sealed_access_token,
@@ -522,7 +531,8 @@ pub async fn set_status(
     status: ConnectionStatus,
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
-        "UPDATE connections SET status = $2, updated_at = now() WHERE id = $1",
+        "UPDATE connections SET status = $2, updated_at = now(),
+             tokens_stored_at = COALESCE(tokens_stored_at, updated_at) WHERE id = $1",
         id,
         status as ConnectionStatus,
     )

@@ -48,7 +48,8 @@ pub async fn set(
         }
         Holder::Connection => {
             sqlx::query!(
-                "UPDATE connections SET params = $2, updated_at = now() WHERE id = $1",
+                "UPDATE connections SET params = $2, updated_at = now(),
+                 tokens_stored_at = COALESCE(tokens_stored_at, updated_at) WHERE id = $1",
                 id,
                 params as _,
             )

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::domain::UserRef;
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct WebSession {
     pub id: Uuid,
     pub issuer: String,
@@ -19,6 +19,23 @@ pub struct WebSession {
     pub last_seen_at: DateTime<Utc>,
     /// The connect ticket this browser is in the middle of (see `/connect`).
     pub pending_ticket_id: Option<Uuid>,
+}
+
+/// Everything but the CSRF secret, which would let whoever reads a log
+/// forge this session's forms.
+impl std::fmt::Debug for WebSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebSession")
+            .field("id", &self.id)
+            .field("issuer", &self.issuer)
+            .field("subject", &self.subject)
+            .field("display_name", &self.display_name)
+            .field("created_at", &self.created_at)
+            .field("expires_at", &self.expires_at)
+            .field("last_seen_at", &self.last_seen_at)
+            .field("pending_ticket_id", &self.pending_ticket_id)
+            .finish_non_exhaustive()
+    }
 }
 
 pub struct NewWebSession<'a> {
@@ -119,4 +136,33 @@ pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::E
         .execute(exec)
         .await?;
     Ok(done.rows_affected() == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_leaves_out_the_csrf_secret() {
+        let now = Utc::now();
+        let session = WebSession {
+            id: Uuid::nil(),
+            issuer: "https://idp.example".to_owned(),
+            subject: "alice".to_owned(),
+            display_name: None,
+            csrf_secret: b"csrf-secret-bytes".to_vec(),
+            created_at: now,
+            expires_at: now,
+            last_seen_at: now,
+            pending_ticket_id: None,
+        };
+        let printed = format!("{session:?}");
+        assert!(printed.contains("alice"), "{printed}");
+        assert!(!printed.contains("csrf"), "{printed}");
+        // Nor the bytes themselves, as a list of numbers.
+        assert!(
+            !printed.contains(&format!("{:?}", session.csrf_secret)),
+            "{printed}"
+        );
+    }
 }

@@ -109,6 +109,12 @@ fn purpose(action: &str, provider: &str) -> String {
     format!("{action}:{provider}")
 }
 
+/// A disconnect form's token names the account it was shown for: a form
+/// cannot be made to remove another one.
+fn disconnect_purpose(provider: &str, connection: uuid::Uuid) -> String {
+    format!("disconnect:{provider}:{connection}")
+}
+
 async fn home() -> HttpResponse {
     see_other("/connections")
 }
@@ -230,7 +236,7 @@ async fn confirm_disconnect(
             .connect
             .provider(&provider)
             .is_some_and(|p| p.supports_revocation()),
-        csrf: user.csrf_token(&purpose("disconnect", &provider)),
+        csrf: user.csrf_token(&disconnect_purpose(&provider, connection.id)),
     };
     Ok(pages::render(StatusCode::OK, &page))
 }
@@ -292,15 +298,21 @@ async fn disconnect(
 ) -> Result<HttpResponse, WebError> {
     let form = forms::form(payload, state.settings.body_read_timeout()).await?;
     let provider = provider_name(&path)?;
-    user.check_csrf(&purpose("disconnect", &provider), &form)?;
-    // Audited by the vault (it is shared with the MCP `disconnect` tool).
+    // Always the account the confirm page showed: without one the vault
+    // would take the provider's first, which may not be the one meant.
     let connection = form
         .get("connection")
-        .and_then(|c| uuid::Uuid::parse_str(c).ok());
+        .and_then(|c| uuid::Uuid::parse_str(c).ok())
+        .ok_or(WebError::BadRequest(
+            "The form does not say which account to disconnect. Go back to your connections and try again.",
+        ))?;
+    user.check_csrf(&disconnect_purpose(&provider, connection), &form)?;
+    // Audited by the vault (it is shared with the MCP `disconnect` tool).
     let revocation = state
         .connect
-        .disconnect_account(user.user(), &provider, connection)
+        .disconnect_account(user.user(), &provider, Some(connection))
         .await?;
+    let connection = Some(connection);
     let failed = revocation == Some(crate::connect::vault::Revocation::Failed);
     let account = connection.map_or_else(String::new, |id| format!("&connection={id}"));
     let revoked = if failed { "&revocation=failed" } else { "" };

@@ -11,14 +11,17 @@ use actix_web::{
     middleware::Next,
 };
 
-use super::{pages::ShownError, session::MaybeUser};
+use super::{
+    pages::{ShownError, WebError},
+    session::MaybeUser,
+};
 
 pub async fn with_user(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, Error> {
     let has_cookie = req.headers().contains_key(actix_web::http::header::COOKIE);
-    let response = next.call(req).await?;
+    let response = with_a_page(next.call(req).await?);
     let shown = response
         .response()
         .extensions()
@@ -28,12 +31,12 @@ pub async fn with_user(
     // only wait for it a second time.
     let unavailable = response.status() == actix_web::http::StatusCode::SERVICE_UNAVAILABLE;
     let Some(shown) = shown.filter(|_| has_cookie && !unavailable) else {
-        return Ok(response.map_into_left_body());
+        return Ok(response);
     };
     let user = MaybeUser::extract(response.request()).await;
     let Ok(MaybeUser(Some(user))) = user else {
         // Signed out, or the session cannot be read now: the page as it was.
-        return Ok(response.map_into_left_body());
+        return Ok(response);
     };
     let (request, old) = response.into_parts();
     let mut page = shown.render(Some(user.display_name));
@@ -48,4 +51,19 @@ pub async fn with_user(
             .append(actix_web::http::header::SET_COOKIE, cookie.clone());
     }
     Ok(ServiceResponse::new(request, page).map_into_right_body())
+}
+
+/// actix answers an address no page has, or a page's address with a
+/// method it does not take, with an empty 404: a person following an old
+/// bookmark or a mistyped link gets a page that says so instead.
+fn with_a_page<B: MessageBody>(response: ServiceResponse<B>) -> ServiceResponse<EitherBody<B>> {
+    use actix_web::{ResponseError, body::BodySize, http::StatusCode};
+    if response.status() != StatusCode::NOT_FOUND
+        || response.response().body().size() != BodySize::Sized(0)
+    {
+        // Not actix's, or a page of ours already.
+        return response.map_into_left_body();
+    }
+    let (request, _) = response.into_parts();
+    ServiceResponse::new(request, WebError::NotFound.error_response()).map_into_right_body()
 }

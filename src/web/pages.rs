@@ -26,6 +26,10 @@ pub enum WebError {
     SignInFirst(String),
     #[error("bad request: {0}")]
     BadRequest(&'static str),
+    /// No page at this address, or none for this method (actix's own
+    /// empty 404, given a page).
+    #[error("no such page")]
+    NotFound,
     /// The request body did not arrive within the deadline.
     #[error("request body not received in time")]
     Timeout,
@@ -118,6 +122,10 @@ impl WebError {
                 ..page("You are signed out", "Sign in to continue.")
             },
             WebError::BadRequest(message) => page("This request is not valid", message),
+            WebError::NotFound => page(
+                "Page not found",
+                "There is no page at this address. Your connected accounts are on your connections page.",
+            ),
             WebError::Timeout => page(
                 "This took too long",
                 "The form did not arrive in time. Please try again.",
@@ -153,6 +161,7 @@ impl ResponseError for WebError {
             WebError::SignedOut => StatusCode::FORBIDDEN,
             WebError::SignInFirst(_) => StatusCode::SEE_OTHER,
             WebError::BadRequest(_) | WebError::FlowRejected(_) => StatusCode::BAD_REQUEST,
+            WebError::NotFound => StatusCode::NOT_FOUND,
             WebError::Timeout => StatusCode::REQUEST_TIMEOUT,
             WebError::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
             WebError::TooManyLinks(_) => StatusCode::TOO_MANY_REQUESTS,

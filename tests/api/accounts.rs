@@ -707,6 +707,65 @@ async fn the_connections_page_disconnects_the_account_of_its_row() {
     assert_eq!(left, vec!["w-1".to_owned()]);
 }
 
+/// A disconnect form removes the account it was shown for or nothing: its
+/// token does not carry over to another account, and a form that names
+/// none is refused rather than read as "the provider's first".
+#[tokio::test]
+async fn a_disconnect_form_removes_only_the_account_it_names() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    store(&app, "p-2", "personal", CLIENT_ID).await;
+    let id_of = |account: &'static str| {
+        let db = app.db.clone();
+        async move {
+            sqlx::query_scalar::<_, uuid::Uuid>("SELECT id FROM connections WHERE account_id = $1")
+                .bind(account)
+                .fetch_one(&db)
+                .await
+                .unwrap()
+        }
+    };
+    let (work, personal) = (id_of("w-1").await, id_of("p-2").await);
+    let browser = Browser::new(&app);
+    browser.sign_in("alice").await;
+    let confirm = browser
+        .get(&format!(
+            "/connections/demo/disconnect?connection={personal}"
+        ))
+        .await;
+    // The confirm page's own fields, with its account replaced.
+    let with_account = |account: String| {
+        let mut fields = crate::browser::form_fields(&confirm.body, "/connections/demo/disconnect")
+            .unwrap_or_else(|| panic!("no form: {}", confirm.body));
+        for (name, value) in &mut fields {
+            if name == "connection" {
+                *value = account.clone();
+            }
+        }
+        fields
+    };
+    let swapped = browser
+        .post_form(
+            "/connections/demo/disconnect",
+            &with_account(work.to_string()),
+        )
+        .await;
+    assert_eq!(swapped.status, 403, "{}", swapped.body);
+    let garbled = browser
+        .post_form(
+            "/connections/demo/disconnect",
+            &with_account("first".to_owned()),
+        )
+        .await;
+    assert_eq!(garbled.status, 400, "{}", garbled.body);
+    assert!(garbled.body.contains("which account"), "{}", garbled.body);
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(left, 2);
+}
+
 /// The connections page adds another account at a provider already
 /// connected: through the provider's account chooser, beside the first.
 #[tokio::test]
@@ -751,4 +810,72 @@ async fn the_connections_page_adds_another_account() {
             listed.body
         );
     }
+}
+
+/// A row stored before `tokens_stored_at` existed measures its tokens' age
+/// from `updated_at`; a rename or a status change keeps that age rather
+/// than make the tokens look just stored (which would shrink the refresh
+/// margin to nothing for a token about to expire).
+#[tokio::test]
+async fn renames_and_status_changes_keep_an_old_rows_token_age() {
+    use mcp_connect::db::connections::{self, ConnectionStatus};
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    let (id, issuer, subject): (uuid::Uuid, String, String) =
+        sqlx::query_as("SELECT id, issuer, subject FROM connections")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    sqlx::query(
+        "UPDATE connections SET tokens_stored_at = NULL, updated_at = now() - interval '1 hour'",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let age_in_minutes = || async {
+        sqlx::query_scalar::<_, f64>(
+            "SELECT extract(epoch FROM now() - COALESCE(tokens_stored_at, updated_at))::float8 / 60
+             FROM connections",
+        )
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+    };
+    connections::set_label(&app.db, UserRef::new(&issuer, &subject), id, "renamed")
+        .await
+        .unwrap();
+    assert!(
+        age_in_minutes().await > 59.0,
+        "a rename made the tokens new"
+    );
+    connections::set_status(&app.db, id, ConnectionStatus::NeedsReauth)
+        .await
+        .unwrap();
+    assert!(
+        age_in_minutes().await > 59.0,
+        "a status change made the tokens new"
+    );
+}
+
+/// A 2025-11-25 client cannot be asked which account: with several and
+/// none named, the model is told in the tool's result which there are.
+#[tokio::test]
+async fn a_legacy_client_with_several_accounts_is_told_to_name_one() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    store(&app, "p-2", "personal", CLIENT_ID).await;
+    let (status, body) = app
+        .legacy_call("alice", "whoami", json!({"provider": "demo"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.get("error").is_none(), "{body}");
+    assert_eq!(body["result"]["isError"], true, "{body}");
+    let result = &body["result"]["structuredContent"];
+    assert_eq!(result["error"]["kind"], "refused", "{body}");
+    assert_eq!(result["next_step"], "change_request", "{body}");
+    let message = result["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("work") && message.contains("personal") && message.contains("`account`"),
+        "{message}"
+    );
 }

@@ -44,3 +44,35 @@ async fn hsts_is_sent_when_the_public_url_is_https_and_only_then() {
         .unwrap();
     assert!(r.headers().get("strict-transport-security").is_none());
 }
+
+/// An address no page has, or a page's address with a method it does not
+/// take, gets a page a person can read (actix's own answer is empty),
+/// with the pages' headers; the signed-in user is named on it.
+#[tokio::test]
+async fn unknown_addresses_and_methods_get_a_page() {
+    let app = spawn_app_with(|_| {}).await;
+    let browser = crate::browser::Browser::new(&app);
+    let missing = browser.get("/no-such-page").await;
+    assert_eq!(missing.status, 404);
+    assert!(missing.body.contains("Page not found"), "{}", missing.body);
+    assert!(missing.body.contains("Not signed in"), "{}", missing.body);
+    assert!(
+        missing
+            .header("content-security-policy")
+            .is_some_and(|v| v.contains("default-src")),
+        "the pages' headers"
+    );
+    browser.sign_in("alice").await;
+    let missing = browser.get("/no-such-page").await;
+    assert!(missing.body.contains("Signed in as"), "{}", missing.body);
+    let wrong = app
+        .http
+        .delete(format!("{}/connections", app.addr))
+        .send()
+        .await
+        .unwrap();
+    // No page answers this method there: the same page.
+    assert_eq!(wrong.status(), 404);
+    let body = wrong.text().await.unwrap();
+    assert!(body.contains("Page not found"), "{body}");
+}

@@ -119,3 +119,48 @@ async fn refreshes_at_a_slow_provider_leave_pooled_connections_for_the_rest() {
         assert!(matches!(state.unwrap(), TokenState::Usable(_)), "refreshed");
     }
 }
+
+/// A refresh holds its row while the provider answers, but not against the
+/// rows that reference it: a client allowed on the connection meanwhile is
+/// stored at once, not after the provider's answer (nor after a lock
+/// timeout).
+#[tokio::test]
+async fn a_grant_on_a_connection_being_refreshed_does_not_wait_for_the_provider() {
+    let slow = SlowGoogle::start().await;
+    let app = spawn_app_with(|t| slow.configure(t)).await;
+    store(&app, "ann").await;
+    expire_all(&app).await;
+    let id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let provider = app.state.connect.provider("google").unwrap();
+    let issuer = app.dev.issuer();
+    let refresh = usable_token(
+        &app.state.connect,
+        UserRef::new(&issuer, "ann"),
+        provider,
+        &[],
+    );
+    let meanwhile = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let started = Instant::now();
+        let mut tx = app.db.begin().await.unwrap();
+        sqlx::query("SET LOCAL lock_timeout = '2s'")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let inserted =
+            mcp_connect::db::client_grants::insert(&mut *tx, id, "https://other.example/client")
+                .await;
+        tx.commit().await.unwrap();
+        (inserted, started.elapsed())
+    };
+    let (refreshed, (inserted, took)) = tokio::join!(refresh, meanwhile);
+    assert!(inserted.unwrap(), "the grant is stored");
+    assert!(
+        took < Duration::from_secs(1),
+        "the grant waited for the refresh: {took:?}"
+    );
+    assert!(matches!(refreshed.unwrap(), TokenState::Usable(_)));
+}

@@ -201,8 +201,20 @@ async fn the_connections_page_lists_disconnects_and_reconnects() {
     assert_eq!(to_provider.status, 303, "{}", to_provider.body);
 
     // Without the form's token, nothing happens; with it, the row goes.
-    let forged = alice.post_form("/connections/demo/disconnect", &[]).await;
+    let id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let forged = alice
+        .post_form(
+            "/connections/demo/disconnect",
+            &[("connection".to_owned(), id.to_string())],
+        )
+        .await;
     assert_eq!(forged.status, 403);
+    // Nor without naming the account.
+    let unnamed = alice.post_form("/connections/demo/disconnect", &[]).await;
+    assert_eq!(unnamed.status, 400, "{}", unnamed.body);
     assert_eq!(
         alice
             .post_form("/connections/NOPE!/disconnect", &[])
