@@ -554,11 +554,15 @@ fn ask<'s>(
     }
     match need.client {
         ClientKind::Legacy => {
-            return Err(RequestError::AccountNotNamed {
-                provider: provider.display_name().to_owned(),
-                labels,
-            }
-            .into());
+            // The model's to mend, in the tool's result (not a JSON-RPC
+            // error its client may keep from it).
+            return Ok(Chosen::Answer(Access::AccountAmbiguous {
+                message: format!(
+                    "The user has several {} accounts ({}); name the one to use in the `account` argument.",
+                    provider.display_name(),
+                    labels.join(", ")
+                ),
+            }));
         }
         ClientKind::Modern {
             form_elicitation: false,

@@ -17,8 +17,20 @@ use uuid::Uuid;
 
 use super::state::INVALID_STATE_MESSAGE;
 
-/// JSON-RPC implementation-defined server error: temporarily unavailable.
-pub const UNAVAILABLE_CODE: i32 = -32000;
+// This server's own error codes. basic/index.mdx: new codes SHOULD lie
+// outside JSON-RPC's reserved range (-32768 to -32000), whose -32000 to
+// -32019 are legacy that new implementations SHOULD NOT use at all, and
+// whose -32020 to -32099 belong to the MCP specification.
+
+/// Temporarily unavailable (the database, a provider's token endpoint, a
+/// key): retry after `data.retryAfterSeconds`.
+pub const UNAVAILABLE_CODE: i32 = -31000;
+/// The user declined to connect the account a resource needs.
+pub const DECLINED_CODE: i32 = -31001;
+/// The user dismissed the request to connect; reading again starts over.
+pub const CANCELLED_CODE: i32 = -31002;
+/// The user's share of new connect links for this minute is spent.
+pub const TOO_MANY_LINKS_CODE: i32 = -31003;
 
 /// Seconds the client is asked to wait before retrying.
 pub const RETRY_AFTER_SECS: u64 = 5;
@@ -50,11 +62,6 @@ pub enum RequestError {
     /// The per-user limit on connect links.
     TooManyLinks {
         retry_after: Duration,
-    },
-    /// Several accounts, none named, and a client that cannot be asked.
-    AccountNotNamed {
-        provider: String,
-        labels: Vec<String>,
     },
     /// 2025-11-25 clients: the user must open `url` first.
     UrlElicitationRequired {
@@ -114,20 +121,16 @@ impl From<RequestError> for ErrorData {
                 None,
             ),
             E::InvalidState => ErrorData::invalid_params(INVALID_STATE_MESSAGE, None),
-            E::TooManyLinks { retry_after } => ErrorData::invalid_request(
-                format!(
-                    "Too many connect links were requested for this account in the last minute. Try again in {} s.",
-                    retry_after.as_secs().max(1)
-                ),
-                None,
-            ),
-            E::AccountNotNamed { provider, labels } => ErrorData::invalid_params(
-                format!(
-                    "You have several {provider} accounts ({}); name one in the `account` argument.",
-                    labels.join(", ")
-                ),
-                None,
-            ),
+            E::TooManyLinks { retry_after } => {
+                let secs = retry_after.as_secs().max(1);
+                ErrorData::new(
+                    ErrorCode(TOO_MANY_LINKS_CODE),
+                    format!(
+                        "Too many connect links were requested for this account in the last minute. Try again in {secs} s."
+                    ),
+                    Some(json!({ "retryable": true, "retryAfterSeconds": secs })),
+                )
+            }
             E::UrlElicitationRequired {
                 provider,
                 message,
@@ -162,12 +165,12 @@ impl From<RequestError> for ErrorData {
                 Some(json!({ "uri": uri })),
             ),
             E::Declined { provider } => ErrorData::new(
-                ErrorCode::INVALID_REQUEST,
+                ErrorCode(DECLINED_CODE),
                 format!("The user declined to connect {provider}."),
                 None,
             ),
             E::Cancelled { provider } => ErrorData::new(
-                ErrorCode::INVALID_REQUEST,
+                ErrorCode(CANCELLED_CODE),
                 format!("Connecting {provider} was cancelled. Read the resource again to retry."),
                 None,
             ),

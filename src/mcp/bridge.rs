@@ -129,6 +129,7 @@ async fn serve(
         return refused;
     }
     if let Some(method) = &routed
+        && served_params::name_header_agrees(&head.headers, method, &body)
         && let Some(unparsed) = served_params::before_rmcp(method, &body)
     {
         facts.set_method(method);
@@ -152,6 +153,17 @@ async fn serve(
         if response.status() == http::StatusCode::OK {
             // A request rmcp answered: it held the body to the header.
             facts.set_method(&method);
+        } else if response.status() == http::StatusCode::BAD_REQUEST && is_json(response.headers())
+        {
+            // rmcp's own JSON-RPC refusal of the headers (-32020: the
+            // transport says it MUST be that code) or of `_meta`: exact
+            // already, and not to be replaced by what the params say. The
+            // log names the body's method, not the header's.
+            if let Envelope::Json(Some(method)) | Envelope::InvalidParams { method, .. } =
+                envelope::inspect(&body)
+            {
+                facts.set_method(&method);
+            }
         } else if let Err(refused) = check_body(&body, facts) {
             return refused;
         }
@@ -243,8 +255,18 @@ fn refused_params(unparsed: served_params::Unparsed) -> HttpResponse {
 }
 
 /// `-32602` for request `id`, at HTTP 400 as for any other malformed
-/// request.
+/// request. An id that is neither a string nor an integer is not a
+/// request's (`RequestId`): that is an invalid request, answered without
+/// one.
 fn invalid_params(id: serde_json::Value, problem: &str) -> HttpResponse {
+    if !(id.is_string() || id.is_i64() || id.is_u64()) {
+        tracing::info!("mcp: request id is neither a string nor an integer");
+        return jsonrpc_error(
+            StatusCode::BAD_REQUEST,
+            -32600,
+            "Invalid Request: the id must be a string or an integer",
+        );
+    }
     HttpResponse::BadRequest().json(json!({
         "jsonrpc": "2.0",
         "id": id,
@@ -398,12 +420,22 @@ fn too_large(limit: usize) -> HttpResponse {
     )
 }
 
+/// An error for a request whose id was not read (or cannot be trusted):
+/// the schema's `JSONRPCErrorResponse` then has no `id` at all (`null` is
+/// not a `RequestId`).
 fn jsonrpc_error(status: StatusCode, code: i32, message: &str) -> HttpResponse {
     HttpResponse::build(status).json(json!({
         "jsonrpc": "2.0",
-        "id": null,
         "error": { "code": code, "message": message },
     }))
+}
+
+/// Whether rmcp's response is a JSON body.
+fn is_json(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
 }
 
 pub async fn into_actix(
@@ -416,17 +448,12 @@ pub async fn into_actix(
     for (name, value) in &parts.headers {
         out.append_header((name.as_str(), value.as_bytes()));
     }
-    let is_json = parts
-        .headers
-        .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
     if http_body::Body::size_hint(&body).exact().is_some() {
         let bytes = match body.collect().await {
             Ok(collected) => collected.to_bytes(),
             Err(never) => match never {},
         };
-        let bytes = if is_json {
+        let bytes = if is_json(&parts.headers) {
             wire::correct_json(bytes)
         } else {
             bytes
@@ -450,9 +477,34 @@ mod tests {
         assert!(!query_carries_token(""));
     }
 
+    fn body_of(response: HttpResponse) -> serde_json::Value {
+        let bytes = actix_web::body::to_bytes_limited(response.into_body(), 4096);
+        let bytes = futures::executor::block_on(bytes)
+            .unwrap_or_else(|_| panic!("body over the limit"))
+            .unwrap_or_else(|_| panic!("body unreadable"));
+        serde_json::from_slice(&bytes).unwrap_or_default()
+    }
+
     #[test]
-    fn error_bodies_are_jsonrpc() {
+    fn error_bodies_are_jsonrpc_without_an_unread_id() {
         let r = jsonrpc_error(StatusCode::FORBIDDEN, -32600, "no");
         assert_eq!(r.status(), StatusCode::FORBIDDEN);
+        let body = body_of(r);
+        assert_eq!(body["error"]["code"], -32600);
+        assert!(body.get("id").is_none(), "{body}");
+    }
+
+    #[test]
+    fn invalid_params_echo_only_a_request_id() {
+        for id in [json!(7), json!("c1")] {
+            let body = body_of(invalid_params(id.clone(), "params.name must be a string"));
+            assert_eq!(body["id"], id);
+            assert_eq!(body["error"]["code"], -32602);
+        }
+        for id in [json!({"x": 1}), json!(1.5), json!(null), json!([1])] {
+            let body = body_of(invalid_params(id.clone(), "params.name must be a string"));
+            assert!(body.get("id").is_none(), "{id}: {body}");
+            assert_eq!(body["error"]["code"], -32600, "{id}: {body}");
+        }
     }
 }

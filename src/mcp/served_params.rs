@@ -90,6 +90,52 @@ pub(super) fn before_rmcp(method: &str, body: &[u8]) -> Option<Unparsed> {
     }
 }
 
+/// Whether a 2026-07-28 request's `Mcp-Name` header names what its body
+/// does, as rmcp will check it, for the one method read before rmcp that
+/// carries a name (`resources/read`, by its URI). When it does not, the
+/// answer is rmcp's header mismatch (-32020, which the transport requires),
+/// not a refusal of the params.
+pub(super) fn name_header_agrees(headers: &http::HeaderMap, method: &str, body: &[u8]) -> bool {
+    use rmcp::transport::common::http_header::{
+        BASE64_HEADER_PREFIX, BASE64_HEADER_SUFFIX, HEADER_MCP_NAME,
+    };
+    if method != "resources/read" {
+        return true;
+    }
+    #[derive(Deserialize)]
+    struct Named {
+        params: Option<Value>,
+    }
+    let named = serde_json::from_slice::<Named>(body).ok();
+    // A URI that is not a string is not compared by rmcp either: the
+    // params are what is wrong.
+    let Some(uri) = named
+        .as_ref()
+        .and_then(|n| n.params.as_ref()?.get("uri")?.as_str())
+    else {
+        return true;
+    };
+    let mut values = headers.get_all(HEADER_MCP_NAME).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return false;
+    };
+    let Ok(value) = value.to_str() else {
+        return false;
+    };
+    match value
+        .strip_prefix(BASE64_HEADER_PREFIX)
+        .and_then(|inner| inner.strip_suffix(BASE64_HEADER_SUFFIX))
+    {
+        Some(encoded) => {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .is_ok_and(|decoded| decoded == uri.as_bytes())
+        }
+        None => value == uri,
+    }
+}
+
 fn verdict(method: &str, params: Option<Value>) -> Verdict {
     // The methods of the capabilities `server::server_config` declares
     // (tools, resources), and those every server answers. `ping` takes
@@ -270,5 +316,43 @@ mod tests {
             after_not_found(body.to_string().as_bytes()).map(|u| u.problem),
             Some("params do not fit the method".to_owned())
         );
+    }
+
+    #[test]
+    fn the_name_header_is_compared_with_the_uri_as_rmcp_does() {
+        let uri = "connection://demo/profile";
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+            "params": {"uri": uri}})
+        .to_string();
+        let with = |values: &[&str]| {
+            let mut headers = http::HeaderMap::new();
+            for v in values {
+                headers.append("Mcp-Name", http::HeaderValue::from_str(v).unwrap());
+            }
+            name_header_agrees(&headers, "resources/read", body.as_bytes())
+        };
+        use base64::Engine;
+        let encoded = format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(uri)
+        );
+        assert!(with(&[uri]));
+        assert!(with(&[&encoded]));
+        assert!(!with(&[]));
+        assert!(!with(&["connection://demo/other"]));
+        assert!(!with(&[uri, uri]));
+        assert!(!with(&["=?base64?!!?="]));
+        // Other methods, and a URI that is no string, are not compared.
+        assert!(name_header_agrees(
+            &http::HeaderMap::new(),
+            "tools/list",
+            body.as_bytes()
+        ));
+        let odd = json!({"method": "resources/read", "params": {"uri": 5}}).to_string();
+        assert!(name_header_agrees(
+            &http::HeaderMap::new(),
+            "resources/read",
+            odd.as_bytes()
+        ));
     }
 }

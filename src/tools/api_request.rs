@@ -102,7 +102,10 @@ pub fn definition() -> Tool {
 }
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
-    let args: Args = call.arguments()?;
+    let args: Args = match call.arguments::<_, ApiResult>() {
+        Ok(args) => args,
+        Err(refused) => return Ok(*refused),
+    };
     if let Err(refused) = known_provider::<ApiResult>(call.service, &args.provider) {
         return Ok(*refused);
     }

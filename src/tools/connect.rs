@@ -70,11 +70,16 @@ pub fn definition() -> Tool {
 }
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
-    let args: Args = call.arguments()?;
+    let args: Args = match call.arguments::<_, ConnectResult>() {
+        Ok(args) => args,
+        Err(refused) => return Ok(*refused),
+    };
     if let Err(refused) = known_provider::<ConnectResult>(call.service, &args.provider) {
         return Ok(*refused);
     }
-    check_scopes(&args.scopes)?;
+    if let Err(refused) = check_scopes::<ConnectResult>(&args.provider, &args.scopes) {
+        return Ok(*refused);
+    }
     let access = call
         .require_account(
             &args.provider,

@@ -135,7 +135,13 @@ pub fn definition() -> Tool {
 }
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
-    let _: Args = call.arguments()?;
+    // It takes no arguments, and its result has no place for a failure:
+    // an argument it does not take is the caller's error (-32602).
+    let _: Args = call.raw_arguments().map_err(|message| {
+        ErrorData::from(crate::connect::errors::RequestError::InvalidArguments(
+            message,
+        ))
+    })?;
     let p = call.principal;
     let rows = call
         .service

@@ -215,7 +215,10 @@ fn kept_unchanged(
 }
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
-    let args: Args = call.arguments()?;
+    let args: Args = match call.arguments::<_, DisconnectResult>() {
+        Ok(args) => args,
+        Err(refused) => return Ok(*refused),
+    };
     let service = call.service;
     let p = call.principal;
     let provider = match known_provider::<DisconnectResult>(service, &args.provider) {

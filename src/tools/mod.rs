@@ -38,19 +38,35 @@ pub struct ToolCall<'a> {
 }
 
 impl<'a> ToolCall<'a> {
-    /// The call's arguments as the tool's typed struct; a mismatch is the
-    /// caller's error (`-32602`), with the reason.
-    pub fn arguments<T: DeserializeOwned>(&self) -> Result<T, ErrorData> {
+    /// The call's arguments as the tool's typed struct. Arguments that do
+    /// not fit are the model's to correct, so they are refused as a result
+    /// of the tool's own type (`isError`, `refused`, with the reason), not
+    /// as a JSON-RPC error its client may keep from it (tools.mdx: input
+    /// validation errors are tool execution errors).
+    pub(crate) fn arguments<T: DeserializeOwned, O: ToolOutput>(
+        &self,
+    ) -> Result<T, Box<CallToolResponse>> {
+        self.raw_arguments().map_err(|message| {
+            // The provider the model meant, where it named one as a string.
+            let provider = self
+                .request
+                .arguments
+                .as_ref()
+                .and_then(|a| a.get("provider")?.as_str())
+                .map(|p| p.chars().take(64).collect::<String>())
+                .unwrap_or_default();
+            refused::<O>(&provider, message)
+        })
+    }
+
+    /// The arguments as `T`, or why not, for a tool whose result has no
+    /// place for a failure (`connections_list`, which takes none).
+    pub fn raw_arguments<T: DeserializeOwned>(&self) -> Result<T, String> {
         // Read in place: the arguments are borrowed, not copied into a new map.
         let empty = serde_json::Map::new();
         let arguments = self.request.arguments.as_ref().unwrap_or(&empty);
-        T::deserialize(arguments).map_err(|e| {
-            RequestError::InvalidArguments(format!(
-                "Invalid arguments for tool {}: {e}",
-                self.request.name
-            ))
-            .into()
-        })
+        T::deserialize(arguments)
+            .map_err(|e| format!("Invalid arguments for tool {}: {e}", self.request.name))
     }
 
     /// What this call is, for binding a `requestState` to it.
@@ -215,7 +231,6 @@ pub(crate) fn known_provider<'s, T: ToolOutput>(
     service: &'s ConnectionService,
     name: &str,
 ) -> Result<&'s crate::providers::Provider, Box<CallToolResponse>> {
-    use result::{ErrorKind, NextStep, Outcome, answer};
     if let Some(provider) = service.provider(name) {
         return Ok(provider);
     }
@@ -226,19 +241,15 @@ pub(crate) fn known_provider<'s, T: ToolOutput>(
         "Unknown provider `{shown}`. Available providers: {}.",
         service.providers().names().join(", ")
     );
-    let output = T::from_outcome(Outcome::failed(
-        &shown,
-        ErrorKind::Refused,
-        message.clone(),
-        NextStep::ChangeRequest,
-    ));
-    Err(Box::new(CallToolResponse::Complete(answer(
-        &output, true, message,
-    ))))
+    Err(refused::<T>(&shown, message))
 }
 
-/// Provider names and scopes from a model: short, plain tokens.
-pub(crate) fn check_scopes(scopes: &[String]) -> Result<(), ErrorData> {
+/// Scopes from a model: short, plain tokens; otherwise a refusal of the
+/// tool's own type for `provider`.
+pub(crate) fn check_scopes<T: ToolOutput>(
+    provider: &str,
+    scopes: &[String],
+) -> Result<(), Box<CallToolResponse>> {
     let ok = scopes.len() <= 32
         && scopes
             .iter()
@@ -246,12 +257,25 @@ pub(crate) fn check_scopes(scopes: &[String]) -> Result<(), ErrorData> {
     if ok {
         Ok(())
     } else {
-        Err(RequestError::InvalidArguments(
+        Err(refused::<T>(
+            provider,
             "scopes must be at most 32 non-empty scope names without spaces or control characters"
                 .to_owned(),
-        )
-        .into())
+        ))
     }
+}
+
+/// A request refused before anything was done, as a result of the tool's
+/// type: what was wrong, and that the model should change its request.
+pub(crate) fn refused<T: ToolOutput>(provider: &str, message: String) -> Box<CallToolResponse> {
+    use result::{ErrorKind, NextStep, Outcome, answer};
+    let output = T::from_outcome(Outcome::failed(
+        provider,
+        ErrorKind::Refused,
+        message.clone(),
+        NextStep::ChangeRequest,
+    ));
+    Box::new(CallToolResponse::Complete(answer(&output, true, message)))
 }
 
 /// The JSON Schema of `T` as a tool's input schema.

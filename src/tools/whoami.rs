@@ -48,7 +48,10 @@ impl ToolOutput for Outcome {
 }
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
-    let args: Args = call.arguments()?;
+    let args: Args = match call.arguments::<_, Outcome>() {
+        Ok(args) => args,
+        Err(refused) => return Ok(*refused),
+    };
     if let Err(refused) = known_provider::<Outcome>(call.service, &args.provider) {
         return Ok(*refused);
     }

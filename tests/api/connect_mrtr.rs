@@ -858,7 +858,8 @@ async fn a_user_gets_a_bounded_number_of_new_links_per_minute() {
     ask(&app, "alice", "whoami", args.clone()).await;
     let (status, refused) = app.call_tool("alice", "whoami", args.clone()).await;
     assert_eq!(status, 200, "{refused}");
-    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert_eq!(refused["error"]["code"], -31003, "{refused}");
+    assert_eq!(refused["error"]["data"]["retryable"], true, "{refused}");
     let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("Too many connect links"), "{message}");
     assert_eq!(

@@ -120,6 +120,53 @@ async fn header_that_contradicts_the_body_is_a_header_mismatch() {
     assert_eq!(body["error"]["code"], -32020, "{body}");
 }
 
+/// A header that disagrees with the body is a header mismatch (-32020,
+/// the transport's MUST), also when the body's params are themselves
+/// wrong: the params are not read against a header that routed the
+/// request elsewhere.
+#[tokio::test]
+async fn a_header_mismatch_wins_over_wrong_params() {
+    let app = spawn_app().await;
+    let send = |method: &'static str, name: Option<&'static str>, params: Value| {
+        let app = &app;
+        async move {
+            let body = request(method, params);
+            let mut rb = app.raw_post("alice", PROTOCOL).header("Mcp-Method", method);
+            if let Some(name) = name {
+                rb = rb.header("Mcp-Name", name);
+            }
+            read(rb.json(&body).send().await.unwrap()).await
+        }
+    };
+    // The name in the header is another tool's.
+    let (status, body) = send(
+        "tools/call",
+        Some("whoami"),
+        json!({"name": "api_request", "arguments": {}, "requestState": 5}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], -32020, "{body}");
+    // A resource read without the name header at all.
+    let (status, body) = send(
+        "resources/read",
+        None,
+        json!({"uri": "connection://demo/profile", "requestState": 5}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], -32020, "{body}");
+    // With the header right, the params are what is wrong.
+    let (status, body) = send(
+        "resources/read",
+        Some("connection://demo/profile"),
+        json!({"uri": "connection://demo/profile", "requestState": 5}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+}
+
 #[tokio::test]
 async fn unsupported_version_lists_the_supported_ones() {
     let app = spawn_app().await;

@@ -155,7 +155,7 @@ async fn an_expired_token_that_cannot_be_renewed_answers_retry_later() {
             json!({"uri": "connection://google/profile"}),
         )
         .await;
-    assert_eq!(read["error"]["code"], -32000, "{read}");
+    assert_eq!(read["error"]["code"], -31000, "{read}");
     assert_eq!(read["error"]["data"]["retryable"], true, "{read}");
     assert!(
         read["error"]["message"]

@@ -265,6 +265,56 @@ async fn connections_list_and_disconnect_conform_on_every_path() {
     assert_eq!(gone["account"], "alice-at-demo", "{gone}");
 }
 
+/// Arguments that do not fit a tool are the model's to correct: a tool
+/// error in the tool's own shape, with serde's reason (tools.mdx lists
+/// input validation among tool execution errors), not a JSON-RPC error.
+/// `connections_list`, which takes nothing and has no place for a failure
+/// in its result, stays -32602.
+#[tokio::test]
+async fn arguments_that_do_not_fit_are_tool_errors_the_model_reads() {
+    let app = spawn_app().await;
+    let schemas = Schemas::of(&app).await;
+    for (tool, args, said) in [
+        ("whoami", json!({}), "missing field `provider`"),
+        ("whoami", json!({"provider": 5}), "invalid type"),
+        (
+            "connect",
+            json!({"provider": "demo", "scopes": ["a b"]}),
+            "scopes must be",
+        ),
+        (
+            "api_request",
+            json!({"provider": "demo", "path": "user", "colour": "red"}),
+            "unknown field `colour`",
+        ),
+        (
+            "disconnect",
+            json!({"provider": "demo", "account": 7}),
+            "invalid type",
+        ),
+    ] {
+        let (status, body) = app.call_tool("alice", tool, args.clone()).await;
+        assert_eq!(status, 200, "{tool} {args}: {body}");
+        assert!(body.get("error").is_none(), "{tool} {args}: {body}");
+        assert_eq!(body["result"]["isError"], true, "{tool} {args}: {body}");
+        let structured = schemas.check(tool, &body);
+        assert_eq!(
+            structured["error"]["kind"], "refused",
+            "{tool} {args}: {body}"
+        );
+        assert_eq!(
+            structured["next_step"], "change_request",
+            "{tool} {args}: {body}"
+        );
+        let message = structured["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(said), "{tool} {args}: {message}");
+    }
+    let (_, body) = app
+        .call_tool("alice", "connections_list", json!({"unexpected": 1}))
+        .await;
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+}
+
 /// A provider the server does not have is the model's mistake to mend:
 /// a tool error it sees, in the tool's own shape, naming the providers
 /// there are, and no JSON-RPC error its client would keep from it.
