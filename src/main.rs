@@ -192,7 +192,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             command: TokensCommand::Rekey,
         } => {
             let state = offline_state(cli.config.as_deref()).await?;
-            let n = state.connect.rekey().await?;
+            let rekeyed = state.connect.rekey().await?;
+            let n = rekeyed.resealed;
             tracing::info!(
                 resealed = n,
                 key = state.keys.current_key_id(),
@@ -202,6 +203,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "re-sealed {n} connection(s) with key {}",
                 state.keys.current_key_id()
             );
+            for (id, why) in &rekeyed.failed {
+                println!("connection {id} not re-sealed: {why}");
+            }
             let missing = mcp_connect::connect::stale_keys::missing_keys(&state.connect).await?;
             if !missing.is_empty() {
                 let rows: i64 = missing.iter().map(|(_, n)| n).sum();
@@ -209,6 +213,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!(
                     "{rows} connection(s) still sealed by keys not in MCP_CONNECT_KEYS: {} (add those keys back and run this again; for a key that is gone for good, `tokens forget-key KEY_ID` asks their users to connect again)",
                     ids.join(", ")
+                );
+            }
+            if rekeyed.left_on_older_keys > 0 {
+                println!(
+                    "{} connection(s) were sealed again by an older key while this ran (an instance still seals with it: give every instance the new key first), run this again",
+                    rekeyed.left_on_older_keys
+                );
+            }
+            if !rekeyed.finished() {
+                // The older keys still seal rows: not yet safe to retire.
+                anyhow::bail!(
+                    "not every connection is sealed by key {} yet; do not retire the older keys",
+                    state.keys.current_key_id()
                 );
             }
             Ok(())

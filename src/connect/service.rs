@@ -243,7 +243,7 @@ impl ConnectionService {
     }
 
     /// Re-seals every stored token with the current key.
-    pub async fn rekey(&self) -> anyhow::Result<u64> {
+    pub async fn rekey(&self) -> anyhow::Result<vault::Rekeyed> {
         vault::rekey_all(self).await
     }
 

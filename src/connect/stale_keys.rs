@@ -79,7 +79,11 @@ pub async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Resu
     }
     let current = state.keys.current_key_id().to_owned();
     let mut marked = 0;
-    for id in db::connections::ids_not_sealed_by(&state.db, &current).await? {
+    let sealed_by_it = db::connections::ids_not_sealed_by(&state.db, &current)
+        .await?
+        .into_iter()
+        .filter(|(_, sealed_by)| sealed_by == key_id);
+    for (id, _) in sealed_by_it {
         // The row as it is now (waiting for a refresh under way); marking
         // compares its sealed token, so a row re-sealed meanwhile is left.
         let mut tx = crate::db::transaction::begin(&state.db).await?;

@@ -560,17 +560,19 @@ pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::E
     Ok(done.rows_affected() == 1)
 }
 
-/// Connections whose tokens are sealed by another key than `key_id`.
+/// Connections whose tokens are sealed by another key than `key_id`, with
+/// the key that seals each.
 pub async fn ids_not_sealed_by(
     exec: impl PgExecutor<'_>,
     key_id: &str,
-) -> Result<Vec<Uuid>, sqlx::Error> {
-    sqlx::query_scalar!(
-        "SELECT id FROM connections WHERE key_id <> $1 ORDER BY id",
+) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        "SELECT id, key_id FROM connections WHERE key_id <> $1 ORDER BY id",
         key_id
     )
     .fetch_all(exec)
-    .await
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.key_id)).collect())
 }
 
 /// How many connections each key id seals, for finding rows sealed by a

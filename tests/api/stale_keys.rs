@@ -185,3 +185,50 @@ async fn start_up_warns_about_stored_key_ids_the_ring_lacks() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A row whose tokens do not open is reported and skipped: the rows after
+/// it are still re-sealed, and the command fails, saying the older key may
+/// not be retired yet.
+#[tokio::test]
+async fn rekey_goes_on_past_a_row_it_cannot_open_and_says_it_did_not_finish() {
+    let app = spawn_app().await;
+    for subject in ["alice", "bob", "carol"] {
+        connect(&app, subject).await;
+    }
+    // Bob's access token damaged: its last byte (in the tag) flipped.
+    let bob: uuid::Uuid = sqlx::query_scalar(
+        "UPDATE connections SET access_token =
+             set_byte(access_token, length(access_token) - 1,
+                      get_byte(access_token, length(access_token) - 1) # 1)
+         WHERE subject = 'bob' RETURNING id",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    let old = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
+    let new = mcp_connect::crypto::KeyRing::generate_entry("k2");
+    let output = tokens_command(&app, &format!("{new},{old}"), &["rekey"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stdout}");
+    assert!(stdout.contains("re-sealed 2"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("connection {bob} not re-sealed")),
+        "{stdout}"
+    );
+    assert!(stderr.contains("do not retire"), "{stderr}");
+    let keys: Vec<(String, String)> =
+        sqlx::query_as("SELECT subject, key_id FROM connections ORDER BY subject")
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
+    let old_id = old.split_once(':').unwrap().0;
+    assert_eq!(
+        keys,
+        [
+            ("alice".to_owned(), "k2".to_owned()),
+            ("bob".to_owned(), old_id.to_owned()),
+            ("carol".to_owned(), "k2".to_owned()),
+        ]
+    );
+}

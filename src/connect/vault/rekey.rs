@@ -1,6 +1,10 @@
 //! Re-sealing stored tokens with the current key: the second phase of a
 //! key rotation.
 
+use std::collections::HashSet;
+
+use uuid::Uuid;
+
 use super::seal::{Kind, context};
 use crate::{
     connect::ConnectionService,
@@ -8,49 +12,125 @@ use crate::{
     db,
 };
 
-/// Re-seals every stored token not sealed by the current key (the second
-/// phase of a key rotation, so the old key can be retired). Each row is
-/// locked while it changes. Returns how many connections were re-sealed.
-pub async fn rekey_all(state: &ConnectionService) -> anyhow::Result<u64> {
-    let current = state.keys.current_key_id().to_owned();
-    let ids = db::connections::ids_not_sealed_by(&state.db, &current).await?;
-    let mut done = 0;
-    for id in ids {
-        let mut tx = crate::db::transaction::begin(&state.db).await?;
-        let Some(row) = db::connections::find_for_update(&mut *tx, id).await? else {
-            continue;
-        };
-        // Sealed by a key this ring lacks: left as it is, and reported.
-        if row.key_id == current || !state.keys.has_key(&row.key_id) {
-            continue;
-        }
-        let ctx = |kind| context(row.id, row.user(), &row.provider, kind);
-        let reseal = |bytes: &Vec<u8>, kind| {
-            let sealed = Sealed {
-                key_id: row.key_id.clone(),
-                bytes: bytes.clone(),
-            };
-            state.keys.reseal(Purpose::Token, &ctx(kind), &sealed)
-        };
-        let access = reseal(&row.access_token, Kind::Access)
-            .map_err(|e| anyhow::anyhow!("connection {id}: {e}"))?;
-        let refresh = match &row.refresh_token {
-            Some(bytes) => Some(
-                reseal(bytes, Kind::Refresh)
-                    .map_err(|e| anyhow::anyhow!("connection {id}: {e}"))?,
-            ),
-            None => None,
-        };
-        db::connections::reseal(
-            &mut *tx,
-            id,
-            &access.bytes,
-            refresh.as_ref().map(|r| r.bytes.as_slice()),
-            &access.key_id,
-        )
-        .await?;
-        tx.commit().await?;
-        done += 1;
+/// At most this many passes over the rows left on older keys: a pass
+/// finds those another instance sealed while the one before ran (an
+/// instance not yet told the new key comes first).
+const PASSES: usize = 3;
+
+/// What a re-seal did, and what it could not do.
+#[derive(Debug, Default)]
+pub struct Rekeyed {
+    /// Connections now sealed by the current key.
+    pub resealed: u64,
+    /// Connections whose tokens did not open with the key they name (the
+    /// row's bytes damaged, or the key's material not what sealed them):
+    /// each with why, and left as they were.
+    pub failed: Vec<(Uuid, String)>,
+    /// Connections still sealed by an older key this ring holds after the
+    /// last pass (sealed again by an instance on the old key meanwhile).
+    pub left_on_older_keys: u64,
+}
+
+impl Rekeyed {
+    /// Whether every row an older key of this ring sealed is now sealed by
+    /// the current one, so those keys may be retired.
+    pub fn finished(&self) -> bool {
+        self.failed.is_empty() && self.left_on_older_keys == 0
     }
-    Ok(done)
+}
+
+/// Re-seals every stored token sealed by another key of the ring than the
+/// current one, so the old key can be retired. Each row is locked while it
+/// changes; a row that cannot be re-sealed is reported and skipped, not a
+/// reason to leave the rows after it on the old key. Rows sealed by keys
+/// the ring lacks are left alone (`stale_keys` reports them).
+pub async fn rekey_all(state: &ConnectionService) -> anyhow::Result<Rekeyed> {
+    let current = state.keys.current_key_id().to_owned();
+    let mut outcome = Rekeyed::default();
+    let mut given_up: HashSet<Uuid> = HashSet::new();
+    for _ in 0..PASSES {
+        let pending = on_older_keys(state, &current, &given_up).await?;
+        if pending.is_empty() {
+            break;
+        }
+        for id in pending {
+            match reseal_one(state, &current, id).await {
+                Ok(true) => outcome.resealed += 1,
+                Ok(false) => {}
+                Err(Failure::Row(why)) => {
+                    tracing::warn!(connection = %id, error = %why, "tokens rekey: connection not re-sealed");
+                    given_up.insert(id);
+                    outcome.failed.push((id, why));
+                }
+                Err(Failure::Database(e)) => return Err(e.into()),
+            }
+        }
+    }
+    outcome.left_on_older_keys = on_older_keys(state, &current, &given_up).await?.len() as u64;
+    Ok(outcome)
+}
+
+/// The connections sealed by a key of the ring other than `current`,
+/// leaving out those already given up on.
+async fn on_older_keys(
+    state: &ConnectionService,
+    current: &str,
+    given_up: &HashSet<Uuid>,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    let rows = db::connections::ids_not_sealed_by(&state.db, current).await?;
+    Ok(rows
+        .into_iter()
+        .filter(|(id, key_id)| state.keys.has_key(key_id) && !given_up.contains(id))
+        .map(|(id, _)| id)
+        .collect())
+}
+
+enum Failure {
+    /// This row's tokens would not re-seal: why, in words with no secret.
+    Row(String),
+    Database(sqlx::Error),
+}
+
+impl From<sqlx::Error> for Failure {
+    fn from(e: sqlx::Error) -> Self {
+        Failure::Database(e)
+    }
+}
+
+/// Re-seals connection `id` under its row lock; `false` when there was
+/// nothing to do (gone, already current, or sealed by a key the ring lacks).
+async fn reseal_one(state: &ConnectionService, current: &str, id: Uuid) -> Result<bool, Failure> {
+    let mut tx = crate::db::transaction::begin(&state.db).await?;
+    let Some(row) = db::connections::find_for_update(&mut *tx, id).await? else {
+        return Ok(false);
+    };
+    if row.key_id == current || !state.keys.has_key(&row.key_id) {
+        return Ok(false);
+    }
+    let ctx = |kind| context(row.id, row.user(), &row.provider, kind);
+    let reseal = |bytes: &Vec<u8>, kind| {
+        let sealed = Sealed {
+            key_id: row.key_id.clone(),
+            bytes: bytes.clone(),
+        };
+        state
+            .keys
+            .reseal(Purpose::Token, &ctx(kind), &sealed)
+            .map_err(|e| Failure::Row(e.to_string()))
+    };
+    let access = reseal(&row.access_token, Kind::Access)?;
+    let refresh = match &row.refresh_token {
+        Some(bytes) => Some(reseal(bytes, Kind::Refresh)?),
+        None => None,
+    };
+    db::connections::reseal(
+        &mut *tx,
+        id,
+        &access.bytes,
+        refresh.as_ref().map(|r| r.bytes.as_slice()),
+        &access.key_id,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(true)
 }
