@@ -2,8 +2,13 @@
 //! handled the OAuth callback, `LISTEN` on every instance, so a retry that
 //! waits for the user is woken at once wherever it runs.
 //!
-//! The payload is a digest of (issuer, subject, provider), not the names
-//! themselves: anyone who can LISTEN on the database learns nothing.
+//! The payload names (issuer, subject, provider) by a keyed tag per key of
+//! the sender's ring ([`crate::crypto::KeyRing::name_tags`]), comma
+//! separated: any role that can connect to the database can LISTEN, and an
+//! unkeyed digest of a known issuer, a provider and a guessable subject (an
+//! e-mail address) would tell it who just connected what. Instances share
+//! at least one key, also in the middle of a rotation, so a waiter matches
+//! the sender's tag for that key.
 //!
 //! Notifications sent while the listening connection is down are lost.
 //! When it comes back, every waiter is told to look again ([`RECHECK`]).
@@ -21,10 +26,10 @@ use std::{
 use sqlx::{PgExecutor, PgPool, postgres::PgListener};
 use tokio::sync::broadcast;
 
-use crate::db;
+use crate::{crypto::KeyRing, db};
 
 /// The wake-up that tells every waiter to look again: notifications may
-/// have been missed. (A key is 32 hex digits; this is none.)
+/// have been missed. (A tag is 32 hex digits; this is none.)
 pub const RECHECK: &str = "*";
 
 /// An idle listener checks its connection after this long.
@@ -65,18 +70,30 @@ impl ConnectionEvents {
     }
 }
 
-/// The event key for one user's connection to one provider.
-pub fn key(user: UserRef<'_>, provider: &str) -> String {
-    crate::crypto::hex(&crate::crypto::parts_key(&[
-        user.issuer(),
-        user.subject(),
-        provider,
-    ]))
+/// The tags naming one user's connection to one provider, one per key of
+/// `keys`.
+pub fn tags(keys: &KeyRing, user: UserRef<'_>, provider: &str) -> Vec<String> {
+    keys.name_tags(&[user.issuer(), user.subject(), provider])
 }
 
-/// Announces a stored connection; inside a transaction it is delivered at commit.
-pub async fn notify(exec: impl PgExecutor<'_>, key: &str) -> Result<(), sqlx::Error> {
-    db::notifications::notify(exec, key).await
+/// Whether a notification's payload names what `tags` name (or asks every
+/// waiter to look again).
+pub fn names(payload: &str, tags: &[String]) -> bool {
+    payload == RECHECK
+        || payload
+            .split(',')
+            .any(|sent| tags.iter().any(|t| t == sent))
+}
+
+/// Announces a stored connection of `user` to `provider`; inside a
+/// transaction it is delivered at commit.
+pub async fn notify(
+    exec: impl PgExecutor<'_>,
+    keys: &KeyRing,
+    user: UserRef<'_>,
+    provider: &str,
+) -> Result<(), sqlx::Error> {
+    db::notifications::notify(exec, &tags(keys, user, provider).join(",")).await
 }
 
 async fn listen(connect: impl Fn() -> PgPool, events: Weak<ConnectionEvents>) {
@@ -165,15 +182,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keys_separate_their_parts() {
-        assert_eq!(
-            key(UserRef::new("i", "s"), "p"),
-            key(UserRef::new("i", "s"), "p")
-        );
-        assert_ne!(
-            key(UserRef::new("i", "sp"), ""),
-            key(UserRef::new("i", "s"), "p")
-        );
-        assert_eq!(key(UserRef::new("i", "s"), "p").len(), 32);
+    fn a_payload_names_the_tags_of_a_shared_key() {
+        let a = KeyRing::generate_entry("a");
+        let b = KeyRing::generate_entry("b");
+        let ring = |entries: &[&str]| KeyRing::from_entries(entries.iter().copied()).unwrap();
+        let alice = UserRef::new("https://idp.example", "alice");
+        // Sent by an instance that already seals with `b`, heard by one
+        // that still has only `a` first: the tag for `a` matches.
+        let sent = tags(&ring(&[&b, &a]), alice, "github").join(",");
+        assert!(names(&sent, &tags(&ring(&[&a, &b]), alice, "github")));
+        assert!(names(&sent, &tags(&ring(&[&a]), alice, "github")));
+        assert!(!names(&sent, &tags(&ring(&[&a]), alice, "google")));
+        let bob = UserRef::new("https://idp.example", "bob");
+        assert!(!names(&sent, &tags(&ring(&[&a]), bob, "github")));
+        // A ring with none of the sender's keys hears nothing it can place.
+        let c = KeyRing::generate_entry("c");
+        assert!(!names(&sent, &tags(&ring(&[&c]), alice, "github")));
+        assert!(names(RECHECK, &tags(&ring(&[&c]), alice, "github")));
     }
 }

@@ -330,7 +330,7 @@ pub async fn allow(
         )
         .await?;
     }
-    events::notify(&mut *tx, &events::key(user, &connection.provider)).await?;
+    events::notify(&mut *tx, &state.keys, user, &connection.provider).await?;
     tx.commit().await?;
     Ok(Allowed::Granted { created })
 }

@@ -465,12 +465,12 @@ pub(crate) async fn wait_for_connection(
     rx: &mut tokio::sync::broadcast::Receiver<String>,
     cancel: &CancellationToken,
 ) -> bool {
-    let key = events::key(p.user(), provider);
+    let tags = events::tags(&state.keys, p.user(), provider);
     let limit = state.settings.flow.connect_wait();
     let wait = async {
         loop {
             match rx.recv().await {
-                Ok(k) if k == key || k == events::RECHECK => return true,
+                Ok(payload) if events::names(&payload, &tags) => return true,
                 Ok(_) => {}
                 // Missed some: check again rather than guess.
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return true,

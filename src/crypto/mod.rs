@@ -23,6 +23,8 @@ use rand::RngCore;
 const NONCE_LEN: usize = 12;
 const TAG_LEN: usize = 16;
 const KEY_LEN: usize = 32;
+/// What a key's names key is derived with (see [`KeyRing::name_tags`]).
+const NAMES_LABEL: &[u8] = b"mcp-connect name tags v1";
 
 /// What a sealed value is for; part of the associated data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +109,9 @@ pub struct Sealed {
 struct Key {
     id: String,
     cipher: Aes256Gcm,
+    /// A key of its own for [`KeyRing::name_tags`], derived from this
+    /// key's material: the AES key itself is used for nothing else.
+    names: [u8; 32],
 }
 
 /// A sealed value taken apart: the key that sealed it, nonce, ciphertext, tag.
@@ -180,6 +185,7 @@ impl KeyRing {
             keys.push(Key {
                 id: id.to_owned(),
                 cipher,
+                names: mac::hmac_sha256(&raw[..KEY_LEN], &[NAMES_LABEL]),
             });
         }
         if keys.is_empty() {
@@ -193,6 +199,24 @@ impl KeyRing {
         let mut raw = [0u8; KEY_LEN];
         rand::rng().fill_bytes(&mut raw);
         format!("{key_id}:{}", STANDARD.encode(raw))
+    }
+
+    /// Tags naming a tuple of strings (a user and a provider) to whoever
+    /// holds a key of this ring, and to no one else: HMAC-SHA256 under
+    /// each key's names key over the parts, each with its length in front,
+    /// cut to 128 bits, in hex. One per key, the current key's first: two
+    /// rings that share a key (every instance, also in the middle of a
+    /// rotation) share that key's tag.
+    pub fn name_tags(&self, parts: &[&str]) -> Vec<String> {
+        let mut framed = Vec::new();
+        for part in parts {
+            framed.extend_from_slice(&(part.len() as u64).to_be_bytes());
+            framed.extend_from_slice(part.as_bytes());
+        }
+        self.keys
+            .iter()
+            .map(|k| hex(&mac::hmac_sha256(&k.names, &[&framed])[..16]))
+            .collect()
     }
 
     /// Whether the ring holds a key with this id.
@@ -401,6 +425,29 @@ pub fn hex_into(bytes: &[u8], out: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn name_tags_are_shared_by_rings_that_share_a_key_and_by_no_one_else() {
+        let a = KeyRing::generate_entry("a");
+        let b = KeyRing::generate_entry("b");
+        let ring = |entries: &[&str]| KeyRing::from_entries(entries.iter().copied()).unwrap();
+        let parts = ["https://idp.example", "alice", "github"];
+        let old = ring(&[&a]).name_tags(&parts);
+        let rotating = ring(&[&b, &a]).name_tags(&parts);
+        let other = ring(&[&b]).name_tags(&parts);
+        assert_eq!(old.len(), 1);
+        assert_eq!(rotating.len(), 2);
+        assert_eq!(rotating[1], old[0], "the key both hold");
+        assert_eq!(rotating[0], other[0]);
+        assert_ne!(old[0], other[0]);
+        // Not the unkeyed digest anyone could compute, and the parts kept apart.
+        assert_ne!(old[0], hex(&parts_key(&parts)));
+        assert_ne!(
+            ring(&[&a]).name_tags(&["ab", "c"]),
+            ring(&[&a]).name_tags(&["a", "bc"])
+        );
+        assert_eq!(old[0].len(), 32);
+    }
 
     #[test]
     fn parts_keys_keep_the_parts_apart() {

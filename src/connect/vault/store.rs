@@ -117,7 +117,7 @@ pub(in crate::connect) async fn store_in(
     if let Some(client_id) = c.client_id {
         crate::connect::grants::grant_connecting_client(state, tx, id, client_id).await?;
     }
-    events::notify(&mut **tx, &events::key(c.user, c.provider)).await?;
+    events::notify(&mut **tx, &state.keys, c.user, c.provider).await?;
     Ok(id)
 }
 

@@ -51,10 +51,14 @@ async fn waiters_look_again_after_the_listening_connection_was_lost() {
         Some(RECHECK)
     );
     // And it listens again.
-    events::notify(&app.db, "after").await.unwrap();
+    let alice = mcp_connect::domain::UserRef::new("https://idp.example", "alice");
+    events::notify(&app.db, &app.state.keys, alice, "demo")
+        .await
+        .unwrap();
+    let sent = events::tags(&app.state.keys, alice, "demo").join(",");
     assert_eq!(
         next(&mut rx, Duration::from_secs(10)).await.as_deref(),
-        Some("after")
+        Some(sent.as_str())
     );
 }
 
@@ -80,10 +84,14 @@ async fn a_listening_connection_gone_silent_is_replaced() {
         next(&mut rx, Duration::from_secs(40)).await.as_deref(),
         Some(RECHECK)
     );
-    events::notify(&direct, "after").await.unwrap();
+    let alice = mcp_connect::domain::UserRef::new("https://idp.example", "alice");
+    events::notify(&direct, &app.state.keys, alice, "demo")
+        .await
+        .unwrap();
+    let sent = events::tags(&app.state.keys, alice, "demo").join(",");
     assert_eq!(
         next(&mut rx, Duration::from_secs(10)).await.as_deref(),
-        Some("after")
+        Some(sent.as_str())
     );
     // The app's own clean-up would go through the relay, gone with this
     // test: its database is dropped here, directly.
