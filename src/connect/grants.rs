@@ -308,17 +308,20 @@ pub async fn allow(
         return Ok(Allowed::TicketGone);
     };
     let mut tx = crate::db::transaction::begin(&state.db).await?;
+    // The connection first, then the ticket: a disconnect locks the
+    // connection and then deletes its tickets (the cascade), so taking
+    // them the other way round could leave each waiting for the other.
+    let Some(connection) =
+        db::connections::find_summary_for_user_to_reference(&mut *tx, user, connection_id).await?
+    else {
+        return Ok(Allowed::ConnectionGone);
+    };
     if db::tickets::redeem(&mut *tx, ticket.id, user)
         .await?
         .is_none()
     {
         return Ok(Allowed::TicketGone);
     }
-    let Some(connection) =
-        db::connections::find_summary_for_user(&mut *tx, user, connection_id).await?
-    else {
-        return Ok(Allowed::ConnectionGone);
-    };
     let created = db::client_grants::insert(&mut *tx, connection_id, &ticket.client_id).await?;
     if created {
         outbox::record(

@@ -86,6 +86,30 @@ pub async fn find_summary_for_user(
     .await
 }
 
+/// [`find_summary_for_user`], holding the row's key until the transaction
+/// ends (`FOR KEY SHARE`, what storing a row that references it takes
+/// anyway): a transaction that will reference the connection takes it
+/// before anything else, so that a disconnect deleting the row waits for
+/// it, or it for the disconnect, and the two never wait on each other.
+pub async fn find_summary_for_user_to_reference(
+    exec: impl PgExecutor<'_>,
+    user: UserRef<'_>,
+    id: Uuid,
+) -> Result<Option<ConnectionSummary>, sqlx::Error> {
+    sqlx::query_as!(
+        ConnectionSummary,
+        r#"SELECT id, provider AS "provider: ProviderName", account_id, account_label, scopes, status AS "status: ConnectionStatus",
+                  created_at, last_used_at, credential_hint
+           FROM connections WHERE id = $1 AND issuer = $2 AND subject = $3 AND account_id <> ''
+           FOR KEY SHARE"#,
+        id,
+        user.issuer(),
+        user.subject(),
+    )
+    .fetch_optional(exec)
+    .await
+}
+
 /// What a connection event says about its connection: whose it is and
 /// which account. Never a token.
 #[derive(Debug, Clone)]

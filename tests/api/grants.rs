@@ -552,3 +552,61 @@ async fn allowing_a_client_twice_records_one_grant() {
     assert_eq!(count(&app, audited).await, 1);
     completed_as_octo(&retry(&app, OTHER, &state, "accept").await);
 }
+
+/// Allowing a client on an account while the account is being
+/// disconnected: one waits for the other, never each for the other (a
+/// disconnect holds the connection, then deletes its approval tickets).
+#[tokio::test]
+async fn allowing_a_client_while_its_account_is_disconnected_waits_instead_of_deadlocking() {
+    use mcp_connect::{connect::grants::Allowed, domain::UserRef};
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    asked(&app, OTHER).await;
+    let (ticket_id, connection_id): (uuid::Uuid, uuid::Uuid) = sqlx::query_as(
+        "SELECT id, connection_id FROM connect_tickets WHERE connection_id IS NOT NULL",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    let ticket = mcp_connect::db::tickets::find_by_id(&app.db, ticket_id)
+        .await
+        .unwrap()
+        .unwrap();
+    // A disconnect: the connection's row held, as its delete holds it...
+    let mut disconnect = app.db.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM connections WHERE id = $1 FOR UPDATE")
+        .bind(connection_id)
+        .execute(&mut *disconnect)
+        .await
+        .unwrap();
+    let service = app.state.connect.clone();
+    let issuer = app.dev.issuer();
+    let allowing = tokio::spawn(async move {
+        service
+            .allow_client(UserRef::new(&issuer, "alice"), &ticket)
+            .await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // ...then the cascade to its tickets, and the row itself.
+    tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        sqlx::query("DELETE FROM connect_tickets WHERE id = $1")
+            .bind(ticket_id)
+            .execute(&mut *disconnect),
+    )
+    .await
+    .expect("the ticket is not held by the allow")
+    .expect("no deadlock");
+    sqlx::query("DELETE FROM connections WHERE id = $1")
+        .bind(connection_id)
+        .execute(&mut *disconnect)
+        .await
+        .unwrap();
+    disconnect.commit().await.unwrap();
+    let allowed = allowing.await.unwrap().expect("no deadlock");
+    assert!(
+        matches!(allowed, Allowed::ConnectionGone),
+        "the account is gone"
+    );
+    assert_eq!(count(&app, "SELECT count(*) FROM client_grants").await, 0);
+}
