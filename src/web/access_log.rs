@@ -35,12 +35,19 @@ pub async fn access_log(
         None => req.peer_addr().map(|a| a.ip()),
     }
     .map(|ip| ip.to_string());
-    let mut response = next.call(req).await?;
-    let status = response.status().as_u16();
-    let route = response.request().match_pattern();
+    let mut answered = next.call(req).await;
+    // A page past its time limit comes back as an error (the deadline has
+    // no request left to answer with; actix renders it after): it is
+    // logged and counted all the same, under the status it will have.
+    let (status, route) = match &answered {
+        Ok(response) => (response.status().as_u16(), response.request().match_pattern()),
+        Err(e) => (e.as_response_error().status_code().as_u16(), None),
+    };
     if let Some(state) = state {
         state.metrics.pages.request(route.as_deref(), status);
-        state.close_connection_if_stopping(response.response_mut().head_mut());
+        if let Ok(response) = &mut answered {
+            state.close_connection_if_stopping(response.response_mut().head_mut());
+        }
     }
     let ms = (started.elapsed().as_secs_f64() * 100_000.0).round() / 100.0;
     if path == "/healthz" || path == "/readyz" {
@@ -48,5 +55,5 @@ pub async fn access_log(
     } else {
         tracing::info!(peer, http = method, path, status, ms, "request");
     }
-    Ok(response)
+    answered
 }

@@ -190,6 +190,7 @@ mod too_many_clients;
 /// `web.page_timeout_secs`: the 503 page with `Retry-After`.
 #[tokio::test]
 async fn a_page_answers_a_frozen_database_within_its_time_limit() {
+    crate::logs::init();
     let pg = OwnPostgres::start(&[]);
     let app = spawn_app_on(&pg.url(), |t| {
         let mut web = toml::Table::new();
@@ -219,5 +220,10 @@ async fn a_page_answers_a_frozen_database_within_its_time_limit() {
         !text.contains("database did not answer"),
         "no internals: {text}"
     );
+    // Answered like any page: its access line says so.
+    let logged = crate::logs::captured().lines().any(|l| {
+        l.contains("access_log") && l.contains("path=\"/connect\"") && l.contains("status=503")
+    });
+    assert!(logged, "no access line for the late page");
     pg.thaw();
 }
