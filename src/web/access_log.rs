@@ -40,7 +40,10 @@ pub async fn access_log(
     // no request left to answer with; actix renders it after): it is
     // logged and counted all the same, under the status it will have.
     let (status, route) = match &answered {
-        Ok(response) => (response.status().as_u16(), response.request().match_pattern()),
+        Ok(response) => (
+            response.status().as_u16(),
+            response.request().match_pattern(),
+        ),
         Err(e) => (e.as_response_error().status_code().as_u16(), None),
     };
     if let Some(state) = state {

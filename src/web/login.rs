@@ -236,11 +236,25 @@ async fn finish(
     // Signed in as someone other than the person the link was made for:
     // recorded here, once, where the link becomes this session's (the
     // consent page that follows only shows the refusal).
+    // The sign-in itself is done by now: a lookup for the audit that fails
+    // is logged, not a reason to send the person to sign in once more.
     if newly_pending && let Some(ticket_id) = ticket_id {
-        let ticket = state.connect.ticket(ticket_id).await?;
-        if let Some(ticket) = ticket.filter(|t| t.user() != signed_in_as) {
-            super::connect::record_identity_mismatch(state, req, signed_in_as, session_id, &ticket)
-                .await;
+        match state.connect.ticket(ticket_id).await {
+            Ok(ticket) => {
+                if let Some(ticket) = ticket.filter(|t| t.user() != signed_in_as) {
+                    super::connect::record_identity_mismatch(
+                        state,
+                        req,
+                        signed_in_as,
+                        session_id,
+                        &ticket,
+                    )
+                    .await;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "sign-in: the link's ticket could not be read for the audit")
+            }
         }
     }
     Ok(response.finish())

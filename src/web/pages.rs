@@ -26,6 +26,10 @@ pub enum WebError {
     SignInFirst(String),
     #[error("bad request: {0}")]
     BadRequest(&'static str),
+    /// A link or a callback for a provider this server no longer has (the
+    /// operator removed it meanwhile).
+    #[error("provider no longer configured")]
+    ProviderGone,
     /// No page at this address, or none for this method (actix's own
     /// empty 404, given a page).
     #[error("no such page")]
@@ -122,6 +126,10 @@ impl WebError {
                 ..page("You are signed out", "Sign in to continue.")
             },
             WebError::BadRequest(message) => page("This request is not valid", message),
+            WebError::ProviderGone => page(
+                "This link can't be used",
+                "This server no longer connects this service. Go back to your MCP client: it can list the services this server connects.",
+            ),
             WebError::NotFound => page(
                 "Page not found",
                 "There is no page at this address. Your connected accounts are on your connections page.",
@@ -162,6 +170,7 @@ impl ResponseError for WebError {
             WebError::SignInFirst(_) => StatusCode::SEE_OTHER,
             WebError::BadRequest(_) | WebError::FlowRejected(_) => StatusCode::BAD_REQUEST,
             WebError::NotFound => StatusCode::NOT_FOUND,
+            WebError::ProviderGone => StatusCode::GONE,
             WebError::Timeout => StatusCode::REQUEST_TIMEOUT,
             WebError::NotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
             WebError::TooManyLinks(_) => StatusCode::TOO_MANY_REQUESTS,

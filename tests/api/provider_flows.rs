@@ -642,3 +642,39 @@ async fn the_page_says_when_the_provider_could_not_revoke() {
         after.body
     );
 }
+
+/// A connect link for a provider the operator removed since: the person
+/// is told this server no longer connects it (410), not "something went
+/// wrong".
+#[tokio::test]
+async fn a_link_for_a_provider_removed_since_says_so() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    let (url, _) = elicit(
+        &app,
+        "alice",
+        "whoami",
+        json!({"provider": "google"}),
+        "connect_google",
+    )
+    .await;
+    let ticket = url.split_once("?ticket=").unwrap().1;
+    // An instance whose configuration no longer has Google.
+    // (Signed in through the first: the cookie is the same host's.)
+    let without = app.second_instance().await;
+    let browser = Browser::new(&app);
+    browser.sign_in("alice").await;
+    let opened = browser
+        .get(&format!("{}/connect?ticket={ticket}", without.addr))
+        .await;
+    assert_eq!(opened.location.as_deref(), Some("/connect/consent"));
+    let page = browser
+        .get(&format!("{}/connect/consent", without.addr))
+        .await;
+    assert_eq!(page.status, 410, "{}", page.body);
+    assert!(
+        page.body.contains("no longer connects this service"),
+        "{}",
+        page.body
+    );
+}

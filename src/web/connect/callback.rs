@@ -65,11 +65,11 @@ pub(super) async fn callback(
         }
         Err(reason) => return Err(reject(&state, &req, &flow, reason, true).await),
     };
-    let provider = state.connect.provider(&provider_name).ok_or_else(|| {
-        WebError::Internal(anyhow::anyhow!(
-            "provider `{provider_name}` has a flow but no configuration"
-        ))
-    })?;
+    let Some(provider) = state.connect.provider(&provider_name) else {
+        // Removed from the configuration while the person was at it.
+        tracing::info!(provider = %provider_name, "provider callback for a provider no longer configured");
+        return Err(WebError::ProviderGone);
+    };
     // Single use: of concurrent or replayed callbacks only one gets here.
     // The others came from this very session (checked above): a double
     // submit, whose first request is exchanging the code now. A flow that

@@ -71,6 +71,7 @@ pub(super) async fn show(
         // the sign-in that came back to it), not at every reload here.
         return Ok(identity_mismatch(&state, &req, &user, &ticket, false).await);
     }
+    still_offered(&state, &ticket)?;
     if ticket.connection_id.is_some() {
         return super::approve::show(&state, &user, &ticket).await;
     }
@@ -174,11 +175,22 @@ pub(super) async fn submit(
     if !user.is(ticket.user()) {
         return Ok(identity_mismatch(&state, &req, &user, &ticket, true).await);
     }
+    still_offered(&state, &ticket)?;
     match form.get("action") {
         Some("continue") => proceed(&state, &req, &user, &ticket, &form).await,
         Some("cancel") => cancel(&state, &req, &user, &ticket).await,
         _ => Err(WebError::BadRequest("Choose Continue or Cancel.")),
     }
+}
+
+/// A ticket for a provider the operator has removed since it was made
+/// cannot be used: said so, not an internal error.
+fn still_offered(state: &AppState, ticket: &Ticket) -> Result<(), WebError> {
+    if state.connect.provider(ticket.provider.as_str()).is_some() {
+        return Ok(());
+    }
+    tracing::info!(provider = %ticket.provider, "connect link for a provider no longer configured");
+    Err(WebError::ProviderGone)
 }
 
 async fn proceed(
