@@ -334,6 +334,12 @@ impl ConnectionService {
         db::oauth_flows::delete(&self.db, id).await
     }
 
+    /// A callback for flow `id` came from another browser session: `true`
+    /// the first time (to audit once per flow).
+    pub async fn note_foreign_callback(&self, id: Uuid) -> Result<bool, sqlx::Error> {
+        db::oauth_flows::note_foreign_callback(&self.db, id).await
+    }
+
     /// The person declined at the provider: the flow's ticket is declined.
     pub async fn decline_flow(&self, id: Uuid) -> Result<bool, sqlx::Error> {
         db::oauth_flows::decline_ticket(&self.db, id).await

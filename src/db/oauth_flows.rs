@@ -156,6 +156,22 @@ pub async fn set_connection(
     Ok(())
 }
 
+/// Notes that a callback for flow `id` came from another browser session;
+/// `true` the first time only (what is audited).
+pub async fn note_foreign_callback(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE oauth_flows SET foreign_callback_at = now()
+         WHERE id = $1 AND foreign_callback_at IS NULL",
+        id,
+    )
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!("DELETE FROM oauth_flows WHERE id = $1", id)
         .execute(exec)

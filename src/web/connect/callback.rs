@@ -279,6 +279,15 @@ async fn reject(
     if delete && let Err(e) = state.connect.discard_flow(flow.id).await {
         return WebError::from(e);
     }
+    // A flow left alone can be called back again and again (a reload):
+    // audited the first time only; the log above has every one.
+    if !delete {
+        match state.connect.note_foreign_callback(flow.id).await {
+            Ok(true) => {}
+            Ok(false) => return WebError::FlowRejected(RESTART),
+            Err(e) => return WebError::from(e),
+        }
+    }
     let principal = match flow.ticket_id {
         Some(id) => match state.connect.ticket(id).await {
             Ok(ticket) => ticket,
