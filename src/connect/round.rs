@@ -35,6 +35,31 @@ impl Round<'_> {
     }
 }
 
+/// Whether `value` has the shape of an `ElicitResult` (schema.json): an
+/// object with an `action` of accept, decline or cancel, and `content`, if
+/// any, an object of primitive values or arrays of strings. The answers to
+/// this server's own questions are checked (mrtr.mdx: servers SHOULD
+/// validate them); a client's other keys are none of its business.
+fn is_elicit_result(value: &Value) -> bool {
+    let Some(result) = value.as_object() else {
+        return false;
+    };
+    let action_known = result
+        .get("action")
+        .and_then(Value::as_str)
+        .is_some_and(|a| matches!(a, "accept" | "decline" | "cancel"));
+    let content_fits = match result.get("content") {
+        None | Some(Value::Null) => true,
+        Some(Value::Object(fields)) => fields.values().all(|v| match v {
+            Value::String(_) | Value::Number(_) | Value::Bool(_) => true,
+            Value::Array(items) => items.iter().all(Value::is_string),
+            _ => false,
+        }),
+        Some(_) => false,
+    };
+    action_known && content_fits
+}
+
 /// Where a round comes from: the call and what its retry carried.
 pub struct Retry<'a> {
     pub principal: &'a Principal,
@@ -57,6 +82,20 @@ impl ConnectionService {
         };
         let reason = match state::open(&self.keys, retry.binding, sealed) {
             Ok(round) if round.provider == retry.provider => {
+                let answers = [retry.key, &super::input_key(retry.provider)];
+                for key in answers {
+                    if let Some(value) = retry.input_responses.and_then(|r| r.get(key))
+                        && !is_elicit_result(value)
+                    {
+                        tracing::info!(key, "retry with a malformed answer to an elicitation");
+                        return Err(ErrorData::invalid_params(
+                            format!(
+                                "inputResponses.{key} is not an elicitation result: an object whose action is \"accept\", \"decline\" or \"cancel\", with form content (strings, numbers, booleans or arrays of strings) when accepted"
+                            ),
+                            None,
+                        ));
+                    }
+                }
                 return Ok(Some(Round {
                     state: round,
                     answer: retry.input_responses.and_then(|r| r.get(retry.key)),
@@ -89,5 +128,36 @@ impl ConnectionService {
             self.settings.flow.request_state_ttl(),
         )
         .map_err(super::internal)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn elicitation_results_are_told_from_anything_else() {
+        for fits in [
+            json!({"action": "accept"}),
+            json!({"action": "decline"}),
+            json!({"action": "cancel", "content": null}),
+            json!({"action": "accept", "content": {"confirm": true, "n": 2, "s": "x", "many": ["a"]}}),
+            json!({"action": "accept", "_meta": {}}),
+        ] {
+            assert!(is_elicit_result(&fits), "{fits}");
+        }
+        for misfit in [
+            json!("yes"),
+            json!(null),
+            json!({}),
+            json!({"action": "ok"}),
+            json!({"action": 1}),
+            json!({"action": "accept", "content": "yes"}),
+            json!({"action": "accept", "content": {"nested": {"a": 1}}}),
+            json!({"action": "accept", "content": {"list": [1, 2]}}),
+        ] {
+            assert!(!is_elicit_result(&misfit), "{misfit}");
+        }
     }
 }

@@ -883,3 +883,42 @@ async fn a_user_gets_a_bounded_number_of_new_links_per_minute() {
     .await;
     assert_eq!(ticket_of(&again), ticket_of(&first), "{again}");
 }
+
+/// The answer to this server's own question must be an elicitation
+/// result; anything else is invalid params (mrtr.mdx: servers SHOULD
+/// validate the client's `InputResponses`), not taken for "no answer
+/// yet". Keys the server did not ask about are the client's business.
+#[tokio::test]
+async fn a_malformed_answer_to_the_connect_question_is_invalid_params() {
+    let app = spawn_app().await;
+    let args = json!({"provider": "demo"});
+    let state = state_of(&ask(&app, "alice", "whoami", args.clone()).await);
+    for answer in [
+        json!("yes"),
+        json!({"action": "ok"}),
+        json!({"action": "accept", "content": "done"}),
+    ] {
+        let (_, body) = retry(
+            &app,
+            "alice",
+            "whoami",
+            args.clone(),
+            &state,
+            json!({"connect_demo": answer}),
+        )
+        .await;
+        assert_eq!(body["error"]["code"], -32602, "{answer}: {body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("inputResponses.connect_demo"), "{message}");
+    }
+    let (_, body) = retry(
+        &app,
+        "alice",
+        "whoami",
+        args,
+        &state,
+        json!({"something_else": "whatever"}),
+    )
+    .await;
+    assert_eq!(body["result"]["resultType"], "input_required", "{body}");
+}
