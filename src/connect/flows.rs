@@ -143,6 +143,49 @@ pub(super) async fn start(
     }))
 }
 
+/// A second Continue for a ticket this browser session already went on
+/// with (a double click, whose first redirect the browser dropped; Back
+/// and Continue again): the same flow, under a new `state` — the first
+/// redirect's is void from now — sent to the provider again with the
+/// same verifier, scopes and parameters. `None` when this session has no
+/// such flow (another browser's Continue, or it finished or expired).
+pub(super) async fn resume(
+    state: &ConnectionService,
+    ticket: &Ticket,
+    session_id: Uuid,
+) -> anyhow::Result<Option<StartedFlow>> {
+    let provider = provider_of(state, ticket)?;
+    let Some(flow) =
+        db::oauth_flows::find_open_for_ticket(&state.db, ticket.id, session_id).await?
+    else {
+        return Ok(None);
+    };
+    let verifier = open_verifier(&state.keys, &flow)?;
+    let challenge = PkcePair::challenge_of(verifier.expose_secret());
+    let params = db::params::get(&state.db, Holder::Flow, flow.id)
+        .await?
+        .unwrap_or_default();
+    let scopes = requested_scopes(provider, ticket);
+    let flow_state = secret::random_value();
+    let authorize_url = provider
+        .authorize_url_for(
+            &flow_state,
+            &challenge,
+            &scopes,
+            ticket.add_account,
+            &params,
+        )?
+        .ok_or_else(|| anyhow::anyhow!("provider `{}` has no authorize URL", provider.name()))?;
+    if !db::oauth_flows::restate(&state.db, flow.id, &secret::sha256(&flow_state)).await? {
+        return Ok(None);
+    }
+    Ok(Some(StartedFlow {
+        ticket: ticket.clone(),
+        scopes,
+        authorize_url,
+    }))
+}
+
 /// Opens the PKCE verifier sealed on a flow row (sign-in and connect).
 pub fn open_verifier(
     keys: &crate::crypto::KeyRing,

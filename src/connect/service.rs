@@ -306,6 +306,16 @@ impl ConnectionService {
         flows::start(self, ticket, user, session_id, params).await
     }
 
+    /// A second Continue from the session that started the ticket's flow:
+    /// see [`flows::resume`].
+    pub async fn resume_flow(
+        &self,
+        ticket: &Ticket,
+        session_id: Uuid,
+    ) -> anyhow::Result<Option<StartedFlow>> {
+        flows::resume(self, ticket, session_id).await
+    }
+
     /// The person submitted an API key or Basic credential for this
     /// ticket: checked against the entry, then at the provider, and only
     /// then stored (redeeming the ticket in the same transaction).

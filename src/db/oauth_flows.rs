@@ -120,6 +120,48 @@ pub async fn find_by_state_hash(
     .await
 }
 
+/// The connect flow browser session `session_id` started for ticket
+/// `ticket_id` and has not finished, while it has not expired (by the
+/// database's clock).
+pub async fn find_open_for_ticket(
+    exec: impl PgExecutor<'_>,
+    ticket_id: Uuid,
+    session_id: Uuid,
+) -> Result<Option<OAuthFlow>, sqlx::Error> {
+    sqlx::query_as!(
+        OAuthFlow,
+        r#"SELECT id, kind AS "kind: FlowKind", ticket_id, session_id, browser_binding, provider,
+                  pkce_verifier, nonce, key_id, return_to, created_at, expires_at, completed_at,
+                  connection_id
+           FROM oauth_flows
+           WHERE ticket_id = $1 AND session_id = $2 AND kind = 'connect'
+             AND completed_at IS NULL AND expires_at > now()
+           ORDER BY created_at DESC LIMIT 1"#,
+        ticket_id,
+        session_id,
+    )
+    .fetch_optional(exec)
+    .await
+}
+
+/// Gives an unfinished, unexpired flow a new `state` (its hash): the old
+/// one no longer finds it. `false` when it finished or expired meanwhile.
+pub async fn restate(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    state_hash: &[u8],
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE oauth_flows SET state_hash = $2
+         WHERE id = $1 AND completed_at IS NULL AND expires_at > now()",
+        id,
+        state_hash,
+    )
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// Marks a flow completed; `None` when it already was (or has expired), so
 /// of any number of concurrent callbacks exactly one proceeds.
 pub async fn complete(

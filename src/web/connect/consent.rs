@@ -232,6 +232,12 @@ async fn proceed(
         .start_flow(ticket, user.user(), user.session_id, &params)
         .await?;
     let Some(started) = started else {
+        // Used already: by this very session's first Continue (a double
+        // click), which goes on where it is, or by someone else.
+        if let Some(again) = state.connect.resume_flow(ticket, user.session_id).await? {
+            tracing::info!(ticket = %ticket.id, "connect continued again; the flow goes on under a new state");
+            return Ok(see_other(again.authorize_url.as_str()));
+        }
         tracing::info!(ticket = %ticket.id, "connect ticket already used");
         return Err(WebError::LinkGone);
     };

@@ -74,7 +74,7 @@ async fn continue_redirects_to_the_provider_with_state_and_pkce_s256() {
 }
 
 #[tokio::test]
-async fn of_100_concurrent_continues_exactly_one_reaches_the_provider() {
+async fn of_100_concurrent_continues_exactly_one_flow_goes_to_the_provider() {
     let app = spawn_app().await;
     let (t, _) = ticket(&app, "alice", 600).await;
     let alice = signed_in(&app, "alice").await;
@@ -82,17 +82,29 @@ async fn of_100_concurrent_continues_exactly_one_reaches_the_provider() {
     let mut fields = crate::browser::form_fields(&page.body, "/connect").unwrap();
     fields.push(("action".into(), "continue".into()));
     let answers = join_all((0..100).map(|_| alice.post_form("/connect", &fields))).await;
-    let to_provider = answers
+    // One wins the ticket; those that come after its flow is stored go on
+    // with that flow (the same browser session), each under a new `state`;
+    // any before it find the ticket used. However many go to the provider,
+    // one flow exists, and one `state` finds it: the last given.
+    let to_provider: Vec<url::Url> = answers
         .iter()
         .filter(|a| a.status == 303)
-        .filter(|a| {
-            a.location
-                .as_deref()
-                .is_some_and(|l| l.starts_with(&format!("{}/dev/demo/authorize?", app.base)))
-        })
-        .count();
-    assert_eq!(to_provider, 1);
-    assert_eq!(answers.iter().filter(|a| a.status == 410).count(), 99);
+        .filter_map(|a| a.location.as_deref())
+        .filter(|l| l.starts_with(&format!("{}/dev/demo/authorize?", app.base)))
+        .map(|l| url::Url::parse(l).unwrap())
+        .collect();
+    assert!(!to_provider.is_empty());
+    assert_eq!(
+        to_provider.len() + answers.iter().filter(|a| a.status == 410).count(),
+        100
+    );
+    let mut finding = 0;
+    for url in &to_provider {
+        if flow_exists(&app, &param(url, "state").unwrap()).await {
+            finding += 1;
+        }
+    }
+    assert_eq!(finding, 1, "one state finds the flow");
     assert_eq!(
         count(
             &app,
@@ -187,4 +199,64 @@ async fn forms_without_the_right_csrf_token_are_refused() {
         .submit(&page, "/connect", &[("action", "continue")])
         .await;
     assert_eq!(answer.status, 303, "{}", answer.body);
+}
+
+/// Continue clicked twice (the browser drops the first redirect and
+/// follows the second): the second goes on with the same flow under a new
+/// `state` and finishes, where it used to say the link was used. The
+/// first redirect's `state` no longer finds the flow; another browser's
+/// Continue on the same link still finds it used.
+#[tokio::test]
+async fn a_second_continue_from_the_same_browser_goes_on_with_the_flow() {
+    let app = spawn_app().await;
+    let (t, _) = ticket(&app, "alice", 600).await;
+    let alice = signed_in(&app, "alice").await;
+    let page = consent(&alice, &t).await;
+    let first = alice
+        .submit(&page, "/connect", &[("action", "continue")])
+        .await;
+    let second = alice
+        .submit(&page, "/connect", &[("action", "continue")])
+        .await;
+    assert_eq!(second.status, 303, "{}", second.body);
+    let first = url::Url::parse(first.location.as_deref().unwrap()).unwrap();
+    let second = url::Url::parse(second.location.as_deref().unwrap()).unwrap();
+    let (old_state, new_state) = (
+        param(&first, "state").unwrap(),
+        param(&second, "state").unwrap(),
+    );
+    assert_ne!(old_state, new_state);
+    assert!(!flow_exists(&app, &old_state).await);
+    assert!(flow_exists(&app, &new_state).await);
+    assert_eq!(
+        param(&first, "code_challenge"),
+        param(&second, "code_challenge"),
+        "the same flow, the same verifier"
+    );
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM oauth_flows WHERE kind = 'connect'"
+        )
+        .await,
+        1
+    );
+    // Another browser of the same person: the link is used.
+    let elsewhere = signed_in(&app, "alice").await;
+    let answer = elsewhere
+        .submit(&page, "/connect", &[("action", "continue")])
+        .await;
+    assert_ne!(answer.status, 303, "{}", answer.body);
+    // The second redirect finishes the connect.
+    let provider_page = alice.get(second.as_str()).await;
+    let back = alice
+        .submit(
+            &provider_page,
+            "/dev/demo/authorize",
+            &[("account", "octo"), ("decision", "allow")],
+        )
+        .await;
+    let done = alice.follow(&back).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
 }
