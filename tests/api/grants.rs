@@ -610,3 +610,23 @@ async fn allowing_a_client_while_its_account_is_disconnected_waits_instead_of_de
     );
     assert_eq!(count(&app, "SELECT count(*) FROM client_grants").await, 0);
 }
+
+/// Allow clicked twice: both answers say the client is allowed (the second
+/// finds the grant the first stored), not that the link was used.
+#[tokio::test]
+async fn a_second_allow_says_allowed() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let (url, state, _) = asked(&app, OTHER).await;
+    let browser = Browser::new(&app);
+    let page = approval_page(&browser, &url).await;
+    for _ in 0..2 {
+        let answer = browser
+            .submit(&page, "/connect", &[("action", "continue")])
+            .await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert!(answer.body.contains("allowed"), "{}", answer.body);
+    }
+    assert_eq!(count(&app, "SELECT count(*) FROM client_grants").await, 2);
+    completed_as_octo(&retry(&app, OTHER, &state, "accept").await);
+}

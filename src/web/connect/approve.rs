@@ -73,6 +73,9 @@ pub(super) async fn allow(
     let (provider, _) = state.connect.ticket_provider(ticket)?;
     let created = match state.connect.allow_client(user.user(), ticket).await? {
         Allowed::Granted { created } => created,
+        // Used already: by this person's first Allow (a double click), if
+        // the grant is there, which is what they asked for.
+        Allowed::TicketGone if already_allowed(state, ticket).await? => false,
         Allowed::TicketGone | Allowed::ConnectionGone => return Err(WebError::LinkGone),
     };
     db::web_sessions::clear_pending_ticket(&state.db, user.session_id, ticket.id).await?;
@@ -109,4 +112,16 @@ pub(super) async fn allow(
             link: Some(("/connections".into(), "See your connections".into())),
         },
     ))
+}
+
+/// Whether the ticket's client may already use the ticket's connection.
+async fn already_allowed(state: &AppState, ticket: &Ticket) -> Result<bool, WebError> {
+    let Some(connection_id) = ticket.connection_id else {
+        return Ok(false);
+    };
+    Ok(
+        db::client_grants::find(&state.db, connection_id, &ticket.client_id)
+            .await?
+            .is_some(),
+    )
 }
