@@ -13,7 +13,6 @@ use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
 use askama::Template;
 
 use super::{
-    connect::CONSENT_PATH,
     forms, logout,
     pages::{self, WebError, see_other},
     session::{MaybeUser, SignedInUser},
@@ -358,5 +357,5 @@ async fn reconnect(
             .await?
     };
     db::web_sessions::set_pending_ticket(&state.db, user.session_id, Some(ticket.id)).await?;
-    Ok(see_other(CONSENT_PATH))
+    Ok(see_other(&super::connect::consent_url(&user, ticket.id)))
 }

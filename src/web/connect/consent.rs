@@ -61,7 +61,10 @@ pub(super) async fn show(
     state: web::Data<AppState>,
     user: SignedInUser,
 ) -> Result<HttpResponse, WebError> {
-    let ticket = match user.pending_ticket_id {
+    // The ticket this tab's address names, else the one this session
+    // opened last (after signing in, which comes back to the plain path).
+    let named = super::ticket_in_address(&user, &forms::query(&req)?);
+    let ticket = match named.or(user.pending_ticket_id) {
         Some(id) => state.connect.ticket(id).await?,
         None => None,
     };

@@ -44,6 +44,30 @@ use crate::{
 /// Where the consent page lives (a URL that never carries the ticket).
 pub const CONSENT_PATH: &str = "/connect/consent";
 
+/// The consent page for one ticket in this browser session: its id (never
+/// the ticket's secret) and a tag only this session's secret makes. Each
+/// tab keeps the link it opened, where the session's pending ticket is
+/// only the last one opened; the tag keeps the address from working in
+/// any other session.
+pub fn consent_url(user: &SignedInUser, ticket_id: uuid::Uuid) -> String {
+    format!(
+        "{CONSENT_PATH}?t={ticket_id}&m={}",
+        user.csrf_token(&view_purpose(ticket_id))
+    )
+}
+
+/// What a consent address's tag stands for.
+fn view_purpose(ticket_id: uuid::Uuid) -> String {
+    format!("view:{ticket_id}")
+}
+
+/// The ticket a consent address names, when its tag is this session's.
+fn ticket_in_address(user: &SignedInUser, query: &crate::web::forms::Params) -> Option<uuid::Uuid> {
+    let id = uuid::Uuid::parse_str(query.get("t")?).ok()?;
+    user.csrf_matches(&view_purpose(id), query.get("m"))
+        .then_some(id)
+}
+
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/connect", web::get().to(open::open))
         .route("/connect", web::post().to(consent::submit))

@@ -44,5 +44,5 @@ pub(super) async fn open(
         // Recorded once per ticket and session, not at every reload.
         return Ok(identity_mismatch(&state, &req, &user, &ticket, newly_pending).await);
     }
-    Ok(see_other(CONSENT_PATH))
+    Ok(see_other(&super::consent_url(&user, ticket.id)))
 }

@@ -260,3 +260,52 @@ async fn a_second_continue_from_the_same_browser_goes_on_with_the_flow() {
     assert_eq!(done.status, 200, "{}", done.body);
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
 }
+
+/// Two links opened in two tabs of one browser: each tab's consent page
+/// stays its own link's (the session's pending ticket is only the last
+/// one opened), and a tab's address is of no use to another session.
+#[tokio::test]
+async fn each_tab_keeps_the_link_it_opened() {
+    let app = spawn_app().await;
+    let (first, first_id) = ticket(&app, "alice", 600).await;
+    let (second, second_id) = ticket(&app, "alice", 600).await;
+    let alice = signed_in(&app, "alice").await;
+    let opened = |t: String| {
+        let alice = &alice;
+        async move {
+            let page = alice.get(&format!("/connect?ticket={t}")).await;
+            page.location.clone().unwrap()
+        }
+    };
+    let first_tab = opened(first).await;
+    let second_tab = opened(second).await;
+    let ticket_on = |page: &Page| {
+        crate::browser::form_fields(&page.body, "/connect")
+            .unwrap_or_default()
+            .into_iter()
+            .find(|(name, _)| name == "ticket")
+            .map(|(_, value)| value)
+    };
+    let page = alice.get(&first_tab).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert_eq!(ticket_on(&page), Some(first_id.to_string()));
+    let page = alice.get(&second_tab).await;
+    assert_eq!(ticket_on(&page), Some(second_id.to_string()));
+    // Continue in the first tab connects the first link's.
+    let page = alice.get(&first_tab).await;
+    let answer = alice
+        .submit(&page, "/connect", &[("action", "continue")])
+        .await;
+    assert_eq!(answer.status, 303, "{}", answer.body);
+    let redeemed: Vec<Uuid> =
+        sqlx::query_scalar("SELECT id FROM connect_tickets WHERE redeemed_at IS NOT NULL")
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(redeemed, [first_id]);
+    // Bob, signed in elsewhere, gets nothing from alice's tab's address.
+    let bob = signed_in(&app, "bob").await;
+    let page = bob.get(&second_tab).await;
+    assert_ne!(page.status, 200, "{}", page.body);
+    assert!(ticket_on(&page).is_none());
+}
