@@ -123,7 +123,10 @@ impl WebError {
             ),
             WebError::SignedOut | WebError::SignInFirst(_) => ErrorPage {
                 link: Some(("/login?return_to=/connections", "Sign in")),
-                ..page("You are signed out", "Sign in to continue.")
+                ..page(
+                    "You are signed out",
+                    "Your sign-in has ended. Sign in to continue; if you were connecting an account, open the link from your MCP client again.",
+                )
             },
             WebError::BadRequest(message) => page("This request is not valid", message),
             WebError::ProviderGone => page(

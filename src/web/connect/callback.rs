@@ -32,6 +32,11 @@ use crate::{
 const RESTART: &str =
     "This authorization can't be completed. Go back to your MCP client and try again.";
 
+/// For a callback that reached another browser (or another profile) than
+/// the one the connect started in: a phone opening its default browser,
+/// say. The flow waits there.
+const ELSEWHERE: &str = "This authorization was started in another browser. Finish it in the browser where you      started, or go back to your MCP client and try again.";
+
 pub(super) async fn callback(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -284,7 +289,7 @@ async fn reject(
     if !delete {
         match state.connect.note_foreign_callback(flow.id).await {
             Ok(true) => {}
-            Ok(false) => return WebError::FlowRejected(RESTART),
+            Ok(false) => return WebError::FlowRejected(ELSEWHERE),
             Err(e) => return WebError::from(e),
         }
     }
@@ -308,7 +313,7 @@ async fn reject(
         json!({ "reason": reason, "flow_id": flow.id, "ticket_id": flow.ticket_id }),
     )
     .await;
-    WebError::FlowRejected(RESTART)
+    WebError::FlowRejected(if delete { RESTART } else { ELSEWHERE })
 }
 
 /// The provider answered with an error instead of a code.

@@ -22,6 +22,12 @@ async fn a_callback_from_another_session_is_refused_without_touching_the_flow() 
         let refused = browser.get(&callback).await;
         assert_eq!(refused.status, 400, "{}", refused.body);
         assert!(!refused.body.contains(&state) && !refused.body.contains("abc"));
+        // Said as it is: the connect waits in the browser it started in.
+        assert!(
+            refused.body.contains("started in another browser"),
+            "{}",
+            refused.body
+        );
     }
     assert!(flow_exists(&app, &state).await, "the flow must stay");
     let audited: i64 = sqlx::query_scalar(
