@@ -306,8 +306,10 @@ impl ConnectionService {
         flows::start(self, ticket, user, session_id, params).await
     }
 
-    /// A second Continue from the session that started the ticket's flow:
-    /// see [`flows::resume`].
+    /// A second Continue from the session that started the ticket's flow
+    /// (a double click): that flow again under a new `state`, the first
+    /// redirect's void; `None` when this session has no unfinished flow
+    /// for the ticket.
     pub async fn resume_flow(
         &self,
         ticket: &Ticket,
