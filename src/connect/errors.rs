@@ -59,6 +59,11 @@ pub enum RequestError {
     /// A `requestState` that cannot be used, whatever the reason (the
     /// reason goes to the log and the audit, never to the client).
     InvalidState,
+    /// A retry's answer to this server's own question (under `key`) that
+    /// is not an elicitation result.
+    MalformedAnswer {
+        key: String,
+    },
     /// The per-user limit on connect links.
     TooManyLinks {
         retry_after: Duration,
@@ -121,6 +126,12 @@ impl From<RequestError> for ErrorData {
                 None,
             ),
             E::InvalidState => ErrorData::invalid_params(INVALID_STATE_MESSAGE, None),
+            E::MalformedAnswer { key } => ErrorData::invalid_params(
+                format!(
+                    "inputResponses.{key} is not an elicitation result: an object whose action is \"accept\", \"decline\" or \"cancel\", with form content (strings, numbers, booleans or arrays of strings) when accepted"
+                ),
+                None,
+            ),
             E::TooManyLinks { retry_after } => {
                 let secs = retry_after.as_secs().max(1);
                 ErrorData::new(

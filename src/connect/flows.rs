@@ -145,14 +145,17 @@ pub(super) async fn start(
 
 /// A second Continue for a ticket this browser session already went on
 /// with (a double click, whose first redirect the browser dropped; Back
-/// and Continue again): the same flow, under a new `state` — the first
-/// redirect's is void from now — sent to the provider again with the
-/// same verifier, scopes and parameters. `None` when this session has no
-/// such flow (another browser's Continue, or it finished or expired).
+/// and Continue again), with the parameters it went on with: the same
+/// flow under a new `state` and a new PKCE verifier — the first
+/// redirect's `state` neither finds nor completes it from now — sent to
+/// the provider again with the same scopes. `None` when this session has
+/// no such flow (another browser's Continue, or it finished or expired),
+/// or the parameters differ (the person changed them: not this flow).
 pub(super) async fn resume(
     state: &ConnectionService,
     ticket: &Ticket,
     session_id: Uuid,
+    params: &Params,
 ) -> anyhow::Result<Option<StartedFlow>> {
     let provider = provider_of(state, ticket)?;
     let Some(flow) =
@@ -160,23 +163,38 @@ pub(super) async fn resume(
     else {
         return Ok(None);
     };
-    let verifier = open_verifier(&state.keys, &flow)?;
-    let challenge = PkcePair::challenge_of(verifier.expose_secret());
-    let params = db::params::get(&state.db, Holder::Flow, flow.id)
+    let stored = db::params::get(&state.db, Holder::Flow, flow.id)
         .await?
         .unwrap_or_default();
+    if &stored != params {
+        return Ok(None);
+    }
+    let pkce = PkcePair::generate();
+    let sealed = state.keys.seal(
+        Purpose::PkceVerifier,
+        flow.id.as_bytes(),
+        pkce.verifier.expose_secret().as_bytes(),
+    )?;
     let scopes = requested_scopes(provider, ticket);
     let flow_state = secret::random_value();
     let authorize_url = provider
         .authorize_url_for(
             &flow_state,
-            &challenge,
+            &pkce.challenge,
             &scopes,
             ticket.add_account,
-            &params,
+            params,
         )?
         .ok_or_else(|| anyhow::anyhow!("provider `{}` has no authorize URL", provider.name()))?;
-    if !db::oauth_flows::restate(&state.db, flow.id, &secret::sha256(&flow_state)).await? {
+    let restated = db::oauth_flows::restate(
+        &state.db,
+        flow.id,
+        &secret::sha256(&flow_state),
+        &sealed.bytes,
+        &sealed.key_id,
+    )
+    .await?;
+    if !restated {
         return Ok(None);
     }
     Ok(Some(StartedFlow {

@@ -99,9 +99,10 @@ pub enum Access<'s> {
     Cancelled { provider_name: String },
     /// The token has expired and the provider could not renew it now.
     ProviderUnavailable { provider_name: String },
-    /// The `account` argument is the label of several of the user's
-    /// accounts and the client cannot ask which: `message` tells the model
-    /// to name one by its id.
+    /// The user has several accounts at the provider and the client cannot
+    /// be asked which (the `account` argument is the label of several, or
+    /// a 2025-11-25 client named none): `message` tells the model which
+    /// there are and to name one.
     AccountAmbiguous { message: String },
 }
 

@@ -82,18 +82,20 @@ impl ConnectionService {
         };
         let reason = match state::open(&self.keys, retry.binding, sealed) {
             Ok(round) if round.provider == retry.provider => {
-                let answers = [retry.key, &super::input_key(retry.provider)];
+                // The question this round's retry answers, and the account
+                // question, which any round about the provider may have
+                // asked (a confirmation's key is the first, the connect's
+                // too).
+                let answers = [retry.key, &super::accounts::input_key(retry.provider)];
                 for key in answers {
                     if let Some(value) = retry.input_responses.and_then(|r| r.get(key))
                         && !is_elicit_result(value)
                     {
                         tracing::info!(key, "retry with a malformed answer to an elicitation");
-                        return Err(ErrorData::invalid_params(
-                            format!(
-                                "inputResponses.{key} is not an elicitation result: an object whose action is \"accept\", \"decline\" or \"cancel\", with form content (strings, numbers, booleans or arrays of strings) when accepted"
-                            ),
-                            None,
-                        ));
+                        return Err(super::errors::RequestError::MalformedAnswer {
+                            key: key.to_owned(),
+                        }
+                        .into());
                     }
                 }
                 return Ok(Some(Round {

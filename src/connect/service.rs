@@ -307,15 +307,17 @@ impl ConnectionService {
     }
 
     /// A second Continue from the session that started the ticket's flow
-    /// (a double click): that flow again under a new `state`, the first
-    /// redirect's void; `None` when this session has no unfinished flow
-    /// for the ticket.
+    /// (a double click), with the same parameters: that flow again under a
+    /// new `state` and verifier, the first redirect's void; `None` when
+    /// this session has no unfinished flow for the ticket with these
+    /// parameters.
     pub async fn resume_flow(
         &self,
         ticket: &Ticket,
         session_id: Uuid,
+        params: &db::params::Params,
     ) -> anyhow::Result<Option<StartedFlow>> {
-        flows::resume(self, ticket, session_id).await
+        flows::resume(self, ticket, session_id, params).await
     }
 
     /// The person submitted an API key or Basic credential for this
@@ -337,8 +339,12 @@ impl ConnectionService {
     }
 
     /// Marks the flow completed; `None` if it already was (single use).
-    pub async fn complete_flow(&self, id: Uuid) -> Result<Option<OAuthFlow>, sqlx::Error> {
-        db::oauth_flows::complete(&self.db, id).await
+    pub async fn complete_flow(
+        &self,
+        id: Uuid,
+        flow_state: &str,
+    ) -> Result<Option<OAuthFlow>, sqlx::Error> {
+        db::oauth_flows::complete(&self.db, id, &crate::crypto::secret::sha256(flow_state)).await
     }
 
     /// Deletes a flow that must not be retried.

@@ -368,9 +368,11 @@ fn associated_data(purpose: Purpose, key_id: &str, context: &[u8]) -> Vec<u8> {
     aad
 }
 
-/// A 128-bit key naming a tuple of strings (a user, a user and a
-/// provider): SHA-256 over each part with its length in front, so parts
-/// cannot run into each other, cut to 16 bytes.
+/// A 128-bit key naming a tuple of strings (a user, for the per-user link
+/// limit's map in memory): SHA-256 over each part with its length in
+/// front, so parts cannot run into each other, cut to 16 bytes. Unkeyed:
+/// for what never leaves the process ([`KeyRing::name_tags`] is for what
+/// does).
 pub fn parts_key(parts: &[&str]) -> [u8; 16] {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();

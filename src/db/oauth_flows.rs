@@ -144,38 +144,47 @@ pub async fn find_open_for_ticket(
     .await
 }
 
-/// Gives an unfinished, unexpired flow a new `state` (its hash): the old
-/// one no longer finds it. `false` when it finished or expired meanwhile.
+/// Gives an unfinished, unexpired flow a new `state` (its hash) and PKCE
+/// verifier (sealed, with the key that sealed it): the old `state` no
+/// longer finds it, nor completes it. `false` when it finished or expired
+/// meanwhile.
 pub async fn restate(
     exec: impl PgExecutor<'_>,
     id: Uuid,
     state_hash: &[u8],
+    pkce_verifier: &[u8],
+    key_id: &str,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
-        "UPDATE oauth_flows SET state_hash = $2
+        "UPDATE oauth_flows SET state_hash = $2, pkce_verifier = $3, key_id = $4
          WHERE id = $1 AND completed_at IS NULL AND expires_at > now()",
         id,
         state_hash,
+        pkce_verifier,
+        key_id,
     )
     .execute(exec)
     .await?;
     Ok(done.rows_affected() == 1)
 }
 
-/// Marks a flow completed; `None` when it already was (or has expired), so
-/// of any number of concurrent callbacks exactly one proceeds.
+/// Marks a flow completed; `None` when it already was (or has expired, or
+/// was given a new `state` since it was found by `state_hash`), so of any
+/// number of concurrent callbacks exactly one proceeds.
 pub async fn complete(
     exec: impl PgExecutor<'_>,
     id: Uuid,
+    state_hash: &[u8],
 ) -> Result<Option<OAuthFlow>, sqlx::Error> {
     sqlx::query_as!(
         OAuthFlow,
         r#"UPDATE oauth_flows SET completed_at = now()
-           WHERE id = $1 AND completed_at IS NULL AND expires_at > now()
+           WHERE id = $1 AND state_hash = $2 AND completed_at IS NULL AND expires_at > now()
            RETURNING id, kind AS "kind: FlowKind", ticket_id, session_id, browser_binding, provider,
                      pkce_verifier, nonce, key_id, return_to, created_at, expires_at, completed_at,
                      connection_id"#,
         id,
+        state_hash,
     )
     .fetch_optional(exec)
     .await

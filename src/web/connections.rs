@@ -311,13 +311,11 @@ async fn disconnect(
         .connect
         .disconnect_account(user.user(), &provider, Some(connection))
         .await?;
-    let connection = Some(connection);
     let failed = revocation == Some(crate::connect::vault::Revocation::Failed);
-    let account = connection.map_or_else(String::new, |id| format!("&connection={id}"));
     let revoked = if failed { "&revocation=failed" } else { "" };
-    let token = user.csrf_token(&notice_purpose(provider.as_str(), connection, failed));
+    let token = user.csrf_token(&notice_purpose(provider.as_str(), Some(connection), failed));
     Ok(see_other(&format!(
-        "/connections?done={DONE_DISCONNECTED}&provider={provider}{account}{revoked}&csrf={token}"
+        "/connections?done={DONE_DISCONNECTED}&provider={provider}&connection={connection}{revoked}&csrf={token}"
     )))
 }
 

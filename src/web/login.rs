@@ -198,13 +198,11 @@ async fn finish(
         ..
     } = flow;
     let identity = oidc::finish(state, code, verifier, &nonce).await?;
-    let to = match ticket_id {
-        Some(_) => super::connect::CONSENT_PATH,
-        None => safe_return_to(Some(&return_to)),
-    };
-    let mut response = see_other_builder(to);
     let signed_in_as = UserRef::new(&identity.issuer, &identity.subject);
-    let (session_id, newly_pending) = match current.0 {
+    let mut cookie = None;
+    // Where the browser goes: the link's consent page (its own address,
+    // tagged for this session: see `connect::consent_url`), or back.
+    let (session_id, newly_pending, to) = match current.0 {
         // Already signed in as this very person (another tab finished its
         // sign-in first): that session goes on, so the other tab's pages
         // and forms stay valid. Nothing is fixed that was not already
@@ -221,18 +219,27 @@ async fn finish(
                 }
                 None => false,
             };
-            (session.session_id, newly_pending)
+            let to = ticket_id.map(|t| super::connect::consent_url(&session, t));
+            (session.session_id, newly_pending, to)
         }
         // Otherwise a fresh session (no fixation); the old one ends.
         other => {
             if let Some(old) = other {
                 db::web_sessions::delete(&state.db, old.session_id).await?;
             }
-            let (id, cookie) = session::start(state, &identity, ticket_id).await?;
-            response.cookie(cookie);
-            (id, ticket_id.is_some())
+            let (id, csrf_secret, new_cookie) = session::start(state, &identity, ticket_id).await?;
+            cookie = Some(new_cookie);
+            let to = ticket_id.map(|t| super::connect::consent_url_in(&csrf_secret, t));
+            (id, ticket_id.is_some(), to)
         }
     };
+    let mut response = see_other_builder(
+        to.as_deref()
+            .unwrap_or_else(|| safe_return_to(Some(&return_to))),
+    );
+    if let Some(cookie) = cookie {
+        response.cookie(cookie);
+    }
     // Signed in as someone other than the person the link was made for:
     // recorded here, once, where the link becomes this session's (the
     // consent page that follows only shows the refusal).

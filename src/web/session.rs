@@ -39,6 +39,12 @@ impl std::fmt::Debug for SignedInUser {
 }
 
 impl SignedInUser {
+    /// The secret this session's CSRF tokens (and other tags) are made
+    /// with.
+    pub(crate) fn csrf_secret(&self) -> &[u8] {
+        &self.csrf_secret
+    }
+
     /// The CSRF token for the form with `purpose`.
     pub fn csrf_token(&self, purpose: &str) -> String {
         csrf::token(&self.csrf_secret, purpose)
@@ -149,16 +155,19 @@ async fn load(req: &HttpRequest) -> Result<Option<SignedInUser>, WebError> {
 /// Starts a session for a person who just signed in; returns its id and
 /// cookie. `pending_ticket_id` carries a connect link opened before
 /// signing in.
+/// A new session for `identity`: its id, its CSRF secret (for the first
+/// address it is sent to) and its cookie.
 pub async fn start(
     state: &AppState,
     identity: &super::oidc::Identity,
     pending_ticket_id: Option<Uuid>,
-) -> Result<(Uuid, Cookie<'static>), WebError> {
+) -> Result<(Uuid, Vec<u8>, Cookie<'static>), WebError> {
     let value = secret::random_value();
     let ttl = Duration::from_secs(state.settings.web.session_ttl_secs);
     let expires_at =
         Utc::now() + chrono::Duration::from_std(ttl).unwrap_or_else(|_| chrono::Duration::hours(8));
     let id = Uuid::new_v4();
+    let csrf_secret = secret::random_bytes();
     db::web_sessions::insert(
         &state.db,
         db::web_sessions::NewWebSession {
@@ -166,7 +175,7 @@ pub async fn start(
             id_hash: &secret::sha256(&value),
             user: UserRef::new(&identity.issuer, &identity.subject),
             display_name: Some(&identity.display_name),
-            csrf_secret: &secret::random_bytes(),
+            csrf_secret: &csrf_secret,
             expires_at,
             pending_ticket_id,
         },
@@ -175,6 +184,7 @@ pub async fn start(
     tracing::info!(session = %id, subject = %identity.subject, "signed in");
     Ok((
         id,
+        csrf_secret.to_vec(),
         cookies::build(&state.settings, cookies::SESSION, value, ttl),
     ))
 }

@@ -911,6 +911,17 @@ async fn a_malformed_answer_to_the_connect_question_is_invalid_params() {
         let message = body["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains("inputResponses.connect_demo"), "{message}");
     }
+    // The account question's key is this server's too.
+    let (_, body) = retry(
+        &app,
+        "alice",
+        "whoami",
+        args.clone(),
+        &state,
+        json!({"account_demo": {"action": "accept", "content": {"account": {"id": 1}}}}),
+    )
+    .await;
+    assert_eq!(body["error"]["code"], -32602, "{body}");
     let (_, body) = retry(
         &app,
         "alice",

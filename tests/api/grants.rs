@@ -572,7 +572,8 @@ async fn allowing_a_client_while_its_account_is_disconnected_waits_instead_of_de
         .await
         .unwrap()
         .unwrap();
-    // A disconnect: the connection's row held, as its delete holds it...
+    // A disconnect at its DELETE: the connection's row held with the lock
+    // a DELETE takes (FOR UPDATE)...
     let mut disconnect = app.db.begin().await.unwrap();
     sqlx::query("SELECT 1 FROM connections WHERE id = $1 FOR UPDATE")
         .bind(connection_id)

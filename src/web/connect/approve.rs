@@ -114,11 +114,16 @@ pub(super) async fn allow(
     ))
 }
 
-/// Whether the ticket's client may already use the ticket's connection.
+/// Whether this approval ticket was allowed already: redeemed (not
+/// declined or left to expire) and its client on the connection.
 async fn already_allowed(state: &AppState, ticket: &Ticket) -> Result<bool, WebError> {
     let Some(connection_id) = ticket.connection_id else {
         return Ok(false);
     };
+    let now = state.connect.ticket(ticket.id).await?;
+    if !now.is_some_and(|t| t.redeemed_at.is_some() && t.declined_at.is_none()) {
+        return Ok(false);
+    }
     Ok(
         db::client_grants::find(&state.db, connection_id, &ticket.client_id)
             .await?

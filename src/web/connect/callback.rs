@@ -33,9 +33,10 @@ const RESTART: &str =
     "This authorization can't be completed. Go back to your MCP client and try again.";
 
 /// For a callback that reached another browser (or another profile) than
-/// the one the connect started in: a phone opening its default browser,
-/// say. The flow waits there.
-const ELSEWHERE: &str = "This authorization was started in another browser. Finish it in the browser where you      started, or go back to your MCP client and try again.";
+/// the one the connect started in — a phone opening its default browser,
+/// say — or the same browser after its sign-in ended. The flow waits.
+const ELSEWHERE: &str = "This authorization was started in another browser, or your sign-in here has ended \
+     since. Finish it in the browser where you started, or go back to your MCP client and try again.";
 
 pub(super) async fn callback(
     req: HttpRequest,
@@ -80,7 +81,7 @@ pub(super) async fn callback(
     // submit, whose first request is exchanging the code now. A flow that
     // nobody completed has expired, by the database's clock, which alone
     // decides (the app's may differ from it by a little).
-    let Some(flow) = state.connect.complete_flow(flow.id).await? else {
+    let Some(flow) = state.connect.complete_flow(flow.id, flow_state).await? else {
         return match state.connect.find_flow(flow_state).await? {
             Some(now) if now.completed_at.is_none() => {
                 Err(reject(&state, &req, &now, "expired", true).await)

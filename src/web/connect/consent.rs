@@ -63,8 +63,16 @@ pub(super) async fn show(
 ) -> Result<HttpResponse, WebError> {
     // The ticket this tab's address names, else the one this session
     // opened last (after signing in, which comes back to the plain path).
-    let named = super::ticket_in_address(&user, &forms::query(&req)?);
-    let ticket = match named.or(user.pending_ticket_id) {
+    let id = match forms::query(&req)?.get("t") {
+        // An address that names a ticket shows that one or none: a tag
+        // that is not this session's (another browser's, or from before a
+        // new sign-in) does not fall back to another link.
+        Some(_) => {
+            Some(super::ticket_in_address(&user, &forms::query(&req)?).ok_or(WebError::LinkGone)?)
+        }
+        None => user.pending_ticket_id,
+    };
+    let ticket = match id {
         Some(id) => state.connect.ticket(id).await?,
         None => None,
     };
@@ -237,7 +245,11 @@ async fn proceed(
     let Some(started) = started else {
         // Used already: by this very session's first Continue (a double
         // click), which goes on where it is, or by someone else.
-        if let Some(again) = state.connect.resume_flow(ticket, user.session_id).await? {
+        if let Some(again) = state
+            .connect
+            .resume_flow(ticket, user.session_id, &params)
+            .await?
+        {
             tracing::info!(ticket = %ticket.id, "connect continued again; the flow goes on under a new state");
             return Ok(see_other(again.authorize_url.as_str()));
         }

@@ -4,8 +4,11 @@
 //! 1. `GET /connect?ticket=T` (`open`): the ticket must be usable; without a
 //!    session the browser signs in first (the ticket id travels with the
 //!    login flow, server-side); a session of another person gets the 403
-//!    "made for another account" page and nothing else. Then the ticket id is
-//!    kept on the session and the browser moves on to a URL without it.
+//!    "made for another account" page and nothing else. Then the browser
+//!    moves on to the consent page's address for this ticket: its id (not
+//!    the ticket) and a tag only this session can make, so that each tab
+//!    keeps its own link. The id is also kept on the session, as the link
+//!    it opened last, for the plain `/connect/consent` address.
 //! 2. `GET /connect/consent` + `POST /connect` (`consent`): the person sees
 //!    what is asked and says Continue (the ticket is redeemed atomically and
 //!    the browser goes to the provider) or Cancel (the ticket is declined).
@@ -50,9 +53,15 @@ pub const CONSENT_PATH: &str = "/connect/consent";
 /// only the last one opened; the tag keeps the address from working in
 /// any other session.
 pub fn consent_url(user: &SignedInUser, ticket_id: uuid::Uuid) -> String {
+    consent_url_in(user.csrf_secret(), ticket_id)
+}
+
+/// [`consent_url`] for the session with CSRF secret `csrf_secret` (one
+/// just started, before its cookie reached the browser).
+pub fn consent_url_in(csrf_secret: &[u8], ticket_id: uuid::Uuid) -> String {
     format!(
         "{CONSENT_PATH}?t={ticket_id}&m={}",
-        user.csrf_token(&view_purpose(ticket_id))
+        crate::web::csrf::token(csrf_secret, &view_purpose(ticket_id))
     )
 }
 

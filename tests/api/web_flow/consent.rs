@@ -209,7 +209,7 @@ async fn forms_without_the_right_csrf_token_are_refused() {
 #[tokio::test]
 async fn a_second_continue_from_the_same_browser_goes_on_with_the_flow() {
     let app = spawn_app().await;
-    let (t, _) = ticket(&app, "alice", 600).await;
+    let (t, id) = ticket(&app, "alice", 600).await;
     let alice = signed_in(&app, "alice").await;
     let page = consent(&alice, &t).await;
     let first = alice
@@ -228,10 +228,10 @@ async fn a_second_continue_from_the_same_browser_goes_on_with_the_flow() {
     assert_ne!(old_state, new_state);
     assert!(!flow_exists(&app, &old_state).await);
     assert!(flow_exists(&app, &new_state).await);
-    assert_eq!(
+    assert_ne!(
         param(&first, "code_challenge"),
         param(&second, "code_challenge"),
-        "the same flow, the same verifier"
+        "a new verifier: no authorization request is sent twice with one"
     );
     assert_eq!(
         count(
@@ -241,12 +241,27 @@ async fn a_second_continue_from_the_same_browser_goes_on_with_the_flow() {
         .await,
         1
     );
-    // Another browser of the same person: the link is used.
-    let elsewhere = signed_in(&app, "alice").await;
-    let answer = elsewhere
-        .submit(&page, "/connect", &[("action", "continue")])
+    // Another browser session of the same person does not go on with it.
+    let ticket = app.state.connect.ticket(id).await.unwrap().unwrap();
+    let alices_session = sqlx::query_scalar::<_, Uuid>("SELECT id FROM web_sessions")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let mut params = mcp_connect::db::params::Params::new();
+    let resumed = app
+        .state
+        .connect
+        .resume_flow(&ticket, Uuid::new_v4(), &params)
         .await;
-    assert_ne!(answer.status, 303, "{}", answer.body);
+    assert!(resumed.unwrap().is_none(), "not another session's");
+    // Nor with other parameters than its own (the person changed them).
+    params.insert("tenant".into(), "other".into());
+    let resumed = app
+        .state
+        .connect
+        .resume_flow(&ticket, alices_session, &params)
+        .await;
+    assert!(resumed.unwrap().is_none(), "not with other parameters");
     // The second redirect finishes the connect.
     let provider_page = alice.get(second.as_str()).await;
     let back = alice
@@ -303,9 +318,10 @@ async fn each_tab_keeps_the_link_it_opened() {
             .await
             .unwrap();
     assert_eq!(redeemed, [first_id]);
-    // Bob, signed in elsewhere, gets nothing from alice's tab's address.
-    let bob = signed_in(&app, "bob").await;
-    let page = bob.get(&second_tab).await;
-    assert_ne!(page.status, 200, "{}", page.body);
+    // Alice signed in in another browser gets nothing from this one's tab
+    // address: its tag is this session's.
+    let elsewhere = signed_in(&app, "alice").await;
+    let page = elsewhere.get(&second_tab).await;
+    assert_eq!(page.status, 410, "{}", page.body);
     assert!(ticket_on(&page).is_none());
 }
