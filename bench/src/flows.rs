@@ -33,7 +33,12 @@ pub async fn sign_in(browser: &mut Browser, user: &str) -> anyhow::Result<()> {
 pub async fn connect_link(browser: &mut Browser, link: &str, account: &str) -> anyhow::Result<()> {
     let opened = browser.get(link).await?;
     expect(&opened, 303, "GET /connect?ticket")?;
-    if opened.location.as_deref() != Some("/connect/consent") {
+    // The consent page's address for this link (its id and a tag).
+    if !opened
+        .location
+        .as_deref()
+        .is_some_and(|l| l.starts_with("/connect/consent?"))
+    {
         bail!(
             "GET /connect?ticket went to {:?}, not the consent page",
             opened.location
