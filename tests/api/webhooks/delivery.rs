@@ -117,6 +117,15 @@ async fn an_endpoint_that_never_accepts_is_given_up_and_the_event_kept() {
             .unwrap();
     assert!(attempts >= 2, "retried first: {attempts}");
     assert_eq!(error, "answered HTTP 500");
+    // Counted once the row's mark is committed: a moment after it shows.
+    let started = Instant::now();
+    while app.state.metrics.webhooks.count(Delivery::Failed) == 0 {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the give-up was never counted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(app.state.metrics.webhooks.count(Delivery::Failed), 1);
     // Kept, and not tried again.
     let tried = receiver.arrived();
