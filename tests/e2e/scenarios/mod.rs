@@ -257,17 +257,25 @@ pub async fn connect_in_browser(
     s.note_cookies(browser).await
 }
 
-/// Our consent page, reached after sign-in: no ticket in the address, and
-/// it names the provider, this server and the MCP client.
+/// Our consent page, reached after sign-in: no ticket in the address (only
+/// the ticket's id and this session's tag for it), and it names the
+/// provider, this server and the MCP client.
 pub async fn consent_page(s: &Scenario<'_>, browser: &Browser) -> anyhow::Result<()> {
     let w = s.world;
     let url = browser
         .wait_for_url(&format!("{}/connect/consent", w.base))
         .await?;
     browser.shot("consent").await?;
+    // The ticket itself never stays in the address (history, screenshots,
+    // a Referer): `t` is its id, a UUID, and `m` the session's tag for it.
+    let names_only_the_id = url.query_pairs().all(|(name, value)| match name.as_ref() {
+        "t" => uuid::Uuid::parse_str(&value).is_ok(),
+        "m" => true,
+        _ => false,
+    });
     ensure!(
-        url.query().is_none(),
-        "the consent page address carries a query: {url}"
+        names_only_the_id && url.query_pairs().any(|(name, _)| name == "t"),
+        "the consent page address should name the link by its id only: {url}"
     );
     ensure!(browser.status().await? == 200, "consent page status");
     let text = browser.text().await?;
