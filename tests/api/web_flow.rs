@@ -58,17 +58,21 @@ async fn signed_in(app: &TestApp, user: &str) -> Browser {
 async fn consent(browser: &Browser, ticket: &str) -> Page {
     let opened = browser.get(&format!("/connect?ticket={ticket}")).await;
     assert_eq!(opened.status, 303, "{}", opened.body);
-    assert!(
-        opened
-            .location
-            .as_deref()
-            .is_some_and(|l| l.starts_with("/connect/consent?t=")),
-        "{:?}",
-        opened.location
-    );
+    assert_sent_to_consent(&opened);
     let page = browser.follow(&opened).await;
     assert_eq!(page.status, 200, "{}", page.body);
     page
+}
+
+/// Asserts that `page` sends the browser to a link's own consent address.
+fn assert_sent_to_consent(page: &Page) {
+    assert!(
+        page.location
+            .as_deref()
+            .is_some_and(|l| l.starts_with("/connect/consent?t=")),
+        "{:?}",
+        page.location
+    );
 }
 
 /// Continue on the consent page; returns the provider's authorize URL.

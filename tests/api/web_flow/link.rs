@@ -59,14 +59,7 @@ async fn without_a_session_the_link_goes_through_sign_in_and_back_to_consent() {
         "ticket leaked to the IdP"
     );
     let landed = browser.sign_in_from(start, "alice").await;
-    assert!(
-        landed
-            .location
-            .as_deref()
-            .is_some_and(|l| l.starts_with("/connect/consent?t=")),
-        "{:?}",
-        landed.location
-    );
+    assert_sent_to_consent(&landed);
     let page = browser.follow(&landed).await;
     assert_eq!(page.status, 200, "{}", page.body);
     assert!(
@@ -136,14 +129,7 @@ async fn a_link_opened_by_another_account_is_refused_and_left_for_its_owner() {
     assert!(to_idp.contains("prompt=login"), "{to_idp}");
     assert!(!to_idp.contains(&t));
     let landed = bob.sign_in_from(out, "alice").await;
-    assert!(
-        landed
-            .location
-            .as_deref()
-            .is_some_and(|l| l.starts_with("/connect/consent?t=")),
-        "{:?}",
-        landed.location
-    );
+    assert_sent_to_consent(&landed);
     let consent_page = bob.follow(&landed).await;
     assert_eq!(consent_page.status, 200, "{}", consent_page.body);
 
@@ -196,14 +182,7 @@ async fn the_connections_page_lists_disconnects_and_reconnects() {
     let again = alice
         .submit(&page, "/connections/demo/reconnect", &[])
         .await;
-    assert!(
-        again
-            .location
-            .as_deref()
-            .is_some_and(|l| l.starts_with("/connect/consent?t=")),
-        "{}",
-        again.body
-    );
+    assert_sent_to_consent(&again);
     let consent_page = alice.follow(&again).await;
     assert_eq!(consent_page.status, 200, "{}", consent_page.body);
     assert!(
@@ -346,13 +325,7 @@ async fn the_reconnect_button_takes_the_same_link_limit_as_tools() {
         let sent = alice
             .submit(&page, "/connections/demo/reconnect", &[])
             .await;
-        assert!(
-            sent.location
-                .as_deref()
-                .is_some_and(|l| l.starts_with("/connect/consent?t=")),
-            "{:?}",
-            sent.location
-        );
+        assert_sent_to_consent(&sent);
     }
     let refused = alice
         .submit(&page, "/connections/demo/reconnect", &[])

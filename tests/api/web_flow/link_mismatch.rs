@@ -33,14 +33,7 @@ async fn signing_in_as_another_account_from_a_link_records_it_once() {
     let browser = Browser::new(&app);
     let start = browser.get(&format!("/connect?ticket={t}")).await;
     let landed = browser.sign_in_from(start, "bob").await;
-    assert!(
-        landed
-            .location
-            .as_deref()
-            .is_some_and(|l| l.starts_with("/connect/consent?t=")),
-        "{:?}",
-        landed.location
-    );
+    assert_sent_to_consent(&landed);
     for _ in 0..5 {
         let consent = browser.follow(&landed).await;
         assert_eq!(consent.status, 403, "{}", consent.body);

@@ -301,14 +301,7 @@ async fn anonymous_sign_in_starts_write_no_row_and_still_sign_in() {
     // The last visitor (a connect link) still signs in and lands on consent.
     let (browser, start) = last.unwrap();
     let landed = browser.sign_in_from(start, "alice").await;
-    assert!(
-        landed
-            .location
-            .as_deref()
-            .is_some_and(|l| l.starts_with("/connect/consent?t=")),
-        "{:?}",
-        landed.location
-    );
+    assert_sent_to_consent(&landed);
     assert_eq!(browser.follow(&landed).await.status, 200);
 }
 
@@ -349,25 +342,11 @@ async fn two_tabs_signing_in_at_once_both_finish_in_one_session() {
     let start_a = browser.get(&format!("/connect?ticket={link_a}")).await;
     let start_b = browser.get(&format!("/connect?ticket={link_b}")).await;
     let landed_a = browser.sign_in_from(start_a, "alice").await;
-    assert!(
-        landed_a
-            .location
-            .as_deref()
-            .is_some_and(|l| l.starts_with("/connect/consent?t=")),
-        "{:?}",
-        landed_a.location
-    );
+    assert_sent_to_consent(&landed_a);
     let consent_a = browser.follow(&landed_a).await;
     assert_eq!(consent_a.status, 200, "{}", consent_a.body);
     let landed_b = browser.sign_in_from(start_b, "alice").await;
-    assert!(
-        landed_b
-            .location
-            .as_deref()
-            .is_some_and(|l| l.starts_with("/connect/consent?t=")),
-        "{:?}",
-        landed_b.location
-    );
+    assert_sent_to_consent(&landed_b);
     assert!(
         landed_b.set_cookie("mcp_connect_session").is_none(),
         "the session of the first tab goes on"
