@@ -363,27 +363,25 @@ pub async fn adopt_unscoped(
 /// The id of the user's connection to this account of `provider`, creating
 /// an empty row (status `revoked`, no usable token) when there is none.
 /// Tokens are sealed bound to this id, so it must be known before sealing.
+///
+/// One statement, and the row stays locked (as `FOR NO KEY UPDATE`) until
+/// the caller's transaction ends. An insert that did nothing on conflict
+/// followed by a `SELECT` would lose to a disconnect committing between
+/// the two: the select would find no row, and the reconnect would fail.
+/// `DO UPDATE` (of a column that is no key, to its own value) waits for
+/// such a delete and then inserts, so a claim always returns a row.
 pub async fn claim_id(
     exec: &mut sqlx::PgConnection,
     user: UserRef<'_>,
     provider: &ProviderName,
     account_id: &str,
 ) -> Result<Uuid, sqlx::Error> {
-    sqlx::query!(
+    sqlx::query_scalar!(
         "INSERT INTO connections (id, issuer, subject, provider, account_id, account_label, access_token, key_id, status)
          VALUES ($1, $2, $3, $4, $5, '', '\\x', '', 'revoked')
-         ON CONFLICT (issuer, subject, provider, account_id) DO NOTHING",
+         ON CONFLICT (issuer, subject, provider, account_id) DO UPDATE SET updated_at = connections.updated_at
+         RETURNING id",
         Uuid::new_v4(),
-        user.issuer(),
-        user.subject(),
-        provider.as_str(),
-        account_id,
-    )
-    .execute(&mut *exec)
-    .await?;
-    sqlx::query_scalar!(
-        "SELECT id FROM connections
-         WHERE issuer = $1 AND subject = $2 AND provider = $3 AND account_id = $4 FOR NO KEY UPDATE",
         user.issuer(),
         user.subject(),
         provider.as_str(),

@@ -144,3 +144,54 @@ async fn the_read_probes_the_grant_and_never_hashes_a_small_table() {
     assert!(plan.contains("Nested Loop"), "{plan}");
     assert!(!plan.contains("Hash"), "the grant is hashed: {plan}");
 }
+
+/// A reconnect's claim of the row and a disconnect of the same account,
+/// interleaved: the disconnect has locked the row (as it does before
+/// deleting it) when the claim comes, and deletes it and commits while the
+/// claim waits. The claim must then make a new row, not fail because the
+/// row it saw is gone.
+#[tokio::test]
+async fn a_claim_waiting_on_a_disconnect_makes_a_new_row_when_the_old_one_is_deleted() {
+    let app = spawn_app().await;
+    let old = connection(&app.db, "alice", "work", 5).await;
+
+    let mut disconnect = app.db.begin().await.unwrap();
+    assert!(
+        db::connections::find_for_update(&mut *disconnect, old)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let db = app.db.clone();
+    let claim = tokio::spawn(async move {
+        let mut tx = db.begin().await.unwrap();
+        let id = db::connections::claim_id(
+            &mut tx,
+            UserRef::new(ISSUER, "alice"),
+            &ProviderName::parse("demo").unwrap(),
+            "work",
+        )
+        .await;
+        tx.commit().await.unwrap();
+        id
+    });
+    crate::helpers::until_blocked(&app, 1).await;
+    assert!(
+        db::connections::delete(&mut *disconnect, old)
+            .await
+            .unwrap()
+    );
+    disconnect.commit().await.unwrap();
+
+    let claimed = claim.await.unwrap().expect("the claim made a new row");
+    assert_ne!(claimed, old);
+    let status: String = sqlx::query_scalar("SELECT status::text FROM connections WHERE id = $1")
+        .bind(claimed)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(
+        status, "revoked",
+        "a new claim is a placeholder until stored"
+    );
+}
