@@ -5,12 +5,11 @@
 use std::{net::IpAddr, sync::Arc};
 
 use actix_web::{HttpRequest, dev::ResponseHead, http::ConnectionType};
-use openidconnect::core::CoreProviderMetadata;
 use sqlx::PgPool;
 
 use crate::{
     auth::TokenVerifier, config::Settings, connect::ConnectionService, crypto::KeyRing,
-    metrics::Metrics,
+    metrics::Metrics, web::oidc::SignInProviderMetadata,
 };
 
 /// The composition root: what the HTTP handlers may use. Cheap to clone
@@ -72,7 +71,7 @@ impl AppState {
 /// sign-in, and when. Failures are not kept: the next visitor tries again.
 #[derive(Default)]
 pub struct SignInMetadata {
-    kept: tokio::sync::Mutex<Option<(std::time::Instant, CoreProviderMetadata)>>,
+    kept: tokio::sync::Mutex<Option<(std::time::Instant, SignInProviderMetadata)>>,
     /// Discovered at least once since start-up.
     reached: std::sync::atomic::AtomicBool,
     /// A readiness probe's discovery is under way. One at a time: probes
@@ -116,9 +115,9 @@ impl SignInMetadata {
         &self,
         ttl: std::time::Duration,
         discover: F,
-    ) -> Result<CoreProviderMetadata, E>
+    ) -> Result<SignInProviderMetadata, E>
     where
-        F: Future<Output = Result<CoreProviderMetadata, E>>,
+        F: Future<Output = Result<SignInProviderMetadata, E>>,
     {
         let mut kept = self.kept.lock().await;
         if let Some((at, metadata)) = kept.as_ref()
@@ -142,9 +141,9 @@ impl SignInMetadata {
         &self,
         min_age: std::time::Duration,
         discover: F,
-    ) -> Result<Option<CoreProviderMetadata>, E>
+    ) -> Result<Option<SignInProviderMetadata>, E>
     where
-        F: Future<Output = Result<CoreProviderMetadata, E>>,
+        F: Future<Output = Result<SignInProviderMetadata, E>>,
     {
         let mut kept = self.kept.lock().await;
         if let Some((at, _)) = kept.as_ref()
@@ -166,7 +165,7 @@ mod tests {
 
     use super::*;
 
-    fn metadata() -> CoreProviderMetadata {
+    fn metadata() -> SignInProviderMetadata {
         serde_json::from_value(serde_json::json!({
             "issuer": "https://idp.example",
             "authorization_endpoint": "https://idp.example/authorize",

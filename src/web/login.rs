@@ -172,13 +172,18 @@ async fn finish(
     }
     // RFC 9207: when the response names its issuer, it must be ours — with
     // the one trailing slash forgiven, as for tokens: a root issuer is
-    // spelled with it by some providers (Auth0) and without by others.
+    // spelled with it by some providers (Auth0) and without by others. And
+    // a response without `iss`, from an issuer whose metadata promises to
+    // send it, is not that issuer's (section 2.4: a mix-up).
     let configured = &state.settings.auth.issuer;
-    if params
-        .get("iss")
-        .is_some_and(|iss| !crate::auth::issuer_matches(configured, iss))
-    {
-        tracing::warn!("sign-in callback from another issuer (iss mismatch)");
+    let from_elsewhere = match params.get("iss") {
+        Some(iss) => (!crate::auth::issuer_matches(configured, iss)).then_some("iss mismatch"),
+        None => oidc::names_itself_in_responses(state)
+            .await?
+            .then_some("iss missing, though the issuer promises it"),
+    };
+    if let Some(why) = from_elsewhere {
+        tracing::warn!("sign-in callback from another issuer ({why})");
         return Err(WebError::FlowRejected(
             "This sign-in response came from an unexpected identity provider. Please sign in again.",
         ));

@@ -16,13 +16,15 @@ use anyhow::{Context, anyhow};
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use futures::StreamExt;
 use openidconnect::{
-    AuthType, AuthorizationCode, ClaimsVerificationError, ClientId, ClientSecret, CsrfToken,
-    DiscoveryError, EndpointMaybeSet, EndpointNotSet, EndpointSet, IssuerUrl, Nonce,
-    PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope, SignatureVerificationError,
-    TokenResponse,
+    AdditionalProviderMetadata, AuthType, AuthorizationCode, ClaimsVerificationError, ClientId,
+    ClientSecret, CsrfToken, DiscoveryError, EndpointMaybeSet, EndpointNotSet, EndpointSet,
+    IssuerUrl, Nonce, PkceCodeChallenge, PkceCodeVerifier, ProviderMetadata, RedirectUrl, Scope,
+    SignatureVerificationError, TokenResponse,
     core::{
-        CoreAuthPrompt, CoreAuthenticationFlow, CoreClient, CoreClientAuthMethod,
-        CoreProviderMetadata,
+        CoreAuthDisplay, CoreAuthPrompt, CoreAuthenticationFlow, CoreClaimName, CoreClaimType,
+        CoreClient, CoreClientAuthMethod, CoreGrantType, CoreJsonWebKey,
+        CoreJweContentEncryptionAlgorithm, CoreJweKeyManagementAlgorithm, CoreResponseMode,
+        CoreResponseType, CoreSubjectIdentifierType,
     },
 };
 use secrecy::ExposeSecret;
@@ -91,6 +93,42 @@ struct ProbeUnderWay(AppState);
 impl Drop for ProbeUnderWay {
     fn drop(&mut self) {
         self.0.sign_in_metadata.end_probe();
+    }
+}
+
+/// The identity provider's discovery document: the standard fields, and
+/// whether it names itself in authorization responses (RFC 9207).
+pub type SignInProviderMetadata = ProviderMetadata<
+    IssuerInResponses,
+    CoreAuthDisplay,
+    CoreClientAuthMethod,
+    CoreClaimName,
+    CoreClaimType,
+    CoreGrantType,
+    CoreJweContentEncryptionAlgorithm,
+    CoreJweKeyManagementAlgorithm,
+    CoreJsonWebKey,
+    CoreResponseMode,
+    CoreResponseType,
+    CoreSubjectIdentifierType,
+>;
+
+/// RFC 9207's `authorization_response_iss_parameter_supported`. Kept as
+/// any JSON value: a malformed optional field must not make discovery
+/// fail (and with it every sign-in); only `true` counts.
+#[derive(Clone, Debug, Default, serde::Deserialize, serde::Serialize)]
+pub struct IssuerInResponses {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    authorization_response_iss_parameter_supported: Option<serde_json::Value>,
+}
+
+impl AdditionalProviderMetadata for IssuerInResponses {}
+
+impl IssuerInResponses {
+    /// Whether the identity provider says it puts `iss` in every
+    /// authorization response.
+    pub fn promised(&self) -> bool {
+        self.authorization_response_iss_parameter_supported == Some(serde_json::Value::Bool(true))
     }
 }
 
@@ -259,8 +297,20 @@ fn web_client_id(state: &AppState) -> Result<&str, WebError> {
         ))
 }
 
+/// Whether the identity provider promised (in its metadata, RFC 9207) to
+/// name itself in every authorization response: then a response without
+/// `iss` is not its own and must be refused (RFC 9207, section 2.4).
+/// Uses the kept metadata, as the code exchange that follows does.
+pub async fn names_itself_in_responses(state: &AppState) -> Result<bool, WebError> {
+    let metadata = state
+        .sign_in_metadata
+        .get_or_discover(START_METADATA_TTL, discover(state))
+        .await?;
+    Ok(metadata.additional_metadata().promised())
+}
+
 /// The identity provider's metadata and keys, fetched now.
-async fn discover(state: &AppState) -> Result<CoreProviderMetadata, WebError> {
+async fn discover(state: &AppState) -> Result<SignInProviderMetadata, WebError> {
     // Not configured: say so before reaching out to anyone.
     web_client_id(state)?;
     let configured = &state.settings.auth.issuer;
@@ -278,7 +328,7 @@ async fn discover(state: &AppState) -> Result<CoreProviderMetadata, WebError> {
     let mut last = None;
     for spelling in spellings {
         let issuer = IssuerUrl::new(spelling).context("auth.issuer is not a URL")?;
-        match CoreProviderMetadata::discover_async(issuer, &http).await {
+        match SignInProviderMetadata::discover_async(issuer, &http).await {
             Ok(metadata) => return Ok(metadata),
             Err(e @ DiscoveryError::Validation(_)) => last = Some(e.to_string()),
             Err(e) => {
@@ -294,7 +344,7 @@ async fn discover(state: &AppState) -> Result<CoreProviderMetadata, WebError> {
     )))
 }
 
-fn client(state: &AppState, metadata: CoreProviderMetadata) -> Result<Client, WebError> {
+fn client(state: &AppState, metadata: SignInProviderMetadata) -> Result<Client, WebError> {
     let auth = &state.settings.auth;
     let client_id = web_client_id(state)?;
     // Basic is the default of RFC 6749 and OIDC; use the body only when the
@@ -391,6 +441,38 @@ mod tests {
         assert_eq!(claim_from_payload(&jwt, "n"), None);
         assert_eq!(claim_from_payload(&jwt, "missing"), None);
         assert_eq!(claim_from_payload("garbage", "oid"), None);
+    }
+
+    /// Only a literal `true` promises `iss`; any other value (or none) is
+    /// read as no promise, and never fails the discovery.
+    #[test]
+    fn only_true_promises_iss_and_nothing_else_fails_discovery() {
+        for (value, promised) in [
+            (Some(serde_json::json!(true)), true),
+            (Some(serde_json::json!(false)), false),
+            (Some(serde_json::json!("true")), false),
+            (Some(serde_json::json!({"a": 1})), false),
+            (None, false),
+        ] {
+            let mut document = serde_json::json!({
+                "issuer": "https://idp.example",
+                "authorization_endpoint": "https://idp.example/authorize",
+                "jwks_uri": "https://idp.example/jwks",
+                "response_types_supported": ["code"],
+                "subject_types_supported": ["public"],
+                "id_token_signing_alg_values_supported": ["RS256"],
+            });
+            if let Some(value) = &value {
+                document["authorization_response_iss_parameter_supported"] = value.clone();
+            }
+            let metadata: SignInProviderMetadata =
+                serde_json::from_value(document).expect("discovery reads it");
+            assert_eq!(
+                metadata.additional_metadata().promised(),
+                promised,
+                "{value:?}"
+            );
+        }
     }
 
     #[test]

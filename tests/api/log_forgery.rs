@@ -68,9 +68,11 @@ async fn client_strings_are_logged_escaped_in_the_pretty_format() {
         .query_pairs()
         .find(|(k, _)| k == "state")
         .expect("state");
+    // Named by the issuer, as its answers are (RFC 9207).
+    let iss = app.dev.issuer();
     let page = browser
         .get(&format!(
-            "{base}/auth/callback?state={state}&error=x%0A{marker}-B%1B%5B2J"
+            "{base}/auth/callback?state={state}&error=x%0A{marker}-B%1B%5B2J&iss={iss}"
         ))
         .await;
     assert_eq!(page.status, 400);

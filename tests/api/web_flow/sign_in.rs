@@ -258,6 +258,53 @@ async fn an_issuer_spelled_with_a_trailing_slash_at_the_root_signs_in() {
         "the code exchange was tried: {}",
         ours.body
     );
+
+    // Its metadata does not promise `iss` (RFC 9207): a callback without
+    // it is its own too.
+    let start = browser.get("/login").await;
+    let authorize = url::Url::parse(start.location.as_deref().unwrap()).unwrap();
+    let state = param(&authorize, "state").unwrap();
+    let unnamed = browser
+        .get(&format!("/auth/callback?code=abc&state={state}"))
+        .await;
+    assert_eq!(
+        unnamed.status, 502,
+        "the code exchange was tried: {}",
+        unnamed.body
+    );
+}
+
+/// The dev issuer's metadata promises `iss` in every authorization
+/// response (RFC 9207), so a callback without it did not come from there
+/// (section 2.4: a mix-up) and is refused before any code is exchanged;
+/// the issuer's own responses, which name it, sign in.
+#[tokio::test]
+async fn a_callback_without_iss_is_refused_when_the_issuer_promises_it() {
+    let app = spawn_app().await;
+    let browser = Browser::new(&app);
+    let start = browser.get("/login").await;
+    let authorize = url::Url::parse(start.location.as_deref().unwrap()).unwrap();
+    let state = param(&authorize, "state").unwrap();
+    let unnamed = browser
+        .get(&format!("/auth/callback?code=abc&state={state}"))
+        .await;
+    assert!(
+        unnamed.body.contains("unexpected identity provider"),
+        "{} {}",
+        unnamed.status,
+        unnamed.body
+    );
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM web_sessions").await,
+        0,
+        "nobody signed in"
+    );
+
+    let browser = Browser::new(&app);
+    let start = browser.get("/login?return_to=/connections").await;
+    let landed = browser.sign_in_from(start, "alice").await;
+    assert_eq!(landed.location.as_deref(), Some("/connections"));
+    assert!(browser.cookie("mcp_connect_session").is_some());
 }
 
 /// A sign-in callback with a made-up code, naming its issuer.

@@ -24,6 +24,8 @@ async fn a_replayed_sign_in_callback_fetches_no_metadata_or_keys_again() {
     let cookie_name = cookie.split('=').next().unwrap().to_owned();
     let authorize = url::Url::parse(start.location.as_deref().unwrap()).unwrap();
     let state = param(&authorize, "state").unwrap();
+    // Named by its issuer, as the dev issuer's own answers are (RFC 9207).
+    let iss = app.dev.issuer();
     let before = idp_requests(&app).await;
 
     let mut ended = 0;
@@ -31,7 +33,7 @@ async fn a_replayed_sign_in_callback_fetches_no_metadata_or_keys_again() {
         let answer = app
             .http
             .get(format!(
-                "{}/auth/callback?state={state}&code=made-up-{i}",
+                "{}/auth/callback?state={state}&code=made-up-{i}&iss={iss}",
                 app.base
             ))
             .header("Cookie", &cookie)
