@@ -42,14 +42,25 @@ pub(super) fn names(template: &str) -> Result<Vec<&str>, String> {
 }
 
 /// Replaces every `{name}` by its value; a name without a value is an error.
+/// One pass over the template: a value is never read again for names, so a
+/// value that itself holds `{other}` stays as it is.
 pub(super) fn fill(template: &str, values: &BTreeMap<String, String>) -> Result<String, String> {
-    let mut out = template.to_owned();
-    for name in names(template)? {
+    names(template)?;
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        // `names` found every brace closed.
+        let close = after.find('}').unwrap_or(after.len());
+        let name = &after[..close];
         let value = values
             .get(name)
             .ok_or_else(|| format!("`{template}` needs the parameter `{name}`"))?;
-        out = out.replace(&format!("{{{name}}}"), value);
+        out.push_str(value);
+        rest = after.get(close + 1..).unwrap_or_default();
     }
+    out.push_str(rest);
     Ok(out)
 }
 
@@ -142,6 +153,15 @@ mod tests {
         );
         let e = fill("https://{tenant}.example", &values).unwrap_err();
         assert!(e.contains("`tenant`"), "{e}");
+        // A value is filled in as it is, never read for names itself.
+        let values = BTreeMap::from([
+            ("a".to_owned(), "{b}".to_owned()),
+            ("b".to_owned(), "evil.example".to_owned()),
+        ]);
+        assert_eq!(
+            fill("https://{a}.x/{b}", &values).unwrap(),
+            "https://{b}.x/evil.example"
+        );
     }
 
     #[test]
