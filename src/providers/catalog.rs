@@ -101,6 +101,36 @@ pub(super) fn merged_entry(
     entry::parse(table)
 }
 
+/// One client secret, one place to send it. A `url` parameter the user
+/// chooses that makes the token, refresh or revocation URL — where the
+/// secret goes, with the code and the PKCE verifier — may allow one host
+/// only: with several, any user could send this provider's secret to any
+/// of them, and whoever runs that host could then act as this client (an
+/// instance's OAuth application is registered there, so one client id
+/// serves one instance anyway). Several instances are several providers.
+fn secret_stays_on_one_host(n: &Named<'_>, e: &Entry) -> Result<(), ProviderConfigError> {
+    let secret_goes_to = [&e.token_url, &e.refresh_url, &e.revocation_url];
+    for (name, spec) in e.params.iter().flatten() {
+        // Learned values are the provider's to tell, not the user's.
+        let chosen_url = spec.kind.as_deref() == Some("url") && spec.source.is_none();
+        let hosts = spec.allowed_hosts.as_deref().unwrap_or_default();
+        let placeholder = format!("{{{name}}}");
+        let carries_secret = secret_goes_to
+            .iter()
+            .filter_map(|t| t.as_deref())
+            .any(|t| t.contains(&placeholder));
+        if chosen_url && hosts.len() > 1 && carries_secret {
+            return Err(n.err(
+                &format!("params.{name}.allowed_hosts"),
+                "names several hosts, but the client secret is sent to the one a user picks: \
+                 allow one host here, and add a provider per instance (with `preset`)"
+                    .into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, ProviderConfigError> {
     let n = Named { provider: name };
     let entry_name = match &ps.preset {
@@ -161,6 +191,9 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
             "client_secret",
             format!("required by token_auth_method {}", auth_method.as_str()),
         ));
+    }
+    if client_secret.is_some() {
+        secret_stays_on_one_host(&n, &e)?;
     }
     let allowed_methods = methods(&n, e.allowed_methods.as_deref())?;
     let grant_paths = e.grant_paths.clone().unwrap_or_default();

@@ -358,3 +358,29 @@ fn plain_http_provider_urls_are_refused_off_loopback_even_with_insecure_http() {
     let settings = settings_with("http://127.0.0.1:8080", &loopback);
     assert!(ProviderCatalog::from_settings(&settings).is_ok());
 }
+
+/// A client secret goes to the token, refresh and revocation URLs: a user
+/// must not be able to pick, among several allowed hosts, where it goes.
+#[test]
+fn a_secret_is_never_sent_to_a_host_a_user_picks_among_several() {
+    let two_hosts = "[providers.gitlab]\nclient_id = \"g\"\nclient_secret = \"s\"\n\
+                     params.instance.allowed_hosts = [\"gitlab.com\", \"git.example.org\"]\n";
+    let e = error_of(two_hosts);
+    assert!(
+        e.starts_with("providers.gitlab.params.instance.allowed_hosts:"),
+        "{e}"
+    );
+    assert!(e.contains("a provider per instance"), "{e}");
+    // One host per provider, one provider per instance.
+    catalog_of(
+        "[providers.gitlab]\nclient_id = \"g\"\nclient_secret = \"s\"\n\
+         [providers.work_gitlab]\npreset = \"gitlab\"\nclient_id = \"w\"\nclient_secret = \"t\"\n\
+         params.instance.allowed_hosts = [\"git.example.org\"]\n\
+         params.instance.default = \"https://git.example.org\"\n",
+    );
+    // A public client (no secret) may serve several.
+    catalog_of(
+        "[providers.gitlab]\nclient_id = \"g\"\ntoken_auth_method = \"none\"\n\
+         params.instance.allowed_hosts = [\"gitlab.com\", \"git.example.org\"]\n",
+    );
+}

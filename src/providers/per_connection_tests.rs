@@ -60,7 +60,8 @@ fn a_subdomain_reaches_every_endpoint_and_nothing_else_does() {
 fn a_self_hosted_base_only_on_allowed_hosts() {
     let catalog = catalog_of_tables(
         "[providers.gitlab]\nclient_id = \"g\"\nclient_secret = \"s\"\n\
-         params.instance.allowed_hosts = [\"gitlab.com\", \"git.example.org\"]\n",
+         params.instance.allowed_hosts = [\"git.example.org\"]\n\
+         params.instance.default = \"https://git.example.org\"\n",
     );
     let gl = catalog.get("gitlab").unwrap();
     let e = gl
@@ -72,6 +73,7 @@ fn a_self_hosted_base_only_on_allowed_hosts() {
         "https://git.example.org/oauth/revoke"
     );
     for bad in [
+        "https://gitlab.com",
         "https://169.254.169.254",
         "https://git.example.org.evil.example",
         "http://git.example.org",
@@ -151,10 +153,11 @@ async fn a_cloud_id_is_looked_up_after_consent() {
 /// An account id is unique only where the identity URL points: the stored
 /// id carries the values that place it (user 42 of gitlab.com is not user
 /// 42 of git.example.org; one Atlassian account is on every Jira site).
+/// (A public client, without a secret, may serve several instances.)
 #[test]
 fn account_ids_carry_the_place_the_identity_url_names() {
     let catalog = catalog_of_tables(
-        "[providers.gitlab]\nclient_id = \"g\"\nclient_secret = \"s\"\n\
+        "[providers.gitlab]\nclient_id = \"g\"\ntoken_auth_method = \"none\"\n\
          params.instance.allowed_hosts = [\"gitlab.com\", \"git.example.org\"]\n\
          [providers.zendesk]\nclient_id = \"z\"\nclient_secret = \"s\"\n\
          [providers.github]\nclient_id = \"h\"\nclient_secret = \"s\"\n\

@@ -604,8 +604,8 @@ async fn of_two_renames_to_one_label_at_once_only_one_is_made() {
     assert_eq!(shared, 1);
 }
 
-/// Two accounts may share a label (GitLab labels by user name: "alice" on
-/// gitlab.com and on an own instance). Each choice then names its account
+/// Two accounts may share a label (GitLab labels by user name: two people's
+/// "alice" on two instances a public client serves). Each choice then names its account
 /// by id too, and the answer is that very account; an `account` argument
 /// that is their label is no choice: the user is asked, or a client that
 /// cannot ask is told to name the account by its id. An id always wins.
