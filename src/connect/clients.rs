@@ -1,10 +1,10 @@
 //! How an MCP client is named to its user. An operator's name for a known
 //! client id comes first; a client id that is an https URL is an OAuth
 //! Client ID Metadata Document, fetched (address-checked, size- and
-//! time-limited, cached) for its `client_name` and `client_uri` host;
-//! anything else, or a document that cannot be used, is shown as the bare
-//! id. A name from a document is the client's own claim: the pages show the
-//! id beside it.
+//! time-limited, cached) for its `client_name`, shown with the host that
+//! served it; anything else, or a document that cannot be used, is shown
+//! as the bare id. A name from a document is the client's own claim: the
+//! pages show the id beside it.
 
 use std::{
     collections::HashMap,
@@ -17,6 +17,7 @@ use url::{Host, Url};
 
 use crate::{
     config::Settings,
+    domain::shown_text::is_shown,
     providers::{guarded, is_public},
 };
 
@@ -37,11 +38,21 @@ pub struct ClientName {
     pub id: String,
     /// A name, when the operator or the client's metadata gives one.
     pub name: Option<String>,
-    /// The host of the client's `client_uri`, from its metadata.
+    /// The host its metadata document was fetched from (or its
+    /// `client_uri`'s, when that is the same host or one under it).
     pub host: Option<String>,
 }
 
 impl ClientName {
+    /// The client shown by its id alone.
+    pub fn bare(client_id: &str) -> Self {
+        Self {
+            id: client_id.to_owned(),
+            name: None,
+            host: None,
+        }
+    }
+
     /// The name, else the id.
     pub fn shown(&self) -> &str {
         self.name.as_deref().unwrap_or(&self.id)
@@ -86,13 +97,25 @@ impl ClientNames {
         })
     }
 
+    /// Several clients, as a page lists them: each id once, their documents
+    /// fetched together, so the page waits one fetch's time limit at most
+    /// (not one per client, which a few slow documents would stretch past
+    /// the page's own limit).
+    pub async fn describe_all<'a>(
+        &self,
+        client_ids: impl IntoIterator<Item = &'a str>,
+    ) -> HashMap<String, ClientName> {
+        let unique: std::collections::BTreeSet<&str> = client_ids.into_iter().collect();
+        futures::future::join_all(unique.into_iter().map(|id| self.describe(id)))
+            .await
+            .into_iter()
+            .map(|client| (client.id.clone(), client))
+            .collect()
+    }
+
     /// The client as it should be shown. Never fails: the id is the fallback.
     pub async fn describe(&self, client_id: &str) -> ClientName {
-        let bare = ClientName {
-            id: client_id.to_owned(),
-            name: None,
-            host: None,
-        };
+        let bare = ClientName::bare(client_id);
         if let Some(name) = self.names.get(client_id) {
             return ClientName {
                 name: Some(name.clone()),
@@ -126,6 +149,15 @@ impl ClientNames {
             return None;
         }
         let url = Url::parse(client_id).ok()?;
+        // Only an id that is already a URL's one spelling: the parser
+        // lowercases hosts, turns international names into punycode,
+        // resolves `..` and escapes what it must, and the page shows the id
+        // as the client sent it. The document would otherwise name a
+        // client whose id reads differently (the draft compares the
+        // strings exactly).
+        if url.as_str() != client_id {
+            return None;
+        }
         let scheme_ok = url.scheme() == "https" || (self.allow_http && url.scheme() == "http");
         let shaped = scheme_ok
             && url.username().is_empty()
@@ -228,19 +260,40 @@ async fn fetch_document(client: &reqwest::Client, url: &Url) -> Result<Metadata,
         .and_then(|v| v.as_str())
         .map(clean)
         .filter(|n| !n.is_empty());
-    let host = doc
+    let claimed = doc
         .get("client_uri")
         .and_then(|v| v.as_str())
         .and_then(|u| Url::parse(u).ok())
-        .filter(|u| u.scheme() == "https" || u.scheme() == "http")
-        .and_then(|u| u.host_str().map(str::to_owned));
+        .filter(|u| u.scheme() == "https" || u.scheme() == "http");
+    let host = url
+        .host_str()
+        .map(|served_from| shown_host(served_from, claimed.as_ref().and_then(Url::host_str)));
     Ok(Metadata { name, host })
 }
 
-/// A display name: no control characters, bounded length.
+/// The host a page names the client by. The document's `client_uri` is
+/// the client's own claim: anyone's document can say `https://claude.ai`.
+/// The host that served the document is not a claim, so it is shown,
+/// unless `client_uri` names that host or one under it (its owner's).
+fn shown_host(served_from: &str, claimed: Option<&str>) -> String {
+    match claimed {
+        Some(claimed)
+            if claimed.eq_ignore_ascii_case(served_from)
+                || claimed
+                    .to_ascii_lowercase()
+                    .ends_with(&format!(".{}", served_from.to_ascii_lowercase())) =>
+        {
+            claimed.to_ascii_lowercase()
+        }
+        _ => served_from.to_owned(),
+    }
+}
+
+/// A display name: nothing a reader cannot see (`domain::shown_text`),
+/// bounded length.
 fn clean(raw: &str) -> String {
     raw.chars()
-        .filter(|c| !c.is_control())
+        .filter(|&c| is_shown(c))
         .take(MAX_NAME_CHARS)
         .collect::<String>()
         .trim()
@@ -255,5 +308,32 @@ mod tests {
     fn names_are_cleaned_and_bounded() {
         assert_eq!(clean(" Bad\u{7}\nName "), "BadName");
         assert_eq!(clean(&"x".repeat(500)).len(), MAX_NAME_CHARS);
+        assert_eq!(
+            clean("Assistant\u{202E}gpj.exe\u{200B}"),
+            "Assistantgpj.exe"
+        );
+    }
+
+    #[test]
+    fn the_host_shown_is_the_documents_unless_it_claims_its_own_or_one_below() {
+        assert_eq!(
+            shown_host("docs.example", Some("claude.ai")),
+            "docs.example"
+        );
+        assert_eq!(shown_host("docs.example", None), "docs.example");
+        assert_eq!(
+            shown_host("example.com", Some("app.example.com")),
+            "app.example.com"
+        );
+        assert_eq!(
+            shown_host("example.com", Some("EXAMPLE.com")),
+            "example.com"
+        );
+        // Not a parent (github.io is anyone's), not a look-alike suffix.
+        assert_eq!(
+            shown_host("evil.github.io", Some("github.io")),
+            "evil.github.io"
+        );
+        assert_eq!(shown_host("x.co", Some("evilx.co")), "x.co");
     }
 }

@@ -4,6 +4,7 @@
 //! here imports a module above `config`.
 
 mod provider_name;
+pub mod shown_text;
 mod user;
 
 pub use provider_name::{InvalidProviderName, ProviderName};

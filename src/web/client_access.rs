@@ -20,6 +20,7 @@ use super::{
     session::SignedInUser,
 };
 use crate::{
+    connect::clients::ClientName,
     db::{self, audit::AuditKind},
     state::AppState,
 };
@@ -44,6 +45,14 @@ pub struct PendingRow {
     pub csrf: String,
 }
 
+/// `client_id` as `describe_all` named it (it named every id it was given).
+fn named(names: &HashMap<String, ClientName>, client_id: &str) -> ClientName {
+    names
+        .get(client_id)
+        .cloned()
+        .unwrap_or_else(|| ClientName::bare(client_id))
+}
+
 fn answer_purpose(ticket_id: Uuid) -> String {
     format!("answer-access:{ticket_id}")
 }
@@ -54,12 +63,17 @@ pub async fn pending_by_connection(
     user: &SignedInUser,
 ) -> Result<HashMap<Uuid, Vec<PendingRow>>, WebError> {
     let found = state.connect.pending_approvals(user.user()).await?;
+    let names = state
+        .connect
+        .client_names()
+        .describe_all(found.iter().map(|t| t.client_id.as_str()))
+        .await;
     let mut rows: HashMap<Uuid, Vec<PendingRow>> = HashMap::new();
     for t in found {
         let Some(connection_id) = t.connection_id else {
             continue;
         };
-        let client = state.connect.client_names().describe(&t.client_id).await;
+        let client = named(&names, &t.client_id);
         rows.entry(connection_id).or_default().push(PendingRow {
             name: client.shown().to_owned(),
             id_hint: client.name.is_some().then(|| client.id.clone()),
@@ -157,9 +171,14 @@ pub async fn clients_by_connection(
     user: &SignedInUser,
 ) -> Result<HashMap<Uuid, Vec<ClientRow>>, WebError> {
     let found = state.connect.client_grants(user.user()).await?;
+    let names = state
+        .connect
+        .client_names()
+        .describe_all(found.iter().map(|g| g.client_id.as_str()))
+        .await;
     let mut rows: HashMap<Uuid, Vec<ClientRow>> = HashMap::new();
     for g in found {
-        let client = state.connect.client_names().describe(&g.client_id).await;
+        let client = named(&names, &g.client_id);
         rows.entry(g.connection_id).or_default().push(ClientRow {
             name: client.shown().to_owned(),
             id_hint: client.name.is_some().then(|| client.id.clone()),

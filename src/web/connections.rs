@@ -136,8 +136,12 @@ async fn list(
     let query = forms::query(&req)?;
     let connections = state.connect.list(user.user()).await?;
     let notice = disconnect_notice(&state, &user, &query, &connections);
-    let mut clients = super::client_access::clients_by_connection(&state, &user).await?;
-    let mut pending = super::client_access::pending_by_connection(&state, &user).await?;
+    // Together: each may wait for client metadata documents.
+    let (clients, pending) = futures::join!(
+        super::client_access::clients_by_connection(&state, &user),
+        super::client_access::pending_by_connection(&state, &user),
+    );
+    let (mut clients, mut pending) = (clients?, pending?);
     let rows = connections
         .iter()
         .map(|c| {

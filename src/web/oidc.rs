@@ -272,11 +272,15 @@ pub async fn finish(
 /// page's header.
 const SHOWN_NAME_CHARS: usize = 64;
 
-/// A name as it is stored and shown: control characters dropped, at most
-/// [`SHOWN_NAME_CHARS`] characters (then an ellipsis). The identity
-/// provider lets people choose their names, of any length.
+/// A name as it is stored and shown: what a reader cannot see dropped
+/// (`domain::shown_text`), at most [`SHOWN_NAME_CHARS`] characters (then
+/// an ellipsis). The identity provider lets people choose their names, of
+/// any length.
 fn shown_name(name: &str) -> String {
-    let clean: String = name.chars().filter(|c| !c.is_control()).collect();
+    let clean: String = name
+        .chars()
+        .filter(|&c| crate::domain::shown_text::is_shown(c))
+        .collect();
     let clean = clean.trim();
     let mut shown: String = clean.chars().take(SHOWN_NAME_CHARS).collect();
     if clean.chars().nth(SHOWN_NAME_CHARS).is_some() {

@@ -1,7 +1,8 @@
 //! How a client is named on the approval page: an operator's name, the
-//! `client_name` and `client_uri` host of a Client ID Metadata Document,
-//! or the bare id when the document is too large, too slow, not JSON, or
-//! on an address that may not be fetched — and the page works either way.
+//! `client_name` of a Client ID Metadata Document with the host that
+//! served it, or the bare id when the document is too large, too slow, not
+//! JSON, on an address that may not be fetched, or the id is not a URL's
+//! one spelling — and the page works either way.
 
 use std::{
     sync::{
@@ -22,7 +23,8 @@ use crate::{
     helpers::spawn_app_with,
 };
 
-/// A document host: `/good`, `/large`, `/slow`, `/html`. Counts requests.
+/// A document host: `/good`, `/large`, `/slow` (and `/slow<anything>`),
+/// `/html`. Counts requests.
 struct DocumentHost {
     base: String,
     hits: Arc<AtomicUsize>,
@@ -58,7 +60,7 @@ async fn document(req: HttpRequest) -> HttpResponse {
             "client_id": own, "client_name": "Large Assistant",
             "padding": "x".repeat(10_000),
         })),
-        "/slow" => {
+        slow if slow.starts_with("/slow") => {
             tokio::time::sleep(Duration::from_secs(8)).await;
             HttpResponse::Ok().json(json!({"client_id": own, "client_name": "Slow Assistant"}))
         }
@@ -87,13 +89,22 @@ async fn clients_are_named_by_their_metadata_or_shown_by_id() {
 
     let good = format!("{}/good", trusted.base);
     let cases = [
-        (good.clone(), "Example Assistant", Some("assistant.example")),
+        // Named by the host that served the document, not by the
+        // `client_uri` it claims (assistant.example).
+        (
+            good.clone(),
+            "Example Assistant",
+            Some("of <strong>127.0.0.1</strong>"),
+        ),
         ("named-client".to_owned(), "Team Assistant", None),
         (format!("{}/large", trusted.base), "/large", None),
         (format!("{}/slow", trusted.base), "/slow", None),
         (format!("{}/html", trusted.base), "/html", None),
         // Loopback, and not trusted: never fetched.
         (format!("{}/good", untrusted.base), "/good", None),
+        // Not a URL's one spelling (it would be fetched as `/good`): the
+        // bare id, never fetched.
+        (format!("{}/x/../good", trusted.base), "/x/../good", None),
     ];
     for (client, shown, host) in cases {
         let started = Instant::now();
@@ -116,6 +127,11 @@ async fn clients_are_named_by_their_metadata_or_shown_by_id() {
         if let Some(host) = host {
             assert!(page.body.contains(host), "{client}: {}", page.body);
         }
+        assert!(
+            !page.body.contains("assistant.example"),
+            "{client}: {}",
+            page.body
+        );
         for name in ["Large Assistant", "Slow Assistant", "Html Assistant"] {
             assert!(!page.body.contains(name), "{client}: {}", page.body);
         }
@@ -130,4 +146,56 @@ async fn clients_are_named_by_their_metadata_or_shown_by_id() {
     // Cached: each document was fetched once, for the ask, the page and
     // the notice together.
     assert_eq!(trusted.hits.load(Ordering::SeqCst), 4);
+}
+
+/// The connections page names every client it lists, their documents
+/// fetched together: three slow ones cost it one fetch's time limit (3 s),
+/// not three.
+#[tokio::test]
+async fn the_connections_page_waits_for_slow_documents_once_not_once_each() {
+    let documents = start_documents();
+    let host = documents.base.trim_start_matches("http://").to_owned();
+    let app = spawn_app_with(|t| {
+        let clients: toml::Table =
+            toml::from_str(&format!("metadata_trusted_hosts = [\"{host}\"]\n")).unwrap();
+        t.insert("clients".into(), toml::Value::Table(clients));
+    })
+    .await;
+    connect_demo(&app, "alice", "octo").await;
+    let connection: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let slow: Vec<String> = (1..=3)
+        .map(|n| format!("{}/slow{n}", documents.base))
+        .collect();
+    for client in &slow {
+        mcp_connect::db::client_grants::insert(&app.db, connection, client)
+            .await
+            .unwrap();
+    }
+    let browser = Browser::new(&app);
+    let start = browser.get("/login?return_to=/connections").await;
+    browser.sign_in_from(start, "alice").await;
+
+    let started = Instant::now();
+    let page = browser.get("/connections").await;
+    let waited = started.elapsed();
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        waited < Duration::from_secs(6),
+        "the page waited {waited:?} for three documents"
+    );
+    for client in &slow {
+        assert!(
+            page.body.contains(client.as_str()),
+            "{client}: {}",
+            page.body
+        );
+    }
+    assert_eq!(
+        documents.hits.load(Ordering::SeqCst),
+        3,
+        "each fetched once"
+    );
 }

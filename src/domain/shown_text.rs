@@ -1,0 +1,55 @@
+//! Which characters of an outsider's text (a client's name from its
+//! metadata document, a person's name from the identity provider) may
+//! reach a page. Control characters are dropped, and so are the ones a
+//! reader cannot see but that change what they see: direction overrides
+//! and isolates (U+202E can make `gpj.exe` read as `exe.jpg`), zero-width
+//! characters and joiners, line and paragraph separators, and the other
+//! default-ignorable code points. Templates escape HTML; this is about
+//! what a person reads.
+
+/// Whether `c` may be shown as part of an outsider's text.
+pub fn is_shown(c: char) -> bool {
+    !c.is_control() && !is_invisible(c)
+}
+
+/// Unicode's Default_Ignorable_Code_Point set, the bidirectional marks
+/// among them, and the line and paragraph separators.
+fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}'
+        | '\u{034F}'
+        | '\u{061C}'
+        | '\u{115F}'..='\u{1160}'
+        | '\u{17B4}'..='\u{17B5}'
+        | '\u{180B}'..='\u{180F}'
+        | '\u{200B}'..='\u{200F}'
+        | '\u{2028}'..='\u{202E}'
+        | '\u{2060}'..='\u{206F}'
+        | '\u{3164}'
+        | '\u{FE00}'..='\u{FE0F}'
+        | '\u{FEFF}'
+        | '\u{FFA0}'
+        | '\u{FFF0}'..='\u{FFF8}'
+        | '\u{1BCA0}'..='\u{1BCA3}'
+        | '\u{1D173}'..='\u{1D17A}'
+        | '\u{E0000}'..='\u{E0FFF}'
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_reader_cannot_see_is_not_shown() {
+        let shown = |s: &str| s.chars().filter(|&c| is_shown(c)).collect::<String>();
+        assert_eq!(shown("Good\u{202E}gpj.exe"), "Goodgpj.exe");
+        assert_eq!(
+            shown("A\u{200B}B\u{200D}C\u{FEFF}D\u{2066}E\u{2069}"),
+            "ABCDE"
+        );
+        assert_eq!(shown("line\u{2028}para\u{2029}\u{7}\n"), "linepara");
+        // Letters of every script, accents and emoji stay.
+        assert_eq!(shown("Zoë 助手 Ассистент 🤖"), "Zoë 助手 Ассистент 🤖");
+    }
+}
