@@ -8,11 +8,12 @@ use std::net::{IpAddr, SocketAddr};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 /// Whether an address is on the public internet (no loopback, private,
-/// link-local, shared, documentation, multicast or reserved range).
+/// link-local, shared, documentation, multicast or reserved range; for
+/// IPv6, global unicast only).
 pub fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
+            let [a, b, c, _] = v4.octets();
             !(v4.is_private()
                 || v4.is_loopback()
                 || v4.is_link_local()
@@ -24,7 +25,8 @@ pub fn is_public(ip: IpAddr) -> bool {
                 || a >= 240
                 || (a == 100 && (64..128).contains(&b))
                 || (a == 198 && (18..20).contains(&b))
-                || (a == 192 && b == 0))
+                || (a == 192 && b == 0 && c == 0)
+                || (a == 192 && b == 88 && c == 99))
         }
         IpAddr::V6(v6) => {
             // The local-use NAT64 prefix (RFC 8215) is a network's own
@@ -35,13 +37,17 @@ pub fn is_public(ip: IpAddr) -> bool {
             if let Some(v4) = embedded_ipv4(v6) {
                 return is_public(IpAddr::V4(v4));
             }
-            let first = v6.segments()[0];
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
-                || first == 0x2001 && v6.segments()[1] == 0x0db8)
+            // The rest must be global unicast (2000::/3): that leaves out
+            // loopback, unspecified, IPv4-compatible addresses of 0.0.0.0/8,
+            // unique-local, link- and site-local, multicast and the discard
+            // prefix. Within it, the IETF's protocol assignments (2001::/23,
+            // Teredo among them) and the documentation prefixes are not
+            // hosts to call.
+            let [first, second, ..] = v6.segments();
+            (first & 0xe000) == 0x2000
+                && !(first == 0x2001 && second < 0x0200)
+                && !(first == 0x2001 && second == 0x0db8)
+                && !(first & 0xfff0 == 0x3ff0)
         }
     }
 }
@@ -127,6 +133,18 @@ mod tests {
             "64:ff9b:1::808:808",
             "2002:a9fe:a9fe::1",
             "2002:7f00:1::",
+            // IPv4-compatible addresses of 0.0.0.0/8, site-local, the
+            // discard prefix, Teredo, documentation, the 6to4 relays.
+            "::2",
+            "::ffff",
+            "fec0::1",
+            "100::1",
+            "2001::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "2001:db8::1",
+            "3fff::1",
+            "192.0.0.8",
+            "192.88.99.1",
         ] {
             assert!(!is_public(ip.parse().unwrap()), "{ip}");
         }
@@ -137,6 +155,10 @@ mod tests {
             "64:ff9b::5db8:d822",
             "2002:5db8:d822::1",
             "::ffff:0:5db8:d822",
+            // Public, beside the ranges above.
+            "192.0.1.1",
+            "2001:4860:4860::8888",
+            "2a00:1450::1",
         ] {
             assert!(is_public(ip.parse().unwrap()), "{ip}");
         }
