@@ -69,7 +69,10 @@ impl Provider {
             }
             _ => {
                 let e = self.endpoints_with(credential.params, fields.as_ref())?;
-                let grant: Vec<url::Url> = [e.token, e.revocation].into_iter().flatten().collect();
+                let grant: Vec<url::Url> = [e.token, e.refresh, e.revocation]
+                    .into_iter()
+                    .flatten()
+                    .collect();
                 (e.api_base, grant)
             }
         };

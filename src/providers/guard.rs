@@ -105,7 +105,7 @@ pub(super) fn not_a_grant_endpoint(url: &Url, grant: &[Url]) -> Result<(), Provi
     let target = routed(url);
     if grant.iter().any(|g| routed(g) == target) {
         return Err(refused(
-            "is the provider's token or revocation endpoint; connections are managed on the connections page",
+            "is the provider's token, refresh or revocation endpoint; connections are managed on the connections page",
         ));
     }
     Ok(())

@@ -21,6 +21,8 @@ const MAX_LOOKUP_BYTES: usize = 256 * 1024;
 pub struct ConnectionEndpoints {
     pub authorize: Option<Url>,
     pub token: Option<Url>,
+    /// Where a refresh goes, when not to `token`.
+    pub refresh: Option<Url>,
     pub revocation: Option<Url>,
     pub userinfo: Url,
     /// Ends with `/`.
@@ -78,6 +80,7 @@ impl Provider {
         Ok(ConnectionEndpoints {
             authorize: url(&t.authorize)?,
             token: url(&t.token)?,
+            refresh: url(&t.refresh)?,
             revocation: url(&t.revocation)?,
             userinfo: url(&t.userinfo)?.ok_or_else(missing)?,
             api_base,

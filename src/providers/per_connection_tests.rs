@@ -190,3 +190,39 @@ fn account_ids_carry_the_place_the_identity_url_names() {
         None
     );
 }
+
+/// `api_request` refuses the endpoints that manage the grant, the refresh
+/// endpoint among them, when the connection's parameters make them too.
+#[tokio::test]
+async fn api_requests_never_reach_a_templated_refresh_endpoint() {
+    let catalog = catalog_of_tables(
+        "[providers.acme]\nclient_id = \"c\"\nclient_secret = \"s\"\n\
+         authorize_url = \"https://127.0.0.1:9/{org}/oauth/authorize\"\n\
+         token_url = \"https://127.0.0.1:9/{org}/oauth/token\"\n\
+         refresh_url = \"https://127.0.0.1:9/{org}/api/oauth/refresh\"\n\
+         userinfo_url = \"https://127.0.0.1:9/{org}/api/me\"\n\
+         api_base_url = \"https://127.0.0.1:9/{org}/api/\"\n\
+         [providers.acme.params.org]\nlabel = \"Org\"\npattern = \"[a-z]+\"\nexample = \"globex\"\n",
+    );
+    let acme = catalog.get("acme").unwrap();
+    let params = values(&[("org", "globex")]);
+    let credential = crate::providers::Credential {
+        secret: "t",
+        refresh_token: None,
+        params: &params,
+    };
+    let request = crate::providers::ApiRequest {
+        method: "GET".into(),
+        path: "oauth/refresh".into(),
+        query: None,
+        body: None,
+    };
+    let refused = acme
+        .api_request_as(&reqwest::Client::new(), &credential, &request)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, ProviderError::PathRefused(why) if why.contains("endpoint")),
+        "{refused}"
+    );
+}
