@@ -167,13 +167,19 @@ impl ClientNames {
         if !shaped {
             return None;
         }
+        if self.is_trusted(&url) {
+            return Some(url);
+        }
         // reqwest does not resolve an address literal: check it here.
-        let literal_ok = match url.host()? {
+        let public = match url.host()? {
             Host::Domain(_) => true,
             Host::Ipv4(ip) => is_public(IpAddr::V4(ip)),
             Host::Ipv6(ip) => is_public(IpAddr::V6(ip)),
         };
-        (literal_ok || self.is_trusted(&url)).then_some(url)
+        // A document is served on its scheme's port; any other port of a
+        // host that is not trusted is not fetched (the name shown or not
+        // would tell whoever chose the id what answers there).
+        (public && url.port().is_none()).then_some(url)
     }
 
     fn is_trusted(&self, url: &Url) -> bool {
@@ -202,10 +208,20 @@ impl ClientNames {
         let Ok(mut cache) = self.cache.lock() else {
             return;
         };
+        // Full: what is stale goes first, then the failures (a flood of
+        // made-up ids is all failures), and only then the older half of
+        // the documents that named their clients — never the whole cache.
         if cache.len() >= CACHE_ENTRIES {
             cache.retain(|_, (at, _)| at.elapsed() < CACHE_FAILED);
-            if cache.len() >= CACHE_ENTRIES {
-                cache.clear();
+        }
+        if cache.len() >= CACHE_ENTRIES {
+            cache.retain(|_, (_, found)| found.is_some());
+        }
+        if cache.len() >= CACHE_ENTRIES {
+            let mut ages: Vec<Instant> = cache.values().map(|(at, _)| *at).collect();
+            ages.sort_unstable();
+            if let Some(&cut) = ages.get(ages.len() / 2) {
+                cache.retain(|_, (at, _)| *at > cut);
             }
         }
         cache.insert(client_id.to_owned(), (Instant::now(), value));
@@ -312,6 +328,50 @@ mod tests {
             clean("Assistant\u{202E}gpj.exe\u{200B}"),
             "Assistantgpj.exe"
         );
+    }
+
+    fn names() -> ClientNames {
+        let settings =
+            crate::providers::test_catalog::settings_with("https://connect.example.com", "");
+        ClientNames::new(&settings).unwrap()
+    }
+
+    #[test]
+    fn a_flood_of_failures_leaves_the_named_clients_cached() {
+        let names = names();
+        let named = Metadata {
+            name: Some("Assistant".into()),
+            host: None,
+        };
+        names.remember("https://named.example/client", Some(named));
+        for n in 0..3 * CACHE_ENTRIES {
+            names.remember(&format!("https://made-up.example/{n}"), None);
+        }
+        let cache = names.cache.lock().unwrap();
+        assert!(cache.len() <= CACHE_ENTRIES);
+        assert!(cache.contains_key("https://named.example/client"));
+    }
+
+    #[test]
+    fn only_a_documents_own_spelling_on_its_default_port_is_fetched() {
+        let names = names();
+        assert!(
+            names
+                .metadata_url("https://client.example/meta.json")
+                .is_some()
+        );
+        for id in [
+            "https://client.example:8443/meta.json",
+            "https://CLIENT.example/meta.json",
+            "https://client.example/a/../meta.json",
+            "https://client.example:443/meta.json",
+            "https://client.example/",
+            "https://user@client.example/meta.json",
+            "https://127.0.0.1/meta.json",
+            "https://[::1]/meta.json",
+        ] {
+            assert!(names.metadata_url(id).is_none(), "{id}");
+        }
     }
 
     #[test]

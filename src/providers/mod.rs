@@ -40,7 +40,7 @@ mod template;
 mod token_answer;
 
 #[cfg(test)]
-mod test_catalog;
+pub(crate) mod test_catalog;
 
 use std::{collections::BTreeMap, time::Duration};
 
