@@ -44,10 +44,10 @@ pub fn is_public(ip: IpAddr) -> bool {
             // Teredo among them) and the documentation prefixes are not
             // hosts to call.
             let [first, second, ..] = v6.segments();
-            (first & 0xe000) == 0x2000
-                && !(first == 0x2001 && second < 0x0200)
-                && !(first == 0x2001 && second == 0x0db8)
-                && !(first & 0xfff0 == 0x3ff0)
+            let global_unicast = (first & 0xe000) == 0x2000;
+            let protocol_assignments = first == 0x2001 && second < 0x0200;
+            let documentation = (first == 0x2001 && second == 0x0db8) || (first & 0xfff0) == 0x3ff0;
+            global_unicast && !protocol_assignments && !documentation
         }
     }
 }
