@@ -83,6 +83,12 @@ pub(super) fn check_value(name: &str, spec: &ParamSpec, value: &str) -> Result<S
         }
         return Ok(value.to_owned());
     }
+    // A backslash is a slash to the URL parser (`https://host\@evil`
+    // becomes a path on `host`) but not to whoever reads the value: refused
+    // rather than read one way here and another on the page.
+    if value.contains('\\') {
+        return Err(format!("parameter `{name}` must not contain a backslash"));
+    }
     let url = Url::parse(value).map_err(|_| format!("parameter `{name}` is not a URL"))?;
     // The allowed host on the port it is allowed with: `host` alone allows
     // the https port only, `host:8443` that port only. Another port on the
@@ -193,6 +199,8 @@ mod tests {
             "https://gitlab.example.com/?x=1",
             "https://gitlab.example.com.evil.example",
             "https://gitlab.example.com:8443",
+            "https://gitlab.example.com\\@evil.example",
+            "https://gitlab.example.com\\x",
             "not a url",
         ] {
             assert!(check_value("instance", &s, bad).is_err(), "{bad}");
