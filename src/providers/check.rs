@@ -80,11 +80,6 @@ pub(super) fn entry(e: &Entry) -> Result<(), Problem> {
             json_pointer(&format!("{field}.pointer"), pointer)?;
         }
         let mut check_spec = spec.clone();
-        // Learned URLs are checked by their pattern; the provider, not an
-        // operator, names their host.
-        if spec.source.is_some() && spec.kind.as_deref() != Some("url") {
-            check_spec.kind = None;
-        }
         if let Some(default) = &spec.default {
             template::check_value(name, &check_spec, default).map_err(|m| problem(&field, m))?;
         }
