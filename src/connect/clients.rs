@@ -38,8 +38,7 @@ pub struct ClientName {
     pub id: String,
     /// A name, when the operator or the client's metadata gives one.
     pub name: Option<String>,
-    /// The host its metadata document was fetched from (or its
-    /// `client_uri`'s, when that is the same host or one under it).
+    /// The host its metadata document was fetched from.
     pub host: Option<String>,
 }
 
@@ -196,12 +195,7 @@ impl ClientNames {
     fn cached(&self, client_id: &str) -> Option<Option<Metadata>> {
         let cache = self.cache.lock().ok()?;
         let (at, value) = cache.get(client_id)?;
-        let ttl = if value.is_some() {
-            CACHE_OK
-        } else {
-            CACHE_FAILED
-        };
-        (at.elapsed() < ttl).then(|| value.clone())
+        (at.elapsed() < ttl_of(value)).then(|| value.clone())
     }
 
     fn remember(&self, client_id: &str, value: Option<Metadata>) {
@@ -212,7 +206,7 @@ impl ClientNames {
         // made-up ids is all failures), and only then the older half of
         // the documents that named their clients — never the whole cache.
         if cache.len() >= CACHE_ENTRIES {
-            cache.retain(|_, (at, _)| at.elapsed() < CACHE_FAILED);
+            cache.retain(|_, (at, found)| at.elapsed() < ttl_of(found));
         }
         if cache.len() >= CACHE_ENTRIES {
             cache.retain(|_, (_, found)| found.is_some());
@@ -240,6 +234,16 @@ impl ClientNames {
                 None
             }
         }
+    }
+}
+
+/// How long a document's answer is kept: a name for an hour, a failure
+/// for five minutes.
+fn ttl_of(found: &Option<Metadata>) -> Duration {
+    if found.is_some() {
+        CACHE_OK
+    } else {
+        CACHE_FAILED
     }
 }
 
@@ -287,20 +291,15 @@ async fn fetch_document(client: &reqwest::Client, url: &Url) -> Result<Metadata,
     Ok(Metadata { name, host })
 }
 
-/// The host a page names the client by. The document's `client_uri` is
-/// the client's own claim: anyone's document can say `https://claude.ai`.
-/// The host that served the document is not a claim, so it is shown,
-/// unless `client_uri` names that host or one under it (its owner's).
+/// The host a page names the client by: the one that served the
+/// document. Its `client_uri` is the client's own claim — anyone's
+/// document can say `https://claude.ai` — and not even a host under the
+/// serving one is its owner's where that host serves many (a bucket at
+/// `storage.example.com/bucket/…` could claim `victim.storage.example.com`).
+/// So the claim counts only for the serving host itself.
 fn shown_host(served_from: &str, claimed: Option<&str>) -> String {
     match claimed {
-        Some(claimed)
-            if claimed.eq_ignore_ascii_case(served_from)
-                || claimed
-                    .to_ascii_lowercase()
-                    .ends_with(&format!(".{}", served_from.to_ascii_lowercase())) =>
-        {
-            claimed.to_ascii_lowercase()
-        }
+        Some(claimed) if claimed.eq_ignore_ascii_case(served_from) => claimed.to_ascii_lowercase(),
         _ => served_from.to_owned(),
     }
 }
@@ -344,6 +343,17 @@ mod tests {
             host: None,
         };
         names.remember("https://named.example/client", Some(named));
+        // Named a while ago: past a failure's five minutes, within the hour.
+        let ten_minutes_ago = Instant::now()
+            .checked_sub(Duration::from_secs(600))
+            .unwrap();
+        names
+            .cache
+            .lock()
+            .unwrap()
+            .get_mut("https://named.example/client")
+            .unwrap()
+            .0 = ten_minutes_ago;
         for n in 0..3 * CACHE_ENTRIES {
             names.remember(&format!("https://made-up.example/{n}"), None);
         }
@@ -375,21 +385,22 @@ mod tests {
     }
 
     #[test]
-    fn the_host_shown_is_the_documents_unless_it_claims_its_own_or_one_below() {
+    fn the_host_shown_is_the_one_that_served_the_document() {
         assert_eq!(
             shown_host("docs.example", Some("claude.ai")),
             "docs.example"
         );
         assert_eq!(shown_host("docs.example", None), "docs.example");
         assert_eq!(
-            shown_host("example.com", Some("app.example.com")),
-            "app.example.com"
-        );
-        assert_eq!(
             shown_host("example.com", Some("EXAMPLE.com")),
             "example.com"
         );
-        // Not a parent (github.io is anyone's), not a look-alike suffix.
+        // Neither a host beneath it (a shared host's), nor above it, nor a
+        // look-alike.
+        assert_eq!(
+            shown_host("storage.example.com", Some("victim.storage.example.com")),
+            "storage.example.com"
+        );
         assert_eq!(
             shown_host("evil.github.io", Some("github.io")),
             "evil.github.io"

@@ -66,7 +66,12 @@ pub async fn pending_by_connection(
     let names = state
         .connect
         .client_names()
-        .describe_all(found.iter().map(|t| t.client_id.as_str()))
+        .describe_all(
+            found
+                .iter()
+                .filter(|t| t.connection_id.is_some())
+                .map(|t| t.client_id.as_str()),
+        )
         .await;
     let mut rows: HashMap<Uuid, Vec<PendingRow>> = HashMap::new();
     for t in found {

@@ -27,7 +27,7 @@ struct ApprovePage {
     client: String,
     /// The client id, shown beside a name the client gave itself.
     client_id: Option<String>,
-    /// The host of the client's `client_uri`, from its metadata.
+    /// The host its metadata document was fetched from.
     client_host: Option<String>,
     provider: String,
     account: String,
