@@ -46,7 +46,8 @@ pub fn is_public(ip: IpAddr) -> bool {
             let [first, second, ..] = v6.segments();
             let global_unicast = (first & 0xe000) == 0x2000;
             let protocol_assignments = first == 0x2001 && second < 0x0200;
-            let documentation = (first == 0x2001 && second == 0x0db8) || (first & 0xfff0) == 0x3ff0;
+            let documentation =
+                (first == 0x2001 && second == 0x0db8) || (first == 0x3fff && second < 0x1000);
             global_unicast && !protocol_assignments && !documentation
         }
     }
@@ -159,6 +160,8 @@ mod tests {
             "192.0.1.1",
             "2001:4860:4860::8888",
             "2a00:1450::1",
+            "3ffe::1",
+            "3fff:1000::1",
         ] {
             assert!(is_public(ip.parse().unwrap()), "{ip}");
         }
