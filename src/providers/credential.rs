@@ -190,6 +190,9 @@ impl Provider {
                 Ok(value) => {
                     checked.insert(name.to_owned(), value);
                 }
+                Err(_) if spec.kind.as_deref() == Some("url") && value.contains('\\') => {
+                    problems.push(problem("must not contain a backslash.".into()));
+                }
                 Err(_) if spec.kind.as_deref() == Some("url") => {
                     let hosts = spec.allowed_hosts.as_deref().unwrap_or_default().join(", ");
                     problems.push(problem(format!(

@@ -250,7 +250,7 @@ pub(super) struct Entry {
     pub api_headers: Option<BTreeMap<String, String>>,
     pub api_path_rules: Option<ApiPathRules>,
     /// Paths beneath the API base that manage the grant or the app's
-    /// installation, besides the token and revocation URLs: `api_request`
+    /// installation, besides the token, refresh and revocation URLs: `api_request`
     /// refuses them and everything beneath them (Zendesk's `oauth`).
     #[serde(default, deserialize_with = "lenient::opt_list")]
     pub grant_paths: Option<Vec<String>>,
