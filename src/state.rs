@@ -166,15 +166,7 @@ mod tests {
     use super::*;
 
     fn metadata() -> SignInProviderMetadata {
-        serde_json::from_value(serde_json::json!({
-            "issuer": "https://idp.example",
-            "authorization_endpoint": "https://idp.example/authorize",
-            "jwks_uri": "https://idp.example/jwks",
-            "response_types_supported": ["code"],
-            "subject_types_supported": ["public"],
-            "id_token_signing_alg_values_supported": ["RS256"],
-        }))
-        .unwrap()
+        serde_json::from_value(crate::web::oidc::least_discovery_document()).unwrap()
     }
 
     #[tokio::test]

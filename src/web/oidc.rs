@@ -433,6 +433,19 @@ async fn send(
     Ok(builder.body(body)?)
 }
 
+/// The fewest fields a discovery document may have, for tests.
+#[cfg(test)]
+pub(crate) fn least_discovery_document() -> serde_json::Value {
+    serde_json::json!({
+        "issuer": "https://idp.example",
+        "authorization_endpoint": "https://idp.example/authorize",
+        "jwks_uri": "https://idp.example/jwks",
+        "response_types_supported": ["code"],
+        "subject_types_supported": ["public"],
+        "id_token_signing_alg_values_supported": ["RS256"],
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -458,14 +471,7 @@ mod tests {
             (Some(serde_json::json!({"a": 1})), false),
             (None, false),
         ] {
-            let mut document = serde_json::json!({
-                "issuer": "https://idp.example",
-                "authorization_endpoint": "https://idp.example/authorize",
-                "jwks_uri": "https://idp.example/jwks",
-                "response_types_supported": ["code"],
-                "subject_types_supported": ["public"],
-                "id_token_signing_alg_values_supported": ["RS256"],
-            });
+            let mut document = least_discovery_document();
             if let Some(value) = &value {
                 document["authorization_response_iss_parameter_supported"] = value.clone();
             }

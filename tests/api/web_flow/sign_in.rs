@@ -224,9 +224,7 @@ async fn an_issuer_spelled_with_a_trailing_slash_at_the_root_signs_in() {
     // does: that is our issuer, so the code is exchanged (and fails here,
     // as this provider has no token endpoint), not refused as another's.
     let browser = Browser::new(&app);
-    let start = browser.get("/login").await;
-    let authorize = url::Url::parse(start.location.as_deref().unwrap()).unwrap();
-    let state = param(&authorize, "state").unwrap();
+    let state = started_sign_in_state(&browser).await;
     let other = browser
         .get(&callback_with_iss(&state, "https://other.example/"))
         .await;
@@ -243,9 +241,7 @@ async fn an_issuer_spelled_with_a_trailing_slash_at_the_root_signs_in() {
         "{:?}",
         other.set_cookies
     );
-    let start = browser.get("/login").await;
-    let authorize = url::Url::parse(start.location.as_deref().unwrap()).unwrap();
-    let state = param(&authorize, "state").unwrap();
+    let state = started_sign_in_state(&browser).await;
     let ours = browser.get(&callback_with_iss(&state, &issuer)).await;
     assert!(
         !ours.body.contains("unexpected identity provider"),
@@ -261,9 +257,7 @@ async fn an_issuer_spelled_with_a_trailing_slash_at_the_root_signs_in() {
 
     // Its metadata does not promise `iss` (RFC 9207): a callback without
     // it is its own too.
-    let start = browser.get("/login").await;
-    let authorize = url::Url::parse(start.location.as_deref().unwrap()).unwrap();
-    let state = param(&authorize, "state").unwrap();
+    let state = started_sign_in_state(&browser).await;
     let unnamed = browser
         .get(&format!("/auth/callback?code=abc&state={state}"))
         .await;
@@ -282,9 +276,7 @@ async fn an_issuer_spelled_with_a_trailing_slash_at_the_root_signs_in() {
 async fn a_callback_without_iss_is_refused_when_the_issuer_promises_it() {
     let app = spawn_app().await;
     let browser = Browser::new(&app);
-    let start = browser.get("/login").await;
-    let authorize = url::Url::parse(start.location.as_deref().unwrap()).unwrap();
-    let state = param(&authorize, "state").unwrap();
+    let state = started_sign_in_state(&browser).await;
     let unnamed = browser
         .get(&format!("/auth/callback?code=abc&state={state}"))
         .await;
@@ -305,6 +297,14 @@ async fn a_callback_without_iss_is_refused_when_the_issuer_promises_it() {
     let landed = browser.sign_in_from(start, "alice").await;
     assert_eq!(landed.location.as_deref(), Some("/connections"));
     assert!(browser.cookie("mcp_connect_session").is_some());
+}
+
+/// The `state` of a sign-in `browser` starts now (from its redirect to
+/// the identity provider).
+async fn started_sign_in_state(browser: &Browser) -> String {
+    let start = browser.get("/login").await;
+    let authorize = url::Url::parse(start.location.as_deref().unwrap()).unwrap();
+    param(&authorize, "state").unwrap()
 }
 
 /// A sign-in callback with a made-up code, naming its issuer.
