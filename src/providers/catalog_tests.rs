@@ -300,10 +300,6 @@ fn the_checks_refuse_broken_entries() {
         broken("[params.subdomain]\nexample = \"a.b/c\"").0,
         "params.subdomain"
     );
-    assert_eq!(
-        broken("[params.subdomain]\npattern = \"[\"").0,
-        "params.subdomain"
-    );
     assert_eq!(broken("docs_url = \"http://docs.example\"").0, "docs_url");
     assert_eq!(
         broken("[fields.key]\nlabel = \"k\"\npattern = \"x\"\nsend = \"bearer\"").0,
@@ -317,6 +313,26 @@ fn the_checks_refuse_broken_entries() {
     );
     let e = check::entry(&entry::parse(table).unwrap()).unwrap_err();
     assert_eq!(e.0, "fields");
+}
+
+#[test]
+fn a_pattern_that_does_not_compile_stops_the_reading_of_its_entry() {
+    for (edit, path) in [
+        (
+            "[params.subdomain]\npattern = \"[\"",
+            "params.subdomain.pattern",
+        ),
+        (
+            "[fields.key]\nlabel = \"k\"\npattern = \"(\"\nsend = \"bearer\"",
+            "fields.key.pattern",
+        ),
+    ] {
+        let mut table = shipped::table("zendesk").unwrap();
+        entry::merge(&mut table, edit.parse().unwrap());
+        let (at, message) = entry::parse(table).unwrap_err();
+        assert_eq!(at, path);
+        assert!(message.contains("invalid pattern"), "{message}");
+    }
 }
 
 /// The README's provider table is the catalog's.

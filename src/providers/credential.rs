@@ -8,7 +8,10 @@ use std::collections::BTreeMap;
 
 use secrecy::{ExposeSecret, SecretString};
 
-use super::{Provider, ProviderError, template};
+use super::{
+    Provider, ProviderError,
+    template::{self, Pattern},
+};
 
 /// An API-key or Basic credential: each field of the entry by name.
 pub struct FieldCredential {
@@ -130,16 +133,8 @@ impl Provider {
                 problems.push(problem("is required.".into()));
                 continue;
             }
-            let matches = spec
-                .pattern
-                .as_deref()
-                .map(template::compile)
-                .transpose()
-                .ok()
-                .flatten()
-                .is_some_and(|re| re.is_match(value));
-            if !matches {
-                problems.push(problem(not_in_form(spec.pattern.as_deref())));
+            if !spec.pattern.as_ref().is_some_and(|p| p.matches(value)) {
+                problems.push(problem(not_in_form(spec.pattern.as_ref())));
                 continue;
             }
             values.insert(field.name.clone(), SecretString::from(value.to_owned()));
@@ -199,7 +194,7 @@ impl Provider {
                         "must be an https address on a host this server allows ({hosts})."
                     )));
                 }
-                Err(_) => problems.push(problem(not_in_form(spec.pattern.as_deref()))),
+                Err(_) => problems.push(problem(not_in_form(spec.pattern.as_ref()))),
             }
         }
         checked
@@ -238,9 +233,12 @@ impl FormProblem {
     }
 }
 
-fn not_in_form(pattern: Option<&str>) -> String {
+fn not_in_form(pattern: Option<&Pattern>) -> String {
     match pattern {
-        Some(p) => format!("is not in the expected form (it must match {p})."),
+        Some(p) => format!(
+            "is not in the expected form (it must match {}).",
+            p.as_str()
+        ),
         None => "is not in the expected form.".into(),
     }
 }

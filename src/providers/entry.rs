@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::template::Pattern;
 use crate::config::lenient;
 
 /// What the user hands over to connect.
@@ -126,7 +127,7 @@ pub(super) struct ParamSpec {
     /// What the connect page asks ("Your Zendesk subdomain").
     pub label: Option<String>,
     /// A regular expression the whole value must match.
-    pub pattern: Option<String>,
+    pub pattern: Option<Pattern>,
     /// `text` (default) or `url`: a URL is also limited to `allowed_hosts`.
     pub kind: Option<String>,
     pub default: Option<String>,
@@ -153,7 +154,7 @@ pub(super) struct FieldSpec {
     /// account SID, which URL templates may then use.
     #[serde(default, deserialize_with = "lenient::opt_bool")]
     pub secret: Option<bool>,
-    pub pattern: Option<String>,
+    pub pattern: Option<Pattern>,
     /// `bearer`, `basic_user`, `basic_password`, `header:<name>`,
     /// `query:<name>` or `none`.
     pub send: Option<String>,

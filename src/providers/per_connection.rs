@@ -114,11 +114,8 @@ impl Provider {
             let Some(value) = credential.and_then(|c| c.get(name)) else {
                 continue;
             };
-            let as_param = super::entry::ParamSpec {
-                pattern: spec.pattern.clone(),
-                ..Default::default()
-            };
-            let checked = template::check_value(name, &as_param, value).map_err(refused)?;
+            let checked =
+                template::check_text(name, spec.pattern.as_ref(), value).map_err(refused)?;
             values.insert(name.clone(), checked);
         }
         Ok(values)
