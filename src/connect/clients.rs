@@ -9,10 +9,14 @@
 use std::{
     collections::HashMap,
     net::IpAddr,
-    sync::Mutex,
+    sync::{Arc, Mutex, MutexGuard},
     time::{Duration, Instant},
 };
 
+use futures::{
+    FutureExt,
+    future::{BoxFuture, Shared},
+};
 use url::{Host, Url};
 
 use crate::{
@@ -64,13 +68,27 @@ struct Metadata {
     host: Option<String>,
 }
 
+/// One document's fetch, awaited by every page that asked for it while it
+/// ran.
+type Flight = Shared<BoxFuture<'static, Option<Metadata>>>;
+
 pub struct ClientNames {
     names: HashMap<String, String>,
     trusted_hosts: Vec<String>,
     allow_http: bool,
     guarded: reqwest::Client,
     trusted: reqwest::Client,
+    documents: Arc<Documents>,
+}
+
+/// What is known of the documents, and which are being fetched.
+#[derive(Default)]
+struct Documents {
     cache: Mutex<HashMap<String, (Instant, Option<Metadata>)>>,
+    /// At most one fetch per document at a time, across requests: two
+    /// tabs, or a client in both of a page's lists, wait for the same one.
+    /// Locked before `cache` wherever both are.
+    in_flight: Mutex<HashMap<String, Flight>>,
 }
 
 impl ClientNames {
@@ -92,7 +110,7 @@ impl ClientNames {
             allow_http: settings.insecure_http,
             guarded: guarded(builder()).build()?,
             trusted: builder().build()?,
-            cache: Mutex::default(),
+            documents: Arc::default(),
         })
     }
 
@@ -124,13 +142,9 @@ impl ClientNames {
         let Some(url) = self.metadata_url(client_id) else {
             return bare;
         };
-        let metadata = match self.cached(client_id) {
+        let metadata = match self.documents.cached(client_id) {
             Some(found) => found,
-            None => {
-                let fetched = self.fetch(&url).await;
-                self.remember(client_id, fetched.clone());
-                fetched
-            }
+            None => self.fetch_once(client_id, url).await,
         };
         match metadata {
             Some(m) => ClientName {
@@ -192,16 +206,50 @@ impl ClientNames {
             .any(|t| t.eq_ignore_ascii_case(host) || t.eq_ignore_ascii_case(&with_port))
     }
 
+    /// The document's fetch under way, or a new one. The fetch runs as a
+    /// task of its own: a page that stops waiting (its deadline, a closed
+    /// tab) leaves it to finish for the others, and its answer is cached
+    /// before the flight ends.
+    fn fetch_once(&self, client_id: &str, url: Url) -> Flight {
+        let mut flights = lock(&self.documents.in_flight);
+        if let Some(flight) = flights.get(client_id) {
+            return flight.clone();
+        }
+        // One that ended between the caller's look at the cache and here.
+        if let Some(found) = self.documents.cached(client_id) {
+            return futures::future::ready(found).boxed().shared();
+        }
+        let client = if self.is_trusted(&url) {
+            self.trusted.clone()
+        } else {
+            self.guarded.clone()
+        };
+        let landing = Landing {
+            documents: Arc::clone(&self.documents),
+            client_id: client_id.to_owned(),
+            landed: false,
+        };
+        let task = tokio::spawn(async move {
+            let found = fetch(&client, &url).await;
+            landing.land(found.clone());
+            found
+        });
+        // A task that panicked has landed (as a failure) on its way out.
+        let flight = task.map(|joined| joined.ok().flatten()).boxed().shared();
+        flights.insert(client_id.to_owned(), flight.clone());
+        flight
+    }
+}
+
+impl Documents {
     fn cached(&self, client_id: &str) -> Option<Option<Metadata>> {
-        let cache = self.cache.lock().ok()?;
+        let cache = lock(&self.cache);
         let (at, value) = cache.get(client_id)?;
         (at.elapsed() < ttl_of(value)).then(|| value.clone())
     }
 
     fn remember(&self, client_id: &str, value: Option<Metadata>) {
-        let Ok(mut cache) = self.cache.lock() else {
-            return;
-        };
+        let mut cache = lock(&self.cache);
         // Full: what is stale goes first, then the failures (a flood of
         // made-up ids is all failures), and only then the older half of
         // the documents that named their clients — never the whole cache.
@@ -220,19 +268,54 @@ impl ClientNames {
         }
         cache.insert(client_id.to_owned(), (Instant::now(), value));
     }
+}
 
-    async fn fetch(&self, url: &Url) -> Option<Metadata> {
-        let client = if self.is_trusted(url) {
-            &self.trusted
-        } else {
-            &self.guarded
-        };
-        match fetch_document(client, url).await {
-            Ok(m) => Some(m),
-            Err(why) => {
-                tracing::info!(client_id = %url, why, "client metadata not used");
-                None
-            }
+/// Ends a document's flight: its answer cached, then the flight gone, one
+/// step for whoever looks (both locks held). Dropped without landing (the
+/// fetch panicked, or the runtime is stopping), it ends the flight as a
+/// failure, so that the next page fetches again rather than wait on it.
+struct Landing {
+    documents: Arc<Documents>,
+    client_id: String,
+    landed: bool,
+}
+
+impl Landing {
+    fn land(mut self, found: Option<Metadata>) {
+        self.end(found);
+        self.landed = true;
+    }
+
+    fn end(&self, found: Option<Metadata>) {
+        let mut flights = lock(&self.documents.in_flight);
+        self.documents.remember(&self.client_id, found);
+        flights.remove(&self.client_id);
+    }
+}
+
+impl Drop for Landing {
+    fn drop(&mut self) {
+        if !self.landed {
+            self.end(None);
+        }
+    }
+}
+
+/// A lock whose holder panicked is still good: every write under these
+/// leaves the maps whole.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The document at `url`, or `None` (logged) when it cannot be used.
+async fn fetch(client: &reqwest::Client, url: &Url) -> Option<Metadata> {
+    match fetch_document(client, url).await {
+        Ok(m) => Some(m),
+        Err(why) => {
+            tracing::info!(client_id = %url, why, "client metadata not used");
+            None
         }
     }
 }
@@ -337,17 +420,17 @@ mod tests {
 
     #[test]
     fn a_flood_of_failures_leaves_the_named_clients_cached() {
-        let names = names();
+        let documents = names().documents;
         let named = Metadata {
             name: Some("Assistant".into()),
             host: None,
         };
-        names.remember("https://named.example/client", Some(named));
+        documents.remember("https://named.example/client", Some(named));
         // Named a while ago: past a failure's five minutes, within the hour.
         let ten_minutes_ago = Instant::now()
             .checked_sub(Duration::from_secs(600))
             .unwrap();
-        names
+        documents
             .cache
             .lock()
             .unwrap()
@@ -355,9 +438,9 @@ mod tests {
             .unwrap()
             .0 = ten_minutes_ago;
         for n in 0..3 * CACHE_ENTRIES {
-            names.remember(&format!("https://made-up.example/{n}"), None);
+            documents.remember(&format!("https://made-up.example/{n}"), None);
         }
-        let cache = names.cache.lock().unwrap();
+        let cache = documents.cache.lock().unwrap();
         assert!(cache.len() <= CACHE_ENTRIES);
         assert!(cache.contains_key("https://named.example/client"));
     }

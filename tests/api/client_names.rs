@@ -23,8 +23,8 @@ use crate::{
     helpers::spawn_app_with,
 };
 
-/// A document host: `/good`, `/large`, `/slow` (and `/slow<anything>`),
-/// `/html`. Counts requests.
+/// A document host: `/good`, `/late` (in a second), `/large`, `/slow` (and
+/// `/slow<anything>`), `/html`. Counts requests.
 struct DocumentHost {
     base: String,
     hits: Arc<AtomicUsize>,
@@ -56,6 +56,10 @@ async fn document(req: HttpRequest) -> HttpResponse {
             "client_uri": "https://assistant.example/home",
             "redirect_uris": ["http://127.0.0.1/callback"],
         })),
+        "/late" => {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            HttpResponse::Ok().json(json!({"client_id": own, "client_name": "Late Assistant"}))
+        }
         "/large" => HttpResponse::Ok().json(json!({
             "client_id": own, "client_name": "Large Assistant",
             "padding": "x".repeat(10_000),
@@ -198,4 +202,41 @@ async fn the_connections_page_waits_for_slow_documents_once_not_once_each() {
         3,
         "each fetched once"
     );
+}
+
+/// Two pages that need the same uncached document while it is being
+/// fetched wait for one fetch, and both name the client by it.
+#[tokio::test]
+async fn pages_that_need_one_document_at_once_share_its_fetch() {
+    let documents = start_documents();
+    let host = documents.base.trim_start_matches("http://").to_owned();
+    let app = spawn_app_with(|t| {
+        let clients: toml::Table =
+            toml::from_str(&format!("metadata_trusted_hosts = [\"{host}\"]\n")).unwrap();
+        t.insert("clients".into(), toml::Value::Table(clients));
+    })
+    .await;
+    connect_demo(&app, "alice", "octo").await;
+    let connection: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let late = format!("{}/late", documents.base);
+    mcp_connect::db::client_grants::insert(&app.db, connection, &late)
+        .await
+        .unwrap();
+    let browser = Browser::new(&app);
+    let start = browser.get("/login?return_to=/connections").await;
+    browser.sign_in_from(start, "alice").await;
+
+    let (first, second) = tokio::join!(browser.get("/connections"), browser.get("/connections"));
+    for page in [&first, &second] {
+        assert_eq!(page.status, 200, "{}", page.body);
+        assert!(page.body.contains("Late Assistant"), "{}", page.body);
+    }
+    assert_eq!(documents.hits.load(Ordering::SeqCst), 1, "one fetch");
+    // And from the cache after it.
+    let again = browser.get("/connections").await;
+    assert!(again.body.contains("Late Assistant"), "{}", again.body);
+    assert_eq!(documents.hits.load(Ordering::SeqCst), 1, "still one fetch");
 }
