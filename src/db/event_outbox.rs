@@ -44,18 +44,20 @@ pub struct Claimed {
     pub claimed_at: DateTime<Utc>,
 }
 
-/// Claims up to `limit` due rows of the `endpoints` this instance
-/// delivers to, for `lease_secs` under `lease_id`. Rows another instance is
-/// claiming right now are skipped, not waited for; so are rows for
-/// endpoints this instance does not know: during a rolling change of the
-/// configuration they are another instance's to deliver (and when no
-/// instance knows them any more, the sweeper's).
+/// Claims up to `limit` due rows of `endpoint`, oldest due first, for
+/// `lease_secs` under `lease_id`. Rows another instance is claiming right
+/// now are skipped, not waited for. Each endpoint's rows are claimed by its
+/// own deliverer (`event_outbox_due_by_endpoint`: another endpoint's
+/// backlog is never read), so rows for endpoints this instance does not
+/// know are left alone: during a rolling change of the configuration they
+/// are another instance's to deliver (and when no instance knows them any
+/// more, the sweeper's).
 pub async fn claim_due(
     exec: impl PgExecutor<'_>,
     lease_id: Uuid,
     lease_secs: f64,
     limit: i64,
-    endpoints: &[String],
+    endpoint: &str,
 ) -> Result<Vec<Claimed>, sqlx::Error> {
     sqlx::query_as!(
         Claimed,
@@ -63,7 +65,7 @@ pub async fn claim_due(
          SET next_attempt_at = now() + make_interval(secs => $2), lease_id = $1,
              attempts = o.attempts + 1
          FROM (SELECT event_id, endpoint FROM event_outbox
-               WHERE failed_at IS NULL AND next_attempt_at <= now() AND endpoint = ANY($4)
+               WHERE failed_at IS NULL AND endpoint = $4 AND next_attempt_at <= now()
                ORDER BY next_attempt_at LIMIT $3
                FOR UPDATE SKIP LOCKED) due
          WHERE o.event_id = due.event_id AND o.endpoint = due.endpoint
@@ -72,7 +74,7 @@ pub async fn claim_due(
         lease_id,
         lease_secs,
         limit,
-        endpoints,
+        endpoint,
     )
     .fetch_all(exec)
     .await

@@ -110,7 +110,6 @@ impl Deliverer {
 
     /// Everything due now at this loop's endpoint, a batch at a time.
     async fn deliver_due(&self) -> Result<(), sqlx::Error> {
-        let names = std::slice::from_ref(&self.endpoint);
         loop {
             let lease_id = Uuid::new_v4();
             let claimed = db::event_outbox::claim_due(
@@ -118,7 +117,7 @@ impl Deliverer {
                 lease_id,
                 self.lease().as_secs_f64(),
                 BATCH,
-                names,
+                &self.endpoint,
             )
             .await;
             let claimed = claimed?;

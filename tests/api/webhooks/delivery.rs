@@ -409,3 +409,58 @@ async fn retries_go_on_until_the_retry_window_closes() {
     assert!(lived >= 2.0, "gave up {lived} s after it was written");
     assert!((2..=3).contains(&attempts), "{attempts}");
 }
+
+/// An endpoint's deliverer claims its own due rows without reading
+/// another endpoint's: a removed endpoint's backlog of 20,000 due rows
+/// leaves the claim for `ops` an index scan of `ops`'s rows, stopped at
+/// its batch. (On the index by due time alone, each poll of every other
+/// endpoint walked the whole backlog.)
+#[tokio::test]
+async fn another_endpoints_backlog_is_not_read_by_a_claim() {
+    // No endpoint configured: nothing claims while the test does.
+    let app = spawn_app().await;
+    sqlx::raw_sql(
+        "INSERT INTO event_outbox (event_id, endpoint, event_type, payload, next_attempt_at)
+         SELECT gen_random_uuid(), 'gone', 'connection.created', '{}', now() - interval '1 hour'
+         FROM generate_series(1, 20000);
+         INSERT INTO event_outbox (event_id, endpoint, event_type, payload, next_attempt_at)
+         SELECT gen_random_uuid(), 'ops', 'connection.created', '{}', now() - interval '1 minute'
+         FROM generate_series(1, 3);
+         ANALYZE event_outbox;",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+
+    // The statement as the claim prepared it, on the same connection.
+    let mut conn = app.db.acquire().await.unwrap();
+    let claimed = mcp_connect::db::event_outbox::claim_due(
+        &mut *conn,
+        uuid::Uuid::new_v4(),
+        30.0,
+        16,
+        "ops",
+    )
+    .await
+    .unwrap();
+    assert_eq!(claimed.len(), 3);
+    assert!(claimed.iter().all(|row| row.endpoint == "ops"));
+    let name: String = sqlx::query_scalar(
+        "SELECT name FROM pg_prepared_statements \
+         WHERE statement LIKE '%UPDATE event_outbox o%' \
+           AND statement NOT LIKE '%pg_prepared_statements%'",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN EXECUTE {name}('{}', 30, 16, 'ops')",
+        uuid::Uuid::new_v4()
+    )))
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    let plan = plan.join("\n");
+    assert!(plan.contains("event_outbox_due_by_endpoint"), "{plan}");
+    assert!(!plan.contains("Seq Scan"), "{plan}");
+}
