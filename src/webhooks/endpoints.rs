@@ -3,7 +3,8 @@
 //! settings (no redirects, bounded times); an endpoint that does not
 //! allow private networks gets the address-guarded one, which connects to
 //! public addresses only — a name that later resolves inside the network
-//! is not followed there.
+//! is not followed there. One on an address literal or `localhost` is
+//! reached directly, never through a proxy.
 
 use std::collections::HashMap;
 
@@ -39,9 +40,26 @@ impl Endpoints {
     /// Checks what loading could not (an address literal or `localhost`
     /// needs `allow_private_network`) and builds the clients.
     pub fn from_settings(settings: &WebhookSettings) -> Result<Self, SetupError> {
+        Self::with_environment_proxy(settings, None)
+    }
+
+    /// As [`Self::from_settings`]; `proxy` stands for one the environment
+    /// sets (`HTTPS_PROXY`), which the tests cannot set for one instance.
+    fn with_environment_proxy(
+        settings: &WebhookSettings,
+        proxy: Option<reqwest::Proxy>,
+    ) -> Result<Self, SetupError> {
         let builder = || outbound_http_builder().timeout(settings.timeout());
         let guarded = guarded(builder()).build()?;
-        let open = builder().build()?;
+        let open = match proxy {
+            Some(proxy) => builder().proxy(proxy).build()?,
+            None => builder().build()?,
+        };
+        // An address literal or `localhost` is reached directly: through a
+        // proxy of the environment's its events would travel to the proxy
+        // (in clear, for plain http) and be delivered to the proxy's own
+        // loopback or network, not this host's.
+        let direct = builder().no_proxy().build()?;
         let mut by_name = HashMap::new();
         for (name, e) in &settings.endpoints {
             let key = |field: &str| format!("webhooks.endpoints.{name}.{field}");
@@ -60,10 +78,12 @@ impl Endpoints {
                 key: key("secret"),
                 message: m.into(),
             })?;
-            let client = if e.allow_private_network {
+            let client = if !e.allow_private_network {
+                guarded.clone()
+            } else if names_public_host(&e.url) {
                 open.clone()
             } else {
-                guarded.clone()
+                direct.clone()
             };
             by_name.insert(
                 name.clone(),
@@ -157,5 +177,49 @@ mod tests {
         for url in ["https://hooks.example.com/x", "https://93.184.216.34/x"] {
             assert!(names_public_host(&Url::parse(url).unwrap()), "{url}");
         }
+    }
+
+    /// Answers every request on `listener` with 204 and counts them.
+    fn answer_all(
+        listener: tokio::net::TcpListener,
+    ) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut request = vec![0; 4096];
+                let _ = socket.read(&mut request).await;
+                let _ = socket
+                    .write_all(b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n")
+                    .await;
+            }
+        });
+        seen
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_on_a_loopback_address_is_reached_past_the_environments_proxy() {
+        let receiver = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", receiver.local_addr().unwrap());
+        let proxy_url = format!("http://{}", proxy.local_addr().unwrap());
+        let (received, proxied) = (answer_all(receiver), answer_all(proxy));
+        let endpoints = Endpoints::with_environment_proxy(
+            &settings(&url, true),
+            Some(reqwest::Proxy::all(proxy_url).unwrap()),
+        )
+        .unwrap();
+        let endpoint = endpoints.get("ops").unwrap();
+        let answer = endpoint
+            .client
+            .post(endpoint.url.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 204);
+        assert_eq!(received.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(proxied.load(std::sync::atomic::Ordering::SeqCst), 0);
     }
 }

@@ -2,8 +2,8 @@
 //! writes to the outbox (`connect::outbox`) to the operator's endpoints,
 //! the Standard Webhooks way (`webhook-id`, `webhook-timestamp`,
 //! `webhook-signature`). Only `serve` and `dev` start the deliverer,
-//! through the application's background tasks, and only when an endpoint
-//! is configured.
+//! through the application's background tasks; it sends only when an
+//! endpoint is configured.
 
 mod deliver;
 mod endpoints;
@@ -20,8 +20,11 @@ pub use signature::sign;
 
 use crate::{config::WebhookSettings, metrics::Metrics};
 
-/// Starts the deliverer when there is an endpoint to deliver to; it stops
-/// when `stop` is cancelled.
+/// Counts the backlog for `/metrics`, and starts a deliverer for each
+/// endpoint; both stop when `stop` is cancelled. The count runs without
+/// endpoints too: the events of endpoints that were removed stay until the
+/// sweeper deletes them, and an operator who removed the last one still
+/// sees them.
 pub fn start(
     pool: PgPool,
     endpoints: Endpoints,
@@ -29,10 +32,10 @@ pub fn start(
     metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) {
+    deliver::count_backlog(pool.clone(), metrics.clone(), stop.clone());
     if endpoints.is_empty() {
         return;
     }
-    deliver::count_backlog(pool.clone(), metrics.clone(), stop.clone());
     for deliverer in Deliverer::for_each(pool, Arc::new(endpoints), settings.clone(), metrics) {
         deliverer.start(stop.clone());
     }

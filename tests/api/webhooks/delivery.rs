@@ -434,15 +434,10 @@ async fn another_endpoints_backlog_is_not_read_by_a_claim() {
 
     // The statement as the claim prepared it, on the same connection.
     let mut conn = app.db.acquire().await.unwrap();
-    let claimed = mcp_connect::db::event_outbox::claim_due(
-        &mut *conn,
-        uuid::Uuid::new_v4(),
-        30.0,
-        16,
-        "ops",
-    )
-    .await
-    .unwrap();
+    let claimed =
+        mcp_connect::db::event_outbox::claim_due(&mut *conn, uuid::Uuid::new_v4(), 30.0, 16, "ops")
+            .await
+            .unwrap();
     assert_eq!(claimed.len(), 3);
     assert!(claimed.iter().all(|row| row.endpoint == "ops"));
     let name: String = sqlx::query_scalar(
@@ -463,4 +458,25 @@ async fn another_endpoints_backlog_is_not_read_by_a_claim() {
     let plan = plan.join("\n");
     assert!(plan.contains("event_outbox_due_by_endpoint"), "{plan}");
     assert!(!plan.contains("Seq Scan"), "{plan}");
+}
+
+/// The events of a removed endpoint stay in the backlog gauge until the
+/// sweeper deletes them, also on an instance that has no endpoint left.
+#[tokio::test]
+async fn the_backlog_is_counted_without_an_endpoint() {
+    let app = spawn_app().await;
+    sqlx::raw_sql(
+        "INSERT INTO event_outbox (event_id, endpoint, event_type, payload)
+         VALUES (gen_random_uuid(), 'gone', 'connection.created', '{}')",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    // Started after the row was written: its first count finds it.
+    let restarted = app.second_instance().await;
+    let deadline = Instant::now() + PATIENCE;
+    while restarted.state.metrics.webhooks.backlog() != 1 {
+        assert!(Instant::now() < deadline, "the backlog was never counted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
