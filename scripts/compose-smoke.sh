@@ -276,14 +276,17 @@ scale)
   wait_healthy 2
   # Caddy looks the instances up again every 5 s.
   sleep 6
-  # /metrics is not served through Caddy, not even with its token.
-  code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$stack/caddy-ca/root.crt" \
-    -H "Authorization: Bearer $(cat "$stack/secrets/metrics_token")" \
-    "https://localhost:$SMOKE_PORT/metrics")
-  if [ "$code" != 404 ]; then
-    log "/metrics through Caddy answered $code, not 404"
-    exit 1
-  fi
+  # /metrics is not served through Caddy, not even with its token; nor are
+  # the health checks.
+  for path in /metrics /healthz /readyz; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$stack/caddy-ca/root.crt" \
+      -H "Authorization: Bearer $(cat "$stack/secrets/metrics_token")" \
+      "https://localhost:$SMOKE_PORT$path")
+    if [ "$code" != 404 ]; then
+      log "$path through Caddy answered $code, not 404"
+      exit 1
+    fi
+  done
   ;;
 down)
   . "$dir/env"; export CADDY_IMAGE POSTGRES_IMAGE

@@ -234,11 +234,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             command: TokensCommand::ForgetKey { key_id },
         } => {
             let state = offline_state(cli.config.as_deref()).await?;
-            let n = mcp_connect::connect::stale_keys::forget_key(&state.connect, &key_id).await?;
-            tracing::info!(marked = n, key_id = %key_id, "connections of a forgotten key marked");
-            println!(
-                "{n} connection(s) sealed by key {key_id} now ask their users to connect again"
-            );
+            let done =
+                mcp_connect::connect::stale_keys::forget_key(&state.connect, &key_id).await?;
+            let (marked, failed) = (done.marked, done.failed);
+            tracing::info!(marked, failed, key_id = %key_id, "connections of a forgotten key marked");
+            if failed > 0 {
+                anyhow::bail!(
+                    "{marked} connection(s) sealed by key {key_id} now ask their users to connect again, \
+                     but {failed} could not be marked (see the log); run the command again"
+                );
+            }
+            if marked == 0 {
+                println!(
+                    "no active connection is sealed by key {key_id}: nothing to do (is the key id right?)"
+                );
+            } else {
+                println!(
+                    "{marked} connection(s) sealed by key {key_id} now ask their users to connect again"
+                );
+            }
             Ok(())
         }
         Command::Purge { no_pause } => {

@@ -67,18 +67,28 @@ impl KeyMissing {
     }
 }
 
+/// What `tokens forget-key` did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Forgotten {
+    /// Active connections sealed by the key: asked to connect again.
+    pub marked: u64,
+    /// Active connections sealed by the key that could not be marked (a
+    /// database error, logged): the command is to be run again.
+    pub failed: u64,
+}
+
 /// Asks the users of every active connection sealed by `key_id` to
 /// connect again (marked `needs_reauth`, with its webhook event and audit
 /// row): for a key that is gone for good. Refused while the ring holds the
-/// key, whose rows open. Returns how many were marked.
-pub async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Result<u64> {
+/// key, whose rows open.
+pub async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Result<Forgotten> {
     if state.keys.has_key(key_id) {
         anyhow::bail!(
             "key {key_id} is in MCP_CONNECT_KEYS: its tokens open; run `tokens rekey` to re-seal them instead"
         );
     }
     let current = state.keys.current_key_id().to_owned();
-    let mut marked = 0;
+    let mut done = Forgotten::default();
     let sealed_by_it = db::connections::ids_not_sealed_by(&state.db, &current)
         .await?
         .into_iter()
@@ -93,11 +103,13 @@ pub async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Resu
         if row.key_id != key_id || row.status != db::connections::ConnectionStatus::Active {
             continue;
         }
-        if unreadable(state, &row, "key_forgotten").await {
-            marked += 1;
+        match mark_unreadable(state, &row, "key_forgotten").await {
+            Ok(true) => done.marked += 1,
+            Ok(false) => {}
+            Err(_) => done.failed += 1,
         }
     }
-    Ok(marked)
+    Ok(done)
 }
 
 /// The connection's token does not open: marks it `needs_reauth` (unless
@@ -108,10 +120,18 @@ pub async fn unreadable(
     row: &ConnectionRow,
     reason: &'static str,
 ) -> bool {
+    matches!(mark_unreadable(state, row, reason).await, Ok(true))
+}
+
+/// As [`unreadable`], with the error that kept it from marking the row.
+async fn mark_unreadable(
+    state: &ConnectionService,
+    row: &ConnectionRow,
+    reason: &'static str,
+) -> Result<bool, sqlx::Error> {
     let marked =
         super::vault::mark_needs_reauth(state, row.id, &row.access_token, "token_unreadable").await;
-    let done = matches!(marked, Ok(true));
-    match marked {
+    match &marked {
         Ok(marked) => tracing::warn!(
             connection = %row.id,
             key_id = %row.key_id,
@@ -131,5 +151,5 @@ pub async fn unreadable(
             .detail(json!({ "connection_id": row.id, "key_id": row.key_id, "reason": reason })),
     )
     .await;
-    done
+    marked
 }

@@ -232,3 +232,47 @@ async fn rekey_goes_on_past_a_row_it_cannot_open_and_says_it_did_not_finish() {
         ]
     );
 }
+
+/// A connection that cannot be marked (here a trigger refuses the update,
+/// as a lock timeout or a failing database would) makes the command fail
+/// and say to run it again; once it can, the run is done. A key id no row
+/// is sealed by says so.
+#[tokio::test]
+async fn forgetting_a_key_fails_while_a_connection_cannot_be_marked() {
+    let app = spawn_app().await;
+    connect(&app, "alice").await;
+    retire_key_of(&app, "alice").await;
+    let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_update() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN RAISE EXCEPTION 'refused for the test'; END $$;
+         CREATE TRIGGER refuse_update BEFORE UPDATE ON connections
+           FOR EACH ROW EXECUTE FUNCTION refuse_update();",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+
+    let failed = tokens_command(&app, &key, &["forget-key", "retired1"]);
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(!failed.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("1 could not be marked") && stderr.contains("run the command again"),
+        "{stderr}"
+    );
+
+    sqlx::raw_sql("DROP TRIGGER refuse_update ON connections")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let stdout = succeeded(tokens_command(&app, &key, &["forget-key", "retired1"]));
+    assert!(
+        stdout.contains("1 connection(s) sealed by key retired1"),
+        "{stdout}"
+    );
+    let stdout = succeeded(tokens_command(&app, &key, &["forget-key", "retird1"]));
+    assert!(
+        stdout.contains("no active connection is sealed by key retird1"),
+        "{stdout}"
+    );
+}
