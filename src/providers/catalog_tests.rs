@@ -400,3 +400,19 @@ fn a_secret_is_never_sent_to_a_host_a_user_picks_among_several() {
          params.instance.allowed_hosts = [\"gitlab.com\", \"git.example.org\"]\n",
     );
 }
+
+#[test]
+fn a_refused_value_is_not_repeated_in_the_error() {
+    for edit in [
+        "api_headers = \"X-Api-Key: sk_live_0123456789\"",
+        "authorize_params = \"sk_live_0123456789\"",
+        "api_timeout_secs = [\"sk_live_0123456789\"]",
+    ] {
+        let mut table = shipped::table("zendesk").unwrap();
+        entry::merge(&mut table, edit.parse().unwrap());
+        let (at, message) = entry::parse(table).unwrap_err();
+        assert!(!at.is_empty(), "{edit}: {message}");
+        assert!(!message.contains("sk_live"), "{edit}: {message}");
+        assert!(message.contains("expected"), "{edit}: {message}");
+    }
+}

@@ -284,7 +284,27 @@ pub(super) fn parse(table: toml::Table) -> Result<Entry, (String, String)> {
     let value = toml::Value::Table(table);
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        let message = e.into_inner().to_string();
+        let message = without_the_value(e.into_inner().to_string());
         (path, message)
     })
+}
+
+/// serde's message for a value it refused, without the value: an entry's
+/// fields can hold secrets (a static `api_headers` line with an API key),
+/// and the message goes to stderr and the log. The path names the field.
+fn without_the_value(message: String) -> String {
+    let refused_a_value = ["invalid type:", "invalid value:", "invalid length"]
+        .iter()
+        .any(|start| message.starts_with(start));
+    if !refused_a_value {
+        return message;
+    }
+    match message.split_once(", expected ") {
+        // (toml adds a line naming the field, which the path names.)
+        Some((_, expected)) => format!(
+            "not a valid value (expected {})",
+            expected.lines().next().unwrap_or_default()
+        ),
+        None => "not a valid value".to_owned(),
+    }
 }
