@@ -62,8 +62,8 @@ enum Command {
         /// The URL to ask.
         #[arg(long, default_value = "http://127.0.0.1:8080/readyz")]
         url: String,
-        /// Seconds to wait for the answer.
-        #[arg(long, default_value_t = 5)]
+        /// Seconds to wait for the answer (at least 1).
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
         timeout: u64,
     },
     /// Delete expired tickets, OAuth flows and sessions, audit rows past
@@ -104,10 +104,20 @@ enum TokensCommand {
 enum KeysCommand {
     /// Print a new random AES-256 key entry (`kid:base64`) for MCP_CONNECT_KEYS.
     Generate {
-        /// The key id to give it (default: `k` and today's date).
-        #[arg(long)]
+        /// The key id to give it: 1 to 32 letters, digits, `-` or `_`
+        /// (default: `k` and today's date).
+        #[arg(long, value_parser = key_id)]
         id: Option<String>,
     },
+}
+
+/// `keys generate --id`, checked as the key ring will check it.
+fn key_id(id: &str) -> Result<String, String> {
+    if mcp_connect::crypto::is_key_id(id) {
+        Ok(id.to_owned())
+    } else {
+        Err("a key id is 1 to 32 letters, digits, `-` or `_`".to_owned())
+    }
 }
 
 /// The application's state without serving and without background tasks:

@@ -126,11 +126,27 @@ pub struct Settings {
     pub(super) mcp_resource: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
     Json,
     Pretty,
+}
+
+/// `json` or `pretty`, in any case (`JSON` too, as `dev` takes it).
+impl<'de> Deserialize<'de> for LogFormat {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        if text.eq_ignore_ascii_case("json") {
+            Ok(Self::Json)
+        } else if text.eq_ignore_ascii_case("pretty") {
+            Ok(Self::Pretty)
+        } else {
+            Err(serde::de::Error::unknown_variant(
+                &text,
+                &["json", "pretty"],
+            ))
+        }
+    }
 }
 
 impl Settings {
@@ -215,6 +231,28 @@ mod tests {
         assert!(!shown.contains("postgres://localhost/x"), "{shown}");
         assert!(!shown.contains("AAECAwQF"), "{shown}");
         assert!(!shown.contains("metrics-token"), "{shown}");
+        // As the README says they show.
+        assert!(shown.contains("[REDACTED]"), "{shown}");
+    }
+
+    #[test]
+    fn the_log_format_is_read_in_any_case() {
+        for (given, format) in [
+            ("JSON", LogFormat::Json),
+            ("json", LogFormat::Json),
+            ("Pretty", LogFormat::Pretty),
+        ] {
+            let mut vars = minimal();
+            vars.push(("MCP_CONNECT_LOG_FORMAT".into(), given.into()));
+            let s = Settings::from_sources(None, vars, toml::Table::new()).unwrap();
+            assert_eq!(s.log_format, format, "{given}");
+        }
+        let mut vars = minimal();
+        vars.push(("MCP_CONNECT_LOG_FORMAT".into(), "yaml".into()));
+        let err = Settings::from_sources(None, vars, toml::Table::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("log_format") && err.contains("json"), "{err}");
     }
 
     #[test]

@@ -162,12 +162,7 @@ impl KeyRing {
                 .trim()
                 .split_once(':')
                 .ok_or(CryptoError::Malformed(index + 1))?;
-            let valid_id = !id.is_empty()
-                && id.len() <= 32
-                && id
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-            if !valid_id {
+            if !is_key_id(id) {
                 return Err(CryptoError::BadKeyId(index + 1));
             }
             let raw = STANDARD
@@ -353,6 +348,16 @@ impl KeyRing {
         let plain = self.open(purpose, context, sealed)?;
         self.seal(purpose, context, &plain)
     }
+}
+
+/// What a key id may be: 1 to 32 letters, digits, `-` or `_` (it is
+/// stored beside every sealed value and names the key in messages).
+pub fn is_key_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 32
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// purpose label ‖ 0 ‖ key id ‖ 0 ‖ caller context. The key id is bound so an

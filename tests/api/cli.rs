@@ -165,6 +165,27 @@ fn dev_refuses_a_serve_database_url_instead_of_using_two_databases() {
 }
 
 #[test]
+fn out_of_range_arguments_are_refused_naming_their_flag() {
+    for (args, flag) in [
+        (&["health", "--timeout", "0"][..], "--timeout"),
+        (&["keys", "generate", "--id", "bad id"][..], "--id"),
+        (&["keys", "generate", "--id", &"k".repeat(33)][..], "--id"),
+    ] {
+        let out = bin().args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+        assert!(!stderr.contains("key entry"), "{args:?}: {stderr}");
+    }
+    let out = bin()
+        .args(["keys", "generate", "--id", "k-2026_12"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("k-2026_12:"));
+}
+
+#[test]
 fn help_lists_the_commands() {
     let output = bin().arg("--help").output().unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
