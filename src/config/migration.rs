@@ -15,6 +15,9 @@ use super::{
     sources::{deserialize, layered, prefixed_env},
 };
 
+/// The settings `migrate` reads.
+const READS: [&str; 3] = ["database_url", "database_create_if_missing", "log_format"];
+
 /// The database settings, alone.
 #[derive(Debug, Deserialize)]
 pub struct MigrationSettings {
@@ -39,6 +42,13 @@ impl MigrationSettings {
         file: Option<&Path>,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Self, ConfigError> {
+        // Only the variables read here: another's `…_FILE` may name a file
+        // this job was not given (an init container with the database's
+        // secret alone), and is not opened.
+        let env = env.into_iter().filter(|(var, _)| {
+            let var = var.strip_suffix("_FILE").unwrap_or(var);
+            READS.iter().any(|key| env_name(key) == var)
+        });
         let table = layered(file, env, toml::Table::new())?;
         if !table.contains_key("database_url") {
             return Err(ConfigError::Missing {
@@ -111,6 +121,26 @@ mod tests {
         )
         .unwrap();
         assert!(!s.database_create_if_missing);
+    }
+
+    #[test]
+    fn another_settings_file_is_not_opened() {
+        let dir = std::env::temp_dir().join(format!("migrate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let url_file = dir.join("database_url");
+        std::fs::write(&url_file, "postgres://db/x\n").unwrap();
+        let s = MigrationSettings::from_sources(
+            None,
+            env(&[
+                ("MCP_CONNECT_DATABASE_URL_FILE", url_file.to_str().unwrap()),
+                ("MCP_CONNECT_KEYS_FILE", "/nonexistent/keys"),
+                ("MCP_CONNECT_LOG_FORMAT", "json"),
+            ]),
+        )
+        .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(s.database_url.expose_secret(), "postgres://db/x");
+        assert_eq!(s.log_format, LogFormat::Json);
     }
 
     #[test]
