@@ -40,8 +40,9 @@ USER 10001
 # Listens on 0.0.0.0:8080, the default (no ENV here: it would override a
 # `bind` in the settings file).
 EXPOSE 8080
-# Needs nothing outside the image: the binary asks its own /readyz.
+# Needs nothing outside the image: the binary asks its own /readyz, on the
+# port `bind` sets (from the settings file or MCP_CONNECT_BIND).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["mcp-connect", "health", "--url", "http://127.0.0.1:8080/readyz"]
+    CMD ["mcp-connect", "health"]
 ENTRYPOINT ["mcp-connect"]
 CMD ["serve"]

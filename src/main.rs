@@ -59,9 +59,11 @@ enum Command {
     /// answers 2xx, 1 otherwise. For container health checks (the image has
     /// no other HTTP client).
     Health {
-        /// The URL to ask.
-        #[arg(long, default_value = "http://127.0.0.1:8080/readyz")]
-        url: String,
+        /// The URL to ask [default: `/readyz` on the port of `bind`, as the
+        /// configuration file and MCP_CONNECT_BIND set it (8080 unless
+        /// they do), on 127.0.0.1 when it binds every address].
+        #[arg(long)]
+        url: Option<String>,
         /// Seconds to wait for the answer (at least 1).
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
         timeout: u64,
@@ -167,6 +169,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Health { url, timeout } => {
+            let url = match url {
+                Some(url) => url,
+                None => mcp_connect::config::ListenSettings::load(cli.config.as_deref())?
+                    .readiness_url(),
+            };
             let status =
                 mcp_connect::healthcheck::probe(&url, std::time::Duration::from_secs(timeout))
                     .await?;

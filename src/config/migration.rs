@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::{
     ConfigError, LogFormat, defaults, env_name, lenient,
-    sources::{deserialize, layered, prefixed_env},
+    sources::{deserialize, layered, only, prefixed_env},
 };
 
 /// The settings `migrate` reads.
@@ -44,12 +44,8 @@ impl MigrationSettings {
     ) -> Result<Self, ConfigError> {
         // Only the variables read here: another's `…_FILE` may name a file
         // this job was not given (an init container with the database's
-        // secret alone), and is not opened.
-        let env = env.into_iter().filter(|(var, _)| {
-            let var = var.strip_suffix("_FILE").unwrap_or(var);
-            READS.iter().any(|key| env_name(key) == var)
-        });
-        let table = layered(file, env, toml::Table::new())?;
+        // secret alone).
+        let table = layered(file, only(env, &READS), toml::Table::new())?;
         if !table.contains_key("database_url") {
             return Err(ConfigError::Missing {
                 key: "database_url".into(),

@@ -65,6 +65,22 @@ pub(super) fn prefixed_env() -> Result<Vec<(String, String)>, ConfigError> {
         .collect()
 }
 
+/// The variables among `env` that set one of `keys` (directly or as
+/// `…_FILE`): for a command that reads a few settings only, so that
+/// another's `…_FILE` — naming a file that command was not given — is
+/// never opened.
+pub(super) fn only(
+    env: impl IntoIterator<Item = (String, String)>,
+    keys: &[&str],
+) -> Vec<(String, String)> {
+    env.into_iter()
+        .filter(|(var, _)| {
+            let var = var.strip_suffix("_FILE").unwrap_or(var);
+            keys.iter().any(|key| super::env_name(key) == var)
+        })
+        .collect()
+}
+
 /// `base`, then the file, then `env`, merged into one table.
 pub(super) fn layered(
     file: Option<&Path>,

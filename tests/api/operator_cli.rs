@@ -168,3 +168,29 @@ async fn health_command_exits_0_for_a_ready_instance_and_1_otherwise() {
     let down = health("http://127.0.0.1:9/readyz".to_owned()).await;
     assert_eq!(down.status.code(), Some(1));
 }
+
+/// Without `--url`, the check asks `/readyz` on the port `bind` sets, and
+/// reads nothing else of the configuration (a secret file it cannot open
+/// does not matter).
+#[tokio::test]
+async fn health_command_asks_where_bind_says() {
+    let app = spawn_app().await;
+    let bind = app.addr.trim_start_matches("http://").to_owned();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
+            .arg("health")
+            .env("MCP_CONNECT_BIND", &bind)
+            .env("MCP_CONNECT_KEYS_FILE", "/nonexistent/keys")
+            .env_remove("MCP_CONNECT_CONFIG_FILE")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(ok(&output), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        stdout.contains(&format!("{}/readyz: 200", app.addr)),
+        "{stdout}"
+    );
+}
