@@ -86,7 +86,7 @@ impl Deliverer {
                     Ok(()) => failures = 0,
                     Err(e) => {
                         if failures == 0 || failures.is_power_of_two() {
-                            tracing::warn!(error = %e, failures = failures + 1, "cannot claim webhook events; will try again");
+                            tracing::warn!(endpoint = %self.endpoint, error = %e, failures = failures + 1, "cannot claim webhook events; will try again");
                         }
                         failures = failures.saturating_add(1);
                     }
@@ -136,13 +136,16 @@ impl Deliverer {
     /// the database's clock).
     async fn attempt(&self, row: &Claimed, lease_id: Uuid, claimed: Instant) {
         let id = webhook_id(row.event_id);
+        // This loop's own endpoint, which it claims the rows of: configured
+        // for as long as the loop runs.
         let sent = match self.endpoints.get(&row.endpoint) {
             Some(endpoint) => post(endpoint, &id, row).await,
-            None => Err(Failure::EndpointGone),
+            None => return,
         };
         let why = match sent {
             Ok(()) => {
                 self.settle(
+                    &id,
                     Delivery::Delivered,
                     db::event_outbox::delete_delivered(
                         &self.pool,
@@ -176,8 +179,8 @@ impl Deliverer {
         };
         let error = why.to_string();
         let next = match next {
-            Some(next) if !matches!(why, Failure::EndpointGone) => next,
-            _ => {
+            Some(next) => next,
+            None => {
                 tracing::warn!(
                     endpoint = %row.endpoint, webhook_id = %id, event = %row.event_type,
                     attempt = row.attempts, error = %error,
@@ -191,7 +194,7 @@ impl Deliverer {
                     &error,
                 )
                 .await;
-                self.settle(Delivery::Failed, marked);
+                self.settle(&id, Delivery::Failed, marked);
                 return;
             }
         };
@@ -209,18 +212,22 @@ impl Deliverer {
             &error,
         )
         .await;
-        self.settle(Delivery::Retry, scheduled);
+        self.settle(&id, Delivery::Retry, scheduled);
     }
 
     /// Counts an attempt whose row was settled; one that could not be is
     /// delivered again once its lease lapses (and counted then).
-    fn settle(&self, outcome: Delivery, settled: Result<bool, sqlx::Error>) {
+    fn settle(&self, id: &str, outcome: Delivery, settled: Result<bool, sqlx::Error>) {
         match settled {
             Ok(true) => self.metrics.webhooks.delivery(outcome),
-            Ok(false) => tracing::warn!("a webhook lease lapsed before its attempt was settled"),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot settle a webhook attempt; it will be retried")
-            }
+            Ok(false) => tracing::warn!(
+                endpoint = %self.endpoint, webhook_id = %id,
+                "a webhook lease lapsed before its attempt was settled"
+            ),
+            Err(e) => tracing::warn!(
+                endpoint = %self.endpoint, webhook_id = %id, error = %e,
+                "cannot settle a webhook attempt; it will be retried"
+            ),
         }
     }
 }
@@ -266,7 +273,9 @@ enum Failure {
     TimedOut,
     Connect(String),
     Other(String),
-    EndpointGone,
+    /// A redirect (its status, and the host it points to when it names
+    /// one): not followed, so that an event goes only where configured.
+    Redirected(u16, Option<String>),
 }
 
 impl std::fmt::Display for Failure {
@@ -276,7 +285,13 @@ impl std::fmt::Display for Failure {
             Self::TimedOut => f.write_str("timed out"),
             Self::Connect(why) => write!(f, "cannot connect: {why}"),
             Self::Other(why) => write!(f, "request failed: {why}"),
-            Self::EndpointGone => f.write_str("the endpoint is no longer configured"),
+            Self::Redirected(code, to) => write!(
+                f,
+                "answered HTTP {code}, a redirect{}; redirects are not followed: configure the URL it redirects to",
+                to.as_deref()
+                    .map(|host| format!(" to {host}"))
+                    .unwrap_or_default()
+            ),
         }
     }
 }
@@ -297,6 +312,16 @@ async fn post(endpoint: &Endpoint, id: &str, row: &Claimed) -> Result<(), Failur
         .await;
     match sent {
         Ok(response) if response.status().is_success() => Ok(()),
+        Ok(response) if response.status().is_redirection() => {
+            // Only the host: a path or query may carry a token.
+            let to = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|location| endpoint.url.join(location).ok())
+                .and_then(|url| url.host_str().map(str::to_owned));
+            Err(Failure::Redirected(response.status().as_u16(), to))
+        }
         Ok(response) => Err(Failure::Status(response.status().as_u16())),
         Err(e) if e.is_timeout() => Err(Failure::TimedOut),
         Err(e) => {
@@ -367,11 +392,11 @@ mod tests {
             settings,
             metrics: Arc::new(Metrics::new()),
         };
-        deliverer.settle(Delivery::Delivered, Ok(false));
-        deliverer.settle(Delivery::Failed, Err(sqlx::Error::PoolTimedOut));
+        deliverer.settle("msg_test", Delivery::Delivered, Ok(false));
+        deliverer.settle("msg_test", Delivery::Failed, Err(sqlx::Error::PoolTimedOut));
         assert_eq!(deliverer.metrics.webhooks.count(Delivery::Delivered), 0);
         assert_eq!(deliverer.metrics.webhooks.count(Delivery::Failed), 0);
-        deliverer.settle(Delivery::Delivered, Ok(true));
+        deliverer.settle("msg_test", Delivery::Delivered, Ok(true));
         assert_eq!(deliverer.metrics.webhooks.count(Delivery::Delivered), 1);
     }
 

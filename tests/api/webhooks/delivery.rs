@@ -480,3 +480,26 @@ async fn the_backlog_is_counted_without_an_endpoint() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A receiver that redirects is not followed, and the row's error says so
+/// and where to (the host only: a redirect's path or query may carry a
+/// token).
+#[tokio::test]
+async fn a_redirect_is_not_followed_and_the_error_says_why() {
+    let receiver = Receiver::start(Mode::Redirect);
+    let app = spawn_app_with(with_webhooks(&receiver.url, CREATED, "retry_for_secs = 1")).await;
+    store_demo_connection(&app.state.connect, &app.dev.issuer(), "alice", "a-1", None).await;
+    given_up(&app).await;
+    let error: String = sqlx::query_scalar("SELECT last_error FROM event_outbox")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert!(
+        error.contains("HTTP 308")
+            && error.contains("redirect")
+            && error.contains("elsewhere.example")
+            && error.contains("not followed"),
+        "{error}"
+    );
+    assert!(!error.contains("token"), "{error}");
+}

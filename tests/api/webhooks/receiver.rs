@@ -26,6 +26,8 @@ pub enum Mode {
     Answer { fail_first: usize, delay: Duration },
     /// Never answers (until the mode changes).
     Hang,
+    /// 308 to another host's address.
+    Redirect,
 }
 
 #[derive(Debug, Clone)]
@@ -208,6 +210,7 @@ async fn hook(req: HttpRequest, body: web::Bytes, shared: web::Data<Shared>) -> 
             tokio::time::sleep(delay).await;
             if attempt_no <= fail_first { 500 } else { 200 }
         }
+        Mode::Redirect => 308,
     };
     shared.log.lock().unwrap().attempts.push(Attempt {
         id,
@@ -216,7 +219,11 @@ async fn hook(req: HttpRequest, body: web::Bytes, shared: web::Data<Shared>) -> 
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
         at: Instant::now(),
     });
-    HttpResponse::build(actix_web::http::StatusCode::from_u16(status).unwrap()).finish()
+    let mut answer = HttpResponse::build(actix_web::http::StatusCode::from_u16(status).unwrap());
+    if status == 308 {
+        answer.insert_header(("location", "https://elsewhere.example/hook?token=abc"));
+    }
+    answer.finish()
 }
 
 /// The Standard Webhooks check: a `v1,` signature among the
