@@ -8,7 +8,7 @@ use mcp_connect::domain::{ProviderName, UserRef};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::helpers::spawn_app;
+use crate::helpers::{plan_of_prepared, spawn_app};
 
 const ISSUER: &str = "https://issuer.example";
 
@@ -126,21 +126,12 @@ async fn the_read_probes_the_grant_and_never_hashes_a_small_table() {
         .await
         .unwrap();
     assert!(read[0].grant.is_some());
-    let name: String = sqlx::query_scalar(
-        "SELECT name FROM pg_prepared_statements \
-         WHERE statement LIKE '%FROM connections c%client_grants g%' \
-           AND statement NOT LIKE '%pg_prepared_statements%'",
+    let plan = plan_of_prepared(
+        &mut *conn,
+        "%FROM connections c%client_grants g%",
+        &format!("'{ISSUER}', 'user-3', 'demo', 'client-a'"),
     )
-    .fetch_one(&mut *conn)
-    .await
-    .unwrap();
-    let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "EXPLAIN EXECUTE {name}('{ISSUER}', 'user-3', 'demo', 'client-a')"
-    )))
-    .fetch_all(&mut *conn)
-    .await
-    .unwrap();
-    let plan = plan.join("\n");
+    .await;
     assert!(plan.contains("Nested Loop"), "{plan}");
     assert!(!plan.contains("Hash"), "the grant is hashed: {plan}");
 }

@@ -152,12 +152,13 @@ async fn clients_are_named_by_their_metadata_or_shown_by_id() {
     assert_eq!(trusted.hits.load(Ordering::SeqCst), 4);
 }
 
-/// The connections page names every client it lists, their documents
-/// fetched together: three slow ones cost it one fetch's time limit (3 s),
-/// not three.
-#[tokio::test]
-async fn the_connections_page_waits_for_slow_documents_once_not_once_each() {
-    let documents = start_documents();
+/// An app that fetches `documents`' documents (their host trusted), alice
+/// connected to the demo provider with each of `clients` granted on it, and
+/// a browser signed in as her.
+async fn signed_in_with_grants(
+    documents: &DocumentHost,
+    clients: &[String],
+) -> (crate::helpers::TestApp, Browser) {
     let host = documents.base.trim_start_matches("http://").to_owned();
     let app = spawn_app_with(|t| {
         let clients: toml::Table =
@@ -170,10 +171,7 @@ async fn the_connections_page_waits_for_slow_documents_once_not_once_each() {
         .fetch_one(&app.db)
         .await
         .unwrap();
-    let slow: Vec<String> = (1..=3)
-        .map(|n| format!("{}/slow{n}", documents.base))
-        .collect();
-    for client in &slow {
+    for client in clients {
         mcp_connect::db::client_grants::insert(&app.db, connection, client)
             .await
             .unwrap();
@@ -181,6 +179,19 @@ async fn the_connections_page_waits_for_slow_documents_once_not_once_each() {
     let browser = Browser::new(&app);
     let start = browser.get("/login?return_to=/connections").await;
     browser.sign_in_from(start, "alice").await;
+    (app, browser)
+}
+
+/// The connections page names every client it lists, their documents
+/// fetched together: three slow ones cost it one fetch's time limit (3 s),
+/// not three.
+#[tokio::test]
+async fn the_connections_page_waits_for_slow_documents_once_not_once_each() {
+    let documents = start_documents();
+    let slow: Vec<String> = (1..=3)
+        .map(|n| format!("{}/slow{n}", documents.base))
+        .collect();
+    let (_app, browser) = signed_in_with_grants(&documents, &slow).await;
 
     let started = Instant::now();
     let page = browser.get("/connections").await;
@@ -209,25 +220,8 @@ async fn the_connections_page_waits_for_slow_documents_once_not_once_each() {
 #[tokio::test]
 async fn pages_that_need_one_document_at_once_share_its_fetch() {
     let documents = start_documents();
-    let host = documents.base.trim_start_matches("http://").to_owned();
-    let app = spawn_app_with(|t| {
-        let clients: toml::Table =
-            toml::from_str(&format!("metadata_trusted_hosts = [\"{host}\"]\n")).unwrap();
-        t.insert("clients".into(), toml::Value::Table(clients));
-    })
-    .await;
-    connect_demo(&app, "alice", "octo").await;
-    let connection: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connections")
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
     let late = format!("{}/late", documents.base);
-    mcp_connect::db::client_grants::insert(&app.db, connection, &late)
-        .await
-        .unwrap();
-    let browser = Browser::new(&app);
-    let start = browser.get("/login?return_to=/connections").await;
-    browser.sign_in_from(start, "alice").await;
+    let (_app, browser) = signed_in_with_grants(&documents, &[late]).await;
 
     let (first, second) = tokio::join!(browser.get("/connections"), browser.get("/connections"));
     for page in [&first, &second] {

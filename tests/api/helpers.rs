@@ -553,6 +553,52 @@ pub async fn count(app: &TestApp, sql: &str) -> i64 {
         .unwrap()
 }
 
+/// Makes the database refuse `events` (`INSERT`, `UPDATE OR DELETE`, …) on
+/// `table`, as a full disk or a broken constraint would: each such row
+/// change fails. [`allow`] takes it back.
+pub async fn refuse(db: &PgPool, table: &str, events: &str) {
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE OR REPLACE FUNCTION refused_by_the_test() RETURNS trigger LANGUAGE plpgsql AS
+             $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
+         CREATE TRIGGER refuse_{table} BEFORE {events} ON {table}
+             FOR EACH ROW EXECUTE FUNCTION refused_by_the_test();"
+    )))
+    .execute(db)
+    .await
+    .unwrap();
+}
+
+/// Takes back what [`refuse`] made `table` refuse.
+pub async fn allow(db: &PgPool, table: &str) {
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP TRIGGER refuse_{table} ON {table}"
+    )))
+    .execute(db)
+    .await
+    .unwrap();
+}
+
+/// The plan of a statement as the application prepared it on `conn` (the
+/// one whose text is `LIKE` `shape`), for `arguments` (SQL literals, in
+/// order): what Postgres does for it, not for a copy of its text.
+pub async fn plan_of_prepared(conn: &mut PgConnection, shape: &str, arguments: &str) -> String {
+    let name: String = sqlx::query_scalar(
+        "SELECT name FROM pg_prepared_statements \
+         WHERE statement LIKE $1 AND statement NOT LIKE '%pg_prepared_statements%'",
+    )
+    .bind(shape)
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap();
+    let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN EXECUTE {name}({arguments})"
+    )))
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    plan.join("\n")
+}
+
 /// Waits (at most 10 s) until at least `waiting` backends of `app`'s
 /// database wait for a lock another one holds.
 pub async fn until_blocked(app: &TestApp, waiting: i64) {

@@ -11,7 +11,7 @@ use provider_fakes::{self as fakes, FakeProvider};
 use crate::{
     browser::Browser,
     full_flow::{elicit, open_and_continue, retry_accepted},
-    helpers::{TestApp, spawn_app_with},
+    helpers::{TestApp, allow, refuse, spawn_app_with},
 };
 
 /// Connects alice's `name` account through the browser and the fake; returns
@@ -529,15 +529,7 @@ async fn tokens_that_cannot_be_stored_are_revoked_at_the_provider() {
     let app = app_with(&fake, "google").await;
     // The database refuses every new connection, as a full disk or a
     // broken constraint would.
-    sqlx::raw_sql(
-        "CREATE FUNCTION refuse_connections() RETURNS trigger LANGUAGE plpgsql AS
-             $$ BEGIN RAISE EXCEPTION 'no room for connections'; END $$;
-         CREATE TRIGGER refuse_connections BEFORE INSERT ON connections
-             FOR EACH ROW EXECUTE FUNCTION refuse_connections();",
-    )
-    .execute(&app.db)
-    .await
-    .unwrap();
+    refuse(&app.db, "connections", "INSERT").await;
     let (url, _) = elicit(
         &app,
         "alice",
@@ -585,15 +577,7 @@ async fn a_reconnect_that_cannot_be_stored_leaves_the_stored_grant_alone() {
     let fake = fakes::google::start().await;
     let app = app_with(&fake, "google").await;
     connect(&app, &fake, "google").await;
-    sqlx::raw_sql(
-        "CREATE FUNCTION refuse_connections() RETURNS trigger LANGUAGE plpgsql AS
-             $$ BEGIN RAISE EXCEPTION 'no room for connections'; END $$;
-         CREATE TRIGGER refuse_connections BEFORE INSERT OR UPDATE ON connections
-             FOR EACH ROW EXECUTE FUNCTION refuse_connections();",
-    )
-    .execute(&app.db)
-    .await
-    .unwrap();
+    refuse(&app.db, "connections", "INSERT OR UPDATE").await;
     let args =
         json!({"provider": "google", "scopes": ["https://www.googleapis.com/auth/drive.readonly"]});
     let (url, _) = elicit(&app, "alice", "connect", args, "connect_google").await;
@@ -603,10 +587,7 @@ async fn a_reconnect_that_cannot_be_stored_leaves_the_stored_grant_alone() {
     let done = browser.get(callback.as_str()).await;
     assert_eq!(done.status, 500, "{}", done.body);
     assert_eq!(fake.calls().revoke, 0, "{:?}", fake.calls());
-    sqlx::raw_sql("DROP TRIGGER refuse_connections ON connections")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    allow(&app.db, "connections").await;
     let (_, body) = app
         .call_tool("alice", "whoami", json!({"provider": "google"}))
         .await;

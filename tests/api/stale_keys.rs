@@ -15,7 +15,7 @@ use mcp_connect::{
 use secrecy::SecretString;
 use serde_json::json;
 
-use crate::helpers::{TestApp, spawn_app, succeeded};
+use crate::helpers::{TestApp, allow, refuse, spawn_app, succeeded};
 
 async fn connect(app: &TestApp, subject: &str) {
     let tokens = TokenSet {
@@ -243,15 +243,7 @@ async fn forgetting_a_key_fails_while_a_connection_cannot_be_marked() {
     connect(&app, "alice").await;
     retire_key_of(&app, "alice").await;
     let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
-    sqlx::raw_sql(
-        "CREATE FUNCTION refuse_update() RETURNS trigger LANGUAGE plpgsql AS
-           $$ BEGIN RAISE EXCEPTION 'refused for the test'; END $$;
-         CREATE TRIGGER refuse_update BEFORE UPDATE ON connections
-           FOR EACH ROW EXECUTE FUNCTION refuse_update();",
-    )
-    .execute(&app.db)
-    .await
-    .unwrap();
+    refuse(&app.db, "connections", "UPDATE").await;
 
     let failed = tokens_command(&app, &key, &["forget-key", "retired1"]);
     let stderr = String::from_utf8_lossy(&failed.stderr);
@@ -261,10 +253,7 @@ async fn forgetting_a_key_fails_while_a_connection_cannot_be_marked() {
         "{stderr}"
     );
 
-    sqlx::raw_sql("DROP TRIGGER refuse_update ON connections")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    allow(&app.db, "connections").await;
     let stdout = succeeded(tokens_command(&app, &key, &["forget-key", "retired1"]));
     assert!(
         stdout.contains("1 connection(s) sealed by key retired1"),

@@ -11,7 +11,9 @@ use super::{
     receiver::{Mode, Receiver},
     with_webhooks,
 };
-use crate::helpers::{TestApp, count, spawn_app, spawn_app_with, store_demo_connection};
+use crate::helpers::{
+    TestApp, count, plan_of_prepared, spawn_app, spawn_app_with, store_demo_connection,
+};
 
 const CREATED: &[&str] = &["connection.created"];
 
@@ -440,22 +442,12 @@ async fn another_endpoints_backlog_is_not_read_by_a_claim() {
             .unwrap();
     assert_eq!(claimed.len(), 3);
     assert!(claimed.iter().all(|row| row.endpoint == "ops"));
-    let name: String = sqlx::query_scalar(
-        "SELECT name FROM pg_prepared_statements \
-         WHERE statement LIKE '%UPDATE event_outbox o%' \
-           AND statement NOT LIKE '%pg_prepared_statements%'",
+    let plan = plan_of_prepared(
+        &mut *conn,
+        "%UPDATE event_outbox o%",
+        &format!("'{}', 30, 16, 'ops'", uuid::Uuid::new_v4()),
     )
-    .fetch_one(&mut *conn)
-    .await
-    .unwrap();
-    let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "EXPLAIN EXECUTE {name}('{}', 30, 16, 'ops')",
-        uuid::Uuid::new_v4()
-    )))
-    .fetch_all(&mut *conn)
-    .await
-    .unwrap();
-    let plan = plan.join("\n");
+    .await;
     assert!(plan.contains("event_outbox_due_by_endpoint"), "{plan}");
     assert!(!plan.contains("Seq Scan"), "{plan}");
 }

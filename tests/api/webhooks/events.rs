@@ -19,7 +19,7 @@ use crate::{
     browser::Browser,
     full_flow::connect_demo,
     grants::{approval_page, asked, remove_form},
-    helpers::{TestApp, count, spawn_app, spawn_app_with, store_demo_connection},
+    helpers::{TestApp, allow, count, refuse, spawn_app, spawn_app_with, store_demo_connection},
 };
 
 const OTHER: &str = "other-client";
@@ -279,17 +279,8 @@ async fn a_change_that_fails_writes_no_event() {
     .await;
 
     // The database refuses the last statement of each change.
-    sqlx::raw_sql(
-        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS
-             $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
-         CREATE TRIGGER refuse_delete BEFORE DELETE ON connections
-             FOR EACH ROW EXECUTE FUNCTION refuse();
-         CREATE TRIGGER refuse_grant BEFORE INSERT ON client_grants
-             FOR EACH ROW EXECUTE FUNCTION refuse();",
-    )
-    .execute(&app.db)
-    .await
-    .unwrap();
+    refuse(&app.db, "connections", "DELETE").await;
+    refuse(&app.db, "client_grants", "INSERT").await;
     let disconnected = app
         .state
         .connect
@@ -311,10 +302,7 @@ async fn a_change_that_fails_writes_no_event() {
     assert_eq!(count(&app, "SELECT count(*) FROM event_outbox").await, 0);
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
 
-    sqlx::raw_sql("DROP TRIGGER refuse_delete ON connections")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    allow(&app.db, "connections").await;
     assert!(
         app.state
             .connect
