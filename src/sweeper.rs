@@ -20,9 +20,7 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use sqlx::{
-    Connection, PgConnection, PgPool, Postgres, pool::PoolConnection, postgres::PgConnectOptions,
-};
+use sqlx::{Connection, PgConnection, PgPool, postgres::PgConnectOptions};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -158,13 +156,15 @@ pub async fn sweep_once_at(
 }
 
 /// A connection holding the sweep lock; `None` when another instance has
-/// it. The lock lives as long as this connection, which is closed when
-/// dropped: a sweep cut short (an error, a shutdown) cannot leave the
-/// lock behind on an idle pooled connection.
-async fn locked(pool: &PgPool) -> Result<Option<PoolConnection<Postgres>>, sqlx::Error> {
-    let mut conn = pool.acquire().await?;
-    conn.close_on_drop();
-    if !advisory_lock::try_lock(&mut *conn, LOCK_KEY).await? {
+/// it. A connection of its own (with the pool's settings), not one of the
+/// pool's: a sweep of a large backlog holds it for minutes, rests
+/// included, and with a small `database_max_connections` the pool's one
+/// or two would be gone for pages and connect flows meanwhile. The lock
+/// lives as long as the connection, which is closed when dropped: a sweep
+/// cut short (an error, a shutdown) cannot leave the lock behind.
+async fn locked(pool: &PgPool) -> Result<Option<PgConnection>, sqlx::Error> {
+    let mut conn = PgConnection::connect_with(&pool.connect_options()).await?;
+    if !advisory_lock::try_lock(&mut conn, LOCK_KEY).await? {
         return Ok(None);
     }
     Ok(Some(conn))

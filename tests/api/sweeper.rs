@@ -266,3 +266,51 @@ async fn expired_tickets_are_kept_as_long_as_a_request_state_lives() {
     assert_eq!(left, vec![recent]);
     assert_eq!(count(&app, "SELECT count(*) FROM web_sessions").await, 0);
 }
+
+/// A sweep holds its own connection, not one of the pool's: with the
+/// smallest `database_max_connections` (one pooled connection), a sweep
+/// waiting on a row leaves the pool to pages and flows.
+#[tokio::test]
+async fn a_sweep_takes_no_connection_from_the_pool() {
+    use sqlx::Connection;
+
+    let app = crate::helpers::spawn_app_with(|t| {
+        t.insert("database_max_connections".into(), 2.into());
+    })
+    .await;
+    let held = backlog(&app, 3, 0).await;
+    // Another transaction holds one expired ticket: the sweep's batch waits
+    // for it, holding its connection.
+    let url = format!("{}/{}", server_url(), app.db_name);
+    let mut other = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut holding = other.begin().await.unwrap();
+    sqlx::query("SELECT id FROM connect_tickets WHERE id = $1 FOR UPDATE")
+        .bind(held)
+        .execute(&mut *holding)
+        .await
+        .unwrap();
+
+    let sweeping = tokio::spawn({
+        // The application's own pool (`app.db` is the test's).
+        let (pool, settings) = (app.state.db.clone(), app.state.settings.clone());
+        async move {
+            mcp_connect::sweeper::sweep_all(&pool, &settings, mcp_connect::sweeper::Pace::SHARED)
+                .await
+        }
+    });
+    crate::helpers::until_blocked(&app, 1).await;
+    assert_eq!(app.state.db.options().get_max_connections(), 1);
+    let page = tokio::time::timeout(Duration::from_secs(2), app.state.db.acquire()).await;
+    assert!(
+        matches!(page, Ok(Ok(_))),
+        "the pool's one connection is the sweep's"
+    );
+    drop(page);
+    holding.rollback().await.unwrap();
+    let swept = sweeping
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("this sweep had the lock");
+    assert_eq!(swept.deleted, 3);
+}
