@@ -19,7 +19,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use chrono::{DateTime, Utc};
 use sqlx::{Connection, PgConnection, PgPool, postgres::PgConnectOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -209,9 +208,10 @@ async fn sweep_expired(
 enum Work {
     Expired(Expiring, chrono::Duration),
     Audit(chrono::Duration),
-    /// Webhook events failed before the first time, or never tried since
-    /// the second.
-    Outbox(DateTime<Utc>, DateTime<Utc>),
+    /// Webhook events that failed longer ago than this.
+    FailedEvents(Duration),
+    /// Webhook events still to deliver that nobody tried for this long.
+    AbandonedEvents(Duration),
 }
 
 /// Deletes `work` batch by batch, resting after each full one, until a
@@ -232,9 +232,11 @@ async fn paced(
             Work::Audit(retention) => {
                 audit::delete_older_than(&mut *conn, retention, BATCH).await?
             }
-            Work::Outbox(failed_before, abandoned_before) => {
-                event_outbox::delete_expired(&mut *conn, failed_before, abandoned_before, BATCH)
-                    .await?
+            Work::FailedEvents(retention) => {
+                event_outbox::delete_failed(&mut *conn, retention, BATCH).await?
+            }
+            Work::AbandonedEvents(idle) => {
+                event_outbox::delete_abandoned(&mut *conn, idle, BATCH).await?
             }
         };
         deleted += n;
@@ -278,13 +280,20 @@ async fn outbox_on(
     webhooks: &WebhookSettings,
     pace: Pace,
 ) -> Result<Swept, sqlx::Error> {
-    let now = chrono::Utc::now();
-    let failed_before = now - webhooks.failed_retention();
-    let retry_for =
-        chrono::Duration::from_std(webhooks.retry_for()).unwrap_or(chrono::Duration::MAX);
-    let abandoned_before = failed_before - retry_for;
-    let work = Work::Outbox(failed_before, abandoned_before);
-    paced(conn, work, pace.audit_batches, pace).await
+    let retention = webhooks
+        .failed_retention()
+        .to_std()
+        .unwrap_or(Duration::MAX);
+    let failed = paced(
+        conn,
+        Work::FailedEvents(retention),
+        pace.audit_batches,
+        pace,
+    )
+    .await?;
+    let idle = retention.saturating_add(webhooks.retry_for());
+    let abandoned = paced(conn, Work::AbandonedEvents(idle), pace.audit_batches, pace).await?;
+    Ok(failed.and(abandoned))
 }
 
 /// Everything a sweep deletes, at `pace`: [`sweep_once_at`], then

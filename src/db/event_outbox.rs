@@ -150,24 +150,46 @@ pub async fn count_pending(exec: impl PgExecutor<'_>) -> Result<i64, sqlx::Error
         .await
 }
 
-/// Deletes up to `limit` rows that failed before `failed_before`, or that
-/// nobody tried since `abandoned_before` (their endpoint was removed from
-/// the configuration), by address as [`crate::db::expiry::delete_batch`]
-/// does. Returns how many went.
-pub async fn delete_expired(
+/// Deletes up to `limit` rows that failed longer than `retention` ago,
+/// oldest first, by address as [`crate::db::expiry::delete_batch`] does.
+/// On the database's clock, which `failed_at` was written by. Returns how
+/// many went.
+pub async fn delete_failed(
     exec: impl PgExecutor<'_>,
-    failed_before: DateTime<Utc>,
-    abandoned_before: DateTime<Utc>,
+    retention: std::time::Duration,
     limit: i64,
 ) -> Result<u64, sqlx::Error> {
     let done = sqlx::query!(
         "DELETE FROM event_outbox WHERE ctid = ANY(ARRAY(
              SELECT ctid FROM event_outbox
-             WHERE failed_at < $1 OR (failed_at IS NULL AND next_attempt_at < $2)
-             LIMIT $3))
-           AND (failed_at < $1 OR (failed_at IS NULL AND next_attempt_at < $2))",
-        failed_before,
-        abandoned_before,
+             WHERE failed_at < now() - make_interval(secs => $1)
+             ORDER BY failed_at LIMIT $2))
+           AND failed_at < now() - make_interval(secs => $1)",
+        retention.as_secs_f64(),
+        limit,
+    )
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Deletes up to `limit` rows still to deliver that nobody tried for
+/// `idle` (their endpoint was removed from the configuration), oldest
+/// due first; as [`delete_failed`]. Each of the two reads its own partial
+/// index in order and stops at its batch, where one statement for both
+/// would read every matching entry of both for each batch.
+pub async fn delete_abandoned(
+    exec: impl PgExecutor<'_>,
+    idle: std::time::Duration,
+    limit: i64,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query!(
+        "DELETE FROM event_outbox WHERE ctid = ANY(ARRAY(
+             SELECT ctid FROM event_outbox
+             WHERE failed_at IS NULL AND next_attempt_at < now() - make_interval(secs => $1)
+             ORDER BY next_attempt_at LIMIT $2))
+           AND failed_at IS NULL AND next_attempt_at < now() - make_interval(secs => $1)",
+        idle.as_secs_f64(),
         limit,
     )
     .execute(exec)

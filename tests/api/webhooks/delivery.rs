@@ -495,3 +495,49 @@ async fn a_redirect_is_not_followed_and_the_error_says_why() {
     );
     assert!(!error.contains("token"), "{error}");
 }
+
+/// The sweep's two deletes of the outbox read their own partial index, in
+/// order, and stop at their batch: a removed endpoint's backlog of 20,000
+/// abandoned rows is not read by the delete of failed rows, nor all of it
+/// by each batch of its own.
+#[tokio::test]
+async fn the_sweeps_outbox_deletes_read_their_own_index_only() {
+    let app = spawn_app().await;
+    sqlx::raw_sql(
+        "INSERT INTO event_outbox (event_id, endpoint, event_type, payload, created_at, next_attempt_at)
+         SELECT gen_random_uuid(), 'gone', 'connection.created', '{}',
+                now() - interval '9 days', now() - interval '9 days'
+         FROM generate_series(1, 20000);
+         INSERT INTO event_outbox (event_id, endpoint, event_type, payload, failed_at)
+         SELECT gen_random_uuid(), 'ops', 'connection.created', '{}', now() - interval '8 days'
+         FROM generate_series(1, 3);
+         ANALYZE event_outbox;",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let mut conn = app.db.acquire().await.unwrap();
+    let week = Duration::from_secs(7 * 86_400);
+    let failed = mcp_connect::db::event_outbox::delete_failed(&mut *conn, week, 500)
+        .await
+        .unwrap();
+    assert_eq!(failed, 3);
+    let abandoned = mcp_connect::db::event_outbox::delete_abandoned(&mut *conn, week, 500)
+        .await
+        .unwrap();
+    assert_eq!(abandoned, 500);
+    for (shape, index) in [
+        ("%WHERE failed_at < now()%", "event_outbox_failed"),
+        (
+            "%WHERE failed_at IS NULL AND next_attempt_at <%",
+            "event_outbox_due",
+        ),
+    ] {
+        let plan = plan_of_prepared(&mut *conn, shape, "604800, 500").await;
+        assert!(plan.contains(index), "{plan}");
+        assert!(
+            !plan.contains("Seq Scan") && !plan.contains("BitmapOr"),
+            "{plan}"
+        );
+    }
+}
