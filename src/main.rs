@@ -129,11 +129,7 @@ async fn offline_state(
 ) -> anyhow::Result<mcp_connect::state::AppState> {
     let settings = Settings::load(config)?;
     telemetry::init(settings.log_format);
-    mcp_connect::startup::refuse_unusable(&settings)?;
-    let options = db::connect_options(&settings.database_url)?;
-    let pool = db::pool(options, 2);
-    db::migrate(&pool, settings.database.connect_timeout()).await?;
-    Ok(mcp_connect::startup::build_state(settings, pool)?)
+    Ok(mcp_connect::startup::for_maintenance(settings).await?)
 }
 
 fn main() -> ExitCode {

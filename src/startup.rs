@@ -205,6 +205,23 @@ pub fn refuse_unusable(settings: &Settings) -> Result<(), StartupError> {
     Ok(())
 }
 
+/// The application's state for a maintenance command (`purge`, `tokens`):
+/// the database migrated first, as `serve` does, then a pool of two with
+/// the service's statement and lock timeouts — a command waiting on a row
+/// a request holds gives up as the service would, not never. Starts
+/// nothing in the background.
+pub async fn for_maintenance(settings: Settings) -> Result<AppState, StartupError> {
+    refuse_unusable(&settings)?;
+    let options = db::connect_options(&settings.database_url)?;
+    // Migrations may run longer than a statement may.
+    let migrating = db::pool(options.clone(), 1);
+    db::migrate(&migrating, settings.database.connect_timeout()).await?;
+    migrating.close().await;
+    let options = db::faults::with_timeouts(options, &settings.database);
+    let pool = db::pool_with(options, 2, settings.database.connect_timeout());
+    build_state(settings, pool)
+}
+
 /// The application's state from settings and a migrated pool. Starts
 /// nothing in the background.
 pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, StartupError> {

@@ -194,3 +194,24 @@ async fn health_command_asks_where_bind_says() {
         "{stdout}"
     );
 }
+
+/// The maintenance commands' connections have the service's statement and
+/// lock timeouts: a purge waiting on a row a request holds gives up as the
+/// service would.
+#[tokio::test]
+async fn maintenance_commands_connect_with_the_services_timeouts() {
+    let app = spawn_app().await;
+    let mut settings = (*app.state.settings).clone();
+    settings.database.lock_timeout_ms = 1234;
+    settings.database.statement_timeout_ms = 4321;
+    let state = mcp_connect::startup::for_maintenance(settings)
+        .await
+        .unwrap();
+    let (lock, statement): (String, String) = sqlx::query_as(
+        "SELECT current_setting('lock_timeout'), current_setting('statement_timeout')",
+    )
+    .fetch_one(&state.db)
+    .await
+    .unwrap();
+    assert_eq!((lock.as_str(), statement.as_str()), ("1234ms", "4321ms"));
+}
