@@ -85,7 +85,10 @@ check_roles() {
 case "${1:-run}" in
 run)
   start=$(date +%s)
-  eval "$(bash "$repo/scripts/docker-setup.sh")"
+  # Assigned first: a failing setup then stops here (set -e), where inside
+  # `eval "$(…)"` its status would be lost.
+  setup=$(bash "$repo/scripts/docker-setup.sh")
+  eval "$setup"
   log "image build"
   # COMPOSE_SMOKE_NO_BUILD=1: use the mcp-connect:latest there is (local
   # iterations on the test itself).
@@ -138,7 +141,9 @@ PY
     # Behind Caddy, audit rows name the client Caddy reports (here the
     # host, through the network's gateway), never Caddy itself.
     log "audited client addresses: $(paste -sd' ' "$dir/audit-ips.txt"); Caddy's: $(grep . "$dir/caddy-ips.txt" | paste -sd' ')"
+    # Addresses only: an error of the query (kept apart) must not pass for one.
     if ! grep -q . "$dir/audit-ips.txt" \
+      || grep -qvE '^[0-9a-fA-F.:]+$' "$dir/audit-ips.txt" \
       || grep -qxFf <(grep . "$dir/caddy-ips.txt") "$dir/audit-ips.txt"; then
       log "audit rows name Caddy (or nothing), not the client"
       status=1
@@ -293,7 +298,7 @@ down)
   dc logs --no-color mcp-connect > "$dir/final.log" 2>&1 || true
   # Which client addresses the audit rows recorded, and Caddy's own.
   psql -X "$(cat "$dir/database-url")" -Atc \
-    "SELECT DISTINCT ip FROM audit_events WHERE ip IS NOT NULL" > "$dir/audit-ips.txt" 2>&1 || true
+    "SELECT DISTINCT ip FROM audit_events WHERE ip IS NOT NULL" > "$dir/audit-ips.txt" 2> "$dir/audit-ips.err" || true
   docker inspect -f '{{range .NetworkSettings.Networks}}{{println .IPAddress}}{{end}}' \
     $(dc ps -q caddy) > "$dir/caddy-ips.txt" 2>&1 || true
   dc ps -a > "$dir/final-ps.txt" 2>&1 || true

@@ -17,6 +17,28 @@ use crate::helpers::{
 
 const CREATED: &[&str] = &["connection.created"];
 
+/// Waits until the outbox is empty and `apps` counted `delivered`
+/// deliveries between them: each acknowledgement recorded (the row goes,
+/// then the count), after which no event can be sent again.
+async fn all_settled(apps: &[&TestApp], delivered: u64) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let counted: u64 = apps
+            .iter()
+            .map(|app| app.state.metrics.webhooks.count(Delivery::Delivered))
+            .sum();
+        let left = count(apps[0], "SELECT count(*) FROM event_outbox").await;
+        if counted >= delivered && left == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{counted} of {delivered} deliveries recorded, {left} rows left"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Waits until `app` gave an event up (marked it failed).
 async fn given_up(app: &TestApp) {
     let started = Instant::now();
@@ -43,7 +65,7 @@ async fn a_receiver_that_fails_twice_gets_each_event_acknowledged_once() {
 
     // connection.created and grant.created.
     let acked = receiver.wait_for_acknowledged(2, PATIENCE).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    all_settled(&[&app], 2).await;
     assert_eq!(acked.len(), 2, "{acked:?}");
     assert!(
         receiver.acknowledged().values().all(|n| *n == 1),
@@ -223,7 +245,7 @@ async fn two_instances_never_deliver_one_event_at_the_same_time() {
         store_demo_connection(&app.state.connect, &one.dev.issuer(), &user, "t", None).await;
     }
     let acked = receiver.wait_for_acknowledged(EVENTS, PATIENCE).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    all_settled(&[&one, &two], EVENTS as u64).await;
     assert_eq!(acked.len(), EVENTS);
     assert!(
         receiver.acknowledged().values().all(|n| *n == 1),
