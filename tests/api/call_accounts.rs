@@ -127,7 +127,7 @@ async fn the_read_probes_the_grant_and_never_hashes_a_small_table() {
         .unwrap();
     assert!(read[0].grant.is_some());
     let plan = plan_of_prepared(
-        &mut *conn,
+        &mut conn,
         "%FROM connections c%client_grants g%",
         &format!("'{ISSUER}', 'user-3', 'demo', 'client-a'"),
     )

@@ -465,7 +465,7 @@ async fn another_endpoints_backlog_is_not_read_by_a_claim() {
     assert_eq!(claimed.len(), 3);
     assert!(claimed.iter().all(|row| row.endpoint == "ops"));
     let plan = plan_of_prepared(
-        &mut *conn,
+        &mut conn,
         "%UPDATE event_outbox o%",
         &format!("'{}', 30, 16, 'ops'", uuid::Uuid::new_v4()),
     )
@@ -555,7 +555,7 @@ async fn the_sweeps_outbox_deletes_read_their_own_index_only() {
             "event_outbox_due",
         ),
     ] {
-        let plan = plan_of_prepared(&mut *conn, shape, "604800, 500").await;
+        let plan = plan_of_prepared(&mut conn, shape, "604800, 500").await;
         assert!(plan.contains(index), "{plan}");
         assert!(
             !plan.contains("Seq Scan") && !plan.contains("BitmapOr"),
