@@ -362,15 +362,19 @@ impl World {
         Ok(logs)
     }
 
-    /// Waits for `<base>/readyz` through the proxy.
+    /// Waits until the proxy reaches the service: its protected resource
+    /// metadata answers through Caddy. (The hook has waited for every
+    /// instance's health check, which asks `/readyz` directly; Caddy hides
+    /// `/readyz` from outside.)
     pub async fn wait_ready(&self) -> anyhow::Result<()> {
         let http = crate::compose::http().build()?;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        let metadata = format!("{}/.well-known/oauth-protected-resource/mcp", self.base);
         loop {
-            match http.get(format!("{}/readyz", self.base)).send().await {
+            match http.get(&metadata).send().await {
                 Ok(r) if r.status().is_success() => return Ok(()),
                 outcome if tokio::time::Instant::now() > deadline => {
-                    bail!("{}/readyz not ready: {outcome:?}", self.base)
+                    bail!("{metadata} not reached: {outcome:?}")
                 }
                 _ => tokio::time::sleep(Duration::from_millis(500)).await,
             }
