@@ -107,9 +107,12 @@ impl Swept {
     }
 }
 
-/// Runs one sweep if no other instance is sweeping; audit rows older than
-/// `audit_retention` go too. Returns the number of rows deleted, or `None`
-/// when another instance held the lock.
+/// Runs one sweep of tickets, flows, sessions and audit rows if no other
+/// instance is sweeping; audit rows older than `audit_retention` go too.
+/// Expired tickets are kept an hour whatever `flow.request_state_ttl_secs`
+/// says, and the webhook outbox is left: what the service and `purge` run
+/// is [`sweep_all`]. Returns the number of rows deleted, or `None` when
+/// another instance held the lock.
 pub async fn sweep_once(
     pool: &PgPool,
     audit_retention: chrono::Duration,
