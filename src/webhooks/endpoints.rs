@@ -49,6 +49,12 @@ impl Endpoints {
         settings: &WebhookSettings,
         proxy: Option<reqwest::Proxy>,
     ) -> Result<Self, SetupError> {
+        let mut by_name = HashMap::new();
+        // Every start-up comes here: no clients (each loads its TLS roots)
+        // where nothing is sent.
+        if settings.endpoints.is_empty() {
+            return Ok(Self { by_name });
+        }
         let builder = || outbound_http_builder().timeout(settings.timeout());
         let guarded = guarded(builder()).build()?;
         let open = match proxy {
@@ -60,7 +66,6 @@ impl Endpoints {
         // (in clear, for plain http) and be delivered to the proxy's own
         // loopback or network, not this host's.
         let direct = builder().no_proxy().build()?;
-        let mut by_name = HashMap::new();
         for (name, e) in &settings.endpoints {
             let key = |field: &str| format!("webhooks.endpoints.{name}.{field}");
             if !e.allow_private_network && !names_public_host(&e.url) {
