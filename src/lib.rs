@@ -13,6 +13,7 @@ pub mod healthcheck;
 pub mod mcp;
 pub mod metrics;
 pub mod providers;
+mod shards;
 pub mod shutdown;
 pub mod startup;
 pub mod state;

@@ -3,6 +3,11 @@
 //! cost of a request that touches nothing else. A token already verified is
 //! accepted again until its `exp` or for five minutes, whichever comes
 //! first — keyed by the token's SHA-256, never the token itself.
+//!
+//! Each worker thread keeps its own (`crate::shards`): a lock and a
+//! principal's reference count that both workers wrote would move between
+//! their cores on every request. A token is then verified once per worker
+//! that sees it rather than once per instance.
 
 use std::{
     collections::HashMap,
@@ -13,20 +18,21 @@ use std::{
 use sha2::{Digest, Sha256};
 
 use super::Principal;
+use crate::shards::Sharded;
 
 /// How long a verification is reused at most. A key removed from the
 /// issuer's JWKS stops working within this time.
 const REUSE_FOR: Duration = Duration::from_secs(300);
-/// Entries kept at most; beyond that the cache starts over.
-const CAPACITY: usize = 10_000;
+/// Entries a thread keeps at most; beyond that its cache starts over.
+const CAPACITY: usize = 5_000;
 
 /// A verified token's principal, and until when it may be reused.
 type Entry = (Arc<Principal>, Instant);
 
 #[derive(Default)]
 pub struct RecentTokens {
-    /// Keyed by the token's SHA-256.
-    entries: Mutex<HashMap<[u8; 32], Entry>>,
+    /// Keyed by the token's SHA-256; a thread's own, see above.
+    entries: Sharded<Mutex<HashMap<[u8; 32], Entry>>>,
 }
 
 pub fn key(token: &str) -> [u8; 32] {
@@ -37,7 +43,11 @@ impl RecentTokens {
     /// The principal of a token verified recently: shared, not copied (a
     /// request needs only to read it).
     pub fn get(&self, key: &[u8; 32]) -> Option<Arc<Principal>> {
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let entries = self
+            .entries
+            .local()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let (principal, until) = entries.get(key)?;
         (Instant::now() < *until).then(|| Arc::clone(principal))
     }
@@ -45,7 +55,11 @@ impl RecentTokens {
     /// Remembers a verified token that expires in `expires_in`.
     pub fn put(&self, key: [u8; 32], principal: Arc<Principal>, expires_in: Duration) {
         let until = Instant::now() + expires_in.min(REUSE_FOR);
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let mut entries = self
+            .entries
+            .local()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if entries.len() >= CAPACITY {
             let now = Instant::now();
             entries.retain(|_, (_, until)| *until > now);

@@ -33,14 +33,19 @@ use crate::{
     state::AppState,
 };
 
-pub async fn handle(
-    req: HttpRequest,
-    payload: web::Payload,
-    state: web::Data<AppState>,
-    endpoint: web::Data<McpEndpoint>,
-) -> HttpResponse {
+pub async fn handle(req: HttpRequest, payload: web::Payload) -> HttpResponse {
+    // Borrowed from the app's data rather than extracted: an extractor
+    // clones each `Arc`, and its count is a cache line every worker
+    // writes, twice per request.
+    let (Some(state), Some(endpoint)) = (
+        req.app_data::<web::Data<AppState>>(),
+        req.app_data::<web::Data<McpEndpoint>>(),
+    ) else {
+        tracing::error!("mcp: the application's state is not configured");
+        return HttpResponse::InternalServerError().finish();
+    };
     let mut facts = RequestFacts::new(req.method().as_str(), state.client_address(&req));
-    let mut response = serve(&req, payload, &state, &endpoint, &mut facts).await;
+    let mut response = serve(&req, payload, state, endpoint, &mut facts).await;
     facts.write(response.status().as_u16(), &state.metrics.mcp);
     state.close_connection_if_stopping(response.head_mut());
     response
@@ -148,7 +153,7 @@ async fn serve(
     let mut request = http::Request::from_parts(head, Full::new(body.clone()));
     request.extensions_mut().insert(principal);
     request.extensions_mut().insert(facts.record.clone());
-    let response = endpoint.service.handle(request).await;
+    let response = endpoint.service().handle(request).await;
     if let Some(method) = routed {
         if response.status() == http::StatusCode::OK {
             // A request rmcp answered: it held the body to the header.

@@ -11,7 +11,7 @@ mod served_params;
 mod server;
 mod wire;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use actix_web::web;
 use rmcp::transport::streamable_http_server::{
@@ -29,12 +29,20 @@ pub use access_log::{CallRecord, RequestFacts, ToolOutcome};
 pub use bridge::{into_actix, request_head};
 pub use server::McpServer;
 
-use crate::state::AppState;
+use crate::{shards::Sharded, state::AppState};
 
-/// The rmcp service behind `/mcp`, built once per application.
+/// The rmcp service behind `/mcp`, one per worker thread. rmcp hangs each
+/// request's cancellation token off its service's own token, under that
+/// token's lock: with one service, every request of every worker took the
+/// same lock and wrote the same reference count, a cache line moving
+/// between cores on every request. The copies share the application.
 pub struct McpEndpoint {
-    service: StreamableHttpService<McpServer, NeverSessionManager>,
+    services: Sharded<OnceLock<Service>>,
+    config: StreamableHttpServerConfig,
+    server: McpServer,
 }
+
+type Service = StreamableHttpService<McpServer, NeverSessionManager>;
 
 /// Origins with the scheme's default port written out. An origin's
 /// serialization leaves out 443 and 80 (RFC 6454); rmcp reads a portless
@@ -77,12 +85,27 @@ impl McpEndpoint {
             state.connect.clone(),
             settings.mcp_resource_str().to_owned(),
         )?;
-        let service = StreamableHttpService::new(
-            move || Ok(server.clone()),
-            Arc::new(NeverSessionManager::default()),
+        Ok(Self {
+            services: Sharded::default(),
             config,
-        );
-        Ok(Self { service })
+            server,
+        })
+    }
+
+    /// The calling thread's service, built when it first serves.
+    fn service(&self) -> &Service {
+        self.services.local().get_or_init(|| {
+            let server = self.server.own_copy();
+            let config = self
+                .config
+                .clone()
+                .with_cancellation_token(tokio_util::sync::CancellationToken::new());
+            StreamableHttpService::new(
+                move || Ok(server.clone()),
+                Arc::new(NeverSessionManager::default()),
+                config,
+            )
+        })
     }
 }
 

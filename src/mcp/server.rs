@@ -27,12 +27,14 @@ use crate::{
 /// new release, but a short TTL keeps upgrades visible.
 const LIST_TTL_MS: u64 = 5 * 60 * 1000;
 
-/// rmcp clones the handler for every request: one shared `Arc`, so that is
-/// one reference count, not one per part of the application state (each a
-/// cache line both workers write).
+/// rmcp clones the handler for every request: one `Arc`, so that is one
+/// reference count, not one per part of the application state. Each worker
+/// thread clones a copy of its own ([`McpServer::own_copy`]): a count both
+/// workers wrote would move between their cores on every request.
 #[derive(Clone)]
 pub struct McpServer(Arc<Shared>);
 
+#[derive(Clone)]
 struct Shared {
     connect: Arc<ConnectionService>,
     /// This server's MCP resource identifier.
@@ -63,6 +65,11 @@ impl McpServer {
 }
 
 impl McpServer {
+    /// The same server behind an `Arc` of its own.
+    pub fn own_copy(&self) -> Self {
+        Self(Arc::new(Shared::clone(&self.0)))
+    }
+
     /// Adds this server's `_meta` to a result's own.
     fn add_meta(&self, meta: &mut Option<MetaObject>) {
         meta.get_or_insert_default().0.extend(self.0.meta.0.clone());

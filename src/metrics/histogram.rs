@@ -51,20 +51,36 @@ impl Histogram {
         self.sum_micros.fetch_add(micros, Ordering::Relaxed);
     }
 
-    /// The count is the sum of the buckets read, so `+Inf` always equals
-    /// `_count` even while requests are being counted.
+    #[cfg(test)]
     pub fn snapshot(&self) -> Snapshot {
+        Self::snapshot_of(std::iter::once(self))
+    }
+
+    /// One snapshot of several histograms of the same thing (the shards
+    /// of one, see `crate::shards`), as if they were one. The count is the
+    /// sum of the buckets read, so `+Inf` always equals `_count` even while
+    /// requests are being counted.
+    pub fn snapshot_of<'a>(histograms: impl Iterator<Item = &'a Histogram> + Clone) -> Snapshot {
+        let total = |i: usize| -> u64 {
+            histograms
+                .clone()
+                .map(|h| h.counts[i].load(Ordering::Relaxed))
+                .sum()
+        };
         let mut cumulative = [0; BUCKETS.len()];
         let mut running = 0u64;
-        for (i, total) in cumulative.iter_mut().enumerate() {
-            running += self.counts[i].load(Ordering::Relaxed);
-            *total = running;
+        for (i, total_at) in cumulative.iter_mut().enumerate() {
+            running += total(i);
+            *total_at = running;
         }
-        let count = running + self.counts[BUCKETS.len()].load(Ordering::Relaxed);
+        let count = running + total(BUCKETS.len());
+        let sum_micros: u64 = histograms
+            .map(|h| h.sum_micros.load(Ordering::Relaxed))
+            .sum();
         Snapshot {
             cumulative,
             count,
-            sum_seconds: self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6,
+            sum_seconds: sum_micros as f64 / 1e6,
         }
     }
 }

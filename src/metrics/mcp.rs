@@ -1,11 +1,15 @@
 //! MCP request metrics, counted once per request where its log line is
 //! written (`mcp::access_log`): requests by method and status class, their
-//! latency by method, and `tools/call` outcomes by tool.
+//! latency by method, and `tools/call` outcomes by tool. Each worker
+//! thread counts in a shard of its own (`super::shards`); a scrape adds
+//! them up.
 
 use std::{
     sync::atomic::{AtomicU64, Ordering},
     time::Duration,
 };
+
+use crate::shards::Sharded;
 
 use super::{
     histogram::{BUCKETS, Histogram},
@@ -19,6 +23,12 @@ const TOOL_CALLS: &str = "mcp_connect_tool_calls_total";
 
 #[derive(Default)]
 pub struct McpMetrics {
+    shards: Sharded<Counts>,
+}
+
+/// What one thread counted.
+#[derive(Default)]
+struct Counts {
     requests: [[AtomicU64; STATUS_LABELS.len()]; METHOD_LABELS.len()],
     durations: [Histogram; METHOD_LABELS.len()],
     tool_calls: [[AtomicU64; ENDED_LABELS.len()]; TOOL_LABELS.len()],
@@ -29,13 +39,31 @@ impl McpMetrics {
     /// `method` is the client's JSON-RPC method, if one was read.
     pub fn request(&self, method: Option<&str>, status: u16, elapsed: Duration) {
         let method = labels::method(method);
-        self.requests[method][labels::status(status)].fetch_add(1, Ordering::Relaxed);
-        self.durations[method].observe(elapsed);
+        let counts = self.shards.local();
+        counts.requests[method][labels::status(status)].fetch_add(1, Ordering::Relaxed);
+        counts.durations[method].observe(elapsed);
     }
 
     /// One `tools/call` that reached the tools, named `tool` by the client.
     pub fn tool_call(&self, tool: &str, ended: Ended) {
-        self.tool_calls[labels::tool(tool)][labels::ended(ended)].fetch_add(1, Ordering::Relaxed);
+        self.shards.local().tool_calls[labels::tool(tool)][labels::ended(ended)]
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The requests of every shard with `method` (an index of
+    /// [`METHOD_LABELS`]) and `status` (of [`STATUS_LABELS`]).
+    fn requests(&self, method: usize, status: usize) -> u64 {
+        self.shards
+            .all()
+            .map(|c| c.requests[method][status].load(Ordering::Relaxed))
+            .sum()
+    }
+
+    fn tool_calls(&self, tool: usize, ended: usize) -> u64 {
+        self.shards
+            .all()
+            .map(|c| c.tool_calls[tool][ended].load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Only label combinations that occurred are listed, as Prometheus
@@ -46,9 +74,9 @@ impl McpMetrics {
             Kind::Counter,
             "MCP requests by JSON-RPC method (`other`: not an MCP method; `none`: none read) and HTTP status class.",
         );
-        for (method, by_status) in METHOD_LABELS.iter().zip(&self.requests) {
-            for (status, count) in STATUS_LABELS.iter().zip(by_status) {
-                let count = count.load(Ordering::Relaxed);
+        for (m, method) in METHOD_LABELS.iter().enumerate() {
+            for (s, status) in STATUS_LABELS.iter().enumerate() {
+                let count = self.requests(m, s);
                 if count > 0 {
                     e.sample(
                         REQUESTS,
@@ -67,8 +95,8 @@ impl McpMetrics {
         let bucket = format!("{DURATION}_bucket");
         let sum = format!("{DURATION}_sum");
         let count = format!("{DURATION}_count");
-        for (method, histogram) in METHOD_LABELS.iter().zip(&self.durations) {
-            let s = histogram.snapshot();
+        for (m, method) in METHOD_LABELS.iter().enumerate() {
+            let s = Histogram::snapshot_of(self.shards.all().map(|c| &c.durations[m]));
             if s.count == 0 {
                 continue;
             }
@@ -89,9 +117,9 @@ impl McpMetrics {
             Kind::Counter,
             "tools/call requests that reached the tools, by tool (`other`: not one of this server's) and how they ended.",
         );
-        for (tool, by_end) in TOOL_LABELS.iter().zip(&self.tool_calls) {
-            for (ended, count) in ENDED_LABELS.iter().zip(by_end) {
-                let count = count.load(Ordering::Relaxed);
+        for (t, tool) in TOOL_LABELS.iter().enumerate() {
+            for (n, ended) in ENDED_LABELS.iter().enumerate() {
+                let count = self.tool_calls(t, n);
                 if count > 0 {
                     e.sample(
                         TOOL_CALLS,
@@ -155,6 +183,32 @@ mod tests {
             !text.contains("method=\"ping\""),
             "unused methods are not listed: {text}"
         );
+    }
+
+    #[test]
+    fn what_every_thread_counted_is_added_up() {
+        let m = McpMetrics::default();
+        std::thread::scope(|scope| {
+            for _ in 0..3 {
+                scope.spawn(|| {
+                    m.request(Some("tools/call"), 200, Duration::from_micros(300));
+                    m.request(Some("tools/call"), 200, Duration::from_secs(20));
+                    m.tool_call("whoami", Ended::Complete);
+                });
+            }
+        });
+        let text = render(&m);
+        for line in [
+            "mcp_connect_mcp_requests_total{method=\"tools/call\",status=\"2xx\"} 6\n",
+            "_bucket{method=\"tools/call\",le=\"0.0005\"} 3\n",
+            "_bucket{method=\"tools/call\",le=\"10\"} 3\n",
+            "_bucket{method=\"tools/call\",le=\"+Inf\"} 6\n",
+            "_sum{method=\"tools/call\"} 60.0009\n",
+            "_count{method=\"tools/call\"} 6\n",
+            "mcp_connect_tool_calls_total{tool=\"whoami\",ended=\"complete\"} 3\n",
+        ] {
+            assert!(text.contains(line), "{line:?} in {text}");
+        }
     }
 
     #[test]

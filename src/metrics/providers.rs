@@ -3,12 +3,14 @@
 //! provider owns one [`ProviderCalls`], made with it at start-up, so the
 //! `provider` label takes its values from the operator's configuration and
 //! counting a call is an index and two atomic adds, with no lock and no
-//! allocation.
+//! allocation, in the calling thread's shard (`super::shards`).
 
 use std::{
     sync::atomic::{AtomicU64, Ordering},
     time::Instant,
 };
+
+use crate::shards::Sharded;
 
 use super::{
     histogram::{BUCKETS, Histogram},
@@ -57,6 +59,12 @@ impl Call {
 /// One provider's call counters.
 #[derive(Default)]
 pub struct ProviderCalls {
+    shards: Sharded<Counts>,
+}
+
+/// What one thread counted.
+#[derive(Default)]
+struct Counts {
     counts: [[AtomicU64; OUTCOME_LABELS.len()]; CALL_LABELS.len()],
     durations: [Histogram; CALL_LABELS.len()],
 }
@@ -74,7 +82,20 @@ impl ProviderCalls {
         OUTCOME_LABELS
             .iter()
             .position(|o| *o == outcome)
-            .map_or(0, |i| self.counts[call.index()][i].load(Ordering::Relaxed))
+            .map_or(0, |i| self.counted(call.index(), i))
+    }
+
+    /// The calls of every shard with `call` and `outcome` (indexes of
+    /// [`CALL_LABELS`] and [`OUTCOME_LABELS`]).
+    fn counted(&self, call: usize, outcome: usize) -> u64 {
+        self.shards
+            .all()
+            .map(|c| c.counts[call][outcome].load(Ordering::Relaxed))
+            .sum()
+    }
+
+    fn durations(&self, call: usize) -> super::histogram::Snapshot {
+        Histogram::snapshot_of(self.shards.all().map(|c| &c.durations[call]))
     }
 
     /// Starts timing a call about to be sent. It is counted when the
@@ -124,8 +145,9 @@ impl Drop for CallTimer<'_> {
             None => 2,
         };
         let i = self.call.index();
-        self.calls.counts[i][outcome].fetch_add(1, Ordering::Relaxed);
-        self.calls.durations[i].observe(self.started.elapsed());
+        let counts = self.calls.shards.local();
+        counts.counts[i][outcome].fetch_add(1, Ordering::Relaxed);
+        counts.durations[i].observe(self.started.elapsed());
     }
 }
 
@@ -142,12 +164,12 @@ pub(super) fn write<'a>(
         "Outbound calls to a configured provider, by provider, call (token, refresh, identity, api, revoke, lookup) and outcome (ok: 2xx; http_error: another status; transport: no answer).",
     );
     for (provider, calls) in providers.clone() {
-        for (call, by_outcome) in CALL_LABELS.iter().zip(&calls.counts) {
-            for (outcome, count) in OUTCOME_LABELS.iter().zip(by_outcome) {
+        for (c, call) in CALL_LABELS.iter().enumerate() {
+            for (o, outcome) in OUTCOME_LABELS.iter().enumerate() {
                 e.sample(
                     CALLS,
                     &[("provider", provider), ("call", call), ("outcome", outcome)],
-                    count.load(Ordering::Relaxed) as f64,
+                    calls.counted(c, o) as f64,
                 );
             }
         }
@@ -162,8 +184,8 @@ pub(super) fn write<'a>(
     let sum = format!("{DURATION}_sum");
     let count = format!("{DURATION}_count");
     for (provider, calls) in providers {
-        for (call, histogram) in CALL_LABELS.iter().zip(&calls.durations) {
-            let s = histogram.snapshot();
+        for (c, call) in CALL_LABELS.iter().enumerate() {
+            let s = calls.durations(c);
             if s.count == 0 {
                 continue;
             }
@@ -258,7 +280,7 @@ mod tests {
         timer.finish();
         let at_most = before.elapsed().as_secs_f64();
         std::thread::sleep(Duration::from_millis(300));
-        let s = calls.durations[Call::Revoke.index()].snapshot();
+        let s = calls.durations(Call::Revoke.index());
         assert_eq!(s.count, 1);
         assert!(
             (0.02..=at_most).contains(&s.sum_seconds),
