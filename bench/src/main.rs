@@ -32,6 +32,7 @@ mod seed;
 mod servers;
 mod settle;
 mod setup;
+mod shared_lines;
 mod statement_log;
 mod targets;
 
@@ -78,6 +79,10 @@ async fn run() -> anyhow::Result<bool> {
         print!("{}", options::HELP);
         return Ok(true);
     };
+    if options.shared_lines {
+        print!("{}", shared_lines::table());
+        return Ok(true);
+    }
     let paths = prepare::paths()?;
     if options.build {
         prepare::build(&paths)?;

@@ -60,6 +60,10 @@ it to BENCHMARKS.md.
                           S6 it runs while S6 seeds and costs nothing, without S6 before S1)
   --output PATH           where to write the report (default BENCHMARKS.md)
   --no-write              print the table only
+  --shared-lines          only this: what the values each request used to write that the
+                          whole instance shared (rmcp's service token, the handler's Arc,
+                          the token cache's lock, the request counters) cost two threads,
+                          against a copy per thread; prints a table, starts no server
   --no-build              use the binaries already built beside this one
 ";
 
@@ -80,6 +84,7 @@ pub struct Options {
     pub quiet_logs: bool,
     pub census: bool,
     pub callgrind: bool,
+    pub shared_lines: bool,
     pub output: Option<String>,
     pub build: bool,
 }
@@ -138,6 +143,7 @@ impl Options {
             quiet_logs: false,
             census: true,
             callgrind: false,
+            shared_lines: false,
             output: Some("BENCHMARKS.md".to_owned()),
             build: true,
         };
@@ -186,6 +192,7 @@ impl Options {
                 "--quiet-logs" => o.quiet_logs = true,
                 "--no-census" => o.census = false,
                 "--callgrind" => o.callgrind = true,
+                "--shared-lines" => o.shared_lines = true,
                 "--output" => o.output = Some(value()?),
                 "--no-write" => o.output = None,
                 "--no-build" => o.build = false,
@@ -243,6 +250,7 @@ impl Options {
             && self.census
             && !self.callgrind
             && !self.quiet_logs
+            && !self.shared_lines
     }
 }
 
@@ -286,6 +294,7 @@ mod tests {
             &["--rounds", "2"],
             &["--no-census"],
             &["--callgrind"],
+            &["--shared-lines"],
             &["--seed-scale", "0.5"],
             &["--servers", "ours,bare"],
         ] {
