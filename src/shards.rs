@@ -45,6 +45,11 @@ impl<T> Sharded<T> {
     pub fn all(&self) -> impl Iterator<Item = &T> + Clone {
         self.shards.iter().map(|s| &s.0)
     }
+
+    /// What `read` finds in every shard, added up.
+    pub fn sum(&self, read: impl Fn(&T) -> u64) -> u64 {
+        self.all().map(read).sum()
+    }
 }
 
 /// The shard of the calling thread, the same for all its life.

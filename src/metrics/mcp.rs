@@ -1,7 +1,7 @@
 //! MCP request metrics, counted once per request where its log line is
 //! written (`mcp::access_log`): requests by method and status class, their
 //! latency by method, and `tools/call` outcomes by tool. Each worker
-//! thread counts in a shard of its own (`super::shards`); a scrape adds
+//! thread counts in a shard of its own (`crate::shards`); a scrape adds
 //! them up.
 
 use std::{
@@ -50,22 +50,6 @@ impl McpMetrics {
             .fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The requests of every shard with `method` (an index of
-    /// [`METHOD_LABELS`]) and `status` (of [`STATUS_LABELS`]).
-    fn requests(&self, method: usize, status: usize) -> u64 {
-        self.shards
-            .all()
-            .map(|c| c.requests[method][status].load(Ordering::Relaxed))
-            .sum()
-    }
-
-    fn tool_calls(&self, tool: usize, ended: usize) -> u64 {
-        self.shards
-            .all()
-            .map(|c| c.tool_calls[tool][ended].load(Ordering::Relaxed))
-            .sum()
-    }
-
     /// Only label combinations that occurred are listed, as Prometheus
     /// client libraries do.
     pub(super) fn write(&self, e: &mut Exposition) {
@@ -76,7 +60,9 @@ impl McpMetrics {
         );
         for (m, method) in METHOD_LABELS.iter().enumerate() {
             for (s, status) in STATUS_LABELS.iter().enumerate() {
-                let count = self.requests(m, s);
+                let count = self
+                    .shards
+                    .sum(|c| c.requests[m][s].load(Ordering::Relaxed));
                 if count > 0 {
                     e.sample(
                         REQUESTS,
@@ -119,7 +105,9 @@ impl McpMetrics {
         );
         for (t, tool) in TOOL_LABELS.iter().enumerate() {
             for (n, ended) in ENDED_LABELS.iter().enumerate() {
-                let count = self.tool_calls(t, n);
+                let count = self
+                    .shards
+                    .sum(|c| c.tool_calls[t][n].load(Ordering::Relaxed));
                 if count > 0 {
                     e.sample(
                         TOOL_CALLS,

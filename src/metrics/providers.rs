@@ -3,7 +3,7 @@
 //! provider owns one [`ProviderCalls`], made with it at start-up, so the
 //! `provider` label takes its values from the operator's configuration and
 //! counting a call is an index and two atomic adds, with no lock and no
-//! allocation, in the calling thread's shard (`super::shards`).
+//! allocation, in the calling thread's shard (`crate::shards`).
 
 use std::{
     sync::atomic::{AtomicU64, Ordering},
@@ -89,9 +89,7 @@ impl ProviderCalls {
     /// [`CALL_LABELS`] and [`OUTCOME_LABELS`]).
     fn counted(&self, call: usize, outcome: usize) -> u64 {
         self.shards
-            .all()
-            .map(|c| c.counts[call][outcome].load(Ordering::Relaxed))
-            .sum()
+            .sum(|c| c.counts[call][outcome].load(Ordering::Relaxed))
     }
 
     fn durations(&self, call: usize) -> super::histogram::Snapshot {
