@@ -44,6 +44,9 @@ pub fn page_timeout_secs() -> u64 {
 pub fn session_ttl_secs() -> u64 {
     8 * 3600
 }
+pub fn session_idle_secs() -> u64 {
+    3600
+}
 pub fn statement_timeout_ms() -> u64 {
     5000
 }

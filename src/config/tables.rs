@@ -21,6 +21,14 @@ pub struct WebSettings {
         deserialize_with = "lenient::number"
     )]
     pub session_ttl_secs: u64,
+    /// How long a browser sign-in lasts without being used, in seconds;
+    /// 0: only `session_ttl_secs` ends it. Activity is recorded at most
+    /// once a minute, so this is accurate to a minute.
+    #[serde(
+        default = "defaults::session_idle_secs",
+        deserialize_with = "lenient::number"
+    )]
+    pub session_idle_secs: u64,
     /// `Strict-Transport-Security: max-age` sent when `public_url` is
     /// https, in seconds; 0 sends none.
     #[serde(
@@ -44,6 +52,7 @@ impl Default for WebSettings {
     fn default() -> Self {
         Self {
             session_ttl_secs: defaults::session_ttl_secs(),
+            session_idle_secs: defaults::session_idle_secs(),
             hsts_max_age_secs: defaults::hsts_max_age_secs(),
             page_timeout_secs: defaults::page_timeout_secs(),
         }
@@ -51,6 +60,11 @@ impl Default for WebSettings {
 }
 
 impl WebSettings {
+    /// How long a sign-in may go unused, when it may not forever.
+    pub fn session_idle(&self) -> Option<Duration> {
+        (self.session_idle_secs > 0).then(|| Duration::from_secs(self.session_idle_secs))
+    }
+
     pub fn page_timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.page_timeout_secs)
     }

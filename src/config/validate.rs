@@ -7,6 +7,10 @@ use url::Url;
 
 use super::{ConfigError, Settings, env_name};
 
+/// The shortest `web.session_idle_secs` other than none: five times the
+/// minute between two records of a session's activity.
+pub const MIN_SESSION_IDLE_SECS: u64 = 300;
+
 impl Settings {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |key: &str, message: String| ConfigError::Invalid {
@@ -199,6 +203,16 @@ impl Settings {
             return Err(invalid(
                 "auth.leeway_secs",
                 "is clock skew tolerance: at most 300 seconds".into(),
+            ));
+        }
+        // Activity is written at most once a minute: a shorter idle time
+        // would sign out someone who uses the pages every minute.
+        if self.web.session_idle_secs != 0
+            && !(MIN_SESSION_IDLE_SECS..=MONTH).contains(&self.web.session_idle_secs)
+        {
+            return Err(invalid(
+                "web.session_idle_secs",
+                format!("must be 0 (none) or between {MIN_SESSION_IDLE_SECS} seconds and a month"),
             ));
         }
         if !(2..=600).contains(&self.web.page_timeout_secs) {
@@ -409,6 +423,26 @@ mod tests {
         let mut vars = minimal();
         vars.push(("MCP_CONNECT_AUTH__LEEWAY_SECS".into(), "300".into()));
         assert!(Settings::from_sources(None, vars, toml::Table::new()).is_ok());
+    }
+
+    #[test]
+    fn an_idle_time_is_none_or_at_least_five_minutes() {
+        let with = |value: &str| {
+            let mut vars = minimal();
+            vars.push(("MCP_CONNECT_WEB__SESSION_IDLE_SECS".into(), value.into()));
+            Settings::from_sources(None, vars, toml::Table::new())
+        };
+        for refused in ["1", "299", "99999999999"] {
+            let err = with(refused).unwrap_err().to_string();
+            assert!(err.contains("web.session_idle_secs"), "{refused}: {err}");
+        }
+        assert_eq!(with("0").unwrap().web.session_idle(), None);
+        assert_eq!(
+            with("300").unwrap().web.session_idle(),
+            Some(std::time::Duration::from_secs(300))
+        );
+        let default = Settings::from_sources(None, minimal(), toml::Table::new()).unwrap();
+        assert_eq!(default.web.session_idle_secs, 3600);
     }
 
     #[test]

@@ -66,20 +66,47 @@ pub async fn insert(exec: impl PgExecutor<'_>, s: NewWebSession<'_>) -> Result<(
     Ok(())
 }
 
-/// The unexpired session whose cookie hashes to `id_hash`.
+/// An unexpired session, and whether it went unused too long.
+#[derive(Debug)]
+pub struct FoundSession {
+    pub session: WebSession,
+    /// No activity was recorded for longer than the idle time asked
+    /// about (by the database's clock, which wrote `last_seen_at`).
+    pub idle: bool,
+}
+
+/// The unexpired session whose cookie hashes to `id_hash`, with whether
+/// it has been unused for longer than `idle` (never, when `None`).
 pub async fn find_active_by_hash(
     exec: impl PgExecutor<'_>,
     id_hash: &[u8],
-) -> Result<Option<WebSession>, sqlx::Error> {
-    sqlx::query_as!(
-        WebSession,
-        "SELECT id, issuer, subject, display_name, csrf_secret, created_at, expires_at,
-                last_seen_at, pending_ticket_id
-         FROM web_sessions WHERE id_hash = $1 AND expires_at > now()",
+    idle: Option<std::time::Duration>,
+) -> Result<Option<FoundSession>, sqlx::Error> {
+    let idle_secs = idle.map(|d| d.as_secs_f64());
+    let row = sqlx::query!(
+        r#"SELECT id, issuer, subject, display_name, csrf_secret, created_at, expires_at,
+                  last_seen_at, pending_ticket_id,
+                  COALESCE(last_seen_at < now() - make_interval(secs => $2), false) AS "idle!"
+           FROM web_sessions WHERE id_hash = $1 AND expires_at > now()"#,
         id_hash,
+        idle_secs,
     )
     .fetch_optional(exec)
-    .await
+    .await?;
+    Ok(row.map(|r| FoundSession {
+        session: WebSession {
+            id: r.id,
+            issuer: r.issuer,
+            subject: r.subject,
+            display_name: r.display_name,
+            csrf_secret: r.csrf_secret,
+            created_at: r.created_at,
+            expires_at: r.expires_at,
+            last_seen_at: r.last_seen_at,
+            pending_ticket_id: r.pending_ticket_id,
+        },
+        idle: r.idle,
+    }))
 }
 
 /// Records activity, at most once a minute per session (a write per page

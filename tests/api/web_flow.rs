@@ -8,6 +8,7 @@ mod callback;
 mod callback_reload;
 mod client_address;
 mod consent;
+mod idle;
 mod link;
 mod link_mismatch;
 mod sign_in;
