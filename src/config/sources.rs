@@ -224,6 +224,7 @@ pub(super) fn deserialize<T: serde::de::DeserializeOwned>(
 /// carry one (a webhook receiver's URL often holds its token).
 const SECRET_SETTINGS: &[&str] = &[
     "secret",
+    "previous_secret",
     "client_secret",
     "web_client_secret",
     "keys",

@@ -120,6 +120,12 @@ pub struct WebhookEndpoint {
     /// The Standard Webhooks signing secret, `whsec_` and base64 (24 to 64
     /// bytes); better given as `…__SECRET_FILE`.
     pub secret: SecretString,
+    /// The secret being replaced, while its receiver may still check with
+    /// it: every event is then signed with both (Standard Webhooks lists
+    /// several `v1,` signatures in one header), so the receiver can move
+    /// to the new secret whenever it is ready. Remove it once it has.
+    #[serde(default)]
+    pub previous_secret: Option<SecretString>,
     /// The events this endpoint wants; empty or absent: all of them.
     #[serde(default, deserialize_with = "event_list")]
     pub events: Vec<WebhookEvent>,
@@ -193,7 +199,18 @@ impl WebhookSettings {
                 ));
             }
             check_url(&endpoint.url).map_err(|m| invalid(key("url"), m.into()))?;
-            signing_key(&endpoint.secret).map_err(|m| invalid(key("secret"), m.into()))?;
+            let current =
+                signing_key(&endpoint.secret).map_err(|m| invalid(key("secret"), m.into()))?;
+            if let Some(previous) = &endpoint.previous_secret {
+                let previous =
+                    signing_key(previous).map_err(|m| invalid(key("previous_secret"), m.into()))?;
+                if previous == current {
+                    return Err(invalid(
+                        key("previous_secret"),
+                        "is the same key as secret: set secret to the new one".into(),
+                    ));
+                }
+            }
         }
         Ok(())
     }

@@ -127,3 +127,36 @@ fn bad_endpoints_are_refused_by_setting_and_secrets_are_not_echoed() {
     .unwrap_err();
     assert!(err.contains("webhooks.endpoints.ops.signing_key"), "{err}");
 }
+
+#[test]
+fn a_previous_secret_is_checked_like_the_secret_and_must_differ_from_it() {
+    let url = (
+        "MCP_CONNECT_WEBHOOKS__ENDPOINTS__OPS__URL",
+        "https://hooks.example.com/x",
+    );
+    let secret = "MCP_CONNECT_WEBHOOKS__ENDPOINTS__OPS__SECRET";
+    let previous = "MCP_CONNECT_WEBHOOKS__ENDPOINTS__OPS__PREVIOUS_SECRET";
+    let newer = format!("whsec_{}", "A".repeat(32));
+    let s = load(&[url, (secret, &newer), (previous, SECRET)]).unwrap();
+    let ops = &s.webhooks.endpoints["ops"];
+    assert_eq!(
+        ops.previous_secret.as_ref().map(|p| p.expose_secret()),
+        Some(SECRET)
+    );
+    assert!(!format!("{s:?}").contains("MfKQ9r8"), "redacted: {s:?}");
+    for (bad, says) in [
+        ("whsec_c2hvcnQ=", "webhooks.endpoints.ops.previous_secret"),
+        (
+            "not-a-whsec-secret",
+            "webhooks.endpoints.ops.previous_secret",
+        ),
+        (newer.as_str(), "is the same key as secret"),
+    ] {
+        let err = load(&[url, (secret, &newer), (previous, bad)]).unwrap_err();
+        assert!(err.contains(says), "{bad}: {err}");
+        assert!(!err.contains(bad), "the secret is not echoed: {err}");
+    }
+    // Without the current one, the previous one is no use.
+    let err = load(&[url, (previous, SECRET)]).unwrap_err();
+    assert!(err.contains("webhooks.endpoints.ops.secret"), "{err}");
+}

@@ -299,7 +299,7 @@ impl std::fmt::Display for Failure {
 async fn post(endpoint: &Endpoint, id: &str, row: &Claimed) -> Result<(), Failure> {
     let body = serde_json::to_vec(&row.payload).map_err(|e| Failure::Other(e.to_string()))?;
     let timestamp = Utc::now().timestamp();
-    let signature = sign(&endpoint.key, id, timestamp, &body);
+    let signature = sign(&endpoint.keys, id, timestamp, &body);
     let sent = endpoint
         .client
         .post(endpoint.url.clone())

@@ -26,8 +26,9 @@ pub enum SetupError {
 /// One endpoint as the deliverer uses it.
 pub struct Endpoint {
     pub url: Url,
-    /// The HMAC key (the decoded secret).
-    pub key: Vec<u8>,
+    /// The HMAC keys (the decoded secrets): the current one, then the
+    /// previous one while it is being rotated out.
+    pub keys: Vec<Vec<u8>>,
     pub client: reqwest::Client,
 }
 
@@ -79,10 +80,16 @@ impl Endpoints {
                 }
                 .into());
             }
-            let signing = signing_key(&e.secret).map_err(|m| ConfigError::Invalid {
-                key: key("secret"),
-                message: m.into(),
-            })?;
+            let decode = |field: &str, secret| {
+                signing_key(secret).map_err(|m| ConfigError::Invalid {
+                    key: key(field),
+                    message: m.into(),
+                })
+            };
+            let mut keys = vec![decode("secret", &e.secret)?];
+            if let Some(previous) = &e.previous_secret {
+                keys.push(decode("previous_secret", previous)?);
+            }
             let client = if !e.allow_private_network {
                 guarded.clone()
             } else if names_public_host(&e.url) {
@@ -94,7 +101,7 @@ impl Endpoints {
                 name.clone(),
                 Endpoint {
                     url: e.url.clone(),
-                    key: signing,
+                    keys,
                     client,
                 },
             );
@@ -141,6 +148,7 @@ mod tests {
         let endpoint = WebhookEndpoint {
             url: Url::parse(url).unwrap(),
             secret: SecretString::from("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned()),
+            previous_secret: None,
             events: Vec::new(),
             allow_private_network,
         };
@@ -164,7 +172,23 @@ mod tests {
         let allowed = Endpoints::from_settings(&settings("http://127.0.0.1:9000/hook", true));
         assert!(allowed.unwrap().get("ops").is_some());
         let public = Endpoints::from_settings(&settings("https://hooks.example.com/x", false));
-        assert_eq!(public.unwrap().get("ops").unwrap().key.len(), 24);
+        let public = public.unwrap();
+        let keys = &public.get("ops").unwrap().keys;
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0].len(), 24);
+    }
+
+    #[test]
+    fn a_previous_secret_signs_after_the_current_one() {
+        let mut rotating = settings("https://hooks.example.com/x", false);
+        let ops = rotating.endpoints.get_mut("ops").unwrap();
+        ops.previous_secret = Some(ops.secret.clone());
+        ops.secret = SecretString::from(format!("whsec_{}", "A".repeat(32)));
+        let endpoints = Endpoints::from_settings(&rotating).unwrap();
+        let keys = &endpoints.get("ops").unwrap().keys;
+        assert_eq!(keys.len(), 2);
+        assert_eq!(keys[0], vec![0u8; 24], "the current key first");
+        assert_eq!(keys[1][..2], [0x31, 0xf2], "then the previous one");
     }
 
     #[test]

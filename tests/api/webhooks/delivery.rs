@@ -55,6 +55,59 @@ async fn given_up(app: &TestApp) {
 }
 
 #[tokio::test]
+async fn while_its_secret_is_rotated_each_event_verifies_with_the_old_key_and_the_new() {
+    use base64::{Engine, engine::general_purpose::STANDARD};
+    // The receiver still checks with the secret being replaced.
+    let receiver = Receiver::start(Mode::Answer {
+        fail_first: 0,
+        delay: Duration::ZERO,
+    });
+    let new_key = [7u8; 32];
+    let app = spawn_app_with(|t| {
+        let mut webhooks = super::webhooks_table(&receiver.url, CREATED, "");
+        let ops = webhooks["endpoints"]["ops"].as_table_mut().unwrap();
+        ops.insert(
+            "secret".into(),
+            format!("whsec_{}", STANDARD.encode(new_key)).into(),
+        );
+        ops.insert("previous_secret".into(), super::receiver::SECRET.into());
+        t.insert("webhooks".into(), toml::Value::Table(webhooks));
+    })
+    .await;
+    store_demo_connection(&app.state.connect, &app.dev.issuer(), "alice", "a-1", None).await;
+
+    let acked = receiver.wait_for_acknowledged(1, PATIENCE).await;
+    all_settled(&[&app], 1).await;
+    assert_eq!(acked.len(), 1, "{acked:?}");
+    let [attempt] = &receiver.attempts()[..] else {
+        panic!("one attempt: {:?}", receiver.attempts())
+    };
+    assert!(attempt.verified, "the old key verifies: {attempt:?}");
+    let signed = &attempt.signed;
+    assert!(
+        super::receiver::verify(
+            &new_key,
+            &attempt.id,
+            &signed.timestamp,
+            &signed.signatures,
+            &signed.raw_body
+        ),
+        "the new key verifies: {attempt:?}"
+    );
+    assert_eq!(signed.signatures.split(' ').count(), 2, "{attempt:?}");
+    assert!(
+        !super::receiver::verify(
+            &[8u8; 32],
+            &attempt.id,
+            &signed.timestamp,
+            &signed.signatures,
+            &signed.raw_body
+        ),
+        "no other key does"
+    );
+}
+
+#[tokio::test]
 async fn a_receiver_that_fails_twice_gets_each_event_acknowledged_once() {
     let receiver = Receiver::start(Mode::Answer {
         fail_first: 2,

@@ -37,6 +37,17 @@ pub struct Attempt {
     pub verified: bool,
     pub body: Value,
     pub at: Instant,
+    /// What a receiver needs to check the signatures with another key.
+    pub signed: Signed,
+}
+
+/// An attempt's signed parts, as received.
+#[derive(Debug, Clone)]
+pub struct Signed {
+    pub timestamp: String,
+    /// The `webhook-signature` header.
+    pub signatures: String,
+    pub raw_body: Vec<u8>,
 }
 
 #[derive(Default)]
@@ -218,6 +229,11 @@ async fn hook(req: HttpRequest, body: web::Bytes, shared: web::Data<Shared>) -> 
         verified,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
         at: Instant::now(),
+        signed: Signed {
+            timestamp,
+            signatures,
+            raw_body: body.to_vec(),
+        },
     });
     let mut answer = HttpResponse::build(actix_web::http::StatusCode::from_u16(status).unwrap());
     if status == 308 {
