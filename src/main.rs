@@ -55,6 +55,12 @@ enum Command {
         #[command(subcommand)]
         command: TokensCommand,
     },
+    /// What is kept about one person, and removing them (offboarding, an
+    /// erasure request).
+    Users {
+        #[command(subcommand)]
+        command: UsersCommand,
+    },
     /// Ask a running instance whether it is ready: exits 0 when `--url`
     /// answers 2xx, 1 otherwise. For container health checks (the image has
     /// no other HTTP client).
@@ -100,6 +106,38 @@ enum TokensCommand {
         /// The key id, as start-up's warning or `tokens rekey` names it.
         key_id: String,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum UsersCommand {
+    /// Print a person's connections (provider, account, status, when
+    /// connected and last used, the clients allowed to use each), browser
+    /// sign-ins and unused connect links. Never a token.
+    Show(UserArgs),
+    /// Remove a person: end their browser sign-ins, delete their connect
+    /// links, and disconnect every connection as they would (revoked at
+    /// the provider where it offers revocation, `connection.deleted` sent
+    /// to the webhooks). Disable them at the identity provider first, or
+    /// they can sign in and connect again. Audit rows about them stay until
+    /// `audit.retention_days`. Without --yes, prints what would go.
+    Remove {
+        #[command(flatten)]
+        who: UserArgs,
+        /// Remove, rather than print what would be removed.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+struct UserArgs {
+    /// The person's subject: the `sub` of their tokens (or the claim
+    /// `auth.subject_claim` names), as audit rows and webhook events show it.
+    subject: String,
+    /// Their issuer, for people who signed in through an earlier
+    /// `auth.issuer` [default: `auth.issuer`, as written].
+    #[arg(long)]
+    issuer: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -183,7 +221,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(file) = cli.config {
                 anyhow::bail!(
                     "dev does not read a configuration file ({}, from --config or MCP_CONNECT_CONFIG_FILE); \
-                     it reads MCP_CONNECT_… environment variables only. The file is for serve, migrate, purge and tokens.",
+                     it reads MCP_CONNECT_… environment variables only. The file is for serve, migrate, purge, tokens and users.",
                     file.display()
                 );
             }
@@ -268,6 +306,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Users { command } => users(cli.config.as_deref(), command).await,
         Command::Purge { no_pause } => {
             use mcp_connect::sweeper::{Pace, sweep_all};
             let state = offline_state(cli.config.as_deref()).await?;
@@ -318,4 +357,46 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `users show` and `users remove`.
+async fn users(config: Option<&std::path::Path>, command: UsersCommand) -> anyhow::Result<()> {
+    use mcp_connect::{connect::users, domain::UserRef};
+    let (who, remove) = match command {
+        UsersCommand::Show(who) => (who, None),
+        UsersCommand::Remove { who, yes } => (who, Some(yes)),
+    };
+    let state = offline_state(config).await?;
+    let issuer = match who.issuer {
+        Some(issuer) => issuer,
+        None => mcp_connect::auth::configured_issuer(&state.settings.auth.issuer),
+    };
+    let user = UserRef::new(&issuer, &who.subject);
+    let record = users::record(&state.connect, user).await?;
+    println!("{} at {issuer}", who.subject);
+    println!("{record}");
+    if record.is_empty() {
+        println!("nothing is kept about this person (are the subject and --issuer right?)");
+    }
+    match remove {
+        None => return Ok(()),
+        // A script that left out --yes must not read this as done.
+        Some(false) => anyhow::bail!("nothing was removed: add --yes to remove this person"),
+        Some(true) => {}
+    }
+    let removed = users::remove(&state.connect, user).await?;
+    tracing::info!(subject = %who.subject, connections = removed.connections, "user removed");
+    println!(
+        "removed: {} connection(s) ({} revoked at the provider), {} sign-in(s), {} connect link(s)",
+        removed.connections, removed.revoked, removed.sessions, removed.tickets
+    );
+    if removed.not_revoked > 0 {
+        println!(
+            "{} connection(s) could not be revoked at their provider (it refused or could not be \
+             reached; see the log): deleted here, their access may stay live there until it \
+             expires or the person removes it",
+            removed.not_revoked
+        );
+    }
+    Ok(())
 }

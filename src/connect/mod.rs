@@ -21,6 +21,7 @@ pub mod stale_keys;
 pub mod state;
 pub mod tickets;
 mod user_pages;
+pub mod users;
 pub mod vault;
 
 use crate::domain::ProviderName;

@@ -23,6 +23,8 @@ pub enum AuditKind {
     GrantRemoved,
     /// A stored token no key of the ring opens: the user must connect again.
     TokenUnreadable,
+    /// An operator removed the user (`mcp-connect users remove`).
+    UserRemoved,
 }
 
 impl AuditKind {
@@ -41,6 +43,7 @@ impl AuditKind {
             AuditKind::GrantCreated => "grant_created",
             AuditKind::GrantRemoved => "grant_removed",
             AuditKind::TokenUnreadable => "token_unreadable",
+            AuditKind::UserRemoved => "user_removed",
         }
     }
 }

@@ -67,6 +67,29 @@ pub async fn list_for_user(
     .await
 }
 
+/// Every connection row of the user, placeholders of a connect under
+/// way included: what removing the user disconnects.
+#[derive(Debug, Clone)]
+pub struct OwnedConnection {
+    pub id: Uuid,
+    pub provider: ProviderName,
+}
+
+pub async fn all_of_user(
+    exec: impl PgExecutor<'_>,
+    user: UserRef<'_>,
+) -> Result<Vec<OwnedConnection>, sqlx::Error> {
+    sqlx::query_as!(
+        OwnedConnection,
+        r#"SELECT id, provider AS "provider: ProviderName"
+           FROM connections WHERE issuer = $1 AND subject = $2 ORDER BY created_at, id"#,
+        user.issuer(),
+        user.subject(),
+    )
+    .fetch_all(exec)
+    .await
+}
+
 /// One of the user's connections by id; `None` when it is not theirs.
 pub async fn find_summary_for_user(
     exec: impl PgExecutor<'_>,

@@ -292,3 +292,37 @@ pub async fn pending_approvals(
     .fetch_all(exec)
     .await
 }
+
+/// How many of the user's tickets could still be redeemed.
+pub async fn count_live_for_user(
+    exec: impl PgExecutor<'_>,
+    user: UserRef<'_>,
+) -> Result<i64, sqlx::Error> {
+    // No index by user (each ask would write it): a sequential scan, for
+    // an operator's command now and then.
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM connect_tickets
+           WHERE issuer = $1 AND subject = $2 AND redeemed_at IS NULL
+             AND declined_at IS NULL AND expires_at > now()"#,
+        user.issuer(),
+        user.subject(),
+    )
+    .fetch_one(exec)
+    .await
+}
+
+/// Deletes every ticket of the user, used or not (their OAuth flows go
+/// with them, ON DELETE CASCADE). Returns how many.
+pub async fn delete_for_user(
+    exec: impl PgExecutor<'_>,
+    user: UserRef<'_>,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query!(
+        "DELETE FROM connect_tickets WHERE issuer = $1 AND subject = $2",
+        user.issuer(),
+        user.subject(),
+    )
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected())
+}

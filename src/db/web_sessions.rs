@@ -165,6 +165,39 @@ pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::E
     Ok(done.rows_affected() == 1)
 }
 
+/// How many unexpired sign-ins the user has.
+pub async fn count_for_user(
+    exec: impl PgExecutor<'_>,
+    user: UserRef<'_>,
+) -> Result<i64, sqlx::Error> {
+    // No index by user: a sequential scan, for an operator's command now
+    // and then, rather than an index every sign-in writes.
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM web_sessions
+           WHERE issuer = $1 AND subject = $2 AND expires_at > now()"#,
+        user.issuer(),
+        user.subject(),
+    )
+    .fetch_one(exec)
+    .await
+}
+
+/// Ends every sign-in of the user, expired or not; their unfinished
+/// OAuth flows go with them (ON DELETE CASCADE). Returns how many.
+pub async fn delete_for_user(
+    exec: impl PgExecutor<'_>,
+    user: UserRef<'_>,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query!(
+        "DELETE FROM web_sessions WHERE issuer = $1 AND subject = $2",
+        user.issuer(),
+        user.subject(),
+    )
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

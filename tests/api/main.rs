@@ -49,5 +49,6 @@ mod startup;
 mod state_rejections;
 mod sweeper;
 mod tool_results;
+mod users;
 mod web_flow;
 mod webhooks;

@@ -215,3 +215,55 @@ async fn maintenance_commands_connect_with_the_services_timeouts() {
     .unwrap();
     assert_eq!((lock.as_str(), statement.as_str()), ("1234ms", "4321ms"));
 }
+
+/// `users show` prints what is kept about a person; `users remove` prints
+/// it too and removes nothing without --yes (exiting 1, so that a script
+/// does not take it for done), then removes with it.
+#[tokio::test]
+async fn users_remove_shows_what_would_go_and_removes_only_with_yes() {
+    let app = spawn_app().await;
+    let issuer = app.dev.issuer();
+    for subject in ["alice", "bob"] {
+        crate::helpers::store_demo_connection(&app.state.connect, &issuer, subject, "t-1", None)
+            .await;
+    }
+    let url = format!("{}/{}", server_url(), app.db_name);
+    let cli = |args: &[&str]| run(&url, &[], args).wait_with_output().unwrap();
+    let out = |o: &Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    let err = |o: &Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    let connections = || crate::helpers::count(&app, "SELECT count(*) FROM connections");
+
+    let shown = cli(&["users", "show", "alice", "--issuer", &issuer]);
+    assert!(ok(&shown), "{}", err(&shown));
+    let text = out(&shown);
+    assert!(text.contains(&format!("alice at {issuer}")), "{text}");
+    assert!(
+        text.contains("demo alice-at-demo (id-alice) active")
+            && text.contains("clients: test-client"),
+        "{text}"
+    );
+    assert!(!text.contains("t-1"), "never a token: {text}");
+
+    let asked = cli(&["users", "remove", "alice", "--issuer", &issuer]);
+    assert!(!ok(&asked));
+    assert!(err(&asked).contains("add --yes"), "{}", err(&asked));
+    assert!(out(&asked).contains("alice-at-demo"), "{}", out(&asked));
+    assert_eq!(connections().await, 2, "nothing removed without --yes");
+
+    let done = cli(&["users", "remove", "alice", "--issuer", &issuer, "--yes"]);
+    assert!(ok(&done), "{}", err(&done));
+    // This process has no demo provider configured: nothing to revoke with.
+    assert!(
+        out(&done).contains("removed: 1 connection(s) (0 revoked at the provider)"),
+        "{}",
+        out(&done)
+    );
+    assert_eq!(connections().await, 1, "bob's is left");
+
+    // By default the person is looked for under auth.issuer as written.
+    let elsewhere = cli(&["users", "show", "bob"]);
+    assert!(ok(&elsewhere), "{}", err(&elsewhere));
+    let text = out(&elsewhere);
+    assert!(text.contains("bob at https://idp.example.com\n"), "{text}");
+    assert!(text.contains("nothing is kept about this person"), "{text}");
+}

@@ -1,0 +1,166 @@
+//! What an operator sees of one person, and removing them
+//! (`mcp-connect users show` / `users remove`): for offboarding someone who
+//! left, or erasing a person's data on request.
+//!
+//! Removal ends the person's browser sign-ins first (their unfinished
+//! OAuth flows go with them, so no connect completes meanwhile) and
+//! deletes their connect tickets, then disconnects every connection as
+//! the person would: revoked at the provider where it offers revocation,
+//! `connection.deleted` sent to the webhooks, a `disconnected` audit row
+//! each. One `user_removed` audit row records what was done. Audit rows
+//! about the person stay until `audit.retention_days`; events already
+//! queued for the webhooks are still delivered. Signing in again at the
+//! identity provider starts afresh: disable the person there first.
+
+use std::fmt;
+
+use serde_json::json;
+
+use super::{ConnectionService, vault::Revocation};
+use crate::{
+    db::{
+        self,
+        audit::{AuditEvent, AuditKind},
+        client_grants::Grant,
+        connections::ConnectionSummary,
+    },
+    domain::UserRef,
+};
+
+/// A connect that completes while the connections are being deleted adds
+/// one more: the list is read again, this many times at most.
+const ROUNDS: usize = 3;
+
+/// What is kept about one person. Never a token.
+#[derive(Debug)]
+pub struct UserRecord {
+    pub connections: Vec<ConnectionSummary>,
+    pub grants: Vec<Grant>,
+    /// Unexpired browser sign-ins.
+    pub sessions: i64,
+    /// Connect tickets that could still be redeemed.
+    pub live_tickets: i64,
+}
+
+/// Reads what is kept about `user`.
+pub async fn record(
+    state: &ConnectionService,
+    user: UserRef<'_>,
+) -> Result<UserRecord, sqlx::Error> {
+    Ok(UserRecord {
+        connections: db::connections::list_for_user(&state.db, user).await?,
+        grants: db::client_grants::list_for_user(&state.db, user).await?,
+        sessions: db::web_sessions::count_for_user(&state.db, user).await?,
+        live_tickets: db::tickets::count_live_for_user(&state.db, user).await?,
+    })
+}
+
+impl UserRecord {
+    pub fn is_empty(&self) -> bool {
+        self.connections.is_empty() && self.sessions == 0 && self.live_tickets == 0
+    }
+}
+
+/// One line per connection, with the clients allowed to use it, then the
+/// sign-ins and tickets.
+impl fmt::Display for UserRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "connections: {}", self.connections.len())?;
+        for c in &self.connections {
+            let last_used = c
+                .last_used_at
+                .map(|at| at.format("%Y-%m-%d %H:%M UTC").to_string())
+                .unwrap_or_else(|| "never".to_owned());
+            let clients: Vec<&str> = self
+                .grants
+                .iter()
+                .filter(|g| g.connection_id == c.id)
+                .map(|g| g.client_id.as_str())
+                .collect();
+            writeln!(
+                f,
+                "  {} {} ({}) {}: connected {}, last used {}, clients: {}",
+                c.provider,
+                c.account_label,
+                c.account_id,
+                c.status,
+                c.created_at.format("%Y-%m-%d %H:%M UTC"),
+                last_used,
+                if clients.is_empty() {
+                    "none".to_owned()
+                } else {
+                    clients.join(", ")
+                },
+            )?;
+        }
+        writeln!(f, "signed in on {} browser(s)", self.sessions)?;
+        write!(f, "{} connect link(s) not yet used", self.live_tickets)
+    }
+}
+
+/// What removing a person did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Removed {
+    /// Connections deleted.
+    pub connections: u64,
+    /// Of those, revoked at the provider.
+    pub revoked: u64,
+    /// Of those, at a provider that offers revocation but refused it or
+    /// could not be reached: the access may still be live there, until
+    /// its tokens expire or the person removes it at the provider.
+    pub not_revoked: u64,
+    /// Browser sign-ins ended.
+    pub sessions: u64,
+    /// Connect tickets deleted.
+    pub tickets: u64,
+}
+
+/// Removes `user`: see the module's documentation. Run again after an
+/// error; what was done stays done.
+pub async fn remove(state: &ConnectionService, user: UserRef<'_>) -> anyhow::Result<Removed> {
+    let mut removed = Removed {
+        sessions: db::web_sessions::delete_for_user(&state.db, user).await?,
+        tickets: db::tickets::delete_for_user(&state.db, user).await?,
+        ..Removed::default()
+    };
+    for round in 0..=ROUNDS {
+        let owned = db::connections::all_of_user(&state.db, user).await?;
+        if owned.is_empty() {
+            break;
+        }
+        anyhow::ensure!(
+            round < ROUNDS,
+            "{} connection(s) were added while the others were deleted (the person is still \
+             connecting accounts): disable them at the identity provider and run this again",
+            owned.len()
+        );
+        for c in owned {
+            let revocation =
+                super::vault::disconnect_account(state, user, &c.provider, Some(c.id)).await?;
+            // `None`: gone meanwhile (the person disconnected it).
+            let Some(revocation) = revocation else {
+                continue;
+            };
+            removed.connections += 1;
+            match revocation {
+                Revocation::Revoked => removed.revoked += 1,
+                Revocation::Failed => removed.not_revoked += 1,
+                Revocation::NotOffered => {}
+            }
+        }
+    }
+    db::audit::record(
+        &state.db,
+        AuditEvent::new(AuditKind::UserRemoved)
+            .user(user)
+            .detail(json!({
+                "connections": removed.connections,
+                "revoked_upstream": removed.revoked,
+                "not_revoked": removed.not_revoked,
+                "sessions": removed.sessions,
+                "tickets": removed.tickets,
+            })),
+    )
+    .await?;
+    Ok(removed)
+}

@@ -1,0 +1,107 @@
+//! Removing a person (`users remove`), as an operator offboards someone:
+//! their connections revoked at the provider and deleted, their sign-ins
+//! ended, their connect links gone, one audit row saying so — and nobody
+//! else's data touched.
+
+use mcp_connect::{connect::users, domain::UserRef};
+use secrecy::ExposeSecret;
+use serde_json::Value;
+
+use crate::{
+    browser::Browser,
+    full_flow::connect_demo,
+    helpers::{count, spawn_app},
+};
+
+#[tokio::test]
+async fn removing_a_person_revokes_and_deletes_their_connections_and_ends_their_sign_ins() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    connect_demo(&app, "bob", "robert").await;
+    let token = app.demo_token("alice").await;
+    // Alice is signed in in a browser, and has a connect link not yet used.
+    let browser = Browser::new(&app);
+    browser.sign_in("alice").await;
+    assert_eq!(browser.get("/connections").await.status, 200);
+    let (_, _) = crate::full_flow::elicit(
+        &app,
+        "alice",
+        "connect",
+        serde_json::json!({"provider": "demo", "another_account": true}),
+        "connect_demo",
+    )
+    .await;
+    let issuer = app.dev.issuer();
+    let alice = UserRef::new(&issuer, "alice");
+
+    let before = users::record(&app.state.connect, alice).await.unwrap();
+    assert_eq!(before.connections.len(), 1, "{before:?}");
+    assert_eq!(before.grants.len(), 1, "the client that connected it");
+    assert!(before.sessions >= 1, "{before:?}");
+    assert_eq!(before.live_tickets, 1, "{before:?}");
+    let shown = before.to_string();
+    assert!(
+        shown.contains("demo octo") && shown.contains("active") && shown.contains("clients: "),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains(token.access_token.expose_secret()),
+        "{shown}"
+    );
+
+    let removed = users::remove(&app.state.connect, alice).await.unwrap();
+    assert_eq!(removed.connections, 1, "{removed:?}");
+    assert_eq!(removed.revoked, 1, "the demo provider offers revocation");
+    assert_eq!(removed.not_revoked, 0);
+    assert!(removed.sessions >= 1 && removed.tickets >= 1, "{removed:?}");
+
+    // Revoked at the provider: its API refuses the token now.
+    let api = app
+        .http
+        .get(format!("{}/dev/demo/api/me", app.addr))
+        .bearer_auth(token.access_token.expose_secret())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(api.status(), 401);
+    // Nothing of hers is left here; her browser is signed out.
+    let after = users::record(&app.state.connect, alice).await.unwrap();
+    assert!(after.is_empty(), "{after:?}");
+    let theirs = |table: &str| {
+        format!("SELECT count(*) FROM {table} WHERE issuer = $1 AND subject = 'alice'")
+    };
+    for table in ["connections", "web_sessions", "connect_tickets"] {
+        let left: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(theirs(table)))
+            .bind(&issuer)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+        assert_eq!(left, 0, "{table}");
+    }
+    assert_eq!(browser.get("/connections").await.status, 303);
+    // Bob's connection is untouched and still works.
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
+    let bob = app.demo_token("bob").await;
+    assert_eq!(bob.account_label, "robert");
+
+    // On the record: the disconnect, and the removal with what it did.
+    let detail: Value = sqlx::query_scalar(
+        "SELECT detail FROM audit_events WHERE kind = 'user_removed' AND subject = 'alice'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(detail["connections"], 1, "{detail}");
+    assert_eq!(detail["revoked_upstream"], 1, "{detail}");
+    let disconnected: Value = sqlx::query_scalar(
+        "SELECT detail FROM audit_events WHERE kind = 'disconnected' AND subject = 'alice'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(disconnected["revoked_upstream"], true, "{disconnected}");
+
+    // Again: nothing more to do, and no error.
+    let again = users::remove(&app.state.connect, alice).await.unwrap();
+    assert_eq!(again, users::Removed::default());
+}
