@@ -24,7 +24,7 @@ use crate::{
         client_grants::Grant,
         connections::ConnectionSummary,
     },
-    domain::UserRef,
+    domain::{ProviderName, UserRef},
 };
 
 /// A connect that completes while the connections are being deleted adds
@@ -40,6 +40,9 @@ pub struct UserRecord {
     pub sessions: i64,
     /// Connect tickets that could still be redeemed.
     pub live_tickets: i64,
+    /// Rows of connects under way that have no account yet (removed with
+    /// the rest).
+    pub unfinished: usize,
 }
 
 /// Reads what is kept about `user`.
@@ -47,17 +50,24 @@ pub async fn record(
     state: &ConnectionService,
     user: UserRef<'_>,
 ) -> Result<UserRecord, sqlx::Error> {
+    let connections = db::connections::list_for_user(&state.db, user).await?;
+    let rows = db::connections::all_of_user(&state.db, user).await?;
+    let idle = state.settings.web.session_idle();
     Ok(UserRecord {
-        connections: db::connections::list_for_user(&state.db, user).await?,
+        unfinished: rows.len().saturating_sub(connections.len()),
+        connections,
         grants: db::client_grants::list_for_user(&state.db, user).await?,
-        sessions: db::web_sessions::count_for_user(&state.db, user).await?,
+        sessions: db::web_sessions::count_for_user(&state.db, user, idle).await?,
         live_tickets: db::tickets::count_live_for_user(&state.db, user).await?,
     })
 }
 
 impl UserRecord {
     pub fn is_empty(&self) -> bool {
-        self.connections.is_empty() && self.sessions == 0 && self.live_tickets == 0
+        self.connections.is_empty()
+            && self.unfinished == 0
+            && self.sessions == 0
+            && self.live_tickets == 0
     }
 }
 
@@ -93,6 +103,13 @@ impl fmt::Display for UserRecord {
                 },
             )?;
         }
+        if self.unfinished > 0 {
+            writeln!(
+                f,
+                "  and {} connect(s) under way, no account yet",
+                self.unfinished
+            )?;
+        }
         writeln!(f, "signed in on {} browser(s)", self.sessions)?;
         write!(f, "{} connect link(s) not yet used", self.live_tickets)
     }
@@ -109,6 +126,10 @@ pub struct Removed {
     /// could not be reached: the access may still be live there, until
     /// its tokens expire or the person removes it at the provider.
     pub not_revoked: u64,
+    /// Providers of deleted connections that this configuration does not
+    /// name, so nothing could be revoked there: the command was run
+    /// without the service's configuration.
+    pub unconfigured: Vec<ProviderName>,
     /// Browser sign-ins ended.
     pub sessions: u64,
     /// Connect tickets deleted.
@@ -135,6 +156,7 @@ pub async fn remove(state: &ConnectionService, user: UserRef<'_>) -> anyhow::Res
             owned.len()
         );
         for c in owned {
+            let configured = state.providers.get(&c.provider).is_some();
             let revocation =
                 super::vault::disconnect_account(state, user, &c.provider, Some(c.id)).await?;
             // `None`: gone meanwhile (the person disconnected it).
@@ -142,6 +164,9 @@ pub async fn remove(state: &ConnectionService, user: UserRef<'_>) -> anyhow::Res
                 continue;
             };
             removed.connections += 1;
+            if !configured && !removed.unconfigured.contains(&c.provider) {
+                removed.unconfigured.push(c.provider.clone());
+            }
             match revocation {
                 Revocation::Revoked => removed.revoked += 1,
                 Revocation::Failed => removed.not_revoked += 1,

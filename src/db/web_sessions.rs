@@ -73,6 +73,9 @@ pub struct FoundSession {
     /// No activity was recorded for longer than the idle time asked
     /// about (by the database's clock, which wrote `last_seen_at`).
     pub idle: bool,
+    /// The last record of activity is over a minute old: this visit is
+    /// worth recording (see [`touch`]).
+    pub stale: bool,
 }
 
 /// The unexpired session whose cookie hashes to `id_hash`, with whether
@@ -86,7 +89,8 @@ pub async fn find_active_by_hash(
     let row = sqlx::query!(
         r#"SELECT id, issuer, subject, display_name, csrf_secret, created_at, expires_at,
                   last_seen_at, pending_ticket_id,
-                  COALESCE(last_seen_at < now() - make_interval(secs => $2), false) AS "idle!"
+                  COALESCE(last_seen_at < now() - make_interval(secs => $2), false) AS "idle!",
+                  last_seen_at < now() - interval '1 minute' AS "stale!"
            FROM web_sessions WHERE id_hash = $1 AND expires_at > now()"#,
         id_hash,
         idle_secs,
@@ -106,6 +110,7 @@ pub async fn find_active_by_hash(
             pending_ticket_id: r.pending_ticket_id,
         },
         idle: r.idle,
+        stale: r.stale,
     }))
 }
 
@@ -165,18 +170,22 @@ pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::E
     Ok(done.rows_affected() == 1)
 }
 
-/// How many unexpired sign-ins the user has.
+/// How many sign-ins of the user are neither expired nor idle for longer
+/// than `idle` (when there is an idle time).
 pub async fn count_for_user(
     exec: impl PgExecutor<'_>,
     user: UserRef<'_>,
+    idle: Option<std::time::Duration>,
 ) -> Result<i64, sqlx::Error> {
     // No index by user: a sequential scan, for an operator's command now
     // and then, rather than an index every sign-in writes.
     sqlx::query_scalar!(
         r#"SELECT count(*) AS "n!" FROM web_sessions
-           WHERE issuer = $1 AND subject = $2 AND expires_at > now()"#,
+           WHERE issuer = $1 AND subject = $2 AND expires_at > now()
+             AND ($3::float8 IS NULL OR last_seen_at >= now() - make_interval(secs => $3))"#,
         user.issuer(),
         user.subject(),
+        idle.map(|d| d.as_secs_f64()),
     )
     .fetch_one(exec)
     .await

@@ -133,21 +133,27 @@ async fn load(req: &HttpRequest) -> Result<Option<SignedInUser>, WebError> {
     let idle = state.settings.web.session_idle();
     let find = db::web_sessions::find_active_by_hash(&state.db, &hash, idle);
     let found = db::faults::deadline(state.settings.database.deadline(), find).await?;
-    let Some(db::web_sessions::FoundSession { session: row, idle }) = found else {
+    let Some(db::web_sessions::FoundSession {
+        session: row,
+        idle,
+        stale,
+    }) = found
+    else {
         tracing::info!("session cookie matches no active session; treated as signed out");
         return Ok(None);
     };
     if idle {
-        // Over for good: a later, longer idle time does not bring it back.
         tracing::info!(session = %row.id, "session unused for longer than web.session_idle_secs; signed out");
-        if let Err(e) = db::web_sessions::delete(&state.db, row.id).await {
-            tracing::warn!(error = %e, session = %row.id, "cannot delete an idle session; the sweeper will");
+        // Deleted, so that a longer idle time set later does not bring it
+        // back; should that fail, it is still refused while idle, and
+        // goes at its expiry.
+        let delete = db::web_sessions::delete(&state.db, row.id);
+        if let Err(e) = db::faults::deadline(state.settings.database.deadline(), delete).await {
+            tracing::warn!(error = %e, session = %row.id, "cannot delete an idle session");
         }
         return Ok(None);
     }
-    if Utc::now() - row.last_seen_at > chrono::Duration::seconds(60)
-        && let Err(e) = db::web_sessions::touch(&state.db, row.id).await
-    {
+    if stale && let Err(e) = db::web_sessions::touch(&state.db, row.id).await {
         // Only bookkeeping: the request goes on.
         tracing::warn!(error = %e, "cannot record session activity");
     }

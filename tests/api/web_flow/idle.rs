@@ -71,8 +71,15 @@ async fn using_the_pages_keeps_a_session_going() {
     )
     .await;
     assert_eq!(recorded, 1, "the visit is recorded as activity");
-    // Another 50 minutes on: 100 since sign-in, 50 since the last use.
-    last_seen(&app, "50 minutes").await;
+    // Signed in over an hour ago, last used 50 minutes ago: the idle time
+    // counts from the last use.
+    sqlx::query(
+        "UPDATE web_sessions SET created_at = now() - interval '100 minutes',
+                                 last_seen_at = now() - interval '50 minutes'",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
     assert_eq!(alice.get("/connections").await.status, 200);
 }
 
