@@ -367,8 +367,14 @@ async fn users(config: Option<&std::path::Path>, command: UsersCommand) -> anyho
         UsersCommand::Remove { who, yes } => (who, Some(yes)),
     };
     let state = offline_state(config).await?;
+    // Spelt as stored: the issuer as written, without the `/` a URL
+    // parser adds to a bare host.
     let issuer = match who.issuer {
-        Some(issuer) => issuer,
+        Some(issuer) => {
+            let url = url::Url::parse(&issuer)
+                .map_err(|e| anyhow::anyhow!("--issuer is not a URL ({e}): {issuer}"))?;
+            mcp_connect::auth::configured_issuer(&url)
+        }
         None => mcp_connect::auth::configured_issuer(&state.settings.auth.issuer),
     };
     let user = UserRef::new(&issuer, &who.subject);
@@ -390,6 +396,19 @@ async fn users(config: Option<&std::path::Path>, command: UsersCommand) -> anyho
         "removed: {} connection(s) ({} revoked at the provider), {} sign-in(s), {} connect link(s)",
         removed.connections, removed.revoked, removed.sessions, removed.tickets
     );
+    if !removed.unconfigured.is_empty() {
+        let names: Vec<&str> = removed.unconfigured.iter().map(|p| p.as_str()).collect();
+        println!(
+            "not revoked at {}: this configuration does not name {} (run `users` with the \
+             service's own configuration); the connections are deleted here, their access may \
+             stay live there until it expires or the person removes it",
+            names.join(", "),
+            if names.len() == 1 { "it" } else { "them" }
+        );
+    }
+    if removed.connections > 0 && state.settings.webhooks.endpoints.is_empty() {
+        println!("no webhook endpoint is configured here: no connection.deleted event was queued");
+    }
     if removed.not_revoked > 0 {
         println!(
             "{} connection(s) could not be revoked at their provider (it refused or could not be \

@@ -374,10 +374,20 @@ async fn store(
         .await
         .map_err(|e| failed(e.into()))?;
     // What a reload of the callback page shows, and what the client's
-    // retry completes with.
-    db::oauth_flows::set_connection(&mut *tx, flow.id, connection_id)
+    // retry completes with. The flow goes with its browser session: gone
+    // now, the person signed out (or an operator removed them) while the
+    // code was exchanged, and nothing is stored. Holding the row until the
+    // commit, this also makes a removal's delete of the session wait for
+    // the commit, and then find the connection.
+    let flow_still_there = db::oauth_flows::set_connection(&mut *tx, flow.id, connection_id)
         .await
         .map_err(|e| failed(e.into()))?;
+    if !flow_still_there {
+        return Err(failed(anyhow::anyhow!(
+            "the sign-in of flow {} ended while its connection was being stored; nothing was stored",
+            flow.id
+        )));
+    }
     if let Some(ticket_id) = flow.ticket_id {
         db::tickets::set_stored_connection(&mut *tx, ticket_id, connection_id)
             .await

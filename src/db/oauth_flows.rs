@@ -196,15 +196,15 @@ pub async fn set_connection(
     exec: impl PgExecutor<'_>,
     id: Uuid,
     connection_id: Uuid,
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
         "UPDATE oauth_flows SET connection_id = $2 WHERE id = $1",
         id,
         connection_id,
     )
     .execute(exec)
     .await?;
-    Ok(())
+    Ok(done.rows_affected() == 1)
 }
 
 /// Notes that a callback for flow `id` came from another browser session;

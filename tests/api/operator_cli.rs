@@ -258,12 +258,32 @@ async fn users_remove_shows_what_would_go_and_removes_only_with_yes() {
         "{}",
         out(&done)
     );
+    assert!(
+        out(&done).contains("not revoked at demo: this configuration does not name it"),
+        "{}",
+        out(&done)
+    );
     assert_eq!(connections().await, 1, "bob's is left");
 
-    // By default the person is looked for under auth.issuer as written.
-    let elsewhere = cli(&["users", "show", "bob"]);
-    assert!(ok(&elsewhere), "{}", err(&elsewhere));
-    let text = out(&elsewhere);
-    assert!(text.contains("bob at https://idp.example.com\n"), "{text}");
-    assert!(text.contains("nothing is kept about this person"), "{text}");
+    // By default the person is looked for under auth.issuer as written;
+    // an --issuer is spelt as stored (no `/` after a bare host).
+    for args in [
+        &["users", "show", "bob"][..],
+        &[
+            "users",
+            "show",
+            "bob",
+            "--issuer",
+            "https://idp.example.com/",
+        ],
+    ] {
+        let elsewhere = cli(args);
+        assert!(ok(&elsewhere), "{}", err(&elsewhere));
+        let text = out(&elsewhere);
+        assert!(text.contains("bob at https://idp.example.com\n"), "{text}");
+        assert!(text.contains("nothing is kept about this person"), "{text}");
+    }
+    let bad = cli(&["users", "show", "bob", "--issuer", "not a url"]);
+    assert!(!ok(&bad));
+    assert!(err(&bad).contains("--issuer is not a URL"), "{}", err(&bad));
 }

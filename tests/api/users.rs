@@ -105,3 +105,60 @@ async fn removing_a_person_revokes_and_deletes_their_connections_and_ends_their_
     let again = users::remove(&app.state.connect, alice).await.unwrap();
     assert_eq!(again, users::Removed::default());
 }
+
+/// A connect whose callback is under way when the person is removed: its
+/// browser sign-in (and with it the flow) goes first, so the callback
+/// stores nothing, and nothing of theirs is left behind. The store is held
+/// at its first write to `connections` until the removal is done.
+#[tokio::test]
+async fn a_connect_finishing_while_its_person_is_removed_stores_nothing() {
+    let app = spawn_app().await;
+    let (url, _) = crate::full_flow::elicit(
+        &app,
+        "alice",
+        "connect",
+        serde_json::json!({"provider": "demo"}),
+        "connect_demo",
+    )
+    .await;
+    let browser = Browser::new(&app);
+    let to_provider = crate::full_flow::open_and_continue(&browser, &url, "alice").await;
+    let provider_page = browser.follow(&to_provider).await;
+    let back = browser
+        .submit(
+            &provider_page,
+            "/dev/demo/authorize",
+            &[("account", "octo"), ("decision", "allow")],
+        )
+        .await;
+    assert_eq!(back.status, 303, "{}", back.body);
+
+    let mut holder = app.db.begin().await.unwrap();
+    sqlx::query("LOCK TABLE connections IN SHARE MODE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let issuer = app.dev.issuer();
+    let alice = UserRef::new(&issuer, "alice");
+    let removal = async {
+        // The callback has exchanged the code and waits to store.
+        while count(
+            &app,
+            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+             WHERE c.relname = 'connections' AND NOT l.granted",
+        )
+        .await
+            == 0
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let removed = users::remove(&app.state.connect, alice).await.unwrap();
+        holder.commit().await.unwrap();
+        removed
+    };
+    let (callback, removed) = tokio::join!(browser.follow(&back), removal);
+    assert_eq!(removed.connections, 0, "{removed:?}");
+    assert_eq!(removed.sessions, 1, "{removed:?}");
+    assert_ne!(callback.status, 200, "{}", callback.body);
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
+}
