@@ -22,6 +22,7 @@ pub mod audit;
 pub mod backend_memory;
 pub mod call_accounts;
 pub mod client_grants;
+pub mod compatibility;
 pub mod connections;
 pub mod dev_secrets;
 pub mod event_outbox;
@@ -57,6 +58,14 @@ pub enum DbSetupError {
     Create { name: String, source: sqlx::Error },
     #[error("migrations failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error(
+        "this database was migrated by a newer release, in a way this release cannot run on: \
+         it needs a release that embeds migration {needs} (this one's newest is {newest}); \
+         start that release or a newer one"
+    )]
+    TooOld { needs: i64, newest: i64 },
+    #[error("cannot read which releases the schema allows: {0}")]
+    Compatibility(sqlx::Error),
 }
 
 pub fn connect_options(url: &SecretString) -> Result<PgConnectOptions, DbSetupError> {
@@ -211,15 +220,16 @@ pub async fn create_database_if_missing(
     Ok(())
 }
 
-/// Applies the pending migrations. The server must first answer a
-/// trivial query within `answer_within` (the migrations themselves may
+/// Applies the pending migrations, on a schema newer releases may have
+/// migrated further (see [`compatibility`]). The server must first answer
+/// a trivial query within `answer_within` (the migrations themselves may
 /// take long, and may wait for another instance's: not bounded).
 pub async fn migrate(pool: &PgPool, answer_within: Duration) -> Result<(), DbSetupError> {
     faults::deadline(answer_within, ping(pool))
         .await
         .map_err(DbSetupError::Connect)?;
-    MIGRATOR.run(pool).await?;
-    Ok(())
+    compatibility::tolerant_migrator().run(pool).await?;
+    compatibility::check(pool).await
 }
 
 /// A trivial query: whether the server answers.

@@ -66,9 +66,9 @@ async fn prepare_once(
 
 fn is_retryable(e: &DbSetupError) -> bool {
     match e {
-        DbSetupError::Connect(e) | DbSetupError::Create { source: e, .. } => {
-            super::faults::is_transient(e)
-        }
+        DbSetupError::Connect(e)
+        | DbSetupError::Create { source: e, .. }
+        | DbSetupError::Compatibility(e) => super::faults::is_transient(e),
         DbSetupError::Migrate(sqlx::migrate::MigrateError::Execute(e)) => {
             super::faults::is_transient(e)
         }

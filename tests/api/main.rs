@@ -39,6 +39,7 @@ mod provider_params;
 mod reconnect;
 mod redaction;
 mod refresh_outage;
+mod releases;
 mod retention;
 mod rmcp_person;
 mod schema;

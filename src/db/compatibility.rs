@@ -1,0 +1,59 @@
+//! Running on a schema that a newer release migrated further: applied
+//! migrations this release does not embed are tolerated (a rolling
+//! upgrade's old instances keep serving and restarting; a rollback starts
+//! the older release again), with a warning naming them — unless the
+//! schema says this release is too old for it
+//! (`schema_compatibility.oldest_migration`, raised by a migration that
+//! removes or changes what older releases use). See the migration
+//! `20261206000200` for the rule.
+
+use sqlx::{PgPool, migrate::Migrator};
+
+use super::{DbSetupError, MIGRATOR};
+
+/// The embedded migrations, tolerating applied ones this release lacks.
+pub(super) fn tolerant_migrator() -> Migrator {
+    let mut migrator = Migrator::with_migrations(MIGRATOR.iter().cloned().collect());
+    migrator.set_ignore_missing(true);
+    migrator
+}
+
+/// The newest migration this release embeds.
+pub fn newest_embedded() -> i64 {
+    MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
+/// After migrating: refuses a schema this release is too old for, and
+/// warns about migrations from newer releases.
+pub(super) async fn check(pool: &PgPool) -> Result<(), DbSetupError> {
+    let oldest = sqlx::query_scalar!("SELECT oldest_migration FROM schema_compatibility")
+        .fetch_one(pool)
+        .await
+        .map_err(DbSetupError::Compatibility)?;
+    let newest = newest_embedded();
+    if !MIGRATOR.version_exists(oldest) {
+        return Err(DbSetupError::TooOld {
+            needs: oldest,
+            newest,
+        });
+    }
+    // The migrator's own table: not in `migrations/`, so not checkable
+    // when the crate is compiled.
+    let newer: Vec<i64> = sqlx::query_scalar(
+        "SELECT version FROM _sqlx_migrations WHERE version > $1 ORDER BY version",
+    )
+    .bind(newest)
+    .fetch_all(pool)
+    .await
+    .map_err(DbSetupError::Compatibility)?;
+    if let Some(last) = newer.last() {
+        tracing::warn!(
+            newer = newer.len(),
+            newest_applied = last,
+            newest_here = newest,
+            "the database was migrated by a newer release; this one runs on it, as the schema allows \
+             (what newer releases added is left alone)"
+        );
+    }
+    Ok(())
+}

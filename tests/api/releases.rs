@@ -1,0 +1,95 @@
+//! A release on a schema that a newer one migrated further, as in a
+//! rolling upgrade (old instances restarting after new ones migrated) or a
+//! rollback: it starts and serves, and the log says so — unless the schema
+//! says it is too old for it (a newer release removed or changed what it
+//! uses), and then it refuses to start and names the release it needs.
+
+use mcp_connect::db::{self, ANSWER_WITHIN, compatibility::newest_embedded};
+
+use crate::helpers::{TestApp, spawn_app};
+
+/// What a newer release's migration leaves: its change to the schema and
+/// its row in the migrator's table, as that release's migrator writes it.
+async fn migrated_by_a_newer_release(app: &TestApp, version: i64) {
+    sqlx::query("CREATE TABLE IF NOT EXISTS added_by_a_newer_release (id int)")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+         VALUES ($1, 'added by a newer release', true, '\\x00', 1)",
+    )
+    .bind(version)
+    .execute(&app.db)
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_release_runs_on_a_schema_a_newer_release_added_to() {
+    let app = spawn_app().await;
+    let newer = newest_embedded() + 31;
+    migrated_by_a_newer_release(&app, newer).await;
+
+    db::migrate(&app.db, ANSWER_WITHIN)
+        .await
+        .expect("a schema a newer release only added to is run on");
+    let logs = crate::logs::captured();
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("migrated by a newer release")
+                && l.contains(&format!("newest_applied={newer}"))),
+        "the log names the newer migration"
+    );
+    // A whole instance starts on it and is ready.
+    let second = app.second_instance().await;
+    let ready = second
+        .http
+        .get(format!("{}/readyz", second.addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+}
+
+#[tokio::test]
+async fn a_release_too_old_for_the_schema_refuses_to_start_and_names_what_it_needs() {
+    let app = spawn_app().await;
+    let contract = newest_embedded() + 47;
+    migrated_by_a_newer_release(&app, contract).await;
+    sqlx::query("UPDATE schema_compatibility SET oldest_migration = $1")
+        .bind(contract)
+        .execute(&app.db)
+        .await
+        .unwrap();
+
+    let refused = db::migrate(&app.db, ANSWER_WITHIN)
+        .await
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        refused.contains(&format!("embeds migration {contract}"))
+            && refused.contains(&format!("this one's newest is {}", newest_embedded())),
+        "{refused}"
+    );
+    // As an operator sees it: `migrate` exits 1 with the same sentence.
+    let output = app
+        .operator_command("k1:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=")
+        .arg("migrate")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("embeds migration {contract}")),
+        "{stderr}"
+    );
+
+    // The releases that embed it run again.
+    sqlx::query("UPDATE schema_compatibility SET oldest_migration = $1")
+        .bind(newest_embedded())
+        .execute(&app.db)
+        .await
+        .unwrap();
+    db::migrate(&app.db, ANSWER_WITHIN).await.unwrap();
+}
