@@ -23,9 +23,25 @@ pub fn newest_embedded() -> i64 {
     MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
 }
 
+/// Before migrating: refuses a database holding a migration this release
+/// lacks although it embeds later ones (a migration file renamed or
+/// removed, which the migrator refused before it tolerated newer ones:
+/// a renamed one would be applied a second time).
+pub(super) async fn check_before(pool: &PgPool) -> Result<(), DbSetupError> {
+    let newest = newest_embedded();
+    let gap = applied(pool)
+        .await?
+        .into_iter()
+        .find(|v| *v < newest && !MIGRATOR.version_exists(*v));
+    match gap {
+        Some(version) => Err(DbSetupError::UnknownMigration { version }),
+        None => Ok(()),
+    }
+}
+
 /// After migrating: refuses a schema this release is too old for, and
 /// warns about migrations from newer releases.
-pub(super) async fn check(pool: &PgPool) -> Result<(), DbSetupError> {
+pub(super) async fn check_after(pool: &PgPool) -> Result<(), DbSetupError> {
     let oldest = sqlx::query_scalar!("SELECT oldest_migration FROM schema_compatibility")
         .fetch_one(pool)
         .await
@@ -37,15 +53,11 @@ pub(super) async fn check(pool: &PgPool) -> Result<(), DbSetupError> {
             newest,
         });
     }
-    // The migrator's own table: not in `migrations/`, so not checkable
-    // when the crate is compiled.
-    let newer: Vec<i64> = sqlx::query_scalar(
-        "SELECT version FROM _sqlx_migrations WHERE version > $1 ORDER BY version",
-    )
-    .bind(newest)
-    .fetch_all(pool)
-    .await
-    .map_err(DbSetupError::Compatibility)?;
+    let newer: Vec<i64> = applied(pool)
+        .await?
+        .into_iter()
+        .filter(|v| *v > newest)
+        .collect();
     if let Some(last) = newer.last() {
         tracing::warn!(
             newer = newer.len(),
@@ -56,4 +68,21 @@ pub(super) async fn check(pool: &PgPool) -> Result<(), DbSetupError> {
         );
     }
     Ok(())
+}
+
+/// The versions in the migrator's own table, oldest first; none before
+/// the first migration. (Not in `migrations/`, so not checkable when the
+/// crate is compiled.)
+async fn applied(pool: &PgPool) -> Result<Vec<i64>, DbSetupError> {
+    let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+        .fetch_one(pool)
+        .await
+        .map_err(DbSetupError::Compatibility)?;
+    if !exists {
+        return Ok(Vec::new());
+    }
+    sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
+        .fetch_all(pool)
+        .await
+        .map_err(DbSetupError::Compatibility)
 }

@@ -64,6 +64,12 @@ pub enum DbSetupError {
          start that release or a newer one"
     )]
     TooOld { needs: i64, newest: i64 },
+    #[error(
+        "the database has migration {version}, which this release does not embed although it \
+         embeds later ones: was a migration file renamed or removed? Restore it, or start the \
+         release that applied it"
+    )]
+    UnknownMigration { version: i64 },
     #[error("cannot read which releases the schema allows: {0}")]
     Compatibility(sqlx::Error),
 }
@@ -228,8 +234,9 @@ pub async fn migrate(pool: &PgPool, answer_within: Duration) -> Result<(), DbSet
     faults::deadline(answer_within, ping(pool))
         .await
         .map_err(DbSetupError::Connect)?;
+    compatibility::check_before(pool).await?;
     compatibility::tolerant_migrator().run(pool).await?;
-    compatibility::check(pool).await
+    compatibility::check_after(pool).await
 }
 
 /// A trivial query: whether the server answers.

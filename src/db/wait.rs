@@ -36,8 +36,12 @@ pub async fn prepare_database(
                     "database not reachable yet; retrying"
                 );
             }
-            Err(e) => {
+            Err(e) if is_retryable(&e) => {
                 tracing::error!(attempt, error = %e, "database not reachable; giving up");
+                return Err(e);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot prepare the database");
                 return Err(e);
             }
         }

@@ -93,3 +93,21 @@ async fn a_release_too_old_for_the_schema_refuses_to_start_and_names_what_it_nee
         .unwrap();
     db::migrate(&app.db, ANSWER_WITHIN).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_migration_missing_among_this_releases_own_is_refused_before_migrating() {
+    let app = spawn_app().await;
+    // Older than every embedded migration, so none of this release's:
+    // what a renamed or removed migration file leaves.
+    let renamed = 20261128000000;
+    migrated_by_a_newer_release(&app, renamed).await;
+    let refused = db::migrate(&app.db, ANSWER_WITHIN)
+        .await
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        refused.contains(&format!("has migration {renamed}"))
+            && refused.contains("renamed or removed"),
+        "{refused}"
+    );
+}
