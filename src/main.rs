@@ -11,6 +11,10 @@ use mcp_connect::{
     telemetry,
 };
 
+mod commands {
+    pub mod users;
+}
+
 /// mimalloc rather than the C library's allocator: a request makes a few
 /// hundred small allocations across two worker threads, and glibc's spent
 /// about a tenth of a request's CPU on them (its free lists, and
@@ -59,7 +63,7 @@ enum Command {
     /// erasure request).
     Users {
         #[command(subcommand)]
-        command: UsersCommand,
+        command: commands::users::UsersCommand,
     },
     /// Ask a running instance whether it is ready: exits 0 when `--url`
     /// answers 2xx, 1 otherwise. For container health checks (the image has
@@ -106,38 +110,6 @@ enum TokensCommand {
         /// The key id, as start-up's warning or `tokens rekey` names it.
         key_id: String,
     },
-}
-
-#[derive(Subcommand, Debug)]
-enum UsersCommand {
-    /// Print a person's connections (provider, account, status, when
-    /// connected and last used, the clients allowed to use each), browser
-    /// sign-ins and unused connect links. Never a token.
-    Show(UserArgs),
-    /// Remove a person: end their browser sign-ins, delete their connect
-    /// links, and disconnect every connection as they would (revoked at
-    /// the provider where it offers revocation, `connection.deleted` sent
-    /// to the webhooks). Disable them at the identity provider first, or
-    /// they can sign in and connect again. Audit rows about them stay until
-    /// `audit.retention_days`. Without --yes, prints what would go.
-    Remove {
-        #[command(flatten)]
-        who: UserArgs,
-        /// Remove, rather than print what would be removed.
-        #[arg(long)]
-        yes: bool,
-    },
-}
-
-#[derive(clap::Args, Debug)]
-struct UserArgs {
-    /// The person's subject: the `sub` of their tokens (or the claim
-    /// `auth.subject_claim` names), as audit rows and webhook events show it.
-    subject: String,
-    /// Their issuer, for people who signed in through an earlier
-    /// `auth.issuer` [default: `auth.issuer`, as written].
-    #[arg(long)]
-    issuer: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -306,7 +278,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Users { command } => users(cli.config.as_deref(), command).await,
+        Command::Users { command } => {
+            let state = offline_state(cli.config.as_deref()).await?;
+            commands::users::run(&state, command).await
+        }
         Command::Purge { no_pause } => {
             use mcp_connect::sweeper::{Pace, sweep_all};
             let state = offline_state(cli.config.as_deref()).await?;
@@ -357,65 +332,4 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
-}
-
-/// `users show` and `users remove`.
-async fn users(config: Option<&std::path::Path>, command: UsersCommand) -> anyhow::Result<()> {
-    use mcp_connect::{connect::users, domain::UserRef};
-    let (who, remove) = match command {
-        UsersCommand::Show(who) => (who, None),
-        UsersCommand::Remove { who, yes } => (who, Some(yes)),
-    };
-    let state = offline_state(config).await?;
-    // Spelt as stored: the issuer as written, without the `/` a URL
-    // parser adds to a bare host.
-    let issuer = match who.issuer {
-        Some(issuer) => {
-            let url = url::Url::parse(&issuer)
-                .map_err(|e| anyhow::anyhow!("--issuer is not a URL ({e}): {issuer}"))?;
-            mcp_connect::auth::configured_issuer(&url)
-        }
-        None => mcp_connect::auth::configured_issuer(&state.settings.auth.issuer),
-    };
-    let user = UserRef::new(&issuer, &who.subject);
-    let record = users::record(&state.connect, user).await?;
-    println!("{} at {issuer}", who.subject);
-    println!("{record}");
-    if record.is_empty() {
-        println!("nothing is kept about this person (are the subject and --issuer right?)");
-    }
-    match remove {
-        None => return Ok(()),
-        // A script that left out --yes must not read this as done.
-        Some(false) => anyhow::bail!("nothing was removed: add --yes to remove this person"),
-        Some(true) => {}
-    }
-    let removed = users::remove(&state.connect, user).await?;
-    tracing::info!(subject = %who.subject, connections = removed.connections, "user removed");
-    println!(
-        "removed: {} connection(s) ({} revoked at the provider), {} sign-in(s), {} connect link(s)",
-        removed.connections, removed.revoked, removed.sessions, removed.tickets
-    );
-    if !removed.unconfigured.is_empty() {
-        let names: Vec<&str> = removed.unconfigured.iter().map(|p| p.as_str()).collect();
-        println!(
-            "not revoked at {}: this configuration does not name {} (run `users` with the \
-             service's own configuration); the connections are deleted here, their access may \
-             stay live there until it expires or the person removes it",
-            names.join(", "),
-            if names.len() == 1 { "it" } else { "them" }
-        );
-    }
-    if removed.connections > 0 && state.settings.webhooks.endpoints.is_empty() {
-        println!("no webhook endpoint is configured here: no connection.deleted event was queued");
-    }
-    if removed.not_revoked > 0 {
-        println!(
-            "{} connection(s) could not be revoked at their provider (it refused or could not be \
-             reached; see the log): deleted here, their access may stay live there until it \
-             expires or the person removes it",
-            removed.not_revoked
-        );
-    }
-    Ok(())
 }

@@ -1,6 +1,7 @@
-//! What an operator sees of one person, and removing them
-//! (`mcp-connect users show` / `users remove`): for offboarding someone who
-//! left, or erasing a person's data on request.
+//! Who has connections (`mcp-connect users list`), what an operator sees
+//! of one person, and removing them (`users show` / `users remove`): for
+//! audits, for offboarding someone who left, or erasing a person's data
+//! on request.
 //!
 //! Removal ends the person's browser sign-ins first (their unfinished
 //! OAuth flows go with them, so no connect completes meanwhile) and
@@ -22,10 +23,23 @@ use crate::{
         self,
         audit::{AuditEvent, AuditKind},
         client_grants::Grant,
-        connections::ConnectionSummary,
+        connections::{ConnectionSummary, Person},
     },
     domain::{ProviderName, UserRef},
 };
+
+/// People with connections, a page at a time: see
+/// [`db::connections::people`].
+pub async fn list(
+    state: &ConnectionService,
+    issuer: &str,
+    provider: Option<&ProviderName>,
+    after: &str,
+    limit: i64,
+) -> Result<Vec<Person>, sqlx::Error> {
+    let provider = provider.map(ProviderName::as_str);
+    db::connections::people(&state.db, issuer, provider, after, limit).await
+}
 
 /// A connect that completes while the connections are being deleted adds
 /// one more: the list is read again, this many times at most.
@@ -71,6 +85,17 @@ impl UserRecord {
     }
 }
 
+/// Stored text for a terminal: as it is when every character may be
+/// shown, else quoted with escapes (a subject or account label from
+/// outside must not move the cursor or recolour an operator's terminal).
+pub fn for_terminal(text: &str) -> String {
+    if text.chars().all(crate::domain::shown_text::is_shown) {
+        text.to_owned()
+    } else {
+        format!("{text:?}")
+    }
+}
+
 /// One line per connection, with the clients allowed to use it, then the
 /// sign-ins and tickets.
 impl fmt::Display for UserRecord {
@@ -81,18 +106,18 @@ impl fmt::Display for UserRecord {
                 .last_used_at
                 .map(|at| at.format("%Y-%m-%d %H:%M UTC").to_string())
                 .unwrap_or_else(|| "never".to_owned());
-            let clients: Vec<&str> = self
+            let clients: Vec<String> = self
                 .grants
                 .iter()
                 .filter(|g| g.connection_id == c.id)
-                .map(|g| g.client_id.as_str())
+                .map(|g| for_terminal(&g.client_id))
                 .collect();
             writeln!(
                 f,
                 "  {} {} ({}) {}: connected {}, last used {}, clients: {}",
                 c.provider,
-                c.account_label,
-                c.account_id,
+                for_terminal(&c.account_label),
+                for_terminal(&c.account_id),
                 c.status,
                 c.created_at.format("%Y-%m-%d %H:%M UTC"),
                 last_used,
@@ -188,4 +213,17 @@ pub async fn remove(state: &ConnectionService, user: UserRef<'_>) -> anyhow::Res
     )
     .await?;
     Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::for_terminal;
+
+    #[test]
+    fn text_a_terminal_would_act_on_is_quoted_with_escapes() {
+        assert_eq!(for_terminal("octo-cat"), "octo-cat");
+        assert_eq!(for_terminal("Zoë 山田"), "Zoë 山田");
+        assert_eq!(for_terminal("a\u{1b}[31mred"), "\"a\\u{1b}[31mred\"");
+        assert_eq!(for_terminal("exe.\u{202e}gpj"), "\"exe.\\u{202e}gpj\"");
+    }
 }

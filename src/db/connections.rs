@@ -67,6 +67,46 @@ pub async fn list_for_user(
     .await
 }
 
+/// One person with connections, as `users list` shows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Person {
+    pub subject: String,
+    pub connections: i64,
+    /// The providers of their connections, in order, each once.
+    pub providers: Vec<String>,
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+/// The people of `issuer` with connections (at `provider`, when given),
+/// by subject, the first `limit` after `after`: one read of the
+/// connections' unique index in its order, a page at a time.
+pub async fn people(
+    exec: impl PgExecutor<'_>,
+    issuer: &str,
+    provider: Option<&str>,
+    after: &str,
+    limit: i64,
+) -> Result<Vec<Person>, sqlx::Error> {
+    sqlx::query_as!(
+        Person,
+        r#"SELECT subject, count(*) AS "connections!",
+                  array_agg(DISTINCT provider ORDER BY provider) AS "providers!",
+                  max(last_used_at) AS last_used_at
+           FROM connections
+           WHERE issuer = $1 AND subject > $3 AND account_id <> ''
+           GROUP BY subject
+           HAVING $2::text IS NULL OR bool_or(provider = $2)
+           ORDER BY subject
+           LIMIT $4"#,
+        issuer,
+        provider,
+        after,
+        limit,
+    )
+    .fetch_all(exec)
+    .await
+}
+
 /// Every connection row of the user, placeholders of a connect under
 /// way included: what removing the user disconnects.
 #[derive(Debug, Clone)]

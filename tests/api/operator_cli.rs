@@ -244,6 +244,20 @@ async fn users_remove_shows_what_would_go_and_removes_only_with_yes() {
     );
     assert!(!text.contains("t-1"), "never a token: {text}");
 
+    let listed = cli(&["users", "list", "--issuer", &issuer]);
+    assert!(ok(&listed), "{}", err(&listed));
+    let lines: Vec<String> = out(&listed).lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 3, "a header and two people: {lines:?}");
+    assert_eq!(lines[0], "subject\tconnections\tproviders\tlast used");
+    assert_eq!(lines[1], "alice\t1\tdemo\tnever");
+    assert!(lines[2].starts_with("bob\t1\tdemo\t"), "{lines:?}");
+    let first = cli(&["users", "list", "--issuer", &issuer, "--limit", "1"]);
+    assert_eq!(out(&first).lines().count(), 2);
+    assert!(err(&first).contains("--after 'alice'"), "{}", err(&first));
+    let bad = cli(&["users", "list", "--provider", "Not A Name"]);
+    assert!(!ok(&bad));
+    assert!(err(&bad).contains("--provider"), "{}", err(&bad));
+
     let asked = cli(&["users", "remove", "alice", "--issuer", &issuer]);
     assert!(!ok(&asked));
     assert!(err(&asked).contains("add --yes"), "{}", err(&asked));

@@ -162,3 +162,61 @@ async fn a_connect_finishing_while_its_person_is_removed_stores_nothing() {
     assert_ne!(callback.status, 200, "{}", callback.body);
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
 }
+
+/// `users list`: the people of one issuer with connections, by subject,
+/// a page at a time, optionally only those at one provider.
+#[tokio::test]
+async fn people_with_connections_are_listed_by_subject_a_page_at_a_time() {
+    let app = spawn_app().await;
+    let issuer = app.dev.issuer();
+    for (subject, provider) in [
+        ("carol", "demo"),
+        ("alice", "demo"),
+        ("bob", "demo"),
+        ("alice", "fake-github"),
+    ] {
+        crate::helpers::store_connection_at(
+            &app.state.connect,
+            UserRef::new(&issuer, subject),
+            provider,
+            "profile",
+            "t-1",
+            None,
+        )
+        .await;
+    }
+    // Someone else's issuer is not listed.
+    crate::helpers::store_demo_connection(
+        &app.state.connect,
+        "https://other.example",
+        "dave",
+        "t",
+        None,
+    )
+    .await;
+    let page = |provider: Option<&str>, after: &str, limit: i64| {
+        let provider = provider.map(|p| mcp_connect::domain::ProviderName::parse(p).unwrap());
+        let (connect, issuer, after) = (&app.state.connect, issuer.clone(), after.to_owned());
+        async move {
+            users::list(connect, &issuer, provider.as_ref(), &after, limit)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|p| (p.subject, p.connections, p.providers.join(",")))
+                .collect::<Vec<_>>()
+        }
+    };
+    let everyone = page(None, "", 100).await;
+    assert_eq!(
+        everyone,
+        [
+            ("alice".to_owned(), 2, "demo,fake-github".to_owned()),
+            ("bob".to_owned(), 1, "demo".to_owned()),
+            ("carol".to_owned(), 1, "demo".to_owned()),
+        ]
+    );
+    assert_eq!(page(None, "", 2).await, everyone[..2]);
+    assert_eq!(page(None, "bob", 2).await, everyone[2..]);
+    let at_github = page(Some("fake-github"), "", 100).await;
+    assert_eq!(at_github, everyone[..1], "with all of their providers");
+}
