@@ -54,7 +54,7 @@ async fn rename(
     {
         // Not theirs: nothing to say about another's connection.
         Renamed::Renamed | Renamed::NotFound => Ok(see_other("/connections")),
-        Renamed::LabelTaken => Err(WebError::BadRequest(
+        Renamed::LabelTaken => Err(WebError::Conflict(
             "Another of your accounts at this provider already has this label, so tools could not tell \
              them apart. Nothing was changed: go back and choose a different label.",
         )),

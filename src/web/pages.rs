@@ -26,6 +26,10 @@ pub enum WebError {
     SignInFirst(String),
     #[error("bad request: {0}")]
     BadRequest(&'static str),
+    /// The request is sound but conflicts with what is stored (a label
+    /// another of the person's accounts has): nothing was changed.
+    #[error("conflict: {0}")]
+    Conflict(&'static str),
     /// A link or a callback for a provider this server no longer has (the
     /// operator removed it meanwhile).
     #[error("provider no longer configured")]
@@ -129,6 +133,7 @@ impl WebError {
                 )
             },
             WebError::BadRequest(message) => page("This request is not valid", message),
+            WebError::Conflict(message) => page("Nothing was changed", message),
             WebError::ProviderGone => page(
                 "This link can't be used",
                 "This server no longer connects this service. Go back to your MCP client: it can list the services this server connects.",
@@ -172,6 +177,7 @@ impl ResponseError for WebError {
             WebError::SignedOut => StatusCode::FORBIDDEN,
             WebError::SignInFirst(_) => StatusCode::SEE_OTHER,
             WebError::BadRequest(_) | WebError::FlowRejected(_) => StatusCode::BAD_REQUEST,
+            WebError::Conflict(_) => StatusCode::CONFLICT,
             WebError::NotFound => StatusCode::NOT_FOUND,
             WebError::ProviderGone => StatusCode::GONE,
             WebError::Timeout => StatusCode::REQUEST_TIMEOUT,

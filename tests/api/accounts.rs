@@ -506,7 +506,12 @@ async fn a_label_another_account_has_is_refused_on_the_connections_page() {
     browser.sign_in("alice").await;
     let id = connection_id(&app, "p-2").await;
     let refused = rename(&browser, id, "work").await;
-    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert!(
+        refused.body.contains("Nothing was changed"),
+        "{}",
+        refused.body
+    );
     assert!(
         refused.body.contains("already has this label"),
         "{}",
