@@ -1,5 +1,7 @@
 //! `POST /logout` (CSRF): ends the session — the row and the cookie. With
-//! `then=switch-account` (the button on the "made for another account"
+//! `everywhere=1` (the connections page's "Sign out everywhere") it ends
+//! every sign-in of the person, in whatever browser: for a browser left
+//! signed in somewhere. With `then=switch-account` (the button on the "made for another account"
 //! page) it goes straight on to signing in again, carrying the connect link
 //! the session was looking at server-side, so the ticket never travels
 //! through a URL or a log.
@@ -43,6 +45,15 @@ async fn logout(
         return Ok(response);
     };
     user.check_csrf(PURPOSE, &form)?;
+    if form.get("everywhere") == Some("1") {
+        let ended = db::web_sessions::delete_for_user(&state.db, user.user()).await?;
+        tracing::info!(session = %user.session_id, ended, "signed out everywhere");
+        let mut response = signed_out_everywhere(ended);
+        response
+            .add_cookie(&removal)
+            .map_err(|e| WebError::Internal(e.into()))?;
+        return Ok(response);
+    }
     db::web_sessions::delete(&state.db, user.session_id).await?;
     tracing::info!(session = %user.session_id, "signed out");
     let mut response = match (form.get("then"), user.pending_ticket_id) {
@@ -71,6 +82,27 @@ fn signed_out() -> HttpResponse {
             tone: "ok",
             title: "You are signed out".into(),
             lines: vec!["You can close this tab.".into()],
+            link: Some(("/login".into(), "Sign in again".into())),
+            ..Notice::default()
+        },
+    )
+}
+
+fn signed_out_everywhere(ended: u64) -> HttpResponse {
+    let others = ended.saturating_sub(1);
+    pages::render(
+        StatusCode::OK,
+        &Notice {
+            tone: "ok",
+            title: "You are signed out everywhere".into(),
+            lines: vec![
+                match others {
+                    0 => "No other browser was signed in as you.".to_owned(),
+                    1 => "This browser and 1 other are signed out.".to_owned(),
+                    n => format!("This browser and {n} others are signed out."),
+                },
+                "Connect links opened in them will ask you to sign in again; your connected accounts stay connected.".into(),
+            ],
             link: Some(("/login".into(), "Sign in again".into())),
             ..Notice::default()
         },

@@ -36,3 +36,47 @@ async fn a_sign_out_with_a_stale_session_cookie_clears_it() {
         assert!(removal.contains("Max-Age=0"), "{removal}");
     }
 }
+
+/// "Sign out everywhere" on the connections page ends every sign-in of the
+/// person, in any browser, and no one else's; it needs the page's CSRF
+/// token like any sign-out.
+#[tokio::test]
+async fn signing_out_everywhere_ends_every_sign_in_of_the_person_and_no_one_elses() {
+    let app = spawn_app().await;
+    let here = signed_in(&app, "alice").await;
+    let elsewhere = signed_in(&app, "alice").await;
+    let bob = signed_in(&app, "bob").await;
+    let page = here.get("/connections").await;
+    assert!(page.body.contains("Sign out everywhere"), "{}", page.body);
+
+    // Without the page's token: refused, nothing ended.
+    let forged = here
+        .post_form("/logout", &[("everywhere".to_owned(), "1".to_owned())])
+        .await;
+    assert_eq!(forged.status, 403, "{}", forged.body);
+    assert_eq!(count(&app, "SELECT count(*) FROM web_sessions").await, 3);
+
+    let out = here.submit(&page, "/logout", &[("everywhere", "1")]).await;
+    assert_eq!(out.status, 200, "{}", out.body);
+    assert!(
+        out.body.contains("This browser and 1 other are signed out"),
+        "{}",
+        out.body
+    );
+    let cleared = out
+        .set_cookie("mcp_connect_session")
+        .expect("cookie removed");
+    assert!(cleared.contains("Max-Age=0"), "{cleared}");
+    for browser in [&here, &elsewhere] {
+        assert_eq!(browser.get("/connections").await.status, 303);
+    }
+    assert_eq!(bob.get("/connections").await.status, 200);
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM web_sessions WHERE subject = 'alice'"
+        )
+        .await,
+        0
+    );
+}
