@@ -59,8 +59,8 @@ enum Command {
         #[command(subcommand)]
         command: TokensCommand,
     },
-    /// What is kept about one person, and removing them (offboarding, an
-    /// erasure request).
+    /// Who has connections, what is kept about one person, and removing
+    /// them (audits, offboarding, an erasure request).
     Users {
         #[command(subcommand)]
         command: commands::users::UsersCommand,

@@ -17,14 +17,15 @@ pub enum UsersCommand {
     /// Tab-separated, with a header line.
     List {
         /// Only people with a connection at this provider.
-        #[arg(long)]
-        provider: Option<String>,
+        #[arg(long, value_parser = provider_name)]
+        provider: Option<ProviderName>,
         /// Their issuer [default: `auth.issuer`, as written].
-        #[arg(long)]
+        #[arg(long, value_parser = stored_issuer)]
         issuer: Option<String>,
-        /// Start after this subject (the next page: the last one shown).
-        #[arg(long, default_value = "")]
-        after: String,
+        /// Start after this subject (the next page: the last one shown;
+        /// default: from the first).
+        #[arg(long)]
+        after: Option<String>,
         /// People per page.
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=10_000))]
         limit: i64,
@@ -55,21 +56,25 @@ pub struct UserArgs {
     subject: String,
     /// Their issuer, for people who signed in through an earlier
     /// `auth.issuer` [default: `auth.issuer`, as written].
-    #[arg(long)]
+    #[arg(long, value_parser = stored_issuer)]
     issuer: Option<String>,
 }
 
-/// The issuer people are stored under: `given` spelt as stored (without
-/// the `/` a URL parser adds to a bare host), else `auth.issuer`.
-fn stored_issuer(settings: &Settings, given: Option<String>) -> anyhow::Result<String> {
-    Ok(match given {
-        Some(issuer) => {
-            let url = url::Url::parse(&issuer)
-                .map_err(|e| anyhow::anyhow!("--issuer is not a URL ({e}): {issuer}"))?;
-            mcp_connect::auth::configured_issuer(&url)
-        }
-        None => mcp_connect::auth::configured_issuer(&settings.auth.issuer),
-    })
+/// `--issuer`, spelt as people are stored under it: without the `/` a
+/// URL parser adds to a bare host.
+fn stored_issuer(given: &str) -> Result<String, String> {
+    let url = url::Url::parse(given).map_err(|e| format!("not a URL ({e})"))?;
+    Ok(mcp_connect::auth::configured_issuer(&url))
+}
+
+/// `--provider`, checked as provider names are.
+fn provider_name(given: &str) -> Result<ProviderName, String> {
+    ProviderName::parse(given).map_err(|e| e.to_string())
+}
+
+/// The issuer asked for, else `auth.issuer` as written.
+fn issuer_or_configured(settings: &Settings, given: Option<String>) -> String {
+    given.unwrap_or_else(|| mcp_connect::auth::configured_issuer(&settings.auth.issuer))
 }
 
 /// Runs `users list`, `users show` or `users remove` on `state` (built
@@ -82,13 +87,10 @@ pub async fn run(state: &AppState, command: UsersCommand) -> anyhow::Result<()> 
             after,
             limit,
         } => {
-            let provider = provider
-                .map(ProviderName::parse)
-                .transpose()
-                .map_err(|e| anyhow::anyhow!("--provider: {e}"))?;
-            let issuer = stored_issuer(&state.settings, issuer)?;
+            let issuer = issuer_or_configured(&state.settings, issuer);
+            let from = after.as_deref().unwrap_or_default();
             let people =
-                users::list(&state.connect, &issuer, provider.as_ref(), &after, limit).await?;
+                users::list(&state.connect, &issuer, provider.as_ref(), from, limit).await?;
             println!("subject\tconnections\tproviders\tlast used");
             for p in &people {
                 let last_used = p
@@ -103,10 +105,11 @@ pub async fn run(state: &AppState, command: UsersCommand) -> anyhow::Result<()> 
                 );
             }
             match people.last() {
-                Some(last) if people.len() as i64 == limit => eprintln!(
-                    "{limit} shown; the next page: --after '{}'",
-                    last.subject.replace('\'', "'\\''")
-                ),
+                // Perhaps the last page exactly: the next one then is empty.
+                Some(last) if people.len() as i64 == limit => {
+                    eprintln!("{limit} shown; the next page: {}", next_page(&last.subject))
+                }
+                _ if after.is_some() => eprintln!("{} more; none after these", people.len()),
                 _ => eprintln!("{} person(s) with connections at {issuer}", people.len()),
             }
             return Ok(());
@@ -114,10 +117,10 @@ pub async fn run(state: &AppState, command: UsersCommand) -> anyhow::Result<()> 
         UsersCommand::Show(who) => (who, None),
         UsersCommand::Remove { who, yes } => (who, Some(yes)),
     };
-    let issuer = stored_issuer(&state.settings, who.issuer)?;
+    let issuer = issuer_or_configured(&state.settings, who.issuer);
     let user = UserRef::new(&issuer, &who.subject);
     let record = users::record(&state.connect, user).await?;
-    println!("{} at {issuer}", who.subject);
+    println!("{} at {issuer}", users::for_terminal(&who.subject));
     println!("{record}");
     if record.is_empty() {
         println!("nothing is kept about this person (are the subject and --issuer right?)");
@@ -156,4 +159,49 @@ pub async fn run(state: &AppState, command: UsersCommand) -> anyhow::Result<()> 
         );
     }
     Ok(())
+}
+
+/// The `--after` that gives the page after `subject`, for a shell: single
+/// quotes (a subject may start with `-`), or, for a subject with
+/// characters a terminal would act on, their escapes and what to do.
+fn next_page(subject: &str) -> String {
+    if users::for_terminal(subject) == subject {
+        format!("--after='{}'", subject.replace('\'', "'\\''"))
+    } else {
+        format!(
+            "--after with the subject {} (written with these escapes; in bash, $'…')",
+            users::for_terminal(subject)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_page_is_given_as_a_shell_reads_it() {
+        assert_eq!(next_page("alice"), "--after='alice'");
+        assert_eq!(next_page("-o'brien"), "--after='-o'\\''brien'");
+        let escaped = next_page("a\u{1b}[2J");
+        assert!(
+            escaped.contains("\"a\\u{1b}[2J\"") && !escaped.contains('\u{1b}'),
+            "{escaped}"
+        );
+    }
+
+    #[test]
+    fn flags_are_checked_before_anything_is_opened() {
+        assert_eq!(
+            stored_issuer("https://idp.example.com/").unwrap(),
+            "https://idp.example.com"
+        );
+        assert!(
+            stored_issuer("not a url")
+                .unwrap_err()
+                .contains("not a URL")
+        );
+        assert!(provider_name("Not A Name").is_err());
+        assert_eq!(provider_name("github").unwrap().as_str(), "github");
+    }
 }

@@ -192,19 +192,22 @@ pub async fn count_for_user(
 }
 
 /// Ends every sign-in of the user, expired or not; their unfinished
-/// OAuth flows go with them (ON DELETE CASCADE). Returns how many.
+/// OAuth flows go with them (ON DELETE CASCADE). Returns how many of them
+/// had not expired: the browsers signed out.
 pub async fn delete_for_user(
     exec: impl PgExecutor<'_>,
     user: UserRef<'_>,
 ) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query!(
-        "DELETE FROM web_sessions WHERE issuer = $1 AND subject = $2",
+    let live = sqlx::query_scalar!(
+        r#"WITH gone AS (
+               DELETE FROM web_sessions WHERE issuer = $1 AND subject = $2 RETURNING expires_at)
+           SELECT count(*) FILTER (WHERE expires_at > now()) AS "n!" FROM gone"#,
         user.issuer(),
         user.subject(),
     )
-    .execute(exec)
+    .fetch_one(exec)
     .await?;
-    Ok(done.rows_affected())
+    Ok(u64::try_from(live).unwrap_or_default())
 }
 
 #[cfg(test)]

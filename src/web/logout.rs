@@ -36,7 +36,13 @@ async fn logout(
         // (SameSite=Lax) and has no CSRF token to check, and the browser
         // would still take a removal from it — ending the session of a
         // person in the middle of connecting an account.
-        let mut response = signed_out();
+        // "Sign out everywhere" from a page whose sign-in has ended since:
+        // the other browsers were not signed out, and the person must know.
+        let mut response = if form.get("everywhere") == Some("1") {
+            not_signed_out_everywhere()
+        } else {
+            signed_out()
+        };
         if cookies::sent(&req, &state.settings, cookies::SESSION) {
             response
                 .add_cookie(&removal)
@@ -104,6 +110,23 @@ fn signed_out_everywhere(ended: u64) -> HttpResponse {
                 "Connect links opened in them will ask you to sign in again; your connected accounts stay connected.".into(),
             ],
             link: Some(("/login".into(), "Sign in again".into())),
+            ..Notice::default()
+        },
+    )
+}
+
+fn not_signed_out_everywhere() -> HttpResponse {
+    pages::render(
+        StatusCode::OK,
+        &Notice {
+            tone: "danger",
+            title: "Other browsers are still signed in".into(),
+            lines: vec![
+                "Your sign-in in this browser had already ended, so nothing else was signed out."
+                    .into(),
+                "Sign in, then press Sign out everywhere on your connections page again.".into(),
+            ],
+            link: Some(("/login?return_to=/connections".into(), "Sign in".into())),
             ..Notice::default()
         },
     )

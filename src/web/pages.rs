@@ -133,7 +133,7 @@ impl WebError {
                 )
             },
             WebError::BadRequest(message) => page("This request is not valid", message),
-            WebError::Conflict(message) => page("Nothing was changed", message),
+            WebError::Conflict(message) => page("Already in use", message),
             WebError::ProviderGone => page(
                 "This link can't be used",
                 "This server no longer connects this service. Go back to your MCP client: it can list the services this server connects.",

@@ -47,7 +47,14 @@ async fn signing_out_everywhere_ends_every_sign_in_of_the_person_and_no_one_else
     let elsewhere = signed_in(&app, "alice").await;
     let bob = signed_in(&app, "bob").await;
     let page = here.get("/connections").await;
-    assert!(page.body.contains("Sign out everywhere"), "{}", page.body);
+    // The button the person presses sends what the test sends below.
+    assert!(
+        page.body.contains(
+            r#"<button type="submit" name="everywhere" value="1">Sign out everywhere</button>"#
+        ),
+        "{}",
+        page.body
+    );
 
     // Without the page's token: refused, nothing ended.
     let forged = here
@@ -79,4 +86,30 @@ async fn signing_out_everywhere_ends_every_sign_in_of_the_person_and_no_one_else
         .await,
         0
     );
+}
+
+/// "Sign out everywhere" from a page whose sign-in has ended since: the
+/// person is told that the other browsers are still signed in.
+#[tokio::test]
+async fn signing_out_everywhere_after_the_sign_in_ended_says_nothing_else_was_signed_out() {
+    let app = spawn_app().await;
+    let here = signed_in(&app, "alice").await;
+    let elsewhere = signed_in(&app, "alice").await;
+    let page = here.get("/connections").await;
+    sqlx::query("UPDATE web_sessions SET last_seen_at = now() - interval '2 hours'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE web_sessions SET last_seen_at = now() WHERE id = (SELECT id FROM web_sessions ORDER BY created_at DESC LIMIT 1)")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let out = here.submit(&page, "/logout", &[("everywhere", "1")]).await;
+    assert_eq!(out.status, 200, "{}", out.body);
+    assert!(
+        out.body.contains("Other browsers are still signed in"),
+        "{}",
+        out.body
+    );
+    assert_eq!(elsewhere.get("/connections").await.status, 200);
 }
