@@ -53,6 +53,10 @@ pub enum FinishError {
         label: String,
         revoked: bool,
     },
+    /// The browser's sign-in ended (signed out elsewhere, or the person
+    /// was removed) while the connection was being stored: nothing was.
+    #[error("the sign-in ended while the connection was being stored; nothing was stored")]
+    SignInEnded,
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -383,10 +387,7 @@ async fn store(
         .await
         .map_err(|e| failed(e.into()))?;
     if !flow_still_there {
-        return Err(failed(anyhow::anyhow!(
-            "the sign-in of flow {} ended while its connection was being stored; nothing was stored",
-            flow.id
-        )));
+        return Err(Stored::Failed(FinishError::SignInEnded));
     }
     if let Some(ticket_id) = flow.ticket_id {
         db::tickets::set_stored_connection(&mut *tx, ticket_id, connection_id)

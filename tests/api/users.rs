@@ -159,7 +159,13 @@ async fn a_connect_finishing_while_its_person_is_removed_stores_nothing() {
     let (callback, removed) = tokio::join!(browser.follow(&back), removal);
     assert_eq!(removed.connections, 0, "{removed:?}");
     assert_eq!(removed.sessions, 1, "{removed:?}");
-    assert_ne!(callback.status, 200, "{}", callback.body);
+    // Told as anyone signed out is: sign in, open the link again.
+    assert_eq!(callback.status, 403, "{}", callback.body);
+    assert!(
+        callback.body.contains("You are signed out"),
+        "{}",
+        callback.body
+    );
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
 }
 

@@ -144,6 +144,9 @@ pub(super) async fn callback(
                     .await;
                     WebError::NotConnected(not_accepted(&provider, &label, revoked))
                 }
+                // The page the person sees anywhere once signed out:
+                // sign in, and open the link from the client again.
+                FinishError::SignInEnded => WebError::SignedOut,
                 FinishError::Internal(e) => WebError::Internal(e),
             });
         }
