@@ -85,7 +85,22 @@ pub async fn open_and_continue(browser: &Browser, url: &str, user: &str) -> Page
     to_provider
 }
 
-/// At the demo provider: Allow as `account`; returns the success page.
+/// Allows at the demo provider's page `to_provider` leads to, as
+/// `account`: the redirect back to the callback, not yet followed.
+pub async fn allow_at_demo(browser: &Browser, to_provider: &Page, account: &str) -> Page {
+    let provider_page = browser.follow(to_provider).await;
+    assert_eq!(provider_page.status, 200, "{}", provider_page.body);
+    let back = browser
+        .submit(
+            &provider_page,
+            "/dev/demo/authorize",
+            &[("account", account), ("decision", "allow")],
+        )
+        .await;
+    assert_eq!(back.status, 303, "{}", back.body);
+    back
+}
+
 /// Denies at the demo provider's page `to_provider` leads to, as
 /// `account`: the redirect back to the callback.
 pub async fn deny_at_demo(browser: &Browser, to_provider: &Page, account: &str) -> Page {
@@ -99,17 +114,9 @@ pub async fn deny_at_demo(browser: &Browser, to_provider: &Page, account: &str) 
         .await
 }
 
+/// At the demo provider: Allow as `account`; returns the success page.
 pub async fn approve_at_demo(browser: &Browser, to_provider: &Page, account: &str) -> Page {
-    let provider_page = browser.follow(to_provider).await;
-    assert_eq!(provider_page.status, 200, "{}", provider_page.body);
-    let back = browser
-        .submit(
-            &provider_page,
-            "/dev/demo/authorize",
-            &[("account", account), ("decision", "allow")],
-        )
-        .await;
-    assert_eq!(back.status, 303, "{}", back.body);
+    let back = allow_at_demo(browser, to_provider, account).await;
     let done = browser.follow(&back).await;
     assert_eq!(done.status, 200, "{}", done.body);
     done

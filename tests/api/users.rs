@@ -123,15 +123,7 @@ async fn a_connect_finishing_while_its_person_is_removed_stores_nothing() {
     .await;
     let browser = Browser::new(&app);
     let to_provider = crate::full_flow::open_and_continue(&browser, &url, "alice").await;
-    let provider_page = browser.follow(&to_provider).await;
-    let back = browser
-        .submit(
-            &provider_page,
-            "/dev/demo/authorize",
-            &[("account", "octo"), ("decision", "allow")],
-        )
-        .await;
-    assert_eq!(back.status, 303, "{}", back.body);
+    let back = crate::full_flow::allow_at_demo(&browser, &to_provider, "octo").await;
 
     let mut holder = app.db.begin().await.unwrap();
     sqlx::query("LOCK TABLE connections IN SHARE MODE")
