@@ -264,13 +264,8 @@ fn refused_params(unparsed: served_params::Unparsed) -> HttpResponse {
 /// request's (`RequestId`): that is an invalid request, answered without
 /// one.
 fn invalid_params(id: serde_json::Value, problem: &str) -> HttpResponse {
-    if !(id.is_string() || id.is_i64() || id.is_u64()) {
-        tracing::info!("mcp: request id is neither a string nor an integer");
-        return jsonrpc_error(
-            StatusCode::BAD_REQUEST,
-            -32600,
-            "Invalid Request: the id must be a string or an integer",
-        );
+    if !is_request_id(&id) {
+        return invalid_request_id();
     }
     HttpResponse::BadRequest().json(json!({
         "jsonrpc": "2.0",
@@ -428,6 +423,22 @@ fn too_large(limit: usize) -> HttpResponse {
 /// An error for a request whose id was not read (or cannot be trusted):
 /// the schema's `JSONRPCErrorResponse` then has no `id` at all (`null` is
 /// not a `RequestId`).
+/// Whether `id` can be a request's (`RequestId`: a string or an integer).
+pub(super) fn is_request_id(id: &serde_json::Value) -> bool {
+    id.is_string() || id.is_i64() || id.is_u64()
+}
+
+/// The answer to a request whose id is not a `RequestId`: JSON-RPC's
+/// invalid request, without an id (there is none to repeat).
+pub(super) fn invalid_request_id() -> HttpResponse {
+    tracing::info!("mcp: request id is neither a string nor an integer");
+    jsonrpc_error(
+        StatusCode::BAD_REQUEST,
+        -32600,
+        "Invalid Request: the id must be a string or an integer",
+    )
+}
+
 fn jsonrpc_error(status: StatusCode, code: i32, message: &str) -> HttpResponse {
     HttpResponse::build(status).json(json!({
         "jsonrpc": "2.0",

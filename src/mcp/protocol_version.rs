@@ -58,6 +58,9 @@ pub(super) fn refusal(
         return None;
     }
     method_seen(&request.method);
+    if !super::bridge::is_request_id(&id) {
+        return Some(super::bridge::invalid_request_id());
+    }
     Some(match header {
         Header::Missing => {
             tracing::info!("mcp: request without MCP-Protocol-Version refused");

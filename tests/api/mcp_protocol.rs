@@ -257,6 +257,38 @@ async fn a_request_without_a_served_protocol_version_is_refused() {
     assert_eq!(response.status(), 202);
 }
 
+/// The same refusals for a request whose id is no `RequestId` (an object,
+/// a boolean, a fraction): JSON-RPC's invalid request, without an id,
+/// rather than the id repeated back.
+#[tokio::test]
+async fn a_refused_version_with_an_id_that_is_no_request_id_is_an_invalid_request() {
+    let app = spawn_app().await;
+    for id in [json!({"x": 1}), json!(true), json!(1.5)] {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
+        let without = app
+            .http
+            .post(app.mcp_url())
+            .bearer_auth(app.token("alice"))
+            .header("Accept", "application/json, text/event-stream")
+            .json(&call)
+            .send()
+            .await
+            .unwrap();
+        let unsupported = app
+            .raw_post("alice", "2099-01-01")
+            .json(&call)
+            .send()
+            .await
+            .unwrap();
+        for response in [without, unsupported] {
+            let (status, body) = read(response).await;
+            assert_eq!(status, 400, "{id}: {body}");
+            assert_eq!(body["error"]["code"], -32600, "{id}: {body}");
+            assert!(body.get("id").is_none(), "{id}: {body}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn missing_meta_is_invalid_params() {
     let app = spawn_app().await;
