@@ -183,6 +183,31 @@ pub fn www_authenticate(
     value
 }
 
+impl Principal {
+    /// The `required` scopes this token was not granted. Compared exactly:
+    /// this server defines no scope that implies another.
+    pub fn missing_scopes<'r>(&self, required: &'r [String]) -> Vec<&'r str> {
+        required
+            .iter()
+            .filter(|scope| !self.scopes.contains(scope))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+/// The `WWW-Authenticate` value of a 403 for a token without a required
+/// scope (the authorization spec's "Runtime Insufficient Scope Errors"):
+/// every scope the operation needs in one challenge, so a client steps up
+/// once, and where the metadata is, as in a 401.
+pub fn insufficient_scope_challenge(resource_metadata_url: &str, required: &[String]) -> String {
+    format!(
+        "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{}\", \
+         error_description=\"The access token lacks a scope this server requires\"",
+        quoted(&required.join(" ")),
+        quoted(resource_metadata_url),
+    )
+}
+
 fn quoted(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
 }
@@ -262,6 +287,28 @@ mod tests {
         assert_eq!(
             www_authenticate(url, &[], None),
             format!("Bearer resource_metadata=\"{url}\"")
+        );
+    }
+
+    #[test]
+    fn missing_scopes_are_the_required_ones_not_granted() {
+        let principal = Principal {
+            issuer: "i".into(),
+            subject: "s".into(),
+            client_id: "c".into(),
+            scopes: vec!["openid".into(), "mcp:tools".into()],
+        };
+        let required = ["mcp:tools".to_owned(), "mcp:resources".to_owned()];
+        assert_eq!(principal.missing_scopes(&required), ["mcp:resources"]);
+        assert!(principal.missing_scopes(&required[..1]).is_empty());
+        assert!(principal.missing_scopes(&[]).is_empty());
+        // Exact: a scope is not granted by a longer or shorter one.
+        assert_eq!(principal.missing_scopes(&["mcp".to_owned()]), ["mcp"]);
+        assert_eq!(
+            insufficient_scope_challenge("https://m/.well-known/x", &required),
+            "Bearer error=\"insufficient_scope\", scope=\"mcp:tools mcp:resources\", \
+             resource_metadata=\"https://m/.well-known/x\", \
+             error_description=\"The access token lacks a scope this server requires\""
         );
     }
 

@@ -110,6 +110,10 @@ pub struct AuthSettings {
     /// Scopes advertised in protected resource metadata.
     #[serde(default, deserialize_with = "lenient::list")]
     pub scopes_supported: Vec<String>,
+    /// Scopes every access token must carry (all of them); a token without
+    /// one is refused with 403 `insufficient_scope`. Empty: none checked.
+    #[serde(default, deserialize_with = "lenient::list")]
+    pub required_scopes: Vec<String>,
     /// Clock skew tolerated on `exp` and `nbf`, in seconds.
     #[serde(
         default = "defaults::leeway_secs",

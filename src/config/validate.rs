@@ -163,6 +163,7 @@ impl Settings {
         if self.auth.subject_claim.trim().is_empty() {
             return Err(invalid("auth.subject_claim", "must not be empty".into()));
         }
+        self.validate_scopes()?;
         for name in self.providers.keys() {
             if !is_valid_name(name) {
                 return Err(invalid(
@@ -233,6 +234,44 @@ impl Settings {
 }
 
 impl Settings {
+    /// Scopes are RFC 6749 §3.3 scope tokens (they are written into
+    /// `WWW-Authenticate` challenges), and a required scope must be one
+    /// clients are told to ask for: they take the challenge's `scope` or
+    /// the metadata's `scopes_supported`, never anything else.
+    fn validate_scopes(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            key: key.into(),
+            message,
+        };
+        for (key, scopes) in [
+            ("auth.scopes_supported", &self.auth.scopes_supported),
+            ("auth.required_scopes", &self.auth.required_scopes),
+        ] {
+            if let Some(bad) = scopes.iter().find(|s| !is_scope_token(s)) {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "{bad:?} is not a scope: one or more visible ASCII characters other than `\"` and `\\`"
+                    ),
+                ));
+            }
+        }
+        if let Some(missing) = self
+            .auth
+            .required_scopes
+            .iter()
+            .find(|s| !self.auth.scopes_supported.contains(s))
+        {
+            return Err(invalid(
+                "auth.required_scopes",
+                format!(
+                    "names {missing:?}, which auth.scopes_supported does not list: clients ask for the scopes listed there, so their tokens would never carry it"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// What `serve` (and dev mode) needs beyond a loadable configuration:
     /// without a provider or a web sign-in client every connect link would
     /// end on an error page. (`migrate`, `purge`, `tokens rekey` need
@@ -329,6 +368,14 @@ pub fn is_valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
+/// RFC 6749 §3.3: `scope-token = 1*( %x21 / %x23-5B / %x5D-7E )`.
+fn is_scope_token(scope: &str) -> bool {
+    !scope.is_empty()
+        && scope
+            .bytes()
+            .all(|b| matches!(b, 0x21 | 0x23..=0x5B | 0x5D..=0x7E))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -350,6 +397,42 @@ mod tests {
         assert!(!is_token68("=="));
         assert!(!is_token68("a=b"));
         assert!(!is_token68(""));
+    }
+
+    #[test]
+    fn required_scopes_are_scope_tokens_that_clients_are_told_to_ask_for() {
+        let load = |supported: &str, required: &str| {
+            let mut vars = minimal();
+            vars.push((
+                "MCP_CONNECT_AUTH__SCOPES_SUPPORTED".into(),
+                supported.into(),
+            ));
+            vars.push(("MCP_CONNECT_AUTH__REQUIRED_SCOPES".into(), required.into()));
+            Settings::from_sources(None, vars, toml::Table::new())
+        };
+        let s = load("mcp:tools,mcp:resources", "mcp:tools").unwrap();
+        assert_eq!(s.auth.required_scopes, ["mcp:tools"]);
+        assert!(load("", "").unwrap().auth.required_scopes.is_empty());
+
+        let err = load("mcp:tools", "mcp:tools,admin")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("auth.required_scopes"), "{err}");
+        assert!(err.contains("\"admin\""), "{err}");
+        let err = load("", "mcp:tools").unwrap_err().to_string();
+        assert!(err.contains("auth.scopes_supported does not list"), "{err}");
+
+        for bad in ["with space", "quote\"d", "back\\slash", "caf\u{e9}"] {
+            let mut vars = minimal();
+            vars.push(("MCP_CONNECT_AUTH__SCOPES_SUPPORTED".into(), bad.into()));
+            let err = Settings::from_sources(None, vars, toml::Table::new())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("auth.scopes_supported"), "{bad:?}: {err}");
+        }
+        assert!(is_scope_token("mcp:tools"));
+        assert!(is_scope_token("https://graph.microsoft.com/.default"));
+        assert!(!is_scope_token(""));
     }
 
     #[test]

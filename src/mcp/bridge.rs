@@ -367,7 +367,7 @@ async fn authenticate(
                 .json(json!({"error": "invalid_request", "error_description": "The Authorization header is malformed."})));
         }
     };
-    state.verifier.verify(token).await.map_err(|e| {
+    let principal = state.verifier.verify(token).await.map_err(|e| {
         if e.is_unavailable() {
             // The issuer is down: not the token's fault, and a 401 would send
             // clients into a pointless new login.
@@ -378,7 +378,23 @@ async fn authenticate(
         }
         tracing::info!(reason = %e, "mcp: bearer token rejected");
         unauthorized(Some(&e))
-    })
+    })?;
+    let required = &state.settings.auth.required_scopes;
+    let missing = principal.missing_scopes(required);
+    if !missing.is_empty() {
+        // Scopes are the operator's configured names, not the token's.
+        tracing::info!(missing = %missing.join(" "), client = %crate::crypto::printable_prefix(&principal.client_id), "mcp: token lacks a required scope");
+        return Err(HttpResponse::Forbidden()
+            .insert_header((
+                "WWW-Authenticate",
+                auth::insufficient_scope_challenge(&metadata_url(), required),
+            ))
+            .json(json!({
+                "error": "insufficient_scope",
+                "error_description": format!("The access token must carry the scopes: {}.", required.join(" ")),
+            })));
+    }
+    Ok(principal)
 }
 
 fn query_carries_token(query: &str) -> bool {

@@ -159,6 +159,100 @@ async fn the_challenge_names_the_configured_scopes() {
     );
 }
 
+/// `auth.required_scopes`: a valid token without every required scope is
+/// refused with 403 `insufficient_scope` naming all of them (the
+/// authorization spec's runtime insufficient scope error), whichever claim
+/// carries the scopes; one with them is served, also from the cache of
+/// recently verified tokens.
+#[tokio::test]
+async fn a_token_without_a_required_scope_is_403_insufficient_scope() {
+    let app = crate::helpers::spawn_app_with(|t| {
+        let auth = t
+            .entry("auth")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let auth = auth.as_table_mut().unwrap();
+        auth.insert(
+            "scopes_supported".into(),
+            toml::Value::from(vec!["mcp:tools", "mcp:resources", "offline"]),
+        );
+        auth.insert(
+            "required_scopes".into(),
+            toml::Value::from(vec!["mcp:tools", "mcp:resources"]),
+        );
+    })
+    .await;
+    let key = dev_signing_key(&app).await;
+    let kid = dev_kid(&app);
+    let with_scope = |field: &str, scope: Value| {
+        let mut c = claims(&app);
+        c.as_object_mut().unwrap().remove("scope");
+        c[field] = scope;
+        sign(&key, &kid, &c)
+    };
+    let metadata = format!(
+        r#"resource_metadata="{}/.well-known/oauth-protected-resource/mcp""#,
+        app.base
+    );
+    for (case, token) in [
+        (
+            "no scope claim",
+            sign(&key, &kid, &{
+                let mut c = claims(&app);
+                c.as_object_mut().unwrap().remove("scope");
+                c
+            }),
+        ),
+        ("one of two", with_scope("scope", json!("openid mcp:tools"))),
+        (
+            "a longer name",
+            with_scope("scope", json!("mcp:tools:x mcp:resources:x")),
+        ),
+        ("scp array", with_scope("scp", json!(["mcp:resources"]))),
+    ] {
+        let response = app
+            .mcp_request(Some(&token), &request("tools/list", json!({})))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 403, "{case}");
+        let challenge = response.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            challenge.starts_with(
+                r#"Bearer error="insufficient_scope", scope="mcp:tools mcp:resources""#
+            ),
+            "{case}: {challenge}"
+        );
+        assert!(challenge.contains(&metadata), "{case}: {challenge}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"], "insufficient_scope", "{case}: {body}");
+    }
+    for (case, token) in [
+        (
+            "scope string",
+            with_scope("scope", json!("openid mcp:resources mcp:tools")),
+        ),
+        (
+            "scp array",
+            with_scope("scp", json!(["mcp:tools", "mcp:resources"])),
+        ),
+    ] {
+        for round in ["verified", "cached"] {
+            let (status, _) = status_and_challenge(&app, Some(&token)).await;
+            assert_eq!(status, 200, "{case}, {round}");
+        }
+    }
+    // No token at all is still a 401 that names the scopes to ask for.
+    let (status, challenge) = status_and_challenge(&app, None).await;
+    assert_eq!(status, 401);
+    assert!(
+        challenge.contains(r#"scope="mcp:tools mcp:resources offline""#),
+        "{challenge}"
+    );
+}
+
 #[tokio::test]
 async fn a_dev_token_is_accepted() {
     let app = spawn_app().await;
