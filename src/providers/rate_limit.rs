@@ -38,7 +38,8 @@ pub fn read(status: u16, headers: &HeaderMap, now: DateTime<Utc>) -> Option<Rate
     let reset = || {
         header("x-ratelimit-reset")
             .and_then(|v| v.parse::<i64>().ok())
-            .map(|at| u64::try_from(at - now.timestamp()).unwrap_or(0))
+            // Any i64 a provider sends: saturating, a hostile one is "past".
+            .map(|at| u64::try_from(at.saturating_sub(now.timestamp())).unwrap_or(0))
     };
     let wait = retry_after.or_else(|| exhausted.then(reset).flatten());
     Some(RateLimited {
@@ -112,6 +113,18 @@ mod tests {
         assert_eq!(secondary.unwrap().retry_after_secs, Some(60));
         let permission = read(403, &headers(&[("x-ratelimit-remaining", "4999")]), now());
         assert_eq!(permission, None);
+        for absurd in [i64::MIN.to_string(), i64::MAX.to_string()] {
+            let limited = read(
+                403,
+                &headers(&[
+                    ("x-ratelimit-remaining", "0"),
+                    ("x-ratelimit-reset", &absurd),
+                ]),
+                now(),
+            );
+            let expected = (absurd.starts_with('9')).then_some(LONGEST_WAIT_SECS);
+            assert_eq!(limited.unwrap().retry_after_secs, expected, "{absurd}");
+        }
         assert_eq!(read(200, &headers(&[("retry-after", "5")]), now()), None);
         assert_eq!(read(503, &HeaderMap::new(), now()), None);
     }

@@ -154,8 +154,14 @@ pub(super) fn oauth_error(code: &str, description: Option<&Value>, sent: &[&str]
     if INVALID_GRANT.contains(&code) {
         return ProviderError::InvalidGrant;
     }
+    // The code goes into messages and logs as the description does: a
+    // provider that echoes what we sent in it must not put that there.
+    let mut code = code.to_owned();
+    for secret in sent.iter().filter(|s| s.len() >= 4) {
+        code = code.replace(secret, "redacted");
+    }
     ProviderError::Rejected {
-        error: clean_code(code),
+        error: clean_code(&code),
         description: description
             .and_then(Value::as_str)
             .map(|d| clean_description(d, sent))
@@ -257,6 +263,20 @@ mod tests {
             r#"{"error":"bad_refresh_token"}"#,
         );
         assert!(matches!(parse(&a, &[]), Err(ProviderError::InvalidGrant)));
+    }
+
+    #[test]
+    fn a_secret_echoed_as_the_error_code_is_redacted() {
+        for body in [
+            r#"{"error":"rt-SECRET-123"}"#,
+            r#"{"error":"invalid_request:rt-SECRET-123","error_description":"rt-SECRET-123"}"#,
+        ] {
+            let a = answer(400, Some("application/json"), body);
+            let e = parse(&a, &["rt-SECRET-123"]).unwrap_err();
+            let shown = format!("{e} {e:?}");
+            assert!(!shown.contains("SECRET"), "{shown}");
+            assert!(shown.contains("redacted"), "{shown}");
+        }
     }
 
     #[test]
