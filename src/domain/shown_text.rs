@@ -7,6 +7,23 @@
 //! code points but the joiners and variation selectors that scripts and
 //! emoji need. Templates escape HTML; this is about what a person reads.
 
+/// The most characters of an account's label: as the provider names the
+/// account, or as its person renamed it.
+pub const MAX_LABEL_CHARS: usize = 64;
+
+/// An outsider's `text` as it is stored and shown: what a reader cannot
+/// see dropped, trimmed, and at most `max_chars` characters (then an
+/// ellipsis).
+pub fn shown(text: &str, max_chars: usize) -> String {
+    let clean: String = text.chars().filter(|&c| is_shown(c)).collect();
+    let clean = clean.trim();
+    let mut shown: String = clean.chars().take(max_chars).collect();
+    if clean.chars().nth(max_chars).is_some() {
+        shown.push('…');
+    }
+    shown
+}
+
 /// Whether `c` may be shown as part of an outsider's text.
 pub fn is_shown(c: char) -> bool {
     !c.is_control() && !is_invisible(c)
@@ -65,5 +82,13 @@ mod tests {
         ] {
             assert_eq!(shown(kept), kept);
         }
+    }
+
+    #[test]
+    fn shown_text_is_cleaned_trimmed_and_cut() {
+        assert_eq!(shown(" work\u{202E}txt.exe ", 64), "worktxt.exe");
+        assert_eq!(shown(&"x".repeat(70), 64), format!("{}…", "x".repeat(64)));
+        assert_eq!(shown(&"é".repeat(64), 64), "é".repeat(64));
+        assert_eq!(shown("\u{200B}\u{7}", 64), "");
     }
 }

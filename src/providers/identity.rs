@@ -11,7 +11,7 @@ use super::{
     Account, Endpoint, Provider, ProviderError, entry::AccountIdFrom, http::read_all,
     token_answer::oauth_error,
 };
-use crate::metrics::Call;
+use crate::{domain::shown_text, metrics::Call};
 
 /// Inside the shutdown drain (`config::SHUTDOWN_DRAIN`), with the code exchange before it.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -174,11 +174,17 @@ impl Provider {
                 self.account_id_pointer
             ))
         })?;
+        // The label is shown on pages and to clients, and some providers
+        // let someone other than the person name the account (a Notion
+        // workspace's owner): cleaned and cut like any outsider's text.
         let label = self
             .account_label_pointers
             .iter()
-            .find_map(|field| scalar(answer, field))
-            .unwrap_or_else(|| id.clone());
+            .filter_map(|field| scalar(answer, field))
+            .chain(std::iter::once(id.clone()))
+            .map(|label| shown_text::shown(&label, shown_text::MAX_LABEL_CHARS))
+            .find(|label| !label.is_empty())
+            .unwrap_or_else(|| "account".to_owned());
         Ok(Account { id, label })
     }
 }
@@ -279,6 +285,23 @@ mod tests {
         assert_eq!(scalar(&v, "/f"), None);
         assert_eq!(scalar(&v, "/user/id/deeper"), None);
         assert_eq!(scalar(&v, "/data/0/id").as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn an_account_label_is_cleaned_and_cut_like_any_outsiders_text() {
+        let catalog = crate::providers::test_catalog::catalog_for("http://127.0.0.1:9");
+        let github = catalog.get("github").unwrap();
+        let long = format!("work\u{202E}{}", "x".repeat(5000));
+        let a = github
+            .account_from(&json!({"id": 7, "login": long}), "")
+            .unwrap();
+        assert_eq!(a.id, "7");
+        assert_eq!(a.label, format!("work{}…", "x".repeat(60)));
+        // Nothing visible left: the next field, then the id.
+        let a = github
+            .account_from(&json!({"id": 7, "login": "\u{200B}\u{2066}"}), "")
+            .unwrap();
+        assert_eq!(a.label, "7");
     }
 
     #[test]

@@ -12,10 +12,13 @@ use super::{
     pages::{WebError, see_other},
     session::SignedInUser,
 };
-use crate::{db::connections::Renamed, state::AppState};
+use crate::{
+    db::connections::Renamed,
+    domain::shown_text::{self, MAX_LABEL_CHARS},
+    state::AppState,
+};
 
 pub const LABEL_PATH: &str = "/connections/label";
-const MAX_LABEL_CHARS: usize = 64;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route(LABEL_PATH, web::post().to(rename));
@@ -41,10 +44,10 @@ async fn rename(
     let label = form.get("label").map(str::trim).unwrap_or_default();
     let fits = !label.is_empty()
         && label.chars().count() <= MAX_LABEL_CHARS
-        && !label.chars().any(char::is_control);
+        && label.chars().all(shown_text::is_shown);
     if !fits {
         return Err(WebError::BadRequest(
-            "A label is 1 to 64 characters, without control characters.",
+            "A label is 1 to 64 characters, without control characters or invisible ones (direction marks, zero-width spaces).",
         ));
     }
     match state

@@ -277,16 +277,7 @@ const SHOWN_NAME_CHARS: usize = 64;
 /// an ellipsis). The identity provider lets people choose their names, of
 /// any length.
 fn shown_name(name: &str) -> String {
-    let clean: String = name
-        .chars()
-        .filter(|&c| crate::domain::shown_text::is_shown(c))
-        .collect();
-    let clean = clean.trim();
-    let mut shown: String = clean.chars().take(SHOWN_NAME_CHARS).collect();
-    if clean.chars().nth(SHOWN_NAME_CHARS).is_some() {
-        shown.push('…');
-    }
-    shown
+    crate::domain::shown_text::shown(name, SHOWN_NAME_CHARS)
 }
 
 fn web_client_id(state: &AppState) -> Result<&str, WebError> {

@@ -541,6 +541,43 @@ async fn a_label_another_account_has_is_refused_on_the_connections_page() {
     );
 }
 
+/// A label is what a person reads to tell accounts apart: one with a
+/// control character or an invisible one (a direction override that makes
+/// `work` read as something else, a zero-width space), or longer than 64
+/// characters, is refused and nothing is stored; letters of any script
+/// and emoji are a label like any.
+#[tokio::test]
+async fn a_label_with_characters_a_reader_cannot_see_is_refused() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    let browser = Browser::new(&app);
+    browser.sign_in("alice").await;
+    let id = connection_id(&app, "w-1").await;
+    let too_long = "x".repeat(65);
+    for label in [
+        "kro\u{202E}w",
+        "wo\u{200B}rk",
+        "tab\there",
+        too_long.as_str(),
+    ] {
+        let refused = rename(&browser, id, label).await;
+        assert_eq!(refused.status, 400, "{label:?}: {}", refused.body);
+        assert!(
+            refused.body.contains("1 to 64 characters"),
+            "{}",
+            refused.body
+        );
+    }
+    let label: String = sqlx::query_scalar("SELECT account_label FROM connections WHERE id = $1")
+        .bind(id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(label, "work");
+    let renamed = rename(&browser, id, "Arbeit 仕事 💼").await;
+    assert_eq!(renamed.status, 303, "{}", renamed.body);
+}
+
 /// Two renames of two accounts to one label at the same moment: the second
 /// waits for the first and finds the label taken, so the labels still tell
 /// the accounts apart. (Both are held back by a transaction that has the
