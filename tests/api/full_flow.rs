@@ -147,6 +147,71 @@ pub async fn connect_demo(app: &TestApp, subject: &str, account: &str) {
     assert_eq!(body["result"]["resultType"], "complete", "{body}");
 }
 
+/// The code is spent once the callback completes its flow. A callback
+/// page that runs past `web.page_timeout_secs` (its store held here at the
+/// first write to `connections`) answers 503, but the exchange goes on to
+/// its end: the connection is stored and on the record, and the client's
+/// retry completes — not tokens issued at the provider and stored nowhere.
+#[tokio::test]
+async fn a_callback_past_its_page_time_limit_still_stores_the_connection() {
+    let app = crate::helpers::spawn_app_with(|t| {
+        let mut web = toml::Table::new();
+        web.insert("page_timeout_secs".into(), 2.into());
+        t.insert("web".into(), web.into());
+    })
+    .await;
+    let (url, state) = elicit(
+        &app,
+        "alice",
+        "connect",
+        json!({"provider": "demo"}),
+        "connect_demo",
+    )
+    .await;
+    let browser = Browser::new(&app);
+    let to_provider = open_and_continue(&browser, &url, "alice").await;
+    let back = allow_at_demo(&browser, &to_provider, "octo").await;
+
+    let mut holder = app.db.begin().await.unwrap();
+    sqlx::query("LOCK TABLE connections IN SHARE MODE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let callback = browser.follow(&back).await;
+    assert_eq!(callback.status, 503, "{}", callback.body);
+    // The page is gone; its store still waits for the table.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    holder.commit().await.unwrap();
+
+    let stored =
+        "SELECT count(*) FROM connections WHERE account_label = 'octo' AND status = 'active'";
+    for _ in 0..100 {
+        if count(&app, stored).await == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(count(&app, stored).await, 1, "the connection was stored");
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM audit_events WHERE kind = 'connected'"
+        )
+        .await,
+        1
+    );
+    let body = retry_accepted(
+        &app,
+        "alice",
+        "connect",
+        json!({"provider": "demo"}),
+        &state,
+        "connect_demo",
+    )
+    .await;
+    assert_eq!(body["result"]["resultType"], "complete", "{body}");
+}
+
 #[tokio::test]
 async fn whoami_completes_after_the_user_connects_in_the_browser() {
     let app = spawn_app().await;

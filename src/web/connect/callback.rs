@@ -15,11 +15,13 @@
 use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
 use serde_json::json;
 
-use super::audit;
+use super::{audit, audit_for};
 use crate::{
     connect::flows::FinishError,
     crypto::secret,
     db::{self, audit::AuditKind, oauth_flows::OAuthFlow},
+    domain::UserRef,
+    providers::Account,
     providers::Provider,
     state::AppState,
     web::{
@@ -106,44 +108,26 @@ pub(super) async fn callback(
     let Some(code) = params.get("code") else {
         return Err(reject(&state, &req, &flow, "no_code", true).await);
     };
-    let callback = crate::connect::flows::Callback {
-        code,
-        scope: params.get("scope"),
+    let finishing = Finishing {
+        client: crate::web::client_info(&state, &req),
+        state: state.get_ref().clone(),
+        flow,
+        provider: provider_name,
+        code: code.to_owned(),
+        scope: params.get("scope").map(str::to_owned),
+        issuer: user.user().issuer().to_owned(),
+        subject: user.user().subject().to_owned(),
     };
-    let finished = state
-        .connect
-        .finish_flow(&flow, provider, callback, user.user())
-        .await;
-    let (connection_id, account) = match finished {
-        Ok(done) => done,
+    let account = match finishing.to_the_end().await {
+        Ok(account) => account,
         Err(e) => {
-            // The code is spent whatever went wrong: the flow can do
-            // nothing more, and a reload must find it gone, not "still
-            // connecting".
-            if let Err(d) = state.connect.discard_flow(flow.id).await {
-                tracing::warn!(error = %d, "a flow whose exchange failed could not be deleted");
-            }
             return Err(match e {
                 FinishError::Upstream(e) => WebError::Upstream(e),
                 FinishError::Unaccepted {
                     provider,
                     label,
                     revoked,
-                } => {
-                    // A provider naming a host or site this server refuses
-                    // may be an attack on the connect: on the record.
-                    audit(
-                        &state,
-                        &req,
-                        AuditKind::CallbackRejected,
-                        Some(user.user()),
-                        Some(&provider_name),
-                        json!({ "reason": "value_not_accepted", "flow_id": flow.id,
-                                "ticket_id": flow.ticket_id, "revoked": revoked }),
-                    )
-                    .await;
-                    WebError::NotConnected(not_accepted(&provider, &label, revoked))
-                }
+                } => WebError::NotConnected(not_accepted(&provider, &label, revoked)),
                 // The page the person sees anywhere once signed out:
                 // sign in, and open the link from the client again.
                 FinishError::SignInEnded => WebError::SignedOut,
@@ -151,20 +135,101 @@ pub(super) async fn callback(
             });
         }
     };
-    audit(
-        &state,
-        &req,
-        AuditKind::Connected,
-        Some(user.user()),
-        Some(&provider_name),
-        json!({ "connection_id": connection_id, "account_id": account.id, "ticket_id": flow.ticket_id }),
-    )
-    .await;
     Ok(connected_page(
         &user,
         provider.display_name(),
         &account.label,
     ))
+}
+
+/// A completed flow's code exchange, the store and their record. The code
+/// is spent once the flow is completed, so these run to their end in a
+/// task of their own: neither the page's time limit nor a browser that
+/// goes away may drop them half-way (tokens issued, neither stored nor
+/// revoked, and nothing on the record). Each provider call and statement
+/// in it has a limit of its own; `finishing::EXCHANGE_WINDOW_SECS` covers
+/// them all.
+struct Finishing {
+    state: AppState,
+    client: (Option<String>, Option<String>),
+    flow: OAuthFlow,
+    provider: String,
+    code: String,
+    scope: Option<String>,
+    issuer: String,
+    subject: String,
+}
+
+impl Finishing {
+    async fn to_the_end(self) -> Result<Account, FinishError> {
+        let task = tokio::spawn(async move { self.run().await });
+        task.await.unwrap_or_else(|e| {
+            Err(FinishError::Internal(anyhow::anyhow!(
+                "finishing a connect stopped: {e}"
+            )))
+        })
+    }
+
+    async fn run(self) -> Result<Account, FinishError> {
+        let Self {
+            state,
+            client,
+            flow,
+            provider: provider_name,
+            code,
+            scope,
+            issuer,
+            subject,
+        } = self;
+        let user = UserRef::new(&issuer, &subject);
+        let provider = state.connect.provider(&provider_name).ok_or_else(|| {
+            FinishError::Internal(anyhow::anyhow!(
+                "provider {provider_name} is not configured"
+            ))
+        })?;
+        let callback = crate::connect::flows::Callback {
+            code: &code,
+            scope: scope.as_deref(),
+        };
+        let finished = state
+            .connect
+            .finish_flow(&flow, provider, callback, user)
+            .await;
+        let (kind, detail) = match &finished {
+            Ok((connection_id, account)) => (
+                AuditKind::Connected,
+                json!({ "connection_id": connection_id, "account_id": account.id, "ticket_id": flow.ticket_id }),
+            ),
+            Err(e) => {
+                // The code is spent whatever went wrong: the flow can do
+                // nothing more, and a reload must find it gone, not
+                // "still connecting".
+                if let Err(d) = state.connect.discard_flow(flow.id).await {
+                    tracing::warn!(error = %d, "a flow whose exchange failed could not be deleted");
+                }
+                let FinishError::Unaccepted { revoked, .. } = e else {
+                    return finished.map(|(_, account)| account);
+                };
+                // A provider naming a host or site this server refuses may
+                // be an attack on the connect: on the record.
+                (
+                    AuditKind::CallbackRejected,
+                    json!({ "reason": "value_not_accepted", "flow_id": flow.id,
+                            "ticket_id": flow.ticket_id, "revoked": revoked }),
+                )
+            }
+        };
+        audit_for(
+            &state,
+            &client,
+            kind,
+            Some(user),
+            Some(&provider_name),
+            detail,
+        )
+        .await;
+        finished.map(|(_, account)| account)
+    }
 }
 
 /// Why an approved connect was not made, for the person: the value is

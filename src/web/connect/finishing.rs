@@ -18,9 +18,13 @@ use crate::{
 };
 
 /// How long after its callback began a code exchange may still run: the
-/// provider's token, identity and lookup calls (each bounded by the
-/// outbound client's 15 s) and the store.
-const EXCHANGE_WINDOW_SECS: i64 = 60;
+/// provider's token, lookup and identity calls (10 s each at most), the
+/// store's statements (each with its time limit) and, when the store
+/// fails, two revocations (10 s each) — with room to spare. The exchange
+/// runs to its end whatever becomes of its page (`callback::Finishing`),
+/// so this does not depend on `web.page_timeout_secs`: a reload within it
+/// is asked to wait rather than ending the flow under the exchange.
+const EXCHANGE_WINDOW_SECS: i64 = 120;
 
 /// Whether `flow`'s first callback may still be exchanging its code: it
 /// began a moment ago, has connected nothing yet, and was not a decline at

@@ -95,7 +95,20 @@ async fn audit(
     provider: Option<&str>,
     detail: serde_json::Value,
 ) {
-    let (ip, agent) = crate::web::client_info(state, req);
+    let client = crate::web::client_info(state, req);
+    audit_for(state, &client, kind, user, provider, detail).await;
+}
+
+/// [`audit`] with the client's address and user agent read before: for
+/// work that outlives its request.
+async fn audit_for(
+    state: &AppState,
+    (ip, agent): &(Option<String>, Option<String>),
+    kind: AuditKind,
+    user: Option<UserRef<'_>>,
+    provider: Option<&str>,
+    detail: serde_json::Value,
+) {
     let mut event = AuditEvent::new(kind)
         .detail(detail)
         .client(ip.as_deref(), agent.as_deref());
