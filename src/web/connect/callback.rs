@@ -118,7 +118,7 @@ pub(super) async fn callback(
         issuer: user.user().issuer().to_owned(),
         subject: user.user().subject().to_owned(),
     };
-    let account = match finishing.to_the_end().await {
+    let account = match finishing.run_to_the_end().await {
         Ok(account) => account,
         Err(e) => {
             return Err(match e {
@@ -161,7 +161,7 @@ struct Finishing {
 }
 
 impl Finishing {
-    async fn to_the_end(self) -> Result<Account, FinishError> {
+    async fn run_to_the_end(self) -> Result<Account, FinishError> {
         let task = tokio::spawn(async move { self.run().await });
         task.await.unwrap_or_else(|e| {
             Err(FinishError::Internal(anyhow::anyhow!(
