@@ -32,6 +32,7 @@ pub mod hot;
 pub mod notifications;
 pub mod oauth_flows;
 pub mod params;
+pub mod refresh_claims;
 pub mod tickets;
 pub mod transaction;
 pub mod wait;

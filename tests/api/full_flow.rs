@@ -607,6 +607,67 @@ async fn a_refresh_whose_transaction_is_lost_keeps_the_tokens_the_provider_rotat
     );
 }
 
+/// The same lost transaction with a second instance: while the first is
+/// still trying to write the tokens the provider rotated (its first three
+/// writes lost here, so its tries span almost two seconds), a call on the
+/// other instance finds the old tokens under no row lock. It waits for the
+/// first instance's tokens rather than spending the old refresh token,
+/// which the provider would take as stolen and answer by revoking the
+/// grant: both calls are served, and the connection stays active.
+#[tokio::test]
+async fn a_refresh_whose_transaction_is_lost_is_not_repeated_by_another_instance() {
+    let app = spawn_app().await;
+    let other = app.second_instance().await;
+    connect_demo(&app, "alice", "octo").await;
+    sqlx::raw_sql(
+        "CREATE SEQUENCE lose_some;
+         CREATE FUNCTION lose_first_commits() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF nextval('lose_some') <= 3 THEN
+             PERFORM pg_terminate_backend(pg_backend_pid());
+             PERFORM pg_sleep(1);
+           END IF;
+           RETURN NULL;
+         END $$;
+         CREATE CONSTRAINT TRIGGER lose_first_commits AFTER UPDATE ON connections
+           DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+           WHEN (OLD.access_token IS DISTINCT FROM NEW.access_token)
+           EXECUTE FUNCTION lose_first_commits();",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    expire_access_token(&app).await;
+    let first = app.call_tool("alice", "whoami", json!({"provider": "demo"}));
+    let second = async {
+        // The first instance's transaction is lost; it is trying again.
+        while count(&app, "SELECT last_value FROM lose_some").await < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        other
+            .call_tool("alice", "whoami", json!({"provider": "demo"}))
+            .await
+    };
+    let ((status, body), (other_status, other_body)) = tokio::join!(first, second);
+    for (status, body) in [(status, body), (other_status, other_body)] {
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            body["result"]["structuredContent"]["account"], "octo",
+            "{body}"
+        );
+    }
+    let status: String = sqlx::query_scalar("SELECT status FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(status, "active");
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM refresh_claims").await,
+        0,
+        "claims are released"
+    );
+}
+
 #[tokio::test]
 async fn a_refused_refresh_marks_needs_reauth_and_the_next_call_asks_again() {
     let app = spawn_app().await;

@@ -1,6 +1,11 @@
 //! Refreshing an access token before it expires: one refresh per
 //! connection at a time across all instances (row lock, then re-read: the
-//! winner's new tokens serve everyone who waited). A refresh the provider
+//! winner's new tokens serve everyone who waited). The instance that asks
+//! the provider first claims the refresh in a statement of its own
+//! (`db::refresh_claims`): should its transaction be lost after the
+//! provider answered, the row lock is gone but the claim is not, and the
+//! others wait for the tokens it is still writing instead of spending the
+//! refresh token the provider has rotated. A refresh the provider
 //! refuses, or one without a refresh token, ends the same way: the
 //! connection needs the user again ([`give_up`]).
 
@@ -135,31 +140,86 @@ pub(super) async fn refresh(
         .await
         .map_err(|_| db::faults::timed_out())?
         .map_err(|closed| anyhow::anyhow!("refreshes closed: {closed}"))?;
-    // Every step has a deadline of its own: a frozen Postgres cancels
-    // nothing by itself (`db::faults`).
+    // Every step has a deadline of its own.
     let limit = state.settings.database.deadline();
-    let mut tx = db::faults::deadline(limit, async {
+    let mut tx = begin(state).await?;
+    let waiting_ends = tokio::time::Instant::now() + REFRESH_LOCK_TIMEOUT;
+    loop {
+        let locked = db::connections::find_for_update(&mut *tx, stale.id);
+        let Some(row) = db::faults::deadline(REFRESH_LOCK_TIMEOUT + limit, locked).await? else {
+            return Ok(None);
+        };
+        if row.status != ConnectionStatus::Active {
+            return Ok(None);
+        }
+        let refreshed_meanwhile = match why {
+            Why::Expiring => !needs_refresh(&row),
+            Why::Refused => row.access_token != stale.access_token,
+        };
+        if refreshed_meanwhile {
+            // Someone else refreshed while we waited for the lock.
+            return Ok(Some(row));
+        }
+        let claim_id = uuid::Uuid::new_v4();
+        let claim = db::refresh_claims::claim(&state.db, row.id, claim_id, claim_hold(state));
+        if db::faults::deadline(limit, claim).await? {
+            let id = row.id;
+            let refreshed = refresh_claimed(state, tx, row, provider).await;
+            let release = db::refresh_claims::release(&state.db, id, claim_id);
+            if let Err(e) = db::faults::deadline(limit, release).await {
+                tracing::warn!(connection = %id, error = %e, "a refresh claim could not be released; it ends by itself");
+            }
+            return refreshed;
+        }
+        // Another instance asked the provider and is still writing what it
+        // answered, its transaction lost: its tokens will come, and asking
+        // again would spend the refresh token the provider has rotated.
+        drop(tx);
+        if tokio::time::Instant::now() + CLAIM_POLL >= waiting_ends {
+            tracing::warn!(connection = %stale.id, "another instance's refresh did not end in time");
+            return Err(db::faults::timed_out().into());
+        }
+        tokio::time::sleep(CLAIM_POLL).await;
+        tx = begin(state).await?;
+    }
+}
+
+/// The transaction a refresh locks its row in, within the database's
+/// deadline (a frozen Postgres cancels nothing by itself: `db::faults`).
+async fn begin(
+    state: &ConnectionService,
+) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+    db::faults::deadline(state.settings.database.deadline(), async {
         let mut tx = crate::db::transaction::begin(&state.db).await?;
         // Another instance refreshing a slow provider must not pin us forever.
         db::transaction::set_lock_timeout(&mut *tx, REFRESH_LOCK_TIMEOUT).await?;
-        Ok::<_, sqlx::Error>(tx)
+        Ok(tx)
     })
-    .await?;
-    let locked = db::connections::find_for_update(&mut *tx, stale.id);
-    let Some(row) = db::faults::deadline(REFRESH_LOCK_TIMEOUT + limit, locked).await? else {
-        return Ok(None);
-    };
-    if row.status != ConnectionStatus::Active {
-        return Ok(None);
-    }
-    let refreshed_meanwhile = match why {
-        Why::Expiring => !needs_refresh(&row),
-        Why::Refused => row.access_token != stale.access_token,
-    };
-    if refreshed_meanwhile {
-        // Someone else refreshed while we waited for the lock.
-        return Ok(Some(row));
-    }
+    .await
+}
+
+/// How often a refresh claimed by another instance is looked at again.
+const CLAIM_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The longest a provider's refresh answer is waited for (its client's
+/// limit is 10 s), with room.
+const PROVIDER_ANSWER: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// How long a refresh claim holds unless released: the provider's answer,
+/// the transaction that stores it and the tries after a lost one.
+fn claim_hold(state: &ConnectionService) -> std::time::Duration {
+    PROVIDER_ANSWER + state.settings.database.deadline() * (KEEP_FOR_DEADLINES + 2)
+}
+
+/// The refresh itself, under the row lock of `tx` and this instance's
+/// claim: asks the provider and stores what it answered.
+async fn refresh_claimed(
+    state: &ConnectionService,
+    mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    row: ConnectionRow,
+    provider: &Provider,
+) -> anyhow::Result<Option<ConnectionRow>> {
+    let limit = state.settings.database.deadline();
     let Some(refresh_token) = open(state, &row, Kind::Refresh)? else {
         db::faults::deadline(limit, give_up(state, tx, &row, "no_refresh_token")).await?;
         return Ok(None);
