@@ -54,10 +54,11 @@ impl McpServer {
         connect: Arc<ConnectionService>,
         audience: String,
     ) -> Result<Self, serde_json::Error> {
+        let tools = tools::definitions(connect.providers());
         Ok(Self(Arc::new(Shared {
             connect,
             audience,
-            tools: tools::definitions(),
+            tools,
             info: server_config(),
             meta: result_meta()?,
         })))

@@ -62,6 +62,11 @@ impl ProviderCatalog {
         self.providers.keys().map(String::as_str).collect()
     }
 
+    /// Whether `api_request` may change anything at any provider.
+    pub fn allows_writes(&self) -> bool {
+        self.providers.values().any(Provider::allows_writes)
+    }
+
     /// Each provider's name and outbound call counters, sorted by name:
     /// what `/metrics` reports of them.
     pub fn call_metrics(&self) -> impl Iterator<Item = (&str, &ProviderCalls)> + Clone {

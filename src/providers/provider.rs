@@ -160,6 +160,15 @@ impl Provider {
         self.kind == CredentialKind::Oauth2
     }
 
+    /// Whether the operator let `api_request` change anything at this
+    /// provider: a method besides GET, HEAD and OPTIONS is allowed (for
+    /// Slack, whose reads and writes are both RPC calls, POST is the sign).
+    pub fn allows_writes(&self) -> bool {
+        self.allowed_methods
+            .iter()
+            .any(|m| !matches!(m.as_str(), "GET" | "HEAD" | "OPTIONS"))
+    }
+
     /// Whether [`Provider::revoke`] can revoke upstream (RFC 7009).
     pub fn supports_revocation(&self) -> bool {
         self.templates.revocation.is_some()

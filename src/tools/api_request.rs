@@ -86,7 +86,11 @@ fn get() -> String {
     "GET".to_owned()
 }
 
-pub fn definition() -> Tool {
+/// The tool, its annotations as the operator's `allowed_methods` make it:
+/// read-only unless some provider allows a method that writes, and then
+/// able to destroy (a DELETE, a Dropbox `files/delete_v2` POST), so that
+/// a client asks the person before it runs.
+pub fn definition(writes: bool) -> Tool {
     Tool::new(
         NAME,
         "Call a provider's HTTP API as the user, with the user's connected account (the server adds the \
@@ -98,7 +102,13 @@ pub fn definition() -> Tool {
     )
     .with_raw_output_schema(output_schema_for::<ApiResult>())
     .with_title("Call a provider API as the user")
-    .with_annotations(ToolAnnotations::new().read_only(false).destructive(false).idempotent(false).open_world(true))
+    .with_annotations(
+        ToolAnnotations::new()
+            .read_only(!writes)
+            .destructive(writes)
+            .idempotent(!writes)
+            .open_world(true),
+    )
 }
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {

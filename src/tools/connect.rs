@@ -66,7 +66,8 @@ pub fn definition() -> Tool {
     )
     .with_raw_output_schema(output_schema_for::<ConnectResult>())
     .with_title("Connect an account")
-    .with_annotations(ToolAnnotations::new().read_only(false).destructive(false).idempotent(true).open_world(true))
+    // Not idempotent: with `another_account` every call adds an account.
+    .with_annotations(ToolAnnotations::new().read_only(false).destructive(false).idempotent(false).open_world(true))
 }
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {

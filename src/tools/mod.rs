@@ -156,13 +156,14 @@ pub const NAMES: [&str; 5] = [
     disconnect::NAME,
 ];
 
-/// Every tool this server offers.
-pub fn definitions() -> Vec<Tool> {
+/// Every tool this server offers, described for the providers of
+/// `catalog`.
+pub fn definitions(catalog: &crate::providers::ProviderCatalog) -> Vec<Tool> {
     vec![
         connections_list::definition(),
         connect::definition(),
         whoami::definition(),
-        api_request::definition(),
+        api_request::definition(catalog.allows_writes()),
         disconnect::definition(),
     ]
 }
@@ -318,8 +319,44 @@ mod tests {
 
     #[test]
     fn names_list_every_definition() {
-        let defined: Vec<String> = definitions().iter().map(|t| t.name.to_string()).collect();
+        let catalog = crate::providers::ProviderCatalog::default();
+        let defined: Vec<String> = definitions(&catalog)
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect();
         assert_eq!(defined, NAMES);
+    }
+
+    /// `api_request` is read-only where every provider allows only reads,
+    /// and may destroy where one allows a method that writes; `connect`
+    /// adds an account on every call with `another_account`.
+    #[test]
+    fn annotations_follow_the_allowed_methods() {
+        use crate::providers::test_catalog::catalog_of_tables;
+        let hints = |catalog: &crate::providers::ProviderCatalog, name: &str| {
+            let tool = definitions(catalog)
+                .into_iter()
+                .find(|t| t.name == name)
+                .unwrap();
+            let a = tool.annotations.unwrap();
+            (a.read_only_hint, a.destructive_hint, a.idempotent_hint)
+        };
+        let reads =
+            catalog_of_tables("[providers.github]\nclient_id = \"c\"\nclient_secret = \"s\"\n");
+        assert!(!reads.allows_writes());
+        assert_eq!(
+            hints(&reads, api_request::NAME),
+            (Some(true), Some(false), Some(true))
+        );
+        let writes = catalog_of_tables(
+            "[providers.github]\nclient_id = \"c\"\nclient_secret = \"s\"\nallowed_methods = [\"GET\", \"DELETE\"]\n",
+        );
+        assert!(writes.allows_writes());
+        assert_eq!(
+            hints(&writes, api_request::NAME),
+            (Some(false), Some(true), Some(false))
+        );
+        assert_eq!(hints(&reads, connect::NAME).2, Some(false));
     }
 
     #[test]
