@@ -214,7 +214,10 @@ pub(super) fn choose<'s>(
         };
         return ask(state, need, provider, &accounts, round, asked);
     }
-    let answer = round.and_then(|_| answer(need.input_responses, &input_key(provider.name())));
+    // Read only after a round that asked it (its accounts were offered).
+    let answer = round
+        .filter(|r| !r.offered.is_empty())
+        .and_then(|_| answer(need.input_responses, &input_key(provider.name())));
     match answer {
         Some(Answer::Chose(choice)) => match chosen(&accounts, &choice) {
             Found::One(a) => Ok(Chosen::Connection(Some(a.row.id))),

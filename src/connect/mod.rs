@@ -145,7 +145,13 @@ async fn require<'s>(
             key: &key,
         })
         .await?;
-    let action = round.as_ref().and_then(Round::action);
+    // An answer counts only to the question the round asked: a round that
+    // showed a link asked this key, an account question another
+    // (mrtr.mdx: what the server did not ask for is ignored).
+    let action = round
+        .as_ref()
+        .filter(|r| r.state.ticket.is_some())
+        .and_then(Round::action);
     match action {
         Some(ElicitationAction::Decline) => {
             return Ok(Access::Declined {

@@ -129,6 +129,64 @@ async fn with_two_accounts_the_user_is_asked_which_and_the_retry_uses_it() {
     assert_eq!(declined["result"]["isError"], true, "{declined}");
 }
 
+/// An answer to a question the round did not ask is none: a decline under
+/// the connect link's key after an account question, or a choice under
+/// the account question's key after a round that showed a link, leaves
+/// the question that was asked open, and it is asked again (mrtr.mdx: the
+/// server ignores what it did not ask for, and asks again for what is
+/// missing).
+#[tokio::test]
+async fn an_answer_to_a_question_the_round_did_not_ask_is_ignored() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    store(&app, "p-2", "personal", CLIENT_ID).await;
+    let first = connect(&app, CLIENT_ID, json!({})).await;
+    let state = first["result"]["requestState"].as_str().unwrap();
+    let unasked = connect(
+        &app,
+        CLIENT_ID,
+        json!({"requestState": state, "inputResponses": {"connect_demo": {"action": "decline"}}}),
+    )
+    .await;
+    assert_eq!(
+        unasked["result"]["resultType"], "input_required",
+        "{unasked}"
+    );
+    assert!(
+        unasked["result"]["inputRequests"]["account_demo"].is_object(),
+        "{unasked}"
+    );
+
+    // A round that showed a link (bob has no demo account): a
+    // choice under the account key is no answer to it.
+    let first = app
+        .call_tool("bob", "connect", json!({"provider": "demo"}))
+        .await
+        .1;
+    assert!(
+        first["result"]["inputRequests"]["connect_demo"].is_object(),
+        "{first}"
+    );
+    let state = first["result"]["requestState"].as_str().unwrap();
+    let (_, unasked) = app
+        .mcp(
+            "bob",
+            "tools/call",
+            json!({"name": "connect", "arguments": {"provider": "demo"},
+                   "requestState": state,
+                   "inputResponses": {"account_demo": {"action": "decline"}}}),
+        )
+        .await;
+    assert_eq!(
+        unasked["result"]["resultType"], "input_required",
+        "{unasked}"
+    );
+    assert!(
+        unasked["result"]["inputRequests"]["connect_demo"].is_object(),
+        "{unasked}"
+    );
+}
+
 /// The account chosen in an earlier round was disconnected before the
 /// retry: the user is asked again among those left, instead of being sent
 /// to reconnect an account that no longer exists, round after round.
