@@ -64,8 +64,12 @@ pub fn input_required(
 }
 
 /// 2025-11-25: the request cannot proceed until the user opens the URL.
-/// The `elicitationId` is the ticket's id, never the ticket itself.
+/// The `elicitationId` is the ticket's id, never the ticket itself. A
+/// legacy client's declared capabilities are not known here (they came
+/// with its `initialize`), so the message also says where to connect by
+/// hand, for one that cannot open the link.
 pub fn url_elicitation_required(
+    state: &ConnectionService,
     provider: &Provider,
     message: String,
     ticket_id: Uuid,
@@ -76,6 +80,7 @@ pub fn url_elicitation_required(
         message,
         ticket_id,
         url: url.to_owned(),
+        connections_page: format!("{}/connections", state.base_url),
     }
     .into()
 }

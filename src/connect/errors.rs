@@ -74,6 +74,9 @@ pub enum RequestError {
         message: String,
         ticket_id: Uuid,
         url: String,
+        /// Where the user connects by hand, for a client that cannot open
+        /// the link.
+        connections_page: String,
     },
     /// The client did not declare the elicitation mode this needs; `how`
     /// says what the user can do instead.
@@ -147,9 +150,13 @@ impl From<RequestError> for ErrorData {
                 message,
                 ticket_id,
                 url,
+                connections_page,
             } => ErrorData::new(
                 ErrorCode(URL_ELICITATION_REQUIRED),
-                format!("Your {provider} account is needed to continue."),
+                format!(
+                    "Your {provider} account is needed to continue. Open the link this error carries, \
+                     or connect {provider} at {connections_page}, then call again."
+                ),
                 Some(json!({
                     "elicitations": [{
                         "mode": "url",

@@ -401,7 +401,7 @@ fn answer_with_link<'s>(
     let url = tickets::connect_url(state, &secret);
     if need.client == ClientKind::Legacy {
         return Err(elicit::url_elicitation_required(
-            provider, message, ticket_id, &url,
+            state, provider, message, ticket_id, &url,
         ));
     }
     let next = RoundState {

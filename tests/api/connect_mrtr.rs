@@ -180,6 +180,15 @@ async fn legacy_client_gets_32042_with_the_ticket_id_as_elicitation_id() {
         .await;
     assert_eq!(status, 200, "legacy errors stay HTTP 200: {body}");
     assert_eq!(body["error"]["code"], -32042, "{body}");
+    // A legacy client's capabilities are unknown here: for one that cannot
+    // open the link, the message says where to connect by hand (and never
+    // holds the link, which a client may log).
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("connect Demo at {}/connections", app.base)),
+        "{message}"
+    );
+    assert!(!message.contains("ticket="), "{message}");
     let e = &body["error"]["data"]["elicitations"][0];
     assert_eq!(e["mode"], "url");
     let ticket_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM connect_tickets")
