@@ -555,13 +555,25 @@ fn ask<'s>(
             message: several_named(provider, accounts, name),
         }));
     }
+    // A resource has no arguments to name an account in: the tools do.
+    let (how_to_name, name_one) = if need.binding.method == "resources/read" {
+        (
+            "read it with the `whoami` tool, naming the account in its `account` argument",
+            "Read it with the `whoami` tool, naming one in its `account` argument.",
+        )
+    } else {
+        (
+            "name the one to use in the `account` argument",
+            "Name one in the `account` argument.",
+        )
+    };
     match need.client {
         ClientKind::Legacy => {
             // The model's to mend, in the tool's result (not a JSON-RPC
             // error its client may keep from it).
             return Ok(Chosen::Answer(Access::AccountAmbiguous {
                 message: format!(
-                    "The user has several {} accounts ({}); name the one to use in the `account` argument.",
+                    "The user has several {} accounts ({}); {how_to_name}.",
                     provider.display_name(),
                     labels.join(", ")
                 ),
@@ -575,7 +587,7 @@ fn ask<'s>(
                 mode: ElicitationMode::Form,
                 how: format!(
                     "You have several {name} accounts ({labels}), and this client cannot ask you which one \
-                     (it did not declare elicitation.form). Name one in the `account` argument.",
+                     (it did not declare elicitation.form). {name_one}",
                     name = provider.display_name(),
                     labels = labels.join(", ")
                 ),

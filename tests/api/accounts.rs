@@ -979,3 +979,29 @@ async fn a_legacy_client_with_several_accounts_is_told_to_name_one() {
         "{message}"
     );
 }
+
+/// The profile resource names no account, and `resources/read` has no
+/// arguments to name one in: with several accounts, a client that cannot
+/// be asked which is told to read it with `whoami` and its `account`
+/// argument, not to name one where it cannot.
+#[tokio::test]
+async fn the_profile_resource_with_several_accounts_points_to_whoami() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    store(&app, "p-2", "personal", CLIENT_ID).await;
+    let read = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+        "params": {"uri": "connection://demo/profile"}});
+    let response = app
+        .raw_post("alice", "2025-11-25")
+        .json(&read)
+        .send()
+        .await
+        .unwrap();
+    let body: serde_json::Value = response.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("work") && message.contains("`whoami`"),
+        "{body}"
+    );
+    assert!(!message.contains("name the one to use"), "{body}");
+}
