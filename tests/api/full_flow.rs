@@ -185,21 +185,16 @@ async fn a_callback_past_its_page_time_limit_still_stores_the_connection() {
 
     let stored =
         "SELECT count(*) FROM connections WHERE account_label = 'octo' AND status = 'active'";
+    // The audit row is written after the commit: waited for too.
+    let audited = "SELECT count(*) FROM audit_events WHERE kind = 'connected'";
     for _ in 0..100 {
-        if count(&app, stored).await == 1 {
+        if count(&app, stored).await == 1 && count(&app, audited).await == 1 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(count(&app, stored).await, 1, "the connection was stored");
-    assert_eq!(
-        count(
-            &app,
-            "SELECT count(*) FROM audit_events WHERE kind = 'connected'"
-        )
-        .await,
-        1
-    );
+    assert_eq!(count(&app, audited).await, 1, "and is on the record");
     let body = retry_accepted(
         &app,
         "alice",
@@ -501,7 +496,8 @@ async fn an_expired_token_is_refreshed_once_by_concurrent_calls_on_two_instances
 async fn a_refresh_waits_for_another_instances_refresh_longer_than_one_statement_may_take() {
     // Statements may take a second; a refresh elsewhere holds the row for
     // longer. Postgres counts a lock wait as statement time, so the wait
-    // must be allowed its own, longer limit.
+    // must be allowed its own, longer limit. (The lock a refresh takes,
+    // without a claim: as a release from before refresh claims holds it.)
     let app = crate::helpers::spawn_app_with(|t| {
         let mut database = toml::Table::new();
         database.insert("statement_timeout_ms".into(), 1_000.into());
@@ -511,7 +507,7 @@ async fn a_refresh_waits_for_another_instances_refresh_longer_than_one_statement
     connect_demo(&app, "alice", "octo").await;
     expire_access_token(&app).await;
     let mut refreshing = app.db.begin().await.unwrap();
-    sqlx::query("SELECT id FROM connections FOR UPDATE")
+    sqlx::query("SELECT id FROM connections FOR NO KEY UPDATE")
         .fetch_one(&mut *refreshing)
         .await
         .unwrap();
@@ -608,8 +604,8 @@ async fn a_refresh_whose_transaction_is_lost_keeps_the_tokens_the_provider_rotat
 }
 
 /// The same lost transaction with a second instance: while the first is
-/// still trying to write the tokens the provider rotated (its first three
-/// writes lost here, so its tries span almost two seconds), a call on the
+/// still trying to write the tokens the provider rotated (its first four
+/// writes lost here, so its tries span almost four seconds), a call on the
 /// other instance finds the old tokens under no row lock. It waits for the
 /// first instance's tokens rather than spending the old refresh token,
 /// which the provider would take as stolen and answer by revoking the
@@ -623,7 +619,7 @@ async fn a_refresh_whose_transaction_is_lost_is_not_repeated_by_another_instance
         "CREATE SEQUENCE lose_some;
          CREATE FUNCTION lose_first_commits() RETURNS trigger LANGUAGE plpgsql AS $$
          BEGIN
-           IF nextval('lose_some') <= 3 THEN
+           IF nextval('lose_some') <= 4 THEN
              PERFORM pg_terminate_backend(pg_backend_pid());
              PERFORM pg_sleep(1);
            END IF;
@@ -662,9 +658,47 @@ async fn a_refresh_whose_transaction_is_lost_is_not_repeated_by_another_instance
         .unwrap();
     assert_eq!(status, "active");
     assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM audit_events WHERE kind = 'refreshed'"
+        )
+        .await,
+        1,
+        "only the first instance refreshed; the other waited for its tokens"
+    );
+    assert_eq!(
         count(&app, "SELECT count(*) FROM refresh_claims").await,
         0,
         "claims are released"
+    );
+}
+
+/// The smallest pool there is (`database_max_connections = 2`: one pooled
+/// connection) still refreshes: a refresh holds one pooled connection at
+/// a time, its claim taken before the row's transaction begins.
+#[tokio::test]
+async fn a_refresh_needs_one_pooled_connection_at_a_time() {
+    let app = crate::helpers::spawn_app_with(|t| {
+        t.insert("database_max_connections".into(), 2.into());
+    })
+    .await;
+    connect_demo(&app, "alice", "octo").await;
+    expire_access_token(&app).await;
+    let (status, body) = app
+        .call_tool("alice", "whoami", json!({"provider": "demo"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["result"]["structuredContent"]["account"], "octo",
+        "{body}"
+    );
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM audit_events WHERE kind = 'refreshed'"
+        )
+        .await,
+        1
     );
 }
 

@@ -1,11 +1,11 @@
 //! Refreshing an access token before it expires: one refresh per
-//! connection at a time across all instances (row lock, then re-read: the
-//! winner's new tokens serve everyone who waited). The instance that asks
-//! the provider first claims the refresh in a statement of its own
-//! (`db::refresh_claims`): should its transaction be lost after the
-//! provider answered, the row lock is gone but the claim is not, and the
-//! others wait for the tokens it is still writing instead of spending the
-//! refresh token the provider has rotated. A refresh the provider
+//! connection at a time across all instances. The instance that refreshes
+//! first claims it, in a statement of its own (`db::refresh_claims`), then
+//! locks the row and reads it again; the others wait, and the winner's new
+//! tokens serve them. Should the winner's transaction be lost after the
+//! provider answered, its row lock is gone but its claim is not: the
+//! others go on waiting for the tokens it is still writing instead of
+//! spending the refresh token the provider has rotated. A refresh the provider
 //! refuses, or one without a refresh token, ends the same way: the
 //! connection needs the user again ([`give_up`]).
 
@@ -126,8 +126,8 @@ pub(super) enum Why {
     Refused,
 }
 
-/// Refreshes under the row lock. `None`: the provider refused the refresh
-/// token (the user must connect again).
+/// Refreshes under this instance's claim and the row lock. `None`: the
+/// provider refused the refresh token (the user must connect again).
 pub(super) async fn refresh(
     state: &ConnectionService,
     stale: &ConnectionRow,
@@ -140,47 +140,164 @@ pub(super) async fn refresh(
         .await
         .map_err(|_| db::faults::timed_out())?
         .map_err(|closed| anyhow::anyhow!("refreshes closed: {closed}"))?;
-    // Every step has a deadline of its own.
     let limit = state.settings.database.deadline();
-    let mut tx = begin(state).await?;
     let waiting_ends = tokio::time::Instant::now() + REFRESH_LOCK_TIMEOUT;
     loop {
-        let locked = db::connections::find_for_update(&mut *tx, stale.id);
-        let Some(row) = db::faults::deadline(REFRESH_LOCK_TIMEOUT + limit, locked).await? else {
+        // The claim first, holding no connection: a refresh holds one
+        // pooled connection at a time (`ConnectionService::refreshes`).
+        match Claim::take(state, stale.id).await? {
+            Taken::Claim(claim) => {
+                let refreshed = refresh_locked(state, stale, provider, why).await;
+                claim.release().await;
+                return refreshed;
+            }
+            Taken::Gone => return Ok(None),
+            Taken::Elsewhere => {}
+        }
+        // Another instance is refreshing, or still writing what the
+        // provider answered after its transaction was lost: its tokens
+        // will come, and asking again would spend a refresh token the
+        // provider may have rotated.
+        let read =
+            db::connections::find_account(&state.db, stale.user(), &stale.provider, Some(stale.id));
+        let Some(row) = db::faults::deadline(limit, read).await? else {
             return Ok(None);
         };
         if row.status != ConnectionStatus::Active {
             return Ok(None);
         }
-        let refreshed_meanwhile = match why {
-            Why::Expiring => !needs_refresh(&row),
-            Why::Refused => row.access_token != stale.access_token,
-        };
-        if refreshed_meanwhile {
-            // Someone else refreshed while we waited for the lock.
+        if refreshed_meanwhile(&row, stale, why) {
             return Ok(Some(row));
         }
-        let claim_id = uuid::Uuid::new_v4();
-        let claim = db::refresh_claims::claim(&state.db, row.id, claim_id, claim_hold(state));
-        if db::faults::deadline(limit, claim).await? {
-            let id = row.id;
-            let refreshed = refresh_claimed(state, tx, row, provider).await;
-            let release = db::refresh_claims::release(&state.db, id, claim_id);
-            if let Err(e) = db::faults::deadline(limit, release).await {
-                tracing::warn!(connection = %id, error = %e, "a refresh claim could not be released; it ends by itself");
-            }
-            return refreshed;
-        }
-        // Another instance asked the provider and is still writing what it
-        // answered, its transaction lost: its tokens will come, and asking
-        // again would spend the refresh token the provider has rotated.
-        drop(tx);
         if tokio::time::Instant::now() + CLAIM_POLL >= waiting_ends {
-            tracing::warn!(connection = %stale.id, "another instance's refresh did not end in time");
+            let valid = row
+                .access_token_expires_at
+                .is_some_and(|at| at > Utc::now());
+            tracing::warn!(connection = %stale.id, valid, "another instance's refresh did not end in time");
+            // Refreshed ahead of its expiry, the token still serves.
+            if why == Why::Expiring && valid {
+                return Ok(Some(row));
+            }
             return Err(db::faults::timed_out().into());
         }
         tokio::time::sleep(CLAIM_POLL).await;
-        tx = begin(state).await?;
+    }
+}
+
+/// Whether `row` holds tokens newer than `stale`'s, for `why`.
+fn refreshed_meanwhile(row: &ConnectionRow, stale: &ConnectionRow, why: Why) -> bool {
+    match why {
+        Why::Expiring => !needs_refresh(row),
+        Why::Refused => row.access_token != stale.access_token,
+    }
+}
+
+/// Under the claim: locks the row, and refreshes unless someone did
+/// meanwhile (an older release, which takes no claim, or a refresh that
+/// ended just before the claim was taken).
+async fn refresh_locked(
+    state: &ConnectionService,
+    stale: &ConnectionRow,
+    provider: &Provider,
+    why: Why,
+) -> anyhow::Result<Option<ConnectionRow>> {
+    let limit = state.settings.database.deadline();
+    let mut tx = begin(state).await?;
+    let locked = db::connections::find_for_update(&mut *tx, stale.id);
+    let Some(row) = db::faults::deadline(REFRESH_LOCK_TIMEOUT + limit, locked).await? else {
+        return Ok(None);
+    };
+    if row.status != ConnectionStatus::Active {
+        return Ok(None);
+    }
+    if refreshed_meanwhile(&row, stale, why) {
+        return Ok(Some(row));
+    }
+    refresh_claimed(state, tx, row, provider).await
+}
+
+/// This instance's claim on a connection's refresh (`db::refresh_claims`).
+/// Released by [`Claim::release`], or in the background when dropped
+/// holding it — a refresh dropped half-way (its caller went away, a
+/// statement's deadline passed after the claim was committed) must not
+/// leave every instance waiting for the claim to expire.
+struct Claim {
+    db: sqlx::PgPool,
+    connection_id: uuid::Uuid,
+    claim_id: uuid::Uuid,
+    limit: std::time::Duration,
+    held: bool,
+}
+
+/// What taking a claim found.
+enum Taken {
+    Claim(Claim),
+    /// Another claim holds the refresh.
+    Elsewhere,
+    /// The connection was deleted (disconnected) meanwhile.
+    Gone,
+}
+
+impl Claim {
+    async fn take(
+        state: &ConnectionService,
+        connection_id: uuid::Uuid,
+    ) -> Result<Taken, sqlx::Error> {
+        let mut claim = Claim {
+            db: state.db.clone(),
+            connection_id,
+            claim_id: uuid::Uuid::new_v4(),
+            limit: state.settings.database.deadline(),
+            // Held from before the statement: if its deadline passes after
+            // the claim was committed, the drop releases it.
+            held: true,
+        };
+        let taken =
+            db::refresh_claims::claim(&state.db, connection_id, claim.claim_id, claim_hold(state));
+        match db::faults::deadline(claim.limit, taken).await {
+            Ok(true) => Ok(Taken::Claim(claim)),
+            Ok(false) => {
+                claim.held = false;
+                Ok(Taken::Elsewhere)
+            }
+            // The claim's foreign key: the row went while it was written.
+            Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation() => {
+                claim.held = false;
+                Ok(Taken::Gone)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn release(mut self) {
+        self.held = false;
+        let release = db::refresh_claims::release(&self.db, self.connection_id, self.claim_id);
+        if let Err(e) = db::faults::deadline(self.limit, release).await {
+            tracing::warn!(connection = %self.connection_id, error = %e, "a refresh claim could not be released; it ends by itself");
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if !self.held {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (db, connection_id, claim_id, limit) = (
+            self.db.clone(),
+            self.connection_id,
+            self.claim_id,
+            self.limit,
+        );
+        runtime.spawn(async move {
+            let release = db::refresh_claims::release(&db, connection_id, claim_id);
+            if db::faults::deadline(limit, release).await.is_err() {
+                tracing::warn!(connection = %connection_id, "a refresh claim could not be released; it ends by itself");
+            }
+        });
     }
 }
 
