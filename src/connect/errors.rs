@@ -155,7 +155,7 @@ impl From<RequestError> for ErrorData {
                 ErrorCode(URL_ELICITATION_REQUIRED),
                 format!(
                     "Your {provider} account is needed to continue. Open the link this error carries, \
-                     or connect {provider} at {connections_page}, then call again."
+                     or go to {connections_page} and connect the account (or allow this client) there, then call again."
                 ),
                 Some(json!({
                     "elicitations": [{

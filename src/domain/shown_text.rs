@@ -12,15 +12,16 @@
 pub const MAX_LABEL_CHARS: usize = 64;
 
 /// An outsider's `text` as it is stored and shown: what a reader cannot
-/// see dropped, trimmed, and at most `max_chars` characters (then an
-/// ellipsis).
+/// see dropped, trimmed, and at most `max_chars` characters, an ellipsis
+/// included where it was cut.
 pub fn shown(text: &str, max_chars: usize) -> String {
     let clean: String = text.chars().filter(|&c| is_shown(c)).collect();
     let clean = clean.trim();
-    let mut shown: String = clean.chars().take(max_chars).collect();
-    if clean.chars().nth(max_chars).is_some() {
-        shown.push('…');
+    if clean.chars().nth(max_chars).is_none() {
+        return clean.to_owned();
     }
+    let mut shown: String = clean.chars().take(max_chars.saturating_sub(1)).collect();
+    shown.push('…');
     shown
 }
 
@@ -87,7 +88,8 @@ mod tests {
     #[test]
     fn shown_text_is_cleaned_trimmed_and_cut() {
         assert_eq!(shown(" work\u{202E}txt.exe ", 64), "worktxt.exe");
-        assert_eq!(shown(&"x".repeat(70), 64), format!("{}…", "x".repeat(64)));
+        assert_eq!(shown(&"x".repeat(70), 64), format!("{}…", "x".repeat(63)));
+        assert_eq!(shown(&"x".repeat(70), 64).chars().count(), 64);
         assert_eq!(shown(&"é".repeat(64), 64), "é".repeat(64));
         assert_eq!(shown("\u{200B}\u{7}", 64), "");
     }

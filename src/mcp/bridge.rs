@@ -436,9 +436,6 @@ fn too_large(limit: usize) -> HttpResponse {
     )
 }
 
-/// An error for a request whose id was not read (or cannot be trusted):
-/// the schema's `JSONRPCErrorResponse` then has no `id` at all (`null` is
-/// not a `RequestId`).
 /// Whether `id` can be a request's (`RequestId`: a string or an integer).
 pub(super) fn is_request_id(id: &serde_json::Value) -> bool {
     id.is_string() || id.is_i64() || id.is_u64()
@@ -455,6 +452,9 @@ pub(super) fn invalid_request_id() -> HttpResponse {
     )
 }
 
+/// An error for a request whose id was not read (or cannot be trusted):
+/// the schema's `JSONRPCErrorResponse` then has no `id` at all (`null` is
+/// not a `RequestId`).
 fn jsonrpc_error(status: StatusCode, code: i32, message: &str) -> HttpResponse {
     HttpResponse::build(status).json(json!({
         "jsonrpc": "2.0",

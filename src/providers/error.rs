@@ -119,9 +119,28 @@ pub enum ProviderConfigError {
 /// An OAuth `error` code fit for a message: RFC 6749 limits it to printable
 /// ASCII; anything else, or anything long, is cut.
 pub(super) fn clean_code(code: &str) -> String {
+    code_characters(code).chars().take(64).collect()
+}
+
+/// [`clean_code`] of a code that may echo what we sent, with every such
+/// secret replaced: looked for after the filter, both as it was sent and
+/// as the filter leaves it, so that an echo with characters put in (or
+/// taken out) that the filter drops is still found.
+pub(super) fn clean_code_without(code: &str, secrets: &[&str]) -> String {
+    let mut code = code_characters(code);
+    for secret in secrets {
+        for form in [secret.to_string(), code_characters(secret)] {
+            if form.len() >= 4 {
+                code = code.replace(&form, "redacted");
+            }
+        }
+    }
+    code.chars().take(64).collect()
+}
+
+fn code_characters(code: &str) -> String {
     code.chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
-        .take(64)
         .collect()
 }
 

@@ -296,7 +296,7 @@ mod tests {
             .account_from(&json!({"id": 7, "login": long}), "")
             .unwrap();
         assert_eq!(a.id, "7");
-        assert_eq!(a.label, format!("work{}…", "x".repeat(60)));
+        assert_eq!(a.label, format!("work{}…", "x".repeat(59)));
         // Nothing visible left: the next field, then the id.
         let a = github
             .account_from(&json!({"id": 7, "login": "\u{200B}\u{2066}"}), "")

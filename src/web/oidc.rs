@@ -482,7 +482,7 @@ mod tests {
         assert_eq!(shown_name("a\u{1b}[31mb\nc"), "a[31mbc");
         let long = "名".repeat(100_000);
         let shown = shown_name(&long);
-        assert_eq!(shown.chars().count(), SHOWN_NAME_CHARS + 1);
+        assert_eq!(shown.chars().count(), SHOWN_NAME_CHARS);
         assert!(shown.ends_with('…'));
         assert_eq!(
             shown_name(&"x".repeat(SHOWN_NAME_CHARS)).chars().count(),

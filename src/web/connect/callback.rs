@@ -146,9 +146,10 @@ pub(super) async fn callback(
 /// is spent once the flow is completed, so these run to their end in a
 /// task of their own: neither the page's time limit nor a browser that
 /// goes away may drop them half-way (tokens issued, neither stored nor
-/// revoked, and nothing on the record). Each provider call and statement
-/// in it has a limit of its own; `finishing::EXCHANGE_WINDOW_SECS` covers
-/// them all.
+/// revoked, and nothing on the record). Each provider call has a limit of
+/// its own, and so has each statement in Postgres; against a database that
+/// stops answering altogether, the task itself ends after
+/// `finishing::EXCHANGE_WINDOW_SECS`, the time a reload is asked to wait.
 struct Finishing {
     state: AppState,
     client: (Option<String>, Option<String>),
@@ -162,10 +163,28 @@ struct Finishing {
 
 impl Finishing {
     async fn run_to_the_end(self) -> Result<Account, FinishError> {
-        let task = tokio::spawn(async move { self.run().await });
-        task.await.unwrap_or_else(|e| {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let limit = std::time::Duration::from_secs(super::finishing::EXCHANGE_WINDOW_SECS as u64);
+        tokio::spawn(async move {
+            let finished = match tokio::time::timeout(limit, self.run()).await {
+                Ok(finished) => finished,
+                Err(_) => {
+                    tracing::error!(
+                        "finishing a connect did not end in time; tokens the provider issued may be neither stored nor revoked"
+                    );
+                    Err(FinishError::Internal(anyhow::anyhow!(
+                        "finishing a connect did not end in time"
+                    )))
+                }
+            };
+            // The page went away meanwhile: what went wrong is told here.
+            if let Err(Err(e)) = answer.send(finished) {
+                tracing::warn!(error = %e, "a connect finished after its page was gone, and failed");
+            }
+        });
+        answered.await.unwrap_or_else(|_| {
             Err(FinishError::Internal(anyhow::anyhow!(
-                "finishing a connect stopped: {e}"
+                "finishing a connect stopped before it answered"
             )))
         })
     }

@@ -24,7 +24,7 @@ use crate::{
 /// runs to its end whatever becomes of its page (`callback::Finishing`),
 /// so this does not depend on `web.page_timeout_secs`: a reload within it
 /// is asked to wait rather than ending the flow under the exchange.
-const EXCHANGE_WINDOW_SECS: i64 = 120;
+pub(super) const EXCHANGE_WINDOW_SECS: i64 = 120;
 
 /// Whether `flow`'s first callback may still be exchanging its code: it
 /// began a moment ago, has connected nothing yet, and was not a decline at
