@@ -185,7 +185,7 @@ async fn legacy_client_gets_32042_with_the_ticket_id_as_elicitation_id() {
     // holds the link, which a client may log).
     let message = body["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains(&format!("at {}/connections", app.base)),
+        message.contains(&format!("go to {}/connections", app.base)),
         "{message}"
     );
     assert!(!message.contains("ticket="), "{message}");
