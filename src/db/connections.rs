@@ -558,7 +558,9 @@ pub async fn reseal(
 /// [`store_refreshed`] on an active connection whose access token is still
 /// `previous_access_token` (sealed): for a refresh's tokens written after
 /// the transaction that held the row was lost, when someone else may have
-/// changed the row since. `false`: it changed, nothing was written.
+/// changed the row since. A row that already holds these tokens (the lost
+/// commit was made after all) counts as written. `false`: it changed,
+/// nothing was written.
 pub async fn store_refreshed_if_current(
     exec: impl PgExecutor<'_>,
     id: Uuid,
@@ -568,7 +570,7 @@ pub async fn store_refreshed_if_current(
     let done = sqlx::query!(
         "UPDATE connections SET access_token = $3, refresh_token = $4, key_id = $5,
              access_token_expires_at = $6, tokens_stored_at = now(), updated_at = now()
-         WHERE id = $1 AND access_token = $2 AND status = 'active'",
+         WHERE id = $1 AND (access_token = $2 OR access_token = $3) AND status = 'active'",
         id,
         previous_access_token,
         refreshed.access_token,

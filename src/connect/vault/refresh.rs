@@ -64,14 +64,20 @@ const KEEP_FOR_DEADLINES: u32 = 3;
 /// would leave the user to connect again. Tried again on fresh
 /// connections while the failure is a passing one, and written only over
 /// the row as it was read (nobody changed it since).
+/// `aborted`: the transaction failed before the tokens were written in
+/// it, by an error of any kind; they are written without it all the same.
 async fn keep_after_lost_transaction(
     state: &ConnectionService,
     row: &ConnectionRow,
     refreshed: db::connections::RefreshedTokens<'_>,
-    lost: sqlx::Error,
+    lost: anyhow::Error,
+    aborted: bool,
 ) -> anyhow::Result<()> {
-    if !db::faults::is_transient(&lost) {
-        return Err(lost.into());
+    let transient = lost
+        .downcast_ref::<sqlx::Error>()
+        .is_some_and(db::faults::is_transient);
+    if !aborted && !transient {
+        return Err(lost);
     }
     tracing::warn!(connection = %row.id, error = %lost, "writing refreshed tokens failed; trying again");
     let until = std::time::Instant::now() + state.settings.database.deadline() * KEEP_FOR_DEADLINES;
@@ -105,7 +111,7 @@ async fn keep_after_lost_transaction(
                     row.id
                 )
             }
-            Err(e) if db::faults::is_transient(&e) => last = e,
+            Err(e) if db::faults::is_transient(&e) => last = e.into(),
             Err(e) => return Err(e.into()),
         }
     }
@@ -114,7 +120,7 @@ async fn keep_after_lost_transaction(
         error = %last,
         "refreshed tokens could not be written; the user may have to connect again"
     );
-    Err(last.into())
+    Err(last)
 }
 
 /// Why a connection's tokens are refreshed.
@@ -134,17 +140,19 @@ pub(super) async fn refresh(
     provider: &Provider,
     why: Why,
 ) -> anyhow::Result<Option<ConnectionRow>> {
-    // Waiting for a turn holds nothing; a turn is as long as a refresh
-    // may wait for the row.
-    let _turn = tokio::time::timeout(REFRESH_LOCK_TIMEOUT, state.refreshes.acquire())
-        .await
-        .map_err(|_| db::faults::timed_out())?
-        .map_err(|closed| anyhow::anyhow!("refreshes closed: {closed}"))?;
     let limit = state.settings.database.deadline();
     let waiting_ends = tokio::time::Instant::now() + REFRESH_LOCK_TIMEOUT;
     loop {
+        // A turn to refresh (`ConnectionService::refreshes`), held while
+        // claiming and refreshing, not while another instance is waited
+        // for. Waiting for a turn holds nothing; a turn is as long as a
+        // refresh may wait for the row.
+        let turn = tokio::time::timeout(REFRESH_LOCK_TIMEOUT, state.refreshes.acquire())
+            .await
+            .map_err(|_| db::faults::timed_out())?
+            .map_err(|closed| anyhow::anyhow!("refreshes closed: {closed}"))?;
         // The claim first, holding no connection: a refresh holds one
-        // pooled connection at a time (`ConnectionService::refreshes`).
+        // pooled connection at a time.
         match Claim::take(state, stale.id).await? {
             Taken::Claim(claim) => {
                 let refreshed = refresh_locked(state, stale, provider, why).await;
@@ -152,7 +160,7 @@ pub(super) async fn refresh(
                 return refreshed;
             }
             Taken::Gone => return Ok(None),
-            Taken::Elsewhere => {}
+            Taken::Elsewhere => drop(turn),
         }
         // Another instance is refreshing, or still writing what the
         // provider answered after its transaction was lost: its tokens
@@ -270,9 +278,12 @@ impl Claim {
     }
 
     async fn release(mut self) {
-        self.held = false;
         let release = db::refresh_claims::release(&self.db, self.connection_id, self.claim_id);
-        if let Err(e) = db::faults::deadline(self.limit, release).await {
+        // Dropped while it runs, the claim is still held: the drop
+        // releases it.
+        let released = db::faults::deadline(self.limit, release).await;
+        self.held = false;
+        if let Err(e) = released {
             tracing::warn!(connection = %self.connection_id, error = %e, "a refresh claim could not be released; it ends by itself");
         }
     }
@@ -284,6 +295,7 @@ impl Drop for Claim {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(connection = %self.connection_id, "a refresh claim could not be released; it ends by itself");
             return;
         };
         let (db, connection_id, claim_id, limit) = (
@@ -322,10 +334,18 @@ const CLAIM_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 /// limit is 10 s), with room.
 const PROVIDER_ANSWER: std::time::Duration = std::time::Duration::from_secs(15);
 
-/// How long a refresh claim holds unless released: the provider's answer,
-/// the transaction that stores it and the tries after a lost one.
+/// How long a refresh claim holds unless released: longer than the
+/// longest refresh, so that a slow one is never joined by a second — the
+/// transaction begun (a deadline), the wait for the row lock (held without
+/// a claim by an older release, or by a disconnect) and its statement's
+/// deadline, the provider's answer, the parameters and tokens written (two
+/// deadlines) and the tries after a lost transaction, with a deadline to
+/// spare. A claim left by an instance that died holds as long; those
+/// waiting for it serve a token that has not expired yet meanwhile.
 fn claim_hold(state: &ConnectionService) -> std::time::Duration {
-    PROVIDER_ANSWER + state.settings.database.deadline() * (KEEP_FOR_DEADLINES + 2)
+    REFRESH_LOCK_TIMEOUT
+        + PROVIDER_ANSWER
+        + state.settings.database.deadline() * (KEEP_FOR_DEADLINES + 5)
 }
 
 /// The refresh itself, under the row lock of `tx` and this instance's
@@ -347,11 +367,21 @@ async fn refresh_claimed(
     {
         Ok(refreshed) => {
             let tokens = refreshed.tokens;
-            let params = db::faults::deadline(
+            // The provider has answered: whatever fails from here, its
+            // tokens are written (below, or after a lost transaction), as
+            // the one that rotates refresh tokens has retired ours.
+            let relearned = db::faults::deadline(
                 limit,
                 relearned(&mut tx, &row, refreshed.params, &refreshed.refused),
             )
-            .await?;
+            .await;
+            let (params, aborted) = match relearned {
+                Ok(params) => (params, None),
+                Err(e) => {
+                    tracing::warn!(connection = %row.id, error = %e, "the parameters a refresh answer named could not be written; the stored ones are kept");
+                    (row.params.0.clone(), Some(e))
+                }
+            };
             let ctx = |kind| context(row.id, row.user(), &row.provider, kind);
             let access = state.keys.seal(
                 Purpose::Token,
@@ -366,19 +396,29 @@ async fn refresh_claimed(
                 new_refresh.expose_secret().as_bytes(),
             )?;
             let expires_at = expiry(&tokens);
-            let written = db::faults::deadline(limit, async {
-                db::connections::store_refreshed(
-                    &mut *tx,
-                    row.id,
-                    &access.bytes,
-                    Some(&refresh.bytes),
-                    &access.key_id,
-                    expires_at,
-                )
-                .await?;
-                tx.commit().await
-            })
-            .await;
+            let in_aborted_transaction = aborted.is_some();
+            let written = match aborted {
+                // The transaction failed with the parameters: the tokens
+                // are written without it, below (it rolls back as it goes).
+                Some(e) => {
+                    drop(tx);
+                    Err(e)
+                }
+                None => db::faults::deadline(limit, async {
+                    db::connections::store_refreshed(
+                        &mut *tx,
+                        row.id,
+                        &access.bytes,
+                        Some(&refresh.bytes),
+                        &access.key_id,
+                        expires_at,
+                    )
+                    .await?;
+                    tx.commit().await
+                })
+                .await
+                .map_err(anyhow::Error::from),
+            };
             if let Err(lost) = written {
                 let refreshed = db::connections::RefreshedTokens {
                     access_token: &access.bytes,
@@ -386,7 +426,8 @@ async fn refresh_claimed(
                     key_id: &access.key_id,
                     expires_at,
                 };
-                keep_after_lost_transaction(state, &row, refreshed, lost).await?;
+                keep_after_lost_transaction(state, &row, refreshed, lost, in_aborted_transaction)
+                    .await?;
             }
             audit_refresh(state, &row, AuditKind::Refreshed, json!({})).await;
             Ok(Some(ConnectionRow {
