@@ -13,10 +13,6 @@ pub const MIN_SESSION_IDLE_SECS: u64 = 300;
 
 impl Settings {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |key: &str, message: String| ConfigError::Invalid {
-            key: key.to_owned(),
-            message,
-        };
         if !matches!(self.public_url.scheme(), "http" | "https") || self.public_url.host().is_none()
         {
             return Err(invalid(
@@ -239,10 +235,6 @@ impl Settings {
     /// clients are told to ask for: they take the challenge's `scope` or
     /// the metadata's `scopes_supported`, never anything else.
     fn validate_scopes(&self) -> Result<(), ConfigError> {
-        let invalid = |key: &str, message: String| ConfigError::Invalid {
-            key: key.into(),
-            message,
-        };
         for (key, scopes) in [
             ("auth.scopes_supported", &self.auth.scopes_supported),
             ("auth.required_scopes", &self.auth.required_scopes),
@@ -366,6 +358,14 @@ pub fn is_valid_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+/// The setting `key` is refused, and why.
+fn invalid(key: &str, message: String) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.to_owned(),
+        message,
+    }
 }
 
 /// RFC 6749 §3.3: `scope-token = 1*( %x21 / %x23-5B / %x5D-7E )`.

@@ -389,6 +389,30 @@ async fn deny_at_the_provider_makes_the_retry_say_declined() {
     );
 }
 
+/// Makes the first `lost` commits that write new tokens to `connections`
+/// end their connection, as Postgres restarting while the provider
+/// answered would; `lose_commits`'s `last_value` counts the tries.
+async fn lose_commits_of_new_tokens(app: &TestApp, lost: i64) {
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE SEQUENCE lose_commits;
+         CREATE FUNCTION lose_commits() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF nextval('lose_commits') <= {lost} THEN
+             PERFORM pg_terminate_backend(pg_backend_pid());
+             PERFORM pg_sleep(1);
+           END IF;
+           RETURN NULL;
+         END $$;
+         CREATE CONSTRAINT TRIGGER lose_commits AFTER UPDATE ON connections
+           DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+           WHEN (OLD.access_token IS DISTINCT FROM NEW.access_token)
+           EXECUTE FUNCTION lose_commits();"
+    )))
+    .execute(&app.db)
+    .await
+    .unwrap();
+}
+
 async fn expire_access_token(app: &TestApp) {
     sqlx::query("UPDATE connections SET access_token_expires_at = now() - interval '1 second'")
         .execute(&app.db)
@@ -542,24 +566,7 @@ async fn a_refresh_whose_transaction_is_lost_keeps_the_tokens_the_provider_rotat
         .unwrap();
     // The first commit of new tokens ends its connection, as Postgres
     // restarting while the provider answered would.
-    sqlx::raw_sql(
-        "CREATE SEQUENCE lose_once;
-         CREATE FUNCTION lose_first_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN
-           IF nextval('lose_once') = 1 THEN
-             PERFORM pg_terminate_backend(pg_backend_pid());
-             PERFORM pg_sleep(1);
-           END IF;
-           RETURN NULL;
-         END $$;
-         CREATE CONSTRAINT TRIGGER lose_first_commit AFTER UPDATE ON connections
-           DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-           WHEN (OLD.access_token IS DISTINCT FROM NEW.access_token)
-           EXECUTE FUNCTION lose_first_commit();",
-    )
-    .execute(&app.db)
-    .await
-    .unwrap();
+    lose_commits_of_new_tokens(&app, 1).await;
     expire_access_token(&app).await;
     let (status, body) = app
         .call_tool("alice", "whoami", json!({"provider": "demo"}))
@@ -569,7 +576,7 @@ async fn a_refresh_whose_transaction_is_lost_keeps_the_tokens_the_provider_rotat
         body["result"]["structuredContent"]["account"], "octo",
         "{body}"
     );
-    let lost: i64 = sqlx::query_scalar("SELECT last_value FROM lose_once")
+    let lost: i64 = sqlx::query_scalar("SELECT last_value FROM lose_commits")
         .fetch_one(&app.db)
         .await
         .unwrap();
@@ -615,29 +622,12 @@ async fn a_refresh_whose_transaction_is_lost_is_not_repeated_by_another_instance
     let app = spawn_app().await;
     let other = app.second_instance().await;
     connect_demo(&app, "alice", "octo").await;
-    sqlx::raw_sql(
-        "CREATE SEQUENCE lose_some;
-         CREATE FUNCTION lose_first_commits() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN
-           IF nextval('lose_some') <= 4 THEN
-             PERFORM pg_terminate_backend(pg_backend_pid());
-             PERFORM pg_sleep(1);
-           END IF;
-           RETURN NULL;
-         END $$;
-         CREATE CONSTRAINT TRIGGER lose_first_commits AFTER UPDATE ON connections
-           DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-           WHEN (OLD.access_token IS DISTINCT FROM NEW.access_token)
-           EXECUTE FUNCTION lose_first_commits();",
-    )
-    .execute(&app.db)
-    .await
-    .unwrap();
+    lose_commits_of_new_tokens(&app, 4).await;
     expire_access_token(&app).await;
     let first = app.call_tool("alice", "whoami", json!({"provider": "demo"}));
     let second = async {
         // The first instance's transaction is lost; it is trying again.
-        while count(&app, "SELECT last_value FROM lose_some").await < 2 {
+        while count(&app, "SELECT last_value FROM lose_commits").await < 2 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         other

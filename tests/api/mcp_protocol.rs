@@ -202,15 +202,7 @@ async fn a_request_without_a_served_protocol_version_is_refused() {
     let app = spawn_app().await;
     let call = json!({"jsonrpc": "2.0", "id": "c1", "method": "tools/call",
         "params": {"name": "connections_list", "arguments": {}}});
-    let without = app
-        .http
-        .post(app.mcp_url())
-        .bearer_auth(app.token("alice"))
-        .header("Accept", "application/json, text/event-stream")
-        .json(&call)
-        .send()
-        .await
-        .unwrap();
+    let without = post_without_version(&app, &call).await;
     let (status, body) = read(without).await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], -32020, "{body}");
@@ -245,15 +237,7 @@ async fn a_request_without_a_served_protocol_version_is_refused() {
     // first `initialize` may come without the header (see
     // `legacy_initialize_client_is_served`).
     let notification = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let response = app
-        .http
-        .post(app.mcp_url())
-        .bearer_auth(app.token("alice"))
-        .header("Accept", "application/json, text/event-stream")
-        .json(&notification)
-        .send()
-        .await
-        .unwrap();
+    let response = post_without_version(&app, &notification).await;
     assert_eq!(response.status(), 202);
 }
 
@@ -265,15 +249,7 @@ async fn a_refused_version_with_an_id_that_is_no_request_id_is_an_invalid_reques
     let app = spawn_app().await;
     for id in [json!({"x": 1}), json!(true), json!(1.5)] {
         let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
-        let without = app
-            .http
-            .post(app.mcp_url())
-            .bearer_auth(app.token("alice"))
-            .header("Accept", "application/json, text/event-stream")
-            .json(&call)
-            .send()
-            .await
-            .unwrap();
+        let without = post_without_version(&app, &call).await;
         let unsupported = app
             .raw_post("alice", "2099-01-01")
             .json(&call)
@@ -415,15 +391,7 @@ async fn legacy_initialize_client_is_served() {
         "capabilities": {"elicitation": {"url": {}}},
         "clientInfo": {"name": "legacy", "version": "1"}
     }});
-    let response = app
-        .http
-        .post(app.mcp_url())
-        .bearer_auth(app.token("alice"))
-        .header("Accept", "application/json, text/event-stream")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let response = post_without_version(&app, &body).await;
     let (status, body) = read(response).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"]["protocolVersion"], "2025-11-25", "{body}");
@@ -464,4 +432,20 @@ async fn a_legacy_client_ping_is_answered_with_an_empty_result() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["id"], "p1", "{body}");
     assert_eq!(body["result"], json!({}), "{body}");
+}
+
+/// `body` POSTed as alice with no `MCP-Protocol-Version` header, as a
+/// legacy client's first `initialize` (or a client that forgot it) sends it.
+async fn post_without_version(
+    app: &crate::helpers::TestApp,
+    body: &serde_json::Value,
+) -> reqwest::Response {
+    app.http
+        .post(app.mcp_url())
+        .bearer_auth(app.token("alice"))
+        .header("Accept", "application/json, text/event-stream")
+        .json(body)
+        .send()
+        .await
+        .unwrap()
 }

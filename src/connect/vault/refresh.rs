@@ -278,14 +278,24 @@ impl Claim {
     }
 
     async fn release(mut self) {
-        let release = db::refresh_claims::release(&self.db, self.connection_id, self.claim_id);
         // Dropped while it runs, the claim is still held: the drop
         // releases it.
-        let released = db::faults::deadline(self.limit, release).await;
+        release_claim(&self.db, self.connection_id, self.claim_id, self.limit).await;
         self.held = false;
-        if let Err(e) = released {
-            tracing::warn!(connection = %self.connection_id, error = %e, "a refresh claim could not be released; it ends by itself");
-        }
+    }
+}
+
+/// Ends the claim `claim_id` on `connection_id`'s refresh, or says that it
+/// ends by itself (when it expires).
+async fn release_claim(
+    db: &sqlx::PgPool,
+    connection_id: uuid::Uuid,
+    claim_id: uuid::Uuid,
+    limit: std::time::Duration,
+) {
+    let release = db::refresh_claims::release(db, connection_id, claim_id);
+    if let Err(e) = db::faults::deadline(limit, release).await {
+        tracing::warn!(connection = %connection_id, error = %e, "a refresh claim could not be released; it ends by itself");
     }
 }
 
@@ -304,12 +314,7 @@ impl Drop for Claim {
             self.claim_id,
             self.limit,
         );
-        runtime.spawn(async move {
-            let release = db::refresh_claims::release(&db, connection_id, claim_id);
-            if db::faults::deadline(limit, release).await.is_err() {
-                tracing::warn!(connection = %connection_id, "a refresh claim could not be released; it ends by itself");
-            }
-        });
+        runtime.spawn(async move { release_claim(&db, connection_id, claim_id, limit).await });
     }
 }
 
