@@ -172,17 +172,33 @@ impl Application {
     }
 
     /// Serves until SIGTERM or Ctrl-C. On a signal, requests waiting for a
-    /// user's connection answer at once, then in-flight requests drain for
-    /// at most [`crate::config::SHUTDOWN_DRAIN`].
+    /// user's connection answer at once, then in-flight requests drain, and
+    /// the work that runs to its end whatever became of its request (a
+    /// refresh, a connect's code exchange) finishes: both within
+    /// [`crate::config::SHUTDOWN_DRAIN`] of the signal.
     pub async fn run_until_signalled(self) -> Result<(), std::io::Error> {
         let handle = self.server.handle();
         let state = self.state.clone();
-        let signals =
-            crate::shutdown::drain_until_second_signal(handle, move || state.begin_shutdown());
-        tokio::select! {
+        let drain_ends = Arc::new(std::sync::OnceLock::new());
+        let signalled = drain_ends.clone();
+        let signals = crate::shutdown::drain_until_second_signal(handle, move || {
+            let _ = signalled.set(tokio::time::Instant::now() + crate::config::SHUTDOWN_DRAIN);
+            state.begin_shutdown();
+        });
+        let mut signals = std::pin::pin!(signals);
+        let served = tokio::select! {
             served = self.server => served,
-            () = signals => Ok(()),
+            () = &mut signals => return Ok(()),
+        };
+        let deadline = drain_ends
+            .get()
+            .copied()
+            .unwrap_or_else(tokio::time::Instant::now);
+        tokio::select! {
+            _ = self.state.connect.finish_work_under_way(deadline) => {}
+            () = &mut signals => {}
         }
+        served
     }
 
     /// The server handle, to stop it gracefully.
@@ -254,7 +270,7 @@ pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, Startup
         keys,
         verifier: Arc::new(verifier),
         http,
-        connect: Arc::new(connect),
+        connect,
         sign_in_metadata: Arc::default(),
         metrics,
     })

@@ -62,7 +62,13 @@ pub struct ConnectionService {
     /// holds a pooled connection (and the row's lock) while the provider
     /// answers, and a slow provider must not take every connection that
     /// pages, flows and other providers' refreshes need.
-    pub(super) refreshes: tokio::sync::Semaphore,
+    pub(super) refreshes: Arc<tokio::sync::Semaphore>,
+    /// Work that must end once begun whoever waits for it (a refresh the
+    /// provider may have answered with rotated tokens, a connect's code
+    /// exchange): spawned here, and waited for when the server stops.
+    pub(super) to_the_end: tokio_util::task::TaskTracker,
+    /// This service, for the work it spawns (`to_the_end`).
+    pub(super) this: std::sync::Weak<ConnectionService>,
     /// New connect links per user and minute.
     pub(super) link_limit: LinkLimit,
     /// Pasted credentials checked at a provider, per user and minute.
@@ -106,8 +112,8 @@ fn refreshes_at_once(settings: &Settings) -> usize {
 }
 
 impl ConnectionService {
-    pub fn new(parts: Parts) -> Self {
-        Self {
+    pub fn new(parts: Parts) -> Arc<Self> {
+        Arc::new_cyclic(|this| Self {
             link_limit: LinkLimit::new(parts.settings.flow.links_per_minute),
             credential_checks: LinkLimit::new(super::credentials::CHECKS_PER_MINUTE),
             db: parts.db,
@@ -118,13 +124,17 @@ impl ConnectionService {
             events: Arc::new(ConnectionEvents::new()),
             refresh_locks: KeyedLocks::default(),
             refusal_refreshes: std::sync::Mutex::default(),
-            refreshes: tokio::sync::Semaphore::new(refreshes_at_once(&parts.settings)),
+            refreshes: Arc::new(tokio::sync::Semaphore::new(refreshes_at_once(
+                &parts.settings,
+            ))),
+            to_the_end: tokio_util::task::TaskTracker::new(),
+            this: this.clone(),
             settings: parts.settings,
             client_names: parts.client_names,
             shutdown: CancellationToken::new(),
             base_url: parts.base_url,
             metrics: parts.metrics,
-        }
+        })
     }
 
     /// Starts the task that turns other instances' "connection stored"
@@ -151,6 +161,36 @@ impl ConnectionService {
     /// Whether `begin_shutdown` has been called.
     pub fn is_stopping(&self) -> bool {
         self.shutdown.is_cancelled()
+    }
+
+    /// Runs `work` in a task of its own that ends whoever waits for it:
+    /// its caller may go away (a cancelled request, a page past its time
+    /// limit) and the work still runs to its end. Each such work bounds
+    /// its own time; the server waits for them when it stops
+    /// ([`Self::finish_work_under_way`]).
+    pub fn run_to_the_end<F>(&self, work: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.to_the_end.spawn(work)
+    }
+
+    /// When the server stops: waits until `deadline` for the work begun
+    /// with [`Self::run_to_the_end`]; `false` when some was still running
+    /// then (and is dropped with the process).
+    pub async fn finish_work_under_way(&self, deadline: tokio::time::Instant) -> bool {
+        self.to_the_end.close();
+        let finished = tokio::time::timeout_at(deadline, self.to_the_end.wait())
+            .await
+            .is_ok();
+        if !finished {
+            tracing::warn!(
+                under_way = self.to_the_end.len(),
+                "stopping with work under way: a refresh or a connect may not have stored what the provider answered"
+            );
+        }
+        finished
     }
 
     /// The operator's settings.

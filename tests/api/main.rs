@@ -38,6 +38,7 @@ mod provider_flows;
 mod provider_params;
 mod reconnect;
 mod redaction;
+mod refresh_claims;
 mod refresh_outage;
 mod releases;
 mod retention;

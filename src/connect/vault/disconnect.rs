@@ -5,7 +5,10 @@
 use serde_json::json;
 use uuid::Uuid;
 
-use super::REFRESH_LOCK_TIMEOUT;
+use super::{
+    REFRESH_LOCK_TIMEOUT,
+    claim::{Held, hold_refreshes},
+};
 use crate::{
     config::WebhookEvent,
     connect::{
@@ -35,9 +38,9 @@ pub enum Revocation {
 /// Deletes the connection and revokes its tokens upstream (where the
 /// provider offers revocation). `false`: there was none.
 ///
-/// The row is locked before it is read, so a refresh under way finishes
-/// first and the tokens revoked are the last ones stored; once it is gone
-/// nobody can refresh it again.
+/// The connection's refresh is claimed and its row locked before it is
+/// read, so a refresh under way finishes first and the tokens revoked are
+/// the last ones stored; once it is gone nobody can refresh it again.
 pub async fn disconnect(
     state: &ConnectionService,
     user: UserRef<'_>,
@@ -60,6 +63,14 @@ pub async fn disconnect_account(
     else {
         return Ok(None);
     };
+    // A refresh still writing the tokens the provider answered after its
+    // transaction was lost holds no row lock, only its claim: the tokens
+    // revoked must be the ones it writes, not those it replaces.
+    let claim = match hold_refreshes(state, found.id).await? {
+        Held::Claim(claim) => Some(claim),
+        Held::Gone => return Ok(None),
+        Held::Unclaimed => None,
+    };
     let mut tx = crate::db::transaction::begin(&state.db).await?;
     // As long as a refresh may take, and no longer.
     db::transaction::set_lock_timeout(&mut *tx, REFRESH_LOCK_TIMEOUT).await?;
@@ -76,6 +87,11 @@ pub async fn disconnect_account(
     .await?;
     let deleted = db::connections::delete(&mut *tx, row.id).await?;
     tx.commit().await?;
+    // Deleted with the row; released all the same should the row be
+    // there still (a commit whose answer was lost).
+    if let Some(claim) = claim {
+        claim.release().await;
+    }
     let revocation = match state.providers.get(provider) {
         Some(p) if p.supports_revocation() => {
             if super::revoke::upstream(state, &row, p).await {

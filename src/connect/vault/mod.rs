@@ -7,6 +7,7 @@
 //! across all instances (row lock, then re-read: the winner's new tokens
 //! serve everyone who waited).
 
+mod claim;
 mod disconnect;
 mod read;
 mod refresh;

@@ -241,8 +241,8 @@ async fn refresh_refused(
 
 /// The provider refused `token` (HTTP 401): the user must connect again —
 /// unless the token was refreshed or replaced in the meantime, in which
-/// case the refusal was for a token nobody uses any more. `true` when the
-/// connection was marked.
+/// case the refusal was for a token nobody uses any more, or a refresh is
+/// under way that may replace it. `true` when the connection was marked.
 pub async fn token_rejected(
     state: &ConnectionService,
     token: &UsableToken,

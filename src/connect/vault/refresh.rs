@@ -5,7 +5,9 @@
 //! tokens serve them. Should the winner's transaction be lost after the
 //! provider answered, its row lock is gone but its claim is not: the
 //! others go on waiting for the tokens it is still writing instead of
-//! spending the refresh token the provider has rotated. A refresh the provider
+//! spending the refresh token the provider has rotated; and the claimed
+//! refresh runs in a task of its own, so that a caller going away does not
+//! drop what the provider answered either. A refresh the provider
 //! refuses, or one without a refresh token, ends the same way: the
 //! connection needs the user again ([`give_up`]).
 
@@ -15,6 +17,7 @@ use serde_json::json;
 
 use super::{
     REFRESH_LOCK_TIMEOUT,
+    claim::{CLAIM_POLL, Claim, Taken},
     seal::{Kind, context, open},
     store::expiry,
 };
@@ -55,7 +58,7 @@ fn refresh_margin(stored_at: DateTime<Utc>, expires_at: DateTime<Utc>) -> chrono
 /// a quarter second to four): by default eighteen seconds, long enough for
 /// a Postgres restart or failover, short enough that the call still
 /// answers well within a client's patience.
-const KEEP_FOR_DEADLINES: u32 = 3;
+pub(super) const KEEP_FOR_DEADLINES: u32 = 3;
 
 /// Writes a refresh's tokens after the transaction that held the row was
 /// lost (Postgres restarted, or the connection broke, while the provider
@@ -147,7 +150,8 @@ pub(super) async fn refresh(
         // claiming and refreshing, not while another instance is waited
         // for. Waiting for a turn holds nothing; a turn is as long as a
         // refresh may wait for the row.
-        let turn = tokio::time::timeout(REFRESH_LOCK_TIMEOUT, state.refreshes.acquire())
+        let turn = state.refreshes.clone().acquire_owned();
+        let turn = tokio::time::timeout(REFRESH_LOCK_TIMEOUT, turn)
             .await
             .map_err(|_| db::faults::timed_out())?
             .map_err(|closed| anyhow::anyhow!("refreshes closed: {closed}"))?;
@@ -155,9 +159,7 @@ pub(super) async fn refresh(
         // pooled connection at a time.
         match Claim::take(state, stale.id).await? {
             Taken::Claim(claim) => {
-                let refreshed = refresh_locked(state, stale, provider, why).await;
-                claim.release().await;
-                return refreshed;
+                return refresh_to_the_end(state, turn, claim, stale, provider, why).await;
             }
             Taken::Gone => return Ok(None),
             Taken::Elsewhere => drop(turn),
@@ -192,6 +194,39 @@ pub(super) async fn refresh(
     }
 }
 
+/// The claimed refresh, in a task of its own
+/// ([`ConnectionService::run_to_the_end`]): once the provider is asked, a
+/// caller that goes away (a cancelled tool call, a request past its
+/// deadline) must not drop what it answers, as a provider that rotates
+/// refresh tokens has retired the stored one. The turn and the claim end
+/// with the task.
+async fn refresh_to_the_end(
+    state: &ConnectionService,
+    turn: tokio::sync::OwnedSemaphorePermit,
+    claim: Claim,
+    stale: &ConnectionRow,
+    provider: &Provider,
+    why: Why,
+) -> anyhow::Result<Option<ConnectionRow>> {
+    let service = state
+        .this
+        .upgrade()
+        .ok_or_else(|| anyhow::anyhow!("the connection service is gone"))?;
+    let (stale, name) = (stale.clone(), provider.name().clone());
+    let refreshing = state.run_to_the_end(async move {
+        let refreshed = match service.providers.get(&name) {
+            Some(provider) => refresh_locked(&service, &stale, provider, why).await,
+            None => Err(anyhow::anyhow!("provider {name} is not configured")),
+        };
+        claim.release().await;
+        drop(turn);
+        refreshed
+    });
+    refreshing
+        .await
+        .map_err(|e| anyhow::anyhow!("a refresh stopped before it answered: {e}"))?
+}
+
 /// Whether `row` holds tokens newer than `stale`'s, for `why`.
 fn refreshed_meanwhile(row: &ConnectionRow, stale: &ConnectionRow, why: Why) -> bool {
     match why {
@@ -224,100 +259,6 @@ async fn refresh_locked(
     refresh_claimed(state, tx, row, provider).await
 }
 
-/// This instance's claim on a connection's refresh (`db::refresh_claims`).
-/// Released by [`Claim::release`], or in the background when dropped
-/// holding it — a refresh dropped half-way (its caller went away, a
-/// statement's deadline passed after the claim was committed) must not
-/// leave every instance waiting for the claim to expire.
-struct Claim {
-    db: sqlx::PgPool,
-    connection_id: uuid::Uuid,
-    claim_id: uuid::Uuid,
-    limit: std::time::Duration,
-    held: bool,
-}
-
-/// What taking a claim found.
-enum Taken {
-    Claim(Claim),
-    /// Another claim holds the refresh.
-    Elsewhere,
-    /// The connection was deleted (disconnected) meanwhile.
-    Gone,
-}
-
-impl Claim {
-    async fn take(
-        state: &ConnectionService,
-        connection_id: uuid::Uuid,
-    ) -> Result<Taken, sqlx::Error> {
-        let mut claim = Claim {
-            db: state.db.clone(),
-            connection_id,
-            claim_id: uuid::Uuid::new_v4(),
-            limit: state.settings.database.deadline(),
-            // Held from before the statement: if its deadline passes after
-            // the claim was committed, the drop releases it.
-            held: true,
-        };
-        let taken =
-            db::refresh_claims::claim(&state.db, connection_id, claim.claim_id, claim_hold(state));
-        match db::faults::deadline(claim.limit, taken).await {
-            Ok(true) => Ok(Taken::Claim(claim)),
-            Ok(false) => {
-                claim.held = false;
-                Ok(Taken::Elsewhere)
-            }
-            // The claim's foreign key: the row went while it was written.
-            Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation() => {
-                claim.held = false;
-                Ok(Taken::Gone)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn release(mut self) {
-        // Dropped while it runs, the claim is still held: the drop
-        // releases it.
-        release_claim(&self.db, self.connection_id, self.claim_id, self.limit).await;
-        self.held = false;
-    }
-}
-
-/// Ends the claim `claim_id` on `connection_id`'s refresh, or says that it
-/// ends by itself (when it expires).
-async fn release_claim(
-    db: &sqlx::PgPool,
-    connection_id: uuid::Uuid,
-    claim_id: uuid::Uuid,
-    limit: std::time::Duration,
-) {
-    let release = db::refresh_claims::release(db, connection_id, claim_id);
-    if let Err(e) = db::faults::deadline(limit, release).await {
-        tracing::warn!(connection = %connection_id, error = %e, "a refresh claim could not be released; it ends by itself");
-    }
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        if !self.held {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(connection = %self.connection_id, "a refresh claim could not be released; it ends by itself");
-            return;
-        };
-        let (db, connection_id, claim_id, limit) = (
-            self.db.clone(),
-            self.connection_id,
-            self.claim_id,
-            self.limit,
-        );
-        runtime.spawn(async move { release_claim(&db, connection_id, claim_id, limit).await });
-    }
-}
-
 /// The transaction a refresh locks its row in, within the database's
 /// deadline (a frozen Postgres cancels nothing by itself: `db::faults`).
 async fn begin(
@@ -330,27 +271,6 @@ async fn begin(
         Ok(tx)
     })
     .await
-}
-
-/// How often a refresh claimed by another instance is looked at again.
-const CLAIM_POLL: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// The longest a provider's refresh answer is waited for (its client's
-/// limit is 10 s), with room.
-const PROVIDER_ANSWER: std::time::Duration = std::time::Duration::from_secs(15);
-
-/// How long a refresh claim holds unless released: longer than the
-/// longest refresh, so that a slow one is never joined by a second — the
-/// transaction begun (a deadline), the wait for the row lock (held without
-/// a claim by an older release, or by a disconnect) and its statement's
-/// deadline, the provider's answer, the parameters and tokens written (two
-/// deadlines) and the tries after a lost transaction, with a deadline to
-/// spare. A claim left by an instance that died holds as long; those
-/// waiting for it serve a token that has not expired yet meanwhile.
-fn claim_hold(state: &ConnectionService) -> std::time::Duration {
-    REFRESH_LOCK_TIMEOUT
-        + PROVIDER_ANSWER
-        + state.settings.database.deadline() * (KEEP_FOR_DEADLINES + 5)
 }
 
 /// The refresh itself, under the row lock of `tx` and this instance's

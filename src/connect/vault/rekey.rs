@@ -5,7 +5,10 @@ use std::collections::HashSet;
 
 use uuid::Uuid;
 
-use super::seal::{Kind, context};
+use super::{
+    claim::{Held, hold_refreshes},
+    seal::{Kind, context},
+};
 use crate::{
     connect::ConnectionService,
     crypto::{Purpose, Sealed},
@@ -97,9 +100,29 @@ impl From<sqlx::Error> for Failure {
     }
 }
 
-/// Re-seals connection `id` under its row lock; `false` when there was
-/// nothing to do (gone, already current, or sealed by a key the ring lacks).
+/// Re-seals connection `id` under its refresh claim and row lock; `false`
+/// when there was nothing to do (gone, already current, or sealed by a key the ring lacks).
 async fn reseal_one(state: &ConnectionService, current: &str, id: Uuid) -> Result<bool, Failure> {
+    // Re-sealed under the refresh's claim: a refresh still writing what the
+    // provider answered writes over the row only as it read it.
+    let claim = match hold_refreshes(state, id).await? {
+        Held::Claim(claim) => Some(claim),
+        Held::Gone => return Ok(false),
+        Held::Unclaimed => None,
+    };
+    let resealed = reseal_locked(state, current, id).await;
+    if let Some(claim) = claim {
+        claim.release().await;
+    }
+    resealed
+}
+
+/// [`reseal_one`] under the row lock.
+async fn reseal_locked(
+    state: &ConnectionService,
+    current: &str,
+    id: Uuid,
+) -> Result<bool, Failure> {
     let mut tx = crate::db::transaction::begin(&state.db).await?;
     let Some(row) = db::connections::find_for_update(&mut *tx, id).await? else {
         return Ok(false);

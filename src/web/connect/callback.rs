@@ -150,6 +150,7 @@ pub(super) async fn callback(
 /// its own, and so has each statement in Postgres; against a database that
 /// stops answering altogether, the task itself ends after
 /// `finishing::EXCHANGE_WINDOW_SECS`, the time a reload is asked to wait.
+/// A stopping server waits for it within its drain.
 struct Finishing {
     state: AppState,
     client: (Option<String>, Option<String>),
@@ -165,7 +166,8 @@ impl Finishing {
     async fn run_to_the_end(self) -> Result<Account, FinishError> {
         let (answer, answered) = tokio::sync::oneshot::channel();
         let limit = std::time::Duration::from_secs(super::finishing::EXCHANGE_WINDOW_SECS as u64);
-        tokio::spawn(async move {
+        let connect = self.state.connect.clone();
+        connect.run_to_the_end(async move {
             let finished = match tokio::time::timeout(limit, self.run()).await {
                 Ok(finished) => finished,
                 Err(_) => {

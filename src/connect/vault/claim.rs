@@ -1,0 +1,158 @@
+//! A connection's refresh claim (`db::refresh_claims`): taken by the
+//! instance that refreshes, before it locks the row, and by the work that
+//! changes a connection's tokens otherwise (a disconnect, a re-seal), so
+//! that none of them runs while a refresh is still writing what the
+//! provider answered after its transaction was lost (it then holds no row
+//! lock, only its claim).
+
+use super::{REFRESH_LOCK_TIMEOUT, refresh::KEEP_FOR_DEADLINES};
+use crate::{connect::ConnectionService, db};
+
+/// This instance's claim on a connection's refresh (`db::refresh_claims`).
+/// Released by [`Claim::release`], or in the background when dropped
+/// holding it — a claim dropped half-way (a statement's deadline passed
+/// after the claim was committed, a task that panicked) must not leave
+/// every instance waiting for it to expire.
+pub(super) struct Claim {
+    db: sqlx::PgPool,
+    connection_id: uuid::Uuid,
+    claim_id: uuid::Uuid,
+    limit: std::time::Duration,
+    held: bool,
+}
+
+/// What taking a claim found.
+pub(super) enum Taken {
+    Claim(Claim),
+    /// Another claim holds the refresh.
+    Elsewhere,
+    /// The connection was deleted (disconnected) meanwhile.
+    Gone,
+}
+
+impl Claim {
+    pub(super) async fn take(
+        state: &ConnectionService,
+        connection_id: uuid::Uuid,
+    ) -> Result<Taken, sqlx::Error> {
+        let mut claim = Claim {
+            db: state.db.clone(),
+            connection_id,
+            claim_id: uuid::Uuid::new_v4(),
+            limit: state.settings.database.deadline(),
+            // Held from before the statement: if its deadline passes after
+            // the claim was committed, the drop releases it.
+            held: true,
+        };
+        let taken =
+            db::refresh_claims::claim(&state.db, connection_id, claim.claim_id, claim_hold(state));
+        match db::faults::deadline(claim.limit, taken).await {
+            Ok(true) => Ok(Taken::Claim(claim)),
+            Ok(false) => {
+                claim.held = false;
+                Ok(Taken::Elsewhere)
+            }
+            // The claim's foreign key: the row went while it was written.
+            Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation() => {
+                claim.held = false;
+                Ok(Taken::Gone)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(super) async fn release(mut self) {
+        // Dropped while it runs, the claim is still held: the drop
+        // releases it.
+        release_claim(&self.db, self.connection_id, self.claim_id, self.limit).await;
+        self.held = false;
+    }
+}
+
+/// Ends the claim `claim_id` on `connection_id`'s refresh, or says that it
+/// ends by itself (when it expires).
+async fn release_claim(
+    db: &sqlx::PgPool,
+    connection_id: uuid::Uuid,
+    claim_id: uuid::Uuid,
+    limit: std::time::Duration,
+) {
+    let release = db::refresh_claims::release(db, connection_id, claim_id);
+    if let Err(e) = db::faults::deadline(limit, release).await {
+        tracing::warn!(connection = %connection_id, error = %e, "a refresh claim could not be released; it ends by itself");
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if !self.held {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(connection = %self.connection_id, "a refresh claim could not be released; it ends by itself");
+            return;
+        };
+        let (db, connection_id, claim_id, limit) = (
+            self.db.clone(),
+            self.connection_id,
+            self.claim_id,
+            self.limit,
+        );
+        runtime.spawn(async move { release_claim(&db, connection_id, claim_id, limit).await });
+    }
+}
+
+/// What [`hold_refreshes`] found.
+pub(super) enum Held {
+    Claim(Claim),
+    /// The connection was deleted meanwhile.
+    Gone,
+    /// A claim held on past the wait (left by an instance that stopped):
+    /// the work goes on under the row lock alone.
+    Unclaimed,
+}
+
+/// Claims `connection_id`'s refresh for work that changes its tokens
+/// otherwise: waits (as long as a refresh may wait for the row) for a
+/// refresh under way to end, and keeps a new one from starting until the
+/// claim is released, or deleted with the row.
+pub(super) async fn hold_refreshes(
+    state: &ConnectionService,
+    connection_id: uuid::Uuid,
+) -> Result<Held, sqlx::Error> {
+    let waiting_ends = tokio::time::Instant::now() + REFRESH_LOCK_TIMEOUT;
+    loop {
+        match Claim::take(state, connection_id).await? {
+            Taken::Claim(claim) => return Ok(Held::Claim(claim)),
+            Taken::Gone => return Ok(Held::Gone),
+            Taken::Elsewhere => {}
+        }
+        if tokio::time::Instant::now() + CLAIM_POLL >= waiting_ends {
+            tracing::warn!(connection = %connection_id, "a refresh claim did not end in time; going on without one");
+            return Ok(Held::Unclaimed);
+        }
+        tokio::time::sleep(CLAIM_POLL).await;
+    }
+}
+
+/// How often a refresh claimed by another instance is looked at again.
+pub(super) const CLAIM_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The longest a provider's refresh answer is waited for (its client's
+/// limit is 10 s), with room.
+const PROVIDER_ANSWER: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// How long a refresh claim holds unless released: longer than the
+/// longest refresh, so that a slow one is never joined by a second — the
+/// transaction begun (a deadline), the wait for the row lock (held without
+/// a claim by an older release, or by work
+/// that waited out a claim) and its statement's
+/// deadline, the provider's answer, the parameters and tokens written (two
+/// deadlines) and the tries after a lost transaction, with a deadline to
+/// spare. A claim left by an instance that died holds as long; those
+/// waiting for it serve a token that has not expired yet meanwhile.
+fn claim_hold(state: &ConnectionService) -> std::time::Duration {
+    REFRESH_LOCK_TIMEOUT
+        + PROVIDER_ANSWER
+        + state.settings.database.deadline() * (KEEP_FOR_DEADLINES + 5)
+}

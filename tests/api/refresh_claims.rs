@@ -1,0 +1,164 @@
+//! A connection's refresh claim (`refresh_claims`) against everything else
+//! that changes its tokens: a refresh runs to its end whoever waits for it,
+//! a refusal does not mark a connection another instance is refreshing,
+//! and a disconnect waits for the refresh to write what it was answered.
+
+use std::time::Duration;
+
+use mcp_connect::{
+    connect::vault::{TokenState, disconnect, token_rejected, usable_token},
+    domain::{ProviderName, UserRef},
+};
+use secrecy::ExposeSecret;
+
+use crate::{
+    full_flow::connect_demo,
+    helpers::{TestApp, count, spawn_app, spawn_app_with},
+    slow_refresh::{SlowGoogle, expire_all, store},
+};
+
+/// A claim on every connection's refresh, as another instance refreshing
+/// it holds, for `secs` more seconds.
+async fn claim_all_elsewhere(app: &TestApp, secs: i32) {
+    sqlx::query(
+        "INSERT INTO refresh_claims (connection_id, claim_id, claimed_until)
+         SELECT id, gen_random_uuid(), now() + make_interval(secs => $1) FROM connections",
+    )
+    .bind(secs)
+    .execute(&app.db)
+    .await
+    .unwrap();
+}
+
+async fn status(app: &TestApp) -> String {
+    sqlx::query_scalar("SELECT status FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+}
+
+/// The provider has been asked for new tokens when the call that asked
+/// goes away (a cancelled tool call, a request past its deadline): what
+/// the provider answers is stored all the same, as one that rotates
+/// refresh tokens has retired the stored one, and the claim is released.
+/// A stopping server waits for it.
+#[tokio::test]
+async fn a_refresh_whose_caller_goes_away_still_stores_what_the_provider_answered() {
+    let slow = SlowGoogle::start().await;
+    let app = spawn_app_with(|t| slow.configure(t)).await;
+    store(&app, "ann").await;
+    expire_all(&app).await;
+    let provider = app.state.connect.provider("google").unwrap();
+    let issuer = app.dev.issuer();
+    let ann = UserRef::new(&issuer, "ann");
+
+    let cut_short = tokio::time::timeout(
+        Duration::from_millis(500),
+        usable_token(&app.state.connect, ann, provider, &[]),
+    )
+    .await;
+    assert!(cut_short.is_err(), "gone before the provider answered");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    assert!(
+        app.state.connect.finish_work_under_way(deadline).await,
+        "the refresh under way ends"
+    );
+
+    let refreshed = count(
+        &app,
+        "SELECT count(*) FROM audit_events WHERE kind = 'refreshed'",
+    );
+    assert_eq!(refreshed.await, 1);
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM refresh_claims").await,
+        0,
+        "the claim is released"
+    );
+    // The stored token is the provider's new one: served without another
+    // refresh.
+    let TokenState::Usable(token) = usable_token(&app.state.connect, ann, provider, &[])
+        .await
+        .unwrap()
+    else {
+        panic!("the refreshed token is usable");
+    };
+    assert!(
+        token.access_token.expose_secret().starts_with("fresh-"),
+        "the token the provider answered is stored"
+    );
+    let refreshed = count(
+        &app,
+        "SELECT count(*) FROM audit_events WHERE kind = 'refreshed'",
+    );
+    assert_eq!(refreshed.await, 1, "no second refresh");
+}
+
+/// The provider refused an access token while another instance refreshes
+/// the connection: the refusal may be of the token that refresh replaces,
+/// and marking the connection would make the refresh's write (which needs
+/// an active row) drop the provider's new tokens. It is left active; once
+/// the claim has expired (left by an instance that stopped), it is marked.
+#[tokio::test]
+async fn a_refused_token_is_not_marked_while_another_instance_refreshes() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let token = app.demo_token("alice").await;
+    claim_all_elsewhere(&app, 60).await;
+
+    assert!(!token_rejected(&app.state.connect, &token).await.unwrap());
+    assert_eq!(status(&app).await, "active");
+
+    sqlx::query("UPDATE refresh_claims SET claimed_until = now() - interval '1 second'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    assert!(token_rejected(&app.state.connect, &token).await.unwrap());
+    assert_eq!(status(&app).await, "needs_reauth");
+}
+
+/// Another instance's refresh lost its transaction after the provider
+/// answered and is still writing the new tokens: it holds no row lock, only
+/// its claim. A disconnect waits for the claim, so that the tokens it
+/// revokes are the ones that refresh stored; then nobody refreshes again.
+#[tokio::test]
+async fn a_disconnect_waits_for_a_refresh_claimed_by_another_instance() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let token = app.demo_token("alice").await;
+    let token = token.access_token.expose_secret().to_owned();
+    let api_status = |token: String| {
+        let (http, url) = (app.http.clone(), format!("{}/dev/demo/api/me", app.addr));
+        async move {
+            let answer = http.get(url).bearer_auth(token).send().await.unwrap();
+            answer.status().as_u16()
+        }
+    };
+    claim_all_elsewhere(&app, 60).await;
+
+    let disconnecting = tokio::spawn({
+        let state = app.state.clone();
+        let issuer = app.dev.issuer();
+        async move {
+            let alice = UserRef::new(&issuer, "alice");
+            disconnect(&state.connect, alice, &ProviderName::parse("demo").unwrap()).await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(!disconnecting.is_finished(), "it waits for the claim");
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
+    assert_eq!(api_status(token.clone()).await, 200, "nothing revoked yet");
+
+    // The other instance has written its tokens and releases its claim.
+    sqlx::query("DELETE FROM refresh_claims")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    assert!(disconnecting.await.unwrap().unwrap());
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
+    assert_eq!(api_status(token).await, 401, "revoked once it could be");
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM refresh_claims").await,
+        0,
+        "the disconnect's own claim went with the row"
+    );
+}
