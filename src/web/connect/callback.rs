@@ -162,27 +162,42 @@ struct Finishing {
     subject: String,
 }
 
+/// Tells the page waiting for a connect's exchange how it ended; if the
+/// page went away meanwhile, what went wrong is told in the log.
+fn answer_page(
+    page: tokio::sync::oneshot::Sender<Result<Account, FinishError>>,
+    finished: Result<Account, FinishError>,
+) {
+    if let Err(Err(e)) = page.send(finished) {
+        tracing::warn!(error = %e, "a connect finished after its page was gone, and failed");
+    }
+}
+
 impl Finishing {
     async fn run_to_the_end(self) -> Result<Account, FinishError> {
         let (answer, answered) = tokio::sync::oneshot::channel();
         let limit = std::time::Duration::from_secs(super::finishing::EXCHANGE_WINDOW_SECS as u64);
         let connect = self.state.connect.clone();
-        connect.run_to_the_end(async move {
-            let finished = match tokio::time::timeout(limit, self.run()).await {
-                Ok(finished) => finished,
-                Err(_) => {
-                    tracing::error!(
-                        "finishing a connect did not end in time; tokens the provider issued may be neither stored nor revoked"
-                    );
-                    Err(FinishError::Internal(anyhow::anyhow!(
-                        "finishing a connect did not end in time"
-                    )))
-                }
+        let flow_id = self.flow.id;
+        connect.clone().run_to_the_end(async move {
+            let run = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(self.run()));
+            let ended = match tokio::time::timeout(limit, run).await {
+                Ok(Ok(finished)) => return answer_page(answer, finished),
+                Ok(Err(_panicked)) => "failed",
+                Err(_) => "did not end in time",
             };
-            // The page went away meanwhile: what went wrong is told here.
-            if let Err(Err(e)) = answer.send(finished) {
-                tracing::warn!(error = %e, "a connect finished after its page was gone, and failed");
+            tracing::error!(
+                "finishing a connect {ended}; tokens the provider issued may be neither stored nor revoked"
+            );
+            // Cut short, the run did not end its flow: a reload must find
+            // it gone, not "still connecting".
+            if let Err(e) = connect.discard_flow(flow_id).await {
+                tracing::warn!(error = %e, "a flow whose exchange was cut short could not be deleted");
             }
+            let finished = Err(FinishError::Internal(anyhow::anyhow!(
+                "finishing a connect {ended}"
+            )));
+            answer_page(answer, finished);
         });
         answered.await.unwrap_or_else(|_| {
             Err(FinishError::Internal(anyhow::anyhow!(
