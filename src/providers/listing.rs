@@ -7,15 +7,16 @@ use super::{
 };
 
 /// One row per shipped entry: its name in settings, the service, what the
-/// user hands over, the per-connection parameters, refresh, and the docs.
+/// user hands over, the per-connection parameters, refresh, PKCE, and the
+/// docs.
 pub fn catalog_markdown() -> String {
     let mut out = String::from(
-        "| Name | Service | Credential | Parameters | Refresh | Documentation |\n\
-         |---|---|---|---|---|---|\n",
+        "| Name | Service | Credential | Parameters | Refresh | PKCE | Documentation |\n\
+         |---|---|---|---|---|---|---|\n",
     );
     for name in shipped::names() {
         let Some(entry) = shipped::table(name).and_then(|t| super::entry::parse(t).ok()) else {
-            out.push_str(&format!("| `{name}` | (invalid entry) | | | | |\n"));
+            out.push_str(&format!("| `{name}` | (invalid entry) | | | | | |\n"));
             continue;
         };
         out.push_str(&row(name, &entry));
@@ -56,8 +57,15 @@ fn row(name: &str, e: &Entry) -> String {
         (CredentialKind::Oauth2, None) => Refresh::Expiring.as_str().to_owned(),
         _ => "—".to_owned(),
     };
+    // Off where the provider refuses or ignores it (README, "Provider
+    // catalog").
+    let pkce = match (kind, e.pkce) {
+        (CredentialKind::Oauth2, Some(false)) => "no",
+        (CredentialKind::Oauth2, _) => "S256",
+        _ => "—",
+    };
     format!(
-        "| `{name}` | {} | {credential} | {} | {refresh} | [docs]({}) |\n",
+        "| `{name}` | {} | {credential} | {} | {refresh} | {pkce} | [docs]({}) |\n",
         e.display_name.as_deref().unwrap_or(name),
         if params.is_empty() {
             "—".to_owned()
