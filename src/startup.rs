@@ -42,6 +42,8 @@ pub enum StartupError {
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
     Webhooks(#[from] crate::webhooks::SetupError),
+    #[error("the service is built on a Tokio runtime, and none is running here")]
+    NoRuntime,
 }
 
 /// Routes mounted beside the service's own, with their app data.
@@ -263,6 +265,9 @@ pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, Startup
         base_url: settings.base_url(),
         settings: settings.clone(),
         metrics: metrics.clone(),
+        // Built on the process's runtime (`serve`, `dev`, the commands),
+        // whose handle is the one the workers' runtimes do not have.
+        runtime: tokio::runtime::Handle::try_current().map_err(|_| StartupError::NoRuntime)?,
     });
     Ok(AppState {
         settings,

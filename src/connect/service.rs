@@ -51,7 +51,10 @@ pub struct ConnectionService {
     pub(super) providers: Arc<ProviderCatalog>,
     /// "A connection was stored", from any instance.
     pub(super) events: Arc<ConnectionEvents>,
-    /// One refresh per connection at a time within this instance.
+    /// One caller per connection at a time within this instance waits for
+    /// a refresh; the others wait here rather than on the database (the
+    /// claim is what keeps refreshes apart, this instance's included: a
+    /// refresh whose caller went away runs on without the lock).
     pub(super) refresh_locks: KeyedLocks,
     /// When this instance last refreshed each connection's tokens because
     /// the provider refused them (`vault::refreshed_after_refusal`): at
@@ -65,8 +68,14 @@ pub struct ConnectionService {
     pub(super) refreshes: Arc<tokio::sync::Semaphore>,
     /// Work that must end once begun whoever waits for it (a refresh the
     /// provider may have answered with rotated tokens, a connect's code
-    /// exchange): spawned here, and waited for when the server stops.
+    /// exchange, a disconnect): spawned here, and waited for when the
+    /// server stops.
     pub(super) to_the_end: tokio_util::task::TaskTracker,
+    /// The runtime the service was built on, which outlives the server's
+    /// workers: each worker runs a runtime of its own, dropped (with every
+    /// task spawned on it) when the worker stops, before the server's drain
+    /// has ended. Work that must end is spawned here.
+    pub(super) runtime: tokio::runtime::Handle,
     /// This service, for the work it spawns (`to_the_end`).
     pub(super) this: std::sync::Weak<ConnectionService>,
     /// New connect links per user and minute.
@@ -103,6 +112,8 @@ pub struct Parts {
     pub settings: Arc<Settings>,
     pub base_url: String,
     pub metrics: Arc<Metrics>,
+    /// The runtime that outlives the server's workers (the process's own).
+    pub runtime: tokio::runtime::Handle,
 }
 
 /// Half the pooled connections (at least one) may be held by refreshes.
@@ -128,6 +139,7 @@ impl ConnectionService {
                 &parts.settings,
             ))),
             to_the_end: tokio_util::task::TaskTracker::new(),
+            runtime: parts.runtime,
             this: this.clone(),
             settings: parts.settings,
             client_names: parts.client_names,
@@ -173,7 +185,26 @@ impl ConnectionService {
         F: std::future::Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.to_the_end.spawn(work)
+        self.to_the_end.spawn_on(work, &self.runtime)
+    }
+
+    /// Runs `work` on this service (owned) to its end, as
+    /// [`Self::run_to_the_end`] does, and waits for what it returns.
+    /// `what` names the work in the error of one that panicked.
+    pub(super) async fn to_the_end_of<T, F, Fut>(&self, what: &str, work: F) -> anyhow::Result<T>
+    where
+        F: FnOnce(Arc<Self>) -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        // Cannot fail: `self` is borrowed from the `Arc` that `new` made.
+        let this = self
+            .this
+            .upgrade()
+            .ok_or_else(|| anyhow::anyhow!("the connection service is gone"))?;
+        self.run_to_the_end(work(this))
+            .await
+            .map_err(|e| anyhow::anyhow!("{what} stopped before it ended: {e}"))?
     }
 
     /// When the server stops: waits until `deadline` for the work begun

@@ -129,8 +129,15 @@ async fn mark_unreadable(
     row: &ConnectionRow,
     reason: &'static str,
 ) -> Result<bool, sqlx::Error> {
-    let marked =
-        super::vault::mark_needs_reauth(state, row.id, &row.access_token, "token_unreadable").await;
+    // A refresh cannot open these tokens either: no claim is waited for.
+    let marked = super::vault::mark_needs_reauth(
+        state,
+        row.id,
+        &row.access_token,
+        "token_unreadable",
+        false,
+    )
+    .await;
     match &marked {
         Ok(marked) => tracing::warn!(
             connection = %row.id,

@@ -593,23 +593,25 @@ pub struct RefreshedTokens<'a> {
 }
 
 /// Marks an active connection `needs_reauth` if its access token is still
-/// `sealed_access_token` and no refresh is claimed. `false`: it was
-/// refreshed, replaced or is no longer active, or a refresh under way may
-/// replace the token refused (and would find the row no longer active when
-/// it writes the provider's new tokens).
+/// `sealed_access_token` — and, `unless_refreshing`, no refresh is
+/// claimed. `false`: it was refreshed, replaced or is no longer active, or
+/// a refresh under way may replace the token (and would find the row no
+/// longer active when it writes the provider's new tokens).
 pub async fn mark_needs_reauth_if_current(
     exec: impl PgExecutor<'_>,
     id: Uuid,
     sealed_access_token: &[u8],
+    unless_refreshing: bool,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
         "UPDATE connections SET status = 'needs_reauth', updated_at = now(),
              tokens_stored_at = COALESCE(tokens_stored_at, updated_at)
          WHERE id = $1 AND status = 'active' AND access_token = $2
-           AND NOT EXISTS (SELECT 1 FROM refresh_claims
-                           WHERE connection_id = $1 AND claimed_until > now())",
+           AND NOT ($3 AND EXISTS (SELECT 1 FROM refresh_claims
+                                   WHERE connection_id = $1 AND claimed_until > now()))",
         id,
         sealed_access_token,
+        unless_refreshing,
     )
     .execute(exec)
     .await?;

@@ -388,6 +388,13 @@ impl TestApp {
         self.state.begin_shutdown();
         self.handle.stop(true).await;
     }
+
+    /// Stops the server as a drain that ran out does: the requests under
+    /// way are dropped with the workers that ran them.
+    pub async fn stop_at_once(&self) {
+        self.state.begin_shutdown();
+        self.handle.stop(false).await;
+    }
 }
 
 impl Drop for TestApp {

@@ -1,7 +1,8 @@
 //! A connection's refresh claim (`refresh_claims`) against everything else
 //! that changes its tokens: a refresh runs to its end whoever waits for it,
 //! a refusal does not mark a connection another instance is refreshing,
-//! and a disconnect waits for the refresh to write what it was answered.
+//! and a disconnect or a re-seal waits for the refresh to write what it
+//! was answered.
 
 use std::time::Duration;
 
@@ -30,6 +31,26 @@ async fn claim_all_elsewhere(app: &TestApp, secs: i32) {
     .unwrap();
 }
 
+/// Waits until a refresh has claimed the connection (it has asked, or is
+/// about to ask, the provider).
+async fn until_claimed(app: &TestApp) {
+    for _ in 0..500 {
+        if count(app, "SELECT count(*) FROM refresh_claims").await > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no refresh claimed the connection");
+}
+
+async fn refreshed(app: &TestApp) -> i64 {
+    count(
+        app,
+        "SELECT count(*) FROM audit_events WHERE kind = 'refreshed'",
+    )
+    .await
+}
+
 async fn status(app: &TestApp) -> String {
     sqlx::query_scalar("SELECT status FROM connections")
         .fetch_one(&app.db)
@@ -52,23 +73,19 @@ async fn a_refresh_whose_caller_goes_away_still_stores_what_the_provider_answere
     let issuer = app.dev.issuer();
     let ann = UserRef::new(&issuer, "ann");
 
-    let cut_short = tokio::time::timeout(
-        Duration::from_millis(500),
-        usable_token(&app.state.connect, ann, provider, &[]),
-    )
-    .await;
-    assert!(cut_short.is_err(), "gone before the provider answered");
+    let asked = usable_token(&app.state.connect, ann, provider, &[]);
+    tokio::select! {
+        _ = asked => panic!("answered before the provider did"),
+        () = until_claimed(&app) => {}
+    }
+    // The caller is gone.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     assert!(
         app.state.connect.finish_work_under_way(deadline).await,
         "the refresh under way ends"
     );
 
-    let refreshed = count(
-        &app,
-        "SELECT count(*) FROM audit_events WHERE kind = 'refreshed'",
-    );
-    assert_eq!(refreshed.await, 1);
+    assert_eq!(refreshed(&app).await, 1);
     assert_eq!(
         count(&app, "SELECT count(*) FROM refresh_claims").await,
         0,
@@ -86,11 +103,32 @@ async fn a_refresh_whose_caller_goes_away_still_stores_what_the_provider_answere
         token.access_token.expose_secret().starts_with("fresh-"),
         "the token the provider answered is stored"
     );
-    let refreshed = count(
-        &app,
-        "SELECT count(*) FROM audit_events WHERE kind = 'refreshed'",
-    );
-    assert_eq!(refreshed.await, 1, "no second refresh");
+    assert_eq!(refreshed(&app).await, 1, "no second refresh");
+}
+
+/// The same through HTTP, with the server stopped at once while the
+/// provider answers (a drain that ran out, or a second stop signal): the
+/// request is dropped with the worker that ran it, and with the worker its
+/// runtime. The refresh runs on the service's own runtime, and the stop
+/// waits for it.
+#[tokio::test]
+async fn a_refresh_outlives_the_worker_of_the_request_that_began_it() {
+    let slow = SlowGoogle::start().await;
+    let app = spawn_app_with(|t| slow.configure(t)).await;
+    store(&app, "ann").await;
+    expire_all(&app).await;
+
+    let call = app.call_tool("ann", "whoami", serde_json::json!({"provider": "google"}));
+    tokio::select! {
+        _ = call => panic!("answered before the provider did"),
+        () = until_claimed(&app) => {}
+    }
+    app.stop_at_once().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    assert!(app.state.connect.finish_work_under_way(deadline).await);
+
+    assert_eq!(refreshed(&app).await, 1, "the provider's tokens are stored");
+    assert_eq!(count(&app, "SELECT count(*) FROM refresh_claims").await, 0);
 }
 
 /// The provider refused an access token while another instance refreshes
@@ -113,6 +151,26 @@ async fn a_refused_token_is_not_marked_while_another_instance_refreshes() {
         .await
         .unwrap();
     assert!(token_rejected(&app.state.connect, &token).await.unwrap());
+    assert_eq!(status(&app).await, "needs_reauth");
+}
+
+/// A token that does not open is marked whatever claim there is: no
+/// refresh can open it either.
+#[tokio::test]
+async fn an_unreadable_token_is_marked_while_a_refresh_is_claimed() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    claim_all_elsewhere(&app, 60).await;
+    let issuer = app.dev.issuer();
+    let demo = ProviderName::parse("demo").unwrap();
+    let alice = UserRef::new(&issuer, "alice");
+    let row = mcp_connect::db::connections::find_account(&app.db, alice, &demo, None)
+        .await
+        .unwrap()
+        .unwrap();
+
+    let connect = &app.state.connect;
+    assert!(mcp_connect::connect::stale_keys::unreadable(connect, &row, "does_not_open").await);
     assert_eq!(status(&app).await, "needs_reauth");
 }
 
@@ -159,6 +217,44 @@ async fn a_disconnect_waits_for_a_refresh_claimed_by_another_instance() {
     assert_eq!(
         count(&app, "SELECT count(*) FROM refresh_claims").await,
         0,
-        "the disconnect's own claim went with the row"
+        "no claim is left"
     );
+}
+
+/// `tokens rekey` re-seals a row only once a refresh claimed elsewhere has
+/// ended: re-sealed under it, the tokens that refresh writes after a lost
+/// transaction (only over the row as it read it) would be dropped.
+#[tokio::test]
+async fn a_reseal_waits_for_a_refresh_claimed_by_another_instance() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let old = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
+    let new = mcp_connect::crypto::KeyRing::generate_entry("k2");
+    let rotated = app
+        .second_instance_with(|t| {
+            let ring = vec![new.clone().into(), old.clone().into()];
+            t.insert("keys".into(), toml::Value::Array(ring));
+        })
+        .await;
+    claim_all_elsewhere(&app, 60).await;
+
+    let resealing = tokio::spawn({
+        let state = rotated.state.clone();
+        async move { mcp_connect::connect::vault::rekey_all(&state.connect).await }
+    });
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(!resealing.is_finished(), "it waits for the claim");
+    let key_id = "SELECT key_id FROM connections";
+    let sealed_by: String = sqlx::query_scalar(key_id).fetch_one(&app.db).await.unwrap();
+    assert_eq!(sealed_by, "dev1");
+
+    sqlx::query("DELETE FROM refresh_claims")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let rekeyed = resealing.await.unwrap().unwrap();
+    assert_eq!(rekeyed.resealed, 1);
+    let sealed_by: String = sqlx::query_scalar(key_id).fetch_one(&app.db).await.unwrap();
+    assert_eq!(sealed_by, "k2");
+    assert_eq!(count(&app, "SELECT count(*) FROM refresh_claims").await, 0);
 }

@@ -1,9 +1,12 @@
 //! A connection's refresh claim (`db::refresh_claims`): taken by the
-//! instance that refreshes, before it locks the row, and by the work that
-//! changes a connection's tokens otherwise (a disconnect, a re-seal), so
-//! that none of them runs while a refresh is still writing what the
-//! provider answered after its transaction was lost (it then holds no row
-//! lock, only its claim).
+//! instance that refreshes, before it locks the row, and by a disconnect
+//! and a re-seal, so that neither runs while a refresh is still writing
+//! what the provider answered after its transaction was lost (it then holds
+//! no row lock, only its claim). Marking a connection whose token the
+//! provider refused skips a claimed one. A reconnect takes no claim: the
+//! tokens it stores replace a refresh's whatever their order, and a
+//! refresh writing after a lost transaction writes only over the row as it
+//! read it.
 
 use super::{REFRESH_LOCK_TIMEOUT, refresh::KEEP_FOR_DEADLINES};
 use crate::{connect::ConnectionService, db};
@@ -15,6 +18,9 @@ use crate::{connect::ConnectionService, db};
 /// every instance waiting for it to expire.
 pub(super) struct Claim {
     db: sqlx::PgPool,
+    /// Where a dropped claim's release runs: the service's runtime, which
+    /// outlives the worker a request ran on.
+    runtime: tokio::runtime::Handle,
     connection_id: uuid::Uuid,
     claim_id: uuid::Uuid,
     limit: std::time::Duration,
@@ -37,6 +43,7 @@ impl Claim {
     ) -> Result<Taken, sqlx::Error> {
         let mut claim = Claim {
             db: state.db.clone(),
+            runtime: state.runtime.clone(),
             connection_id,
             claim_id: uuid::Uuid::new_v4(),
             limit: state.settings.database.deadline(),
@@ -88,17 +95,14 @@ impl Drop for Claim {
         if !self.held {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(connection = %self.connection_id, "a refresh claim could not be released; it ends by itself");
-            return;
-        };
         let (db, connection_id, claim_id, limit) = (
             self.db.clone(),
             self.connection_id,
             self.claim_id,
             self.limit,
         );
-        runtime.spawn(async move { release_claim(&db, connection_id, claim_id, limit).await });
+        self.runtime
+            .spawn(async move { release_claim(&db, connection_id, claim_id, limit).await });
     }
 }
 
@@ -107,20 +111,22 @@ pub(super) enum Held {
     Claim(Claim),
     /// The connection was deleted meanwhile.
     Gone,
-    /// A claim held on past the wait (left by an instance that stopped):
-    /// the work goes on under the row lock alone.
+    /// Claimed again and again for longer than one claim can hold (a
+    /// refresh after each other): the work goes on under the row lock
+    /// alone.
     Unclaimed,
 }
 
 /// Claims `connection_id`'s refresh for work that changes its tokens
-/// otherwise: waits (as long as a refresh may wait for the row) for a
-/// refresh under way to end, and keeps a new one from starting until the
-/// claim is released, or deleted with the row.
+/// otherwise: waits for a refresh under way to end — one still writing
+/// after a lost transaction holds its claim for as long as a claim holds,
+/// and so may one left by an instance that stopped — and keeps a new one
+/// from starting until the claim is released, or deleted with the row.
 pub(super) async fn hold_refreshes(
     state: &ConnectionService,
     connection_id: uuid::Uuid,
 ) -> Result<Held, sqlx::Error> {
-    let waiting_ends = tokio::time::Instant::now() + REFRESH_LOCK_TIMEOUT;
+    let waiting_ends = tokio::time::Instant::now() + claim_hold(state) + CLAIM_POLL;
     loop {
         match Claim::take(state, connection_id).await? {
             Taken::Claim(claim) => return Ok(Held::Claim(claim)),
@@ -128,7 +134,7 @@ pub(super) async fn hold_refreshes(
             Taken::Elsewhere => {}
         }
         if tokio::time::Instant::now() + CLAIM_POLL >= waiting_ends {
-            tracing::warn!(connection = %connection_id, "a refresh claim did not end in time; going on without one");
+            tracing::warn!(connection = %connection_id, "the connection's refresh stayed claimed; going on without a claim");
             return Ok(Held::Unclaimed);
         }
         tokio::time::sleep(CLAIM_POLL).await;

@@ -53,7 +53,29 @@ pub async fn disconnect(
 
 /// [`disconnect`] of one account (`connection`); `None`: the only (or
 /// oldest) one. What the provider was told, or `None`: there was none.
+///
+/// Runs in a task of its own ([`ConnectionService::run_to_the_end`]):
+/// once the row is deleted, the revocation and the audit row must follow,
+/// whatever becomes of the page or call that asked (its time limit, a
+/// browser gone), and the wait for a refresh under way may be long.
 pub async fn disconnect_account(
+    state: &ConnectionService,
+    user: UserRef<'_>,
+    provider: &ProviderName,
+    connection: Option<Uuid>,
+) -> anyhow::Result<Option<Revocation>> {
+    let (issuer, subject) = (user.issuer().to_owned(), user.subject().to_owned());
+    let provider = provider.clone();
+    state
+        .to_the_end_of("a disconnect", |service| async move {
+            let user = UserRef::new(&issuer, &subject);
+            disconnect_now(&service, user, &provider, connection).await
+        })
+        .await
+}
+
+/// [`disconnect_account`], in the task that runs it.
+async fn disconnect_now(
     state: &ConnectionService,
     user: UserRef<'_>,
     provider: &ProviderName,

@@ -4,8 +4,9 @@
 //!
 //! A usable access token is handed out only here, refreshed lazily when it
 //! is within a minute of expiry — one refresh per connection at a time
-//! across all instances (row lock, then re-read: the winner's new tokens
-//! serve everyone who waited).
+//! across all instances (its claim, the row lock, then a re-read: the
+//! winner's new tokens serve everyone who waited), each run to its end in a
+//! task of its own. A disconnect and a re-seal take the same claim.
 
 mod claim;
 mod disconnect;
@@ -26,5 +27,6 @@ pub use store::{NewConnection, store_connection};
 pub(in crate::connect) use store::{adopt_unscoped, store_in};
 
 /// How long a refresh or a disconnect waits for the row another instance
-/// holds while it refreshes (a slow provider must not pin us forever).
+/// holds while it refreshes (a slow provider must not pin us forever), and
+/// a refresh for the tokens of another instance's claim.
 const REFRESH_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);

@@ -253,6 +253,8 @@ pub async fn token_rejected(
         token.connection_id,
         &token.sealed.access,
         "token_rejected",
+        // The refusal may be of the token a refresh under way replaces.
+        true,
     )
     .await?;
     tracing::info!(
@@ -264,17 +266,24 @@ pub async fn token_rejected(
 }
 
 /// Marks the connection `needs_reauth` if its access token is still
-/// `sealed_access_token`, with its event, in one transaction. `true` when
-/// it was marked.
+/// `sealed_access_token` (and, `unless_refreshing`, no refresh of it is
+/// claimed), with its event, in one transaction. `true` when it was
+/// marked.
 pub(in crate::connect) async fn mark_needs_reauth(
     state: &ConnectionService,
     id: Uuid,
     sealed_access_token: &[u8],
     reason: &'static str,
+    unless_refreshing: bool,
 ) -> Result<bool, sqlx::Error> {
     let mut tx = crate::db::transaction::begin(&state.db).await?;
-    let marked =
-        db::connections::mark_needs_reauth_if_current(&mut *tx, id, sealed_access_token).await?;
+    let marked = db::connections::mark_needs_reauth_if_current(
+        &mut *tx,
+        id,
+        sealed_access_token,
+        unless_refreshing,
+    )
+    .await?;
     if marked {
         outbox::record(
             state,

@@ -208,23 +208,18 @@ async fn refresh_to_the_end(
     provider: &Provider,
     why: Why,
 ) -> anyhow::Result<Option<ConnectionRow>> {
-    let service = state
-        .this
-        .upgrade()
-        .ok_or_else(|| anyhow::anyhow!("the connection service is gone"))?;
     let (stale, name) = (stale.clone(), provider.name().clone());
-    let refreshing = state.run_to_the_end(async move {
-        let refreshed = match service.providers.get(&name) {
-            Some(provider) => refresh_locked(&service, &stale, provider, why).await,
-            None => Err(anyhow::anyhow!("provider {name} is not configured")),
-        };
-        claim.release().await;
-        drop(turn);
-        refreshed
-    });
-    refreshing
+    state
+        .to_the_end_of("a refresh", |service| async move {
+            let refreshed = match service.providers.get(&name) {
+                Some(provider) => refresh_locked(&service, &stale, provider, why).await,
+                None => Err(anyhow::anyhow!("provider {name} is not configured")),
+            };
+            claim.release().await;
+            drop(turn);
+            refreshed
+        })
         .await
-        .map_err(|e| anyhow::anyhow!("a refresh stopped before it answered: {e}"))?
 }
 
 /// Whether `row` holds tokens newer than `stale`'s, for `why`.
