@@ -176,8 +176,8 @@ impl Application {
     /// Serves until SIGTERM or Ctrl-C. On a signal, requests waiting for a
     /// user's connection answer at once, then in-flight requests drain, and
     /// the work that runs to its end whatever became of its request (a
-    /// refresh, a connect's code exchange) finishes: both within
-    /// [`crate::config::SHUTDOWN_DRAIN`] of the signal.
+    /// refresh, a connect's code exchange, a disconnect) finishes: both
+    /// within [`crate::config::SHUTDOWN_DRAIN`] of the signal.
     pub async fn run_until_signalled(self) -> Result<(), std::io::Error> {
         let handle = self.server.handle();
         let state = self.state.clone();

@@ -207,18 +207,29 @@ impl ConnectionService {
             .map_err(|e| anyhow::anyhow!("{what} stopped before it ended: {e}"))?
     }
 
-    /// When the server stops: waits until `deadline` for the work begun
-    /// with [`Self::run_to_the_end`]; `false` when some was still running
-    /// then (and is dropped with the process).
+    /// Once the server's workers have stopped: the idle pooled connections
+    /// are let go, as those a worker opened died with its runtime (their
+    /// sockets were registered there) and would fail the work that runs on;
+    /// it opens new ones here.
+    fn let_go_of_idle_connections(&self) {
+        while let Some(idle) = self.db.try_acquire() {
+            drop(idle.detach());
+        }
+    }
+
+    /// When the server has stopped: waits until `deadline` for the work
+    /// begun with [`Self::run_to_the_end`]; `false` when some was still
+    /// running then (and is dropped with the process).
     pub async fn finish_work_under_way(&self, deadline: tokio::time::Instant) -> bool {
         self.to_the_end.close();
+        self.let_go_of_idle_connections();
         let finished = tokio::time::timeout_at(deadline, self.to_the_end.wait())
             .await
             .is_ok();
         if !finished {
             tracing::warn!(
                 under_way = self.to_the_end.len(),
-                "stopping with work under way: a refresh or a connect may not have stored what the provider answered"
+                "stopping with work under way: a refresh or a connect may not have stored what the provider answered, or a disconnect not revoked"
             );
         }
         finished
@@ -303,7 +314,7 @@ impl ConnectionService {
         vault::refreshed_after_refusal(self, token, provider).await
     }
 
-    /// Revokes upstream where possible, deletes, audits; `true` when a
+    /// Deletes, revokes upstream where possible, audits; `true` when a
     /// connection was deleted.
     pub async fn disconnect(
         &self,
@@ -421,6 +432,14 @@ impl ConnectionService {
     /// Deletes a flow that must not be retried.
     pub async fn discard_flow(&self, id: Uuid) -> Result<bool, sqlx::Error> {
         db::oauth_flows::delete(&self.db, id).await
+    }
+
+    /// A flow whose exchange was cut short (a panic, or past its window)
+    /// is deleted unless its connection was stored, within the database's
+    /// deadline; `true` when it was deleted.
+    pub async fn discard_unfinished_flow(&self, id: Uuid) -> Result<bool, sqlx::Error> {
+        let deleted = db::oauth_flows::delete_unfinished(&self.db, id);
+        db::faults::deadline(self.settings.database.deadline(), deleted).await
     }
 
     /// A callback for flow `id` came from another browser session: `true`

@@ -129,7 +129,10 @@ async fn mark_unreadable(
     row: &ConnectionRow,
     reason: &'static str,
 ) -> Result<bool, sqlx::Error> {
-    // A refresh cannot open these tokens either: no claim is waited for.
+    // Not waiting for a refresh claimed meanwhile: every instance is given
+    // the same ring (MCP_CONNECT_KEYS), so a refresh cannot open the tokens
+    // either. (An instance given other material under the same key id
+    // would be a mistake this cannot tell from damaged bytes.)
     let marked = super::vault::mark_needs_reauth(
         state,
         row.id,

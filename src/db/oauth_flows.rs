@@ -230,6 +230,18 @@ pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::E
     Ok(done.rows_affected() == 1)
 }
 
+/// Deletes flow `id` unless a connection was stored for it (a reload then
+/// shows the connection); `true` when it was deleted.
+pub async fn delete_unfinished(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "DELETE FROM oauth_flows WHERE id = $1 AND connection_id IS NULL",
+        id
+    )
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// Marks the ticket behind a connect flow declined (the person said no at
 /// the provider), so the MCP client's retry can say so. The ticket was
 /// redeemed when the flow started, so this does not require it unredeemed.

@@ -262,8 +262,12 @@ fn disconnect_notice(
     let connection = query
         .get("connection")
         .and_then(|c| uuid::Uuid::parse_str(c).ok());
-    let failed = query.get("revocation") == Some("failed");
-    let purpose = notice_purpose(provider.name().as_str(), connection, failed);
+    let revoked = match query.get("revocation") {
+        Some("failed") => Revoked::Failed,
+        Some("pending") => Revoked::Pending,
+        _ => Revoked::Told,
+    };
+    let purpose = notice_purpose(provider.name().as_str(), connection, revoked);
     if !user.csrf_matches(&purpose, query.get("csrf")) {
         return None;
     }
@@ -275,10 +279,15 @@ fn disconnect_notice(
         format!("{name} disconnected.")
     } else if connection.is_some_and(|id| !connections.iter().any(|c| c.id == id)) {
         format!("One of your {name} accounts was disconnected.")
+    } else if revoked == Revoked::Pending {
+        return Some(format!(
+            "Disconnecting {name} is taking longer than usual. It goes on, and is done \
+             within a minute or two: reload this page then."
+        ));
     } else {
         return None;
     };
-    if failed {
+    if revoked == Revoked::Failed {
         notice.push_str(&format!(
             " {name} could not be told to revoke its access, which may still be live there: \
              remove this server's access in your account's settings at {name}."
@@ -287,10 +296,21 @@ fn disconnect_notice(
     Some(notice)
 }
 
+/// What the provider was told of a disconnect, as its notice says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Revoked {
+    /// Told, or it offers no revocation: nothing more to say.
+    Told,
+    /// It could not be told: the access may still be live there.
+    Failed,
+    /// The disconnect was still under way when the page answered.
+    Pending,
+}
+
 /// What a disconnect notice's token is for: every fact the notice shows.
-fn notice_purpose(provider: &str, connection: Option<uuid::Uuid>, failed: bool) -> String {
+fn notice_purpose(provider: &str, connection: Option<uuid::Uuid>, revoked: Revoked) -> String {
     let connection = connection.map_or_else(|| "-".to_owned(), |id| id.to_string());
-    format!("notice:{DONE_DISCONNECTED}:{provider}:{connection}:{failed}")
+    format!("notice:{DONE_DISCONNECTED}:{provider}:{connection}:{revoked:?}")
 }
 
 async fn disconnect(
@@ -311,13 +331,30 @@ async fn disconnect(
         ))?;
     user.check_csrf(&disconnect_purpose(&provider, connection), &form)?;
     // Audited by the vault (it is shared with the MCP `disconnect` tool).
-    let revocation = state
+    // It runs to its end whatever becomes of this page; waiting for a
+    // refresh under way elsewhere, it may outlast the page's time limit,
+    // and the page then says so rather than failing.
+    let disconnecting = state
         .connect
-        .disconnect_account(user.user(), &provider, Some(connection))
-        .await?;
-    let failed = revocation == Some(crate::connect::vault::Revocation::Failed);
-    let revoked = if failed { "&revocation=failed" } else { "" };
-    let token = user.csrf_token(&notice_purpose(provider.as_str(), Some(connection), failed));
+        .disconnect_account(user.user(), &provider, Some(connection));
+    let patience = state.settings.web.page_timeout() * 3 / 4;
+    let outcome = match tokio::time::timeout(patience, disconnecting).await {
+        Ok(revocation) => match revocation? {
+            Some(crate::connect::vault::Revocation::Failed) => Revoked::Failed,
+            _ => Revoked::Told,
+        },
+        Err(_) => Revoked::Pending,
+    };
+    let revoked = match outcome {
+        Revoked::Told => "",
+        Revoked::Failed => "&revocation=failed",
+        Revoked::Pending => "&revocation=pending",
+    };
+    let token = user.csrf_token(&notice_purpose(
+        provider.as_str(),
+        Some(connection),
+        outcome,
+    ));
     Ok(see_other(&format!(
         "/connections?done={DONE_DISCONNECTED}&provider={provider}&connection={connection}{revoked}&csrf={token}"
     )))

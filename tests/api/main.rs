@@ -49,6 +49,7 @@ mod slow_refresh;
 mod stale_keys;
 mod startup;
 mod state_rejections;
+mod stopping;
 mod sweeper;
 mod tool_results;
 mod users;

@@ -111,9 +111,10 @@ pub(super) enum Held {
     Claim(Claim),
     /// The connection was deleted meanwhile.
     Gone,
-    /// Claimed again and again for longer than one claim can hold (a
-    /// refresh after each other): the work goes on under the row lock
-    /// alone.
+    /// Still claimed after as long as one claim holds by this instance's
+    /// settings (refreshes one after another, or an instance whose
+    /// database deadline is set longer): the work goes on under the row
+    /// lock alone.
     Unclaimed,
 }
 

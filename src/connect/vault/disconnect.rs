@@ -18,6 +18,7 @@ use crate::{
     db::{
         self,
         audit::{AuditEvent, AuditKind},
+        connections::ConnectionRow,
     },
     domain::{ProviderName, UserRef},
 };
@@ -93,27 +94,15 @@ async fn disconnect_now(
         Held::Gone => return Ok(None),
         Held::Unclaimed => None,
     };
-    let mut tx = crate::db::transaction::begin(&state.db).await?;
-    // As long as a refresh may take, and no longer.
-    db::transaction::set_lock_timeout(&mut *tx, REFRESH_LOCK_TIMEOUT).await?;
-    let Some(row) = db::connections::find_for_update(&mut *tx, found.id).await? else {
-        return Ok(None);
-    };
-    outbox::record(
-        state,
-        &mut tx,
-        WebhookEvent::ConnectionDeleted,
-        row.id,
-        Detail::None,
-    )
-    .await?;
-    let deleted = db::connections::delete(&mut *tx, row.id).await?;
-    tx.commit().await?;
-    // Deleted with the row; released all the same should the row be
-    // there still (a commit whose answer was lost).
+    let deleted = delete_locked(state, found.id).await;
+    // Deleted with the row; released all the same on every other ending
+    // (a command may exit before a release left to the background runs).
     if let Some(claim) = claim {
         claim.release().await;
     }
+    let Some(row) = deleted? else {
+        return Ok(None);
+    };
     let revocation = match state.providers.get(provider) {
         Some(p) if p.supports_revocation() => {
             if super::revoke::upstream(state, &row, p).await {
@@ -133,5 +122,30 @@ async fn disconnect_now(
             .detail(json!({ "revoked_upstream": revoked })),
     )
     .await;
-    Ok(deleted.then_some(revocation))
+    Ok(Some(revocation))
+}
+
+/// Deletes connection `id` under its row lock, with its webhook event;
+/// the row as it was, or `None`: it was gone.
+async fn delete_locked(
+    state: &ConnectionService,
+    id: Uuid,
+) -> anyhow::Result<Option<ConnectionRow>> {
+    let mut tx = crate::db::transaction::begin(&state.db).await?;
+    // As long as a refresh may take, and no longer.
+    db::transaction::set_lock_timeout(&mut *tx, REFRESH_LOCK_TIMEOUT).await?;
+    let Some(row) = db::connections::find_for_update(&mut *tx, id).await? else {
+        return Ok(None);
+    };
+    outbox::record(
+        state,
+        &mut tx,
+        WebhookEvent::ConnectionDeleted,
+        row.id,
+        Detail::None,
+    )
+    .await?;
+    let deleted = db::connections::delete(&mut *tx, row.id).await?;
+    tx.commit().await?;
+    Ok(deleted.then_some(row))
 }

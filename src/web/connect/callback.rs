@@ -189,9 +189,10 @@ impl Finishing {
             tracing::error!(
                 "finishing a connect {ended}; tokens the provider issued may be neither stored nor revoked"
             );
-            // Cut short, the run did not end its flow: a reload must find
-            // it gone, not "still connecting".
-            if let Err(e) = connect.discard_flow(flow_id).await {
+            // Cut short, the run may not have ended its flow: a reload must
+            // find it gone (or its connection, if that was stored), not
+            // "still connecting".
+            if let Err(e) = connect.discard_unfinished_flow(flow_id).await {
                 tracing::warn!(error = %e, "a flow whose exchange was cut short could not be deleted");
             }
             let finished = Err(FinishError::Internal(anyhow::anyhow!(

@@ -310,6 +310,64 @@ async fn disconnecting_one_of_two_accounts_says_so() {
     assert!(!page.body.contains("disconnected."), "{}", page.body);
 }
 
+/// A disconnect that waits for a refresh claimed elsewhere may outlast
+/// the page's time limit: the page says it is under way instead of
+/// failing, the disconnect ends once the claim does, and the same notice
+/// then says it is done.
+#[tokio::test]
+async fn a_disconnect_that_outlasts_its_page_says_it_goes_on() {
+    let app = crate::helpers::spawn_app_with(|t| {
+        let mut web = toml::Table::new();
+        web.insert("page_timeout_secs".into(), 2.into());
+        t.insert("web".into(), toml::Value::Table(web));
+    })
+    .await;
+    crate::accounts::store(&app, "u-1", "work", crate::helpers::CLIENT_ID).await;
+    let alice = signed_in(&app, "alice").await;
+    let confirm = alice.get("/connections/demo/disconnect").await;
+    assert_eq!(confirm.status, 200, "{}", confirm.body);
+    // Another instance is refreshing the connection.
+    sqlx::query(
+        "INSERT INTO refresh_claims (connection_id, claim_id, claimed_until)
+         SELECT id, gen_random_uuid(), now() + interval '1 minute' FROM connections",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+
+    let under_way = alice
+        .submit(&confirm, "/connections/demo/disconnect", &[])
+        .await;
+    assert_eq!(under_way.status, 303, "{}", under_way.body);
+    let page = alice.follow(&under_way).await;
+    assert!(
+        page.body
+            .contains("Disconnecting Demo is taking longer than usual"),
+        "{}",
+        page.body
+    );
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
+
+    // The refresh ends; the disconnect goes on to its end.
+    sqlx::query("DELETE FROM refresh_claims")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    for _ in 0..250 {
+        if count(&app, "SELECT count(*) FROM connections").await == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
+    let reloaded = alice.follow(&under_way).await;
+    assert!(
+        reloaded.body.contains("Demo disconnected."),
+        "{}",
+        reloaded.body
+    );
+}
+
 #[tokio::test]
 async fn the_reconnect_button_takes_the_same_link_limit_as_tools() {
     let app = crate::helpers::spawn_app_with(|t| {
