@@ -221,6 +221,32 @@ async fn a_disconnect_waits_for_a_refresh_claimed_by_another_instance() {
     );
 }
 
+/// A stopping server does not keep its drain waiting on a claim: the
+/// disconnect ends at once, having changed nothing, for the person (or
+/// the client) to ask again of another instance.
+#[tokio::test]
+async fn a_disconnect_waiting_for_a_claim_ends_when_the_server_stops() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    claim_all_elsewhere(&app, 60).await;
+    let disconnecting = tokio::spawn({
+        let state = app.state.clone();
+        let issuer = app.dev.issuer();
+        async move {
+            let alice = UserRef::new(&issuer, "alice");
+            disconnect(&state.connect, alice, &ProviderName::parse("demo").unwrap()).await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!disconnecting.is_finished(), "it waits for the claim");
+
+    app.state.begin_shutdown();
+    let ended = tokio::time::timeout(Duration::from_secs(5), disconnecting).await;
+    let error = ended.expect("ends at once").unwrap().unwrap_err();
+    assert!(format!("{error:#}").contains("stopping"), "{error:#}");
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
+}
+
 /// `tokens rekey` re-seals a row only once a refresh claimed elsewhere has
 /// ended: re-sealed under it, the tokens that refresh writes after a lost
 /// transaction (only over the row as it read it) would be dropped.

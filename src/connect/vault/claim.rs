@@ -138,8 +138,21 @@ pub(super) async fn hold_refreshes(
             tracing::warn!(connection = %connection_id, "the connection's refresh stayed claimed; going on without a claim");
             return Ok(Held::Unclaimed);
         }
-        tokio::time::sleep(CLAIM_POLL).await;
+        // A stopping server does not wait on: nothing is changed yet, and
+        // the work may be asked for again of another instance.
+        tokio::select! {
+            () = tokio::time::sleep(CLAIM_POLL) => {}
+            () = state.shutdown.cancelled() => return Err(stopping()),
+        }
     }
+}
+
+/// Why work that waited for a claim ended without changing anything.
+fn stopping() -> sqlx::Error {
+    sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::Interrupted,
+        "the server is stopping; nothing was changed",
+    ))
 }
 
 /// How often a refresh claimed by another instance is looked at again.
