@@ -147,8 +147,10 @@ impl Application {
         };
         let options = db::faults::with_timeouts(options, &settings.database);
         let (pooled, _) = db::split_connections(settings.database_max_connections);
-        let pool = db::pool_with(options, pooled, settings.database.connect_timeout());
-        let state = build_state(settings, pool)?;
+        let stopping = db::Stopping::default();
+        let timeout = settings.database.connect_timeout();
+        let pool = db::serving_pool(options, pooled, timeout, &stopping);
+        let state = build_state(settings, pool, stopping)?;
         crate::connect::stale_keys::warn_about_missing_keys(&state.connect).await;
         let background = Background::start(&state, webhooks);
         let port = listener.local_addr()?.port();
@@ -237,12 +239,17 @@ pub async fn for_maintenance(settings: Settings) -> Result<AppState, StartupErro
     migrating.close().await;
     let options = db::faults::with_timeouts(options, &settings.database);
     let pool = db::pool_with(options, 2, settings.database.connect_timeout());
-    build_state(settings, pool)
+    build_state(settings, pool, db::Stopping::default())
 }
 
-/// The application's state from settings and a migrated pool. Starts
+/// The application's state from settings and a migrated pool (which pings
+/// before use once `stopping` is set: [`db::serving_pool`]). Starts
 /// nothing in the background.
-pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, StartupError> {
+pub fn build_state(
+    settings: Settings,
+    pool: PgPool,
+    stopping: db::Stopping,
+) -> Result<AppState, StartupError> {
     let keys = Arc::new(KeyRing::from_entries(
         settings.keys.iter().map(|k| k.expose_secret()),
     )?);
@@ -268,6 +275,7 @@ pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, Startup
         // Built on the process's runtime (`serve`, `dev`, the commands),
         // whose handle is the one the workers' runtimes do not have.
         runtime: tokio::runtime::Handle::try_current().map_err(|_| StartupError::NoRuntime)?,
+        stopping,
     });
     Ok(AppState {
         settings,

@@ -76,6 +76,8 @@ pub struct ConnectionService {
     /// task spawned on it) when the worker stops, before the server's drain
     /// has ended. Work that must end is spawned here.
     pub(super) runtime: tokio::runtime::Handle,
+    /// Set when the server begins to stop, for the pool (`db::Stopping`).
+    stopping: db::Stopping,
     /// This service, for the work it spawns (`to_the_end`).
     pub(super) this: std::sync::Weak<ConnectionService>,
     /// New connect links per user and minute.
@@ -114,6 +116,8 @@ pub struct Parts {
     pub metrics: Arc<Metrics>,
     /// The runtime that outlives the server's workers (the process's own).
     pub runtime: tokio::runtime::Handle,
+    /// Told when the server begins to stop (the pool's pings).
+    pub stopping: db::Stopping,
 }
 
 /// Half the pooled connections (at least one) may be held by refreshes.
@@ -140,6 +144,7 @@ impl ConnectionService {
             ))),
             to_the_end: tokio_util::task::TaskTracker::new(),
             runtime: parts.runtime,
+            stopping: parts.stopping,
             this: this.clone(),
             settings: parts.settings,
             client_names: parts.client_names,
@@ -167,6 +172,7 @@ impl ConnectionService {
     /// Tells every request waiting for a user's connection that the server
     /// is stopping: they answer at once instead of being cut off.
     pub fn begin_shutdown(&self) {
+        self.stopping.from_now();
         self.shutdown.cancel();
     }
 
@@ -207,22 +213,13 @@ impl ConnectionService {
             .map_err(|e| anyhow::anyhow!("{what} stopped before it ended: {e}"))?
     }
 
-    /// Once the server's workers have stopped: the idle pooled connections
-    /// are let go, as those a worker opened died with its runtime (their
-    /// sockets were registered there) and would fail the work that runs on;
-    /// it opens new ones here.
-    fn let_go_of_idle_connections(&self) {
-        while let Some(idle) = self.db.try_acquire() {
-            drop(idle.detach());
-        }
-    }
-
     /// When the server has stopped: waits until `deadline` for the work
     /// begun with [`Self::run_to_the_end`]; `false` when some was still
     /// running then (and is dropped with the process).
     pub async fn finish_work_under_way(&self, deadline: tokio::time::Instant) -> bool {
         self.to_the_end.close();
-        self.let_go_of_idle_connections();
+        // The workers are gone, and the connections they opened with them.
+        self.stopping.from_now();
         let finished = tokio::time::timeout_at(deadline, self.to_the_end.wait())
             .await
             .is_ok();

@@ -129,10 +129,11 @@ async fn mark_unreadable(
     row: &ConnectionRow,
     reason: &'static str,
 ) -> Result<bool, sqlx::Error> {
-    // Not waiting for a refresh claimed meanwhile: every instance is given
-    // the same ring (MCP_CONNECT_KEYS), so a refresh cannot open the tokens
-    // either. (An instance given other material under the same key id
-    // would be a mistake this cannot tell from damaged bytes.)
+    // Not waiting for a refresh claimed meanwhile: an instance that holds
+    // this key id holds the same material, so a refresh cannot open the
+    // tokens either (for a forgotten key, no instance holds it). Other
+    // material under the same key id would be a mistake this cannot tell
+    // from damaged bytes.
     let marked = super::vault::mark_needs_reauth(
         state,
         row.id,

@@ -281,8 +281,9 @@ fn disconnect_notice(
         format!("One of your {name} accounts was disconnected.")
     } else if revoked == Revoked::Pending {
         return Some(format!(
-            "Disconnecting {name} is taking longer than usual. It goes on, and is done \
-             within a minute or two: reload this page then."
+            "Disconnecting {name} is taking longer than usual, and goes on. Reload this \
+             page in a minute or two: it says {name} was disconnected once it is done. If \
+             the account is still listed then, disconnect it again."
         ));
     } else {
         return None;
@@ -333,11 +334,12 @@ async fn disconnect(
     // Audited by the vault (it is shared with the MCP `disconnect` tool).
     // It runs to its end whatever becomes of this page; waiting for a
     // refresh under way elsewhere, it may outlast the page's time limit,
-    // and the page then says so rather than failing.
+    // and the page then says so rather than failing. Half the limit: the
+    // form was read and the session found before, within the same limit.
     let disconnecting = state
         .connect
         .disconnect_account(user.user(), &provider, Some(connection));
-    let patience = state.settings.web.page_timeout() * 3 / 4;
+    let patience = state.settings.web.page_timeout() / 2;
     let outcome = match tokio::time::timeout(patience, disconnecting).await {
         Ok(revocation) => match revocation? {
             Some(crate::connect::vault::Revocation::Failed) => Revoked::Failed,

@@ -70,7 +70,12 @@ pub async fn disconnect_account(
     state
         .to_the_end_of("a disconnect", |service| async move {
             let user = UserRef::new(&issuer, &subject);
-            disconnect_now(&service, user, &provider, connection).await
+            let disconnected = disconnect_now(&service, user, &provider, connection).await;
+            // Told here too: the page that asked may have stopped waiting.
+            if let Err(e) = &disconnected {
+                tracing::warn!(provider = %provider, error = %format!("{e:#}"), "a disconnect failed");
+            }
+            disconnected
         })
         .await
 }

@@ -318,7 +318,7 @@ async fn disconnecting_one_of_two_accounts_says_so() {
 async fn a_disconnect_that_outlasts_its_page_says_it_goes_on() {
     let app = crate::helpers::spawn_app_with(|t| {
         let mut web = toml::Table::new();
-        web.insert("page_timeout_secs".into(), 2.into());
+        web.insert("page_timeout_secs".into(), 4.into());
         t.insert("web".into(), toml::Value::Table(web));
     })
     .await;
