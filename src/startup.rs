@@ -147,14 +147,14 @@ impl Application {
         };
         let options = db::faults::with_timeouts(options, &settings.database);
         let (pooled, _) = db::split_connections(settings.database_max_connections);
-        let stopping = db::Stopping::default();
+        let stops = db::worker_stops::WorkerStops::default();
         let timeout = settings.database.connect_timeout();
-        let pool = db::serving_pool(options, pooled, timeout, &stopping);
-        let state = build_state(settings, pool, stopping)?;
+        let pool = db::serving_pool(options, pooled, timeout, &stops);
+        let state = build_state(settings, pool)?;
         crate::connect::stale_keys::warn_about_missing_keys(&state.connect).await;
         let background = Background::start(&state, webhooks);
         let port = listener.local_addr()?.port();
-        let server = serve(state.clone(), listener, extra)?;
+        let server = serve(state.clone(), listener, extra, stops)?;
         Ok(Self {
             port,
             server,
@@ -239,17 +239,12 @@ pub async fn for_maintenance(settings: Settings) -> Result<AppState, StartupErro
     migrating.close().await;
     let options = db::faults::with_timeouts(options, &settings.database);
     let pool = db::pool_with(options, 2, settings.database.connect_timeout());
-    build_state(settings, pool, db::Stopping::default())
+    build_state(settings, pool)
 }
 
-/// The application's state from settings and a migrated pool (which pings
-/// before use once `stopping` is set: [`db::serving_pool`]). Starts
+/// The application's state from settings and a migrated pool. Starts
 /// nothing in the background.
-pub fn build_state(
-    settings: Settings,
-    pool: PgPool,
-    stopping: db::Stopping,
-) -> Result<AppState, StartupError> {
+pub fn build_state(settings: Settings, pool: PgPool) -> Result<AppState, StartupError> {
     let keys = Arc::new(KeyRing::from_entries(
         settings.keys.iter().map(|k| k.expose_secret()),
     )?);
@@ -275,7 +270,6 @@ pub fn build_state(
         // Built on the process's runtime (`serve`, `dev`, the commands),
         // whose handle is the one the workers' runtimes do not have.
         runtime: tokio::runtime::Handle::try_current().map_err(|_| StartupError::NoRuntime)?,
-        stopping,
     });
     Ok(AppState {
         settings,
@@ -293,6 +287,7 @@ fn serve(
     state: AppState,
     listener: TcpListener,
     extra: Option<ExtraRoutes>,
+    stops: db::worker_stops::WorkerStops,
 ) -> Result<Server, std::io::Error> {
     let mcp = web::Data::new(McpEndpoint::new(&state).map_err(std::io::Error::other)?);
     // The settings alone, for handlers that need nothing else.
@@ -321,6 +316,9 @@ fn serve(
             None => site,
         };
         App::new()
+            // Dropped when this worker stops: the pool then refuses the
+            // connections it opened, which die with its runtime.
+            .app_data(stops.worker_life())
             .wrap(pages::headers::security_headers(&data.settings))
             .app_data(data.clone())
             .app_data(settings.clone())

@@ -76,8 +76,6 @@ pub struct ConnectionService {
     /// task spawned on it) when the worker stops, before the server's drain
     /// has ended. Work that must end is spawned here.
     pub(super) runtime: tokio::runtime::Handle,
-    /// Set when the server begins to stop, for the pool (`db::Stopping`).
-    stopping: db::Stopping,
     /// This service, for the work it spawns (`to_the_end`).
     pub(super) this: std::sync::Weak<ConnectionService>,
     /// New connect links per user and minute.
@@ -116,8 +114,6 @@ pub struct Parts {
     pub metrics: Arc<Metrics>,
     /// The runtime that outlives the server's workers (the process's own).
     pub runtime: tokio::runtime::Handle,
-    /// Told when the server begins to stop (the pool's pings).
-    pub stopping: db::Stopping,
 }
 
 /// Half the pooled connections (at least one) may be held by refreshes.
@@ -144,7 +140,6 @@ impl ConnectionService {
             ))),
             to_the_end: tokio_util::task::TaskTracker::new(),
             runtime: parts.runtime,
-            stopping: parts.stopping,
             this: this.clone(),
             settings: parts.settings,
             client_names: parts.client_names,
@@ -172,7 +167,6 @@ impl ConnectionService {
     /// Tells every request waiting for a user's connection that the server
     /// is stopping: they answer at once instead of being cut off.
     pub fn begin_shutdown(&self) {
-        self.stopping.from_now();
         self.shutdown.cancel();
     }
 
@@ -218,8 +212,6 @@ impl ConnectionService {
     /// running then (and is dropped with the process).
     pub async fn finish_work_under_way(&self, deadline: tokio::time::Instant) -> bool {
         self.to_the_end.close();
-        // The workers are gone, and the connections they opened with them.
-        self.stopping.from_now();
         let finished = tokio::time::timeout_at(deadline, self.to_the_end.wait())
             .await
             .is_ok();

@@ -37,6 +37,7 @@ pub mod tickets;
 pub mod transaction;
 pub mod wait;
 pub mod web_sessions;
+pub mod worker_stops;
 
 use secrecy::{ExposeSecret, SecretString};
 use sqlx::{
@@ -159,69 +160,19 @@ fn pool_options(max_connections: u32, acquire_timeout: Duration) -> PgPoolOption
         .after_connect(|conn, _| Box::pin(backend_memory::keep_freed_memory(conn)))
 }
 
-/// Which pooled connections a stopping server may still use. Its workers
-/// stop one by one, and each worker's runtime goes with it, and with the
-/// runtime every connection the worker opened (their sockets were
-/// registered there; a ping may even pass on one, answered from what the
-/// socket last had). So from the stop signal on, the pool hands out only
-/// connections opened since — and once the workers are gone, only those
-/// opened since then ([`Stopping::from_now`], each time): requests still
-/// draining and the work that runs on after them open live ones.
-#[derive(Debug, Clone)]
-pub struct Stopping(std::sync::Arc<StoppingSince>);
-
-#[derive(Debug)]
-struct StoppingSince {
-    epoch: std::time::Instant,
-    /// Nanoseconds after `epoch` from which connections are fresh; 0: not
-    /// stopping, every connection serves.
-    fresh_since: std::sync::atomic::AtomicU64,
-}
-
-impl Default for Stopping {
-    fn default() -> Self {
-        Self(std::sync::Arc::new(StoppingSince {
-            epoch: std::time::Instant::now(),
-            fresh_since: std::sync::atomic::AtomicU64::new(0),
-        }))
-    }
-}
-
-impl Stopping {
-    /// Connections opened before now are closed instead of handed out.
-    pub fn from_now(&self) {
-        let since = self.0.epoch.elapsed().as_nanos().min(u64::MAX as u128 - 1) as u64 + 1;
-        self.0
-            .fresh_since
-            .store(since, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Whether a connection `age` old may be handed out.
-    fn serves(&self, age: Duration) -> bool {
-        let since = self
-            .0
-            .fresh_since
-            .load(std::sync::atomic::Ordering::Relaxed);
-        if since == 0 {
-            return true;
-        }
-        let opened = self.0.epoch.elapsed().saturating_sub(age);
-        opened.as_nanos() >= u128::from(since)
-    }
-}
-
 /// The serving instance's pool: [`pool_with`], which closes instead of
-/// handing out a connection opened before the stop ([`Stopping`]).
+/// handing out a connection opened before a server worker last stopped
+/// ([`worker_stops`]).
 pub fn serving_pool(
     options: PgConnectOptions,
     max_connections: u32,
     acquire_timeout: Duration,
-    stopping: &Stopping,
+    stops: &worker_stops::WorkerStops,
 ) -> PgPool {
-    let stopping = stopping.clone();
+    let stops = stops.clone();
     pool_options(max_connections, acquire_timeout)
         .before_acquire(move |_, meta| {
-            let serves = stopping.serves(meta.age);
+            let serves = stops.serves(meta.age);
             Box::pin(async move { Ok(serves) })
         })
         .connect_lazy_with(options)
@@ -397,30 +348,5 @@ mod login_user_tests {
             login_user_for("postgres://localhost/db", env(&with_pguser), no_os_name),
             None
         );
-    }
-}
-
-#[cfg(test)]
-mod stopping_tests {
-    use super::Stopping;
-    use std::time::Duration;
-
-    #[test]
-    fn until_a_stop_every_connection_serves_and_after_it_only_those_opened_since() {
-        let stopping = Stopping::default();
-        let a_day = Duration::from_secs(86_400);
-        assert!(stopping.serves(a_day));
-        std::thread::sleep(Duration::from_millis(5));
-        stopping.from_now();
-        // Opened 5 ms before the stop, or a day before: closed.
-        assert!(!stopping.serves(Duration::from_millis(5)));
-        assert!(!stopping.serves(a_day));
-        // Opened just now.
-        assert!(stopping.serves(Duration::ZERO));
-        std::thread::sleep(Duration::from_millis(5));
-        // Opened between the stop and now, then a second `from_now`.
-        assert!(stopping.serves(Duration::from_millis(2)));
-        stopping.from_now();
-        assert!(!stopping.serves(Duration::from_millis(2)));
     }
 }

@@ -7,12 +7,12 @@ use std::time::Duration;
 use crate::helpers::spawn_app_with;
 
 /// The pooled connections a worker opened are registered with its runtime
-/// and die with it; workers stop one by one as the server stops. From the
-/// stop signal on, the pool tries an idle connection before handing it
-/// out, so requests still draining and the work that runs on after them
-/// get a live one rather than failing on a dead one.
+/// and die with it; workers stop one by one as the server stops. Once one
+/// has stopped, the pool hands out no connection opened before, so
+/// requests still draining and the work that runs on after them get live
+/// ones rather than failing on a dead one.
 #[tokio::test]
-async fn once_stopping_the_pool_hands_out_no_connection_a_stopped_worker_opened() {
+async fn once_a_worker_stops_the_pool_hands_out_no_connection_opened_before() {
     // Two pooled connections, two kept per thread.
     let app = spawn_app_with(|t| {
         t.insert("database_max_connections".into(), 4.into());
