@@ -72,8 +72,15 @@ pub async fn disconnect_account(
             let user = UserRef::new(&issuer, &subject);
             let disconnected = disconnect_now(&service, user, &provider, connection).await;
             // Told here too: the page that asked may have stopped waiting.
-            if let Err(e) = &disconnected {
-                tracing::warn!(provider = %provider, error = %format!("{e:#}"), "a disconnect failed");
+            // A stopping server ends the wait for a claim on purpose.
+            match &disconnected {
+                Err(e) if service.is_stopping() => {
+                    tracing::info!(provider = %provider, error = %format!("{e:#}"), "a disconnect ended with the server's stop");
+                }
+                Err(e) => {
+                    tracing::warn!(provider = %provider, error = %format!("{e:#}"), "a disconnect failed");
+                }
+                Ok(_) => {}
             }
             disconnected
         })

@@ -101,7 +101,8 @@ impl From<sqlx::Error> for Failure {
 }
 
 /// Re-seals connection `id` under its refresh claim and row lock; `false`
-/// when there was nothing to do (gone, already current, or sealed by a key the ring lacks).
+/// when there was nothing to do (gone, already current, or sealed by a
+/// key the ring lacks).
 async fn reseal_one(state: &ConnectionService, current: &str, id: Uuid) -> Result<bool, Failure> {
     // Re-sealed under the refresh's claim: a refresh still writing what the
     // provider answered writes over the row only as it read it.
