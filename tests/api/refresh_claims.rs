@@ -51,6 +51,16 @@ async fn refreshed(app: &TestApp) -> i64 {
     .await
 }
 
+/// Alice's demo connection disconnected in a task of the test's own.
+fn disconnect_alice_in_background(app: &TestApp) -> tokio::task::JoinHandle<anyhow::Result<bool>> {
+    let state = app.state.clone();
+    let issuer = app.dev.issuer();
+    tokio::spawn(async move {
+        let alice = UserRef::new(&issuer, "alice");
+        disconnect(&state.connect, alice, &ProviderName::parse("demo").unwrap()).await
+    })
+}
+
 async fn status(app: &TestApp) -> String {
     sqlx::query_scalar("SELECT status FROM connections")
         .fetch_one(&app.db)
@@ -193,14 +203,7 @@ async fn a_disconnect_waits_for_a_refresh_claimed_by_another_instance() {
     };
     claim_all_elsewhere(&app, 60).await;
 
-    let disconnecting = tokio::spawn({
-        let state = app.state.clone();
-        let issuer = app.dev.issuer();
-        async move {
-            let alice = UserRef::new(&issuer, "alice");
-            disconnect(&state.connect, alice, &ProviderName::parse("demo").unwrap()).await
-        }
-    });
+    let disconnecting = disconnect_alice_in_background(&app);
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(!disconnecting.is_finished(), "it waits for the claim");
     assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
@@ -229,14 +232,7 @@ async fn a_disconnect_waiting_for_a_claim_ends_when_the_server_stops() {
     let app = spawn_app().await;
     connect_demo(&app, "alice", "octo").await;
     claim_all_elsewhere(&app, 60).await;
-    let disconnecting = tokio::spawn({
-        let state = app.state.clone();
-        let issuer = app.dev.issuer();
-        async move {
-            let alice = UserRef::new(&issuer, "alice");
-            disconnect(&state.connect, alice, &ProviderName::parse("demo").unwrap()).await
-        }
-    });
+    let disconnecting = disconnect_alice_in_background(&app);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!disconnecting.is_finished(), "it waits for the claim");
 
