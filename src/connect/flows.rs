@@ -27,6 +27,10 @@ use crate::{
     providers::{Account, Learned, PkcePair, Provider, ProviderError, TokenHint, TokenSet},
 };
 
+/// A connect flow's `return_to` when the person asked for it on their
+/// connections page rather than an MCP client.
+pub const CONNECTIONS_PAGE: &str = "/connections";
+
 /// How long a started connect flow waits for the provider's callback.
 const FLOW_TTL: chrono::Duration = chrono::Duration::minutes(10);
 
@@ -132,7 +136,9 @@ pub(super) async fn start(
             pkce_verifier: &sealed.bytes,
             nonce: None,
             key_id: &sealed.key_id,
-            return_to: None,
+            return_to: state
+                .asked_on_connections_page(&ticket)
+                .then_some(CONNECTIONS_PAGE),
             expires_at: Utc::now() + FLOW_TTL,
         },
     )

@@ -100,6 +100,38 @@ impl ConnectionService {
         grants::allow(self, user, ticket).await
     }
 
+    /// Whether the person asked for this ticket on their connections page
+    /// (Connect, Reconnect, Add another account) rather than an MCP
+    /// client: pages then send them back there, not to a client.
+    pub fn asked_on_connections_page(&self, ticket: &Ticket) -> bool {
+        self.settings.auth.web_client_id.as_deref() == Some(ticket.client_id.as_str())
+    }
+
+    /// Whether this approval ticket was allowed already: redeemed (not
+    /// declined or left to expire) and its client on the connection. A
+    /// second Allow (a double click) finds its ticket used by the first.
+    pub async fn was_allowed(&self, ticket: &Ticket) -> Result<bool, sqlx::Error> {
+        let Some(connection_id) = ticket.connection_id else {
+            return Ok(false);
+        };
+        let now = db::tickets::find_by_id(&self.db, ticket.id).await?;
+        if !now.is_some_and(|t| t.redeemed_at.is_some() && t.declined_at.is_none()) {
+            return Ok(false);
+        }
+        Ok(
+            db::client_grants::find(&self.db, connection_id, &ticket.client_id)
+                .await?
+                .is_some(),
+        )
+    }
+
+    /// Whether this ticket was declined already (by a first Deny or
+    /// Cancel, when a second one finds it no longer usable).
+    pub async fn was_declined(&self, ticket: &Ticket) -> Result<bool, sqlx::Error> {
+        let now = db::tickets::find_by_id(&self.db, ticket.id).await?;
+        Ok(now.is_some_and(|t| t.declined_at.is_some()))
+    }
+
     /// "Remove access": the client may no longer use the connection.
     pub async fn remove_client_access(
         &self,

@@ -34,6 +34,9 @@ pub struct OAuthFlow {
     pub pkce_verifier: Vec<u8>,
     pub nonce: Option<String>,
     pub key_id: String,
+    /// Where the person goes back to: for a sign-in, the page that sent
+    /// them; for a connect, the connections page when they asked for it
+    /// there (`None`: an MCP client asked).
     pub return_to: Option<String>,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,

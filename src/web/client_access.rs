@@ -124,12 +124,17 @@ async fn answer(
     let kind = if allow {
         match state.connect.allow_client(user.user(), &ticket).await? {
             Allowed::Granted { created: true } => Some(AuditKind::GrantCreated),
-            // Allowed through another of its requests first: nothing new.
+            // Allowed through another of its requests first, or by this
+            // person's first Allow (a double click): nothing new.
             Allowed::Granted { created: false } => None,
+            Allowed::TicketGone if state.connect.was_allowed(&ticket).await? => None,
             Allowed::TicketGone | Allowed::ConnectionGone => return Err(WebError::LinkGone),
         }
     } else if state.connect.decline_ticket(ticket.id, user.user()).await? {
         Some(AuditKind::ConsentCancelled)
+    } else if state.connect.was_declined(&ticket).await? {
+        // Declined by this person's first Deny (a double click).
+        None
     } else {
         return Err(WebError::LinkGone);
     };

@@ -631,3 +631,40 @@ async fn a_second_allow_says_allowed() {
     assert_eq!(count(&app, "SELECT count(*) FROM client_grants").await, 2);
     completed_as_octo(&retry(&app, OTHER, &state, "accept").await);
 }
+
+/// Allow or Deny pressed twice on the connections page (a double click, a
+/// resubmitted form): the second finds its answer given and goes back to
+/// the list, not to "this link has expired"; one audit row each.
+#[tokio::test]
+async fn an_answer_given_twice_on_the_connections_page_is_no_expired_link() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let alice = Browser::new(&app);
+    alice.sign_in("alice").await;
+    for (client, decision) in [(OTHER, "allow"), ("third-client", "deny")] {
+        let (status, _) = whoami_without_links(&app, client).await;
+        assert_eq!(status, 400);
+        let page = alice.get("/connections").await;
+        for _ in 0..2 {
+            let answered = alice
+                .submit(
+                    &page,
+                    "/connections/access/answer",
+                    &[("decision", decision)],
+                )
+                .await;
+            assert_eq!(answered.status, 303, "{decision}: {}", answered.body);
+            assert_eq!(answered.header("location"), Some("/connections"));
+        }
+    }
+    let granted = "SELECT count(*) FROM client_grants WHERE client_id = 'other-client'";
+    assert_eq!(count(&app, granted).await, 1);
+    let audited =
+        "SELECT count(*) FROM audit_events WHERE kind IN ('grant_created', 'consent_cancelled')";
+    assert_eq!(count(&app, audited).await, 2);
+    let (_, body) = whoami_without_links(&app, OTHER).await;
+    completed_as_octo(&body);
+    let (status, body) = whoami_without_links(&app, "third-client").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.to_string().contains("declined"), "{body}");
+}

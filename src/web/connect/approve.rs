@@ -75,7 +75,7 @@ pub(super) async fn allow(
         Allowed::Granted { created } => created,
         // Used already: by this person's first Allow (a double click), if
         // the grant is there, which is what they asked for.
-        Allowed::TicketGone if already_allowed(state, ticket).await? => false,
+        Allowed::TicketGone if state.connect.was_allowed(ticket).await? => false,
         Allowed::TicketGone | Allowed::ConnectionGone => return Err(WebError::LinkGone),
     };
     db::web_sessions::clear_pending_ticket(&state.db, user.session_id, ticket.id).await?;
@@ -112,21 +112,4 @@ pub(super) async fn allow(
             link: Some(("/connections".into(), "See your connections".into())),
         },
     ))
-}
-
-/// Whether this approval ticket was allowed already: redeemed (not
-/// declined or left to expire) and its client on the connection.
-async fn already_allowed(state: &AppState, ticket: &Ticket) -> Result<bool, WebError> {
-    let Some(connection_id) = ticket.connection_id else {
-        return Ok(false);
-    };
-    let now = state.connect.ticket(ticket.id).await?;
-    if !now.is_some_and(|t| t.redeemed_at.is_some() && t.declined_at.is_none()) {
-        return Ok(false);
-    }
-    Ok(
-        db::client_grants::find(&state.db, connection_id, &ticket.client_id)
-            .await?
-            .is_some(),
-    )
 }

@@ -15,7 +15,7 @@
 use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
 use serde_json::json;
 
-use super::{audit, audit_for};
+use super::{AskedBy, audit, audit_for, connections_link};
 use crate::{
     connect::flows::FinishError,
     crypto::secret,
@@ -108,6 +108,7 @@ pub(super) async fn callback(
     let Some(code) = params.get("code") else {
         return Err(reject(&state, &req, &flow, "no_code", true).await);
     };
+    let asked_by = AskedBy::of_flow(&flow);
     let finishing = Finishing {
         client: crate::web::client_info(&state, &req),
         state: state.get_ref().clone(),
@@ -139,6 +140,7 @@ pub(super) async fn callback(
         &user,
         provider.display_name(),
         &account.label,
+        asked_by,
     ))
 }
 
@@ -284,16 +286,27 @@ fn not_accepted(provider: &str, label: &str, revoked: bool) -> String {
 }
 
 /// The success page, for the callback that connected the account.
-pub(super) fn connected_page(user: &SignedInUser, provider: &str, account: &str) -> HttpResponse {
+pub(super) fn connected_page(
+    user: &SignedInUser,
+    provider: &str,
+    account: &str,
+    asked_by: AskedBy,
+) -> HttpResponse {
+    let line = match asked_by {
+        AskedBy::Client => {
+            format!("{provider} connected as {account} — you can return to your MCP client.")
+        }
+        AskedBy::ConnectionsPage => format!(
+            "{provider} connected as {account}. Your MCP clients can use it through this server."
+        ),
+    };
     pages::render(
         StatusCode::OK,
         &Notice {
             signed_in: Some(user.display_name.clone()),
             tone: "ok",
             title: format!("{provider} connected"),
-            lines: vec![format!(
-                "{provider} connected as {account} — you can return to your MCP client."
-            )],
+            lines: vec![line],
             facts: vec![
                 ("Provider".into(), provider.to_owned()),
                 ("Account".into(), account.to_owned()),
@@ -332,7 +345,7 @@ async fn already_answered(
     if let Some(error) = error {
         return Ok(provider
             .is_decline(error)
-            .then(|| declined_page(user, provider)));
+            .then(|| declined_page(user, provider, AskedBy::of_flow(flow))));
     }
     let account = state
         .connect
@@ -343,6 +356,7 @@ async fn already_answered(
             user,
             provider.display_name(),
             &a.account_label,
+            AskedBy::of_flow(flow),
         )));
     }
     // Its first callback is still at the provider: the flow stays.
@@ -467,20 +481,28 @@ async fn refused(
         json!({ "ticket_id": flow.ticket_id, "at": "provider" }),
     )
     .await;
-    Ok(declined_page(user, provider))
+    Ok(declined_page(user, provider, AskedBy::of_flow(flow)))
 }
 
 /// The page for a person who declined at the provider.
-fn declined_page(user: &SignedInUser, provider: &Provider) -> HttpResponse {
+fn declined_page(user: &SignedInUser, provider: &Provider, asked_by: AskedBy) -> HttpResponse {
+    let (lines, link) = match asked_by {
+        AskedBy::Client => (
+            vec![
+                "Nothing was connected. Your MCP client will see that you declined.".into(),
+                "You can close this tab.".into(),
+            ],
+            None,
+        ),
+        AskedBy::ConnectionsPage => (vec!["Nothing was connected.".into()], connections_link()),
+    };
     pages::render(
         StatusCode::OK,
         &Notice {
             signed_in: Some(user.display_name.clone()),
             title: format!("You declined access at {}", provider.display_name()),
-            lines: vec![
-                "Nothing was connected. Your MCP client will see that you declined.".into(),
-                "You can close this tab.".into(),
-            ],
+            lines,
+            link,
             ..Notice::default()
         },
     )

@@ -18,7 +18,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{
-    audit,
+    AskedBy, audit, connections_link,
     credential::{Input, param_inputs, posted_params, whole_form_problems},
     identity_mismatch,
 };
@@ -148,8 +148,7 @@ fn host(state: &AppState) -> String {
 /// The MCP client that asked; `None` when the person started from the
 /// connections page.
 fn asking_client(state: &AppState, ticket: &Ticket) -> Option<String> {
-    let from_this_site = state.settings.auth.web_client_id.as_deref() == Some(&ticket.client_id);
-    (!from_this_site).then(|| ticket.client_id.clone())
+    (AskedBy::of_ticket(state, ticket) == AskedBy::Client).then(|| ticket.client_id.clone())
 }
 
 fn credential_context<'a>(
@@ -279,36 +278,75 @@ async fn cancel(
     ticket: &Ticket,
 ) -> Result<HttpResponse, WebError> {
     let declined = state.connect.decline_ticket(ticket.id, user.user()).await?;
-    if !declined {
+    // Declined by this person's first Cancel (a double click): said again.
+    if !declined && !state.connect.was_declined(ticket).await? {
         return Err(WebError::LinkGone);
     }
     db::web_sessions::clear_pending_ticket(&state.db, user.session_id, ticket.id).await?;
-    audit(
-        state,
-        req,
-        AuditKind::ConsentCancelled,
-        Some(user.user()),
-        Some(&ticket.provider),
+    if declined {
         // Deny on the approval page refuses a client the account, not a
         // connect: the row says which, and which connection.
-        match ticket.connection_id {
-            Some(connection_id) => json!({ "ticket_id": ticket.id, "client_id": ticket.client_id,
-                                           "at": "approval", "connection_id": connection_id }),
-            None => {
-                json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "at": "consent" })
-            }
-        },
-    )
-    .await;
+        let (id, client) = (ticket.id, &ticket.client_id);
+        let detail = match ticket.connection_id {
+            Some(connection) => json!({ "ticket_id": id, "client_id": client,
+                                        "at": "approval", "connection_id": connection }),
+            None => json!({ "ticket_id": id, "client_id": client, "at": "consent" }),
+        };
+        let provider = Some(ticket.provider.as_str());
+        let kind = AuditKind::ConsentCancelled;
+        audit(state, req, kind, Some(user.user()), provider, detail).await;
+    }
+    let (lines, link) = match AskedBy::of_ticket(state, ticket) {
+        AskedBy::Client => (
+            vec!["You can close this tab; your MCP client will be told that you declined.".into()],
+            None,
+        ),
+        AskedBy::ConnectionsPage => (vec!["Nothing was connected.".into()], connections_link()),
+    };
     Ok(pages::render(
         StatusCode::OK,
         &Notice {
             signed_in: Some(user.display_name.clone()),
             title: "Cancelled".into(),
-            lines: vec![
-                "You can close this tab; your MCP client will be told that you declined.".into(),
-            ],
+            lines,
+            link,
             ..Notice::default()
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use askama::Template;
+
+    use super::ConsentPage;
+
+    fn page(scopes: &[&str]) -> String {
+        ConsentPage {
+            signed_in: None,
+            host: "connect.example".into(),
+            provider: "Notion".into(),
+            scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+            inputs: Vec::new(),
+            problems: Vec::new(),
+            client_id: Some("a-client".into()),
+            ticket_id: "t".into(),
+            csrf: "c".into(),
+        }
+        .render()
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// An entry that asks for no scopes (Notion, Box, Calendly) promises no
+    /// list it then leaves empty.
+    #[test]
+    fn a_consent_without_scopes_says_what_decides_instead_of_an_empty_list() {
+        let none = page(&[]);
+        assert!(!none.contains("It will be able to:"), "{none}");
+        assert!(!none.contains("<ul class=\"scopes\">"), "{none}");
+        assert!(none.contains("no particular permissions"), "{none}");
+        let some = page(&["Read your pages"]);
+        assert!(some.contains("It will be able to:"), "{some}");
+        assert!(some.contains("<li>Read your pages</li>"), "{some}");
+    }
 }

@@ -9,7 +9,7 @@ use actix_web::{HttpRequest, HttpResponse, http::StatusCode};
 use askama::Template;
 use serde_json::json;
 
-use super::{audit, callback::connected_page, consent::csrf_purpose};
+use super::{AskedBy, audit, callback::connected_page, consent::csrf_purpose};
 use crate::{
     connect::credentials::{CredentialOutcome, SubmittedCredential},
     db::{audit::AuditKind, tickets::Ticket},
@@ -138,11 +138,21 @@ pub(super) async fn submit(
                 detail,
             )
             .await;
-            return Ok(connected_page(user, name, &account.label));
+            return Ok(connected_page(
+                user,
+                name,
+                &account.label,
+                AskedBy::of_ticket(state, &ticket),
+            ));
         }
         CredentialOutcome::TicketGone => {
             return match stored_by(state, user, ticket).await? {
-                Some(label) => Ok(connected_page(user, name, &label)),
+                Some(label) => Ok(connected_page(
+                    user,
+                    name,
+                    &label,
+                    AskedBy::of_ticket(state, ticket),
+                )),
                 None => Err(WebError::LinkGone),
             };
         }

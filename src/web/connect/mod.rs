@@ -44,6 +44,39 @@ use crate::{
     state::AppState,
 };
 
+/// Who asked for a connect, for the pages that end it: where the person
+/// goes back to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AskedBy {
+    /// An MCP client, through a tool's link: the person returns to it.
+    Client,
+    /// The person, on their connections page (Connect, Reconnect).
+    ConnectionsPage,
+}
+
+impl AskedBy {
+    fn of_ticket(state: &AppState, ticket: &Ticket) -> Self {
+        if state.connect.asked_on_connections_page(ticket) {
+            Self::ConnectionsPage
+        } else {
+            Self::Client
+        }
+    }
+
+    fn of_flow(flow: &db::oauth_flows::OAuthFlow) -> Self {
+        if flow.return_to.as_deref() == Some(crate::connect::flows::CONNECTIONS_PAGE) {
+            Self::ConnectionsPage
+        } else {
+            Self::Client
+        }
+    }
+}
+
+/// The link to the connections page that pages ending a connect offer.
+fn connections_link() -> Option<(String, String)> {
+    Some(("/connections".into(), "See your connections".into()))
+}
+
 /// Where the consent page lives (a URL that never carries the ticket).
 pub const CONSENT_PATH: &str = "/connect/consent";
 

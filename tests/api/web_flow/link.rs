@@ -430,3 +430,90 @@ async fn error_pages_show_who_is_signed_in_and_lead_back_to_the_connections() {
         page.body
     );
 }
+
+/// The consent page of a Reconnect on the connections page.
+async fn reconnect_consent(alice: &Browser) -> Page {
+    let list = alice.get("/connections").await;
+    let again = alice
+        .submit(&list, "/connections/demo/reconnect", &[])
+        .await;
+    assert_sent_to_consent(&again);
+    alice.follow(&again).await
+}
+
+/// A page that ends a connect begun on the connections page.
+fn ends_on_connections_page(page: &Page, what: &str) {
+    assert_eq!(page.status, 200, "{what}: {}", page.body);
+    for client in ["your MCP client ", "your MCP client."] {
+        assert!(!page.body.contains(client), "{what}: {}", page.body);
+    }
+    assert!(
+        page.body.contains("href=\"/connections\""),
+        "{what}: {}",
+        page.body
+    );
+}
+
+/// A connect the person asked for on their connections page ends on pages
+/// that send them back there, never to an MCP client that did not ask:
+/// Cancel (twice: a double click says it again), a decline at the
+/// provider and a success. A client's link still says "MCP client".
+#[tokio::test]
+async fn a_connect_begun_on_the_connections_page_ends_without_naming_a_client() {
+    let app = spawn_app().await;
+    crate::full_flow::connect_demo(&app, "alice", "octo").await;
+    let alice = signed_in(&app, "alice").await;
+
+    let consent = reconnect_consent(&alice).await;
+    for _ in 0..2 {
+        let cancelled = alice
+            .submit(&consent, "/connect", &[("action", "cancel")])
+            .await;
+        ends_on_connections_page(&cancelled, "cancel");
+        assert!(
+            cancelled.body.contains("Nothing was connected"),
+            "{}",
+            cancelled.body
+        );
+    }
+    let cancels = "SELECT count(*) FROM audit_events WHERE kind = 'consent_cancelled'";
+    assert_eq!(count(&app, cancels).await, 1, "one Cancel recorded");
+
+    let consent = reconnect_consent(&alice).await;
+    let to_provider = alice
+        .submit(&consent, "/connect", &[("action", "continue")])
+        .await;
+    let back = crate::full_flow::deny_at_demo(&alice, &to_provider, "octo").await;
+    let declined = alice.follow(&back).await;
+    ends_on_connections_page(&declined, "declined at the provider");
+    assert!(
+        declined.body.contains("You declined access"),
+        "{}",
+        declined.body
+    );
+
+    let consent = reconnect_consent(&alice).await;
+    let to_provider = alice
+        .submit(&consent, "/connect", &[("action", "continue")])
+        .await;
+    let done = crate::full_flow::approve_at_demo(&alice, &to_provider, "octo").await;
+    ends_on_connections_page(&done, "connected");
+    assert!(
+        done.body.contains("Demo connected as octo"),
+        "{}",
+        done.body
+    );
+
+    // A client's link: the page names the client the person returns to.
+    let (link, _) = ticket(&app, "alice", 600).await;
+    let opened = alice.get(&format!("/connect?ticket={link}")).await;
+    let consent = alice.follow(&opened).await;
+    let cancelled = alice
+        .submit(&consent, "/connect", &[("action", "cancel")])
+        .await;
+    assert!(
+        cancelled.body.contains("your MCP client will be told"),
+        "{}",
+        cancelled.body
+    );
+}
