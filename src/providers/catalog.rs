@@ -323,6 +323,13 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
             authorize_params: pairs(&e.authorize_params),
             account_chooser: pairs(&e.account_chooser),
             decline_errors: e.decline_errors.clone().unwrap_or_default(),
+            dead_grant_answers: match &e.dead_grant_answers {
+                Some(list) => list
+                    .iter()
+                    .map(|a| Ok((pointer("dead_grant_answers", &a.pointer)?, a.value.clone())))
+                    .collect::<Result<_, _>>()?,
+                None => Vec::new(),
+            },
             json_token_request: e.token_request_format == Some(entry::TokenRequestFormat::Json),
             revocation: e.revocation.unwrap_or(entry::Revocation::Rfc7009),
             form_answers: e.token_response_format

@@ -92,6 +92,15 @@ pub(super) enum Revocation {
     BearerAccessToken,
 }
 
+/// A token endpoint refusal that means the grant is dead: the string
+/// `value` at the JSON `pointer` of the answer.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DeadGrantAnswer {
+    pub pointer: String,
+    pub value: String,
+}
+
 /// Answers wrapped in `{"ok": true|false, "error": …}` with HTTP 200 (Slack).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -225,6 +234,10 @@ pub(super) struct Entry {
     /// which the provider says the person declined (LinkedIn's
     /// `user_cancelled_authorize`).
     pub decline_errors: Option<Vec<String>>,
+    /// Token endpoint refusals, besides RFC 6749's `invalid_grant`, with
+    /// which the provider says the code or refresh token is dead (Strava
+    /// names the field, Twitch says it in `message`).
+    pub dead_grant_answers: Option<Vec<DeadGrantAnswer>>,
     pub refresh: Option<Refresh>,
     /// Seconds an access token is taken to live when the token answer
     /// names no `expires_in`, so it is refreshed in time (Salesforce).

@@ -219,6 +219,7 @@ impl Provider {
                 ok_envelope: self.quirks.ok_envelope,
                 token_pointer: self.quirks.token_pointer.as_deref(),
                 form_answers: self.quirks.form_answers,
+                dead_grant: &self.quirks.dead_grant_answers,
             },
             &secrets,
         )?;

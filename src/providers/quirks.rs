@@ -78,6 +78,9 @@ pub(super) struct Quirks {
     pub account_chooser: Vec<(String, String)>,
     /// Error codes meaning "the person declined", besides `access_denied`.
     pub decline_errors: Vec<String>,
+    /// Token endpoint refusals that mean the grant is dead, besides
+    /// `invalid_grant`: a JSON pointer and the string found there.
+    pub dead_grant_answers: Vec<(String, String)>,
     pub json_token_request: bool,
     pub revocation: Revocation,
     /// Form-encoded token answers are accepted (GitHub's).

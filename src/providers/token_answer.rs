@@ -43,6 +43,9 @@ pub(super) struct Answer<'a> {
     pub token_pointer: Option<&'a str>,
     /// Form-encoded answers are accepted (GitHub).
     pub form_answers: bool,
+    /// Refusals that mean the grant is dead, in the provider's own words:
+    /// a JSON pointer into the answer and the string found there.
+    pub dead_grant: &'a [(String, String)],
 }
 
 /// Parses a token answer; `sent` are the secrets of the request (code,
@@ -68,6 +71,9 @@ pub(super) fn parse_keeping_fields(
     // (Slack: `{"ok":false,"error":"ratelimited"}` with 429): that is a
     // passing answer, by its status, unless it says the grant is dead.
     let passing = answer.status == 429 || answer.status >= 500;
+    if !success && !passing && says_dead_grant(answer.dead_grant, &fields) {
+        return Err(ProviderError::InvalidGrant);
+    }
     let refused = |e: ProviderError| match e {
         ProviderError::InvalidGrant => e,
         _ if passing => ProviderError::Status(answer.status),
@@ -120,6 +126,18 @@ pub(super) fn parse_keeping_fields(
         token_type: string(token, "token_type").unwrap_or_else(|| "Bearer".to_owned()),
     };
     Ok((tokens, root))
+}
+
+/// Whether a refusal's fields say the grant is dead in one of the entry's
+/// own ways (`{"message": "Invalid refresh token"}`).
+fn says_dead_grant(dead_grant: &[(String, String)], fields: &Map<String, Value>) -> bool {
+    if dead_grant.is_empty() {
+        return false;
+    }
+    let answer = Value::Object(fields.clone());
+    dead_grant
+        .iter()
+        .any(|(pointer, value)| answer.pointer(pointer).and_then(Value::as_str) == Some(value))
 }
 
 /// The answer's fields, from JSON or from a form-encoded body.
@@ -195,7 +213,45 @@ mod tests {
             ok_envelope: false,
             token_pointer: None,
             form_answers: true,
+            dead_grant: &[],
         }
+    }
+
+    /// A dead refresh token as Strava and Twitch say it: a 400 that is no
+    /// `invalid_grant`. Their entries name it; nothing else does, and the
+    /// same words in a passing answer (429, 5xx) or a success do not.
+    #[test]
+    fn a_dead_grant_in_the_providers_own_words_is_invalid_grant() {
+        let strava = r#"{"message":"Bad Request","errors":[{"resource":"RefreshToken","field":"refresh_token","code":"invalid"}]}"#;
+        let twitch = r#"{"error":"Bad Request","status":400,"message":"Invalid refresh token"}"#;
+        let entries = [
+            ("/errors/0/field".to_owned(), "refresh_token".to_owned()),
+            ("/message".to_owned(), "Invalid refresh token".to_owned()),
+        ];
+        for body in [strava, twitch] {
+            let mut a = answer(400, Some("application/json"), body);
+            assert!(
+                !matches!(parse(&a, &[]), Err(ProviderError::InvalidGrant)),
+                "without the entry's words: {body}"
+            );
+            a.dead_grant = &entries;
+            assert!(
+                matches!(parse(&a, &[]), Err(ProviderError::InvalidGrant)),
+                "{body}"
+            );
+            for passing in [429, 503] {
+                a.status = passing;
+                assert!(
+                    matches!(parse(&a, &[]), Err(ProviderError::Status(s)) if s == passing),
+                    "{passing}: {body}"
+                );
+            }
+        }
+        // Another refusal of the same provider is not a dead grant.
+        let other = r#"{"message":"Bad Request","errors":[{"resource":"Application","field":"client_id","code":"invalid"}]}"#;
+        let mut a = answer(400, Some("application/json"), other);
+        a.dead_grant = &entries;
+        assert!(matches!(parse(&a, &[]), Err(ProviderError::Status(400))));
     }
 
     #[test]

@@ -377,6 +377,45 @@ async fn strava_records_only_the_scopes_the_person_left_ticked() {
     assert_eq!(again["result"]["resultType"], "input_required", "{again}");
 }
 
+/// A refresh token Strava no longer knows (another client of the grant
+/// rotated it) is refused with Strava's own 400, not `invalid_grant`: the
+/// connection is marked to be connected again and the call asks the user,
+/// instead of answering "Internal error" on every call after.
+#[tokio::test]
+async fn a_dead_refresh_token_in_stravas_words_asks_the_user_to_connect_again() {
+    let fake = fakes::strava::start().await;
+    let app = app_with(&fake, "strava").await;
+    connect(&app, &fake, "strava").await;
+    let stored = fake.refresh_tokens()[0].clone();
+    assert_eq!(
+        fake.refresh_status("/oauth/token", &stored).await.unwrap(),
+        200
+    );
+    sqlx::query("UPDATE connections SET access_token_expires_at = now() - interval '1 minute'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    fake.expire_access_tokens();
+    let refreshes = fake.calls().refresh;
+    let (status, body) = app
+        .call_tool("alice", "whoami", json!({"provider": "strava"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["resultType"], "input_required", "{body}");
+    assert_eq!(fake.calls().refresh, refreshes + 1, "one refresh, refused");
+    let state: String = sqlx::query_scalar("SELECT status FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(state, "needs_reauth");
+    // Asked again, nothing is tried at Strava: the user must connect.
+    let (_, again) = app
+        .call_tool("alice", "whoami", json!({"provider": "strava"}))
+        .await;
+    assert_eq!(again["result"]["resultType"], "input_required", "{again}");
+    assert_eq!(fake.calls().refresh, refreshes + 1);
+}
+
 #[tokio::test]
 async fn reloading_after_a_failed_code_exchange_names_no_account() {
     let fake = fakes::github::start().await;
