@@ -15,15 +15,24 @@ use percent_encoding::percent_decode_str;
 use serde_json::Value;
 use url::{Host, Url};
 
-/// Answers every request with the status a test set (`fail_with`), before
-/// any route sees it.
+/// Answers every request with the status a test set (`fail_with`), or the
+/// next few (`fail_next`), before any route sees it.
 pub(super) async fn failing(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
     let status = req
         .app_data::<web::Data<super::state::Shared>>()
-        .and_then(|shared| shared.memory().fail_with);
+        .and_then(|shared| {
+            let mut memory = shared.memory();
+            match memory.fail_next {
+                Some((left, status)) if left > 0 => {
+                    memory.fail_next = (left > 1).then_some((left - 1, status));
+                    Some(status)
+                }
+                _ => memory.fail_with,
+            }
+        });
     if let Some(status) = status {
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let response = HttpResponse::build(code).body("failing on purpose");

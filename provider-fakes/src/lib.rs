@@ -148,6 +148,12 @@ impl FakeProvider {
         self.shared.memory().fail_with = status;
     }
 
+    /// The next `count` requests, whatever they are, answer `status`; the
+    /// ones after are served again.
+    pub fn fail_next(&self, count: usize, status: u16) {
+        self.shared.memory().fail_next = Some((count, status));
+    }
+
     /// The account approving the next authorize requests (tokens issued
     /// before keep theirs).
     pub fn set_account(&self, id: &str, login: &str) {
@@ -293,7 +299,7 @@ impl FakeProvider {
                 "/api/oauth.v2.access",
                 "/api/auth.test",
                 "/api/",
-                None,
+                Some("/api/auth.revoke"),
             ),
             Kind::Notion => (
                 "notion",

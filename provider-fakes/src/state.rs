@@ -106,6 +106,9 @@ pub(super) struct Memory {
     /// Every request is answered with this status, as by a provider that
     /// is down behind its load balancer.
     pub fail_with: Option<u16>,
+    /// The next this many requests are answered with this status, as by a
+    /// provider failing for a moment.
+    pub fail_next: Option<(usize, u16)>,
     pub account: Account,
     /// Lifetime of new access tokens; `None` for tokens that never expire.
     pub access_ttl: Option<Duration>,
@@ -150,6 +153,7 @@ impl Shared {
                 deny_next: false,
                 form_answers: false,
                 fail_with: None,
+                fail_next: None,
                 account,
                 access_ttl,
                 last_authorize: None,

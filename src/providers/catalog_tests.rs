@@ -416,3 +416,25 @@ fn a_refused_value_is_not_repeated_in_the_error() {
         assert!(message.contains("expected"), "{edit}: {message}");
     }
 }
+
+/// Postmark's `GET server` lists every API token of the server beside its
+/// name: the identity check reads it, `api_request` may not, however the
+/// path is spelled.
+#[test]
+fn postmarks_server_tokens_are_not_for_the_model() {
+    use crate::providers::guard;
+    let catalog = catalog_of("[providers.postmark]\n");
+    let p = catalog.get("postmark").unwrap();
+    let base = url::Url::parse("https://api.postmarkapp.com/").unwrap();
+    for path in ["server", "Server", "server/", "server/x"] {
+        let url = guard::resolve(&base, path).unwrap();
+        assert!(
+            guard::not_under_grant_paths(&url, &base, &p.grant_paths).is_err(),
+            "{path}"
+        );
+    }
+    for path in ["servers", "messages/outbound"] {
+        let url = guard::resolve(&base, path).unwrap();
+        assert!(guard::not_under_grant_paths(&url, &base, &p.grant_paths).is_ok());
+    }
+}

@@ -188,6 +188,35 @@ async fn google_asks_for_offline_consent_and_keeps_its_refresh_token_across_refr
     );
 }
 
+/// The refresh token's revocation failing (Google answers 503 once) is a
+/// failed revocation, though the access token's went through: revoking an
+/// access token only may end its refresh token (RFC 7009 §2.1), so "its
+/// tokens were revoked" would claim what nobody knows.
+#[tokio::test]
+async fn a_refresh_token_left_unrevoked_is_no_revocation() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    connect(&app, &fake, "google").await;
+    let revokes = fake.calls().revoke;
+    fake.fail_next(1, 503);
+    let gone = crate::key_connect::disconnect(&app, "google").await;
+    let result = &gone["result"]["structuredContent"];
+    assert_eq!(result["connection"], "disconnected", "{gone}");
+    assert_eq!(result["revocation"], "failed", "{gone}");
+    assert_eq!(
+        fake.calls().revoke,
+        revokes + 1,
+        "the access token's revocation reached the routes; the refresh token's was answered 503"
+    );
+    let audited: bool = sqlx::query_scalar(
+        "SELECT (detail->>'revoked_upstream')::boolean FROM audit_events WHERE kind = 'disconnected'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert!(!audited);
+}
+
 /// Disconnect says what the provider did. Where it could not be told (it
 /// answers 503 here), the connection is gone here and the result says the
 /// access may still be live there and where to remove it — a tool error

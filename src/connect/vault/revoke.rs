@@ -11,10 +11,12 @@ use crate::{
 };
 
 /// Revokes the row's tokens the provider revokes; `true` when it accepted
-/// at least one revocation.
+/// every one. A refresh token it refused may still be live there, whatever
+/// became of the access token (RFC 7009 §2.1: revoking an access token
+/// only *may* end its refresh token), so one refusal is a failure.
 pub(super) async fn upstream(state: &ConnectionService, row: &ConnectionRow, p: &Provider) -> bool {
     let provider = p.name();
-    let mut revoked = false;
+    let (mut accepted, mut failed) = (0, 0);
     // Revoking the refresh token ends the whole grant at most providers;
     // the access token too, for those that keep them separate.
     for (kind, hint) in [
@@ -29,6 +31,7 @@ pub(super) async fn upstream(state: &ConnectionService, row: &ConnectionRow, p: 
             Ok(None) => continue,
             Err(e) => {
                 tracing::warn!(provider = %provider, error = %e, "stored token unreadable; the connection is deleted anyway");
+                failed += 1;
                 continue;
             }
         };
@@ -41,13 +44,14 @@ pub(super) async fn upstream(state: &ConnectionService, row: &ConnectionRow, p: 
             .revoke(&state.http, token.expose_secret(), hint, &row.params.0)
             .await
         {
-            Ok(()) => revoked = true,
+            Ok(()) => accepted += 1,
             Err(e) => {
+                failed += 1;
                 tracing::warn!(provider = %provider, error = %e, "revocation failed; the connection is deleted anyway")
             }
         }
     }
-    revoked
+    accepted > 0 && failed == 0
 }
 
 /// Where only the access token can end the grant (Dropbox revokes with it

@@ -76,3 +76,35 @@ async fn with_post_allowed_the_grant_methods_stay_out_of_reach() {
     assert_eq!(listed["http_status"], 200, "{listed}");
     assert_eq!(listed["body"]["ok"], true, "{listed}");
 }
+
+/// Disconnect ends the user token at Slack (`auth.revoke`): a user token
+/// does not expire, so forgetting it here would leave it live there.
+#[tokio::test]
+async fn disconnect_revokes_the_user_token_at_slack() {
+    let fake = slack::start().await;
+    let app = crate::provider_flows::app_with(&fake, "slack").await;
+    connect(&app, &fake, "slack").await;
+    let token = fake
+        .issued()
+        .into_iter()
+        .find(|t| t.starts_with("xoxp-"))
+        .expect("a user token");
+    let auth_test = || async {
+        let answer = provider_fakes::no_redirects()
+            .post(format!("{}/api/auth.test", fake.base))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        answer.json::<serde_json::Value>().await.unwrap()
+    };
+    assert_eq!(auth_test().await["ok"], true, "live before");
+    let gone = crate::key_connect::disconnect(&app, "slack").await;
+    let result = &gone["result"]["structuredContent"];
+    assert_eq!(result["revocation"], "revoked", "{gone}");
+    assert_eq!(fake.calls().revoke, 1);
+    // The token is dead at Slack now.
+    let answer = auth_test().await;
+    assert_eq!(answer["ok"], false, "{answer}");
+    assert_eq!(answer["error"], "invalid_auth", "{answer}");
+}
