@@ -11,10 +11,12 @@ use sqlx::{PgPool, migrate::Migrator};
 
 use super::{DbSetupError, MIGRATOR};
 
-/// The embedded migrations, tolerating applied ones this release lacks.
+/// The embedded migrations, tolerating applied ones this release lacks,
+/// to run under [`super::migration_locks::run`] (which takes the
+/// migrator's lock itself).
 pub(super) fn tolerant_migrator() -> Migrator {
     let mut migrator = Migrator::with_migrations(MIGRATOR.iter().cloned().collect());
-    migrator.set_ignore_missing(true);
+    migrator.set_ignore_missing(true).set_locking(false);
     migrator
 }
 

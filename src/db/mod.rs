@@ -29,6 +29,7 @@ pub mod event_outbox;
 pub mod expiry;
 pub mod faults;
 pub mod hot;
+pub mod migration_locks;
 pub mod notifications;
 pub mod oauth_flows;
 pub mod params;
@@ -258,7 +259,15 @@ pub async fn migrate(pool: &PgPool, answer_within: Duration) -> Result<(), DbSet
         .await
         .map_err(DbSetupError::Connect)?;
     compatibility::check_before(pool).await?;
-    compatibility::tolerant_migrator().run(pool).await?;
+    let mut conn = pool.acquire().await.map_err(DbSetupError::Connect)?;
+    migration_locks::run(
+        &mut conn,
+        &compatibility::tolerant_migrator(),
+        migration_locks::LOCK_WAIT,
+        migration_locks::PATIENCE,
+    )
+    .await?;
+    drop(conn);
     compatibility::check_after(pool).await
 }
 

@@ -73,9 +73,10 @@ fn is_retryable(e: &DbSetupError) -> bool {
         DbSetupError::Connect(e)
         | DbSetupError::Create { source: e, .. }
         | DbSetupError::Compatibility(e) => super::faults::is_transient(e),
-        DbSetupError::Migrate(sqlx::migrate::MigrateError::Execute(e)) => {
-            super::faults::is_transient(e)
-        }
+        DbSetupError::Migrate(
+            sqlx::migrate::MigrateError::Execute(e)
+            | sqlx::migrate::MigrateError::ExecuteMigration(e, _),
+        ) => super::faults::is_transient(e),
         _ => false,
     }
 }

@@ -111,3 +111,87 @@ async fn a_migration_missing_among_this_releases_own_is_refused_before_migrating
         "{refused}"
     );
 }
+
+/// A migration whose table a long transaction holds (a refresh's row lock,
+/// a `pg_dump`) gives way after each short lock wait instead of queueing
+/// every later statement on the table behind it, so the instances still
+/// serving do not stall; it tries again while its patience lasts, says it
+/// could not when that runs out, and goes through once the lock is free.
+#[tokio::test]
+async fn a_migration_behind_a_held_lock_gives_way_to_the_statements_queued_behind_it() {
+    use sqlx::migrate::{Migration, MigrationType, Migrator};
+    use std::time::{Duration, Instant};
+
+    let app = spawn_app().await;
+    for statement in [
+        "CREATE TABLE held (id int PRIMARY KEY)",
+        "INSERT INTO held VALUES (1)",
+    ] {
+        sqlx::query(statement).execute(&app.db).await.unwrap();
+    }
+    let mut migrator = Migrator::with_migrations(vec![Migration::new(
+        1,
+        "alter held".into(),
+        MigrationType::Simple,
+        sqlx::SqlSafeStr::into_sql_str("ALTER TABLE held ADD COLUMN note text"),
+        false,
+    )]);
+    migrator.dangerous_set_table_name("held_migrations");
+    migrator.set_locking(false);
+    let migrator = std::sync::Arc::new(migrator);
+
+    // A transaction holds a row of the table, and keeps it.
+    let mut holder = app.db.begin().await.unwrap();
+    sqlx::query("SELECT id FROM held WHERE id = 1 FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let migrating = {
+        let (pool, migrator) = (app.db.clone(), migrator.clone());
+        tokio::spawn(async move {
+            let mut conn = pool.acquire().await.unwrap();
+            let started = Instant::now();
+            let done = db::migration_locks::run(
+                &mut conn,
+                &migrator,
+                Duration::from_millis(300),
+                Duration::from_secs(3),
+            )
+            .await;
+            (done, started.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A serving statement on the table: it waits at most one lock wait.
+    for _ in 0..3 {
+        let read = tokio::time::timeout(
+            Duration::from_secs(2),
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM held").fetch_one(&app.db),
+        )
+        .await;
+        assert_eq!(read.expect("not stalled behind the migration").unwrap(), 1);
+    }
+    let (done, took) = tokio::time::timeout(Duration::from_secs(10), migrating)
+        .await
+        .expect("the migration's patience ends")
+        .unwrap();
+    let error = done.expect_err("the lock was never free").to_string();
+    assert!(error.contains("lock timeout"), "{error}");
+    assert!(took >= Duration::from_secs(3), "tried again: {took:?}");
+
+    // Once the lock is free, the migration goes through.
+    holder.commit().await.unwrap();
+    let mut conn = app.db.acquire().await.unwrap();
+    db::migration_locks::run(
+        &mut conn,
+        &migrator,
+        Duration::from_millis(300),
+        Duration::from_secs(3),
+    )
+    .await
+    .unwrap();
+    sqlx::query("SELECT note FROM held")
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+}
