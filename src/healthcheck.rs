@@ -10,9 +10,13 @@ pub enum ProbeError {
     BadUrl(String),
     #[error("no answer: {0}")]
     Unreachable(String),
-    #[error("answered HTTP {0}")]
-    NotReady(u16),
+    /// The status, and the reason `/readyz` gave (its `status` field).
+    #[error("answered HTTP {0}{reason}", reason = .1.as_deref().map(|r| format!(": {r}")).unwrap_or_default())]
+    NotReady(u16, Option<String>),
 }
+
+/// The longest reason printed.
+const MAX_REASON: usize = 80;
 
 /// GETs `url` (no redirects) and returns its status when it is 2xx.
 pub async fn probe(url: &str, timeout: Duration) -> Result<u16, ProbeError> {
@@ -32,8 +36,42 @@ pub async fn probe(url: &str, timeout: Duration) -> Result<u16, ProbeError> {
         .map_err(|e| ProbeError::Unreachable(e.to_string()))?;
     let status = response.status();
     if status.is_success() {
-        Ok(status.as_u16())
-    } else {
-        Err(ProbeError::NotReady(status.as_u16()))
+        return Ok(status.as_u16());
+    }
+    let body = response.bytes().await.unwrap_or_default();
+    Err(ProbeError::NotReady(status.as_u16(), reason(&body)))
+}
+
+/// `/readyz`'s reason (`{"status": "database unreachable"}`), printable and
+/// short, for whoever reads the container's health log; `None` for any
+/// other answer.
+fn reason(body: &[u8]) -> Option<String> {
+    let answer: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let reason: String = answer
+        .get("status")?
+        .as_str()?
+        .chars()
+        .filter(|c| c.is_ascii_graphic() || *c == ' ')
+        .take(MAX_REASON)
+        .collect();
+    (!reason.is_empty()).then_some(reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reason_is_readyz_status_cleaned_and_cut() {
+        assert_eq!(
+            reason(br#"{"status":"database unreachable"}"#).as_deref(),
+            Some("database unreachable")
+        );
+        assert_eq!(reason(b"<html>502</html>"), None);
+        assert_eq!(reason(br#"{"status":5}"#), None);
+        let long = format!(r#"{{"status":"a\u001b[31m{}"}}"#, "x".repeat(200));
+        let cut = reason(long.as_bytes()).unwrap();
+        assert_eq!(cut.len(), MAX_REASON);
+        assert!(cut.starts_with("a[31mx"), "{cut}");
     }
 }

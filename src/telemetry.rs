@@ -1,5 +1,5 @@
 //! Logging: JSON lines (or pretty text) to stderr through `tracing`.
-//! `RUST_LOG` filters; the default is `info`.
+//! `RUST_LOG` filters; the default is `info,sqlx=warn`.
 //!
 //! Whatever `RUST_LOG` says, the MCP library's own logs stay at `info`: at
 //! `debug` and below it prints whole JSON-RPC messages, and ours carry

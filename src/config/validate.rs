@@ -61,13 +61,22 @@ impl Settings {
             }
         }
         for host in &self.allowed_hosts {
-            if host.is_empty()
-                || host.contains(['/', '@', '?', '#'])
-                || host.contains(char::is_whitespace)
-            {
+            if !is_host_and_port(host) {
                 return Err(invalid(
                     "allowed_hosts",
                     format!("`{host}` is not a Host value (host or host:port, no scheme or path)"),
+                ));
+            }
+        }
+        // Compared with a document's host (and port) as they are: an entry
+        // with a scheme or a path would start up fine and never match.
+        for host in &self.clients.metadata_trusted_hosts {
+            if !is_host_and_port(host) {
+                return Err(invalid(
+                    "clients.metadata_trusted_hosts",
+                    format!(
+                        "`{host}` is not a host (`registry.internal` or `registry.internal:8443`, no scheme or path)"
+                    ),
                 ));
             }
         }
@@ -358,6 +367,14 @@ pub fn is_valid_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+/// `host` or `host:port`, nothing around it.
+fn is_host_and_port(value: &str) -> bool {
+    !value.is_empty()
+        && !value.contains(['/', '@', '?', '#', '\\'])
+        && !value.contains(char::is_whitespace)
+        && Url::parse(&format!("http://{value}/")).is_ok_and(|u| u.host().is_some())
 }
 
 /// The setting `key` is refused, and why.

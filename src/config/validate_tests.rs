@@ -85,6 +85,15 @@ fn allowed_origins_and_hosts_are_written_as_browsers_send_them() {
     ] {
         let err = error_with(&[("MCP_CONNECT_ALLOWED_HOSTS", host)]);
         assert!(err.contains("allowed_hosts"), "{host}: {err}");
+        let err = error_with(&[("MCP_CONNECT_CLIENTS__METADATA_TRUSTED_HOSTS", host)]);
+        assert!(
+            err.contains("clients.metadata_trusted_hosts"),
+            "{host}: {err}"
+        );
+    }
+    for host in ["registry.internal", "registry.internal:8443", "10.0.0.5"] {
+        let err = error_with(&[("MCP_CONNECT_CLIENTS__METADATA_TRUSTED_HOSTS", host)]);
+        assert!(!err.contains("metadata_trusted_hosts"), "{host}: {err}");
     }
     let fine = error_with(&[
         (

@@ -35,16 +35,16 @@ pub async fn access_log(
         None => req.peer_addr().map(|a| a.ip()),
     }
     .map(|ip| ip.to_string());
+    // Read before the call: a page past its time limit comes back without
+    // its request, and is counted under its route all the same.
+    let route = req.match_pattern();
     let mut answered = next.call(req).await;
     // A page past its time limit comes back as an error (the deadline has
     // no request left to answer with; actix renders it after): it is
     // logged and counted all the same, under the status it will have.
-    let (status, route) = match &answered {
-        Ok(response) => (
-            response.status().as_u16(),
-            response.request().match_pattern(),
-        ),
-        Err(e) => (e.as_response_error().status_code().as_u16(), None),
+    let status = match &answered {
+        Ok(response) => response.status().as_u16(),
+        Err(e) => e.as_response_error().status_code().as_u16(),
     };
     if let Some(state) = state {
         state.metrics.pages.request(route.as_deref(), status);

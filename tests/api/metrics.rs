@@ -497,3 +497,44 @@ async fn page_requests_are_counted_by_route_and_status_class_and_logged_without_
     );
     assert!(!logs.contains(&secret), "the query reached the log");
 }
+
+/// A page past `web.page_timeout_secs` (its session lookup held by a
+/// table lock here) is counted under its route, not `other`: an alert on a
+/// route's 5xx sees the pages that time out.
+#[tokio::test]
+async fn a_page_past_its_time_limit_is_counted_under_its_route() {
+    let app = spawn_app_with(|t| {
+        t.insert("metrics_token".into(), TOKEN.into());
+        let mut web = toml::Table::new();
+        web.insert("page_timeout_secs".into(), 2.into());
+        t.insert("web".into(), web.into());
+    })
+    .await;
+    let alice = crate::browser::Browser::new(&app);
+    alice.sign_in("alice").await;
+    let mut holder = app.db.begin().await.unwrap();
+    sqlx::query("LOCK TABLE web_sessions IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let page = alice.get("/connections").await;
+    assert_eq!(page.status, 503, "{}", page.body);
+    holder.rollback().await.unwrap();
+    let (text, m) = scrape(&app).await;
+    assert_eq!(
+        m.value(
+            "mcp_connect_page_requests_total",
+            &[("route", "/connections"), ("status", "5xx")]
+        ),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        m.value(
+            "mcp_connect_page_requests_total",
+            &[("route", "other"), ("status", "5xx")]
+        ),
+        0.0,
+        "{text}"
+    );
+}

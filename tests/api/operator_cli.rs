@@ -163,6 +163,12 @@ async fn health_command_exits_0_for_a_ready_instance_and_1_otherwise() {
     let missing = health(format!("{}/no-such-page", app.addr)).await;
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("HTTP 404"));
+    // Not ready: the reason `/readyz` gave is in the health log.
+    app.state.connect.begin_shutdown();
+    let stopping = health(format!("{}/readyz", app.addr)).await;
+    assert_eq!(stopping.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&stopping.stderr);
+    assert!(said.contains("answered HTTP 503: stopping"), "{said}");
     drop(app);
     // Nobody listens on port 9 of loopback.
     let down = health("http://127.0.0.1:9/readyz".to_owned()).await;
