@@ -8,7 +8,10 @@
 
 use std::{
     net::IpAddr,
-    sync::{Arc, OnceLock},
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Instant,
 };
 
@@ -56,9 +59,16 @@ impl ToolOutcome {
     }
 }
 
-/// The handler's slot in the request's log line.
+/// The handler's slot in the request's log line, and whether it ended
+/// retryable (the bridge answers 503 then).
 #[derive(Debug, Clone, Default)]
-pub struct CallRecord(Arc<OnceLock<ToolOutcome>>);
+pub struct CallRecord(Arc<Slot>);
+
+#[derive(Debug, Default)]
+struct Slot {
+    outcome: OnceLock<ToolOutcome>,
+    unavailable: AtomicBool,
+}
 
 impl CallRecord {
     /// The record of the request being handled, if it came through the bridge.
@@ -70,19 +80,27 @@ impl CallRecord {
     }
 
     pub fn set(&self, outcome: ToolOutcome) {
+        if outcome.code == Some(crate::connect::errors::UNAVAILABLE_CODE) {
+            self.set_unavailable();
+        }
         // A request has one outcome; a second would be a bug, not news.
-        let _ = self.0.set(outcome);
+        let _ = self.0.outcome.set(outcome);
+    }
+
+    /// The request (a resource read, which has no tool outcome) ended as
+    /// retryable.
+    pub fn set_unavailable(&self) {
+        self.0.unavailable.store(true, Ordering::Relaxed);
     }
 
     fn get(&self) -> Option<&ToolOutcome> {
-        self.0.get()
+        self.0.outcome.get()
     }
 
-    /// The call ended as retryable: the database was away for a moment,
-    /// or this instance lacks the key a stored token was sealed by.
+    /// The request ended as retryable: the database was away for a
+    /// moment, or this instance lacks the key a stored token was sealed by.
     pub fn unavailable(&self) -> bool {
-        self.get()
-            .is_some_and(|o| o.code == Some(crate::connect::errors::UNAVAILABLE_CODE))
+        self.0.unavailable.load(Ordering::Relaxed)
     }
 }
 

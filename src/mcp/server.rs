@@ -82,14 +82,21 @@ impl McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let principal = principal(&context)?;
-        let mut response = resources::read(
+        let read = resources::read(
             &self.0.connect,
             &self.0.audience,
             &principal,
             &request,
             &context,
         )
-        .await?;
+        .await;
+        if let (Err(e), Some(record)) = (&read, CallRecord::of(&context))
+            && e.code.0 == crate::connect::errors::UNAVAILABLE_CODE
+        {
+            // Retryable, and the bridge says so in HTTP terms (503).
+            record.set_unavailable();
+        }
+        let mut response = read?;
         match &mut response {
             ReadResourceResponse::Complete(r) => self.add_meta(&mut r.meta),
             ReadResourceResponse::InputRequired(r) => self.add_meta(&mut r.meta),

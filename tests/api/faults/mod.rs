@@ -119,6 +119,17 @@ async fn a_stopped_database_answers_mcp_with_503_not_an_internal_error() {
     let text = answer.text().await.unwrap();
     assert!(!text.contains("-32603"), "{text}");
     assert!(started.elapsed() < Duration::from_secs(12));
+    // A resource read, too: its error is retryable, and so is its status.
+    let read = crate::helpers::request("resources/read", json!({"uri": "connections://mine"}));
+    let answer = app
+        .mcp_request(Some(&app.token("alice")), &read)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 503);
+    assert!(answer.headers().get("retry-after").is_some());
+    let text = answer.text().await.unwrap();
+    assert!(text.contains("-31000"), "{text}");
     pg.up();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
