@@ -65,6 +65,9 @@ async fn serve(
     if let Err(response) = check_origin(&head.headers, state) {
         return response;
     }
+    if let Err(response) = endpoint.hosts.check(&head) {
+        return response;
+    }
     let principal = match authenticate(&head, state).await {
         // Shared by the log line and the handler (and with the cache of
         // recently verified tokens): nothing of it is copied.

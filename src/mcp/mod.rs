@@ -6,6 +6,7 @@ mod access_line;
 mod access_log;
 mod bridge;
 mod envelope;
+mod host;
 mod protocol_version;
 mod served_params;
 mod server;
@@ -38,6 +39,8 @@ use crate::{shards::Sharded, state::AppState};
 /// between cores on every request. The copies share the application.
 pub struct McpEndpoint {
     services: Sharded<OnceLock<Service>>,
+    /// Checked first, so that the refusal is the host's (rmcp checks too).
+    hosts: host::AllowedHosts,
     config: StreamableHttpServerConfig,
     server: McpServer,
 }
@@ -87,6 +90,7 @@ impl McpEndpoint {
         )?;
         Ok(Self {
             services: Sharded::default(),
+            hosts: host::AllowedHosts::new(&settings.effective_allowed_hosts()),
             config,
             server,
         })

@@ -354,6 +354,36 @@ async fn foreign_origin_is_403() {
     assert_eq!(response.status(), 200);
 }
 
+/// A request for another host (DNS rebinding) is refused as such, 403,
+/// whatever else is wrong with it: mistyped params, no protocol version,
+/// no token. Its own host is served.
+#[tokio::test]
+async fn a_foreign_host_is_403_whatever_else_is_wrong() {
+    let app = spawn_app().await;
+    let token = app.token("alice");
+    let mistyped = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": {"name": 5}});
+    let cases = [
+        app.mcp_request(Some(&token), &mistyped),
+        app.mcp_request(Some(&token), &mistyped)
+            .header("MCP-Protocol-Version", "1999-01-01"),
+        app.mcp_request(None, &request("tools/list", json!({}))),
+        app.mcp_request(Some(&token), &request("tools/list", json!({}))),
+    ];
+    for case in cases {
+        let response = case.header("Host", "evil.example").send().await.unwrap();
+        assert_eq!(response.status(), 403);
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], -32600, "{body}");
+    }
+    let own = app
+        .mcp_request(Some(&token), &request("tools/list", json!({})))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), 200);
+}
+
 #[tokio::test]
 async fn oversize_body_is_413() {
     let app = spawn_app().await;
