@@ -48,10 +48,13 @@ pub struct NewWebSession<'a> {
     pub pending_ticket_id: Option<Uuid>,
 }
 
+/// A new session. A pending ticket that is gone by now (declined, its
+/// connection disconnected while the person signed in) is left out: the
+/// session starts all the same, and the link's page says it has ended.
 pub async fn insert(exec: impl PgExecutor<'_>, s: NewWebSession<'_>) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "INSERT INTO web_sessions (id, id_hash, issuer, subject, display_name, csrf_secret, expires_at, pending_ticket_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, (SELECT id FROM connect_tickets WHERE id = $8))",
         s.id,
         s.id_hash,
         s.user.issuer(),
@@ -129,14 +132,16 @@ pub async fn touch(exec: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Erro
 
 /// Makes `ticket_id` the session's pending ticket; true when it was not
 /// already (a reload writes nothing, and its caller records nothing anew).
+/// A ticket that is gone by now is none: nothing pending.
 pub async fn set_pending_ticket(
     exec: impl PgExecutor<'_>,
     id: Uuid,
     ticket_id: Option<Uuid>,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query!(
-        "UPDATE web_sessions SET pending_ticket_id = $2
-          WHERE id = $1 AND pending_ticket_id IS DISTINCT FROM $2",
+        "UPDATE web_sessions SET pending_ticket_id = t.id
+           FROM (SELECT (SELECT id FROM connect_tickets WHERE id = $2) AS id) t
+          WHERE web_sessions.id = $1 AND pending_ticket_id IS DISTINCT FROM t.id",
         id,
         ticket_id,
     )

@@ -492,3 +492,39 @@ async fn expired_login_flows_are_swept_without_grace() {
         0
     );
 }
+
+/// A link whose ticket is deleted while its person signs in (a disconnect
+/// in another tab deletes an approval ticket with its connection): the
+/// sign-in still ends with a session, and the link's page says it has
+/// ended, not "Something went wrong".
+#[tokio::test]
+async fn a_link_deleted_while_its_person_signs_in_ends_on_its_page_not_in_an_error() {
+    let app = spawn_app().await;
+    let browser = Browser::new(&app);
+    let (link, id) = ticket(&app, "alice", 600).await;
+    let start = browser.get(&format!("/connect?ticket={link}")).await;
+    assert_eq!(start.status, 303, "{}", start.body);
+    let idp_page = browser.follow(&start).await;
+    let back = browser
+        .submit(
+            &idp_page,
+            "/dev/idp/authorize",
+            &[("username", "alice"), ("action", "sign-in")],
+        )
+        .await;
+    sqlx::query("DELETE FROM connect_tickets WHERE id = $1")
+        .bind(id)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let callback = browser.follow(&back).await;
+    assert_eq!(callback.status, 303, "{}", callback.body);
+    let page = browser.follow(&callback).await;
+    assert_eq!(page.status, 410, "{}", page.body);
+    assert!(
+        page.body.contains("expired or was already used"),
+        "{}",
+        page.body
+    );
+    assert_eq!(browser.get("/connections").await.status, 200);
+}
