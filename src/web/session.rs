@@ -109,9 +109,12 @@ impl FromRequest for SignedInUser {
 
 /// Without a session, a page sends the browser to sign in and back to it;
 /// a form post is refused (what it carried is not replayed after a
-/// sign-in).
+/// sign-in). So is a link's consent page: its address is tagged for the
+/// session that ended, and after a new sign-in it would name no link (the
+/// page says to open the link from the client again, which still works).
 fn signed_out(req: &HttpRequest) -> WebError {
-    if req.method() == actix_web::http::Method::GET {
+    let a_links_page = req.path() == super::connect::CONSENT_PATH && !req.query_string().is_empty();
+    if req.method() == actix_web::http::Method::GET && !a_links_page {
         WebError::SignInFirst(super::login::safe_return_to(Some(req.path())).to_owned())
     } else {
         WebError::SignedOut

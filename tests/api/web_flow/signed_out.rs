@@ -22,6 +22,43 @@ async fn a_signed_out_page_goes_to_sign_in_and_comes_back() {
     assert_eq!(landed.location.as_deref(), Some("/connect/consent"));
 }
 
+/// A link's consent page reloaded after its sign-in ended (the session
+/// expired or was signed out elsewhere): its address was tagged for that
+/// session, so the page says to open the link from the client again — not
+/// a sign-in that ends on "this link has expired" while the link still
+/// works. Opened again, it does.
+#[tokio::test]
+async fn a_links_page_after_its_sign_in_ended_says_to_open_the_link_again() {
+    let app = spawn_app().await;
+    let (link, _) = ticket(&app, "alice", 600).await;
+    let alice = signed_in(&app, "alice").await;
+    let opened = alice.get(&format!("/connect?ticket={link}")).await;
+    let consent_url = opened.location.clone().expect("to the consent page");
+    assert!(
+        consent_url.starts_with("/connect/consent?"),
+        "{consent_url}"
+    );
+    sqlx::query("DELETE FROM web_sessions")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let reloaded = alice.get(&consent_url).await;
+    assert_eq!(reloaded.status, 403, "{}", reloaded.body);
+    assert!(
+        reloaded
+            .body
+            .contains("open the link from your MCP client again"),
+        "{}",
+        reloaded.body
+    );
+    // The link itself still works: sign in from it and consent.
+    let start = alice.get(&format!("/connect?ticket={link}")).await;
+    let back = alice.sign_in_from(start, "alice").await;
+    let consent = alice.follow(&back).await;
+    assert_eq!(consent.status, 200, "{}", consent.body);
+    assert!(consent.body.contains("Continue"), "{}", consent.body);
+}
+
 #[tokio::test]
 async fn a_signed_out_form_post_is_forbidden_not_unauthorized() {
     let app = spawn_app().await;
