@@ -3,8 +3,8 @@
 //! every sign-in of the person, in whatever browser: for a browser left
 //! signed in somewhere. With `then=switch-account` (the button on the "made for another account"
 //! page) it goes straight on to signing in again, carrying the connect link
-//! the session was looking at server-side, so the ticket never travels
-//! through a URL or a log.
+//! that page refused server-side (its id is in the form, bound by the
+//! form's token), so the ticket never travels through a URL or a log.
 
 use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
 
@@ -14,9 +14,16 @@ use super::{
     session::MaybeUser,
 };
 use crate::{db, state::AppState};
+use uuid::Uuid;
 
 /// CSRF purpose of the sign-out forms.
 pub const PURPOSE: &str = "logout";
+
+/// CSRF purpose of the "made for another account" page's sign-out, which
+/// names the link it comes back to: the token binds that link to it.
+pub fn switch_purpose(ticket_id: Uuid) -> String {
+    format!("logout-switch:{ticket_id}")
+}
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/logout", web::post().to(logout));
@@ -50,7 +57,21 @@ async fn logout(
         }
         return Ok(response);
     };
-    user.check_csrf(PURPOSE, &form)?;
+    // The link to come back to after signing in again: the one the page
+    // refused (a form of an earlier release names none: the session's last).
+    let switching_to = match (form.get("then"), form.get("ticket")) {
+        (Some("switch-account"), Some(ticket)) => {
+            let ticket = Uuid::parse_str(ticket).map_err(|_| {
+                WebError::BadRequest("The form is incomplete. Go back and reload the page.")
+            })?;
+            user.check_csrf(&switch_purpose(ticket), &form)?;
+            Some(ticket)
+        }
+        _ => {
+            user.check_csrf(PURPOSE, &form)?;
+            user.pending_ticket_id
+        }
+    };
     if form.get("everywhere") == Some("1") {
         let ended = db::web_sessions::delete_for_user(&state.db, user.user()).await?;
         tracing::info!(session = %user.session_id, ended, "signed out everywhere");
@@ -62,7 +83,7 @@ async fn logout(
     }
     db::web_sessions::delete(&state.db, user.session_id).await?;
     tracing::info!(session = %user.session_id, "signed out");
-    let mut response = match (form.get("then"), user.pending_ticket_id) {
+    let mut response = match (form.get("then"), switching_to) {
         (Some("switch-account"), Some(ticket_id)) => {
             login::start(
                 &req,

@@ -192,6 +192,9 @@ struct MismatchPage {
     signed_in: Option<String>,
     /// Who is signed in here: the page says so, to explain the refusal.
     name: String,
+    /// The link this page refused: "Sign out and use another account"
+    /// comes back to it, whichever link this session opened since.
+    ticket_id: String,
     csrf: String,
 }
 
@@ -215,7 +218,8 @@ async fn identity_mismatch(
         &MismatchPage {
             signed_in: Some(user.display_name.clone()),
             name: user.display_name.clone(),
-            csrf: user.csrf_token(logout::PURPOSE),
+            ticket_id: ticket.id.to_string(),
+            csrf: user.csrf_token(&logout::switch_purpose(ticket.id)),
         },
     )
 }

@@ -40,3 +40,40 @@ async fn signing_in_as_another_account_from_a_link_records_it_once() {
     }
     assert_eq!(mismatches_recorded(&app).await, 1);
 }
+
+/// "Sign out and use another account" comes back to the link its page
+/// refused, even when this browser opened another link since (a second
+/// tab): not to that other one.
+#[tokio::test]
+async fn switching_account_comes_back_to_the_link_its_page_refused() {
+    let app = spawn_app().await;
+    let (alices, alices_id) = ticket(&app, "alice", 600).await;
+    let (bobs, bobs_id) = ticket(&app, "bob", 600).await;
+    let bob = signed_in(&app, "bob").await;
+    let refused = bob.get(&format!("/connect?ticket={alices}")).await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    // Another tab: his own link, which becomes the session's last.
+    let own = bob.get(&format!("/connect?ticket={bobs}")).await;
+    assert_sent_to_consent(&own);
+    // The form's token binds the link it names: another is refused.
+    let fields = crate::browser::form_fields(&refused.body, "/logout").unwrap();
+    let forged: Vec<(String, String)> = fields
+        .iter()
+        .map(|(k, v)| match k.as_str() {
+            "ticket" => (k.clone(), bobs_id.to_string()),
+            _ => (k.clone(), v.clone()),
+        })
+        .collect();
+    assert_eq!(bob.post_form("/logout", &forged).await.status, 403);
+    let start = bob.submit(&refused, "/logout", &[]).await;
+    let landed = bob.sign_in_from(start, "alice").await;
+    assert_sent_to_consent(&landed);
+    let consent_url = landed.location.clone().unwrap_or_default();
+    assert!(
+        consent_url.contains(&alices_id.to_string()),
+        "{consent_url}"
+    );
+    let consent = bob.follow(&landed).await;
+    assert_eq!(consent.status, 200, "{}", consent.body);
+    assert!(consent.body.contains("Continue"), "{}", consent.body);
+}
