@@ -61,23 +61,36 @@ impl Settings {
             }
         }
         for host in &self.allowed_hosts {
-            if !is_host_and_port(host) {
+            if host.is_empty()
+                || host.contains(['/', '@', '?', '#'])
+                || host.contains(char::is_whitespace)
+            {
                 return Err(invalid(
                     "allowed_hosts",
                     format!("`{host}` is not a Host value (host or host:port, no scheme or path)"),
                 ));
             }
         }
-        // Compared with a document's host (and port) as they are: an entry
-        // with a scheme or a path would start up fine and never match.
+        // Compared with a document URL's host (and port) as the URL writes
+        // them: an entry written otherwise would start up fine and never match.
         for host in &self.clients.metadata_trusted_hosts {
-            if !is_host_and_port(host) {
-                return Err(invalid(
-                    "clients.metadata_trusted_hosts",
-                    format!(
-                        "`{host}` is not a host (`registry.internal` or `registry.internal:8443`, no scheme or path)"
-                    ),
-                ));
+            let key = "clients.metadata_trusted_hosts";
+            match canonical_host(host) {
+                Some(canonical) if canonical.eq_ignore_ascii_case(host) => {}
+                Some(canonical) => {
+                    return Err(invalid(
+                        key,
+                        format!("`{host}` is compared as a URL writes it: write `{canonical}`"),
+                    ));
+                }
+                None => {
+                    return Err(invalid(
+                        key,
+                        format!(
+                            "`{host}` is not a host (`registry.internal` or `registry.internal:8443`, no scheme or path)"
+                        ),
+                    ));
+                }
             }
         }
         if self.public_url.path() != "/" {
@@ -369,12 +382,29 @@ pub fn is_valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
 }
 
-/// `host` or `host:port`, nothing around it.
-fn is_host_and_port(value: &str) -> bool {
-    !value.is_empty()
-        && !value.contains(['/', '@', '?', '#', '\\'])
-        && !value.contains(char::is_whitespace)
-        && Url::parse(&format!("http://{value}/")).is_ok_and(|u| u.host().is_some())
+/// `host` or `host:port` as a URL writes it (lowercase, IPv4 in four
+/// parts, IPv6 in brackets and shortest form, international names in
+/// punycode); `None` for anything that is not a host and a port.
+fn canonical_host(value: &str) -> Option<String> {
+    if value.is_empty()
+        || value.contains(['/', '@', '?', '#', '\\'])
+        || value.contains(char::is_whitespace)
+    {
+        return None;
+    }
+    let url = Url::parse(&format!("https://{value}/")).ok()?;
+    let host = url.host_str()?;
+    // The port as written (the URL drops 443, the scheme's own).
+    let port = match value.rsplit_once(':') {
+        Some((_, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
+            Some(port.parse::<u16>().ok()?)
+        }
+        _ => None,
+    };
+    Some(match port {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    })
 }
 
 /// The setting `key` is refused, and why.

@@ -91,9 +91,16 @@ fn allowed_origins_and_hosts_are_written_as_browsers_send_them() {
             "{host}: {err}"
         );
     }
-    for host in ["registry.internal", "registry.internal:8443", "10.0.0.5"] {
+    for (host, write) in [
+        ("127.1", "127.0.0.1"),
+        ("[0::1]", "[::1]"),
+        ("bücher.example", "xn--bcher-kva.example"),
+    ] {
         let err = error_with(&[("MCP_CONNECT_CLIENTS__METADATA_TRUSTED_HOSTS", host)]);
-        assert!(!err.contains("metadata_trusted_hosts"), "{host}: {err}");
+        assert!(
+            err.contains("metadata_trusted_hosts") && err.contains(&format!("write `{write}`")),
+            "{host}: {err}"
+        );
     }
     let fine = error_with(&[
         (
@@ -102,7 +109,11 @@ fn allowed_origins_and_hosts_are_written_as_browsers_send_them() {
         ),
         (
             "MCP_CONNECT_ALLOWED_HOSTS",
-            "c.example.com, c.example.com:8443, [::1]:80",
+            "c.example.com, c.example.com:8443, [::1]:80, ::1",
+        ),
+        (
+            "MCP_CONNECT_CLIENTS__METADATA_TRUSTED_HOSTS",
+            "registry.internal, Registry.Internal:8443, 10.0.0.5, [::1]:8443",
         ),
     ]);
     assert_eq!(fine, "");

@@ -4,9 +4,11 @@
 //! statement on the table queues behind the waiting migration, so the
 //! instances still serving stall with it. Each migration statement
 //! therefore waits for a lock at most [`LOCK_WAIT`]; then the attempt gives
-//! way (its transaction rolls back) and is tried again after a pause, for
-//! up to a patience the caller gives. Serving statements queue behind it
-//! for no longer than one such wait, well inside their own lock timeout.
+//! way (its transaction rolls back, releasing what it held) and is tried
+//! again after a pause, for up to a patience the caller gives. While a
+//! migration waits, serving statements queue behind it for no longer than
+//! one such wait; once it holds its locks, they wait for it to finish, as
+//! for any migration.
 //!
 //! Waiting for another instance's migration (the migrator's own advisory
 //! lock, the one every release takes) is not bounded: that one is running,

@@ -259,7 +259,13 @@ pub async fn migrate(pool: &PgPool, answer_within: Duration) -> Result<(), DbSet
         .await
         .map_err(DbSetupError::Connect)?;
     compatibility::check_before(pool).await?;
-    let mut conn = pool.acquire().await.map_err(DbSetupError::Connect)?;
+    // Detached: closed after, never handed out again with the session
+    // settings and the lock a failed or dropped run may have left on it.
+    let mut conn = pool
+        .acquire()
+        .await
+        .map_err(DbSetupError::Connect)?
+        .detach();
     migration_locks::run(
         &mut conn,
         &compatibility::tolerant_migrator(),
@@ -267,7 +273,7 @@ pub async fn migrate(pool: &PgPool, answer_within: Duration) -> Result<(), DbSet
         migration_locks::PATIENCE,
     )
     .await?;
-    drop(conn);
+    let _ = sqlx::Connection::close(conn).await;
     compatibility::check_after(pool).await
 }
 

@@ -19,8 +19,13 @@ use uuid::Uuid;
 /// CSRF purpose of the sign-out forms.
 pub const PURPOSE: &str = "logout";
 
-/// CSRF purpose of the "made for another account" page's sign-out, which
-/// names the link it comes back to: the token binds that link to it.
+/// The field of the "made for another account" page's second token.
+const SWITCH_FIELD: &str = "switch_csrf";
+
+/// CSRF purpose of the "made for another account" page's second token,
+/// which binds the link the sign-out comes back to: beside the sign-out's
+/// own token, which every release checks (a form of this release posted to
+/// an instance of the one before still signs out).
 pub fn switch_purpose(ticket_id: Uuid) -> String {
     format!("logout-switch:{ticket_id}")
 }
@@ -57,20 +62,19 @@ async fn logout(
         }
         return Ok(response);
     };
+    user.check_csrf(PURPOSE, &form)?;
     // The link to come back to after signing in again: the one the page
-    // refused (a form of an earlier release names none: the session's last).
+    // refused, bound to this session by the form's second token (a form of
+    // an earlier release names none: the session's last link, as then).
     let switching_to = match (form.get("then"), form.get("ticket")) {
         (Some("switch-account"), Some(ticket)) => {
             let ticket = Uuid::parse_str(ticket).map_err(|_| {
                 WebError::BadRequest("The form is incomplete. Go back and reload the page.")
             })?;
-            user.check_csrf(&switch_purpose(ticket), &form)?;
+            user.check_csrf_in(SWITCH_FIELD, &switch_purpose(ticket), &form)?;
             Some(ticket)
         }
-        _ => {
-            user.check_csrf(PURPOSE, &form)?;
-            user.pending_ticket_id
-        }
+        _ => user.pending_ticket_id,
     };
     if form.get("everywhere") == Some("1") {
         let ended = db::web_sessions::delete_for_user(&state.db, user.user()).await?;

@@ -129,7 +129,7 @@ impl WebError {
                 link: Some(("/login?return_to=/connections", "Sign in")),
                 ..page(
                     "You are signed out",
-                    "Your sign-in has ended. Sign in to continue; if you were connecting an account, open the link from your MCP client again.",
+                    "Your sign-in has ended. Sign in to continue; if you were connecting an account, open its link again: the one your MCP client showed, or Connect on your connections page.",
                 )
             },
             WebError::BadRequest(message) => page("This request is not valid", message),

@@ -58,7 +58,13 @@ impl SignedInUser {
 
     /// Checks the form's CSRF token for `purpose` (403 page when wrong).
     pub fn check_csrf(&self, purpose: &str, form: &Params) -> Result<(), WebError> {
-        if csrf::verify(&self.csrf_secret, purpose, form.get(csrf::FIELD)) {
+        self.check_csrf_in(csrf::FIELD, purpose, form)
+    }
+
+    /// [`Self::check_csrf`] for a token in the form's field `field` (a form
+    /// carrying a second token, bound to more than the first).
+    pub fn check_csrf_in(&self, field: &str, purpose: &str, form: &Params) -> Result<(), WebError> {
+        if csrf::verify(&self.csrf_secret, purpose, form.get(field)) {
             Ok(())
         } else {
             tracing::info!(purpose, session = %self.session_id, "CSRF check failed");

@@ -196,6 +196,9 @@ struct MismatchPage {
     /// comes back to it, whichever link this session opened since.
     ticket_id: String,
     csrf: String,
+    /// The token binding `ticket_id` to this session (the sign-out's own
+    /// token stays as every release checks it).
+    switch_csrf: String,
 }
 
 /// The answer to a link opened by someone other than the person it was made
@@ -219,7 +222,8 @@ async fn identity_mismatch(
             signed_in: Some(user.display_name.clone()),
             name: user.display_name.clone(),
             ticket_id: ticket.id.to_string(),
-            csrf: user.csrf_token(&logout::switch_purpose(ticket.id)),
+            csrf: user.csrf_token(logout::PURPOSE),
+            switch_csrf: user.csrf_token(&logout::switch_purpose(ticket.id)),
         },
     )
 }

@@ -47,7 +47,7 @@ async fn a_links_page_after_its_sign_in_ended_says_to_open_the_link_again() {
     assert!(
         reloaded
             .body
-            .contains("open the link from your MCP client again"),
+            .contains("open its link again: the one your MCP client showed"),
         "{}",
         reloaded.body
     );
