@@ -229,11 +229,24 @@ async fn require<'s>(
     if let Some(rx) = subscription.as_mut() {
         // The user said they are done; the callback may still be on its
         // way. Wait for it, woken by whichever instance stores it.
-        if wait_for_connection(state, p, provider.name(), rx, need.cancel).await
-            && let Checked::Ready(token) = check(state, p, provider, chosen, &wanted).await?
-        {
-            let seen = grants::GrantSeen::Unread;
-            return grants::admit(state, &need, provider, token, round.as_ref(), seen).await;
+        if wait_for_connection(state, p, provider.name(), rx, need.cancel).await {
+            // The call named an account there was none of: the account
+            // stored now is chosen as a retry would choose it (the named
+            // one, or the user asked), never taken for it unasked.
+            let chosen = match (chosen, need.account) {
+                (None, Some(_)) => {
+                    let read = accounts::read(state, p, provider).await?;
+                    match accounts::choose(state, &need, provider, round.as_ref(), &read)? {
+                        accounts::Chosen::Connection(id) => id,
+                        accounts::Chosen::Answer(access) => return Ok(access),
+                    }
+                }
+                (chosen, _) => chosen,
+            };
+            if let Checked::Ready(token) = check(state, p, provider, chosen, &wanted).await? {
+                let seen = grants::GrantSeen::Unread;
+                return grants::admit(state, &need, provider, token, round.as_ref(), seen).await;
+            }
         }
         ticket = connect_ticket(current_ticket(state, round.as_ref()).await?);
         if declined(&ticket) {

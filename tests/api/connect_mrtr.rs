@@ -431,6 +431,58 @@ async fn accept_is_woken_by_a_connection_stored_on_another_instance() {
     );
 }
 
+/// A call that names an account there is none of waits on accept like any
+/// other, but the account stored meanwhile is another: it is not taken for
+/// the named one (a retry a moment later would not take it either).
+#[tokio::test]
+async fn accept_for_a_named_account_is_not_completed_with_another() {
+    let app = spawn_app_with(|t| {
+        t.insert(
+            "flow".into(),
+            toml::Value::Table(toml::from_str("connect_wait_ms = 10000").unwrap()),
+        );
+    })
+    .await;
+    let args = json!({"provider": "demo", "account": "work"});
+    let first = ask(&app, "alice", "whoami", args.clone()).await;
+    let key = first["result"]["inputRequests"]
+        .as_object()
+        .and_then(|r| r.keys().next().cloned())
+        .expect("one question");
+    let waiting = tokio::spawn({
+        let (app_http, url, token) = (app.http.clone(), app.mcp_url(), app.token("alice"));
+        let body = request(
+            "tools/call",
+            json!({"name": "whoami", "arguments": args.clone(), "requestState": state_of(&first),
+                   "inputResponses": {key: {"action": "accept"}}}),
+        );
+        async move {
+            let response = app_http
+                .post(url)
+                .bearer_auth(token)
+                .header("Accept", "application/json, text/event-stream")
+                .header("MCP-Protocol-Version", PROTOCOL)
+                .header("Mcp-Method", "tools/call")
+                .header("Mcp-Name", "whoami")
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            read(response).await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    app.connect_directly("alice", "PERSONAL-ACCOUNT-TOKEN")
+        .await;
+    let (status, body) = waiting.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_ne!(body["result"]["resultType"], "complete", "{body}");
+    assert!(
+        !body.to_string().contains("PERSONAL-ACCOUNT-TOKEN"),
+        "no token in a result"
+    );
+}
+
 #[tokio::test]
 async fn accept_when_connected_completes_and_no_token_leaks() {
     let app = spawn_app().await;
