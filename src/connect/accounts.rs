@@ -310,11 +310,15 @@ pub(super) async fn add<'s>(
                 super::check(state, p, provider, Some(id), wanted).await?
         {
             let seen = super::grants::GrantSeen::Unread;
-            let access = super::grants::admit(state, need, provider, token, round, seen).await?;
-            if legacy && matches!(access, Access::Ready { .. }) {
-                answered(state, ticket_id).await?;
+            // `None`: the account just added was disconnected already.
+            if let Some(access) =
+                super::grants::admit(state, need, provider, token, round, seen).await?
+            {
+                if legacy && matches!(access, Access::Ready { .. }) {
+                    answered(state, ticket_id).await?;
+                }
+                return Ok(access);
             }
-            return Ok(access);
         }
     }
     super::ask(state, need, provider, wanted, &[], round, ticket).await

@@ -38,10 +38,15 @@ pub(super) enum Gate<'s> {
     Pass,
     /// The question to the user, or their answer to an earlier one.
     Answer(Access<'s>),
+    /// The connection was deleted while the retry waited for its approval
+    /// (the user disconnected it instead): there is nothing to approve.
+    Gone,
 }
 
 /// Hands out `token` if the calling client may use its connection;
 /// otherwise asks the user (or reports their answer to an earlier ask).
+/// `None`: the connection was deleted while the retry waited for its
+/// approval; the caller asks the user to connect.
 pub(super) async fn admit<'s>(
     state: &'s ConnectionService,
     need: &Need<'_>,
@@ -49,11 +54,14 @@ pub(super) async fn admit<'s>(
     token: UsableToken,
     round: Option<&RoundState>,
     seen: GrantSeen,
-) -> Result<Access<'s>, ErrorData> {
-    match gate(state, need, provider, token.connection_id, round, seen).await? {
-        Gate::Pass => Ok(Access::Ready { token, provider }),
-        Gate::Answer(access) => Ok(access),
-    }
+) -> Result<Option<Access<'s>>, ErrorData> {
+    Ok(
+        match gate(state, need, provider, token.connection_id, round, seen).await? {
+            Gate::Pass => Some(Access::Ready { token, provider }),
+            Gate::Answer(access) => Some(access),
+            Gate::Gone => None,
+        },
+    )
 }
 
 /// [`admit`] before any token is opened: whether the calling client may
@@ -100,6 +108,14 @@ pub(super) async fn gate<'s>(
                 && granted(state, connection, &p.client_id, unread()).await?)
         {
             return Ok(Gate::Pass);
+        }
+        // Deleted meanwhile, its approval tickets with it: no new one can
+        // name it.
+        let found = db::connections::find_summary_for_user(&state.db, p.user(), connection)
+            .await
+            .map_err(internal)?;
+        if found.is_none() {
+            return Ok(Gate::Gone);
         }
         let again = current_ticket(state, round)
             .await?

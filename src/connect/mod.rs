@@ -183,7 +183,7 @@ async fn require<'s>(
         account: chosen,
         ..r
     });
-    let (row, grant) = accounts::pick(read, chosen);
+    let (mut row, grant) = accounts::pick(read, chosen);
     let mut seen = grants::GrantSeen::Read(grant);
     // A connection the calling client was never approved for: the user is
     // asked before its token is opened or refreshed, so such a client
@@ -199,11 +199,24 @@ async fn require<'s>(
             grants::Gate::Answer(access) => return Ok(access),
             // Approved while the retry waited: looked up again below.
             grants::Gate::Pass => seen = grants::GrantSeen::Unread,
+            // Disconnected instead, while the retry waited: the user is
+            // asked to connect, without waiting a second time.
+            grants::Gate::Gone => {
+                row = None;
+                subscription = None;
+            }
         }
     }
     let existing_scopes = match checked(vault::token_state(state, row, provider, &wanted).await)? {
         Checked::Ready(token) => {
-            return grants::admit(state, &need, provider, token, round.as_ref(), seen).await;
+            match grants::admit(state, &need, provider, token, round.as_ref(), seen).await? {
+                Some(access) => return Ok(access),
+                // Disconnected while the retry waited for its approval.
+                None => {
+                    subscription = None;
+                    Vec::new()
+                }
+            }
         }
         Checked::Ask { existing_scopes } => existing_scopes,
         Checked::Unavailable => {
@@ -243,9 +256,12 @@ async fn require<'s>(
                 }
                 (chosen, _) => chosen,
             };
-            if let Checked::Ready(token) = check(state, p, provider, chosen, &wanted).await? {
-                let seen = grants::GrantSeen::Unread;
-                return grants::admit(state, &need, provider, token, round.as_ref(), seen).await;
+            let seen = grants::GrantSeen::Unread;
+            if let Checked::Ready(token) = check(state, p, provider, chosen, &wanted).await?
+                && let Some(access) =
+                    grants::admit(state, &need, provider, token, round.as_ref(), seen).await?
+            {
+                return Ok(access);
             }
         }
         ticket = connect_ticket(current_ticket(state, round.as_ref()).await?);

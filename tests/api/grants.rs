@@ -668,3 +668,59 @@ async fn an_answer_given_twice_on_the_connections_page_is_no_expired_link() {
     assert_eq!(status, 200, "{body}");
     assert!(body.to_string().contains("declined"), "{body}");
 }
+
+/// A client waiting (on accept) for its approval while the user disconnects
+/// the account instead: the retry asks the user to connect, not "Internal
+/// error" (the approval ticket went with the connection, and a new one
+/// cannot name it).
+#[tokio::test]
+async fn a_retry_waiting_for_an_approval_whose_account_is_disconnected_asks_to_connect() {
+    let app = spawn_app_with(|t| {
+        t.insert(
+            "flow".into(),
+            toml::Value::Table(toml::from_str("connect_wait_ms = 3000").unwrap()),
+        );
+    })
+    .await;
+    connect_demo(&app, "alice", "octo").await;
+    let (_, state, _) = asked(&app, OTHER).await;
+    let waiting = {
+        let (app_http, url) = (app.http.clone(), app.mcp_url());
+        let token = app.token_for(OTHER, "alice");
+        let body = crate::helpers::request(
+            "tools/call",
+            json!({"name": "whoami", "arguments": {"provider": "demo"}, "requestState": state,
+                   "inputResponses": {"connect_demo": {"action": "accept"}}}),
+        );
+        tokio::spawn(async move {
+            let response = app_http
+                .post(url)
+                .bearer_auth(token)
+                .header("Accept", "application/json, text/event-stream")
+                .header("MCP-Protocol-Version", crate::helpers::PROTOCOL)
+                .header("Mcp-Method", "tools/call")
+                .header("Mcp-Name", "whoami")
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            crate::helpers::read(response).await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // The user disconnects it (as the pages and the tool do: the row goes,
+    // its grants and approval tickets with it).
+    sqlx::query("DELETE FROM connections")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let (status, body) = waiting.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["resultType"], "input_required", "{body}");
+    let url = body["result"]["inputRequests"]["connect_demo"]["params"]["url"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(url.contains("/connect?ticket="), "a connect link: {body}");
+    let approvals = "SELECT count(*) FROM connect_tickets WHERE connection_id IS NOT NULL";
+    assert_eq!(count(&app, approvals).await, 0);
+}
