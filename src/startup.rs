@@ -81,6 +81,7 @@ impl Background {
             state.db.clone(),
             webhooks,
             &state.settings.webhooks,
+            state.settings.database.deadline(),
             state.metrics.clone(),
             stop.clone(),
         );

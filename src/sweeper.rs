@@ -27,6 +27,7 @@ use crate::{
     db::{
         advisory_lock, audit, event_outbox,
         expiry::{self, Expiring},
+        faults,
     },
 };
 
@@ -39,6 +40,11 @@ const GRACE: chrono::Duration = chrono::Duration::hours(1);
 /// milliseconds of a backend's time for a batch of tickets with their
 /// foreign keys.
 const BATCH: i64 = 500;
+
+/// How long one step of a sweep (taking the lock, one batch) may take: a
+/// batch finishes within the statement timeout, and a connection gone
+/// silent never answers; the sweep then ends and the next one starts over.
+const STEP_DEADLINE: Duration = Duration::from_secs(60);
 /// After a full batch, rest this many times as long as it took: the
 /// sweep's backend is busy one part in thirteen (for batches shorter than
 /// `LONGEST_REST` / 12, i.e. all but those held up by a lock). Under load
@@ -164,12 +170,22 @@ pub async fn sweep_once_at(
 /// or two would be gone for pages and connect flows meanwhile. The lock
 /// lives as long as the connection, which is closed when dropped: a sweep
 /// cut short (an error, a shutdown) cannot leave the lock behind.
+/// The server probes the connection when it has been idle this long (and
+/// a few times after): a sweeper whose host or network vanished leaves
+/// the lock held only until the server notices, about a minute, not the
+/// operating system's two hours.
 async fn locked(pool: &PgPool) -> Result<Option<PgConnection>, sqlx::Error> {
-    let mut conn = PgConnection::connect_with(&pool.connect_options()).await?;
-    if !advisory_lock::try_lock(&mut conn, LOCK_KEY).await? {
-        return Ok(None);
-    }
-    Ok(Some(conn))
+    let options = (*pool.connect_options()).clone().options([
+        ("tcp_keepalives_idle", "30"),
+        ("tcp_keepalives_interval", "10"),
+        ("tcp_keepalives_count", "3"),
+    ]);
+    let lock = async {
+        let mut conn = PgConnection::connect_with(&options).await?;
+        let taken = advisory_lock::try_lock(&mut conn, LOCK_KEY).await?;
+        Ok::<_, sqlx::Error>(taken.then_some(conn))
+    };
+    faults::deadline(STEP_DEADLINE, lock).await
 }
 
 /// How long an expired ticket is kept: [`GRACE`], or as long as a
@@ -228,20 +244,26 @@ async fn paced(
     let mut deleted = 0;
     for _ in 0..max_batches {
         let started = Instant::now();
-        let n = match work {
-            Work::Expired(what, grace) => {
-                expiry::delete_batch(&mut *conn, what, grace, BATCH).await?
-            }
-            Work::Audit(retention) => {
-                audit::delete_older_than(&mut *conn, retention, BATCH).await?
-            }
-            Work::FailedEvents(retention) => {
-                event_outbox::delete_failed(&mut *conn, retention, BATCH).await?
-            }
-            Work::AbandonedEvents(idle) => {
-                event_outbox::delete_abandoned(&mut *conn, idle, BATCH).await?
-            }
+        let batch = async {
+            Ok::<_, sqlx::Error>(match work {
+                Work::Expired(what, grace) => {
+                    expiry::delete_batch(&mut *conn, what, grace, BATCH).await?
+                }
+                Work::Audit(retention) => {
+                    audit::delete_older_than(&mut *conn, retention, BATCH).await?
+                }
+                Work::FailedEvents(retention) => {
+                    event_outbox::delete_failed(&mut *conn, retention, BATCH).await?
+                }
+                Work::AbandonedEvents(idle) => {
+                    event_outbox::delete_abandoned(&mut *conn, idle, BATCH).await?
+                }
+            })
         };
+        // A connection gone silent answers nothing, ever: the sweep ends
+        // with an error (its lock with the connection) and the next tries
+        // again.
+        let n = faults::deadline(STEP_DEADLINE, batch).await?;
         deleted += n;
         if n < BATCH as u64 {
             return Ok(Swept {

@@ -46,6 +46,9 @@ pub struct Deliverer {
     /// The endpoint whose rows this loop claims.
     endpoint: String,
     settings: WebhookSettings,
+    /// How long one database step may take (the pool's statement timeout
+    /// and a little): a connection gone silent answers nothing, ever.
+    db_deadline: Duration,
     metrics: Arc<Metrics>,
 }
 
@@ -55,6 +58,7 @@ impl Deliverer {
         pool: PgPool,
         endpoints: Arc<Endpoints>,
         settings: WebhookSettings,
+        db_deadline: Duration,
         metrics: Arc<Metrics>,
     ) -> Vec<Self> {
         endpoints
@@ -65,6 +69,7 @@ impl Deliverer {
                 endpoints: endpoints.clone(),
                 endpoint,
                 settings: settings.clone(),
+                db_deadline,
                 metrics: metrics.clone(),
             })
             .collect()
@@ -112,12 +117,15 @@ impl Deliverer {
     async fn deliver_due(&self) -> Result<(), sqlx::Error> {
         loop {
             let lease_id = Uuid::new_v4();
-            let claimed = db::event_outbox::claim_due(
-                &self.pool,
-                lease_id,
-                self.lease().as_secs_f64(),
-                BATCH,
-                &self.endpoint,
+            let claimed = db::faults::deadline(
+                self.db_deadline,
+                db::event_outbox::claim_due(
+                    &self.pool,
+                    lease_id,
+                    self.lease().as_secs_f64(),
+                    BATCH,
+                    &self.endpoint,
+                ),
             )
             .await;
             let claimed = claimed?;
@@ -147,11 +155,14 @@ impl Deliverer {
                 self.settle(
                     &id,
                     Delivery::Delivered,
-                    db::event_outbox::delete_delivered(
-                        &self.pool,
-                        row.event_id,
-                        &row.endpoint,
-                        lease_id,
+                    db::faults::deadline(
+                        self.db_deadline,
+                        db::event_outbox::delete_delivered(
+                            &self.pool,
+                            row.event_id,
+                            &row.endpoint,
+                            lease_id,
+                        ),
                     )
                     .await,
                 );
@@ -186,12 +197,15 @@ impl Deliverer {
                     attempt = row.attempts, error = %error,
                     "webhook delivery failed; giving up (the event is kept as failed)"
                 );
-                let marked = db::event_outbox::mark_failed(
-                    &self.pool,
-                    row.event_id,
-                    &row.endpoint,
-                    lease_id,
-                    &error,
+                let marked = db::faults::deadline(
+                    self.db_deadline,
+                    db::event_outbox::mark_failed(
+                        &self.pool,
+                        row.event_id,
+                        &row.endpoint,
+                        lease_id,
+                        &error,
+                    ),
                 )
                 .await;
                 self.settle(&id, Delivery::Failed, marked);
@@ -203,13 +217,16 @@ impl Deliverer {
             attempt = row.attempts, error = %error, retry_in_ms = wait.as_millis() as u64,
             "webhook delivery failed; will retry"
         );
-        let scheduled = db::event_outbox::schedule_retry(
-            &self.pool,
-            row.event_id,
-            &row.endpoint,
-            lease_id,
-            next,
-            &error,
+        let scheduled = db::faults::deadline(
+            self.db_deadline,
+            db::event_outbox::schedule_retry(
+                &self.pool,
+                row.event_id,
+                &row.endpoint,
+                lease_id,
+                next,
+                &error,
+            ),
         )
         .await;
         self.settle(&id, Delivery::Retry, scheduled);
@@ -235,11 +252,17 @@ impl Deliverer {
 /// Keeps the backlog gauge, every `COUNT_EVERY`, on a timer of its own:
 /// not held up by any endpoint's deliveries. A failure is logged when it
 /// begins, not every time.
-pub fn count_backlog(pool: PgPool, metrics: Arc<Metrics>, stop: CancellationToken) {
+pub fn count_backlog(
+    pool: PgPool,
+    db_deadline: Duration,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) {
     tokio::spawn(async move {
         let mut failing = false;
         loop {
-            match db::event_outbox::count_pending(&pool).await {
+            let counted = db::event_outbox::count_pending(&pool);
+            match db::faults::deadline(db_deadline, counted).await {
                 Ok(n) => {
                     failing = false;
                     metrics
@@ -390,6 +413,7 @@ mod tests {
             endpoints: Arc::new(Endpoints::from_settings(&settings).unwrap()),
             endpoint: "ops".into(),
             settings,
+            db_deadline: Duration::from_secs(1),
             metrics: Arc::new(Metrics::new()),
         };
         deliverer.settle("msg_test", Delivery::Delivered, Ok(false));

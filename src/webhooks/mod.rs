@@ -25,18 +25,22 @@ use crate::{config::WebhookSettings, metrics::Metrics};
 /// endpoints too: the events of endpoints that were removed stay until the
 /// sweeper deletes them, and an operator who removed the last one still
 /// sees them.
+/// Each of their database steps gives up after `db_deadline`: a connection
+/// gone silent must not stop a loop for good.
 pub fn start(
     pool: PgPool,
     endpoints: Endpoints,
     settings: &WebhookSettings,
+    db_deadline: std::time::Duration,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) {
-    deliver::count_backlog(pool.clone(), metrics.clone(), stop.clone());
+    deliver::count_backlog(pool.clone(), db_deadline, metrics.clone(), stop.clone());
     if endpoints.is_empty() {
         return;
     }
-    for deliverer in Deliverer::for_each(pool, Arc::new(endpoints), settings.clone(), metrics) {
+    let endpoints = Arc::new(endpoints);
+    for deliverer in Deliverer::for_each(pool, endpoints, settings.clone(), db_deadline, metrics) {
         deliverer.start(stop.clone());
     }
 }

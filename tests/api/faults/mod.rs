@@ -4,7 +4,7 @@
 
 mod listening;
 mod postgres;
-mod relay;
+pub mod relay;
 
 use std::time::{Duration, Instant};
 

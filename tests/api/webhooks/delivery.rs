@@ -616,3 +616,53 @@ async fn the_sweeps_outbox_deletes_read_their_own_index_only() {
         );
     }
 }
+
+/// The pooled connections under the deliverer go silent (a NAT dropped
+/// their mapping; nothing says they are gone): its database steps give up
+/// after their deadline and it goes on over new connections, instead of
+/// waiting on a claim that never answers while events pile up.
+#[tokio::test]
+async fn deliveries_go_on_after_the_connections_under_them_go_silent() {
+    use crate::{faults::relay::Relay, helpers::server_url};
+    let target = url::Url::parse(&server_url()).unwrap();
+    let address = format!(
+        "{}:{}",
+        target.host_str().unwrap(),
+        target.port().unwrap_or(5432)
+    );
+    let relay = Relay::start(address).await;
+    let receiver = Receiver::start(Mode::Answer {
+        fail_first: 0,
+        delay: Duration::ZERO,
+    });
+    let app = crate::helpers::spawn_app_on(&relay.url(), |t| {
+        with_webhooks(&receiver.url, CREATED, "")(t);
+        let mut database = toml::Table::new();
+        database.insert("statement_timeout_ms".into(), 1000.into());
+        t.insert("database".into(), database.into());
+    })
+    .await;
+    let direct = sqlx::PgPool::connect(&format!("{}/{}", server_url(), app.db_name))
+        .await
+        .unwrap();
+    // The deliverer polls; its connections are open when they fall silent.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    relay.silence_open_connections();
+    sqlx::query(
+        "INSERT INTO event_outbox (event_id, endpoint, event_type, payload)
+         VALUES (gen_random_uuid(), 'ops', 'connection.created', '{}')",
+    )
+    .execute(&direct)
+    .await
+    .unwrap();
+    let acknowledged = receiver
+        .wait_for_acknowledged(1, Duration::from_secs(30))
+        .await;
+    assert_eq!(acknowledged.len(), 1, "{acknowledged:?}");
+    // The app's own clean-up would go through the relay: its database is
+    // dropped here, directly.
+    let name = app.db_name.clone();
+    drop(app);
+    direct.close().await;
+    crate::helpers::drop_database(&name).await;
+}
