@@ -449,28 +449,13 @@ async fn accept_for_a_named_account_is_not_completed_with_another() {
         .as_object()
         .and_then(|r| r.keys().next().cloned())
         .expect("one question");
-    let waiting = tokio::spawn({
-        let (app_http, url, token) = (app.http.clone(), app.mcp_url(), app.token("alice"));
-        let body = request(
-            "tools/call",
-            json!({"name": "whoami", "arguments": args.clone(), "requestState": state_of(&first),
-                   "inputResponses": {key: {"action": "accept"}}}),
-        );
-        async move {
-            let response = app_http
-                .post(url)
-                .bearer_auth(token)
-                .header("Accept", "application/json, text/event-stream")
-                .header("MCP-Protocol-Version", PROTOCOL)
-                .header("Mcp-Method", "tools/call")
-                .header("Mcp-Name", "whoami")
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            read(response).await
-        }
-    });
+    let retry = request(
+        "tools/call",
+        json!({"name": "whoami", "arguments": args, "requestState": state_of(&first),
+               "inputResponses": {key: {"action": "accept"}}}),
+    );
+    let sent = app.mcp_request(Some(&app.token("alice")), &retry).send();
+    let waiting = tokio::spawn(async move { read(sent.await.unwrap()).await });
     tokio::time::sleep(Duration::from_millis(500)).await;
     app.connect_directly("alice", "PERSONAL-ACCOUNT-TOKEN")
         .await;

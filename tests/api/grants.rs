@@ -684,29 +684,15 @@ async fn a_retry_waiting_for_an_approval_whose_account_is_disconnected_asks_to_c
     .await;
     connect_demo(&app, "alice", "octo").await;
     let (_, state, _) = asked(&app, OTHER).await;
-    let waiting = {
-        let (app_http, url) = (app.http.clone(), app.mcp_url());
-        let token = app.token_for(OTHER, "alice");
-        let body = crate::helpers::request(
-            "tools/call",
-            json!({"name": "whoami", "arguments": {"provider": "demo"}, "requestState": state,
-                   "inputResponses": {"connect_demo": {"action": "accept"}}}),
-        );
-        tokio::spawn(async move {
-            let response = app_http
-                .post(url)
-                .bearer_auth(token)
-                .header("Accept", "application/json, text/event-stream")
-                .header("MCP-Protocol-Version", crate::helpers::PROTOCOL)
-                .header("Mcp-Method", "tools/call")
-                .header("Mcp-Name", "whoami")
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            crate::helpers::read(response).await
-        })
-    };
+    let retry = crate::helpers::request(
+        "tools/call",
+        json!({"name": "whoami", "arguments": {"provider": "demo"}, "requestState": state,
+               "inputResponses": {"connect_demo": {"action": "accept"}}}),
+    );
+    let sent = app
+        .mcp_request(Some(&app.token_for(OTHER, "alice")), &retry)
+        .send();
+    let waiting = tokio::spawn(async move { crate::helpers::read(sent.await.unwrap()).await });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     // The user disconnects it (as the pages and the tool do: the row goes,
     // its grants and approval tickets with it).

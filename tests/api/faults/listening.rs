@@ -64,13 +64,7 @@ async fn waiters_look_again_after_the_listening_connection_was_lost() {
 
 #[tokio::test]
 async fn a_listening_connection_gone_silent_is_replaced() {
-    let target = url::Url::parse(&server_url()).unwrap();
-    let address = format!(
-        "{}:{}",
-        target.host_str().unwrap(),
-        target.port().unwrap_or(5432)
-    );
-    let relay = Relay::start(address).await;
+    let relay = Relay::to_test_server().await;
     let app = spawn_app_on(&relay.url(), |_| {}).await;
     let mut rx = app.state.connect.events().subscribe();
     let direct = sqlx::PgPool::connect(&format!("{}/{}", server_url(), app.db_name))

@@ -104,32 +104,23 @@ async fn a_stopped_database_answers_mcp_with_503_not_an_internal_error() {
     let app = spawn_app_on(&pg.url(), |_| {}).await;
     connect(&app, "alice").await;
     pg.down();
-    let body = crate::helpers::request(
-        "tools/call",
-        json!({"name": "connect", "arguments": {"provider": "demo"}}),
-    );
-    let started = Instant::now();
-    let answer = app
-        .mcp_request(Some(&app.token("alice")), &body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status(), 503);
-    assert!(answer.headers().get("retry-after").is_some());
-    let text = answer.text().await.unwrap();
-    assert!(!text.contains("-32603"), "{text}");
-    assert!(started.elapsed() < Duration::from_secs(12));
-    // A resource read, too: its error is retryable, and so is its status.
-    let read = crate::helpers::request("resources/read", json!({"uri": "connections://mine"}));
-    let answer = app
-        .mcp_request(Some(&app.token("alice")), &read)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status(), 503);
-    assert!(answer.headers().get("retry-after").is_some());
-    let text = answer.text().await.unwrap();
-    assert!(text.contains("-31000"), "{text}");
+    // A tool call, and a resource read: retryable, in HTTP terms too.
+    let call = json!({"name": "connect", "arguments": {"provider": "demo"}});
+    let read = json!({"uri": "connections://mine"});
+    for (method, params) in [("tools/call", call), ("resources/read", read)] {
+        let body = crate::helpers::request(method, params);
+        let started = Instant::now();
+        let answer = app
+            .mcp_request(Some(&app.token("alice")), &body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 503, "{method}");
+        assert!(answer.headers().get("retry-after").is_some(), "{method}");
+        let text = answer.text().await.unwrap();
+        assert!(!text.contains("-32603"), "{method}: {text}");
+        assert!(started.elapsed() < Duration::from_secs(12), "{method}");
+    }
     pg.up();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {

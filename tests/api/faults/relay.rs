@@ -51,6 +51,17 @@ impl Relay {
         }
     }
 
+    /// A relay in front of the tests' Postgres server.
+    pub async fn to_test_server() -> Relay {
+        let target = url::Url::parse(&crate::helpers::server_url()).unwrap();
+        let address = format!(
+            "{}:{}",
+            target.host_str().unwrap(),
+            target.port().unwrap_or(5432)
+        );
+        Relay::start(address).await
+    }
+
     /// The Postgres server URL through the relay.
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}", self.port)

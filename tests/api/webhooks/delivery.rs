@@ -624,13 +624,7 @@ async fn the_sweeps_outbox_deletes_read_their_own_index_only() {
 #[tokio::test]
 async fn deliveries_go_on_after_the_connections_under_them_go_silent() {
     use crate::{faults::relay::Relay, helpers::server_url};
-    let target = url::Url::parse(&server_url()).unwrap();
-    let address = format!(
-        "{}:{}",
-        target.host_str().unwrap(),
-        target.port().unwrap_or(5432)
-    );
-    let relay = Relay::start(address).await;
+    let relay = Relay::to_test_server().await;
     let receiver = Receiver::start(Mode::Answer {
         fail_first: 0,
         delay: Duration::ZERO,
