@@ -50,10 +50,13 @@ const ROUNDS: usize = 3;
 pub struct UserRecord {
     pub connections: Vec<ConnectionSummary>,
     pub grants: Vec<Grant>,
-    /// Unexpired browser sign-ins.
+    /// Unexpired browser sign-ins, not idle for too long.
     pub sessions: i64,
     /// Connect tickets that could still be redeemed.
     pub live_tickets: i64,
+    /// Rows of sign-ins and tickets beside those (expired, idle, used,
+    /// declined): kept a while, and deleted with the person.
+    pub spent: i64,
     /// Rows of connects under way that have no account yet (removed with
     /// the rest).
     pub unfinished: usize,
@@ -67,12 +70,15 @@ pub async fn record(
     let connections = db::connections::list_for_user(&state.db, user).await?;
     let rows = db::connections::all_of_user(&state.db, user).await?;
     let idle = state.settings.web.session_idle();
+    let (sessions, all_sessions) = db::web_sessions::count_for_user(&state.db, user, idle).await?;
+    let (live_tickets, all_tickets) = db::tickets::count_for_user(&state.db, user).await?;
     Ok(UserRecord {
         unfinished: rows.len().saturating_sub(connections.len()),
         connections,
         grants: db::client_grants::list_for_user(&state.db, user).await?,
-        sessions: db::web_sessions::count_for_user(&state.db, user, idle).await?,
-        live_tickets: db::tickets::count_live_for_user(&state.db, user).await?,
+        sessions,
+        live_tickets,
+        spent: (all_sessions - sessions) + (all_tickets - live_tickets),
     })
 }
 
@@ -82,6 +88,7 @@ impl UserRecord {
             && self.unfinished == 0
             && self.sessions == 0
             && self.live_tickets == 0
+            && self.spent == 0
     }
 }
 
@@ -136,7 +143,15 @@ impl fmt::Display for UserRecord {
             )?;
         }
         writeln!(f, "signed in on {} browser(s)", self.sessions)?;
-        write!(f, "{} connect link(s) not yet used", self.live_tickets)
+        write!(f, "{} connect link(s) not yet used", self.live_tickets)?;
+        if self.spent > 0 {
+            write!(
+                f,
+                "\n{} ended sign-in(s) and used or expired link(s), kept a while",
+                self.spent
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -162,13 +177,39 @@ pub struct Removed {
 }
 
 /// Removes `user`: see the module's documentation. Run again after an
-/// error; what was done stays done.
+/// error; what was done stays done, and is on the record: the
+/// `user_removed` row is written either way, with `complete` false when
+/// the removal stopped part-way.
 pub async fn remove(state: &ConnectionService, user: UserRef<'_>) -> anyhow::Result<Removed> {
-    let mut removed = Removed {
-        sessions: db::web_sessions::delete_for_user(&state.db, user).await?,
-        tickets: db::tickets::delete_for_user(&state.db, user).await?,
-        ..Removed::default()
-    };
+    let mut removed = Removed::default();
+    let done = remove_rows(state, user, &mut removed).await;
+    let recorded = db::audit::record(
+        &state.db,
+        AuditEvent::new(AuditKind::UserRemoved)
+            .user(user)
+            .detail(json!({
+                "connections": removed.connections,
+                "revoked_upstream": removed.revoked,
+                "not_revoked": removed.not_revoked,
+                "sessions": removed.sessions,
+                "tickets": removed.tickets,
+                "complete": done.is_ok(),
+            })),
+    )
+    .await;
+    done?;
+    recorded?;
+    Ok(removed)
+}
+
+/// The deletions of [`remove`], counted into `removed` as they happen.
+async fn remove_rows(
+    state: &ConnectionService,
+    user: UserRef<'_>,
+    removed: &mut Removed,
+) -> anyhow::Result<()> {
+    removed.sessions = db::web_sessions::delete_for_user(&state.db, user).await?;
+    removed.tickets = db::tickets::delete_for_user(&state.db, user).await?;
     for round in 0..=ROUNDS {
         let owned = db::connections::all_of_user(&state.db, user).await?;
         if owned.is_empty() {
@@ -199,20 +240,7 @@ pub async fn remove(state: &ConnectionService, user: UserRef<'_>) -> anyhow::Res
             }
         }
     }
-    db::audit::record(
-        &state.db,
-        AuditEvent::new(AuditKind::UserRemoved)
-            .user(user)
-            .detail(json!({
-                "connections": removed.connections,
-                "revoked_upstream": removed.revoked,
-                "not_revoked": removed.not_revoked,
-                "sessions": removed.sessions,
-                "tickets": removed.tickets,
-            })),
-    )
-    .await?;
-    Ok(removed)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -293,22 +293,27 @@ pub async fn pending_approvals(
     .await
 }
 
-/// How many of the user's tickets could still be redeemed.
-pub async fn count_live_for_user(
+/// How many of the user's tickets could still be redeemed, and how many
+/// there are in all (used, declined and expired ones are kept a while).
+pub async fn count_for_user(
     exec: impl PgExecutor<'_>,
     user: UserRef<'_>,
-) -> Result<i64, sqlx::Error> {
+) -> Result<(i64, i64), sqlx::Error> {
     // No index by user (each ask would write it): a sequential scan, for
     // an operator's command now and then.
-    sqlx::query_scalar!(
-        r#"SELECT count(*) AS "n!" FROM connect_tickets
-           WHERE issuer = $1 AND subject = $2 AND redeemed_at IS NULL
-             AND declined_at IS NULL AND expires_at > now()"#,
+    let counted = sqlx::query!(
+        r#"SELECT count(*) FILTER (
+                      WHERE redeemed_at IS NULL AND declined_at IS NULL AND expires_at > now()
+                  ) AS "live!",
+                  count(*) AS "all!"
+             FROM connect_tickets
+            WHERE issuer = $1 AND subject = $2"#,
         user.issuer(),
         user.subject(),
     )
     .fetch_one(exec)
-    .await
+    .await?;
+    Ok((counted.live, counted.all))
 }
 
 /// Deletes every ticket of the user, used or not (their OAuth flows go

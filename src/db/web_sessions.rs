@@ -176,24 +176,31 @@ pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::E
 }
 
 /// How many sign-ins of the user are neither expired nor idle for longer
-/// than `idle` (when there is an idle time).
+/// than `idle` (when there is an idle time), and how many rows of sign-ins
+/// there are in all (expired and idle ones are kept until the sweeper's
+/// grace has passed).
 pub async fn count_for_user(
     exec: impl PgExecutor<'_>,
     user: UserRef<'_>,
     idle: Option<std::time::Duration>,
-) -> Result<i64, sqlx::Error> {
+) -> Result<(i64, i64), sqlx::Error> {
     // No index by user: a sequential scan, for an operator's command now
     // and then, rather than an index every sign-in writes.
-    sqlx::query_scalar!(
-        r#"SELECT count(*) AS "n!" FROM web_sessions
-           WHERE issuer = $1 AND subject = $2 AND expires_at > now()
-             AND ($3::float8 IS NULL OR last_seen_at >= now() - make_interval(secs => $3))"#,
+    let counted = sqlx::query!(
+        r#"SELECT count(*) FILTER (
+                      WHERE expires_at > now()
+                        AND ($3::float8 IS NULL OR last_seen_at >= now() - make_interval(secs => $3))
+                  ) AS "live!",
+                  count(*) AS "all!"
+             FROM web_sessions
+            WHERE issuer = $1 AND subject = $2"#,
         user.issuer(),
         user.subject(),
         idle.map(|d| d.as_secs_f64()),
     )
     .fetch_one(exec)
-    .await
+    .await?;
+    Ok((counted.live, counted.all))
 }
 
 /// Ends every sign-in of the user, expired or not; their unfinished

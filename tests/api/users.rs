@@ -218,3 +218,79 @@ async fn people_with_connections_are_listed_by_subject_a_page_at_a_time() {
     let at_github = page(Some("fake-github"), "", 100).await;
     assert_eq!(at_github, everyone[..1], "with all of their providers");
 }
+
+/// What `show` reports as kept is what `remove` deletes: a sign-in gone
+/// idle and a link already used are kept a while, and a person with only
+/// those is not "nothing is kept about this person".
+#[tokio::test]
+async fn rows_kept_a_while_are_shown_before_they_are_removed() {
+    let app = spawn_app().await;
+    let browser = Browser::new(&app);
+    browser.sign_in("alice").await;
+    sqlx::query("UPDATE web_sessions SET last_seen_at = now() - interval '2 hours'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    crate::full_flow::elicit(
+        &app,
+        "alice",
+        "connect",
+        serde_json::json!({"provider": "demo"}),
+        "connect_demo",
+    )
+    .await;
+    sqlx::query("UPDATE connect_tickets SET redeemed_at = now()")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let issuer = app.dev.issuer();
+    let alice = UserRef::new(&issuer, "alice");
+    let before = users::record(&app.state.connect, alice).await.unwrap();
+    assert_eq!((before.sessions, before.live_tickets), (0, 0), "{before:?}");
+    assert_eq!(before.spent, 2, "{before:?}");
+    assert!(!before.is_empty(), "{before:?}");
+    assert!(
+        before
+            .to_string()
+            .contains("2 ended sign-in(s) and used or expired link(s)")
+    );
+    users::remove(&app.state.connect, alice).await.unwrap();
+    let after = users::record(&app.state.connect, alice).await.unwrap();
+    assert!(after.is_empty(), "{after:?}");
+}
+
+/// A removal that stops part-way (a connection's row held by another
+/// transaction past the lock timeout) is on the record all the same: its
+/// `user_removed` row says what went and that it did not complete.
+#[tokio::test]
+async fn a_removal_that_stops_part_way_is_recorded_as_incomplete() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let browser = Browser::new(&app);
+    browser.sign_in("alice").await;
+    let mut holder = app.db.begin().await.unwrap();
+    sqlx::query("SELECT id FROM connections FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let issuer = app.dev.issuer();
+    let alice = UserRef::new(&issuer, "alice");
+    let failed = users::remove(&app.state.connect, alice).await;
+    assert!(failed.is_err(), "{failed:?}");
+    holder.rollback().await.unwrap();
+    let detail: Value = sqlx::query_scalar(
+        "SELECT detail FROM audit_events WHERE kind = 'user_removed' AND subject = 'alice'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(detail["complete"], false, "{detail}");
+    assert!(
+        detail["sessions"].as_u64() >= Some(1),
+        "what went is counted: {detail}"
+    );
+    assert_eq!(detail["connections"], 0, "{detail}");
+    // Run again, it completes.
+    let removed = users::remove(&app.state.connect, alice).await.unwrap();
+    assert_eq!(removed.connections, 1, "{removed:?}");
+}
