@@ -41,9 +41,11 @@ const GRACE: chrono::Duration = chrono::Duration::hours(1);
 /// foreign keys.
 const BATCH: i64 = 500;
 
-/// How long one step of a sweep (taking the lock, one batch) may take: a
-/// batch finishes within the statement timeout, and a connection gone
-/// silent never answers; the sweep then ends and the next one starts over.
+/// How long one step of a sweep (taking the lock, one batch) may take at
+/// least: a batch finishes within the statement timeout (a longer one
+/// configured lengthens this, see [`Pace::steps_within`]), and a
+/// connection gone silent never answers; the sweep then ends and the next
+/// one starts over.
 const STEP_DEADLINE: Duration = Duration::from_secs(60);
 /// After a full batch, rest this many times as long as it took: the
 /// sweep's backend is busy one part in thirteen (for batches shorter than
@@ -70,6 +72,8 @@ pub struct Pace {
     rest_per_work: u32,
     /// Audit (and failed webhook event) batches per sweep.
     audit_batches: usize,
+    /// How long one step may take before the sweep gives up on it.
+    step_deadline: Duration,
 }
 
 impl Pace {
@@ -78,6 +82,7 @@ impl Pace {
     pub const SHARED: Pace = Pace {
         rest_per_work: REST_PER_WORK,
         audit_batches: AUDIT_BATCHES,
+        step_deadline: STEP_DEADLINE,
     };
     /// `purge --no-pause`, for a maintenance window: no rest and no cap,
     /// the backlog goes as fast as Postgres deletes it (requests served
@@ -85,7 +90,17 @@ impl Pace {
     pub const FLAT_OUT: Pace = Pace {
         rest_per_work: 0,
         audit_batches: usize::MAX,
+        step_deadline: STEP_DEADLINE,
     };
+
+    /// This pace, its steps allowed at least `deadline` (the database's
+    /// own deadline for a statement, when it is longer than the default).
+    pub fn steps_within(self, deadline: Duration) -> Pace {
+        Pace {
+            step_deadline: self.step_deadline.max(deadline),
+            ..self
+        }
+    }
 
     /// How long to rest after a batch that took `worked`.
     fn rest_after(self, worked: Duration) -> Duration {
@@ -155,7 +170,7 @@ pub async fn sweep_once_at(
     audit_retention: chrono::Duration,
     pace: Pace,
 ) -> Result<Option<Swept>, sqlx::Error> {
-    let Some(mut conn) = locked(pool).await? else {
+    let Some(mut conn) = locked(pool, pace).await? else {
         return Ok(None);
     };
     Ok(Some(
@@ -174,7 +189,7 @@ pub async fn sweep_once_at(
 /// a few times after): a sweeper whose host or network vanished leaves
 /// the lock held only until the server notices, about a minute, not the
 /// operating system's two hours.
-async fn locked(pool: &PgPool) -> Result<Option<PgConnection>, sqlx::Error> {
+async fn locked(pool: &PgPool, pace: Pace) -> Result<Option<PgConnection>, sqlx::Error> {
     let options = (*pool.connect_options()).clone().options([
         ("tcp_keepalives_idle", "30"),
         ("tcp_keepalives_interval", "10"),
@@ -185,7 +200,7 @@ async fn locked(pool: &PgPool) -> Result<Option<PgConnection>, sqlx::Error> {
         let taken = advisory_lock::try_lock(&mut conn, LOCK_KEY).await?;
         Ok::<_, sqlx::Error>(taken.then_some(conn))
     };
-    faults::deadline(STEP_DEADLINE, lock).await
+    faults::deadline(pace.step_deadline, lock).await
 }
 
 /// How long an expired ticket is kept: [`GRACE`], or as long as a
@@ -263,7 +278,7 @@ async fn paced(
         // A connection gone silent answers nothing, ever: the sweep ends
         // with an error (its lock with the connection) and the next tries
         // again.
-        let n = faults::deadline(STEP_DEADLINE, batch).await?;
+        let n = faults::deadline(pace.step_deadline, batch).await?;
         deleted += n;
         if n < BATCH as u64 {
             return Ok(Swept {
@@ -328,8 +343,9 @@ pub async fn sweep_all(
     settings: &Settings,
     pace: Pace,
 ) -> Result<Option<Swept>, sqlx::Error> {
+    let pace = pace.steps_within(settings.database.deadline());
     // One lock for all of it: only one instance sweeps at a time.
-    let Some(mut conn) = locked(pool).await? else {
+    let Some(mut conn) = locked(pool, pace).await? else {
         return Ok(None);
     };
     let retention = settings.audit.retention();

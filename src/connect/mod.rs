@@ -179,7 +179,7 @@ async fn require<'s>(
         accounts::Chosen::Answer(access) => return Ok(access),
     };
     // Later rounds remember the choice.
-    let round = round.map(|r| RoundState {
+    let mut round = round.map(|r| RoundState {
         account: chosen,
         ..r
     });
@@ -204,6 +204,7 @@ async fn require<'s>(
             grants::Gate::Gone => {
                 row = None;
                 subscription = None;
+                round = round.map(|r| RoundState { account: None, ..r });
             }
         }
     }
@@ -211,9 +212,11 @@ async fn require<'s>(
         Checked::Ready(token) => {
             match grants::admit(state, &need, provider, token, round.as_ref(), seen).await? {
                 Some(access) => return Ok(access),
-                // Disconnected while the retry waited for its approval.
+                // Disconnected while the retry waited for its approval:
+                // the next round names no account (it is gone).
                 None => {
                     subscription = None;
+                    round = round.map(|r| RoundState { account: None, ..r });
                     Vec::new()
                 }
             }

@@ -684,13 +684,13 @@ async fn a_retry_waiting_for_an_approval_whose_account_is_disconnected_asks_to_c
     .await;
     connect_demo(&app, "alice", "octo").await;
     let (_, state, _) = asked(&app, OTHER).await;
-    let retry = crate::helpers::request(
+    let accepted = crate::helpers::request(
         "tools/call",
         json!({"name": "whoami", "arguments": {"provider": "demo"}, "requestState": state,
                "inputResponses": {"connect_demo": {"action": "accept"}}}),
     );
     let sent = app
-        .mcp_request(Some(&app.token_for(OTHER, "alice")), &retry)
+        .mcp_request(Some(&app.token_for(OTHER, "alice")), &accepted)
         .send();
     let waiting = tokio::spawn(async move { crate::helpers::read(sent.await.unwrap()).await });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -709,4 +709,11 @@ async fn a_retry_waiting_for_an_approval_whose_account_is_disconnected_asks_to_c
     assert!(url.contains("/connect?ticket="), "a connect link: {body}");
     let approvals = "SELECT count(*) FROM connect_tickets WHERE connection_id IS NOT NULL";
     assert_eq!(count(&app, approvals).await, 0);
+    // Connected again through that link, the retry completes with the new
+    // account: no question about the one that is gone.
+    let browser = Browser::new(&app);
+    let to_provider = crate::full_flow::open_and_continue(&browser, url, "alice").await;
+    crate::full_flow::approve_at_demo(&browser, &to_provider, "octo").await;
+    let state = body["result"]["requestState"].as_str().unwrap();
+    completed_as_octo(&retry(&app, OTHER, state, "accept").await);
 }
