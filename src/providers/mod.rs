@@ -105,7 +105,7 @@ pub enum TokenHint {
 }
 
 impl TokenHint {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             TokenHint::AccessToken => "access_token",
             TokenHint::RefreshToken => "refresh_token",

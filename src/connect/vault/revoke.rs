@@ -7,16 +7,14 @@ use super::seal::{Kind, open};
 use crate::{
     connect::ConnectionService,
     db::connections::ConnectionRow,
-    providers::{Provider, TokenHint},
+    providers::{Provider, ProviderError, TokenHint},
 };
 
-/// Revokes the row's tokens the provider revokes; `true` when it accepted
-/// every one. A refresh token it refused may still be live there, whatever
-/// became of the access token (RFC 7009 §2.1: revoking an access token
-/// only *may* end its refresh token), so one refusal is a failure.
+/// Revokes the row's tokens the provider revokes; `true` when the grant
+/// has ended there ([`grant_ended`]).
 pub(super) async fn upstream(state: &ConnectionService, row: &ConnectionRow, p: &Provider) -> bool {
     let provider = p.name();
-    let (mut accepted, mut failed) = (0, 0);
+    let mut answers = Vec::with_capacity(2);
     // Revoking the refresh token ends the whole grant at most providers;
     // the access token too, for those that keep them separate.
     for (kind, hint) in [
@@ -31,7 +29,7 @@ pub(super) async fn upstream(state: &ConnectionService, row: &ConnectionRow, p: 
             Ok(None) => continue,
             Err(e) => {
                 tracing::warn!(provider = %provider, error = %e, "stored token unreadable; the connection is deleted anyway");
-                failed += 1;
+                answers.push((hint, Answer::Failed));
                 continue;
             }
         };
@@ -40,18 +38,56 @@ pub(super) async fn upstream(state: &ConnectionService, row: &ConnectionRow, p: 
         } else {
             token
         };
-        match p
+        let answer = match p
             .revoke(&state.http, token.expose_secret(), hint, &row.params.0)
             .await
         {
-            Ok(()) => accepted += 1,
-            Err(e) => {
-                failed += 1;
-                tracing::warn!(provider = %provider, error = %e, "revocation failed; the connection is deleted anyway")
+            Ok(()) => Answer::Accepted,
+            Err(ProviderError::Rejected { error, .. }) if error == "unsupported_token_type" => {
+                tracing::info!(provider = %provider, hint = hint.as_str(), "the provider does not revoke this kind of token");
+                Answer::UnsupportedType
             }
-        }
+            Err(e) => {
+                tracing::warn!(provider = %provider, error = %e, "revocation failed; the connection is deleted anyway");
+                Answer::Failed
+            }
+        };
+        answers.push((hint, answer));
     }
-    accepted > 0 && failed == 0
+    grant_ended(&answers)
+}
+
+/// What the provider answered one token's revocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Accepted,
+    /// RFC 7009 §2.2.1 `unsupported_token_type`: it revokes no token of
+    /// this kind (some servers revoke refresh tokens only).
+    UnsupportedType,
+    Failed,
+}
+
+/// Whether the answers say the grant has ended at the provider: the
+/// refresh token's revocation accepted, if one was sent, and the access
+/// token's accepted — or refused as a kind it does not revoke once the
+/// refresh token's was accepted, which SHOULD end the access tokens of
+/// the same grant (RFC 7009 §2.1). A refresh token it refused may still be
+/// live, whatever became of the access token (revoking an access token
+/// only *may* end its refresh token), so any other refusal is a failure;
+/// so is nothing revoked at all.
+fn grant_ended(answers: &[(TokenHint, Answer)]) -> bool {
+    let refresh_revoked = answers
+        .iter()
+        .any(|&(hint, answer)| hint == TokenHint::RefreshToken && answer == Answer::Accepted);
+    let accepted = answers
+        .iter()
+        .any(|&(_, answer)| answer == Answer::Accepted);
+    accepted
+        && answers.iter().all(|&(hint, answer)| match answer {
+            Answer::Accepted => true,
+            Answer::UnsupportedType => hint == TokenHint::AccessToken && refresh_revoked,
+            Answer::Failed => false,
+        })
 }
 
 /// Where only the access token can end the grant (Dropbox revokes with it
@@ -81,5 +117,47 @@ async fn live_access_token(
             tracing::warn!(provider = %p.name(), error = %e, "refresh before revocation failed");
             stored
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Answer::*, TokenHint::*, *};
+
+    #[test]
+    fn the_grant_ends_only_when_no_token_of_it_may_be_left_live() {
+        assert!(grant_ended(&[
+            (RefreshToken, Accepted),
+            (AccessToken, Accepted)
+        ]));
+        assert!(
+            grant_ended(&[(AccessToken, Accepted)]),
+            "no refresh token stored"
+        );
+        assert!(
+            grant_ended(&[(RefreshToken, Accepted)]),
+            "the access token not revoked there"
+        );
+        // Refresh tokens only (RFC 7009 §2.2.1): the refresh token's
+        // revocation ends the grant.
+        assert!(grant_ended(&[
+            (RefreshToken, Accepted),
+            (AccessToken, UnsupportedType)
+        ]));
+        // Not without it: the refresh token may still be live.
+        assert!(!grant_ended(&[
+            (RefreshToken, Failed),
+            (AccessToken, Accepted)
+        ]));
+        assert!(!grant_ended(&[
+            (RefreshToken, UnsupportedType),
+            (AccessToken, Accepted)
+        ]));
+        assert!(!grant_ended(&[(AccessToken, UnsupportedType)]));
+        assert!(!grant_ended(&[
+            (RefreshToken, Accepted),
+            (AccessToken, Failed)
+        ]));
+        assert!(!grant_ended(&[]), "nothing revoked");
     }
 }
