@@ -197,7 +197,7 @@ pub(super) fn choose<'s>(
         None => Asked::Which,
         Some(name) => match named(&accounts, name) {
             Found::One(a) => return Ok(Chosen::Connection(Some(a.row.id))),
-            Found::Nothing => Asked::Unknown,
+            Found::Nothing => Asked::Unknown(name),
             Found::Several => Asked::Several(name),
         },
     };
@@ -224,7 +224,14 @@ pub(super) fn choose<'s>(
             // A new account is connected by `connect` with a flag; a name
             // that matches nothing is asked again among those there are.
             Found::Nothing if accounts.is_empty() => Ok(Chosen::Connection(None)),
-            Found::Nothing => ask(state, need, provider, &accounts, round, Asked::Unknown),
+            Found::Nothing => ask(
+                state,
+                need,
+                provider,
+                &accounts,
+                round,
+                Asked::Unknown(&choice),
+            ),
             Found::Several => ask(
                 state,
                 need,
@@ -244,7 +251,7 @@ pub(super) fn choose<'s>(
             Asked::Which if accounts.len() <= 1 => {
                 Ok(Chosen::Connection(accounts.first().map(|a| a.row.id)))
             }
-            Asked::Unknown if accounts.is_empty() => Ok(Chosen::Connection(None)),
+            Asked::Unknown(_) if accounts.is_empty() => Ok(Chosen::Connection(None)),
             _ => ask(state, need, provider, &accounts, round, unresolved),
         },
     }
@@ -497,7 +504,7 @@ enum Asked<'n> {
     /// No account named: which one (or, one left, this one?).
     Which,
     /// The name given matches none of the user's accounts.
-    Unknown,
+    Unknown(&'n str),
     /// The name given is the label of several of them.
     Several(&'n str),
 }
@@ -552,12 +559,24 @@ fn ask<'s>(
             ..
         }
     );
-    if let Asked::Several(name) = asked
-        && !can_ask
-    {
-        return Ok(Chosen::Answer(Access::AccountAmbiguous {
-            message: several_named(provider, accounts, name),
-        }));
+    // A name that is wrong is the model's to mend, in the tool's result,
+    // whatever the client can ask.
+    match asked {
+        Asked::Several(name) if !can_ask => {
+            return Ok(Chosen::Answer(Access::AccountAmbiguous {
+                message: several_named(provider, accounts, name),
+            }));
+        }
+        Asked::Unknown(_) if !can_ask => {
+            let situation = unasked(provider, &labels, asked, Voice::Model);
+            return Ok(Chosen::Answer(Access::AccountAmbiguous {
+                message: format!(
+                    "{situation}. Name one of them in the `account` argument, or connect another \
+                     with the `connect` tool and `another_account: true`."
+                ),
+            }));
+        }
+        _ => {}
     }
     // A resource has no arguments to name an account in: the tools do.
     let (how_to_name, name_one) = if need.binding.method == "resources/read" {
@@ -575,25 +594,21 @@ fn ask<'s>(
         ClientKind::Legacy => {
             // The model's to mend, in the tool's result (not a JSON-RPC
             // error its client may keep from it).
+            let situation = unasked(provider, &labels, asked, Voice::Model);
             return Ok(Chosen::Answer(Access::AccountAmbiguous {
-                message: format!(
-                    "The user has several {} accounts ({}); {how_to_name}.",
-                    provider.display_name(),
-                    labels.join(", ")
-                ),
+                message: format!("{situation}; {how_to_name}."),
             }));
         }
         ClientKind::Modern {
             form_elicitation: false,
             ..
         } => {
+            let situation = unasked(provider, &labels, asked, Voice::User);
             return Err(RequestError::MissingCapability {
                 mode: ElicitationMode::Form,
                 how: format!(
-                    "You have several {name} accounts ({labels}), and this client cannot ask you which one \
-                     (it did not declare elicitation.form). {name_one}",
-                    name = provider.display_name(),
-                    labels = labels.join(", ")
+                    "{situation}, and this client cannot ask you which one \
+                     (it did not declare elicitation.form). {name_one}"
                 ),
             }
             .into());
@@ -606,7 +621,7 @@ fn ask<'s>(
         .build()
         .map_err(|e| internal(anyhow::anyhow!("account question: {e}")))?;
     let message = match asked {
-        Asked::Unknown => format!(
+        Asked::Unknown(_) => format!(
             "That is not one of your {} accounts. Which one should be used?",
             provider.display_name()
         ),
@@ -645,6 +660,37 @@ fn ask<'s>(
     Ok(Chosen::Answer(Access::InputRequired(
         InputRequiredResult::new(Some(requests), Some(sealed)),
     )))
+}
+
+/// Whom a message about the user's accounts speaks to.
+#[derive(Clone, Copy)]
+enum Voice {
+    /// The model, in a tool's result.
+    Model,
+    /// The user, in an error their client shows.
+    User,
+}
+
+/// Why an account must be named, for a client that cannot ask its user
+/// which: the accounts there are (`labels`) and what was wrong with the
+/// name given, if any. The name is the caller's own, shown back cut short.
+fn unasked(provider: &Provider, labels: &[String], asked: Asked<'_>, voice: Voice) -> String {
+    let display = provider.display_name();
+    let list = labels.join(", ");
+    let (whose, whose_first, has) = match voice {
+        Voice::Model => ("the user's", "The user's", "The user has"),
+        Voice::User => ("your", "Your", "You have"),
+    };
+    match asked {
+        Asked::Unknown(name) => {
+            let name: String = name.chars().take(64).collect();
+            format!("\"{name}\" is not one of {whose} {display} accounts ({list})")
+        }
+        Asked::Which if labels.len() == 1 => format!(
+            "The {display} account chosen before is no longer connected; {whose_first} {display} account is {list}"
+        ),
+        Asked::Which | Asked::Several(_) => format!("{has} several {display} accounts ({list})"),
+    }
 }
 
 /// For a client that cannot ask its user: `name` is the label of several

@@ -980,6 +980,35 @@ async fn a_legacy_client_with_several_accounts_is_told_to_name_one() {
     );
 }
 
+/// A name that matches none of the user's accounts, from a client that
+/// cannot ask the user which: the model is told the name is wrong and
+/// which there are, in the tool's result — not that the user has
+/// "several" accounts (there is one here), nor that the client lacks a
+/// capability it can do nothing about.
+#[tokio::test]
+async fn a_name_matching_no_account_is_told_as_such_to_a_client_that_cannot_ask() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    let args = json!({"provider": "demo", "account": "personal"});
+    let (_, no_form) = call_declaring(&app, json!({"url": {}}), "whoami", args.clone()).await;
+    let (_, legacy) = app.legacy_call("alice", "whoami", args).await;
+    for body in [no_form, legacy] {
+        assert!(body.get("error").is_none(), "{body}");
+        assert_eq!(body["result"]["isError"], true, "{body}");
+        let result = &body["result"]["structuredContent"];
+        assert_eq!(result["error"]["kind"], "refused", "{body}");
+        assert_eq!(result["next_step"], "change_request", "{body}");
+        let message = result["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("\"personal\" is not one of")
+                && message.contains("(work)")
+                && message.contains("another_account"),
+            "{message}"
+        );
+        assert!(!message.contains("several"), "{message}");
+    }
+}
+
 /// The profile resource names no account, and `resources/read` has no
 /// arguments to name one in: with several accounts, a client that cannot
 /// be asked which is told to read it with `whoami` and its `account`
