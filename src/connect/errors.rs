@@ -31,6 +31,10 @@ pub const DECLINED_CODE: i32 = -31001;
 pub const CANCELLED_CODE: i32 = -31002;
 /// The user's share of new connect links for this minute is spent.
 pub const TOO_MANY_LINKS_CODE: i32 = -31003;
+/// The account's token has expired and its provider refuses to renew it
+/// for a reason of this server's (its client credentials): the operator
+/// must act; neither retrying nor connecting again helps.
+pub const REFRESH_REFUSED_CODE: i32 = -31004;
 
 /// Seconds the client is asked to wait before retrying.
 pub const RETRY_AFTER_SECS: u64 = 5;
@@ -103,6 +107,11 @@ pub enum RequestError {
     /// later.
     ProviderUnavailable {
         provider: String,
+    },
+    /// The token has expired and its provider refuses to renew it for a
+    /// reason its operator must mend: `message` says so.
+    RefreshRefused {
+        message: String,
     },
     /// The database did not answer: retry shortly.
     Unavailable,
@@ -202,6 +211,9 @@ impl From<RequestError> for ErrorData {
                 ),
                 Some(json!({ "retryable": true, "retryAfterSeconds": 60 })),
             ),
+            E::RefreshRefused { message } => {
+                ErrorData::new(ErrorCode(REFRESH_REFUSED_CODE), message, None)
+            }
             E::Unavailable => ErrorData::new(
                 ErrorCode(UNAVAILABLE_CODE),
                 "The service is temporarily unavailable (its database did not answer). Please try again in a few seconds.",

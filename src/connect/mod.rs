@@ -100,6 +100,13 @@ pub enum Access<'s> {
     Cancelled { provider_name: String },
     /// The token has expired and the provider could not renew it now.
     ProviderUnavailable { provider_name: String },
+    /// The token has expired and the provider refuses to renew it, for a
+    /// reason the server's operator must mend (`reason`: the provider's
+    /// error, credential-free).
+    RefreshRefused {
+        provider_name: String,
+        reason: String,
+    },
     /// The user has several accounts at the provider and the client cannot
     /// be asked which (the `account` argument is the label of several, or
     /// a 2025-11-25 client named none): `message` tells the model which
@@ -227,6 +234,12 @@ async fn require<'s>(
                 provider_name: provider.display_name().to_owned(),
             });
         }
+        Checked::RefreshRefused { reason } => {
+            return Ok(Access::RefreshRefused {
+                provider_name: provider.display_name().to_owned(),
+                reason,
+            });
+        }
     };
     // Not (yet) connected. Did the user press Cancel on our consent page, or
     // Deny at the provider? (Only asked now: a connected retry needs no
@@ -311,6 +324,10 @@ enum Checked {
     },
     /// Connected, but the provider cannot renew the token now.
     Unavailable,
+    /// Connected, but the provider refuses to renew the token: `reason`.
+    RefreshRefused {
+        reason: String,
+    },
 }
 
 /// Reads the connection and checks its token (when the call's one read is
@@ -339,6 +356,7 @@ fn checked(found: anyhow::Result<TokenState>) -> Result<Checked, ErrorData> {
             existing_scopes: Vec::new(),
         }),
         TokenState::ProviderUnavailable => Ok(Checked::Unavailable),
+        TokenState::RefreshRefused { reason } => Ok(Checked::RefreshRefused { reason }),
     }
 }
 

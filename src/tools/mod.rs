@@ -218,10 +218,29 @@ pub(crate) fn unless_ready<'s, T: ToolOutput>(
             ),
             NextStep::RetryLater,
         )),
+        Access::RefreshRefused {
+            provider_name,
+            reason,
+        } => Err(failed(
+            ErrorKind::ProviderError,
+            refresh_refused(&provider_name, &reason),
+            NextStep::AskUser,
+        )),
         Access::AccountAmbiguous { message } => {
             Err(failed(ErrorKind::Refused, message, NextStep::ChangeRequest))
         }
     }
+}
+
+/// What the user is told when `provider_name` refuses to renew an expired
+/// token for a reason that is the server's (`reason`, the provider's own
+/// error): connecting again would not help, its operator can.
+pub(crate) fn refresh_refused(provider_name: &str, reason: &str) -> String {
+    format!(
+        "{provider_name} refuses to renew this account's access ({reason}). \
+         This is a problem with this server's setup at {provider_name}: tell the server's operator. \
+         The account stays connected."
+    )
 }
 
 /// The provider `name`, or, for one this server does not have, a result

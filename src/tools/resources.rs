@@ -125,6 +125,15 @@ pub async fn read(
             }
             .into());
         }
+        Access::RefreshRefused {
+            provider_name,
+            reason,
+        } => {
+            return Err(RequestError::RefreshRefused {
+                message: super::refresh_refused(&provider_name, &reason),
+            }
+            .into());
+        }
         // The profile names no account: with several, the user is asked.
         Access::AccountAmbiguous { message } => {
             return Err(RequestError::InvalidArguments(message).into());

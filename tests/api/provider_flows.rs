@@ -322,6 +322,104 @@ async fn a_token_refused_before_its_time_is_refreshed_and_the_call_made_again() 
     assert_eq!(fake.calls().refresh, 2, "no refresh for a fresh token");
 }
 
+/// A refresh the provider refuses for a reason of the server's own (its
+/// client secret rotated at Google and not here: `invalid_client`) is no
+/// dead grant. While the access token lives it still serves; once it has
+/// expired the user is told that the server's operator has to act — a
+/// tool error, not "Internal error", and not "connect again", which would
+/// not help. The connection stays active, and serves again once the
+/// secret is right.
+#[tokio::test]
+async fn a_refresh_refused_for_the_servers_own_client_tells_the_user_to_ask_the_operator() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    connect(&app, &fake, "google").await;
+    let rotated = app
+        .second_instance_with(|t| {
+            fake.configure(t, "google");
+            t["providers"]["google"]["client_secret"] = "rotated-at-google".into();
+        })
+        .await;
+    let expire_in = |seconds: i64| {
+        let db = app.db.clone();
+        async move {
+            sqlx::query("UPDATE connections SET access_token_expires_at = now() + make_interval(secs => $1), tokens_stored_at = now() - interval '1 hour'")
+                .bind(seconds as f64)
+                .execute(&db)
+                .await
+                .unwrap();
+        }
+    };
+
+    // Due for a refresh, not yet expired: the token serves.
+    expire_in(30).await;
+    let (_, early) = rotated
+        .call_tool("alice", "whoami", json!({"provider": "google"}))
+        .await;
+    assert_eq!(
+        early["result"]["structuredContent"]["account"], "alice@example.com",
+        "{early}"
+    );
+    assert_eq!(
+        fake.calls().refresh,
+        0,
+        "refused before any refresh was made"
+    );
+
+    // Expired: the user is told what happened and who can mend it.
+    expire_in(-1).await;
+    let (status, refused) = rotated
+        .call_tool("alice", "whoami", json!({"provider": "google"}))
+        .await;
+    assert_eq!(status, 200, "{refused}");
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let result = &refused["result"]["structuredContent"];
+    assert_eq!(result["error"]["kind"], "provider_error", "{refused}");
+    assert_eq!(result["next_step"], "ask_user", "{refused}");
+    let message = result["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("invalid_client") && message.contains("operator"),
+        "{message}"
+    );
+    assert!(
+        !refused.to_string().contains("rotated-at-google"),
+        "{refused}"
+    );
+    for secret in fake.secrets() {
+        assert!(
+            !refused.to_string().contains(&secret),
+            "a secret: {refused}"
+        );
+    }
+    let status: String = sqlx::query_scalar("SELECT status::text FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(status, "active", "the grant is not dead");
+
+    // The profile resource says the same, as a JSON-RPC error.
+    let (_, read) = rotated
+        .mcp(
+            "alice",
+            "resources/read",
+            json!({"uri": "connection://google/profile"}),
+        )
+        .await;
+    assert_eq!(read["error"]["code"], -31004, "{read}");
+    let said = read["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("operator"), "{read}");
+
+    // With the right secret, the next call refreshes and serves.
+    let (_, mended) = app
+        .call_tool("alice", "whoami", json!({"provider": "google"}))
+        .await;
+    assert_eq!(
+        mended["result"]["structuredContent"]["account"], "alice@example.com",
+        "{mended}"
+    );
+    assert_eq!(fake.calls().refresh, 1);
+}
+
 /// A provider that keeps refusing costs an instance one refresh a minute
 /// for each connection, not one per call.
 #[tokio::test]

@@ -131,6 +131,14 @@ pub enum TokenState {
     LacksScopes {
         granted: Vec<String>,
     },
+    /// The token has expired and the provider refuses to renew it for a
+    /// reason of its own that is no dead grant (a wrong client secret, a
+    /// client it no longer knows): the connection stays as it is, and
+    /// `reason` (the provider's error, credential-free) tells the user
+    /// that the server's operator has to act.
+    RefreshRefused {
+        reason: String,
+    },
 }
 
 /// Tokens stored more recently than this are not refreshed when the
@@ -388,31 +396,36 @@ pub(in crate::connect) async fn token_state(
                         granted: row.scopes,
                     });
                 }
-                Err(e)
-                    if e.chain().any(|c| {
-                        c.downcast_ref::<ProviderError>()
-                            .is_some_and(ProviderError::is_passing)
-                    }) =>
-                {
-                    // The token endpoint is failing for now, not refusing
-                    // the grant: a token that has not expired yet still
-                    // serves (it is refreshed ahead of its expiry), one
-                    // that has cannot. A lasting refusal (a wrong client
-                    // secret) stays an error for the operator.
+                Err(e) => {
+                    // The token endpoint failed or refused, without saying
+                    // the grant is dead: a token that has not expired yet
+                    // still serves (it is refreshed ahead of its expiry),
+                    // one that has cannot.
+                    let Some(refusal) = e.chain().find_map(|c| c.downcast_ref::<ProviderError>())
+                    else {
+                        return Err(e);
+                    };
                     let expired = row
                         .access_token_expires_at
                         .is_some_and(|at| at <= Utc::now());
-                    tracing::warn!(
-                        connection = %row.id, provider = %row.provider, expired,
-                        error = %format!("{e:#}"),
-                        "the token could not be refreshed"
-                    );
-                    if expired {
-                        return Ok(TokenState::ProviderUnavailable);
+                    let error = format!("{e:#}");
+                    if refusal.is_passing() {
+                        tracing::warn!(connection = %row.id, provider = %row.provider, expired, error, "the token could not be refreshed");
+                        if expired {
+                            return Ok(TokenState::ProviderUnavailable);
+                        }
+                    } else {
+                        // A lasting refusal (a wrong client secret) is the
+                        // operator's to mend; the user is told so.
+                        tracing::error!(connection = %row.id, provider = %row.provider, expired, error, "the provider refuses to refresh this server's tokens; check the provider's client settings");
+                        if expired {
+                            return Ok(TokenState::RefreshRefused {
+                                reason: refusal.to_string(),
+                            });
+                        }
                     }
                     row
                 }
-                Err(e) => return Err(e),
             }
         } else {
             row
