@@ -44,6 +44,26 @@ impl Provider {
         self.api_request_as(http, &credential, req).await
     }
 
+    /// What [`Self::api_request`] refuses of `req` whatever the account:
+    /// a method the operator did not allow, query values other than
+    /// scalars, a body on a method that takes none (and, for Slack, a
+    /// method name that writes). Checked before the user is asked to
+    /// connect or approve anything, so that nobody goes through a consent
+    /// for a request that would be refused after it. Answers the method
+    /// and the query's pairs.
+    pub fn check_request(
+        &self,
+        req: &ApiRequest,
+    ) -> Result<(reqwest::Method, Vec<(String, String)>), ProviderError> {
+        let method = guard::method(&self.allowed_methods, &req.method)?;
+        let query = guard::query_pairs(req.query.as_ref())?;
+        guard::body_allowed(&method, req.body.as_ref())?;
+        if self.quirks.path_rules == Some(ApiPathRules::SlackMethods) {
+            guard::slack_method(&self.allowed_methods, &req.path)?;
+        }
+        Ok((method, query))
+    }
+
     /// [`Self::api_request`] with a stored connection's credential of any
     /// kind: an API-key or Basic credential is presented as its entry
     /// says, beneath the API base URL its parameters (and identifying
@@ -76,15 +96,10 @@ impl Provider {
                 (e.api_base, grant)
             }
         };
-        let method = guard::method(&self.allowed_methods, &req.method)?;
+        let (method, query) = self.check_request(req)?;
         let mut url = guard::resolve(&base, &req.path)?;
         guard::not_a_grant_endpoint(&url, &grant)?;
         guard::not_under_grant_paths(&url, &base, &self.grant_paths)?;
-        let query = guard::query_pairs(req.query.as_ref())?;
-        guard::body_allowed(&method, req.body.as_ref())?;
-        if self.quirks.path_rules == Some(ApiPathRules::SlackMethods) {
-            guard::slack_method(&self.allowed_methods, &req.path)?;
-        }
         if !query.is_empty() {
             url.query_pairs_mut().extend_pairs(&query);
         }

@@ -116,8 +116,26 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         Ok(args) => args,
         Err(refused) => return Ok(*refused),
     };
-    if let Err(refused) = known_provider::<ApiResult>(call.service, &args.provider) {
-        return Ok(*refused);
+    let provider = match known_provider::<ApiResult>(call.service, &args.provider) {
+        Ok(provider) => provider,
+        Err(refused) => return Ok(*refused),
+    };
+    let request = ApiRequest {
+        method: args.method,
+        path: args.path,
+        query: args.query,
+        body: args.body,
+    };
+    // A request refused whatever the account is refused before the user
+    // is sent to connect or approve one for it.
+    if let Err(e) = provider.check_request(&request) {
+        tracing::info!(provider = %provider.name(), error = %e, "api_request refused");
+        let result = ApiResult::from_outcome(provider_failure(provider.name(), &e));
+        return Ok(CallToolResponse::Complete(answer(
+            &result,
+            true,
+            format!("Request not made: {e}"),
+        )));
     }
     let access = call
         .require_account(&args.provider, &[], args.account.as_deref(), false)
@@ -125,12 +143,6 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     let (token, provider) = match unless_ready::<ApiResult>(access, &args.provider) {
         Ok(ready) => ready,
         Err(answer) => return Ok(*answer),
-    };
-    let request = ApiRequest {
-        method: args.method,
-        path: args.path,
-        query: args.query,
-        body: args.body,
     };
     let mut token = token;
     let mut sent = send(&call, provider, &token, &request).await?;

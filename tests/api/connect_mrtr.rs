@@ -728,6 +728,47 @@ async fn api_request_refuses_other_hosts_dot_dot_absolute_urls_and_disallowed_me
     }
 }
 
+/// A request that would be refused whatever the account (a method the
+/// operator did not allow, a query value that is no scalar, a body on a
+/// GET) is refused at once: the user is not sent to connect an account,
+/// nor a connect link spent, for a request that would be refused after.
+#[tokio::test]
+async fn api_request_refuses_what_no_account_could_make_before_asking_to_connect() {
+    let app = spawn_app().await;
+    for refused in [
+        json!({"provider": "demo", "method": "DELETE", "path": "me"}),
+        json!({"provider": "demo", "path": "me", "query": {"q": {"nested": 1}}}),
+        json!({"provider": "demo", "path": "me", "body": {"a": 1}}),
+    ] {
+        let (_, body) = app.call_tool("alice", "api_request", refused.clone()).await;
+        assert_ne!(
+            body["result"]["resultType"], "input_required",
+            "{refused}: {body}"
+        );
+        assert_eq!(body["result"]["isError"], true, "{refused}: {body}");
+        let result = &body["result"]["structuredContent"];
+        assert_eq!(result["error"]["kind"], "refused", "{refused}: {body}");
+        assert_eq!(result["next_step"], "change_request", "{refused}: {body}");
+    }
+    let tickets: i64 = sqlx::query_scalar("SELECT count(*) FROM connect_tickets")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(tickets, 0, "no connect link was made");
+    // An allowed request still asks to connect.
+    let (_, allowed) = app
+        .call_tool(
+            "alice",
+            "api_request",
+            json!({"provider": "demo", "path": "me"}),
+        )
+        .await;
+    assert_eq!(
+        allowed["result"]["resultType"], "input_required",
+        "{allowed}"
+    );
+}
+
 #[tokio::test]
 async fn resources_list_and_the_profile_template_uses_the_same_flow() {
     let app = spawn_app().await;
