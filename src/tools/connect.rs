@@ -25,7 +25,7 @@ pub struct Args {
     /// with several, the user is asked.
     #[serde(default)]
     pub account: Option<String>,
-    /// Extra OAuth scopes to request, e.g. ["repo"]. Omit for the provider's defaults. If the existing
+    /// Extra OAuth scopes to request, one scope per string, e.g. ["repo"]. Omit for the provider's defaults. If the existing
     /// connection lacks any of them, the user is asked to approve again.
     #[serde(default)]
     pub scopes: Vec<String>,

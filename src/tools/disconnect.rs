@@ -54,7 +54,9 @@ pub enum Disconnection {
     Disconnected,
     /// There was no connection to the provider.
     NotConnected,
-    /// The user chose to keep it, or could not be asked: nothing changed.
+    /// Nothing changed: the user chose to keep it, could not be asked, or
+    /// the request was refused before any connection was looked at
+    /// (`error` says why).
     Kept,
 }
 
@@ -94,13 +96,15 @@ pub struct DisconnectResult {
     pub revocation: Option<Revocation>,
 }
 
-/// A failure before any connection was looked up: there was none to
-/// change.
+/// A failure before any connection was looked up (arguments refused, a
+/// provider this server does not have): nothing changed, and nothing is
+/// known of the user's connections — "not connected" would tell the model
+/// what nobody looked at.
 impl ToolOutput for DisconnectResult {
     fn from_outcome(outcome: Outcome) -> Self {
         Self {
             outcome,
-            connection: Disconnection::NotConnected,
+            connection: Disconnection::Kept,
             revocation: None,
         }
     }

@@ -264,22 +264,27 @@ pub(crate) fn known_provider<'s, T: ToolOutput>(
     Err(refused::<T>(&shown, message))
 }
 
-/// Scopes from a model: short, plain tokens; otherwise a refusal of the
-/// tool's own type for `provider`.
+/// Scopes from a model: short, plain tokens, one scope each; otherwise a
+/// refusal of the tool's own type for `provider`. A comma is refused: the
+/// scopes a provider grants are read split at commas as at spaces (Slack,
+/// Strava and others list them so), so "a,b" asked as one scope would
+/// never be found granted, and the user would be asked again and again.
 pub(crate) fn check_scopes<T: ToolOutput>(
     provider: &str,
     scopes: &[String],
 ) -> Result<(), Box<CallToolResponse>> {
+    let one_scope = |s: &String| s.chars().all(|c| c.is_ascii_graphic() && c != ',');
     let ok = scopes.len() <= 32
         && scopes
             .iter()
-            .all(|s| !s.is_empty() && s.len() <= 200 && s.chars().all(|c| c.is_ascii_graphic()));
+            .all(|s| !s.is_empty() && s.len() <= 200 && one_scope(s));
     if ok {
         Ok(())
     } else {
         Err(refused::<T>(
             provider,
-            "scopes must be at most 32 non-empty scope names without spaces or control characters"
+            "scopes must be at most 32 non-empty scope names, one in each string, without spaces, \
+             commas or control characters (e.g. [\"channels:read\", \"chat:write\"])"
                 .to_owned(),
         ))
     }

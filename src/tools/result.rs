@@ -45,7 +45,9 @@ pub enum ErrorKind {
     /// The provider answered with an HTTP error status, or reported an
     /// error in its own envelope (Slack's `ok: false`).
     HttpError,
-    /// The provider could not be reached, or is rate limiting.
+    /// The provider could not be reached, or could not renew the
+    /// account's access now. (An API's own answer, a 429 included, is an
+    /// `http_error` with `next_step` "retry_later".)
     ProviderUnavailable,
     /// The provider answered something unexpected.
     ProviderError,

@@ -283,6 +283,11 @@ async fn arguments_that_do_not_fit_are_tool_errors_the_model_reads() {
             "scopes must be",
         ),
         (
+            "connect",
+            json!({"provider": "demo", "scopes": ["profile,email"]}),
+            "commas",
+        ),
+        (
             "api_request",
             json!({"provider": "demo", "path": "user", "colour": "red"}),
             "unknown field `colour`",
@@ -308,6 +313,11 @@ async fn arguments_that_do_not_fit_are_tool_errors_the_model_reads() {
         );
         let message = structured["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains(said), "{tool} {args}: {message}");
+        if tool == "disconnect" {
+            // Nothing was looked up: nothing is said of the connection
+            // but that it was left as it was.
+            assert_eq!(structured["connection"], "kept", "{body}");
+        }
     }
     let (_, body) = app
         .call_tool("alice", "connections_list", json!({"unexpected": 1}))
