@@ -362,6 +362,10 @@ async fn store(
     let mut tx = crate::db::transaction::begin(&state.db)
         .await
         .map_err(|e| failed(e.into()))?;
+    // A reconnect's row may be held by a refresh of it under way.
+    vault::wait_for_refreshes(&mut tx)
+        .await
+        .map_err(|e| failed(e.into()))?;
     vault::adopt_unscoped(&mut tx, user, provider, account, params)
         .await
         .map_err(|e| failed(e.into()))?;

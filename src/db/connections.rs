@@ -634,11 +634,16 @@ pub async fn set_status(
     Ok(())
 }
 
-/// Notes a use, at most once a minute per connection (keeps hot paths read-only).
+/// Notes a use, at most once a minute per connection (keeps hot paths
+/// read-only). A row locked by a refresh under way (which holds it while
+/// the provider answers) is left alone rather than waited for: the call
+/// must not wait for, or fail on, a note of its own use.
 pub async fn touch(exec: impl PgExecutor<'_>, id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "UPDATE connections SET last_used_at = now()
-         WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')",
+         WHERE id = (SELECT id FROM connections
+                     WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
+                     FOR NO KEY UPDATE SKIP LOCKED)",
         id,
     )
     .execute(exec)

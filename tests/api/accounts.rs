@@ -552,6 +552,40 @@ async fn a_label_renamed_on_the_connections_page_is_the_account_name_and_survive
     );
 }
 
+/// A rename waits for a refresh of the same connection under way, which
+/// holds the row while the provider answers (longer than the statements'
+/// own lock timeout, 300 ms here), instead of failing the person's form.
+#[tokio::test]
+async fn a_rename_waits_for_a_refresh_that_holds_the_row() {
+    let app = crate::helpers::spawn_app_with(|t| {
+        let mut database = toml::Table::new();
+        database.insert("lock_timeout_ms".into(), 300.into());
+        t.insert("database".into(), toml::Value::Table(database));
+    })
+    .await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    let browser = Browser::new(&app);
+    browser.sign_in("alice").await;
+    let id = connection_id(&app, "w-1").await;
+    let mut refreshing = app.db.begin().await.unwrap();
+    sqlx::query("SELECT id FROM connections FOR NO KEY UPDATE")
+        .fetch_one(&mut *refreshing)
+        .await
+        .unwrap();
+    let released = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        refreshing.commit().await.unwrap();
+    });
+    let renamed = rename(&browser, id, "office").await;
+    released.await.unwrap();
+    assert_eq!(renamed.status, 303, "{}", renamed.body);
+    let label: String = sqlx::query_scalar("SELECT account_label FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(label, "office");
+}
+
 /// A label tells the user's accounts at a provider apart: renaming one to
 /// the label another already has is refused on the page, and nothing is
 /// stored. Its own label again, or any other, is a rename like any.

@@ -280,3 +280,33 @@ async fn a_reseal_waits_for_a_refresh_claimed_by_another_instance() {
     assert_eq!(sealed_by, "k2");
     assert_eq!(count(&app, "SELECT count(*) FROM refresh_claims").await, 0);
 }
+
+/// A call's once-a-minute note of its use does not wait for a row a
+/// refresh holds (it keeps the row locked while the provider answers, up
+/// to the provider's timeout, longer than the statements' lock timeout):
+/// the call completes at once, without its note, instead of failing after
+/// the wait.
+#[tokio::test]
+async fn a_call_does_not_wait_for_the_row_a_refresh_holds_to_note_its_use() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    sqlx::query("UPDATE connections SET last_used_at = now() - interval '1 hour'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let mut refresh = app.db.begin().await.unwrap();
+    sqlx::query("SELECT id FROM connections FOR NO KEY UPDATE")
+        .fetch_all(&mut *refresh)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let (status, body) = app
+        .call_tool("alice", "whoami", serde_json::json!({"provider": "demo"}))
+        .await;
+    let took = started.elapsed();
+    refresh.rollback().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["resultType"], "complete", "{body}");
+    assert_ne!(body["result"]["isError"], true, "{body}");
+    assert!(took < Duration::from_secs(2), "waited {took:?} for the row");
+}

@@ -30,3 +30,14 @@ pub(in crate::connect) use store::{adopt_unscoped, store_in};
 /// holds while it refreshes (a slow provider must not pin us forever), and
 /// a refresh for the tokens of another instance's claim.
 const REFRESH_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Lets the transaction on `conn` wait for a connection row as long as a
+/// refresh may hold it (the provider's answer included), not only the
+/// pool's lock timeout: for writes a person is waiting for, which a
+/// refresh of the same row under way must not fail (a reconnect's tokens
+/// stored, an account renamed).
+pub(in crate::connect) async fn wait_for_refreshes(
+    conn: &mut sqlx::PgConnection,
+) -> Result<(), sqlx::Error> {
+    crate::db::transaction::set_lock_timeout(conn, REFRESH_LOCK_TIMEOUT).await
+}

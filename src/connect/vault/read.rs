@@ -434,17 +434,21 @@ pub(in crate::connect) async fn token_state(
         row
     };
     // Record the use at most once a minute: keeps the hot path read-only.
+    // A note of the use that fails is no reason to fail the use.
     if row
         .last_used_at
         .is_none_or(|at| at < Utc::now() - chrono::Duration::minutes(1))
     {
-        db::faults::deadline(
+        let touched = db::faults::deadline(
             limit,
             state
                 .hot_db
                 .run(async |conn| db::connections::touch(conn, row.id).await),
         )
-        .await?;
+        .await;
+        if let Err(e) = touched {
+            tracing::warn!(connection = %row.id, error = %e, "noting the connection's use failed");
+        }
     }
     let opened = open_bound(state, &Binding::of(&row), Kind::Access, &row.access_token);
     match opened {
