@@ -221,8 +221,11 @@ async fn sweep_expired(
     ticket_grace: chrono::Duration,
     pace: Pace,
 ) -> Result<Swept, sqlx::Error> {
+    // Within a step's deadline like every other statement here: a
+    // connection gone silent must not stop the sweep for good.
+    let login_flows = expiry::delete_expired_login_flows(&mut *conn);
     let mut swept = Swept {
-        deleted: expiry::delete_expired_login_flows(&mut *conn).await?,
+        deleted: faults::deadline(pace.step_deadline, login_flows).await?,
         capped: false,
     };
     for what in Expiring::ALL {
