@@ -127,9 +127,7 @@ pub(super) async fn gate<'s>(
     } else {
         ticket
     };
-    ask(state, need, provider, connection, round, ticket)
-        .await
-        .map(Gate::Answer)
+    ask(state, need, provider, connection, round, ticket).await
 }
 
 impl ConnectionService {
@@ -218,7 +216,8 @@ async fn granted(
 }
 
 /// Sends the user to the approval page: the same link while its ticket
-/// lives, a new one after.
+/// lives, a new one after. [`Gate::Gone`] when the connection was deleted
+/// since it was read.
 async fn ask<'s>(
     state: &'s ConnectionService,
     need: &Need<'_>,
@@ -226,7 +225,7 @@ async fn ask<'s>(
     connection: Uuid,
     round: Option<&RoundState>,
     ticket: Option<Ticket>,
-) -> Result<Access<'s>, ErrorData> {
+) -> Result<Gate<'s>, ErrorData> {
     let p = need.principal;
     if let ClientKind::Modern {
         url_elicitation: false,
@@ -249,16 +248,19 @@ async fn ask<'s>(
         Some(found) => found,
         None => {
             take_link(state, p)?;
-            let t =
+            let issued =
                 tickets::issue_approval(state, p.user(), &p.client_id, provider.name(), connection)
                     .await
                     .map_err(internal)?;
+            let Some(t) = issued else {
+                return Ok(Gate::Gone);
+            };
             (t.id, t.secret)
         }
     };
     let client = state.client_names.describe(&p.client_id).await;
     let message = elicit::approval_message(provider, client.shown());
-    answer_with_link(state, need, provider, round, link, message)
+    answer_with_link(state, need, provider, round, link, message).map(Gate::Answer)
 }
 
 /// For a client that cannot open links: its request waits on the
@@ -271,7 +273,7 @@ async fn ask_on_the_connections_page<'s>(
     need: &Need<'_>,
     provider: &Provider,
     connection: Uuid,
-) -> Result<Access<'s>, ErrorData> {
+) -> Result<Gate<'s>, ErrorData> {
     let p = need.principal;
     let latest = db::faults::deadline(
         state.settings.database.deadline(),
@@ -281,16 +283,20 @@ async fn ask_on_the_connections_page<'s>(
     .map_err(internal)?;
     match latest {
         Some(t) if t.declined_at.is_some() => {
-            return Ok(Access::Declined {
+            return Ok(Gate::Answer(Access::Declined {
                 provider_name: provider.display_name().to_owned(),
-            });
+            }));
         }
         Some(_) => {}
         None => {
             take_link(state, p)?;
-            tickets::issue_approval(state, p.user(), &p.client_id, provider.name(), connection)
-                .await
-                .map_err(internal)?;
+            let issued =
+                tickets::issue_approval(state, p.user(), &p.client_id, provider.name(), connection)
+                    .await
+                    .map_err(internal)?;
+            if issued.is_none() {
+                return Ok(Gate::Gone);
+            }
         }
     }
     let client = state.client_names.describe(&p.client_id).await;

@@ -109,14 +109,15 @@ pub(crate) enum TicketFor {
 }
 
 /// A ticket for the approval page: may `client_id` use this connection?
+/// `None`: the connection was deleted meanwhile.
 pub async fn issue_approval(
     state: &ConnectionService,
     user: UserRef<'_>,
     client_id: &str,
     provider: &ProviderName,
     connection_id: Uuid,
-) -> anyhow::Result<IssuedTicket> {
-    insert(
+) -> anyhow::Result<Option<IssuedTicket>> {
+    let issued = insert(
         state,
         user,
         client_id,
@@ -124,7 +125,22 @@ pub async fn issue_approval(
         &[],
         TicketFor::Approval(connection_id),
     )
-    .await
+    .await;
+    match issued {
+        Ok(ticket) => Ok(Some(ticket)),
+        // Deleted since it was read (disconnected in another tab): no
+        // ticket can name it.
+        Err(e) if names_a_deleted_row(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `e` is a foreign key the statement named that is gone.
+fn names_a_deleted_row(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<sqlx::Error>(),
+        Some(sqlx::Error::Database(d)) if d.is_foreign_key_violation()
+    )
 }
 
 /// Mints a ticket for `purpose` and stores its hash (with its audit row,

@@ -717,3 +717,26 @@ async fn a_retry_waiting_for_an_approval_whose_account_is_disconnected_asks_to_c
     let state = body["result"]["requestState"].as_str().unwrap();
     completed_as_octo(&retry(&app, OTHER, state, "accept").await);
 }
+
+/// An approval ticket for a connection deleted since the call read it (the
+/// user disconnected it in another tab, in between) is not made, and no
+/// error is: the caller then asks the user to connect, as when the
+/// connection is found gone after a wait.
+#[tokio::test]
+async fn no_approval_ticket_names_a_connection_deleted_since_it_was_read() {
+    let app = spawn_app().await;
+    let issuer = app.dev.issuer();
+    let user = mcp_connect::domain::UserRef::new(&issuer, "alice");
+    let provider = mcp_connect::domain::ProviderName::parse("demo").unwrap();
+    let issued = mcp_connect::connect::tickets::issue_approval(
+        &app.state.connect,
+        user,
+        "another-client",
+        &provider,
+        uuid::Uuid::new_v4(),
+    )
+    .await
+    .expect("no error");
+    assert!(issued.is_none());
+    assert_eq!(count(&app, "SELECT count(*) FROM connect_tickets").await, 0);
+}
