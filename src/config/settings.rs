@@ -39,9 +39,10 @@ pub struct Settings {
     #[serde(default)]
     pub audit: super::AuditSettings,
     /// Whether start-up creates the database when it does not exist, through
-    /// the server's `postgres` maintenance database. Managed Postgres and
-    /// PgBouncer often forbid that connection: set `false` there and create
-    /// the database beforehand.
+    /// the server's `postgres` maintenance database (connected to only then:
+    /// an existing database is all start-up needs). Managed Postgres and
+    /// PgBouncer often forbid that connection: create the database
+    /// beforehand there (and set `false`, to hear of a missing one as such).
     #[serde(default = "defaults::yes", deserialize_with = "lenient::boolean")]
     pub database_create_if_missing: bool,
     /// AES-256-GCM keys as `kid:base64` entries; the first seals, all open.

@@ -59,6 +59,15 @@ pub enum DbSetupError {
     Connect(sqlx::Error),
     #[error("cannot create database {name}: {source}")]
     Create { name: String, source: sqlx::Error },
+    /// `cause` is part of the message, not a `source`: `main` prints the
+    /// whole chain, which would say it twice.
+    #[error(
+        "database {name} does not exist, and database_create_if_missing (on by default) \
+         cannot create it without a connection to the server's `postgres` database, which \
+         failed ({cause}): create the database for the service's role, or let that role \
+         connect to `postgres`"
+    )]
+    Maintenance { name: String, cause: sqlx::Error },
     #[error("migrations failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error(
@@ -196,22 +205,58 @@ pub const ANSWER_WITHIN: Duration = Duration::from_secs(5);
 /// database, and waits for another session's on the same name).
 const CREATE_DATABASE_DEADLINE: Duration = Duration::from_secs(60);
 
-/// Creates the target database if it does not exist, connecting to the
-/// `postgres` maintenance database of the same server to do it. The
-/// connection and the look-up each give up after `answer_within`: a
-/// server that accepts connections and never answers (frozen, or a wrong
-/// port's listener) fails the attempt instead of holding start-up.
+/// The database of every Postgres server that `CREATE DATABASE` is sent
+/// from.
+const MAINTENANCE_DATABASE: &str = "postgres";
+
+/// Creates the target database if it does not exist. The target is tried
+/// first: a role may be allowed to connect to its own database only (by
+/// `pg_hba.conf`, a `REVOKE CONNECT` on `postgres`, or a PgBouncer that
+/// lists just that one), and then the maintenance database must not be
+/// needed while the target is there. The connection and each statement
+/// give up after `answer_within`: a server that accepts connections and
+/// never answers (frozen, or a wrong port's listener) fails the attempt
+/// instead of holding start-up.
 pub async fn create_database_if_missing(
     options: &PgConnectOptions,
     answer_within: Duration,
 ) -> Result<(), DbSetupError> {
-    let name = options.get_database().unwrap_or("postgres").to_owned();
+    match faults::deadline(answer_within, options.connect()).await {
+        Ok(conn) => {
+            let _ = conn.close().await;
+            Ok(())
+        }
+        Err(e) if is_missing_database(&e) => create_database(options, answer_within).await,
+        Err(e) => Err(DbSetupError::Connect(e)),
+    }
+}
+
+/// Postgres's answer to a connection to a database that does not exist.
+fn is_missing_database(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|code| code == "3D000")
+}
+
+/// Creates the target database from the maintenance database of the same
+/// server, unless another instance has created it since.
+async fn create_database(
+    options: &PgConnectOptions,
+    answer_within: Duration,
+) -> Result<(), DbSetupError> {
+    let name = options
+        .get_database()
+        .unwrap_or(MAINTENANCE_DATABASE)
+        .to_owned();
     let mut conn = faults::deadline(
         answer_within,
-        options.clone().database("postgres").connect(),
+        options.clone().database(MAINTENANCE_DATABASE).connect(),
     )
     .await
-    .map_err(DbSetupError::Connect)?;
+    .map_err(|cause| DbSetupError::Maintenance {
+        name: name.clone(),
+        cause,
+    })?;
     let exists = faults::deadline(
         answer_within,
         sqlx::query_scalar!(

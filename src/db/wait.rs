@@ -72,6 +72,7 @@ fn is_retryable(e: &DbSetupError) -> bool {
     match e {
         DbSetupError::Connect(e)
         | DbSetupError::Create { source: e, .. }
+        | DbSetupError::Maintenance { cause: e, .. }
         | DbSetupError::Compatibility(e) => super::faults::is_transient(e),
         DbSetupError::Migrate(
             sqlx::migrate::MigrateError::Execute(e)

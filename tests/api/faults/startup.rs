@@ -1,9 +1,10 @@
 //! Start-up while Postgres is away: retried with backoff for
-//! `database.startup_timeout`, each attempt logged.
+//! `database.startup_timeout`, each attempt logged. And start-up on a
+//! server that lets the service's role connect to its own database only.
 
 use std::time::{Duration, Instant};
 
-use mcp_connect::startup::Application;
+use mcp_connect::{db, startup::Application};
 
 use super::OwnPostgres;
 use crate::helpers::{prepare, started};
@@ -185,4 +186,74 @@ fn serve_on(silent: &Silent, port: u16, startup_timeout_secs: u32) -> std::proce
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+/// On `pg`, role `app`, which may connect to its own database and to no
+/// other (`PUBLIC` loses `CONNECT` on `postgres`, as a hardened server's
+/// `pg_hba.conf` or a PgBouncer listing one database would have it), and
+/// its database `app_db` when `with_database`. Returns the URL of
+/// `app_db` as `app`.
+async fn confined_role(pg: &OwnPostgres, with_database: bool) -> String {
+    use sqlx::Connection;
+    let mut admin = sqlx::PgConnection::connect(&format!("{}/postgres", pg.url()))
+        .await
+        .unwrap();
+    let mut statements = vec![
+        "CREATE ROLE app LOGIN",
+        "REVOKE CONNECT ON DATABASE postgres FROM PUBLIC",
+    ];
+    if with_database {
+        statements.push("CREATE DATABASE app_db OWNER app");
+    }
+    for statement in statements {
+        sqlx::query(statement).execute(&mut admin).await.unwrap();
+    }
+    format!("postgres://app@127.0.0.1:{}/app_db", pg.port)
+}
+
+/// `mcp-connect migrate` on `database_url`: whether it succeeded, and its
+/// standard error.
+fn migrate_with(database_url: &str) -> (bool, String) {
+    let mut migrate = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
+        .arg("migrate")
+        .env("MCP_CONNECT_DATABASE_URL", database_url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = exit_within(&mut migrate, Duration::from_secs(30)).expect("migrate ended");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(migrate.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    (status.success(), stderr)
+}
+
+/// With `database_create_if_missing` on (the default), an existing
+/// database is all start-up connects to: the `postgres` database is needed
+/// only to create a missing one.
+#[tokio::test]
+async fn start_up_connects_to_no_other_database_than_an_existing_target() {
+    let pg = OwnPostgres::start(&[]);
+    let url = confined_role(&pg, true).await;
+    let options = db::connect_options(&url.clone().into()).unwrap();
+    let limit = Duration::from_secs(5);
+    db::wait::prepare_database(&options, limit, limit, true)
+        .await
+        .expect("serve prepares its own database");
+    let (migrated, stderr) = migrate_with(&url);
+    assert!(migrated, "{stderr}");
+}
+
+/// A missing database that cannot be created for want of the `postgres`
+/// database: the refusal says so and names the setting, instead of
+/// "cannot reach Postgres".
+#[tokio::test]
+async fn a_missing_database_that_cannot_be_created_names_the_setting() {
+    let pg = OwnPostgres::start(&[]);
+    let url = confined_role(&pg, false).await;
+    let (migrated, stderr) = migrate_with(&url);
+    assert!(!migrated);
+    assert!(
+        stderr.contains("database_create_if_missing") && stderr.contains("does not exist"),
+        "{stderr}"
+    );
 }
