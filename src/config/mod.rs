@@ -30,7 +30,7 @@ mod settings;
 mod sources;
 mod tables;
 mod validate;
-pub(crate) use validate::is_secure_or_loopback;
+pub(crate) use validate::{check_database_url, is_secure_or_loopback};
 pub use validate::{is_token68, is_valid_name};
 #[cfg(test)]
 mod validate_tests;

@@ -24,7 +24,8 @@ pub struct Settings {
     /// Address to listen on.
     #[serde(default = "defaults::bind")]
     pub bind: SocketAddr,
-    /// Postgres connection string.
+    /// Postgres connection string: `postgres://HOST/DATABASE`, or for a
+    /// Unix socket `postgres:///DATABASE?host=/var/run/postgresql`.
     pub database_url: SecretString,
     /// Upper bound of pooled database connections.
     #[serde(

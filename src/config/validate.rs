@@ -316,19 +316,30 @@ impl Settings {
 /// Only Postgres, and a URL naming both the server and the database: a
 /// bare `host:port` or another scheme would otherwise become a database
 /// named after the port. The URL is a secret: messages never repeat it.
-pub(super) fn check_database_url(raw: &str) -> Result<(), &'static str> {
+pub(crate) fn check_database_url(raw: &str) -> Result<(), &'static str> {
     let url = Url::parse(raw).map_err(|_| "must be a postgres:// URL")?;
     if !matches!(url.scheme(), "postgres" | "postgresql") {
         return Err("must be a postgres:// or postgresql:// URL");
     }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err("must name the database server (postgres://HOST/DATABASE)");
+    if url.host_str().is_none_or(str::is_empty) && !names_server_in_query(&url) {
+        return Err(
+            "must name the database server (postgres://HOST/DATABASE, or for a Unix socket \
+             postgres:///DATABASE?host=/var/run/postgresql)",
+        );
     }
     let database = url.path().trim_start_matches('/');
     if database.is_empty() || database.contains('/') {
         return Err("must name the database (postgres://HOST/DATABASE)");
     }
     Ok(())
+}
+
+/// Whether the query names the server, as libpq and sqlx read it: `host`
+/// (a host name, or the directory of a Unix socket) or `hostaddr`. A
+/// socket's URL has no host of its own to write it in.
+fn names_server_in_query(url: &Url) -> bool {
+    url.query_pairs()
+        .any(|(key, value)| matches!(&*key, "host" | "hostaddr") && !value.is_empty())
 }
 
 /// https, or plain http on loopback only: what every URL that tokens are

@@ -178,13 +178,15 @@ fn unknown_nested_keys_are_named_once() {
 }
 
 #[test]
-fn database_urls_must_be_postgres_with_a_host_and_a_database() {
+fn database_urls_must_be_postgres_with_a_server_and_a_database() {
     for url in [
         "localhost:5432",
         "mysql://localhost/x",
         "postgres://localhost",
         "postgres://localhost/",
         "postgresql:///x",
+        "postgres:///x?host=",
+        "postgres:///?host=/var/run/postgresql",
         "x",
     ] {
         let err = error_with(&[("MCP_CONNECT_DATABASE_URL", url)]);
@@ -197,6 +199,10 @@ fn database_urls_must_be_postgres_with_a_host_and_a_database() {
     for url in [
         "postgres://u:p@db.example:5432/app",
         "postgresql://localhost/x?sslmode=require",
+        // A Unix socket: its directory is the `host` parameter.
+        "postgres:///mcp_connect?host=/var/run/postgresql",
+        "postgresql:///mcp_connect?host=%2Frun%2Fpostgresql&user=app",
+        "postgres:///mcp_connect?hostaddr=10.0.0.5",
     ] {
         assert_eq!(
             error_with(&[("MCP_CONNECT_DATABASE_URL", url)]),

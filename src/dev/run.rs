@@ -32,6 +32,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     }
     check_bind_host(&args.bind_host)?;
     refuse_serve_database()?;
+    check_database_url(&args.database_url)?;
     let _log = crate::telemetry::init_for_serving(log_format_from_env());
 
     let pool = prepare_database(&args.database_url).await?;
@@ -85,6 +86,14 @@ fn check_bind_host(host: &str) -> anyhow::Result<()> {
         "--bind-host {host} refused: dev mode signs in anyone without a password, so it listens on 127.0.0.1 only. \
          Use `mcp-connect serve` with a real identity provider to listen on other addresses."
     )
+}
+
+/// Checked as `serve` checks `database_url`, and before anything connects
+/// with it: a URL without a database would have dev create and migrate
+/// the one named after the role (`postgres`, for the superuser).
+fn check_database_url(url: &SecretString) -> anyhow::Result<()> {
+    crate::config::check_database_url(url.expose_secret())
+        .map_err(|m| anyhow!("--database-url / DATABASE_URL {m}"))
 }
 
 /// Logs are pretty unless `MCP_CONNECT_LOG_FORMAT=json` asks otherwise.

@@ -144,6 +144,30 @@ fn dev_refuses_a_configuration_file_instead_of_ignoring_it() {
     }
 }
 
+/// A URL without a database is refused before dev creates or migrates
+/// anything with it (it would otherwise be the database named after the
+/// role, `postgres` for the superuser).
+#[test]
+fn dev_checks_its_database_url_before_using_it() {
+    let output = bin()
+        .args([
+            "dev",
+            "--port",
+            "0",
+            "--database-url",
+            "postgres://127.0.0.1:9",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--database-url") && stderr.contains("must name the database"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("cannot prepare"), "{stderr}");
+}
+
 /// A serve deployment's database URL left in the environment is not
 /// dev's: dev refuses it before connecting anywhere.
 #[test]
