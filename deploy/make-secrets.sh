@@ -29,8 +29,12 @@ if [ -r secrets/database_url ] && [ -r secrets/postgres_password ] \
   && [[ "$(<secrets/database_url)" == *":$(<secrets/postgres_password)@"* ]]; then
   old_layout=1
 fi
-# Same format as `mcp-connect keys generate`: <key id>:<32 random bytes, base64>.
-if new keys; then printf 'k%s:%s\n' "$(date -u +%Y%m%d)" "$(openssl rand -base64 32)" > secrets/keys; fi
+# Same format as `mcp-connect keys generate`: <key id>:<32 random bytes, base64>,
+# the id k<date>-<six random hex digits>, so that a key generated for a
+# rotation on the same day gets another id (the ring refuses one twice).
+if new keys; then
+  printf 'k%s-%s:%s\n' "$(date -u +%Y%m%d)" "$(openssl rand -hex 3)" "$(openssl rand -base64 32)" > secrets/keys
+fi
 if new metrics_token; then openssl rand -hex 32 > secrets/metrics_token; fi
 
 missing=()

@@ -117,7 +117,8 @@ enum KeysCommand {
     /// Print a new random AES-256 key entry (`kid:base64`) for MCP_CONNECT_KEYS.
     Generate {
         /// The key id to give it: 1 to 32 letters, digits, `-` or `_`
-        /// (default: `k` and today's date).
+        /// (default: `k`, today's date and six random hex digits, e.g.
+        /// `k20260514-3fa91c`, so that keys made on one day differ).
         #[arg(long, value_parser = key_id)]
         id: Option<String>,
     },
@@ -168,7 +169,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Keys {
             command: KeysCommand::Generate { id },
         } => {
-            let id = id.unwrap_or_else(|| format!("k{}", chrono::Utc::now().format("%Y%m%d")));
+            let id = id.unwrap_or_else(mcp_connect::crypto::new_key_id);
             let entry = KeyRing::generate_entry(&id);
             KeyRing::from_entries([entry.as_str()])?;
             println!("{entry}");

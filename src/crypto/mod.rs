@@ -60,7 +60,11 @@ pub enum CryptoError {
     NotBase64(String),
     #[error("key `{0}` is shorter than 32 bytes")]
     TooShort(String),
-    #[error("key id `{0}` appears twice")]
+    #[error(
+        "key id `{0}` appears twice: each key needs an id of its own, so give the new key \
+         another (the part before its `:`; `mcp-connect keys generate --id ID` makes one \
+         with the id you choose)"
+    )]
     DuplicateKeyId(String),
     #[error("no keys configured")]
     Empty,
@@ -360,6 +364,18 @@ pub fn is_key_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
+/// The id `keys generate` gives a key when none is asked for: `k`, today's
+/// date (UTC), `-` and six random hex digits, e.g. `k20260514-3fa91c`. The
+/// date shows which key is newer; the random part keeps apart two keys made
+/// on one day, since the ring refuses an id twice (a rotation on the day
+/// the first key was made would otherwise stop every instance started
+/// with both).
+pub fn new_key_id() -> String {
+    let mut random = [0u8; 3];
+    rand::rng().fill_bytes(&mut random);
+    format!("k{}-{}", chrono::Utc::now().format("%Y%m%d"), hex(&random))
+}
+
 /// purpose label ‖ 0 ‖ key id ‖ 0 ‖ caller context. The key id is bound so an
 /// envelope cannot be relabelled to another key of the ring.
 fn associated_data(purpose: Purpose, key_id: &str, context: &[u8]) -> Vec<u8> {
@@ -603,10 +619,11 @@ mod tests {
         assert!(!reversed.contains(&key[..16]), "{reversed}");
         assert!(reversed.contains("key entry 1"), "{reversed}");
         let e = entry("a", 1);
-        assert!(matches!(
-            KeyRing::from_entries([e.as_str(), e.as_str()]),
-            Err(CryptoError::DuplicateKeyId(_))
-        ));
+        let twice = KeyRing::from_entries([e.as_str(), entry("a", 2).as_str()]);
+        assert!(matches!(twice, Err(CryptoError::DuplicateKeyId(_))));
+        // What to do about it: the new key needs another id.
+        let said = twice.unwrap_err().to_string();
+        assert!(said.contains("another") && said.contains("--id"), "{said}");
         assert!(matches!(
             KeyRing::from_entries(std::iter::empty()),
             Err(CryptoError::Empty)

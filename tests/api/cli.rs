@@ -69,6 +69,21 @@ fn keys_generate_prints_a_usable_key_entry() {
     mcp_connect::crypto::KeyRing::from_entries([entry]).unwrap();
 }
 
+/// Two keys made on one day get two ids: the ring refuses an id twice,
+/// and a rotation often makes its key the day the first was made.
+#[test]
+fn keys_generated_on_one_day_have_different_ids() {
+    let id = || {
+        let output = bin().args(["keys", "generate"]).output().unwrap();
+        assert!(output.status.success());
+        let entry = String::from_utf8(output.stdout).unwrap();
+        entry.trim().split_once(':').unwrap().0.to_owned()
+    };
+    let (first, second) = (id(), id());
+    assert_ne!(first, second);
+    assert!(mcp_connect::crypto::is_key_id(&first), "{first}");
+}
+
 #[test]
 fn serve_without_configuration_names_the_missing_setting() {
     let output = bin()
