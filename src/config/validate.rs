@@ -60,16 +60,12 @@ impl Settings {
                 }
             }
         }
+        let default_port = match self.public_url.scheme() {
+            "https" => 443,
+            _ => 80,
+        };
         for host in &self.allowed_hosts {
-            if host.is_empty()
-                || host.contains(['/', '@', '?', '#'])
-                || host.contains(char::is_whitespace)
-            {
-                return Err(invalid(
-                    "allowed_hosts",
-                    format!("`{host}` is not a Host value (host or host:port, no scheme or path)"),
-                ));
-            }
+            check_allowed_host(host, default_port)?;
         }
         // Compared with a document URL's host (and port) as the URL writes
         // them: an entry written otherwise would start up fine and never match.
@@ -311,6 +307,32 @@ impl Settings {
         }
         Ok(())
     }
+}
+
+/// An `allowed_hosts` entry must be a `Host` value that requests can carry.
+/// Clients leave the scheme's default port out of `Host`, and the check
+/// compares a port only when the entry names one: an entry with
+/// `default_port` (public_url's scheme's) would match no request.
+fn check_allowed_host(host: &str, default_port: u16) -> Result<(), ConfigError> {
+    if host.is_empty() || host.contains(['/', '@', '?', '#']) || host.contains(char::is_whitespace)
+    {
+        return Err(invalid(
+            "allowed_hosts",
+            format!("`{host}` is not a Host value (host or host:port, no scheme or path)"),
+        ));
+    }
+    let authority = http::uri::Authority::try_from(host).ok();
+    if let Some(a) = authority.filter(|a| a.port_u16() == Some(default_port)) {
+        return Err(invalid(
+            "allowed_hosts",
+            format!(
+                "`{host}` never matches: clients leave port {default_port}, the default of \
+                 public_url's scheme, out of Host; write `{}`",
+                a.host()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Only Postgres, and a URL naming both the server and the database: a

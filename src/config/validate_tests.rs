@@ -102,6 +102,36 @@ fn allowed_origins_and_hosts_are_written_as_browsers_send_them() {
             "{host}: {err}"
         );
     }
+    // Port 443 is never in the Host of a request for https://…: the entry
+    // would refuse every one.
+    for (host, write) in [
+        ("connect.example.com:443", "connect.example.com"),
+        ("[::1]:443", "[::1]"),
+    ] {
+        let err = error_with(&[("MCP_CONNECT_ALLOWED_HOSTS", host)]);
+        assert!(
+            err.contains("allowed_hosts") && err.contains(&format!("write `{write}`")),
+            "{host}: {err}"
+        );
+    }
+    // Nor 80 in one for http://…; other ports are kept.
+    let loopback = [
+        ("MCP_CONNECT_PUBLIC_URL", "http://127.0.0.1:8080"),
+        ("MCP_CONNECT_INSECURE_HTTP", "true"),
+    ];
+    for (host, refused) in [
+        ("127.0.0.1:80", true),
+        ("127.0.0.1:8080", false),
+        ("127.0.0.1:443", false),
+    ] {
+        let err = error_with(&[
+            loopback[0],
+            loopback[1],
+            ("MCP_CONNECT_ALLOWED_HOSTS", host),
+        ]);
+        assert_eq!(err.contains("write `127.0.0.1`"), refused, "{host}: {err}");
+        assert_eq!(err.is_empty(), !refused, "{host}: {err}");
+    }
     let fine = error_with(&[
         (
             "MCP_CONNECT_ALLOWED_ORIGINS",
