@@ -321,6 +321,7 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
             scope_separator: e.scope_separator.clone().unwrap_or_else(|| " ".into()),
             pkce: e.pkce.unwrap_or(true),
             authorize_params: pairs(&e.authorize_params),
+            token_params: pairs(&e.token_params),
             account_chooser: pairs(&e.account_chooser),
             decline_errors: e.decline_errors.clone().unwrap_or_default(),
             dead_grant_answers: match &e.dead_grant_answers {

@@ -296,6 +296,13 @@ fn the_checks_refuse_broken_entries() {
         broken("account_id_pointer = \"user.id\"").0,
         "account_id_pointer"
     );
+    // A field the exchange sets itself cannot be set (or replaced) here.
+    for field in ["grant_type", "redirect_uri", "client_secret"] {
+        assert_eq!(
+            broken(&format!("token_params = {{ {field} = \"x\" }}")).0,
+            "token_params"
+        );
+    }
     assert_eq!(
         broken("[params.subdomain]\nexample = \"a.b/c\"").0,
         "params.subdomain"

@@ -17,6 +17,18 @@ use super::{
     template,
 };
 
+/// The fields a code exchange writes itself (RFC 6749 §4.1.3, PKCE and
+/// client authentication): `token_params` may add others, never these.
+const TOKEN_REQUEST_FIELDS: &[&str] = &[
+    "grant_type",
+    "code",
+    "redirect_uri",
+    "code_verifier",
+    "client_id",
+    "client_secret",
+    "refresh_token",
+];
+
 /// A problem: the field and what is wrong with it.
 pub(super) type Problem = (String, String);
 
@@ -196,6 +208,14 @@ pub(super) fn entry(e: &Entry) -> Result<(), Problem> {
             "scope_separator",
             "oauth2 entries say their scope_separator, pkce and refresh",
         ));
+    }
+    for (name, _) in e.token_params.iter().flatten() {
+        if TOKEN_REQUEST_FIELDS.contains(&name.as_str()) {
+            return Err(problem(
+                "token_params",
+                format!("`{name}` is a field the token request sets itself"),
+            ));
+        }
     }
     for (name, _) in e.api_headers.iter().flatten() {
         if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {

@@ -228,6 +228,10 @@ pub(super) struct Entry {
     pub token_pointer: Option<String>,
     pub error_envelope: Option<ErrorEnvelope>,
     pub authorize_params: Option<BTreeMap<String, String>>,
+    /// Fields added to the code exchange's token request (Shopify's
+    /// `expiring = "1"`: an offline token that expires, with a refresh
+    /// token, which Shopify requires of public apps).
+    pub token_params: Option<BTreeMap<String, String>>,
     /// Authorize parameters that make the provider offer another account.
     pub account_chooser: Option<BTreeMap<String, String>>,
     /// Authorization error codes, besides RFC 6749's `access_denied`, with

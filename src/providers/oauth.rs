@@ -76,6 +76,9 @@ impl Provider {
         if self.quirks.pkce {
             form.push(("code_verifier", pkce_verifier));
         }
+        for (key, value) in &self.quirks.token_params {
+            form.push((key.as_str(), value.as_str()));
+        }
         let url = self
             .url_for(Endpoint::Token, params)?
             .ok_or(ProviderError::Unsupported("the OAuth code flow"))?;

@@ -74,6 +74,8 @@ pub(super) struct Quirks {
     /// Extra authorize parameters (Google issues a refresh token only with
     /// `access_type=offline`, and again only with `prompt=consent`).
     pub authorize_params: Vec<(String, String)>,
+    /// Fields added to the code exchange (`token_params`).
+    pub token_params: Vec<(String, String)>,
     /// Authorize parameters that let the user pick another account.
     pub account_chooser: Vec<(String, String)>,
     /// Error codes meaning "the person declined", besides `access_denied`.

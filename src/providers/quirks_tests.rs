@@ -173,6 +173,45 @@ async fn refresh_goes_to_the_refresh_url() {
     assert!(fake.seen("/rfc/exchange-only").is_empty());
 }
 
+/// `token_params` go into the code exchange (Shopify's `expiring = "1"`,
+/// which asks for an offline token that expires, with a refresh token),
+/// and into nothing else.
+#[actix_web::test]
+async fn token_params_go_into_the_code_exchange_only() {
+    use provider_fakes::scripted::Fake;
+
+    use crate::providers::test_catalog::http;
+    let fake = Fake::start().await;
+    let b = fake.base();
+    let settings = settings_with(
+        b,
+        &format!(
+            "[providers.expiring]\nclient_id = \"my client\"\nclient_secret = \"s3cr:et%\"\n\
+             authorize_url = \"{b}/rfc/authorize\"\ntoken_url = \"{b}/rfc/token\"\n\
+             userinfo_url = \"{b}/rfc/userinfo\"\napi_base_url = \"{b}/rfc/api/\"\n\
+             token_params = {{ expiring = \"1\" }}\n"
+        ),
+    );
+    let catalog = ProviderCatalog::from_settings(&settings).unwrap();
+    let expiring = catalog.get("expiring").unwrap();
+    expiring
+        .exchange_code(&http(), "r-code", "a-verifier")
+        .await
+        .unwrap();
+    expiring
+        .refresh(&http(), "rfc-rt", &Default::default())
+        .await
+        .unwrap();
+    let seen = fake.seen("/rfc/token");
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].form.get("expiring").map(String::as_str), Some("1"));
+    assert_eq!(
+        seen[0].form.get("grant_type").map(String::as_str),
+        Some("authorization_code")
+    );
+    assert_eq!(seen[1].form.get("expiring"), None, "not in the refresh");
+}
+
 /// Dropbox revokes with the access token as the bearer credential of a
 /// POST without a body; a refresh token is not revoked on its own (the
 /// access token's revocation ends it).

@@ -224,11 +224,17 @@ mod tests {
     fn a_dead_grant_in_the_providers_own_words_is_invalid_grant() {
         let strava = r#"{"message":"Bad Request","errors":[{"resource":"RefreshToken","field":"refresh_token","code":"invalid"}]}"#;
         let twitch = r#"{"error":"Bad Request","status":400,"message":"Invalid refresh token"}"#;
+        // X's: an RFC 6749 error, but not the RFC's code for it.
+        let x = r#"{"error":"invalid_request","error_description":"Value passed for the token was invalid."}"#;
         let entries = [
             ("/errors/0/field".to_owned(), "refresh_token".to_owned()),
             ("/message".to_owned(), "Invalid refresh token".to_owned()),
+            (
+                "/error_description".to_owned(),
+                "Value passed for the token was invalid.".to_owned(),
+            ),
         ];
-        for body in [strava, twitch] {
+        for body in [strava, twitch, x] {
             let mut a = answer(400, Some("application/json"), body);
             assert!(
                 !matches!(parse(&a, &[]), Err(ProviderError::InvalidGrant)),
