@@ -138,6 +138,20 @@ pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// An HTTP method as the access lines name it: one of the standard methods
+/// (RFC 9110's, and PATCH), or `other`. actix takes any token as a method,
+/// as long as a whole request head: the sender's text, of any length,
+/// which a log line does not hold.
+pub fn http_method(method: &str) -> &'static str {
+    const STANDARD: [&str; 9] = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+    ];
+    STANDARD
+        .into_iter()
+        .find(|m| *m == method)
+        .unwrap_or("other")
+}
+
 /// Installs the global subscriber; false when one was installed already.
 fn install<W>(format: LogFormat, writer: W) -> bool
 where

@@ -123,12 +123,7 @@ impl RequestFacts {
     pub fn new(http_method: &str, peer: Option<IpAddr>) -> Self {
         Self {
             started: Instant::now(),
-            http_method: match http_method {
-                "POST" => "POST",
-                "GET" => "GET",
-                "DELETE" => "DELETE",
-                _ => "other",
-            },
+            http_method: crate::telemetry::http_method(http_method),
             peer,
             method: None,
             caller: None,

@@ -1,7 +1,7 @@
 //! One structured line per request outside `/mcp` (which writes its own,
-//! `mcp::access_log`): peer, method, path without the query (`/connect?ticket=…`
-//! and OAuth callbacks carry one-time secrets there) and cut to a short
-//! printable prefix, status, duration.
+//! `mcp::access_log`): peer, method (a standard one, or `other`), path
+//! without the query (`/connect?ticket=…` and OAuth callbacks carry one-time
+//! secrets there) and cut to a short printable prefix, status, duration.
 //! Health probes, which come every few seconds, are logged at debug. Each
 //! request is also counted in the page metrics.
 
@@ -28,7 +28,7 @@ pub async fn access_log(
     // long enough for every route of this service and a little more.
     let path = crate::crypto::printable_prefix_of(req.path(), PATH_CHARS);
     let started = Instant::now();
-    let method = req.method().to_string();
+    let method = crate::telemetry::http_method(req.method().as_str());
     let state = req.app_data::<web::Data<AppState>>().cloned();
     let peer = match &state {
         Some(state) => state.client_address(req.request()),

@@ -145,6 +145,38 @@ async fn a_long_path_is_logged_as_a_short_prefix() {
     }
 }
 
+/// A method is the sender's to choose too: actix takes any token up to the
+/// size of a request head. A page's access line names the standard methods
+/// and says `other` for the rest, as the `/mcp` line does.
+#[tokio::test]
+async fn a_made_up_method_is_logged_as_other() {
+    crate::logs::init();
+    let app = spawn_app().await;
+    let marker = &uuid::Uuid::new_v4().simple().to_string()[..12];
+    let made_up = format!("M{}", "Q".repeat(20 * 1024));
+    let method = reqwest::Method::from_bytes(made_up.as_bytes()).unwrap();
+    for method in [method, reqwest::Method::PUT] {
+        let response = app
+            .http
+            .request(method, format!("{}/p{marker}", app.addr))
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_client_error(), "{}", response.status());
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let logs = crate::logs::captured();
+    let lines: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("request") && l.contains(marker))
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    let start = |line: &str| line.chars().take(300).collect::<String>();
+    assert!(lines[0].contains("other"), "{}", start(lines[0]));
+    assert!(!lines[0].contains("QQQQ"), "{}…", start(lines[0]));
+    assert!(lines[1].contains("PUT"), "{}", lines[1]);
+}
+
 /// The access lines captured so far that name `subject`. They are written
 /// as the responses go out: the last one is given a moment to be formatted.
 async fn access_lines_of(subject: &str) -> Vec<String> {
