@@ -88,7 +88,8 @@ pub(crate) async fn submit(body: web::Bytes, dev: web::Data<DevServices>) -> Htt
     };
     tracing::info!(
         user = user.as_str(),
-        client_id = request.client_id,
+        // The requester's choice, up to 512 characters: its start names it.
+        client_id = crate::crypto::printable_prefix(request.client_id),
         "dev identity provider: signed in"
     );
     let grant = CodeGrant {

@@ -528,3 +528,39 @@ async fn a_link_deleted_while_its_person_signs_in_ends_on_its_page_not_in_an_err
     );
     assert_eq!(browser.get("/connections").await.status, 200);
 }
+
+/// The dev sign-in's log line names the client, whose id is the requester's
+/// to choose (up to 512 characters): only its start is logged.
+#[tokio::test]
+async fn the_dev_sign_in_logs_only_the_start_of_a_long_client_id() {
+    let app = spawn_app().await;
+    let user = format!("u{}", &Uuid::new_v4().simple().to_string()[..12]);
+    let client_id = "Z".repeat(512);
+    let challenge = "A".repeat(43);
+    let form = [
+        ("response_type", "code"),
+        ("client_id", client_id.as_str()),
+        ("redirect_uri", "http://127.0.0.1:9/callback"),
+        ("code_challenge", challenge.as_str()),
+        ("code_challenge_method", "S256"),
+        ("scope", "openid"),
+        ("username", user.as_str()),
+        ("action", "sign-in"),
+    ];
+    let response = app
+        .http
+        .post(format!("{}/dev/idp/authorize", app.addr))
+        .form(&form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 303, "{}", response.text().await.unwrap());
+    let logs = crate::logs::captured();
+    let line = logs
+        .lines()
+        .find(|l| l.contains("signed in") && l.contains(&user))
+        .expect("the sign-in is logged");
+    let start: String = line.chars().take(300).collect();
+    assert!(line.contains(&"Z".repeat(32)), "{start}");
+    assert!(!line.contains(&"Z".repeat(33)), "{start}…");
+}
