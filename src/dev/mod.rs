@@ -10,6 +10,7 @@ mod authorize;
 mod cli;
 pub mod demo;
 mod discovery;
+mod environment;
 mod grants;
 mod mint;
 mod pages;

@@ -19,6 +19,7 @@ use super::{
         WEB_CLIENT_ID, print_token,
     },
     dev_key_entry,
+    environment::{connect_env, refuse_settings_dev_sets},
 };
 use crate::{
     config::{ENV_PREFIX, LogFormat, Settings},
@@ -31,7 +32,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         return print_token(&args, token_args).await;
     }
     check_bind_host(&args.bind_host)?;
-    refuse_serve_database()?;
+    let env = connect_env()?;
+    refuse_settings_dev_sets(&env)?;
     check_database_url(&args.database_url)?;
     let _log = crate::telemetry::init_for_serving(log_format_from_env());
 
@@ -47,7 +49,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
 
     let mut settings = Settings::from_sources(
         None,
-        connect_env()?,
+        env,
         base_settings(&public_url, &args, &dev, key_entry),
     )
     .context("dev mode settings")?;
@@ -120,43 +122,6 @@ async fn prepare_database(url: &SecretString) -> anyhow::Result<PgPool> {
         .await
         .with_context(|| format!("cannot migrate the dev {place}"))?;
     Ok(pool)
-}
-
-/// dev's database is `--database-url` / `DATABASE_URL`. A serve
-/// deployment's `MCP_CONNECT_DATABASE_URL` left in the environment would
-/// override the server's setting (see [`connect_env`]) while dev prepared
-/// its own: a dev server, whose sign-in takes any name, writing into that
-/// other database. Refused before anything is connected.
-fn refuse_serve_database() -> anyhow::Result<()> {
-    for name in ["DATABASE_URL", "DATABASE_URL_FILE"] {
-        let var = format!("{ENV_PREFIX}{name}");
-        if std::env::var_os(&var).is_some() {
-            bail!(
-                "dev does not use {var} (a serve setting): its database is --database-url or DATABASE_URL. \
-                 Unset {var} to run dev."
-            );
-        }
-    }
-    Ok(())
-}
-
-/// The process's `MCP_CONNECT_*` variables; they override dev defaults.
-fn connect_env() -> anyhow::Result<Vec<(String, String)>> {
-    let mut vars = Vec::new();
-    for (key, value) in std::env::vars_os() {
-        let Some(key) = key
-            .to_str()
-            .filter(|k| k.starts_with(ENV_PREFIX))
-            .map(str::to_owned)
-        else {
-            continue;
-        };
-        let value = value
-            .into_string()
-            .map_err(|_| anyhow!("{key} is not valid UTF-8"))?;
-        vars.push((key, value));
-    }
-    Ok(vars)
 }
 
 fn base_settings(

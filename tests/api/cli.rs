@@ -203,6 +203,38 @@ fn dev_refuses_a_serve_database_url_instead_of_using_two_databases() {
     }
 }
 
+/// Where dev serves and who issues its tokens are dev's own settings: a
+/// serve deployment's left in the environment would override them, and
+/// the token dev prints would be refused, its links point elsewhere. dev
+/// refuses them, naming the variable to unset.
+#[test]
+fn dev_refuses_serve_settings_it_sets_itself() {
+    for (var, value) in [
+        ("MCP_CONNECT_PUBLIC_URL", "https://connect.example.com"),
+        ("MCP_CONNECT_BIND", "0.0.0.0:8080"),
+        ("MCP_CONNECT_AUTH__ISSUER", "https://idp.example.com"),
+        ("MCP_CONNECT_AUTH__WEB_CLIENT_ID", "production-web"),
+        ("MCP_CONNECT_PUBLIC_URL_FILE", "/run/secrets/public_url"),
+    ] {
+        // Refused before anything is connected: this database is never asked.
+        let output = bin()
+            .args([
+                "dev",
+                "--port",
+                "0",
+                "--database-url",
+                "postgres://127.0.0.1:9/none",
+            ])
+            .env(var, value)
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{var}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(&format!("Unset {var}")), "{stderr}");
+        assert!(!stderr.contains(value), "{stderr}");
+    }
+}
+
 #[test]
 fn out_of_range_arguments_are_refused_naming_their_flag() {
     for (args, flag) in [
