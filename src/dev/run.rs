@@ -10,7 +10,7 @@ use std::{
 
 use anyhow::{Context, anyhow, bail};
 use secrecy::{ExposeSecret, SecretString};
-use sqlx::PgPool;
+use sqlx::{PgPool, postgres::PgConnectOptions};
 
 use super::{
     DevServices,
@@ -37,7 +37,10 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     check_database_url(&args.database_url)?;
     let _log = crate::telemetry::init_for_serving(log_format_from_env());
 
-    let pool = prepare_database(&args.database_url).await?;
+    let options =
+        db::connect_options(&args.database_url).context("--database-url / DATABASE_URL")?;
+    let database = database_place(&options);
+    let pool = prepare_database(options, &database).await?;
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, args.port)).with_context(|| {
         format!("cannot listen on 127.0.0.1:{} (is something else using it? --port 0 picks a free port)", args.port)
     })?;
@@ -68,7 +71,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         &[],
         Duration::from_secs(CLI_TOKEN_TTL_SECS),
     )?;
-    announce(&args, &public_url, port, &token)?;
+    announce(&args, &public_url, port, &token, &database)?;
 
     let signals =
         crate::shutdown::drain_until_second_signal(handle, move || state.begin_shutdown());
@@ -106,21 +109,31 @@ fn log_format_from_env() -> LogFormat {
     }
 }
 
-async fn prepare_database(url: &SecretString) -> anyhow::Result<PgPool> {
-    let options = db::connect_options(url).context("--database-url / DATABASE_URL")?;
-    let place = format!(
-        "database `{}` on {}:{}",
+/// Where dev's database is, for its messages: its name, server and role,
+/// never the URL's password.
+fn database_place(options: &PgConnectOptions) -> String {
+    let server = match options.get_socket() {
+        Some(dir) => dir.display().to_string(),
+        None => format!("{}:{}", options.get_host(), options.get_port()),
+    };
+    format!(
+        "{} on {server} (user {})",
         options.get_database().unwrap_or("postgres"),
-        options.get_host(),
-        options.get_port()
-    );
+        options.get_username()
+    )
+}
+
+/// Creates the database `place` names if missing, and migrates it.
+async fn prepare_database(options: PgConnectOptions, place: &str) -> anyhow::Result<PgPool> {
     db::create_database_if_missing(&options, db::ANSWER_WITHIN)
         .await
-        .with_context(|| format!("cannot prepare the dev {place}; is Postgres running? (set --database-url or DATABASE_URL)"))?;
+        .with_context(|| format!("cannot prepare the dev database {place}; is Postgres running? (set --database-url or DATABASE_URL)"))?;
     let pool = db::pool(options, 2);
     db::migrate(&pool, db::ANSWER_WITHIN)
         .await
-        .with_context(|| format!("cannot migrate the dev {place}"))?;
+        .with_context(|| format!("cannot migrate the dev database {place}"))?;
+    // Also for --json, which prints no banner.
+    tracing::info!(database = place, "dev database ready");
     Ok(pool)
 }
 
@@ -206,7 +219,13 @@ async fn wait_until_ready(port: u16, server: &mut ServerTask) -> anyhow::Result<
     bail!("the server did not become ready within 30 seconds (see the log above)")
 }
 
-fn announce(args: &DevArgs, public_url: &str, port: u16, token: &str) -> anyhow::Result<()> {
+fn announce(
+    args: &DevArgs,
+    public_url: &str,
+    port: u16,
+    token: &str,
+    database: &str,
+) -> anyhow::Result<()> {
     let mcp_url = format!("{public_url}/mcp");
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -218,7 +237,8 @@ fn announce(args: &DevArgs, public_url: &str, port: u16, token: &str) -> anyhow:
             "\nmcp-connect dev is ready.\n\n  \
              MCP URL    {mcp_url}\n  \
              Web        {public_url}/connections\n  \
-             Issuer     {public_url}/dev/idp (dev sign-in: any user name, no password)\n\n  \
+             Issuer     {public_url}/dev/idp (dev sign-in: any user name, no password)\n  \
+             Database   {database}\n\n  \
              Bearer token for alice (valid {hours} hours):\n\n{token}\n\n  \
              A token for another user:\n    mcp-connect dev --port {port} token --sub bob\n\n  \
              Press Ctrl-C to stop.\n",
@@ -238,6 +258,16 @@ fn announce(args: &DevArgs, public_url: &str, port: u16, token: &str) -> anyhow:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_database_is_named_without_its_password() {
+        let url = "postgres://ann:hunter2@db.example:5433/devdb".to_owned();
+        let options = db::connect_options(&url.into()).unwrap();
+        assert_eq!(
+            database_place(&options),
+            "devdb on db.example:5433 (user ann)"
+        );
+    }
 
     #[test]
     fn only_loopback_binding_is_accepted() {

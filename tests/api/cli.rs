@@ -235,6 +235,41 @@ fn dev_refuses_serve_settings_it_sets_itself() {
     }
 }
 
+/// The banner says which database dev created, migrated and writes to
+/// (without a password: the unit tests of `dev::run` show that).
+#[tokio::test]
+async fn dev_names_its_database_in_its_banner() {
+    use tokio::io::AsyncBufReadExt;
+    // Only for its database, dropped at the end.
+    let app = spawn_app().await;
+    let url = url::Url::parse(&format!("{}/{}", server_url(), app.db_name)).unwrap();
+    let mut dev = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
+        .args(["dev", "--port", "0", "--database-url", url.as_str()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(dev.stdout.take().unwrap()).lines();
+    let mut banner = String::new();
+    while !banner.contains("Ctrl-C") {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("dev mode announces itself")
+            .unwrap()
+            .expect("the banner, to its end");
+        banner.push_str(&line);
+        banner.push('\n');
+    }
+    dev.kill().await.unwrap();
+    let host = url.host_str().unwrap();
+    let database = banner
+        .lines()
+        .find(|l| l.contains(&app.db_name))
+        .unwrap_or_else(|| panic!("the database is named: {banner}"));
+    assert!(database.contains(host), "{banner}");
+}
+
 #[test]
 fn out_of_range_arguments_are_refused_naming_their_flag() {
     for (args, flag) in [
