@@ -87,32 +87,45 @@ pub enum DbSetupError {
 }
 
 pub fn connect_options(url: &SecretString) -> Result<PgConnectOptions, DbSetupError> {
-    let options = PgConnectOptions::from_str(url.expose_secret())
+    let url = with_login_user(url, |v| std::env::var(v).ok(), os_login_name);
+    PgConnectOptions::from_str(url.expose_secret())
         .map(|o| o.log_statements(tracing::log::LevelFilter::Trace))
-        .map_err(DbSetupError::BadUrl)?;
-    Ok(
-        match login_user_for(
-            url.expose_secret(),
-            |v| std::env::var(v).ok(),
-            os_login_name,
-        ) {
-            Some(user) => options.username(&user),
-            None => options,
-        },
-    )
+        .map_err(DbSetupError::BadUrl)
 }
 
-/// The role to connect as when the URL names none and `PGUSER` is unset:
-/// the login name from `USER` or `LOGNAME`, or else the account this
-/// process runs as (`os_name`), as `psql` would use. sqlx 0.9 is built
-/// here without asking the OS and connects as "anonymous", so
-/// `postgres://localhost/db` failed where `psql` works.
+/// `url`, naming the role [`login_user_for`] gives when it names none (as
+/// its `user` parameter). In the URL, not set on the parsed options: sqlx
+/// looks the password up in the password file (`PGPASSFILE`, `~/.pgpass`)
+/// as it parses, for the user it has then, and not again after.
+fn with_login_user(
+    url: &SecretString,
+    env: impl Fn(&str) -> Option<String>,
+    os_name: impl FnOnce() -> Option<String>,
+) -> SecretString {
+    let Some(user) = login_user_for(url.expose_secret(), env, os_name) else {
+        return url.clone();
+    };
+    // One the URL parser refuses, sqlx refuses too, and says why.
+    let Ok(mut named) = url::Url::parse(url.expose_secret()) else {
+        return url.clone();
+    };
+    named.query_pairs_mut().append_pair("user", &user);
+    SecretString::from(String::from(named))
+}
+
+/// The role to connect as when the URL names none (neither before its
+/// host nor as its `user` parameter) and `PGUSER` is unset: the login name
+/// from `USER` or `LOGNAME`, or else the account this process runs as
+/// (`os_name`), as `psql` would use. sqlx 0.9 is built here without asking
+/// the OS and connects as "anonymous", so `postgres://localhost/db` failed
+/// where `psql` works.
 fn login_user_for(
     url: &str,
     env: impl Fn(&str) -> Option<String>,
     os_name: impl FnOnce() -> Option<String>,
 ) -> Option<String> {
-    let names_user = url::Url::parse(url).is_ok_and(|u| !u.username().is_empty());
+    let names_user = url::Url::parse(url)
+        .is_ok_and(|u| !u.username().is_empty() || u.query_pairs().any(|(k, _)| k == "user"));
     if names_user || env("PGUSER").is_some() {
         return None;
     }
@@ -397,12 +410,92 @@ mod login_user_tests {
     }
 
     #[test]
+    fn the_login_name_goes_into_the_url_sqlx_parses() {
+        use secrecy::{ExposeSecret, SecretString};
+        let named = |url: &str| {
+            let url = SecretString::from(url);
+            super::with_login_user(&url, env(&[("USER", "ann")]), no_os_name)
+                .expose_secret()
+                .to_owned()
+        };
+        assert_eq!(
+            named("postgres://localhost/db?sslmode=disable"),
+            "postgres://localhost/db?sslmode=disable&user=ann"
+        );
+        assert_eq!(
+            named("postgres://bo@localhost/db"),
+            "postgres://bo@localhost/db"
+        );
+    }
+
+    /// The role and password the child test process is given.
+    const CHILD_USER: &str = "pgpass-login";
+    // Letters only: the URL sqlx gives it back in percent-encodes the rest.
+    const CHILD_PASSWORD: &str = "fromThePasswordFile";
+    /// Set for the child process: [`pgpass_in_child`] checks only there.
+    const CHILD: &str = "DB_TESTS_PGPASS_CHILD";
+
+    /// A URL without a user connects as the login name, with the password
+    /// the password file holds for that name (as `psql` does). sqlx reads
+    /// `PGPASSFILE` from the environment, which a test cannot change in its
+    /// own process (every other test shares it): the check runs in a child
+    /// process of this test binary, given a password file of its own.
+    #[test]
+    fn a_password_file_line_for_the_login_name_is_used() {
+        use std::os::unix::fs::PermissionsExt;
+        let home = std::env::temp_dir().join(format!("mcp-connect-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir(&home).unwrap();
+        let file = home.join("pgpass");
+        let line = format!("localhost:5432:*:{CHILD_USER}:{CHILD_PASSWORD}\n");
+        std::fs::write(&file, line).unwrap();
+        // sqlx, like libpq, ignores a password file others may read.
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "db::login_user_tests::pgpass_in_child",
+                "--exact",
+                "--ignored",
+            ])
+            .env(CHILD, "1")
+            .env("PGPASSFILE", &file)
+            .env("USER", CHILD_USER)
+            // No ~/.pgpass of the person running the tests.
+            .env("HOME", &home)
+            .env_remove("PGUSER")
+            .env_remove("PGPASSWORD")
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&home);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && stdout.contains("1 passed"),
+            "{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    #[test]
+    #[ignore = "run by a_password_file_line_for_the_login_name_is_used, in a process of its own"]
+    fn pgpass_in_child() {
+        if std::env::var_os(CHILD).is_none() {
+            return;
+        }
+        let url = "postgres://localhost:5432/mcp_connect_dev".to_owned();
+        let options = super::connect_options(&url.into()).unwrap();
+        assert_eq!(options.get_username(), CHILD_USER);
+        let url = sqlx::ConnectOptions::to_url_lossy(&options);
+        assert_eq!(url.password(), Some(CHILD_PASSWORD));
+    }
+
+    #[test]
     fn a_user_in_the_url_or_pguser_wins() {
         let vars = [("USER", "ann")];
-        assert_eq!(
-            login_user_for("postgres://root@localhost/db", env(&vars), no_os_name),
-            None
-        );
+        for url in [
+            "postgres://root@localhost/db",
+            "postgres://localhost/db?user=root",
+        ] {
+            assert_eq!(login_user_for(url, env(&vars), no_os_name), None, "{url}");
+        }
         let with_pguser = [("USER", "ann"), ("PGUSER", "postgres")];
         assert_eq!(
             login_user_for("postgres://localhost/db", env(&with_pguser), no_os_name),
