@@ -307,7 +307,7 @@ impl FakeProvider {
                 "/v1/oauth/token",
                 "/v1/users/me",
                 "/v1/",
-                None,
+                Some("/v1/oauth/revoke"),
             ),
             Kind::Dropbox => (
                 "dropbox",

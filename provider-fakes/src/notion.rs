@@ -8,6 +8,10 @@
 //! does; a refresh answers a new pair and retires the old one. The API
 //! (`/v1/users/me`, the token's bot user, and `/v1/users`) wants a
 //! `Notion-Version` header and answers Notion's error objects.
+//! `/v1/oauth/revoke` ends the grant of an access token: the client as
+//! HTTP Basic, `Notion-Version`, and a JSON body of `token` alone (the
+//! fake refuses fields the reference does not list, such as RFC 7009's
+//! `token_type_hint`).
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};
@@ -35,6 +39,7 @@ pub async fn start() -> FakeProvider {
 fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/v1/oauth/authorize", web::get().to(authorize))
         .route("/v1/oauth/token", web::post().to(token))
+        .route("/v1/oauth/revoke", web::post().to(revoke))
         .route("/v1/users/me", web::get().to(me))
         .route("/v1/users", web::get().to(users));
 }
@@ -115,6 +120,45 @@ async fn token(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> H
             json(200, answer(&account, access, refresh))
         }
         _ => oauth_error(400, "unsupported_grant_type", "Unsupported grant type."),
+    }
+}
+
+async fn revoke(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> HttpResponse {
+    Counters::bump(&fake.calls.revoke);
+    if header(&req, "notion-version").is_none_or(str::is_empty) {
+        return error(
+            400,
+            "missing_version",
+            "Notion-Version header failed validation: Notion-Version header should be defined, \
+             instead was `undefined`.",
+        );
+    }
+    let basic = credentials(&req, &["basic"]).is_some();
+    let (id, secret) = client(&req, &Default::default());
+    if !basic
+        || id.as_ref() != Some(&fake.client_id)
+        || secret.as_ref() != Some(&fake.client_secret)
+    {
+        return error(401, "unauthorized", "Invalid client.");
+    }
+    let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(&body) else {
+        return error(400, "invalid_json", "Error parsing JSON body.");
+    };
+    if let Some(other) = body.keys().find(|k| *k != "token") {
+        return error(
+            400,
+            "validation_error",
+            &format!("body failed validation: body.{other} should be not present."),
+        );
+    }
+    let token = body
+        .get("token")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if fake.memory().revoke_grant_of(token) {
+        json(200, json!({"request_id": uuid::Uuid::new_v4().to_string()}))
+    } else {
+        error(401, "unauthorized", "API token is invalid.")
     }
 }
 

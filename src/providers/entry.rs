@@ -90,6 +90,11 @@ pub(super) enum Revocation {
     /// credential (Dropbox's `/2/auth/token/revoke`); it ends the grant's
     /// refresh token too, which cannot be revoked on its own.
     BearerAccessToken,
+    /// The access token alone (`token`, no type hint), with client
+    /// authentication and the API's headers, as at the token endpoint
+    /// (Notion's `/v1/oauth/revoke`, which takes no other field and wants
+    /// its `Notion-Version`); it ends the grant, refresh token included.
+    AccessTokenOnly,
 }
 
 /// A token endpoint refusal that means the grant is dead: the string

@@ -157,7 +157,14 @@ impl Provider {
                 let (request, _) = self.authorized(http, reqwest::Method::POST, url, token);
                 request.timeout(TIMEOUT)
             }
-            Revocation::BearerAccessToken => {
+            Revocation::AccessTokenOnly if hint == TokenHint::AccessToken => {
+                let mut request = self.authenticated_post(http, &url, vec![("token", token)]);
+                for (name, value) in &self.quirks.api_headers {
+                    request = request.header(name, value);
+                }
+                request
+            }
+            Revocation::BearerAccessToken | Revocation::AccessTokenOnly => {
                 return Err(ProviderError::Unsupported(
                     "revoking a refresh token on its own",
                 ));

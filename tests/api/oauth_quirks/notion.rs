@@ -1,6 +1,7 @@
 //! Notion: the client authenticates only with HTTP Basic and a JSON body,
 //! the token never expires (so it is never refreshed), every API call
-//! carries `Notion-Version`, and the account is the token's bot.
+//! carries `Notion-Version`, the account is the token's bot, and a
+//! revocation sends the access token alone.
 
 use serde_json::json;
 
@@ -46,21 +47,41 @@ async fn notion_connects_with_basic_auth_and_a_json_body_and_is_never_refreshed(
     assert_eq!(fake.calls().refresh, 0, "never refreshed");
     assert_eq!(fake.calls().token, 1);
 
-    // Notion has no revocation endpoint in the entry: disconnect deletes,
-    // and says what that leaves the user to do — no failure to report.
+    // Disconnect revokes at Notion: the token alone, with the client and
+    // the version header; the token is dead there afterwards.
+    let token = fake
+        .issued()
+        .into_iter()
+        .find(|t| t.starts_with("ntn_"))
+        .expect("an access token");
     let gone = disconnect(&app, "notion").await;
-    assert_eq!(fake.calls().revoke, 0);
+    assert_eq!(fake.calls().revoke, 1);
     assert_eq!(gone["result"]["isError"], false, "{gone}");
     let result = &gone["result"]["structuredContent"];
-    assert_eq!(result["revocation"], "not_offered", "{gone}");
+    assert_eq!(result["revocation"], "revoked", "{gone}");
     assert_eq!(result["next_step"], "none", "{gone}");
-    assert_eq!(
-        gone["result"]["content"][1]["text"],
-        "Notion account Acme Workspace is disconnected; its tokens are forgotten here. Notion offers \
-         no way to revoke them from here: remove this server's access in the account's settings at \
-         Notion to end it there too.",
-        "{gone}"
-    );
+    let me = provider_fakes::no_redirects()
+        .get(format!("{}/v1/users/me", fake.base))
+        .bearer_auth(&token)
+        .header("notion-version", "2022-06-28")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(me.status(), 401, "the token still works at Notion");
+}
+
+/// Notion's revocation takes the token alone: RFC 7009's, which adds
+/// `token_type_hint`, is refused there, and the disconnect says the access
+/// may still be live.
+#[tokio::test]
+async fn notion_refuses_an_rfc_7009_revocation() {
+    let fake = notion::start().await;
+    let app = app_with_edit(&fake, "notion", "revocation = \"rfc7009\"").await;
+    connect(&app, &fake, "notion").await;
+    let gone = disconnect(&app, "notion").await;
+    let result = &gone["result"]["structuredContent"];
+    assert_eq!(result["connection"], "disconnected", "{gone}");
+    assert_eq!(result["revocation"], "failed", "{gone}");
 }
 
 #[tokio::test]
