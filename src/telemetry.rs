@@ -1,5 +1,7 @@
 //! Logging: JSON lines (or pretty text) to stderr through `tracing`.
-//! `RUST_LOG` filters; the default is `info,sqlx=warn`.
+//! `RUST_LOG` filters; the default is `info,sqlx=warn` and nothing of the
+//! driver's password file reader below error (it quotes a malformed line
+//! of `~/.pgpass` whole, password included).
 //!
 //! Whatever `RUST_LOG` says, the MCP library's own logs stay at `info`: at
 //! `debug` and below it prints whole JSON-RPC messages, and ours carry
@@ -158,7 +160,9 @@ where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
 {
     let builder = fmt()
-        .with_env_filter(filter("info,sqlx=warn"))
+        .with_env_filter(filter(
+            "info,sqlx=warn,sqlx_postgres::options::pgpass=error",
+        ))
         .with_writer(writer)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(true);

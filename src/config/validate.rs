@@ -60,12 +60,8 @@ impl Settings {
                 }
             }
         }
-        let default_port = match self.public_url.scheme() {
-            "https" => 443,
-            _ => 80,
-        };
         for host in &self.allowed_hosts {
-            check_allowed_host(host, default_port)?;
+            check_allowed_host(host)?;
         }
         // Compared with a document URL's host (and port) as the URL writes
         // them: an entry written otherwise would start up fine and never match.
@@ -310,10 +306,11 @@ impl Settings {
 }
 
 /// An `allowed_hosts` entry must be a `Host` value that requests can carry.
-/// Clients leave the scheme's default port out of `Host`, and the check
-/// compares a port only when the entry names one: an entry with
-/// `default_port` (public_url's scheme's) would match no request.
-fn check_allowed_host(host: &str, default_port: u16) -> Result<(), ConfigError> {
+/// Clients leave a scheme's default port (80 for http, 443 for https) out
+/// of `Host`, and the check compares a port only when the entry names
+/// one: an entry with either would match no request (public_url's scheme
+/// or, inside the network, the other's).
+fn check_allowed_host(host: &str) -> Result<(), ConfigError> {
     if host.is_empty() || host.contains(['/', '@', '?', '#']) || host.contains(char::is_whitespace)
     {
         return Err(invalid(
@@ -322,12 +319,19 @@ fn check_allowed_host(host: &str, default_port: u16) -> Result<(), ConfigError> 
         ));
     }
     let authority = http::uri::Authority::try_from(host).ok();
-    if let Some(a) = authority.filter(|a| a.port_u16() == Some(default_port)) {
+    let default_port = |a: &http::uri::Authority| match a.port_u16() {
+        Some(80) => Some("http"),
+        Some(443) => Some("https"),
+        _ => None,
+    };
+    if let Some(a) = authority
+        && let Some(scheme) = default_port(&a)
+    {
         return Err(invalid(
             "allowed_hosts",
             format!(
-                "`{host}` never matches: clients leave port {default_port}, the default of \
-                 public_url's scheme, out of Host; write `{}`",
+                "`{host}` never matches: clients leave {scheme}'s default port out of Host; \
+                 write `{}`",
                 a.host()
             ),
         ));

@@ -114,7 +114,7 @@ fn allowed_origins_and_hosts_are_written_as_browsers_send_them() {
             "{host}: {err}"
         );
     }
-    // Nor 80 in one for http://…; other ports are kept.
+    // Nor 80 (or 443) in one for http://…; other ports are kept.
     let loopback = [
         ("MCP_CONNECT_PUBLIC_URL", "http://127.0.0.1:8080"),
         ("MCP_CONNECT_INSECURE_HTTP", "true"),
@@ -122,7 +122,7 @@ fn allowed_origins_and_hosts_are_written_as_browsers_send_them() {
     for (host, refused) in [
         ("127.0.0.1:80", true),
         ("127.0.0.1:8080", false),
-        ("127.0.0.1:443", false),
+        ("127.0.0.1:443", true),
     ] {
         let err = error_with(&[
             loopback[0],
@@ -139,7 +139,7 @@ fn allowed_origins_and_hosts_are_written_as_browsers_send_them() {
         ),
         (
             "MCP_CONNECT_ALLOWED_HOSTS",
-            "c.example.com, c.example.com:8443, [::1]:80, ::1",
+            "c.example.com, c.example.com:8443, [::1]:8080, ::1",
         ),
         (
             "MCP_CONNECT_CLIENTS__METADATA_TRUSTED_HOSTS",

@@ -31,9 +31,10 @@ pub const DECLINED_CODE: i32 = -31001;
 pub const CANCELLED_CODE: i32 = -31002;
 /// The user's share of new connect links for this minute is spent.
 pub const TOO_MANY_LINKS_CODE: i32 = -31003;
-/// The account's token has expired and its provider refuses to renew it
-/// for a reason of this server's (its client credentials): the operator
-/// must act; neither retrying nor connecting again helps.
+/// The account's token has expired and its provider refuses to renew it,
+/// without saying the grant is dead: retrying does not help; the message
+/// says whether the operator must act (this server's client refused) or
+/// connecting again may.
 pub const REFRESH_REFUSED_CODE: i32 = -31004;
 
 /// Seconds the client is asked to wait before retrying.
@@ -108,8 +109,8 @@ pub enum RequestError {
     ProviderUnavailable {
         provider: String,
     },
-    /// The token has expired and its provider refuses to renew it for a
-    /// reason its operator must mend: `message` says so.
+    /// The token has expired and its provider refuses to renew it:
+    /// `message` says who may mend it.
     RefreshRefused {
         message: String,
     },

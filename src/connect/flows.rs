@@ -363,7 +363,7 @@ async fn store(
         .await
         .map_err(|e| failed(e.into()))?;
     // A reconnect's row may be held by a refresh of it under way.
-    vault::wait_for_refreshes(&mut tx)
+    vault::wait_for_refreshes(&mut tx, &state.settings.database)
         .await
         .map_err(|e| failed(e.into()))?;
     vault::adopt_unscoped(&mut tx, user, provider, account, params)

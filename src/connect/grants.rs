@@ -253,6 +253,8 @@ async fn ask<'s>(
                     .await
                     .map_err(internal)?;
             let Some(t) = issued else {
+                // The call asks to connect instead, with a link of its own.
+                state.link_limit.give_back(p.user());
                 return Ok(Gate::Gone);
             };
             (t.id, t.secret)
@@ -295,6 +297,7 @@ async fn ask_on_the_connections_page<'s>(
                     .await
                     .map_err(internal)?;
             if issued.is_none() {
+                state.link_limit.give_back(p.user());
                 return Ok(Gate::Gone);
             }
         }

@@ -40,6 +40,16 @@ impl LinkLimit {
         self.take_at(user, Instant::now())
     }
 
+    /// Gives back a link taken for a ticket that was not made after all
+    /// (its connection deleted in between): the call asks for another.
+    pub fn give_back(&self, user: UserRef<'_>) {
+        let key = crate::crypto::parts_key(&[user.issuer(), user.subject()]);
+        let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(window) = windows.get_mut(&key) {
+            window.issued = window.issued.saturating_sub(1);
+        }
+    }
+
     fn take_at(&self, user: UserRef<'_>, now: Instant) -> Result<(), Duration> {
         // Fixed size, whatever the length of the names.
         let key = crate::crypto::parts_key(&[user.issuer(), user.subject()]);
@@ -69,6 +79,20 @@ impl LinkLimit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_link_given_back_can_be_taken_again() {
+        let limit = LinkLimit::new(1);
+        let alice = UserRef::new("iss", "alice");
+        let t0 = Instant::now();
+        assert!(limit.take_at(alice, t0).is_ok());
+        assert!(limit.take_at(alice, t0).is_err());
+        limit.give_back(alice);
+        assert!(limit.take_at(alice, t0).is_ok());
+        // Nothing to give back for someone who took none.
+        limit.give_back(UserRef::new("iss", "bob"));
+        assert!(limit.take_at(UserRef::new("iss", "bob"), t0).is_ok());
+    }
 
     #[test]
     fn a_user_gets_their_share_per_minute_and_others_are_unaffected() {

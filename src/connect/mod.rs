@@ -100,12 +100,14 @@ pub enum Access<'s> {
     Cancelled { provider_name: String },
     /// The token has expired and the provider could not renew it now.
     ProviderUnavailable { provider_name: String },
-    /// The token has expired and the provider refuses to renew it, for a
-    /// reason the server's operator must mend (`reason`: the provider's
-    /// error, credential-free).
+    /// The token has expired and the provider refuses to renew it without
+    /// saying the grant is dead (`reason`: the provider's error,
+    /// credential-free); `client_refused`: it refuses this server's
+    /// client, which only the operator can mend.
     RefreshRefused {
         provider_name: String,
         reason: String,
+        client_refused: bool,
     },
     /// The user has several accounts at the provider and the client cannot
     /// be asked which (the `account` argument is the label of several, or
@@ -234,10 +236,14 @@ async fn require<'s>(
                 provider_name: provider.display_name().to_owned(),
             });
         }
-        Checked::RefreshRefused { reason } => {
+        Checked::RefreshRefused {
+            reason,
+            client_refused,
+        } => {
             return Ok(Access::RefreshRefused {
                 provider_name: provider.display_name().to_owned(),
                 reason,
+                client_refused,
             });
         }
     };
@@ -324,9 +330,11 @@ enum Checked {
     },
     /// Connected, but the provider cannot renew the token now.
     Unavailable,
-    /// Connected, but the provider refuses to renew the token: `reason`.
+    /// Connected, but the provider refuses to renew the token: `reason`;
+    /// `client_refused`: it refuses this server's client.
     RefreshRefused {
         reason: String,
+        client_refused: bool,
     },
 }
 
@@ -356,7 +364,13 @@ fn checked(found: anyhow::Result<TokenState>) -> Result<Checked, ErrorData> {
             existing_scopes: Vec::new(),
         }),
         TokenState::ProviderUnavailable => Ok(Checked::Unavailable),
-        TokenState::RefreshRefused { reason } => Ok(Checked::RefreshRefused { reason }),
+        TokenState::RefreshRefused {
+            reason,
+            client_refused,
+        } => Ok(Checked::RefreshRefused {
+            reason,
+            client_refused,
+        }),
     }
 }
 

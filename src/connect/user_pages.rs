@@ -55,7 +55,7 @@ impl ConnectionService {
         label: &str,
     ) -> Result<Renamed, sqlx::Error> {
         let mut tx = self.db.begin().await?;
-        super::vault::wait_for_refreshes(&mut tx).await?;
+        super::vault::wait_for_refreshes(&mut tx, &self.settings.database).await?;
         db::connections::lock_labels(&mut *tx, user, id).await?;
         let renamed = db::connections::set_label(&mut *tx, user, id, label).await?;
         tx.commit().await?;

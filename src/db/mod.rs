@@ -68,6 +68,11 @@ pub enum DbSetupError {
          connect to `postgres`"
     )]
     Maintenance { name: String, cause: sqlx::Error },
+    #[error(
+        "database {name} does not exist: create it for the service's role, or set \
+         database_create_if_missing = true for start-up to create it"
+    )]
+    Missing { name: String },
     #[error("migrations failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error(
@@ -315,7 +320,16 @@ async fn create_database(
 pub async fn migrate(pool: &PgPool, answer_within: Duration) -> Result<(), DbSetupError> {
     faults::deadline(answer_within, ping(pool))
         .await
-        .map_err(DbSetupError::Connect)?;
+        .map_err(|e| match is_missing_database(&e) {
+            true => DbSetupError::Missing {
+                name: pool
+                    .connect_options()
+                    .get_database()
+                    .unwrap_or("")
+                    .to_owned(),
+            },
+            false => DbSetupError::Connect(e),
+        })?;
     compatibility::check_before(pool).await?;
     // Detached: closed after, never handed out again with the session
     // settings and the lock a failed or dropped run may have left on it.

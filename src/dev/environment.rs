@@ -7,7 +7,7 @@ use crate::config::ENV_PREFIX;
 
 /// The serve settings dev sets itself, by key path as a variable names it
 /// (`MCP_CONNECT_AUTH__ISSUER`: `auth__issuer`), each with what dev uses.
-const SET_BY_DEV: [(&str, &str); 5] = [
+const SET_BY_DEV: [(&str, &str); 10] = [
     (
         "database_url",
         "its database is --database-url or DATABASE_URL",
@@ -21,6 +21,26 @@ const SET_BY_DEV: [(&str, &str); 5] = [
     (
         "auth__web_client_id",
         "its web pages sign in with its own identity provider at /dev/idp",
+    ),
+    (
+        "auth__jwks_url",
+        "its tokens are signed by its own identity provider's keys",
+    ),
+    (
+        "auth__introspection",
+        "its tokens are checked against its own identity provider's keys",
+    ),
+    (
+        "keys",
+        "its database's tokens are sealed by the key it keeps there",
+    ),
+    (
+        "allowed_hosts",
+        "it answers 127.0.0.1 and localhost on --port",
+    ),
+    (
+        "allowed_origins",
+        "it answers 127.0.0.1 and localhost on --port",
     ),
 ];
 
@@ -60,7 +80,9 @@ pub(super) fn refuse_settings_dev_sets(env: &[(String, String)]) -> anyhow::Resu
             .strip_suffix("_FILE")
             .unwrap_or(name)
             .to_ascii_lowercase();
-        if let Some((_, used)) = SET_BY_DEV.iter().find(|(k, _)| *k == key) {
+        // A table's fields too (`auth__introspection__url`).
+        let set_by_dev = |k: &str| key == k || key.starts_with(&format!("{k}__"));
+        if let Some((_, used)) = SET_BY_DEV.iter().find(|(k, _)| set_by_dev(k)) {
             bail!("dev does not use {var} (a serve setting): {used}. Unset {var} to run dev.");
         }
     }

@@ -78,6 +78,21 @@ impl ProviderError {
         }
     }
 
+    /// Whether a token endpoint refused this server itself rather than the
+    /// grant: its client authentication (`invalid_client`, a 401 without
+    /// an OAuth error), or what the client may ask (`unauthorized_client`,
+    /// `unsupported_grant_type`). Only the server's operator can mend it.
+    pub fn refuses_the_client(&self) -> bool {
+        match self {
+            ProviderError::Status(status) => *status == 401,
+            ProviderError::Rejected { error, .. } => matches!(
+                error.as_str(),
+                "invalid_client" | "unauthorized_client" | "unsupported_grant_type"
+            ),
+            _ => false,
+        }
+    }
+
     /// Wraps a transport error without its URL: API URLs carry the model's
     /// path and query, which have no business in logs.
     pub(super) fn http(e: reqwest::Error) -> Self {
@@ -159,6 +174,30 @@ pub(super) fn clean_description(text: &str, secrets: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_refusal_of_the_client_is_the_operators() {
+        let rejected = |error: &str| ProviderError::Rejected {
+            error: error.into(),
+            description: None,
+        };
+        for client in [
+            rejected("invalid_client"),
+            rejected("unauthorized_client"),
+            rejected("unsupported_grant_type"),
+            ProviderError::Status(401),
+        ] {
+            assert!(client.refuses_the_client(), "{client}");
+        }
+        for other in [
+            rejected("invalid_request"),
+            rejected("invalid_scope"),
+            ProviderError::Status(400),
+            ProviderError::InvalidGrant,
+        ] {
+            assert!(!other.refuses_the_client(), "{other}");
+        }
+    }
 
     #[test]
     fn only_an_outage_passes() {

@@ -221,9 +221,10 @@ pub(crate) fn unless_ready<'s, T: ToolOutput>(
         Access::RefreshRefused {
             provider_name,
             reason,
+            client_refused,
         } => Err(failed(
             ErrorKind::ProviderError,
-            refresh_refused(&provider_name, &reason),
+            refresh_refused(&provider_name, &reason, client_refused),
             NextStep::AskUser,
         )),
         Access::AccountAmbiguous { message } => {
@@ -233,14 +234,23 @@ pub(crate) fn unless_ready<'s, T: ToolOutput>(
 }
 
 /// What the user is told when `provider_name` refuses to renew an expired
-/// token for a reason that is the server's (`reason`, the provider's own
-/// error): connecting again would not help, its operator can.
-pub(crate) fn refresh_refused(provider_name: &str, reason: &str) -> String {
-    format!(
-        "{provider_name} refuses to renew this account's access ({reason}). \
-         This is a problem with this server's setup at {provider_name}: tell the server's operator. \
-         The account stays connected."
-    )
+/// token (`reason`, the provider's own error). `client_refused`: it
+/// refuses this server's client, which connecting again would not mend,
+/// its operator can; otherwise connecting again may.
+pub(crate) fn refresh_refused(provider_name: &str, reason: &str, client_refused: bool) -> String {
+    if client_refused {
+        format!(
+            "{provider_name} refuses to renew this account's access ({reason}). \
+             This is a problem with this server's setup at {provider_name}: tell the server's operator. \
+             The account stays connected."
+        )
+    } else {
+        format!(
+            "{provider_name} refused to renew this account's access ({reason}). \
+             Connecting the account again (Reconnect, on the user's connections page at this server) \
+             may mend it; if it does not, tell the server's operator."
+        )
+    }
 }
 
 /// The provider `name`, or, for one this server does not have, a result

@@ -128,9 +128,10 @@ pub async fn read(
         Access::RefreshRefused {
             provider_name,
             reason,
+            client_refused,
         } => {
             return Err(RequestError::RefreshRefused {
-                message: super::refresh_refused(&provider_name, &reason),
+                message: super::refresh_refused(&provider_name, &reason, client_refused),
             }
             .into());
         }

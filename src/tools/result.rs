@@ -53,7 +53,8 @@ pub enum ErrorKind {
     ProviderError,
     /// Refused before anything was sent: a provider this server does not
     /// have, a path, method, query or body it does not allow for the
-    /// provider, or an `account` that is the label of several accounts.
+    /// provider, or an `account` that is the label of several accounts (or,
+    /// for a client that cannot ask the user, of none).
     Refused,
     /// This client cannot ask the user to confirm.
     ConfirmationUnavailable,

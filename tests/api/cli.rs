@@ -215,6 +215,16 @@ fn dev_refuses_serve_settings_it_sets_itself() {
         ("MCP_CONNECT_AUTH__ISSUER", "https://idp.example.com"),
         ("MCP_CONNECT_AUTH__WEB_CLIENT_ID", "production-web"),
         ("MCP_CONNECT_PUBLIC_URL_FILE", "/run/secrets/public_url"),
+        (
+            "MCP_CONNECT_KEYS",
+            "k1:c2VjcmV0LWtleS1ieXRlcy1mb3ItdGhlLXRlc3QtMzI=",
+        ),
+        ("MCP_CONNECT_ALLOWED_HOSTS", "connect.example.com"),
+        ("MCP_CONNECT_AUTH__JWKS_URL", "https://idp.example.com/jwks"),
+        (
+            "MCP_CONNECT_AUTH__INTROSPECTION__URL",
+            "https://idp.example.com/introspect",
+        ),
     ] {
         // Refused before anything is connected: this database is never asked.
         let output = bin()

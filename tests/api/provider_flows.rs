@@ -353,6 +353,7 @@ async fn a_refresh_refused_for_the_servers_own_client_tells_the_user_to_ask_the_
 
     // Due for a refresh, not yet expired: the token serves.
     expire_in(30).await;
+    let tokens_before = fake.calls().token;
     let (_, early) = rotated
         .call_tool("alice", "whoami", json!({"provider": "google"}))
         .await;
@@ -361,9 +362,9 @@ async fn a_refresh_refused_for_the_servers_own_client_tells_the_user_to_ask_the_
         "{early}"
     );
     assert_eq!(
-        fake.calls().refresh,
-        0,
-        "refused before any refresh was made"
+        fake.calls().token,
+        tokens_before + 1,
+        "a refresh was asked for, and refused"
     );
 
     // Expired: the user is told what happened and who can mend it.

@@ -36,8 +36,13 @@ const REFRESH_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs
 /// pool's lock timeout: for writes a person is waiting for, which a
 /// refresh of the same row under way must not fail (a reconnect's tokens
 /// stored, an account renamed).
+/// The configured timeouts stay where they are longer.
 pub(in crate::connect) async fn wait_for_refreshes(
     conn: &mut sqlx::PgConnection,
+    database: &crate::config::DatabaseSettings,
 ) -> Result<(), sqlx::Error> {
-    crate::db::transaction::set_lock_timeout(conn, REFRESH_LOCK_TIMEOUT).await
+    let limit = REFRESH_LOCK_TIMEOUT
+        .max(database.lock_timeout())
+        .max(database.statement_timeout());
+    crate::db::transaction::set_lock_timeout(conn, limit).await
 }

@@ -131,13 +131,14 @@ pub enum TokenState {
     LacksScopes {
         granted: Vec<String>,
     },
-    /// The token has expired and the provider refuses to renew it for a
-    /// reason of its own that is no dead grant (a wrong client secret, a
-    /// client it no longer knows): the connection stays as it is, and
-    /// `reason` (the provider's error, credential-free) tells the user
-    /// that the server's operator has to act.
+    /// The token has expired and the provider refuses to renew it, without
+    /// saying the grant is dead: the connection stays as it is. `reason`:
+    /// the provider's error, credential-free; `client_refused`: the
+    /// refusal is of this server's client (a wrong secret), which only its
+    /// operator can mend, else connecting again may.
     RefreshRefused {
         reason: String,
+        client_refused: bool,
     },
 }
 
@@ -415,12 +416,19 @@ pub(in crate::connect) async fn token_state(
                             return Ok(TokenState::ProviderUnavailable);
                         }
                     } else {
-                        // A lasting refusal (a wrong client secret) is the
-                        // operator's to mend; the user is told so.
-                        tracing::error!(connection = %row.id, provider = %row.provider, expired, error, "the provider refuses to refresh this server's tokens; check the provider's client settings");
+                        // A lasting refusal: of this server's client (a
+                        // wrong secret, the operator's to mend), or of the
+                        // grant in words no entry names (connecting again
+                        // may mend it). The user is told which.
+                        if refusal.refuses_the_client() {
+                            tracing::error!(connection = %row.id, provider = %row.provider, expired, error, "the provider refuses this server's client at its token endpoint; check the provider's client settings");
+                        } else {
+                            tracing::warn!(connection = %row.id, provider = %row.provider, expired, error, "the provider refuses to refresh the token");
+                        }
                         if expired {
                             return Ok(TokenState::RefreshRefused {
                                 reason: refusal.to_string(),
+                                client_refused: refusal.refuses_the_client(),
                             });
                         }
                     }

@@ -10,6 +10,10 @@ use crate::{
     providers::{Provider, ProviderError, TokenHint},
 };
 
+/// An access token the provider does not revoke still ends the grant's
+/// life there if it expires within this long.
+const LAPSES_SOON: chrono::Duration = chrono::Duration::hours(1);
+
 /// Revokes the row's tokens the provider revokes; `true` when the grant
 /// has ended there ([`grant_ended`]).
 pub(super) async fn upstream(state: &ConnectionService, row: &ConnectionRow, p: &Provider) -> bool {
@@ -54,7 +58,10 @@ pub(super) async fn upstream(state: &ConnectionService, row: &ConnectionRow, p: 
         };
         answers.push((hint, answer));
     }
-    grant_ended(&answers)
+    let access_lapses_soon = row
+        .access_token_expires_at
+        .is_some_and(|at| at <= chrono::Utc::now() + LAPSES_SOON);
+    grant_ended(&answers, access_lapses_soon)
 }
 
 /// What the provider answered one token's revocation.
@@ -69,13 +76,15 @@ enum Answer {
 
 /// Whether the answers say the grant has ended at the provider: the
 /// refresh token's revocation accepted, if one was sent, and the access
-/// token's accepted — or refused as a kind it does not revoke once the
-/// refresh token's was accepted, which SHOULD end the access tokens of
-/// the same grant (RFC 7009 §2.1). A refresh token it refused may still be
-/// live, whatever became of the access token (revoking an access token
-/// only *may* end its refresh token), so any other refusal is a failure;
-/// so is nothing revoked at all.
-fn grant_ended(answers: &[(TokenHint, Answer)]) -> bool {
+/// token's accepted — or refused as a kind it does not revoke, once the
+/// refresh token's was accepted and the access token expires soon
+/// (`access_lapses_soon`): a server that revokes no access token does
+/// not end them with the refresh token either (RFC 7009 §2.1), so one
+/// that lives on would be access left live. A refresh token it refused
+/// may still be live, whatever became of the access token (revoking an
+/// access token only *may* end its refresh token), so any other refusal
+/// is a failure; so is nothing revoked at all.
+fn grant_ended(answers: &[(TokenHint, Answer)], access_lapses_soon: bool) -> bool {
     let refresh_revoked = answers
         .iter()
         .any(|&(hint, answer)| hint == TokenHint::RefreshToken && answer == Answer::Accepted);
@@ -85,7 +94,9 @@ fn grant_ended(answers: &[(TokenHint, Answer)]) -> bool {
     accepted
         && answers.iter().all(|&(hint, answer)| match answer {
             Answer::Accepted => true,
-            Answer::UnsupportedType => hint == TokenHint::AccessToken && refresh_revoked,
+            Answer::UnsupportedType => {
+                hint == TokenHint::AccessToken && refresh_revoked && access_lapses_soon
+            }
             Answer::Failed => false,
         })
 }
@@ -126,38 +137,33 @@ mod tests {
 
     #[test]
     fn the_grant_ends_only_when_no_token_of_it_may_be_left_live() {
-        assert!(grant_ended(&[
-            (RefreshToken, Accepted),
-            (AccessToken, Accepted)
-        ]));
+        let ended = |answers: &[(TokenHint, Answer)]| grant_ended(answers, false);
+        assert!(ended(&[(RefreshToken, Accepted), (AccessToken, Accepted)]));
+        assert!(ended(&[(AccessToken, Accepted)]), "no refresh token stored");
         assert!(
-            grant_ended(&[(AccessToken, Accepted)]),
-            "no refresh token stored"
-        );
-        assert!(
-            grant_ended(&[(RefreshToken, Accepted)]),
+            ended(&[(RefreshToken, Accepted)]),
             "the access token not revoked there"
         );
         // Refresh tokens only (RFC 7009 §2.2.1): the refresh token's
-        // revocation ends the grant.
-        assert!(grant_ended(&[
-            (RefreshToken, Accepted),
-            (AccessToken, UnsupportedType)
-        ]));
+        // revocation ends the grant once the access token lapses soon…
+        let refresh_only = [(RefreshToken, Accepted), (AccessToken, UnsupportedType)];
+        assert!(grant_ended(&refresh_only, true));
+        // …and not while it lives on.
+        assert!(!ended(&refresh_only));
         // Not without it: the refresh token may still be live.
-        assert!(!grant_ended(&[
-            (RefreshToken, Failed),
-            (AccessToken, Accepted)
-        ]));
-        assert!(!grant_ended(&[
-            (RefreshToken, UnsupportedType),
-            (AccessToken, Accepted)
-        ]));
-        assert!(!grant_ended(&[(AccessToken, UnsupportedType)]));
-        assert!(!grant_ended(&[
-            (RefreshToken, Accepted),
-            (AccessToken, Failed)
-        ]));
-        assert!(!grant_ended(&[]), "nothing revoked");
+        assert!(!grant_ended(
+            &[(RefreshToken, Failed), (AccessToken, Accepted)],
+            true
+        ));
+        assert!(!grant_ended(
+            &[(RefreshToken, UnsupportedType), (AccessToken, Accepted)],
+            true
+        ));
+        assert!(!grant_ended(&[(AccessToken, UnsupportedType)], true));
+        assert!(!grant_ended(
+            &[(RefreshToken, Accepted), (AccessToken, Failed)],
+            true
+        ));
+        assert!(!grant_ended(&[], true), "nothing revoked");
     }
 }

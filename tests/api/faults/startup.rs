@@ -214,9 +214,15 @@ async fn confined_role(pg: &OwnPostgres, with_database: bool) -> String {
 /// `mcp-connect migrate` on `database_url`: whether it succeeded, and its
 /// standard error.
 fn migrate_with(database_url: &str) -> (bool, String) {
+    migrate_with_env(database_url, &[])
+}
+
+/// [`migrate_with`], with more settings in the environment.
+fn migrate_with_env(database_url: &str, env: &[(&str, &str)]) -> (bool, String) {
     let mut migrate = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-connect"))
         .arg("migrate")
         .env("MCP_CONNECT_DATABASE_URL", database_url)
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -254,6 +260,23 @@ async fn a_missing_database_that_cannot_be_created_names_the_setting() {
     assert!(!migrated);
     assert!(
         stderr.contains("database_create_if_missing") && stderr.contains("does not exist"),
+        "{stderr}"
+    );
+}
+
+/// With `database_create_if_missing` off, a missing database is said as
+/// such, and what to do about it: not "cannot reach Postgres".
+#[test]
+fn a_missing_database_not_to_be_created_is_named_as_missing() {
+    let name = format!("mcp_connect_missing_{}", uuid::Uuid::new_v4().simple());
+    let url = format!("{}/{name}", crate::helpers::server_url());
+    let (migrated, stderr) =
+        migrate_with_env(&url, &[("MCP_CONNECT_DATABASE_CREATE_IF_MISSING", "false")]);
+    assert!(!migrated, "{stderr}");
+    assert!(
+        stderr.contains(&format!("database {name} does not exist"))
+            && stderr.contains("database_create_if_missing = true")
+            && !stderr.contains("cannot reach Postgres"),
         "{stderr}"
     );
 }
