@@ -1,7 +1,5 @@
 //! Logging: JSON lines (or pretty text) to stderr through `tracing`.
-//! `RUST_LOG` filters; the default is `info,sqlx=warn` and nothing of the
-//! driver's password file reader below error (it quotes a malformed line
-//! of `~/.pgpass` whole, password included).
+//! `RUST_LOG` filters; the default is `info,sqlx=warn`.
 //!
 //! Whatever `RUST_LOG` says, the MCP library's own logs stay at `info`: at
 //! `debug` and below it prints whole JSON-RPC messages, and ours carry
@@ -41,7 +39,13 @@ where
     let caps = Targets::new()
         .with_default(level)
         .with_target("rmcp", LevelFilter::INFO.min(level))
-        .with_target("rmcp::service", LevelFilter::ERROR.min(level));
+        .with_target("rmcp::service", LevelFilter::ERROR.min(level))
+        // Its warning about a malformed `~/.pgpass` line quotes the line
+        // whole, password included.
+        .with_target(
+            "sqlx_postgres::options::pgpass",
+            LevelFilter::ERROR.min(level),
+        );
     subscriber.with(caps)
 }
 
@@ -211,6 +215,15 @@ mod tests {
             assert!(tracing::enabled!(target: "mcp_connect::web", Level::DEBUG));
             assert!(tracing::enabled!(target: "rmcp::transport", Level::INFO));
             assert!(!tracing::enabled!(target: "rmcp::service", Level::WARN));
+            // The password file's reader quotes a malformed line whole.
+            assert!(!tracing::enabled!(
+                target: "sqlx_postgres::options::pgpass",
+                Level::WARN
+            ));
+            assert!(tracing::enabled!(
+                target: "sqlx_postgres::options::pgpass",
+                Level::ERROR
+            ));
         });
         // Nor do they make it more verbose than RUST_LOG says.
         let subscriber = capped(tracing_subscriber::registry().with(EnvFilter::new("warn")));

@@ -69,8 +69,8 @@ pub enum DbSetupError {
     )]
     Maintenance { name: String, cause: sqlx::Error },
     #[error(
-        "database {name} does not exist: create it for the service's role, or set \
-         database_create_if_missing = true for start-up to create it"
+        "database {name} does not exist: create it for the service's role, or let \
+         `mcp-connect serve` or `migrate` create it (database_create_if_missing = true)"
     )]
     Missing { name: String },
     #[error("migrations failed: {0}")]

@@ -7,7 +7,7 @@ use crate::config::ENV_PREFIX;
 
 /// The serve settings dev sets itself, by key path as a variable names it
 /// (`MCP_CONNECT_AUTH__ISSUER`: `auth__issuer`), each with what dev uses.
-const SET_BY_DEV: [(&str, &str); 10] = [
+const SET_BY_DEV: [(&str, &str); 8] = [
     (
         "database_url",
         "its database is --database-url or DATABASE_URL",
@@ -33,14 +33,6 @@ const SET_BY_DEV: [(&str, &str); 10] = [
     (
         "keys",
         "its database's tokens are sealed by the key it keeps there",
-    ),
-    (
-        "allowed_hosts",
-        "it answers 127.0.0.1 and localhost on --port",
-    ),
-    (
-        "allowed_origins",
-        "it answers 127.0.0.1 and localhost on --port",
     ),
 ];
 

@@ -158,11 +158,21 @@ impl Provider {
                 request.timeout(TIMEOUT)
             }
             Revocation::AccessTokenOnly if hint == TokenHint::AccessToken => {
-                let mut request = self.authenticated_post(http, &url, vec![("token", token)]);
-                for (name, value) in &self.quirks.api_headers {
-                    request = request.header(name, value);
-                }
-                request
+                // The API's headers replace those of the same name
+                // (`Accept`) rather than add a second.
+                let headers: reqwest::header::HeaderMap = self
+                    .quirks
+                    .api_headers
+                    .iter()
+                    .filter_map(|(name, value)| {
+                        Some((
+                            reqwest::header::HeaderName::from_bytes(name.as_bytes()).ok()?,
+                            reqwest::header::HeaderValue::from_str(value).ok()?,
+                        ))
+                    })
+                    .collect();
+                self.authenticated_post(http, &url, vec![("token", token)])
+                    .headers(headers)
             }
             Revocation::BearerAccessToken | Revocation::AccessTokenOnly => {
                 return Err(ProviderError::Unsupported(

@@ -219,7 +219,6 @@ fn dev_refuses_serve_settings_it_sets_itself() {
             "MCP_CONNECT_KEYS",
             "k1:c2VjcmV0LWtleS1ieXRlcy1mb3ItdGhlLXRlc3QtMzI=",
         ),
-        ("MCP_CONNECT_ALLOWED_HOSTS", "connect.example.com"),
         ("MCP_CONNECT_AUTH__JWKS_URL", "https://idp.example.com/jwks"),
         (
             "MCP_CONNECT_AUTH__INTROSPECTION__URL",

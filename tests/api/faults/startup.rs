@@ -275,7 +275,7 @@ fn a_missing_database_not_to_be_created_is_named_as_missing() {
     assert!(!migrated, "{stderr}");
     assert!(
         stderr.contains(&format!("database {name} does not exist"))
-            && stderr.contains("database_create_if_missing = true")
+            && stderr.contains("(database_create_if_missing = true)")
             && !stderr.contains("cannot reach Postgres"),
         "{stderr}"
     );

@@ -70,9 +70,9 @@ async fn notion_connects_with_basic_auth_and_a_json_body_and_is_never_refreshed(
     assert_eq!(me.status(), 401, "the token still works at Notion");
 }
 
-/// Notion's revocation takes the token alone: RFC 7009's, which adds
-/// `token_type_hint`, is refused there, and the disconnect says the access
-/// may still be live.
+/// Notion's revocation wants its version header and the token alone: an
+/// RFC 7009 revocation (no version header, a `token_type_hint`) is refused
+/// there, and the disconnect says the access may still be live.
 #[tokio::test]
 async fn notion_refuses_an_rfc_7009_revocation() {
     let fake = notion::start().await;
