@@ -61,6 +61,9 @@ pub struct ConnectionService {
     /// most once a minute, whatever came of it.
     pub(super) refusal_refreshes:
         std::sync::Mutex<std::collections::HashMap<Uuid, std::time::Instant>>,
+    /// Refreshes of an expiring token the provider refused for good, each
+    /// standing a minute (`vault::RefusedRefreshes`).
+    pub(super) refused_refreshes: super::vault::RefusedRefreshes,
     /// Refreshes under way in this instance, at most half the pool: each
     /// holds a pooled connection (and the row's lock) while the provider
     /// answers, and a slow provider must not take every connection that
@@ -135,6 +138,7 @@ impl ConnectionService {
             events: Arc::new(ConnectionEvents::new()),
             refresh_locks: KeyedLocks::default(),
             refusal_refreshes: std::sync::Mutex::default(),
+            refused_refreshes: Default::default(),
             refreshes: Arc::new(tokio::sync::Semaphore::new(refreshes_at_once(
                 &parts.settings,
             ))),

@@ -398,7 +398,9 @@ async fn a_refresh_refused_for_the_servers_own_client_tells_the_user_to_ask_the_
         .unwrap();
     assert_eq!(status, "active", "the grant is not dead");
 
-    // The profile resource says the same, as a JSON-RPC error.
+    // The profile resource says the same, as a JSON-RPC error; the refusal
+    // stands a minute on that instance, so Google is not asked again.
+    let asked = fake.calls().token;
     let (_, read) = rotated
         .mcp(
             "alice",
@@ -409,6 +411,7 @@ async fn a_refresh_refused_for_the_servers_own_client_tells_the_user_to_ask_the_
     assert_eq!(read["error"]["code"], -31004, "{read}");
     let said = read["error"]["message"].as_str().unwrap_or_default();
     assert!(said.contains("operator"), "{read}");
+    assert_eq!(fake.calls().token, asked, "asked again within the minute");
 
     // With the right secret, the next call refreshes and serves.
     let (_, mended) = app

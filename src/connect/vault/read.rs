@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::{
     refresh::{Why, needs_refresh, refresh},
+    refused::Refusal,
     seal::{Binding, Kind, open_bound},
 };
 use crate::{
@@ -389,7 +390,23 @@ pub(in crate::connect) async fn token_state(
                 granted: row.scopes,
             });
         }
-        if needs_refresh(&row) {
+        let expired = |row: &ConnectionRow| {
+            row.access_token_expires_at
+                .is_some_and(|at| at <= Utc::now())
+        };
+        if needs_refresh(&row)
+            && let Some(refusal) = state.refused_refreshes.standing(row.id, &row.access_token)
+        {
+            // Refused within the last minute: not asked again yet. A token
+            // that has not expired still serves.
+            if expired(&row) {
+                return Ok(TokenState::RefreshRefused {
+                    reason: refusal.reason,
+                    client_refused: refusal.client_refused,
+                });
+            }
+            row
+        } else if needs_refresh(&row) {
             match refresh(state, &row, provider, Why::Expiring).await {
                 Ok(Some(row)) => row,
                 Ok(None) => {
@@ -406,9 +423,7 @@ pub(in crate::connect) async fn token_state(
                     else {
                         return Err(e);
                     };
-                    let expired = row
-                        .access_token_expires_at
-                        .is_some_and(|at| at <= Utc::now());
+                    let expired = expired(&row);
                     let error = format!("{e:#}");
                     if refusal.is_passing() {
                         tracing::warn!(connection = %row.id, provider = %row.provider, expired, error, "the token could not be refreshed");
@@ -425,10 +440,19 @@ pub(in crate::connect) async fn token_state(
                         } else {
                             tracing::warn!(connection = %row.id, provider = %row.provider, expired, error, "the provider refuses to refresh the token");
                         }
+                        let refusal = Refusal {
+                            reason: refusal.to_string(),
+                            client_refused: refusal.refuses_the_client(),
+                        };
+                        state.refused_refreshes.remember(
+                            row.id,
+                            &row.access_token,
+                            refusal.clone(),
+                        );
                         if expired {
                             return Ok(TokenState::RefreshRefused {
-                                reason: refusal.to_string(),
-                                client_refused: refusal.refuses_the_client(),
+                                reason: refusal.reason,
+                                client_refused: refusal.client_refused,
                             });
                         }
                     }
