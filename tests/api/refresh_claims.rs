@@ -129,9 +129,12 @@ async fn a_refresh_outlives_the_worker_of_the_request_that_began_it() {
     expire_all(&app).await;
 
     let call = app.call_tool("ann", "whoami", serde_json::json!({"provider": "google"}));
+    // Stopped while the provider answers: the refresh is under way then.
+    // (Stopped just after the claim is taken, the request may be dropped
+    // before its refresh began, and the claim is left to expire.)
     tokio::select! {
         _ = call => panic!("answered before the provider did"),
-        () = until_claimed(&app) => {}
+        () = slow.until_asked() => {}
     }
     app.stop_at_once().await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);

@@ -3,7 +3,10 @@
 //! most half the pool, so pages, flows and stored connections still get
 //! one.
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::atomic::{AtomicUsize, Ordering},
+    time::{Duration, Instant},
+};
 
 use actix_web::{HttpResponse, web};
 use mcp_connect::{
@@ -16,7 +19,8 @@ use crate::helpers::{TestApp, spawn_app_with, store_connection_at};
 /// How long the token endpoint takes to answer a refresh.
 const SLOW: Duration = Duration::from_secs(3);
 
-async fn slow_token() -> HttpResponse {
+async fn slow_token(asked: web::Data<AtomicUsize>) -> HttpResponse {
+    asked.fetch_add(1, Ordering::SeqCst);
     tokio::time::sleep(SLOW).await;
     HttpResponse::Ok().json(serde_json::json!({
         "access_token": format!("fresh-{}", uuid::Uuid::new_v4()),
@@ -46,16 +50,33 @@ pub(crate) async fn store(app: &TestApp, subject: &str) {
 pub(crate) struct SlowGoogle {
     google: provider_fakes::FakeProvider,
     token_endpoint: provider_fakes::server::Server,
+    /// Refreshes the token endpoint has begun to answer.
+    asked: web::Data<AtomicUsize>,
 }
 
 impl SlowGoogle {
     pub(crate) async fn start() -> Self {
+        let asked = web::Data::new(AtomicUsize::new(0));
+        let counter = asked.clone();
         Self {
             google: provider_fakes::google::start().await,
-            token_endpoint: provider_fakes::server::start(|cfg| {
-                cfg.route("/token", web::post().to(slow_token));
+            token_endpoint: provider_fakes::server::start(move |cfg| {
+                cfg.app_data(counter.clone())
+                    .route("/token", web::post().to(slow_token));
             }),
+            asked,
         }
+    }
+
+    /// Waits until the token endpoint is answering a refresh.
+    pub(crate) async fn until_asked(&self) {
+        for _ in 0..500 {
+            if self.asked.load(Ordering::SeqCst) > 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no refresh reached the token endpoint");
     }
 
     /// `[providers.google]` in the app's settings table.
