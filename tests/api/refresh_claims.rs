@@ -31,18 +31,6 @@ async fn claim_all_elsewhere(app: &TestApp, secs: i32) {
     .unwrap();
 }
 
-/// Waits until a refresh has claimed the connection (it has asked, or is
-/// about to ask, the provider).
-async fn until_claimed(app: &TestApp) {
-    for _ in 0..500 {
-        if count(app, "SELECT count(*) FROM refresh_claims").await > 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("no refresh claimed the connection");
-}
-
 async fn refreshed(app: &TestApp) -> i64 {
     count(
         app,
@@ -84,9 +72,11 @@ async fn a_refresh_whose_caller_goes_away_still_stores_what_the_provider_answere
     let ann = UserRef::new(&issuer, "ann");
 
     let asked = usable_token(&app.state.connect, ann, provider, &[]);
+    // Gone while the provider answers (just after the claim, the refresh
+    // may not have begun yet).
     tokio::select! {
         _ = asked => panic!("answered before the provider did"),
-        () = until_claimed(&app) => {}
+        () = slow.until_asked() => {}
     }
     // The caller is gone.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
