@@ -101,13 +101,10 @@ pub enum Access<'s> {
     /// The token has expired and the provider could not renew it now.
     ProviderUnavailable { provider_name: String },
     /// The token has expired and the provider refuses to renew it without
-    /// saying the grant is dead (`reason`: the provider's error,
-    /// credential-free); `client_refused`: it refuses this server's
-    /// client, which only the operator can mend.
+    /// saying the grant is dead.
     RefreshRefused {
         provider_name: String,
-        reason: String,
-        client_refused: bool,
+        refusal: vault::Refusal,
     },
     /// The user has several accounts at the provider and the client cannot
     /// be asked which (the `account` argument is the label of several, or
@@ -236,14 +233,10 @@ async fn require<'s>(
                 provider_name: provider.display_name().to_owned(),
             });
         }
-        Checked::RefreshRefused {
-            reason,
-            client_refused,
-        } => {
+        Checked::RefreshRefused(refusal) => {
             return Ok(Access::RefreshRefused {
                 provider_name: provider.display_name().to_owned(),
-                reason,
-                client_refused,
+                refusal,
             });
         }
     };
@@ -330,12 +323,8 @@ enum Checked {
     },
     /// Connected, but the provider cannot renew the token now.
     Unavailable,
-    /// Connected, but the provider refuses to renew the token: `reason`;
-    /// `client_refused`: it refuses this server's client.
-    RefreshRefused {
-        reason: String,
-        client_refused: bool,
-    },
+    /// Connected, but the provider refuses to renew the token.
+    RefreshRefused(vault::Refusal),
 }
 
 /// Reads the connection and checks its token (when the call's one read is
@@ -364,13 +353,7 @@ fn checked(found: anyhow::Result<TokenState>) -> Result<Checked, ErrorData> {
             existing_scopes: Vec::new(),
         }),
         TokenState::ProviderUnavailable => Ok(Checked::Unavailable),
-        TokenState::RefreshRefused {
-            reason,
-            client_refused,
-        } => Ok(Checked::RefreshRefused {
-            reason,
-            client_refused,
-        }),
+        TokenState::RefreshRefused(refusal) => Ok(Checked::RefreshRefused(refusal)),
     }
 }
 

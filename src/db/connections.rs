@@ -236,6 +236,18 @@ impl ConnectionRow {
     pub fn user(&self) -> UserRef<'_> {
         UserRef::new(&self.issuer, &self.subject)
     }
+
+    /// Whether the access token expires by `at` (one without an expiry
+    /// never does).
+    pub fn access_token_expires_by(&self, at: chrono::DateTime<chrono::Utc>) -> bool {
+        self.access_token_expires_at
+            .is_some_and(|expires| expires <= at)
+    }
+
+    /// Whether the access token has expired.
+    pub fn access_token_expired(&self) -> bool {
+        self.access_token_expires_by(chrono::Utc::now())
+    }
 }
 
 /// The user's connection to `provider` (the oldest, when there are several).

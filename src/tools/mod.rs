@@ -24,7 +24,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use crate::{
     auth::Principal,
     connect::state::Binding,
-    connect::{Access, ClientKind, ConnectionService, Need},
+    connect::{Access, ClientKind, ConnectionService, Need, vault::Refusal},
 };
 
 /// Everything a tool may use for one call.
@@ -220,11 +220,10 @@ pub(crate) fn unless_ready<'s, T: ToolOutput>(
         )),
         Access::RefreshRefused {
             provider_name,
-            reason,
-            client_refused,
+            refusal,
         } => Err(failed(
             ErrorKind::ProviderError,
-            refresh_refused(&provider_name, &reason, client_refused),
+            refresh_refused(&provider_name, &refusal),
             NextStep::AskUser,
         )),
         Access::AccountAmbiguous { message } => {
@@ -234,11 +233,11 @@ pub(crate) fn unless_ready<'s, T: ToolOutput>(
 }
 
 /// What the user is told when `provider_name` refuses to renew an expired
-/// token (`reason`, the provider's own error). `client_refused`: it
-/// refuses this server's client, which connecting again would not mend,
-/// its operator can; otherwise connecting again may.
-pub(crate) fn refresh_refused(provider_name: &str, reason: &str, client_refused: bool) -> String {
-    if client_refused {
+/// token: a refusal of this server's client is not mended by connecting
+/// again, its operator can mend it; otherwise connecting again may.
+pub(crate) fn refresh_refused(provider_name: &str, refusal: &Refusal) -> String {
+    let reason = &refusal.reason;
+    if refusal.client_refused {
         format!(
             "{provider_name} refuses to renew this account's access ({reason}). \
              This is a problem with this server's setup at {provider_name}: tell the server's operator. \

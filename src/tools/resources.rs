@@ -127,11 +127,10 @@ pub async fn read(
         }
         Access::RefreshRefused {
             provider_name,
-            reason,
-            client_refused,
+            refusal,
         } => {
             return Err(RequestError::RefreshRefused {
-                message: super::refresh_refused(&provider_name, &reason, client_refused),
+                message: super::refresh_refused(&provider_name, &refusal),
             }
             .into());
         }

@@ -106,6 +106,64 @@ async fn a_refresh_whose_caller_goes_away_still_stores_what_the_provider_answere
     assert_eq!(refreshed(&app).await, 1, "no second refresh");
 }
 
+/// The caller goes away while its claim is being written (the statement
+/// waits for the claim row, which another transaction holds): the claim
+/// is taken and the refresh run all the same. A claim statement dropped
+/// half-way could commit after the release meant for it, and hold every
+/// instance's refresh until it expired.
+#[tokio::test]
+async fn a_caller_gone_while_its_claim_is_written_still_refreshes() {
+    let slow = SlowGoogle::start().await;
+    let app = spawn_app_with(|t| slow.configure(t)).await;
+    store(&app, "ann").await;
+    expire_all(&app).await;
+    // An expired claim, to be taken over, held by the test's transaction.
+    claim_all_elsewhere(&app, -1).await;
+    let mut holder = app.db.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM refresh_claims FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let provider = app.state.connect.provider("google").unwrap();
+    let issuer = app.dev.issuer();
+    let ann = UserRef::new(&issuer, "ann");
+
+    let asked = usable_token(&app.state.connect, ann, provider, &[]);
+    tokio::select! {
+        _ = asked => panic!("answered while the claim row was held"),
+        () = claim_statement_waits(&app) => {}
+    }
+    // The caller is gone; the claim row is free again.
+    holder.commit().await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    assert!(app.state.connect.finish_work_under_way(deadline).await);
+
+    assert_eq!(refreshed(&app).await, 1, "the refresh ran to its end");
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM refresh_claims").await,
+        0,
+        "the claim is released"
+    );
+}
+
+/// Waits until a claim statement waits for a row lock.
+async fn claim_statement_waits(app: &TestApp) {
+    for _ in 0..500 {
+        let waiting = count(
+            app,
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'
+               AND query LIKE 'INSERT INTO refresh_claims%'",
+        )
+        .await;
+        if waiting > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no claim statement waited for the claim row");
+}
+
 /// The same through HTTP, with the server stopped at once while the
 /// provider answers (a drain that ran out, or a second stop signal): the
 /// request is dropped with the worker that ran it, and with the worker its

@@ -23,7 +23,7 @@ pub use read::{
     TokenState, UsableToken, refreshed_after_refusal, token_rejected, usable_token, usable_token_of,
 };
 pub(in crate::connect) use read::{mark_needs_reauth, token_state};
-pub use refused::RefusedRefreshes;
+pub use refused::{Refusal, RefusedRefreshes};
 pub use rekey::{Rekeyed, rekey_all};
 pub use store::{NewConnection, store_connection};
 pub(in crate::connect) use store::{adopt_unscoped, store_in};

@@ -133,14 +133,8 @@ pub enum TokenState {
         granted: Vec<String>,
     },
     /// The token has expired and the provider refuses to renew it, without
-    /// saying the grant is dead: the connection stays as it is. `reason`:
-    /// the provider's error, credential-free; `client_refused`: the
-    /// refusal is of this server's client (a wrong secret), which only its
-    /// operator can mend, else connecting again may.
-    RefreshRefused {
-        reason: String,
-        client_refused: bool,
-    },
+    /// saying the grant is dead: the connection stays as it is.
+    RefreshRefused(Refusal),
 }
 
 /// Tokens stored more recently than this are not refreshed when the
@@ -372,95 +366,9 @@ pub(in crate::connect) async fn token_state(
         });
     }
     let row = if needs_refresh(&row) {
-        // Wait for this instance's own refresh of the row, if any, without
-        // holding a database connection; then look again.
-        let lock = state.refresh_locks.get(row.id);
-        // As long as the refresh under way may wait for the row, and one
-        // step more; after that it is stuck, and the caller may retry.
-        let _turn = tokio::time::timeout(super::REFRESH_LOCK_TIMEOUT + limit, lock.lock())
-            .await
-            .map_err(|_| db::faults::timed_out())?;
-        let again =
-            db::connections::find_account(&state.db, row.user(), provider.name(), Some(row.id));
-        let Some(row) = db::faults::deadline(limit, again).await? else {
-            return Ok(TokenState::Missing);
-        };
-        if row.status != ConnectionStatus::Active {
-            return Ok(TokenState::NeedsReauth {
-                granted: row.scopes,
-            });
-        }
-        let expired = |row: &ConnectionRow| {
-            row.access_token_expires_at
-                .is_some_and(|at| at <= Utc::now())
-        };
-        if needs_refresh(&row)
-            && let Some(refusal) = state.refused_refreshes.standing(row.id, &row.access_token)
-        {
-            // Refused within the last minute: not asked again yet. A token
-            // that has not expired still serves.
-            if expired(&row) {
-                return Ok(TokenState::RefreshRefused {
-                    reason: refusal.reason,
-                    client_refused: refusal.client_refused,
-                });
-            }
-            row
-        } else if needs_refresh(&row) {
-            match refresh(state, &row, provider, Why::Expiring).await {
-                Ok(Some(row)) => row,
-                Ok(None) => {
-                    return Ok(TokenState::NeedsReauth {
-                        granted: row.scopes,
-                    });
-                }
-                Err(e) => {
-                    // The token endpoint failed or refused, without saying
-                    // the grant is dead: a token that has not expired yet
-                    // still serves (it is refreshed ahead of its expiry),
-                    // one that has cannot.
-                    let Some(refusal) = e.chain().find_map(|c| c.downcast_ref::<ProviderError>())
-                    else {
-                        return Err(e);
-                    };
-                    let expired = expired(&row);
-                    let error = format!("{e:#}");
-                    if refusal.is_passing() {
-                        tracing::warn!(connection = %row.id, provider = %row.provider, expired, error, "the token could not be refreshed");
-                        if expired {
-                            return Ok(TokenState::ProviderUnavailable);
-                        }
-                    } else {
-                        // A lasting refusal: of this server's client (a
-                        // wrong secret, the operator's to mend), or of the
-                        // grant in words no entry names (connecting again
-                        // may mend it). The user is told which.
-                        if refusal.refuses_the_client() {
-                            tracing::error!(connection = %row.id, provider = %row.provider, expired, error, "the provider refuses this server's client at its token endpoint; check the provider's client settings");
-                        } else {
-                            tracing::warn!(connection = %row.id, provider = %row.provider, expired, error, "the provider refuses to refresh the token");
-                        }
-                        let refusal = Refusal {
-                            reason: refusal.to_string(),
-                            client_refused: refusal.refuses_the_client(),
-                        };
-                        state.refused_refreshes.remember(
-                            row.id,
-                            &row.access_token,
-                            refusal.clone(),
-                        );
-                        if expired {
-                            return Ok(TokenState::RefreshRefused {
-                                reason: refusal.reason,
-                                client_refused: refusal.client_refused,
-                            });
-                        }
-                    }
-                    row
-                }
-            }
-        } else {
-            row
+        match refresh_due(state, row, provider).await? {
+            Due::Serve(row) => row,
+            Due::Answer(answer) => return Ok(answer),
         }
     } else {
         row
@@ -493,4 +401,100 @@ pub(in crate::connect) async fn token_state(
         }
         Err(e) => Err(e),
     }
+}
+
+/// What a refresh that came due ended in: the row to serve, or the call's
+/// answer instead.
+enum Due {
+    Serve(ConnectionRow),
+    Answer(TokenState),
+}
+
+/// Refreshes `row`'s token, which is due: once this instance's own
+/// refresh of the row (if any) has ended, without holding a database
+/// connection meanwhile, the row is read again, and refreshed if that
+/// one did not.
+async fn refresh_due(
+    state: &ConnectionService,
+    row: ConnectionRow,
+    provider: &Provider,
+) -> anyhow::Result<Due> {
+    let limit = state.settings.database.deadline();
+    let lock = state.refresh_locks.get(row.id);
+    // As long as the refresh under way may wait for the row, and one
+    // step more; after that it is stuck, and the caller may retry.
+    let _turn = tokio::time::timeout(super::REFRESH_LOCK_TIMEOUT + limit, lock.lock())
+        .await
+        .map_err(|_| db::faults::timed_out())?;
+    let again = db::connections::find_account(&state.db, row.user(), provider.name(), Some(row.id));
+    let Some(row) = db::faults::deadline(limit, again).await? else {
+        return Ok(Due::Answer(TokenState::Missing));
+    };
+    if row.status != ConnectionStatus::Active {
+        return Ok(Due::Answer(TokenState::NeedsReauth {
+            granted: row.scopes,
+        }));
+    }
+    if !needs_refresh(&row) {
+        return Ok(Due::Serve(row));
+    }
+    if let Some(refusal) = state.refused_refreshes.standing(row.id, &row.access_token) {
+        // Refused within the last minute: not asked again yet. A token
+        // that has not expired still serves.
+        return Ok(if row.access_token_expired() {
+            Due::Answer(TokenState::RefreshRefused(refusal))
+        } else {
+            Due::Serve(row)
+        });
+    }
+    match refresh(state, &row, provider, Why::Expiring).await {
+        Ok(Some(row)) => Ok(Due::Serve(row)),
+        Ok(None) => Ok(Due::Answer(TokenState::NeedsReauth {
+            granted: row.scopes,
+        })),
+        Err(e) => refresh_failed(state, row, e),
+    }
+}
+
+/// The token endpoint failed or refused, without saying the grant is
+/// dead: a token that has not expired yet still serves (it is refreshed
+/// ahead of its expiry), one that has cannot. A lasting refusal is
+/// remembered for a minute ([`super::RefusedRefreshes`]).
+fn refresh_failed(
+    state: &ConnectionService,
+    row: ConnectionRow,
+    e: anyhow::Error,
+) -> anyhow::Result<Due> {
+    let Some(refusal) = e.chain().find_map(|c| c.downcast_ref::<ProviderError>()) else {
+        return Err(e);
+    };
+    let expired = row.access_token_expired();
+    let error = format!("{e:#}");
+    if refusal.is_passing() {
+        tracing::warn!(connection = %row.id, provider = %row.provider, expired, error, "the token could not be refreshed");
+        if expired {
+            return Ok(Due::Answer(TokenState::ProviderUnavailable));
+        }
+        return Ok(Due::Serve(row));
+    }
+    // A lasting refusal: of this server's client (a wrong secret, the
+    // operator's to mend), or of the grant in words no entry names
+    // (connecting again may mend it). The user is told which.
+    if refusal.refuses_the_client() {
+        tracing::error!(connection = %row.id, provider = %row.provider, expired, error, "the provider refuses this server's client at its token endpoint; check the provider's client settings");
+    } else {
+        tracing::warn!(connection = %row.id, provider = %row.provider, expired, error, "the provider refuses to refresh the token");
+    }
+    let refusal = Refusal {
+        reason: refusal.to_string(),
+        client_refused: refusal.refuses_the_client(),
+    };
+    state
+        .refused_refreshes
+        .remember(row.id, &row.access_token, refusal.clone());
+    Ok(if expired {
+        Due::Answer(TokenState::RefreshRefused(refusal))
+    } else {
+        Due::Serve(row)
+    })
 }

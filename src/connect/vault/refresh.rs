@@ -5,9 +5,9 @@
 //! tokens serve them. Should the winner's transaction be lost after the
 //! provider answered, its row lock is gone but its claim is not: the
 //! others go on waiting for the tokens it is still writing instead of
-//! spending the refresh token the provider has rotated; and the claimed
-//! refresh runs in a task of its own, so that a caller going away does not
-//! drop what the provider answered either. A refresh the provider
+//! spending the refresh token the provider has rotated; and the claim and
+//! the refresh run in a task of their own, so that a caller going away
+//! drops neither a claim half-taken nor what the provider answered. A refresh the provider
 //! refuses, or one without a refresh token, ends the same way: the
 //! connection needs the user again ([`give_up`]).
 
@@ -155,14 +155,8 @@ pub(super) async fn refresh(
             .await
             .map_err(|_| db::faults::timed_out())?
             .map_err(|closed| anyhow::anyhow!("refreshes closed: {closed}"))?;
-        // The claim first, holding no connection: a refresh holds one
-        // pooled connection at a time.
-        match Claim::take(state, stale.id).await? {
-            Taken::Claim(claim) => {
-                return refresh_to_the_end(state, turn, claim, stale, provider, why).await;
-            }
-            Taken::Gone => return Ok(None),
-            Taken::Elsewhere => drop(turn),
+        if let Attempt::Ended(row) = claim_and_refresh(state, turn, stale, provider, why).await? {
+            return Ok(row);
         }
         // Another instance is refreshing, or still writing what the
         // provider answered after its transaction was lost: its tokens
@@ -180,9 +174,7 @@ pub(super) async fn refresh(
             return Ok(Some(row));
         }
         if tokio::time::Instant::now() + CLAIM_POLL >= waiting_ends {
-            let valid = row
-                .access_token_expires_at
-                .is_some_and(|at| at > Utc::now());
+            let valid = !row.access_token_expired();
             tracing::warn!(connection = %stale.id, valid, "another instance's refresh did not end in time");
             // Refreshed ahead of its expiry, the token still serves.
             if why == Why::Expiring && valid {
@@ -194,30 +186,50 @@ pub(super) async fn refresh(
     }
 }
 
-/// The claimed refresh, in a task of its own
-/// ([`ConnectionService::run_to_the_end`]): once the provider is asked, a
+/// What one try at a connection's refresh came to.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per try at a refresh, moved out once"
+)]
+enum Attempt {
+    /// Refreshed, or found refreshed (`Some`); the user must connect again
+    /// (`None`).
+    Ended(Option<ConnectionRow>),
+    /// Another claim holds the refresh.
+    Elsewhere,
+}
+
+/// Claims the refresh and, with the claim, refreshes — in a task of its
+/// own ([`ConnectionService::run_to_the_end`]), the claim included: a
 /// caller that goes away (a cancelled tool call, a request past its
-/// deadline) must not drop what it answers, as a provider that rotates
-/// refresh tokens has retired the stored one. The turn and the claim end
-/// with the task.
-async fn refresh_to_the_end(
+/// deadline) must not drop what the provider answers, as a provider that
+/// rotates refresh tokens has retired the stored one, nor a claim
+/// statement half-way (sent, it may commit after the release meant for
+/// it, and hold every instance's refresh until it expires). The claim is
+/// taken holding no connection (a refresh holds one pooled connection at a
+/// time); the turn and the claim end with the task.
+async fn claim_and_refresh(
     state: &ConnectionService,
     turn: tokio::sync::OwnedSemaphorePermit,
-    claim: Claim,
     stale: &ConnectionRow,
     provider: &Provider,
     why: Why,
-) -> anyhow::Result<Option<ConnectionRow>> {
+) -> anyhow::Result<Attempt> {
     let (stale, name) = (stale.clone(), provider.name().clone());
     state
         .to_the_end_of("a refresh", |service| async move {
+            let claim = match Claim::take(&service, stale.id).await? {
+                Taken::Claim(claim) => claim,
+                Taken::Gone => return Ok(Attempt::Ended(None)),
+                Taken::Elsewhere => return Ok(Attempt::Elsewhere),
+            };
             let refreshed = match service.providers.get(&name) {
                 Some(provider) => refresh_locked(&service, &stale, provider, why).await,
                 None => Err(anyhow::anyhow!("provider {name} is not configured")),
             };
             claim.release().await;
             drop(turn);
-            refreshed
+            refreshed.map(Attempt::Ended)
         })
         .await
 }

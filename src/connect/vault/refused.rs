@@ -21,11 +21,14 @@ const TIDY_ABOVE: usize = 1024;
 
 /// What the provider answered, for the calls that come before it is asked
 /// again.
+/// A refresh the provider refused without saying the grant is dead: what
+/// the calls are told while it stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Refusal {
+pub struct Refusal {
     /// The provider's error, credential-free.
     pub reason: String,
-    /// It refused this server's client.
+    /// It refused this server's client (a wrong secret), which only the
+    /// operator can mend; otherwise connecting again may.
     pub client_refused: bool,
 }
 

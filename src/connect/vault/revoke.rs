@@ -58,9 +58,7 @@ pub(super) async fn upstream(state: &ConnectionService, row: &ConnectionRow, p: 
         };
         answers.push((hint, answer));
     }
-    let access_lapses_soon = row
-        .access_token_expires_at
-        .is_some_and(|at| at <= chrono::Utc::now() + LAPSES_SOON);
+    let access_lapses_soon = row.access_token_expires_by(chrono::Utc::now() + LAPSES_SOON);
     grant_ended(&answers, access_lapses_soon)
 }
 
@@ -110,10 +108,7 @@ async fn live_access_token(
     p: &Provider,
     stored: SecretString,
 ) -> SecretString {
-    let expired = row
-        .access_token_expires_at
-        .is_some_and(|at| at <= chrono::Utc::now());
-    if !expired || p.revokes(TokenHint::RefreshToken) {
+    if !row.access_token_expired() || p.revokes(TokenHint::RefreshToken) {
         return stored;
     }
     let Ok(Some(refresh)) = open(state, row, Kind::Refresh) else {
