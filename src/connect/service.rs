@@ -93,6 +93,9 @@ pub struct ConnectionService {
     /// Cancelled when the server begins to shut down: requests that wait
     /// (for a user's connection) answer at once instead of being cut off.
     pub(super) shutdown: CancellationToken,
+    /// Set with `shutdown`, for the check every request makes: the token's
+    /// own check takes a lock that every worker would contend for.
+    stopping: std::sync::atomic::AtomicBool,
     /// The public base URL, without a trailing slash (connect links).
     pub(super) base_url: String,
     pub(super) metrics: Arc<Metrics>,
@@ -148,6 +151,7 @@ impl ConnectionService {
             settings: parts.settings,
             client_names: parts.client_names,
             shutdown: CancellationToken::new(),
+            stopping: std::sync::atomic::AtomicBool::new(false),
             base_url: parts.base_url,
             metrics: parts.metrics,
         })
@@ -171,12 +175,14 @@ impl ConnectionService {
     /// Tells every request waiting for a user's connection that the server
     /// is stopping: they answer at once instead of being cut off.
     pub fn begin_shutdown(&self) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::Release);
         self.shutdown.cancel();
     }
 
     /// Whether `begin_shutdown` has been called.
     pub fn is_stopping(&self) -> bool {
-        self.shutdown.is_cancelled()
+        self.stopping.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Runs `work` in a task of its own that ends whoever waits for it:

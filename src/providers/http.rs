@@ -38,7 +38,9 @@ pub(super) async fn read_bounded(
     limit: usize,
     timer: &mut CallTimer<'_>,
 ) -> Result<Body, ProviderError> {
-    let mut bytes = Vec::new();
+    // Sized once for an answer that says its length (most do).
+    let announced = response.content_length().unwrap_or(0);
+    let mut bytes = Vec::with_capacity(usize::try_from(announced).unwrap_or(limit).min(limit));
     loop {
         let chunk = match response.chunk().await {
             Ok(Some(chunk)) => chunk,
