@@ -188,17 +188,18 @@ async fn google_asks_for_offline_consent_and_keeps_its_refresh_token_across_refr
     );
 }
 
-/// The refresh token's revocation failing (Google answers 503 once) is a
-/// failed revocation, though the access token's went through: revoking an
-/// access token only may end its refresh token (RFC 7009 §2.1), so "its
-/// tokens were revoked" would claim what nobody knows.
+/// The refresh token's revocation failing (Google answers 503 to it and
+/// to both tries again) is a failed revocation, though the access token's
+/// went through: revoking an access token only may end its refresh token
+/// (RFC 7009 §2.1), so "its tokens were revoked" would claim what nobody
+/// knows.
 #[tokio::test]
 async fn a_refresh_token_left_unrevoked_is_no_revocation() {
     let fake = fakes::google::start().await;
     let app = app_with(&fake, "google").await;
     connect(&app, &fake, "google").await;
     let revokes = fake.calls().revoke;
-    fake.fail_next(1, 503);
+    fake.fail_next(3, 503);
     let gone = crate::key_connect::disconnect(&app, "google").await;
     let result = &gone["result"]["structuredContent"];
     assert_eq!(result["connection"], "disconnected", "{gone}");
@@ -206,7 +207,7 @@ async fn a_refresh_token_left_unrevoked_is_no_revocation() {
     assert_eq!(
         fake.calls().revoke,
         revokes + 1,
-        "the access token's revocation reached the routes; the refresh token's was answered 503"
+        "the access token's revocation reached the routes; the refresh token's was answered 503 three times"
     );
     let audited: bool = sqlx::query_scalar(
         "SELECT (detail->>'revoked_upstream')::boolean FROM audit_events WHERE kind = 'disconnected'",
@@ -215,6 +216,27 @@ async fn a_refresh_token_left_unrevoked_is_no_revocation() {
     .await
     .unwrap();
     assert!(!audited);
+}
+
+/// A revocation the provider fails once in passing (503) is tried again:
+/// the row is deleted here already, and a blip must not leave the grant
+/// live at the provider.
+#[tokio::test]
+async fn a_revocation_failed_once_in_passing_is_tried_again() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    connect(&app, &fake, "google").await;
+    let refresh_token = fake.refresh_tokens().pop().expect("a refresh token");
+    fake.fail_next(1, 503);
+    let gone = crate::key_connect::disconnect(&app, "google").await;
+    let result = &gone["result"]["structuredContent"];
+    assert_eq!(result["connection"], "disconnected", "{gone}");
+    assert_eq!(result["revocation"], "revoked", "{gone}");
+    assert_eq!(
+        fake.refresh_status("/token", &refresh_token).await.unwrap(),
+        400,
+        "the grant has ended at Google"
+    );
 }
 
 /// Disconnect says what the provider did. Where it could not be told (it

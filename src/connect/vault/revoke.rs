@@ -42,10 +42,7 @@ pub(super) async fn upstream(state: &ConnectionService, row: &ConnectionRow, p: 
         } else {
             token
         };
-        let answer = match p
-            .revoke(&state.http, token.expose_secret(), hint, &row.params.0)
-            .await
-        {
+        let answer = match revoke_again_if_passing(state, row, p, &token, hint).await {
             Ok(()) => Answer::Accepted,
             Err(ProviderError::Rejected { error, .. }) if error == "unsupported_token_type" => {
                 tracing::info!(provider = %provider, hint = hint.as_str(), "the provider does not revoke this kind of token");
@@ -60,6 +57,43 @@ pub(super) async fn upstream(state: &ConnectionService, row: &ConnectionRow, p: 
     }
     let access_lapses_soon = row.access_token_expires_by(chrono::Utc::now() + LAPSES_SOON);
     grant_ended(&answers, access_lapses_soon)
+}
+
+/// How long after the first try a revocation the provider failed in
+/// passing (a 5xx, a 429, a dropped connection) is tried again: the row
+/// is already deleted, so a blip would otherwise leave the grant live at
+/// the provider. A provider that answers slowly is not waited for again.
+const RETRY_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The waits before the second and third tries.
+const RETRY_WAITS: [std::time::Duration; 2] = [
+    std::time::Duration::from_millis(500),
+    std::time::Duration::from_millis(1500),
+];
+
+/// Revokes `token`, tried again (within [`RETRY_WITHIN`]) while the
+/// provider's failure is a passing one.
+async fn revoke_again_if_passing(
+    state: &ConnectionService,
+    row: &ConnectionRow,
+    p: &Provider,
+    token: &SecretString,
+    hint: TokenHint,
+) -> Result<(), ProviderError> {
+    let started = std::time::Instant::now();
+    let mut waits = RETRY_WAITS.iter();
+    loop {
+        let answered = p
+            .revoke(&state.http, token.expose_secret(), hint, &row.params.0)
+            .await;
+        match (answered, waits.next()) {
+            (Err(e), Some(&wait)) if e.is_passing() && started.elapsed() + wait < RETRY_WITHIN => {
+                tracing::info!(provider = %p.name(), hint = hint.as_str(), error = %e, "revocation failed in passing; trying again");
+                tokio::time::sleep(wait).await;
+            }
+            (answered, _) => return answered,
+        }
+    }
 }
 
 /// What the provider answered one token's revocation.
