@@ -35,6 +35,9 @@ pub fn request_state_ttl_secs() -> u64 {
 pub fn links_per_minute() -> u32 {
     60
 }
+pub fn accounts_per_provider() -> u32 {
+    20
+}
 pub fn connect_wait_ms() -> u64 {
     5000
 }

@@ -142,6 +142,12 @@ impl Settings {
                 1,
                 36_500,
             ),
+            (
+                "flow.accounts_per_provider",
+                u64::from(self.flow.accounts_per_provider),
+                1,
+                1000,
+            ),
         ] {
             if !(low..=high).contains(&value) {
                 return Err(invalid(key, format!("must be between {low} and {high}")));

@@ -165,6 +165,13 @@ pub struct FlowSettings {
         deserialize_with = "lenient::number"
     )]
     pub links_per_minute: u32,
+    /// Accounts one user may connect at one provider; reconnecting one
+    /// of them is always allowed.
+    #[serde(
+        default = "defaults::accounts_per_provider",
+        deserialize_with = "lenient::number"
+    )]
+    pub accounts_per_provider: u32,
 }
 
 impl Default for FlowSettings {
@@ -174,6 +181,7 @@ impl Default for FlowSettings {
             request_state_ttl_secs: defaults::request_state_ttl_secs(),
             connect_wait_ms: defaults::connect_wait_ms(),
             links_per_minute: defaults::links_per_minute(),
+            accounts_per_provider: defaults::accounts_per_provider(),
         }
     }
 }

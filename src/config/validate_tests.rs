@@ -281,6 +281,21 @@ fn keep_alive_secs_must_be_between_1_and_300() {
     assert_eq!(settings.keep_alive(), std::time::Duration::from_secs(15));
 }
 
+#[test]
+fn accounts_per_provider_must_be_between_1_and_1000() {
+    for bad in ["0", "1001"] {
+        let err = error_with(&[("MCP_CONNECT_FLOW__ACCOUNTS_PER_PROVIDER", bad)]);
+        assert!(err.contains("flow.accounts_per_provider"), "{bad}: {err}");
+        assert!(err.contains("between 1 and 1000"), "{bad}: {err}");
+    }
+    assert_eq!(
+        error_with(&[("MCP_CONNECT_FLOW__ACCOUNTS_PER_PROVIDER", "3")]),
+        ""
+    );
+    let settings = Settings::from_sources(None, minimal(), toml::Table::new()).unwrap();
+    assert_eq!(settings.flow.accounts_per_provider, 20);
+}
+
 /// The shipped Caddyfile drops its idle connections to an instance before
 /// an instance with the default `keep_alive_secs` would: the other way
 /// round, a POST sent on a connection the instance is closing is lost.

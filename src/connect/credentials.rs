@@ -42,6 +42,9 @@ pub enum CredentialOutcome {
     TicketGone,
     /// The user had their share of checks for now; nothing was sent.
     TooManyChecks(std::time::Duration),
+    /// A new account, and the user has `limit` at the provider already
+    /// (`flow.accounts_per_provider`); not stored, the ticket still usable.
+    TooManyAccounts { limit: u32 },
 }
 
 /// Credentials checked at providers per user and minute, in this
@@ -102,7 +105,7 @@ pub(super) async fn connect(
     };
     let requested = requested_scopes(provider, &ticket);
     vault::adopt_unscoped(&mut tx, user, provider, &account, &checked.params).await?;
-    let connection_id = vault::store_in(
+    let stored = vault::store_in(
         state,
         &mut tx,
         NewConnection {
@@ -114,7 +117,17 @@ pub(super) async fn connect(
             client_id: Some(&ticket.client_id),
         },
     )
-    .await?;
+    .await;
+    let connection_id = match stored.map_err(anyhow::Error::downcast::<vault::TooManyAccounts>) {
+        Ok(id) => id,
+        // Rolled back with the ticket's redemption: it can be used again.
+        Err(Ok(too_many)) => {
+            return Ok(CredentialOutcome::TooManyAccounts {
+                limit: too_many.limit,
+            });
+        }
+        Err(Err(e)) => return Err(e),
+    };
     db::params::set(&mut *tx, Holder::Connection, connection_id, &checked.params).await?;
     db::tickets::set_stored_connection(&mut *tx, ticket.id, connection_id).await?;
     let hint = provider.credential_hint(&checked.credential);

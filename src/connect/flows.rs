@@ -61,6 +61,17 @@ pub enum FinishError {
     /// was removed) while the connection was being stored: nothing was.
     #[error("the sign-in ended while the connection was being stored; nothing was stored")]
     SignInEnded,
+    /// The account is a new one and the person has as many at the
+    /// provider as allowed: not stored, and the tokens revoked upstream if
+    /// `revoked`.
+    #[error(
+        "{provider}: the most accounts allowed ({limit}) are connected (revoked upstream: {revoked})"
+    )]
+    TooManyAccounts {
+        provider: String,
+        limit: u32,
+        revoked: bool,
+    },
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -309,8 +320,17 @@ pub(super) async fn finish(
                 Ok(false) => revoke_unused(state, provider, &tokens, &flow_params).await,
                 Ok(true) | Err(_) => false,
             };
-            tracing::warn!(provider = %name, revoked, "connect failed while storing; tokens not stored");
-            Err(e)
+            tracing::warn!(provider = %name, revoked, error = %e, "connect failed while storing; tokens not stored");
+            Err(match e {
+                FinishError::TooManyAccounts {
+                    provider, limit, ..
+                } => FinishError::TooManyAccounts {
+                    provider,
+                    limit,
+                    revoked,
+                },
+                e => e,
+            })
         }
         // The commit's outcome is unknown (the connection may be stored):
         // revoking could end a connection that works.
@@ -382,7 +402,14 @@ async fn store(
         },
     )
     .await
-    .map_err(failed)?;
+    .map_err(|e| match e.downcast::<vault::TooManyAccounts>() {
+        Ok(too_many) => Stored::Failed(FinishError::TooManyAccounts {
+            provider: provider.display_name().to_owned(),
+            limit: too_many.limit,
+            revoked: false,
+        }),
+        Err(e) => failed(e),
+    })?;
     // Every later call (refresh, API, revocation) is made from these.
     db::params::set(&mut *tx, Holder::Connection, connection_id, params)
         .await

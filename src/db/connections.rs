@@ -466,6 +466,26 @@ pub async fn claim_id(
     .await
 }
 
+/// How many accounts `user` has at `provider` besides connection `id`
+/// (rows other transactions have yet to commit are not seen).
+pub async fn count_other_accounts(
+    exec: &mut sqlx::PgConnection,
+    user: UserRef<'_>,
+    provider: &ProviderName,
+    id: Uuid,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM connections
+           WHERE issuer = $1 AND subject = $2 AND provider = $3 AND id <> $4"#,
+        user.issuer(),
+        user.subject(),
+        provider.as_str(),
+        id,
+    )
+    .fetch_one(&mut *exec)
+    .await
+}
+
 /// What the vault writes after a successful authorization.
 pub struct StoredTokens<'a> {
     pub account_id: &'a str,

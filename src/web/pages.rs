@@ -56,6 +56,10 @@ pub enum WebError {
     /// server refuses: the sentence for the person, with no value in it.
     #[error("not connected: {0}")]
     NotConnected(String),
+    /// A new account was not stored: the person has the most accounts at
+    /// the provider this server allows (the sentence for them).
+    #[error("too many accounts: {0}")]
+    TooManyAccounts(String),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -152,7 +156,9 @@ impl WebError {
                 "Too many connect links",
                 "Too many connect links were requested for this account in the last minute. Wait a minute and try again.",
             ),
-            WebError::NotConnected(message) => page("The account was not connected", message),
+            WebError::NotConnected(message) | WebError::TooManyAccounts(message) => {
+                page("The account was not connected", message)
+            }
             WebError::Internal(e) if crate::db::faults::is_transient_chain(e) => page(
                 "Temporarily unavailable",
                 "The service cannot reach its database right now. This is temporary: please try again in a few seconds.",
@@ -177,7 +183,7 @@ impl ResponseError for WebError {
             WebError::SignedOut => StatusCode::FORBIDDEN,
             WebError::SignInFirst(_) => StatusCode::SEE_OTHER,
             WebError::BadRequest(_) | WebError::FlowRejected(_) => StatusCode::BAD_REQUEST,
-            WebError::Conflict(_) => StatusCode::CONFLICT,
+            WebError::Conflict(_) | WebError::TooManyAccounts(_) => StatusCode::CONFLICT,
             WebError::NotFound => StatusCode::NOT_FOUND,
             WebError::ProviderGone => StatusCode::GONE,
             WebError::Timeout => StatusCode::REQUEST_TIMEOUT,

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::{
     accounts_disconnect::call_declaring,
     browser::{Browser, Page},
-    helpers::{CLIENT_ID, TestApp, count, spawn_app},
+    helpers::{CLIENT_ID, TestApp, count, spawn_app, spawn_app_with},
 };
 
 pub(crate) async fn store(app: &TestApp, id: &str, label: &str, client: &str) {
@@ -426,6 +426,62 @@ async fn connect_adds_another_account_through_the_providers_chooser() {
             "{body}"
         );
     }
+}
+
+/// A user has at most `flow.accounts_per_provider` accounts at one
+/// provider: a new one past it is not stored (the page says why and what
+/// to do, and the access just granted is revoked), while reconnecting one
+/// they have still works.
+#[tokio::test]
+async fn a_new_account_past_the_limit_is_not_stored_and_a_reconnect_is() {
+    use crate::{
+        browser::Browser,
+        full_flow::{allow_at_demo, approve_at_demo, connect_demo, elicit, open_and_continue},
+    };
+    let app = spawn_app_with(|t| {
+        let mut flow = toml::Table::new();
+        flow.insert("accounts_per_provider".into(), 1.into());
+        t.insert("flow".into(), toml::Value::Table(flow));
+    })
+    .await;
+    connect_demo(&app, "alice", "octo").await;
+    let args = json!({"provider": "demo", "another_account": true});
+    let another = |account: &'static str| {
+        let (app, args) = (&app, args.clone());
+        async move {
+            let (url, _) = elicit(app, "alice", "connect", args, "connect_demo").await;
+            let browser = Browser::new(app);
+            let to_provider = open_and_continue(&browser, &url, "alice").await;
+            (browser, to_provider, account)
+        }
+    };
+
+    let (browser, to_provider, account) = another("hubot").await;
+    let back = allow_at_demo(&browser, &to_provider, account).await;
+    let refused = browser.follow(&back).await;
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    for said in [
+        "was not connected",
+        "You have 1 Demo account connected here",
+        "The access you had just granted was revoked.",
+        "Disconnect one",
+    ] {
+        assert!(refused.body.contains(said), "{said}: {}", refused.body);
+    }
+    let accounts: Vec<String> =
+        sqlx::query_scalar("SELECT account_label FROM connections ORDER BY account_label")
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(accounts, ["octo"]);
+
+    let (browser, to_provider, account) = another("octo").await;
+    approve_at_demo(&browser, &to_provider, account).await;
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM connections").await,
+        1,
+        "the reconnect replaced the one account"
+    );
 }
 
 /// A 2025-11-25 client has no `requestState`: its plain retry after the

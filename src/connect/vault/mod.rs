@@ -25,7 +25,7 @@ pub use read::{
 pub(in crate::connect) use read::{mark_needs_reauth, token_state};
 pub use refused::{Refusal, RefusedRefreshes};
 pub use rekey::{Rekeyed, rekey_all};
-pub use store::{NewConnection, store_connection};
+pub use store::{NewConnection, TooManyAccounts, store_connection};
 pub(in crate::connect) use store::{adopt_unscoped, store_in};
 
 /// How long a refresh or a disconnect waits for the row another instance

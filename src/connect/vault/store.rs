@@ -33,6 +33,15 @@ pub struct NewConnection<'a> {
     pub client_id: Option<&'a str>,
 }
 
+/// A new account was not stored: the user has `limit` accounts at the
+/// provider already (`flow.accounts_per_provider`), so that nobody can
+/// grow the table without bound. Reconnecting one of them is allowed.
+#[derive(Debug, thiserror::Error)]
+#[error("the user has {limit} accounts at this provider already, the most allowed")]
+pub struct TooManyAccounts {
+    pub limit: u32,
+}
+
 /// When the access token expires. A provider's `expires_in` is untrusted:
 /// anything beyond a year (or unrepresentable) counts as "not said".
 pub(super) fn expiry(tokens: &TokenSet) -> Option<DateTime<Utc>> {
@@ -73,6 +82,13 @@ pub(in crate::connect) async fn store_in(
     let reconnected = previous
         .as_ref()
         .is_some_and(|r| r.status != ConnectionStatus::Revoked);
+    if !reconnected {
+        let limit = state.settings.flow.accounts_per_provider;
+        let others = db::connections::count_other_accounts(tx, c.user, c.provider, id).await?;
+        if others >= i64::from(limit) {
+            return Err(TooManyAccounts { limit }.into());
+        }
+    }
     let seal = |secret: &SecretString, kind| {
         state.keys.seal(
             Purpose::Token,

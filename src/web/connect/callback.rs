@@ -132,6 +132,11 @@ pub(super) async fn callback(
                 // The page the person sees anywhere once signed out:
                 // sign in, and open the link from the client again.
                 FinishError::SignInEnded => WebError::SignedOut,
+                FinishError::TooManyAccounts {
+                    provider,
+                    limit,
+                    revoked,
+                } => WebError::TooManyAccounts(too_many_accounts(&provider, limit, revoked)),
                 FinishError::Internal(e) => WebError::Internal(e),
             });
         }
@@ -282,6 +287,22 @@ fn not_accepted(provider: &str, label: &str, revoked: bool) -> String {
     format!(
         "{provider} named a {label} this server does not accept, so nothing was connected. {access} \
          If this is unexpected, ask your administrator which {label}s this server allows."
+    )
+}
+
+/// What the person is told when a new account would pass the limit of
+/// accounts per provider (`revoked`: the access just granted was ended
+/// at the provider).
+pub(super) fn too_many_accounts(provider: &str, limit: u32, revoked: bool) -> String {
+    let access = if revoked {
+        " The access you had just granted was revoked."
+    } else {
+        ""
+    };
+    let accounts = if limit == 1 { "account" } else { "accounts" };
+    format!(
+        "You have {limit} {provider} {accounts} connected here, the most this server allows, so this one was not connected.{access} \
+         Disconnect one you no longer use on your connections page, then connect this one again."
     )
 }
 

@@ -172,6 +172,11 @@ pub(super) async fn submit(
             );
             (vec![whole_form(message)], StatusCode::TOO_MANY_REQUESTS)
         }
+        CredentialOutcome::TooManyAccounts { limit } => {
+            tracing::info!(provider = %provider.name(), limit, "a new account over the limit of accounts per provider; not stored");
+            let message = super::callback::too_many_accounts(name, limit, false);
+            (vec![whole_form(message)], StatusCode::CONFLICT)
+        }
         CredentialOutcome::Unchecked(e) => {
             tracing::warn!(provider = %provider.name(), error = %e, "credential could not be checked; not stored");
             let message = format!(
