@@ -67,7 +67,7 @@ pub(super) async fn connect(
     submitted: SubmittedCredential<'_>,
 ) -> anyhow::Result<CredentialOutcome> {
     // Before anything is sent: a used or expired ticket checks nothing.
-    if !super::tickets::usable(ticket) {
+    if !ticket.usable() {
         return Ok(CredentialOutcome::TicketGone);
     }
     let provider = provider_of(state, ticket)?;

@@ -241,7 +241,7 @@ async fn ask<'s>(
                 ..
             }),
             Some(t),
-        ) if tickets::usable(&t) => Some((t.id, sealed.secret.clone())),
+        ) if t.usable() => Some((t.id, sealed.secret.clone())),
         _ => None,
     };
     let link = match reusable {

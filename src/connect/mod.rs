@@ -391,10 +391,7 @@ async fn ask<'s>(
                 ..
             }),
             Some(t),
-        ) if t.connection_id.is_none()
-            && t.add_account == need.add_account
-            && tickets::usable(&t) =>
-        {
+        ) if t.connection_id.is_none() && t.add_account == need.add_account && t.usable() => {
             Some((t.id, sealed.secret.clone()))
         }
         _ => None,

@@ -4,7 +4,6 @@
 //! a ticket's secret.
 
 use crate::domain::{ProviderName, UserRef};
-use chrono::Utc;
 use uuid::Uuid;
 
 use super::ConnectionService;
@@ -57,13 +56,6 @@ pub struct IssuedTicket {
 /// The connect link for a ticket's secret.
 pub fn connect_url(state: &ConnectionService, ticket: &TicketSecret) -> String {
     format!("{}/connect?ticket={}", state.base_url, ticket.expose())
-}
-
-/// A ticket that can still be used now: not redeemed, not declined, not
-/// expired. The queries of `db::tickets` that find, redeem or decline a
-/// usable ticket state the same rule in SQL, so it holds atomically.
-pub fn usable(ticket: &Ticket) -> bool {
-    ticket.redeemed_at.is_none() && ticket.declined_at.is_none() && ticket.expires_at > Utc::now()
 }
 
 /// What the ticket asks of the provider: the provider's defaults and the
@@ -160,7 +152,6 @@ pub(crate) async fn insert(
     // full-page image in the WAL per ask. The id grants nothing by itself
     // (the secret does), so its creation time is no secret either.
     let id = Uuid::now_v7();
-    let ttl = chrono::Duration::from_std(state.settings.flow.ticket_ttl())?;
     let ticket_hash = secret.hash();
     let insert = state.hot_db.run(async |conn| {
         db::tickets::insert(
@@ -172,7 +163,7 @@ pub(crate) async fn insert(
                 client_id,
                 provider,
                 scopes,
-                expires_at: Utc::now() + ttl,
+                ttl: state.settings.flow.ticket_ttl(),
                 connection_id: match purpose {
                     TicketFor::Approval(id) => Some(id),
                     _ => None,

@@ -1,6 +1,8 @@
 //! `connect_tickets`: the one-time tickets behind `/connect?ticket=…` URLs.
 //! Only the SHA-256 of a ticket is stored; redemption is one atomic UPDATE,
-//! so of any number of concurrent attempts exactly one wins.
+//! so of any number of concurrent attempts exactly one wins. A ticket's
+//! expiry is set and judged by the database's clock only: the instances'
+//! clocks may disagree with it, and with each other.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
@@ -25,12 +27,24 @@ pub struct Ticket {
     pub connection_id: Option<Uuid>,
     /// A connect ticket for another account (the provider's account chooser).
     pub add_account: bool,
+    /// The database's clock when the statement that returned this row
+    /// ran: `expires_at` was set by that clock, and is compared with it
+    /// alone (an instance's own clock may be minutes off).
+    pub read_at: DateTime<Utc>,
 }
 
 impl Ticket {
     /// The person this ticket belongs to.
     pub fn user(&self) -> UserRef<'_> {
         UserRef::new(&self.issuer, &self.subject)
+    }
+
+    /// Whether the ticket could still be used when it was read: not
+    /// redeemed, not declined, not expired. The queries here that find,
+    /// redeem or decline a usable ticket state the same rule in SQL, so it
+    /// holds atomically.
+    pub fn usable(&self) -> bool {
+        self.redeemed_at.is_none() && self.declined_at.is_none() && self.expires_at > self.read_at
     }
 }
 
@@ -41,7 +55,8 @@ pub struct NewTicket<'a> {
     pub client_id: &'a str,
     pub provider: &'a ProviderName,
     pub scopes: &'a [String],
-    pub expires_at: DateTime<Utc>,
+    /// How long the ticket lives from its insert, by the database's clock.
+    pub ttl: std::time::Duration,
     pub connection_id: Option<Uuid>,
     pub add_account: bool,
 }
@@ -61,7 +76,7 @@ pub async fn insert(exec: impl PgExecutor<'_>, t: NewTicket<'_>) -> Result<(), s
         "WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)),
          ticket AS (
              INSERT INTO connect_tickets (id, ticket_hash, issuer, subject, client_id, provider, scopes, expires_at, connection_id, add_account)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $8), $9, $10)
              RETURNING id)
          INSERT INTO audit_events (issuer, subject, kind, provider, detail)
          SELECT $3, $4, 'ticket_issued', $6,
@@ -74,7 +89,7 @@ pub async fn insert(exec: impl PgExecutor<'_>, t: NewTicket<'_>) -> Result<(), s
         t.client_id,
         t.provider.as_str(),
         t.scopes,
-        t.expires_at,
+        t.ttl.as_secs_f64(),
         t.connection_id,
         t.add_account,
     )
@@ -90,7 +105,7 @@ pub async fn find_by_id(
     sqlx::query_as!(
         Ticket,
         r#"SELECT id, issuer, subject, client_id, provider AS "provider: ProviderName", scopes, created_at, expires_at,
-                redeemed_at, declined_at, connection_id, add_account
+                redeemed_at, declined_at, connection_id, add_account, now() AS "read_at!"
          FROM connect_tickets WHERE id = $1"#,
         id,
     )
@@ -106,7 +121,7 @@ pub async fn find_usable_by_hash(
     sqlx::query_as!(
         Ticket,
         r#"SELECT id, issuer, subject, client_id, provider AS "provider: ProviderName", scopes, created_at, expires_at,
-                redeemed_at, declined_at, connection_id, add_account
+                redeemed_at, declined_at, connection_id, add_account, now() AS "read_at!"
          FROM connect_tickets
          WHERE ticket_hash = $1 AND redeemed_at IS NULL AND declined_at IS NULL AND expires_at > now()"#,
         hash,
@@ -128,7 +143,7 @@ pub async fn redeem(
          WHERE id = $1 AND issuer = $2 AND subject = $3
            AND redeemed_at IS NULL AND declined_at IS NULL AND expires_at > now()
          RETURNING id, issuer, subject, client_id, provider AS "provider: ProviderName", scopes, created_at, expires_at,
-                   redeemed_at, declined_at, connection_id, add_account"#,
+                   redeemed_at, declined_at, connection_id, add_account, now() AS "read_at!""#,
         id,
         user.issuer(),
         user.subject(),
@@ -171,7 +186,7 @@ pub async fn unanswered_add_account(
     sqlx::query_as!(
         Ticket,
         r#"SELECT id, issuer, subject, client_id, provider AS "provider: ProviderName", scopes, created_at, expires_at,
-                redeemed_at, declined_at, connection_id, add_account
+                redeemed_at, declined_at, connection_id, add_account, now() AS "read_at!"
          FROM connect_tickets
          WHERE issuer = $1 AND subject = $2 AND client_id = $3 AND provider = $4 AND add_account
            AND answered_at IS NULL AND created_at > now() - make_interval(secs => $5)
@@ -245,7 +260,7 @@ pub async fn latest_approval(
     sqlx::query_as!(
         Ticket,
         r#"SELECT id, issuer, subject, client_id, provider AS "provider: ProviderName", scopes, created_at, expires_at,
-                redeemed_at, declined_at, connection_id, add_account
+                redeemed_at, declined_at, connection_id, add_account, now() AS "read_at!"
          FROM connect_tickets
          WHERE connection_id = $1 AND client_id = $2 AND issuer = $3 AND subject = $4
            AND redeemed_at IS NULL AND expires_at > now()
@@ -273,7 +288,8 @@ pub async fn pending_approvals(
         Ticket,
         r#"SELECT id AS "id!", issuer AS "issuer!", subject AS "subject!", client_id AS "client_id!",
                 provider AS "provider!: ProviderName", scopes AS "scopes!", created_at AS "created_at!",
-                expires_at AS "expires_at!", redeemed_at, declined_at, connection_id, add_account AS "add_account!"
+                expires_at AS "expires_at!", redeemed_at, declined_at, connection_id, add_account AS "add_account!",
+                now() AS "read_at!"
          FROM (
              SELECT DISTINCT ON (t.connection_id, t.client_id) t.*
              FROM connect_tickets t

@@ -867,7 +867,7 @@ async fn a_ticket_insert_relaxes_durability_for_its_own_transaction_only() {
         client_id: CLIENT_ID,
         provider: &demo,
         scopes: &[],
-        expires_at: chrono::Utc::now() + chrono::Duration::minutes(10),
+        ttl: Duration::from_secs(600),
         connection_id: None,
         add_account: false,
     };

@@ -108,7 +108,7 @@ impl Store {
                     client_id: CLIENT,
                     provider,
                     scopes: &[],
-                    expires_at: chrono::Utc::now() + chrono::Duration::minutes(10),
+                    ttl: std::time::Duration::from_secs(600),
                     connection_id: None,
                     add_account: false,
                 },

@@ -23,7 +23,6 @@ use super::{
     identity_mismatch,
 };
 use crate::{
-    connect::tickets::usable,
     db::{self, audit::AuditKind, tickets::Ticket},
     providers::FormProblem,
     state::AppState,
@@ -76,7 +75,7 @@ pub(super) async fn show(
         Some(id) => state.connect.ticket(id).await?,
         None => None,
     };
-    let ticket = ticket.filter(usable).ok_or(WebError::LinkGone)?;
+    let ticket = ticket.filter(Ticket::usable).ok_or(WebError::LinkGone)?;
     if !user.is(ticket.user()) {
         // Recorded where the ticket became this session's (the link, or
         // the sign-in that came back to it), not at every reload here.
