@@ -7,7 +7,6 @@
 //! with all of its parameters).
 
 use crate::domain::UserRef;
-use chrono::Utc;
 use secrecy::ExposeSecret;
 use uuid::Uuid;
 
@@ -32,7 +31,7 @@ use crate::{
 pub const CONNECTIONS_PAGE: &str = "/connections";
 
 /// How long a started connect flow waits for the provider's callback.
-const FLOW_TTL: chrono::Duration = chrono::Duration::minutes(10);
+const FLOW_TTL: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 
 /// A connect flow under way: where to send the browser.
 pub struct StartedFlow {
@@ -150,7 +149,7 @@ pub(super) async fn start(
             return_to: state
                 .asked_on_connections_page(&ticket)
                 .then_some(CONNECTIONS_PAGE),
-            expires_at: Utc::now() + FLOW_TTL,
+            ttl: FLOW_TTL,
         },
     )
     .await?;

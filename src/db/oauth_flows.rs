@@ -1,6 +1,8 @@
 //! `oauth_flows`: authorization code flows in progress — signing in to this
 //! service (`login`) and connecting a provider (`connect`). `state` is stored
 //! as SHA-256 only and the PKCE verifier sealed; a flow is used at most once.
+//! A flow's times are the database's clock's only: the instances' clocks
+//! may disagree with it, and with each other.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
@@ -43,6 +45,9 @@ pub struct OAuthFlow {
     pub completed_at: Option<DateTime<Utc>>,
     /// The connection a completed connect flow stored, once it has.
     pub connection_id: Option<Uuid>,
+    /// The database's clock when the statement that returned this row
+    /// ran: what its times are compared with.
+    pub read_at: DateTime<Utc>,
 }
 
 impl OAuthFlow {
@@ -63,14 +68,15 @@ pub struct NewFlow<'a> {
     pub nonce: Option<&'a str>,
     pub key_id: &'a str,
     pub return_to: Option<&'a str>,
-    pub expires_at: DateTime<Utc>,
+    /// How long the flow lives from its insert, by the database's clock.
+    pub ttl: std::time::Duration,
 }
 
 pub async fn insert(exec: impl PgExecutor<'_>, f: NewFlow<'_>) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "INSERT INTO oauth_flows (id, state_hash, kind, ticket_id, session_id, browser_binding,
                                   provider, pkce_verifier, nonce, key_id, return_to, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now() + make_interval(secs => $12))",
         f.id,
         f.state_hash,
         f.kind as FlowKind,
@@ -82,7 +88,7 @@ pub async fn insert(exec: impl PgExecutor<'_>, f: NewFlow<'_>) -> Result<(), sql
         f.nonce,
         f.key_id,
         f.return_to,
-        f.expires_at,
+        f.ttl.as_secs_f64(),
     )
     .execute(exec)
     .await?;
@@ -100,7 +106,7 @@ pub async fn take_login(
         r#"DELETE FROM oauth_flows WHERE state_hash = $1 AND kind = 'login'
            RETURNING id, kind AS "kind: FlowKind", ticket_id, session_id, browser_binding, provider,
                      pkce_verifier, nonce, key_id, return_to, created_at, expires_at, completed_at,
-                     connection_id"#,
+                     connection_id, now() AS "read_at!""#,
         state_hash,
     )
     .fetch_optional(exec)
@@ -115,7 +121,7 @@ pub async fn find_by_state_hash(
         OAuthFlow,
         r#"SELECT id, kind AS "kind: FlowKind", ticket_id, session_id, browser_binding, provider,
                   pkce_verifier, nonce, key_id, return_to, created_at, expires_at, completed_at,
-                  connection_id
+                  connection_id, now() AS "read_at!"
            FROM oauth_flows WHERE state_hash = $1"#,
         state_hash,
     )
@@ -135,7 +141,7 @@ pub async fn find_open_for_ticket(
         OAuthFlow,
         r#"SELECT id, kind AS "kind: FlowKind", ticket_id, session_id, browser_binding, provider,
                   pkce_verifier, nonce, key_id, return_to, created_at, expires_at, completed_at,
-                  connection_id
+                  connection_id, now() AS "read_at!"
            FROM oauth_flows
            WHERE ticket_id = $1 AND session_id = $2 AND kind = 'connect'
              AND completed_at IS NULL AND expires_at > now()
@@ -185,7 +191,7 @@ pub async fn complete(
            WHERE id = $1 AND state_hash = $2 AND completed_at IS NULL AND expires_at > now()
            RETURNING id, kind AS "kind: FlowKind", ticket_id, session_id, browser_binding, provider,
                      pkce_verifier, nonce, key_id, return_to, created_at, expires_at, completed_at,
-                     connection_id"#,
+                     connection_id, now() AS "read_at!""#,
         id,
         state_hash,
     )

@@ -6,7 +6,6 @@
 //! nothing ended in a failed exchange and is refused as used.
 
 use actix_web::{HttpResponse, http::StatusCode};
-use chrono::Utc;
 
 use crate::{
     db::oauth_flows::OAuthFlow,
@@ -27,12 +26,13 @@ use crate::{
 pub(super) const EXCHANGE_WINDOW_SECS: i64 = 120;
 
 /// Whether `flow`'s first callback may still be exchanging its code: it
-/// began a moment ago, has connected nothing yet, and was not a decline at
+/// began a moment ago (by the database's clock, which wrote
+/// `completed_at`), has connected nothing yet, and was not a decline at
 /// the provider (which completes the flow too, and marks its ticket).
 pub(super) async fn under_way(state: &AppState, flow: &OAuthFlow) -> Result<bool, sqlx::Error> {
     let recent = flow
         .completed_at
-        .is_some_and(|at| Utc::now() - at < chrono::Duration::seconds(EXCHANGE_WINDOW_SECS));
+        .is_some_and(|at| flow.read_at - at < chrono::Duration::seconds(EXCHANGE_WINDOW_SECS));
     if flow.connection_id.is_some() || !recent {
         return Ok(false);
     }
