@@ -1,5 +1,7 @@
 //! `web_sessions`: browser sign-ins. The cookie carries a random value; only
 //! its SHA-256 is stored, so reading this table yields no usable cookie.
+//! A session's times are set and compared by the database's clock only:
+//! the instances' clocks may disagree with it, and with each other.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
@@ -44,7 +46,8 @@ pub struct NewWebSession<'a> {
     pub user: UserRef<'a>,
     pub display_name: Option<&'a str>,
     pub csrf_secret: &'a [u8],
-    pub expires_at: DateTime<Utc>,
+    /// How long the session lives from its insert, by the database's clock.
+    pub ttl: std::time::Duration,
     pub pending_ticket_id: Option<Uuid>,
 }
 
@@ -54,14 +57,15 @@ pub struct NewWebSession<'a> {
 pub async fn insert(exec: impl PgExecutor<'_>, s: NewWebSession<'_>) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "INSERT INTO web_sessions (id, id_hash, issuer, subject, display_name, csrf_secret, expires_at, pending_ticket_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, (SELECT id FROM connect_tickets WHERE id = $8))",
+         VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7),
+                 (SELECT id FROM connect_tickets WHERE id = $8))",
         s.id,
         s.id_hash,
         s.user.issuer(),
         s.user.subject(),
         s.display_name,
         s.csrf_secret,
-        s.expires_at,
+        s.ttl.as_secs_f64(),
         s.pending_ticket_id,
     )
     .execute(exec)

@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use actix_web::{FromRequest, HttpRequest, cookie::Cookie, dev::Payload, web};
-use chrono::Utc;
 use futures::future::LocalBoxFuture;
 use uuid::Uuid;
 
@@ -188,8 +187,6 @@ pub async fn start(
 ) -> Result<(Uuid, Vec<u8>, Cookie<'static>), WebError> {
     let value = secret::random_value();
     let ttl = Duration::from_secs(state.settings.web.session_ttl_secs);
-    let expires_at =
-        Utc::now() + chrono::Duration::from_std(ttl).unwrap_or_else(|_| chrono::Duration::hours(8));
     let id = Uuid::new_v4();
     let csrf_secret = secret::random_bytes();
     db::web_sessions::insert(
@@ -200,7 +197,7 @@ pub async fn start(
             user: UserRef::new(&identity.issuer, &identity.subject),
             display_name: Some(&identity.display_name),
             csrf_secret: &csrf_secret,
-            expires_at,
+            ttl,
             pending_ticket_id,
         },
     )
