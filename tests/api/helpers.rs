@@ -73,6 +73,62 @@ pub async fn spawn_app_on(server: &str, tweak: impl FnOnce(&mut toml::Table)) ->
     spawn_on(server, db_name, None, tweak).await
 }
 
+/// [`spawn_app_with`] on a database whose clock is `offset` ahead of this
+/// process's (behind, when negative): an instance whose clock is off.
+/// Every unqualified `now()` — the application's statements, the tests'
+/// and the columns' defaults alike — finds `skew.now()` first, as the
+/// database's `search_path` puts that schema before `pg_catalog` (which is
+/// searched first only when the path leaves it out). Set before the
+/// migrations run, so the defaults they create are bound to it too;
+/// `public` stays first, where the tables are created.
+pub async fn spawn_app_with_database_clock(
+    offset: chrono::Duration,
+    tweak: impl FnOnce(&mut toml::Table),
+) -> TestApp {
+    let db_name = format!("mcp_connect_test_{}", uuid::Uuid::new_v4().simple());
+    let mut admin = PgConnection::connect(&format!("{}/postgres", server_url()))
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE DATABASE \"{db_name}\""
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    let mut skewed = PgConnection::connect(&format!("{}/{db_name}", server_url()))
+        .await
+        .unwrap();
+    let statements = [
+        "CREATE SCHEMA skew".to_owned(),
+        format!(
+            "CREATE FUNCTION skew.now() RETURNS timestamptz LANGUAGE sql STABLE
+             AS $$ SELECT pg_catalog.now() + make_interval(secs => {}) $$",
+            offset.num_seconds()
+        ),
+        format!("ALTER DATABASE \"{db_name}\" SET search_path = public, skew, pg_catalog"),
+    ];
+    for statement in statements {
+        sqlx::query(sqlx::AssertSqlSafe(statement))
+            .execute(&mut skewed)
+            .await
+            .unwrap();
+    }
+    let app = spawn_on(&server_url(), db_name, None, tweak).await;
+    // The path applies to sessions that start from now on: the app's and
+    // this one.
+    let seen: f64 =
+        sqlx::query_scalar("SELECT extract(epoch FROM now() - pg_catalog.now())::float8")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(
+        seen,
+        offset.num_seconds() as f64,
+        "the database's clock is set off"
+    );
+    app
+}
+
 impl TestApp {
     /// A second instance of the service behind the same public URL, on the
     /// same database and keys (a scaled-out deployment); it leaves the

@@ -19,6 +19,7 @@ mod call_accounts;
 mod cli;
 mod client_names;
 mod connect_mrtr;
+mod database_clock;
 mod fake_providers;
 mod faults;
 mod full_flow;

@@ -5,6 +5,7 @@
 //! refused as used.
 
 use super::*;
+use crate::helpers::spawn_app_with_database_clock;
 
 /// Marks the flow of `state` completed `secs_ago`, as the first callback
 /// does before it goes to the provider.
@@ -65,7 +66,18 @@ async fn a_reload_during_the_code_exchange_asks_to_wait_and_keeps_the_flow() {
 
 #[tokio::test]
 async fn a_reload_long_after_an_exchange_that_connected_nothing_is_refused_as_used() {
-    let app = spawn_app().await;
+    reload_long_after_a_failed_exchange(spawn_app().await).await;
+}
+
+/// How long ago the exchange began is the database's clock's to say, as
+/// it wrote the time: on an instance behind it, it is no nearer.
+#[tokio::test]
+async fn a_reload_long_after_on_an_instance_behind_the_database_clock_is_refused_as_used() {
+    let ahead = chrono::Duration::minutes(15);
+    reload_long_after_a_failed_exchange(spawn_app_with_database_clock(ahead, |_| {}).await).await;
+}
+
+async fn reload_long_after_a_failed_exchange(app: TestApp) {
     let (t, _) = ticket(&app, "alice", 600).await;
     let alice = signed_in(&app, "alice").await;
     let state = param(&start_flow(&app, &alice, &t).await, "state").unwrap();
