@@ -104,8 +104,10 @@ enum TokensCommand {
     Rekey,
     /// For a key that is gone for good: ask the users of every connection
     /// sealed by KEY_ID to connect again (their tokens cannot be opened by
-    /// any instance). Refused while MCP_CONNECT_KEYS holds the key. If the
-    /// key can still be found, add it back instead: nothing is lost.
+    /// any instance) and drop those tokens, so that start-up and `tokens
+    /// rekey` stop naming the key. Refused while MCP_CONNECT_KEYS holds the
+    /// key. If the key can still be found, add it back instead: nothing is
+    /// lost then, while after this the users must connect again.
     ForgetKey {
         /// The key id, as start-up's warning or `tokens rekey` names it.
         key_id: String,
@@ -260,22 +262,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let state = offline_state(cli.config.as_deref()).await?;
             let done =
                 mcp_connect::connect::stale_keys::forget_key(&state.connect, &key_id).await?;
-            let (marked, failed) = (done.marked, done.failed);
-            tracing::info!(marked, failed, key_id = %key_id, "connections of a forgotten key marked");
+            let (marked, failed, dropped) = (done.marked, done.failed, done.dropped);
+            tracing::info!(marked, failed, dropped, key_id = %key_id, "connections of a forgotten key marked");
             if failed > 0 {
                 anyhow::bail!(
                     "{marked} connection(s) sealed by key {key_id} now ask their users to connect again, \
                      but {failed} could not be marked (see the log); run the command again"
                 );
             }
-            if marked == 0 {
-                println!(
-                    "no active connection is sealed by key {key_id}: nothing to do (is the key id right?)"
-                );
-            } else {
-                println!(
-                    "{marked} connection(s) sealed by key {key_id} now ask their users to connect again"
-                );
+            for line in done.report(&key_id) {
+                println!("{line}");
             }
             Ok(())
         }

@@ -6,7 +6,8 @@
 //! (a load balancer's retry may land where the key is), and the log names
 //! the key. Start-up and `tokens rekey` name the key ids concerned, so an
 //! operator can put the key back — or, for a key that is gone for good,
-//! `tokens forget-key` asks those rows' users to connect again.
+//! `tokens forget-key` asks those rows' users to connect again and drops
+//! the tokens it sealed, after which nothing names the key any more.
 
 use serde_json::json;
 
@@ -75,25 +76,63 @@ pub struct Forgotten {
     /// Active connections sealed by the key that could not be marked (a
     /// database error, logged): the command is to be run again.
     pub failed: u64,
+    /// Connections that need their users again (those just marked among
+    /// them) whose tokens sealed by the key were dropped now.
+    pub dropped: u64,
+    /// Connections whose tokens sealed by the key an earlier run dropped,
+    /// still waiting for their users.
+    pub dropped_before: i64,
 }
 
-/// Asks the users of every active connection sealed by `key_id` to
-/// connect again (marked `needs_reauth`, with its webhook event and audit
-/// row): for a key that is gone for good. Refused while the ring holds the
-/// key, whose rows open.
+impl Forgotten {
+    /// What the command says it did with key `key_id`, one line each.
+    pub fn report(&self, key_id: &str) -> Vec<String> {
+        let mut lines = Vec::new();
+        if self.marked > 0 {
+            lines.push(format!(
+                "{} connection(s) sealed by key {key_id} now ask their users to connect again",
+                self.marked
+            ));
+        }
+        if self.dropped > 0 {
+            lines.push(format!(
+                "the tokens key {key_id} sealed were dropped from {} connection(s) that need their users again",
+                self.dropped
+            ));
+        }
+        if lines.is_empty() && self.dropped_before > 0 {
+            lines.push(format!(
+                "key {key_id} was forgotten already: {} connection(s) it sealed wait for their users to connect again; nothing to do",
+                self.dropped_before
+            ));
+        }
+        if lines.is_empty() {
+            lines.push(format!(
+                "no connection is sealed by key {key_id}: nothing to do (is the key id right?)"
+            ));
+        }
+        lines
+    }
+}
+
+/// For a key that is gone for good: asks the users of every active
+/// connection sealed by `key_id` to connect again (marked `needs_reauth`,
+/// with its webhook event and audit row), then drops the tokens the key
+/// sealed from every connection that needs its user, so that no row waits
+/// for the key any more (start-up and `tokens rekey` stop naming it).
+/// Refused while the ring holds the key, whose rows open. Run again, it
+/// finds nothing left to do, and says so.
 pub async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Result<Forgotten> {
     if state.keys.has_key(key_id) {
         anyhow::bail!(
             "key {key_id} is in MCP_CONNECT_KEYS: its tokens open; run `tokens rekey` to re-seal them instead"
         );
     }
-    let current = state.keys.current_key_id().to_owned();
-    let mut done = Forgotten::default();
-    let sealed_by_it = db::connections::ids_not_sealed_by(&state.db, &current)
-        .await?
-        .into_iter()
-        .filter(|(_, sealed_by)| sealed_by == key_id);
-    for (id, _) in sealed_by_it {
+    let mut done = Forgotten {
+        dropped_before: db::connections::count_dropped_of(&state.db, key_id).await?,
+        ..Forgotten::default()
+    };
+    for id in db::connections::active_ids_sealed_by(&state.db, key_id).await? {
         // The row as it is now (waiting for a refresh under way); marking
         // compares its sealed token, so a row re-sealed meanwhile is left.
         let mut tx = crate::db::transaction::begin(&state.db).await?;
@@ -108,6 +147,11 @@ pub async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Resu
             Ok(false) => {}
             Err(_) => done.failed += 1,
         }
+    }
+    // A row still active keeps its tokens until it is marked: the next run
+    // marks it, then drops them with the others.
+    if done.failed == 0 {
+        done.dropped = db::connections::drop_tokens_sealed_by(&state.db, key_id).await?;
     }
     Ok(done)
 }

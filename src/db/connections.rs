@@ -6,6 +6,12 @@ use uuid::Uuid;
 
 use crate::domain::{ProviderName, UserRef};
 
+mod keys;
+pub use keys::{
+    active_ids_sealed_by, count_by_key_id, count_dropped_of, drop_tokens_sealed_by,
+    ids_not_sealed_by,
+};
+
 /// A connection's state, as the `status` column stores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type, serde::Serialize)]
 #[sqlx(type_name = "text", rename_all = "snake_case")]
@@ -688,30 +694,4 @@ pub async fn delete(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::E
         .execute(exec)
         .await?;
     Ok(done.rows_affected() == 1)
-}
-
-/// Connections whose tokens are sealed by another key than `key_id`, with
-/// the key that seals each.
-pub async fn ids_not_sealed_by(
-    exec: impl PgExecutor<'_>,
-    key_id: &str,
-) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
-    let rows = sqlx::query!(
-        "SELECT id, key_id FROM connections WHERE key_id <> $1 ORDER BY id",
-        key_id
-    )
-    .fetch_all(exec)
-    .await?;
-    Ok(rows.into_iter().map(|r| (r.id, r.key_id)).collect())
-}
-
-/// How many connections each key id seals, for finding rows sealed by a
-/// key the ring no longer has.
-pub async fn count_by_key_id(exec: impl PgExecutor<'_>) -> Result<Vec<(String, i64)>, sqlx::Error> {
-    let counts = sqlx::query!(
-        r#"SELECT key_id, count(*) AS "count!" FROM connections GROUP BY key_id ORDER BY key_id"#
-    )
-    .fetch_all(exec)
-    .await?;
-    Ok(counts.into_iter().map(|c| (c.key_id, c.count)).collect())
 }

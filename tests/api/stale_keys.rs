@@ -43,14 +43,20 @@ async fn connect(app: &TestApp, subject: &str) {
     .unwrap();
 }
 
-/// Makes `subject`'s row look sealed by a key the ring does not have;
-/// returns the key id it had.
+/// Makes `subject`'s row look sealed by key `retired1`, which the ring
+/// does not have; returns the key id it had.
 async fn retire_key_of(app: &TestApp, subject: &str) -> String {
+    retire_key_as(app, subject, "retired1").await
+}
+
+/// [`retire_key_of`], with the retired key named `key_id`.
+async fn retire_key_as(app: &TestApp, subject: &str, key_id: &str) -> String {
     sqlx::query_scalar(
-        "UPDATE connections c SET key_id = 'retired1' FROM connections old
+        "UPDATE connections c SET key_id = $2 FROM connections old
          WHERE c.id = old.id AND c.subject = $1 RETURNING old.key_id",
     )
     .bind(subject)
+    .bind(key_id)
     .fetch_one(&app.db)
     .await
     .unwrap()
@@ -101,12 +107,26 @@ fn tokens_command(app: &TestApp, key: &str, args: &[&str]) -> std::process::Outp
         .unwrap()
 }
 
+/// A key gone for good: its active connections ask their users to connect
+/// again, and no row, whatever its status, keeps tokens sealed by it. From
+/// then on it is done: `tokens rekey` and start-up no longer name the key,
+/// and the command run again says so.
 #[tokio::test]
 async fn forgetting_a_key_asks_its_users_to_connect_again() {
+    // A key id of this test's own: start-up warnings of other tests share
+    // the captured log.
+    const GONE: &str = "forgotten-key-3";
     let app = spawn_app().await;
     connect(&app, "alice").await;
     connect(&app, "bob").await;
-    retire_key_of(&app, "alice").await;
+    connect(&app, "carol").await;
+    retire_key_as(&app, "alice", GONE).await;
+    // Carol's connection already needed her (its refresh was refused).
+    retire_key_as(&app, "carol", GONE).await;
+    sqlx::query("UPDATE connections SET status = 'needs_reauth' WHERE subject = 'carol'")
+        .execute(&app.db)
+        .await
+        .unwrap();
     let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
     let own_key_id = key.split_once(':').unwrap().0.to_owned();
 
@@ -119,9 +139,9 @@ async fn forgetting_a_key_asks_its_users_to_connect_again() {
         String::from_utf8_lossy(&refused.stderr)
     );
 
-    let stdout = succeeded(tokens_command(&app, &key, &["forget-key", "retired1"]));
+    let stdout = succeeded(tokens_command(&app, &key, &["forget-key", GONE]));
     assert!(
-        stdout.contains("1 connection(s) sealed by key retired1"),
+        stdout.contains(&format!("1 connection(s) sealed by key {GONE}")),
         "{stdout}"
     );
     let statuses: Vec<(String, String)> =
@@ -133,9 +153,19 @@ async fn forgetting_a_key_asks_its_users_to_connect_again() {
         statuses,
         [
             ("alice".to_owned(), "needs_reauth".to_owned()),
-            ("bob".to_owned(), "active".to_owned())
+            ("bob".to_owned(), "active".to_owned()),
+            ("carol".to_owned(), "needs_reauth".to_owned())
         ]
     );
+    let still_sealed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM connections
+         WHERE key_id = $1 AND (octet_length(access_token) > 0 OR refresh_token IS NOT NULL)",
+    )
+    .bind(GONE)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(still_sealed, 0, "no row keeps bytes that cannot open");
     let audited: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM audit_events WHERE kind = 'token_unreadable' AND detail->>'reason' = 'key_forgotten'",
     )
@@ -147,6 +177,26 @@ async fn forgetting_a_key_asks_its_users_to_connect_again() {
         .call_tool("alice", "whoami", json!({"provider": "demo"}))
         .await;
     assert_eq!(body["result"]["resultType"], "input_required", "{body}");
+
+    // Done: run again, it says so; `tokens rekey` and start-up are quiet.
+    let again = succeeded(tokens_command(&app, &key, &["forget-key", GONE]));
+    assert!(
+        again.contains(&format!("key {GONE} was forgotten already")),
+        "{again}"
+    );
+    let rekeyed = succeeded(tokens_command(&app, &key, &["rekey"]));
+    assert!(!rekeyed.contains(GONE), "{rekeyed}");
+    let missing = mcp_connect::connect::stale_keys::missing_keys(&app.state.connect)
+        .await
+        .unwrap();
+    assert!(missing.is_empty(), "{missing:?}");
+    let _restarted = app.second_instance().await;
+    assert!(
+        !crate::logs::captured()
+            .lines()
+            .any(|l| l.contains(GONE) && l.contains("key ids the ring lacks")),
+        "start-up warned about a forgotten key"
+    );
 }
 
 #[tokio::test]
@@ -261,7 +311,7 @@ async fn forgetting_a_key_fails_while_a_connection_cannot_be_marked() {
     );
     let stdout = succeeded(tokens_command(&app, &key, &["forget-key", "retird1"]));
     assert!(
-        stdout.contains("no active connection is sealed by key retird1"),
+        stdout.contains("no connection is sealed by key retird1"),
         "{stdout}"
     );
 }

@@ -1,0 +1,85 @@
+//! Which key seals which connections' tokens: for re-sealing them with
+//! the current key, and for finding, and forgetting, keys the ring lacks.
+//!
+//! A connection whose key was forgotten (`tokens forget-key`) holds an
+//! empty access token and no refresh token: sealed bytes are never empty,
+//! so such a row waits for no key, only for its user to connect again.
+
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+/// Connections whose tokens are sealed by another key than `key_id`, with
+/// the key that seals each. Rows whose tokens were dropped
+/// ([`drop_tokens_sealed_by`]) hold none to re-seal.
+pub async fn ids_not_sealed_by(
+    exec: impl PgExecutor<'_>,
+    key_id: &str,
+) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        "SELECT id, key_id FROM connections
+         WHERE key_id <> $1 AND octet_length(access_token) > 0 ORDER BY id",
+        key_id
+    )
+    .fetch_all(exec)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.key_id)).collect())
+}
+
+/// Active connections whose tokens `key_id` seals.
+pub async fn active_ids_sealed_by(
+    exec: impl PgExecutor<'_>,
+    key_id: &str,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "SELECT id FROM connections WHERE key_id = $1 AND status = 'active' ORDER BY id",
+        key_id
+    )
+    .fetch_all(exec)
+    .await
+}
+
+/// How many connections each key id seals tokens of, for finding rows
+/// sealed by a key the ring no longer has (rows whose tokens were dropped
+/// are not counted: nothing in them waits for a key).
+pub async fn count_by_key_id(exec: impl PgExecutor<'_>) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    let counts = sqlx::query!(
+        r#"SELECT key_id, count(*) AS "count!" FROM connections
+           WHERE octet_length(access_token) > 0 GROUP BY key_id ORDER BY key_id"#
+    )
+    .fetch_all(exec)
+    .await?;
+    Ok(counts.into_iter().map(|c| (c.key_id, c.count)).collect())
+}
+
+/// For a key gone for good: drops the tokens it sealed from connections
+/// that are no longer active (they need their users again). Bytes nothing
+/// can open are no use to keep, and a row without them is no longer
+/// counted as waiting for its key; `key_id` stays, to say which key it
+/// was. Active rows are left: they are marked first, with their events.
+/// How many were dropped.
+pub async fn drop_tokens_sealed_by(
+    exec: impl PgExecutor<'_>,
+    key_id: &str,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE connections SET access_token = ''::bytea, refresh_token = NULL, updated_at = now(),
+             tokens_stored_at = COALESCE(tokens_stored_at, updated_at)
+         WHERE key_id = $1 AND status <> 'active' AND octet_length(access_token) > 0",
+        key_id,
+    )
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// How many connections once sealed by `key_id` hold no tokens any more
+/// ([`drop_tokens_sealed_by`]): they wait for their users to connect again.
+pub async fn count_dropped_of(exec: impl PgExecutor<'_>, key_id: &str) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM connections
+           WHERE key_id = $1 AND octet_length(access_token) = 0"#,
+        key_id
+    )
+    .fetch_one(exec)
+    .await
+}
