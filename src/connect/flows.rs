@@ -241,6 +241,14 @@ pub fn open_verifier(
     Ok(secrecy::SecretString::from(verifier))
 }
 
+/// Whether the flow's PKCE verifier opens with this ring. It does not once
+/// the key that sealed it has left the ring (retired sooner than a flow
+/// lives, 10 minutes): nothing can finish the flow then, and the person
+/// can only start again, as after it expired.
+pub fn verifier_opens(keys: &crate::crypto::KeyRing, flow: &OAuthFlow) -> bool {
+    open_verifier(keys, flow).is_ok()
+}
+
 /// What the provider's redirect back from consent brought.
 pub struct Callback<'a> {
     pub code: &'a str,

@@ -5,6 +5,7 @@
 //! steps live here; the tests are grouped by stage below.
 
 mod callback;
+mod callback_keys;
 mod callback_reload;
 mod client_address;
 mod consent;

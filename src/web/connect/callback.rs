@@ -9,8 +9,10 @@
 //! (`finishing`), and the flow is kept for the exchange under way.
 //! An `iss` parameter must name the provider's issuer (RFC 9207) before
 //! anything else is believed, and must be there at all for a provider that
-//! says it always sends one. Code, state and tokens never reach a page or
-//! a log line.
+//! says it always sends one. A flow whose PKCE verifier no longer opens
+//! (the key that sealed it retired sooner than a flow lives) is refused
+//! with the page an expired one gets: it can only be started again. Code,
+//! state and tokens never reach a page or a log line.
 
 use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
 use serde_json::json;
@@ -108,6 +110,10 @@ pub(super) async fn callback(
     let Some(code) = params.get("code") else {
         return Err(reject(&state, &req, &flow, "no_code", true).await);
     };
+    if !crate::connect::flows::verifier_opens(&state.keys, &flow) {
+        tracing::warn!(flow = %flow.id, key_id = %flow.key_id, "the flow's PKCE verifier does not open with this instance's keys (was its key retired sooner than a flow lives?)");
+        return Err(reject(&state, &req, &flow, "verifier_unreadable", true).await);
+    }
     let asked_by = AskedBy::of_flow(&flow);
     let finishing = Finishing {
         client: crate::web::client_info(&state, &req),
