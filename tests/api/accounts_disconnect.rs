@@ -136,6 +136,35 @@ async fn a_named_account_is_confirmed_and_removed_alone() {
     assert!(accounts_left(&app).await.is_empty());
 }
 
+/// With several accounts at one provider, the audit row says which one
+/// went: its connection, and the provider's id for the account.
+#[tokio::test]
+async fn the_audit_row_names_the_account_disconnected() {
+    let app = spawn_app().await;
+    store(&app, "w-1", "work", CLIENT_ID).await;
+    store(&app, "p-2", "personal", CLIENT_ID).await;
+    let personal: uuid::Uuid =
+        sqlx::query_scalar("SELECT id FROM connections WHERE account_id = 'p-2'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    let args = json!({"provider": "demo", "account": "personal"});
+    let asked = disconnect(&app, args.clone(), json!({})).await;
+    let state = confirmation(&asked, "personal");
+    disconnect(&app, args, confirm(state)).await;
+    let audited: (Option<String>, Option<String>) = sqlx::query_as(
+        "SELECT detail->>'connection_id', detail->>'account_id' FROM audit_events
+         WHERE kind = 'disconnected'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        audited,
+        (Some(personal.to_string()), Some("p-2".to_owned()))
+    );
+}
+
 #[tokio::test]
 async fn an_unknown_account_is_answered_with_the_question() {
     let app = spawn_app().await;

@@ -126,12 +126,20 @@ async fn disconnect_now(
         _ => Revocation::NotOffered,
     };
     let revoked = revocation == Revocation::Revoked;
+    // Which of the person's accounts at the provider went, named as the
+    // `connected` row named it (the label, which may be an address the
+    // person chose to show, is left out as it is there).
+    let detail = json!({
+        "connection_id": row.id,
+        "account_id": row.account_id,
+        "revoked_upstream": revoked,
+    });
     db::audit::record_or_log(
         &state.db,
         AuditEvent::new(AuditKind::Disconnected)
             .user(user)
             .provider(provider)
-            .detail(json!({ "revoked_upstream": revoked })),
+            .detail(detail),
     )
     .await;
     Ok(Some(revocation))
