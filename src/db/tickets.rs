@@ -61,8 +61,25 @@ pub struct NewTicket<'a> {
     pub add_account: bool,
 }
 
+/// How many of a ticket's scopes its `ticket_issued` audit row names.
+const AUDITED_SCOPES: usize = 8;
+
+/// What a `ticket_issued` audit row keeps of the scopes, which a model
+/// chose (32 of up to 200 characters each): the first few, each cut to a
+/// short printable prefix. The ticket keeps them whole, and the row says
+/// how many there were.
+fn audited_scopes(scopes: &[String]) -> Vec<String> {
+    scopes
+        .iter()
+        .take(AUDITED_SCOPES)
+        .map(|s| crate::crypto::printable_prefix(s))
+        .collect()
+}
+
 /// Inserts a ticket and its `ticket_issued` audit row in one statement (one
-/// round trip, one commit: this is on the path of every first ask).
+/// round trip, one commit: this is on the path of every first ask). The
+/// audit row holds short printable prefixes of what the client and the
+/// model chose (the client id, the first few scopes), the ticket all of it.
 ///
 /// The commit does not wait for the WAL to reach the disk
 /// (`synchronous_commit = off`, for this transaction only). What a crash of
@@ -80,7 +97,8 @@ pub async fn insert(exec: impl PgExecutor<'_>, t: NewTicket<'_>) -> Result<(), s
              RETURNING id)
          INSERT INTO audit_events (issuer, subject, kind, provider, detail)
          SELECT $3, $4, 'ticket_issued', $6,
-                jsonb_build_object('ticket_id', ticket.id, 'client_id', $5::text, 'scopes', to_jsonb($7::text[]))
+                jsonb_build_object('ticket_id', ticket.id, 'client_id', $11::text,
+                                   'scopes', to_jsonb($12::text[]), 'scope_count', cardinality($7::text[]))
          FROM ticket, relaxed",
         t.id,
         t.ticket_hash,
@@ -92,6 +110,8 @@ pub async fn insert(exec: impl PgExecutor<'_>, t: NewTicket<'_>) -> Result<(), s
         t.ttl.as_secs_f64(),
         t.connection_id,
         t.add_account,
+        crate::crypto::printable_prefix(t.client_id),
+        &audited_scopes(t.scopes),
     )
     .execute(exec)
     .await?;

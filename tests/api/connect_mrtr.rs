@@ -838,6 +838,59 @@ async fn every_ticket_issued_is_audited_with_its_id_and_client() {
     assert_eq!(detail["scopes"], json!(["profile"]), "{detail}");
 }
 
+/// The client id and the scopes are the client's and the model's choice:
+/// the audit row keeps short printable prefixes (of the first few scopes,
+/// with how many there were), the ticket keeps them whole.
+#[tokio::test]
+async fn a_ticket_audit_row_keeps_short_prefixes_of_a_long_client_id_and_scopes() {
+    let app = spawn_app().await;
+    let client = format!("client-{}", "c".repeat(300));
+    let asked: Vec<String> = (0..32)
+        .map(|i| format!("s{i:02}{}", "x".repeat(197)))
+        .collect();
+    let (status, body) = app
+        .mcp_as(
+            &client,
+            "alice",
+            "tools/call",
+            json!({"name": "connect", "arguments": {"provider": "demo", "scopes": asked}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["resultType"], "input_required", "{body}");
+
+    let detail: Value =
+        sqlx::query_scalar("SELECT detail FROM audit_events WHERE kind = 'ticket_issued'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    let prefix = |value: &Value| {
+        let text = value.as_str().unwrap().to_owned();
+        assert!(text.chars().count() <= 33, "{detail}");
+        text.trim_end_matches('…').to_owned()
+    };
+    assert!(
+        client.starts_with(&prefix(&detail["client_id"])),
+        "{detail}"
+    );
+    let scopes = detail["scopes"].as_array().unwrap();
+    assert_eq!(scopes[0], "profile", "the provider's defaults come first");
+    assert!(scopes.len() <= 8, "{detail}");
+    for (scope, asked) in scopes[1..].iter().zip(&asked) {
+        assert!(asked.starts_with(&prefix(scope)), "{detail}");
+    }
+    assert_eq!(detail["scope_count"], 33, "{detail}");
+    assert!(detail.to_string().len() < 1024, "{detail}");
+
+    let (client_id, kept): (String, Vec<String>) =
+        sqlx::query_as("SELECT client_id, scopes FROM connect_tickets")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(client_id, client);
+    assert_eq!(kept[1..], asked[..]);
+}
+
 #[tokio::test]
 async fn scopes_a_tool_asks_for_come_on_top_of_the_providers_defaults() {
     let app = spawn_app().await;
