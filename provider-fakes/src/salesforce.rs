@@ -6,8 +6,10 @@
 //! answers carry `instance_url`, `id`, `issued_at` and `signature` but no
 //! `expires_in` (the session length is the org's setting); a refresh token
 //! only when the `refresh_token` scope was asked, and refresh answers keep
-//! it. Revoking either token ends the grant. API errors are Salesforce's
-//! array of `{message, errorCode}`.
+//! it. Revoking an access token ends that token alone; revoking a refresh
+//! token ends it and the access tokens issued with it; an unknown or dead
+//! token is `invalid_token`. API errors are Salesforce's array of
+//! `{message, errorCode}`.
 
 use std::time::Duration;
 
@@ -170,14 +172,13 @@ async fn revoke(req: HttpRequest, body: web::Bytes, fake: web::Data<Shared>) -> 
     Counters::bump(&fake.calls.revoke);
     let p = params(&req, &body);
     let token = p.get("token").map(String::as_str).unwrap_or_default();
-    if fake.memory().revoke_grant_of(token) {
+    let mut memory = fake.memory();
+    if memory.revoke_access(token) || memory.revoke_refresh(token) {
         HttpResponse::Ok().finish()
     } else {
-        oauth_error(
-            400,
-            "unsupported_token_type",
-            "this token type is not supported",
-        )
+        // Unknown, or ended already: Salesforce keeps
+        // `unsupported_token_type` for tokens it does not revoke at all.
+        oauth_error(400, "invalid_token", "invalid token")
     }
 }
 
@@ -204,3 +205,7 @@ async fn api(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
         ),
     }
 }
+
+#[cfg(test)]
+#[path = "salesforce_tests.rs"]
+mod tests;

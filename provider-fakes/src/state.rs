@@ -295,6 +295,22 @@ impl Memory {
         true
     }
 
+    /// Ends the access token alone; `false` when it is unknown or already
+    /// dead.
+    pub(super) fn revoke_access(&mut self, token: &str) -> bool {
+        self.access(token).is_some() && self.access.remove(token).is_some()
+    }
+
+    /// Ends the refresh token and the access tokens of its grant; `false`
+    /// when it is unknown.
+    pub(super) fn revoke_refresh(&mut self, token: &str) -> bool {
+        let Some(refresh) = self.refresh.remove(token) else {
+            return false;
+        };
+        self.access.retain(|_, a| a.grant != refresh.grant);
+        true
+    }
+
     /// The live access token `token` and every token of its grant.
     pub(super) fn grant_tokens(&self, token: &str) -> Option<Vec<String>> {
         let grant = self.access(token)?.grant;

@@ -59,9 +59,21 @@ async fn the_org_host_from_the_token_answer_is_where_the_api_is_called() {
         format!("localhost:{port}")
     );
 
-    // Disconnect revokes the grant at the login host.
-    disconnect(&app, "salesforce").await;
+    // Disconnect revokes the grant at the login host: the refresh token
+    // (which takes its access tokens with it) is dead there afterwards.
+    let refresh_token = fake.refresh_tokens().pop().expect("a refresh token");
+    let gone = disconnect(&app, "salesforce").await;
+    assert_eq!(
+        gone["result"]["structuredContent"]["revocation"], "revoked",
+        "{gone}"
+    );
     assert!(fake.calls().revoke >= 1);
+    let refreshed = fake.refresh_status("/services/oauth2/token", &refresh_token);
+    assert_eq!(
+        refreshed.await.unwrap(),
+        400,
+        "the refresh token still works"
+    );
     let whoami = fake.calls().userinfo;
     assert_eq!(whoami, 1, "the identity was read once, at the login host");
     drop(browser);
