@@ -125,6 +125,8 @@ pub(super) struct Memory {
     /// Strava: the scopes the person leaves ticked on the consent page
     /// (`None`: all those asked for).
     pub ticked: Option<String>,
+    /// Slack: the app has PKCE turned on in its settings.
+    pub pkce_on: bool,
     codes: HashMap<String, Code>,
     access: HashMap<String, Access>,
     refresh: HashMap<String, Refresh>,
@@ -162,6 +164,7 @@ impl Shared {
                 token_paths: Vec::new(),
                 refresh_issued: Vec::new(),
                 ticked: None,
+                pkce_on: false,
                 codes: HashMap::new(),
                 access: HashMap::new(),
                 refresh: HashMap::new(),

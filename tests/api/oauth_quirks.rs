@@ -4,7 +4,8 @@
 //! expires, a version header on every API call) and Dropbox (a refresh
 //! token only with `token_access_type=offline`, four-hour access tokens,
 //! an RPC API of POSTs without bodies, bearer revocation). Slack, with
-//! writes allowed, still keeps its grant methods from the model. Each connects
+//! writes allowed, still keeps its grant methods from the model, and takes
+//! PKCE only from an app that turned it on. Each connects
 //! through the real pages, from a raw MCP client and from rmcp's. LinkedIn
 //! reports a cancel with codes of its own.
 
@@ -12,6 +13,7 @@ mod dropbox;
 mod linkedin;
 mod notion;
 mod slack;
+mod slack_pkce;
 
 use serde_json::Value;
 
