@@ -1,6 +1,9 @@
 //! A fake Google: `/o/oauth2/v2/auth` approves at once and answers with
 //! `iss=https://accounts.google.com` (the preset's issuer), the expanded
-//! scope, `authuser` and `prompt`; `/token` answers JSON with `expires_in`
+//! scope, `authuser` and `prompt`. Its granular consent lets the person
+//! untick any scope but the sign-in ones (`FakeProvider::tick_only`): the
+//! code then grants, and the answers name, only those left ticked.
+//! `/token` answers JSON with `expires_in`
 //! 3599, a refresh token only when the authorize request had both
 //! `access_type=offline` and `prompt=consent`, and on refresh a new access
 //! token without a new refresh token. `/v1/userinfo` is OpenID Connect's;
@@ -65,9 +68,31 @@ fn expand(scope: &str) -> String {
         .join(" ")
 }
 
+/// The sign-in scopes, which granular consent asks for as a whole.
+const SIGN_IN: [&str; 3] = [
+    "openid",
+    "https://www.googleapis.com/auth/userinfo.email",
+    "https://www.googleapis.com/auth/userinfo.profile",
+];
+
+/// Of the `asked` scopes (expanded), those granted: every one, or with
+/// `ticked` (the person's choice on the granular consent screen) the
+/// sign-in scopes and those ticked.
+fn granted(asked: &str, ticked: Option<&str>) -> String {
+    let Some(ticked) = ticked else {
+        return asked.to_owned();
+    };
+    let ticked = expand(&ticked.replace(',', " "));
+    asked
+        .split(' ')
+        .filter(|s| SIGN_IN.contains(s) || ticked.split(' ').any(|t| t == *s))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 async fn authorize(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
     Counters::bump(&fake.calls.authorize);
-    let p = params(&req, &[]);
+    let mut p = params(&req, &[]);
     if p.get("client_id") != Some(&fake.client_id) {
         return page(
             401,
@@ -81,7 +106,10 @@ async fn authorize(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
         return page(400, "Error 400: invalid_request");
     }
     let state = p.get("state").cloned().unwrap_or_default();
-    let scope = expand(&p["scope"]);
+    let ticked = fake.memory().ticked.clone();
+    let scope = granted(&expand(&p["scope"]), ticked.as_deref());
+    // The code grants what was left ticked, not what was asked.
+    p.insert("scope".into(), scope.clone());
     let consent = p
         .get("prompt")
         .is_some_and(|v| v.split(' ').any(|v| v == "consent"));

@@ -136,8 +136,10 @@ impl FakeProvider {
         self.shared.memory().deny_next = true;
     }
 
-    /// Strava: the person unticks every scope but `scope` (comma
-    /// separated) on the consent page; the callback's `scope` says so.
+    /// Strava, Google: the person unticks every scope but those of
+    /// `scope` (comma or space separated) on the consent page; what the
+    /// provider answers says so. Google's sign-in scopes cannot be
+    /// unticked.
     pub fn tick_only(&self, scope: &str) {
         self.shared.memory().ticked = Some(scope.to_owned());
     }

@@ -122,8 +122,8 @@ pub(super) struct Memory {
     pub token_paths: Vec<String>,
     /// Refresh tokens in the order they were issued, live or not.
     pub refresh_issued: Vec<String>,
-    /// Strava: the scopes the person leaves ticked on the consent page
-    /// (`None`: all those asked for).
+    /// Strava, Google: the scopes the person leaves ticked on the consent
+    /// page (`None`: all those asked for).
     pub ticked: Option<String>,
     /// Slack: the app has PKCE turned on in its settings.
     pub pkce_on: bool,

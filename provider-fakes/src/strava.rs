@@ -72,7 +72,7 @@ async fn authorize(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
     let accepted: Vec<String> = match ticked {
         Some(only) => asked
             .into_iter()
-            .filter(|s| only.split(',').any(|t| t == s))
+            .filter(|s| only.split([',', ' ']).any(|t| t == s))
             .collect(),
         None => asked,
     };

@@ -5,11 +5,13 @@
 //! token only with `token_access_type=offline`, four-hour access tokens,
 //! an RPC API of POSTs without bodies, bearer revocation). Slack, with
 //! writes allowed, still keeps its grant methods from the model, and takes
-//! PKCE only from an app that turned it on. Each connects
+//! PKCE only from an app that turned it on. Google grants only the scopes
+//! the person left ticked. Each connects
 //! through the real pages, from a raw MCP client and from rmcp's. LinkedIn
 //! reports a cancel with codes of its own.
 
 mod dropbox;
+mod google;
 mod linkedin;
 mod notion;
 mod slack;
