@@ -34,6 +34,7 @@ mod quirks;
 mod rate_limit;
 mod redact;
 mod resolve;
+mod revoke;
 mod scopes;
 mod shipped;
 mod template;

@@ -1,5 +1,5 @@
-//! The token endpoint calls: authorization code + PKCE exchange, refresh,
-//! and RFC 7009 revocation.
+//! The token endpoint calls: authorization code + PKCE exchange and
+//! refresh (revocation is `revoke`).
 //!
 //! Done with reqwest directly rather than the `oauth2` crate's client: the
 //! answers we must accept (GitHub's form-encoded bodies and HTTP 200 errors,
@@ -14,8 +14,7 @@ use secrecy::ExposeSecret;
 use serde_json::Value;
 
 use super::{
-    Endpoint, Provider, ProviderError, TokenHint, TokenSet,
-    entry::Revocation,
+    Endpoint, Provider, ProviderError, TokenSet,
     http::{basic_auth, media_type, read_all},
     provider::TokenAuthMethod,
     token_answer::{self, Answer},
@@ -36,9 +35,9 @@ pub struct Refreshed {
 
 /// Whole-request bound for token endpoint calls: a person is waiting.
 /// Inside the shutdown drain (`config::SHUTDOWN_DRAIN`), with an API call after it.
-const TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const TIMEOUT: Duration = Duration::from_secs(10);
 /// Token answers are small; anything bigger is not one.
-const MAX_ANSWER_BYTES: usize = 64 * 1024;
+pub(super) const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
 impl Provider {
     /// Exchanges the code from the callback, proving possession of the PKCE
@@ -134,87 +133,6 @@ impl Provider {
         })
     }
 
-    /// Revokes a token upstream (RFC 7009), at the endpoint the
-    /// connection's `params` make. A token the provider no longer knows
-    /// counts as revoked: that is the state the caller wants.
-    pub async fn revoke(
-        &self,
-        http: &reqwest::Client,
-        token: &str,
-        hint: TokenHint,
-        params: &BTreeMap<String, String>,
-    ) -> Result<(), ProviderError> {
-        let url = self
-            .url_for(Endpoint::Revocation, params)?
-            .ok_or(ProviderError::Unsupported("token revocation"))?;
-        let request = match self.quirks.revocation {
-            Revocation::Rfc7009 => {
-                let form = vec![("token", token), ("token_type_hint", hint.as_str())];
-                self.authenticated_post(http, &url, form)
-            }
-            Revocation::BearerAccessToken if hint == TokenHint::AccessToken => {
-                // No body at all: Dropbox refuses an empty JSON body.
-                let (request, _) = self.authorized(http, reqwest::Method::POST, url, token);
-                request.timeout(TIMEOUT)
-            }
-            Revocation::AccessTokenOnly if hint == TokenHint::AccessToken => {
-                // The API's headers replace those of the same name
-                // (`Accept`) rather than add a second.
-                let headers: reqwest::header::HeaderMap = self
-                    .quirks
-                    .api_headers
-                    .iter()
-                    .filter_map(|(name, value)| {
-                        Some((
-                            reqwest::header::HeaderName::from_bytes(name.as_bytes()).ok()?,
-                            reqwest::header::HeaderValue::from_str(value).ok()?,
-                        ))
-                    })
-                    .collect();
-                self.authenticated_post(http, &url, vec![("token", token)])
-                    .headers(headers)
-            }
-            Revocation::BearerAccessToken | Revocation::AccessTokenOnly => {
-                return Err(ProviderError::Unsupported(
-                    "revoking a refresh token on its own",
-                ));
-            }
-        };
-        let (mut response, mut timer) = self.send(Call::Revoke, request).await?;
-        let status = response.status().as_u16();
-        let body = read_all(&mut response, MAX_ANSWER_BYTES, &mut timer).await?;
-        timer.finish();
-        // RFC 7009 promises no body; an error, if any, is RFC 6749 JSON.
-        let fields = match serde_json::from_slice(&body) {
-            Ok(Value::Object(map)) => map,
-            _ => Default::default(),
-        };
-        let error = fields.get("error").and_then(Value::as_str);
-        let slack_failed = self.quirks.ok_envelope && fields.get("ok") == Some(&Value::Bool(false));
-        let outcome = match error {
-            // Google answers an unknown or already revoked token this way.
-            Some("invalid_token") => Ok(()),
-            Some(code) => Err(token_answer::oauth_error(
-                code,
-                fields.get("error_description"),
-                &[token, self.secret()],
-            )),
-            None if slack_failed => Err(ProviderError::Rejected {
-                error: "unknown_error".into(),
-                description: None,
-            }),
-            None if (200..300).contains(&status) => Ok(()),
-            None => Err(ProviderError::Status(status)),
-        };
-        match &outcome {
-            Ok(()) => tracing::info!(provider = %self.name, status, "token revoked upstream"),
-            Err(e) => {
-                tracing::warn!(provider = %self.name, status, error = %e, "revocation failed")
-            }
-        }
-        outcome
-    }
-
     async fn token_request(
         &self,
         http: &reqwest::Client,
@@ -286,7 +204,7 @@ impl Provider {
         request.form(&form)
     }
 
-    fn secret(&self) -> &str {
+    pub(super) fn secret(&self) -> &str {
         self.client_secret
             .as_ref()
             .map(|s| s.expose_secret())
