@@ -12,7 +12,8 @@
 //! tokens. `answer_form_encoded(true)` makes token answers form-encoded
 //! whatever the Accept header says. The REST API beside `/user`:
 //! `/user/repos`, `/repos/{owner}/{repo}`, and its `tarball`, a redirect to
-//! a download URL carrying a short-lived token.
+//! a download URL carrying a short-lived token. `/applications/…`: the
+//! app's management of its users' tokens (`github_applications`).
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};
@@ -24,7 +25,7 @@ use super::{
     state::{Account, Counters, Shared, pkce_matches, random},
 };
 
-const DOCS: &str = "https://docs.github.com/rest";
+pub(super) const DOCS: &str = "https://docs.github.com/rest";
 const TROUBLESHOOTING: &str = "https://docs.github.com/apps/managing-oauth-apps";
 
 pub async fn start() -> FakeProvider {
@@ -43,6 +44,7 @@ fn routes(cfg: &mut web::ServiceConfig) {
         .route("/user/repos", web::get().to(repos))
         .route("/repos/{owner}/{repo}", web::get().to(repo))
         .route("/repos/{owner}/{repo}/tarball", web::get().to(repo))
+        .configure(super::github_applications::routes)
         .configure(super::hostile::routes)
         .default_service(web::to(not_found));
 }
@@ -227,12 +229,20 @@ const NO_USER_AGENT: &str = "Request forbidden by administrative rules. Please m
     request has a User-Agent header (https://docs.github.com/en/rest/overview/resources-in-the-rest-api#user-agent-required). \
     Check https://developer.github.com for other possible causes.\n";
 
+/// GitHub's refusal of an API request without a User-Agent, if it is one.
+pub(super) fn no_user_agent(req: &HttpRequest) -> Option<HttpResponse> {
+    header(req, "user-agent")
+        .is_none_or(str::is_empty)
+        .then(|| {
+            HttpResponse::Forbidden()
+                .content_type("text/plain")
+                .body(NO_USER_AGENT)
+        })
+}
+
 /// The account and scopes behind the request, or GitHub's refusal.
 fn authenticated(req: &HttpRequest, fake: &Shared) -> Result<(Account, String), Box<HttpResponse>> {
-    if header(req, "user-agent").is_none_or(str::is_empty) {
-        let forbidden = HttpResponse::Forbidden()
-            .content_type("text/plain")
-            .body(NO_USER_AGENT);
+    if let Some(forbidden) = no_user_agent(req) {
         return Err(Box::new(forbidden));
     }
     let refusal = |message: &str| {

@@ -45,6 +45,7 @@ pub mod slack;
 pub mod strava;
 
 mod code_grant;
+mod github_applications;
 mod http;
 mod recording;
 mod scripted_routes;
@@ -285,7 +286,7 @@ impl FakeProvider {
                 "/login/oauth/access_token",
                 "/user",
                 "/",
-                None,
+                Some("/applications/{client_id}/grant"),
             ),
             Kind::Google => (
                 "google",

@@ -314,6 +314,18 @@ impl Memory {
         true
     }
 
+    /// Ends every token of the account the live access token `token`
+    /// belongs to, whatever grant it came from (the fake is one client);
+    /// `false` when the token is unknown or dead.
+    pub(super) fn revoke_account_of(&mut self, token: &str) -> bool {
+        let Some(account) = self.access(token).map(|a| a.account) else {
+            return false;
+        };
+        self.access.retain(|_, a| a.account != account);
+        self.refresh.retain(|_, r| r.account != account);
+        true
+    }
+
     /// The live access token `token` and every token of its grant.
     pub(super) fn grant_tokens(&self, token: &str) -> Option<Vec<String>> {
         let grant = self.access(token)?.grant;

@@ -2,7 +2,7 @@
 //! and every shipped entry checked as data.
 
 use super::*;
-use crate::providers::{check, shipped, test_catalog::settings_with};
+use crate::providers::{TokenHint, check, shipped, test_catalog::settings_with};
 
 fn error_of(providers_toml: &str) -> String {
     let settings = settings_with("https://connect.example.com", providers_toml);
@@ -30,7 +30,9 @@ fn entries_fill_everything_but_credentials() {
         gh.redirect_uri(),
         "https://connect.example.com/oauth/callback/github"
     );
-    assert!(!gh.supports_revocation());
+    // GitHub deletes the app's grant with the access token alone.
+    assert!(gh.revokes(TokenHint::AccessToken));
+    assert!(!gh.revokes(TokenHint::RefreshToken));
     assert_eq!(gh.issuer(), None);
     assert_eq!(gh.refresh_behaviour(), "non_expiring");
     assert_eq!(gh.credential_kind(), "oauth2");

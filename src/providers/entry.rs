@@ -95,6 +95,12 @@ pub(super) enum Revocation {
     /// (Notion's `/v1/oauth/revoke`, which takes no other field and wants
     /// its `Notion-Version`); it ends the grant, refresh token included.
     AccessTokenOnly,
+    /// A DELETE whose JSON body is `{"access_token": …}`, with the client
+    /// as HTTP Basic whatever the token endpoint takes, and the API's
+    /// headers (GitHub's `/applications/{client_id}/grant`); it ends every
+    /// token the app holds for that account. Only an access token can be
+    /// sent.
+    DeleteJsonAccessToken,
 }
 
 /// A token endpoint refusal that means the grant is dead: the string

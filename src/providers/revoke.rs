@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use super::{
@@ -15,9 +16,10 @@ use super::{
 use crate::metrics::Call;
 
 impl Provider {
-    /// Revokes a token upstream (RFC 7009), at the endpoint the
-    /// connection's `params` make. A token the provider no longer knows
-    /// counts as revoked: that is the state the caller wants.
+    /// Revokes a token upstream (RFC 7009, or the entry's own shape), at
+    /// the endpoint the connection's `params` make. A token the provider
+    /// no longer knows counts as revoked: that is the state the caller
+    /// wants.
     pub async fn revoke(
         &self,
         http: &reqwest::Client,
@@ -38,24 +40,18 @@ impl Provider {
                 let (request, _) = self.authorized(http, reqwest::Method::POST, url, token);
                 request.timeout(TIMEOUT)
             }
-            Revocation::AccessTokenOnly if hint == TokenHint::AccessToken => {
-                // The API's headers replace those of the same name
-                // (`Accept`) rather than add a second.
-                let headers: reqwest::header::HeaderMap = self
-                    .quirks
-                    .api_headers
-                    .iter()
-                    .filter_map(|(name, value)| {
-                        Some((
-                            reqwest::header::HeaderName::from_bytes(name.as_bytes()).ok()?,
-                            reqwest::header::HeaderValue::from_str(value).ok()?,
-                        ))
-                    })
-                    .collect();
-                self.authenticated_post(http, &url, vec![("token", token)])
-                    .headers(headers)
-            }
-            Revocation::BearerAccessToken | Revocation::AccessTokenOnly => {
+            Revocation::AccessTokenOnly if hint == TokenHint::AccessToken => self
+                .authenticated_post(http, &url, vec![("token", token)])
+                .headers(self.api_header_map()),
+            Revocation::DeleteJsonAccessToken if hint == TokenHint::AccessToken => http
+                .delete(url)
+                .basic_auth(&self.client_id, Some(self.secret()))
+                .headers(self.api_header_map())
+                .json(&serde_json::json!({ "access_token": token }))
+                .timeout(TIMEOUT),
+            Revocation::BearerAccessToken
+            | Revocation::AccessTokenOnly
+            | Revocation::DeleteJsonAccessToken => {
                 return Err(ProviderError::Unsupported(
                     "revoking a refresh token on its own",
                 ));
@@ -94,5 +90,20 @@ impl Provider {
             }
         }
         outcome
+    }
+
+    /// The API's headers, to replace those of the same name (`Accept`)
+    /// rather than add a second.
+    fn api_header_map(&self) -> HeaderMap {
+        self.quirks
+            .api_headers
+            .iter()
+            .filter_map(|(name, value)| {
+                Some((
+                    HeaderName::from_bytes(name.as_bytes()).ok()?,
+                    HeaderValue::from_str(value).ok()?,
+                ))
+            })
+            .collect()
     }
 }

@@ -3,14 +3,15 @@
 //! client only as HTTP Basic, a JSON token request, a token that never
 //! expires, a version header on every API call) and Dropbox (a refresh
 //! token only with `token_access_type=offline`, four-hour access tokens,
-//! an RPC API of POSTs without bodies, bearer revocation). Slack, with
-//! writes allowed, still keeps its grant methods from the model, and takes
-//! PKCE only from an app that turned it on. Google grants only the scopes
-//! the person left ticked. Each connects
-//! through the real pages, from a raw MCP client and from rmcp's. LinkedIn
-//! reports a cancel with codes of its own.
+//! an RPC API of POSTs without bodies, bearer revocation). GitHub revokes
+//! by deleting the app's grant. Slack, with writes allowed, still keeps its
+//! grant methods from the model, and takes PKCE only from an app that
+//! turned it on. Google grants only the scopes the person left ticked.
+//! Each connects through the real pages, from a raw MCP client and from
+//! rmcp's. LinkedIn reports a cancel with codes of its own.
 
 mod dropbox;
+mod github;
 mod google;
 mod linkedin;
 mod notion;

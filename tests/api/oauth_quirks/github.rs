@@ -1,0 +1,101 @@
+//! GitHub: an OAuth app's tokens never expire, so disconnect deletes the
+//! app's grant at GitHub (`DELETE /applications/{client_id}/grant`, the
+//! client as HTTP Basic, the access token in a JSON body): the token dies
+//! there and the app leaves the person's authorized apps. The model cannot
+//! reach that endpoint through `api_request`, whatever methods the
+//! operator allows.
+
+use base64::{Engine, engine::general_purpose::STANDARD};
+use serde_json::{Value, json};
+
+use provider_fakes::{FakeProvider, github, no_redirects};
+
+use super::app_with_edit;
+use crate::{key_connect::disconnect, provider_flows::connect};
+
+/// The access token the fake issued.
+fn access_token(fake: &FakeProvider) -> String {
+    let issued = fake.issued();
+    let token = issued.iter().rfind(|t| t.starts_with("gho_"));
+    token.expect("an access token").clone()
+}
+
+/// The status GitHub's `/user` answers `token`.
+async fn user_status(fake: &FakeProvider, token: &str) -> u16 {
+    let answer = no_redirects()
+        .get(format!("{}/user", fake.base))
+        .bearer_auth(token)
+        .header("user-agent", "a-test")
+        .send()
+        .await
+        .unwrap();
+    answer.status().as_u16()
+}
+
+#[tokio::test]
+async fn disconnect_deletes_the_apps_grant_at_github() {
+    let fake = github::start().await;
+    let app = crate::provider_flows::app_with(&fake, "github").await;
+    connect(&app, &fake, "github").await;
+    let token = access_token(&fake);
+    assert_eq!(user_status(&fake, &token).await, 200, "live before");
+
+    let gone = disconnect(&app, "github").await;
+    assert_eq!(gone["result"]["isError"], false, "{gone}");
+    let result = &gone["result"]["structuredContent"];
+    assert_eq!(result["revocation"], "revoked", "{gone}");
+    assert_eq!(result["next_step"], "none", "{gone}");
+    assert_eq!(fake.calls().revoke, 1);
+    let grant = format!("/applications/{}/grant", fake.client_id());
+    let [sent] = <[_; 1]>::try_from(fake.seen(&grant)).expect("one grant deletion");
+    assert_eq!(sent.method, "DELETE");
+    let client = format!("{}:{}", fake.client_id(), fake.client_secret());
+    let basic = format!("Basic {}", STANDARD.encode(client));
+    assert_eq!(sent.headers["authorization"], basic);
+    let body: Value = serde_json::from_str(&sent.body).unwrap();
+    assert_eq!(body, json!({"access_token": token}));
+    assert_eq!(
+        user_status(&fake, &token).await,
+        401,
+        "the token still works"
+    );
+}
+
+/// Refused as the entry's `grant_paths` (`applications`) and, without
+/// them, as the revocation endpoint itself.
+#[tokio::test]
+async fn the_model_cannot_delete_the_grant_through_api_request() {
+    let methods = r#"allowed_methods = ["GET", "HEAD", "DELETE"]"#;
+    for edit in [methods.to_owned(), format!("{methods}\ngrant_paths = []")] {
+        refused_with(&edit).await;
+    }
+}
+
+async fn refused_with(edit: &str) {
+    let fake = github::start().await;
+    let app = app_with_edit(&fake, "github", edit).await;
+    connect(&app, &fake, "github").await;
+    let id = fake.client_id();
+    for path in [
+        format!("applications/{id}/grant"),
+        format!("Applications/{id}/Grant"),
+        format!("applications//{id}/grant/"),
+        format!("applications/{id}/%67rant"),
+    ] {
+        // Without the grant's JSON body: `api_request` refuses a body on
+        // a DELETE, and that refusal would come before these.
+        let args = json!({"provider": "github", "method": "DELETE", "path": path});
+        let (_, body) = app.call_tool("alice", "api_request", args).await;
+        let result = &body["result"];
+        assert_eq!(result["isError"], true, "{edit} {path}: {body}");
+        let error = &result["structuredContent"]["error"];
+        assert_eq!(error["kind"], "refused", "{edit} {path}: {body}");
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("connections page"),
+            "{edit} {path}: {body}"
+        );
+    }
+    assert_eq!(fake.calls().revoke, 0, "nothing reached the grant endpoint");
+    assert_eq!(user_status(&fake, &access_token(&fake)).await, 200);
+}
