@@ -136,6 +136,47 @@ fn secret_stays_on_one_host(n: &Named<'_>, e: &Entry) -> Result<(), ProviderConf
     Ok(())
 }
 
+/// The client secret goes where the token endpoint is and, from the
+/// shipped entry, to its refresh and revocation endpoints too: an operator
+/// who moves the token endpoint to another host (GitHub Enterprise Server,
+/// a provider's other region) and leaves one of those where the entry had
+/// it would send this client's secret to the entry's host on every
+/// refresh or disconnect. Refused, naming the field to set.
+fn secret_follows_the_token_endpoint(
+    n: &Named<'_>,
+    over: &toml::Table,
+    e: &Entry,
+) -> Result<(), ProviderConfigError> {
+    let host = |u: &Option<String>| {
+        let parsed = url::Url::parse(u.as_deref()?).ok()?;
+        parsed.host_str().map(str::to_owned)
+    };
+    if !over.contains_key("token_url") {
+        return Ok(());
+    }
+    let Some(token_host) = host(&e.token_url) else {
+        return Ok(());
+    };
+    for (field, url) in [
+        ("refresh_url", &e.refresh_url),
+        ("revocation_url", &e.revocation_url),
+    ] {
+        if over.contains_key(field) {
+            continue;
+        }
+        if let Some(other) = host(url).filter(|h| *h != token_host) {
+            return Err(n.err(
+                field,
+                format!(
+                    "is still the entry's (on {other}), but token_url was moved to {token_host}: \
+                     set {field} too, or this client's secret would be sent to {other}"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, ProviderConfigError> {
     let n = Named { provider: name };
     let entry_name = match &ps.preset {
@@ -154,6 +195,7 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
     // whole one; an operator's own entry is checked field by field below.
     if entry_name.is_some() {
         super::check::entry(&e).map_err(|(field, m)| n.err(&field, m))?;
+        secret_follows_the_token_endpoint(&n, &ps.overrides, &e)?;
     }
     let kind = e.kind.unwrap_or(CredentialKind::Oauth2);
     let oauth = kind == CredentialKind::Oauth2;

@@ -410,6 +410,32 @@ fn a_secret_is_never_sent_to_a_host_a_user_picks_among_several() {
     );
 }
 
+/// GitHub Enterprise Server: the token endpoint moved to the operator's
+/// host, the revocation left on api.github.com, would send the client
+/// secret there on every disconnect.
+#[test]
+fn a_token_endpoint_moved_takes_the_secrets_other_endpoints_with_it() {
+    let ghes = "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+                authorize_url = \"https://git.example.com/login/oauth/authorize\"\n\
+                token_url = \"https://git.example.com/login/oauth/access_token\"\n\
+                userinfo_url = \"https://git.example.com/api/v3/user\"\n\
+                api_base_url = \"https://git.example.com/api/v3/\"\n";
+    let err = error_of(ghes);
+    assert!(err.contains("revocation_url"), "{err}");
+    assert!(err.contains("api.github.com"), "{err}");
+    let with_revocation = format!(
+        "{ghes}revocation_url = \"https://git.example.com/api/v3/applications/{{client_id}}/grant\"\n"
+    );
+    let gh = catalog_of(&with_revocation);
+    assert!(gh.get("github").unwrap().revokes(TokenHint::AccessToken));
+    // Google: the refresh goes where the token endpoint is, whatever the
+    // operator moved it to (no refresh_url of its own); its revocation
+    // stays at oauth2.googleapis.com unless moved too.
+    let google = "[providers.google]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+                  token_url = \"https://proxy.example.com/token\"\n";
+    assert!(error_of(google).contains("revocation_url"));
+}
+
 #[test]
 fn a_refused_value_is_not_repeated_in_the_error() {
     for edit in [
