@@ -372,7 +372,8 @@ fn the_readme_lists_the_catalog() {
 #[test]
 fn plain_http_provider_urls_are_refused_off_loopback_even_with_insecure_http() {
     let toml = "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
-                token_url = \"http://github.example/token\"\n";
+                token_url = \"http://github.example/token\"\n\
+                revocation_url = \"http://github.example/revoke\"\n";
     let mut settings = settings_with("http://127.0.0.1:8080", toml);
     settings.insecure_http = true;
     let e = ProviderCatalog::from_settings(&settings)

@@ -84,6 +84,7 @@ client_id = "s-client"
 client_secret = "s-secret"
 authorize_url = "{b}/slack/oauth/v2/authorize"
 token_url = "{b}/slack/api/oauth.v2.access"
+revocation_url = "{b}/slack/api/auth.revoke"
 userinfo_url = "{b}/slack/api/auth.test"
 api_base_url = "{b}/slack/api/"
 
