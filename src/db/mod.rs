@@ -27,6 +27,7 @@ pub mod connections;
 pub mod dev_secrets;
 pub mod event_outbox;
 pub mod expiry;
+pub mod failures;
 pub mod faults;
 pub mod hot;
 pub mod migration_locks;
@@ -51,21 +52,28 @@ use std::{str::FromStr, time::Duration};
 /// The migrations in `migrations/`, embedded in the binary.
 pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
+/// What can stop the database from being prepared. Each message says what
+/// Postgres said (see [`failures::Said`]); no variant is the `source` of
+/// another error, since `main` prints the whole chain, which would say the
+/// cause twice.
 #[derive(Debug, thiserror::Error)]
 pub enum DbSetupError {
     #[error("the database URL is not valid: {0}")]
     BadUrl(sqlx::Error),
-    #[error("cannot reach Postgres: {0}")]
-    Connect(sqlx::Error),
-    #[error("cannot create database {name}: {source}")]
-    Create { name: String, source: sqlx::Error },
-    /// `cause` is part of the message, not a `source`: `main` prints the
-    /// whole chain, which would say it twice.
+    /// The server did not answer, or refused the login.
+    #[error("{}", failures::connect_failure(place, error))]
+    Connect {
+        place: Box<failures::Place>,
+        error: sqlx::Error,
+    },
+    #[error("cannot create database {name}: {}", failures::Said(error))]
+    Create { name: String, error: sqlx::Error },
     #[error(
         "database {name} does not exist, and database_create_if_missing (on by default) \
          cannot create it without a connection to the server's `postgres` database, which \
-         failed ({cause}): create the database for the service's role, or let that role \
-         connect to `postgres`"
+         failed ({}): create the database for the service's role, or let that role \
+         connect to `postgres`",
+        failures::Said(cause)
     )]
     Maintenance { name: String, cause: sqlx::Error },
     #[error(
@@ -73,8 +81,8 @@ pub enum DbSetupError {
          `mcp-connect serve` or `migrate` create it (database_create_if_missing = true)"
     )]
     Missing { name: String },
-    #[error("migrations failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("migrations failed: {}", failures::migration_failure(.0))]
+    Migrate(sqlx::migrate::MigrateError),
     #[error(
         "this database was migrated by a newer release, in a way this release cannot run on: \
          it needs a release that embeds migration {needs} (this one's newest is {newest}); \
@@ -87,8 +95,24 @@ pub enum DbSetupError {
          release that applied it"
     )]
     UnknownMigration { version: i64 },
-    #[error("cannot read which releases the schema allows: {0}")]
+    #[error("cannot read which releases the schema allows: {}", failures::Said(.0))]
     Compatibility(sqlx::Error),
+}
+
+impl From<sqlx::migrate::MigrateError> for DbSetupError {
+    fn from(e: sqlx::migrate::MigrateError) -> Self {
+        Self::Migrate(e)
+    }
+}
+
+impl DbSetupError {
+    /// A failure to reach the database `options` name, or to be let in.
+    pub fn connect(options: &PgConnectOptions, error: sqlx::Error) -> Self {
+        Self::Connect {
+            place: Box::new(failures::Place::of(options)),
+            error,
+        }
+    }
 }
 
 pub fn connect_options(url: &SecretString) -> Result<PgConnectOptions, DbSetupError> {
@@ -245,7 +269,7 @@ pub async fn create_database_if_missing(
             Ok(())
         }
         Err(e) if is_missing_database(&e) => create_database(options, answer_within).await,
-        Err(e) => Err(DbSetupError::Connect(e)),
+        Err(e) => Err(DbSetupError::connect(options, e)),
     }
 }
 
@@ -284,7 +308,7 @@ async fn create_database(
         .fetch_one(&mut conn),
     )
     .await
-    .map_err(DbSetupError::Connect)?;
+    .map_err(|e| DbSetupError::connect(options, e))?;
     if !exists {
         // Not checkable: a database name is an identifier, never a
         // parameter. Quoted here, and nothing but the name is spliced in.
@@ -304,7 +328,7 @@ async fn create_database(
                 .and_then(|d| d.code())
                 .is_some_and(|c| c == "42P04" || c == "23505");
             if !already {
-                return Err(DbSetupError::Create { name, source: e });
+                return Err(DbSetupError::Create { name, error: e });
             }
         }
         tracing::info!(database = %name, "created database");
@@ -318,25 +342,14 @@ async fn create_database(
 /// a trivial query within `answer_within` (the migrations themselves may
 /// take long, and may wait for another instance's: not bounded).
 pub async fn migrate(pool: &PgPool, answer_within: Duration) -> Result<(), DbSetupError> {
-    faults::deadline(answer_within, ping(pool))
-        .await
-        .map_err(|e| match is_missing_database(&e) {
-            true => DbSetupError::Missing {
-                name: pool
-                    .connect_options()
-                    .get_database()
-                    .unwrap_or("")
-                    .to_owned(),
-            },
-            false => DbSetupError::Connect(e),
-        })?;
+    check_reachable(pool.connect_options().as_ref(), answer_within).await?;
     compatibility::check_before(pool).await?;
     // Detached: closed after, never handed out again with the session
     // settings and the lock a failed or dropped run may have left on it.
     let mut conn = pool
         .acquire()
         .await
-        .map_err(DbSetupError::Connect)?
+        .map_err(|e| DbSetupError::connect(pool.connect_options().as_ref(), e))?
         .detach();
     migration_locks::run(
         &mut conn,
@@ -349,10 +362,33 @@ pub async fn migrate(pool: &PgPool, answer_within: Duration) -> Result<(), DbSet
     compatibility::check_after(pool).await
 }
 
+/// Whether the database `options` names is there, lets this role in and
+/// answers a trivial query within `answer_within`, on a connection of its
+/// own: a pool that cannot connect says only that it timed out waiting,
+/// not why (refused, a password, a role or database that does not exist).
+pub async fn check_reachable(
+    options: &PgConnectOptions,
+    answer_within: Duration,
+) -> Result<(), DbSetupError> {
+    let answered = faults::deadline(answer_within, async {
+        let mut conn = options.connect().await?;
+        ping(&mut conn).await?;
+        let _ = conn.close().await;
+        Ok::<_, sqlx::Error>(())
+    })
+    .await;
+    answered.map_err(|e| match is_missing_database(&e) {
+        true => DbSetupError::Missing {
+            name: failures::Place::of(options).database().to_owned(),
+        },
+        false => DbSetupError::connect(options, e),
+    })
+}
+
 /// A trivial query: whether the server answers.
-async fn ping(pool: &PgPool) -> Result<(), sqlx::Error> {
+async fn ping(conn: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
     sqlx::query_scalar!(r#"SELECT 1 AS "one!""#)
-        .fetch_one(pool)
+        .fetch_one(conn)
         .await?;
     Ok(())
 }

@@ -70,8 +70,8 @@ async fn prepare_once(
 
 fn is_retryable(e: &DbSetupError) -> bool {
     match e {
-        DbSetupError::Connect(e)
-        | DbSetupError::Create { source: e, .. }
+        DbSetupError::Connect { error: e, .. }
+        | DbSetupError::Create { error: e, .. }
         | DbSetupError::Maintenance { cause: e, .. }
         | DbSetupError::Compatibility(e) => super::faults::is_transient(e),
         DbSetupError::Migrate(

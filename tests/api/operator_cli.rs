@@ -311,3 +311,34 @@ async fn users_remove_shows_what_would_go_and_removes_only_with_yes() {
         err(&bad)
     );
 }
+
+/// The maintenance commands against a Postgres that refuses the
+/// connection say why, at once, and where (never the password): not that
+/// a pool timed out waiting.
+#[test]
+fn maintenance_commands_say_why_postgres_cannot_be_reached() {
+    // Nobody listens on port 9 of loopback.
+    let url = "postgres://ann:Secret-Pw-5@127.0.0.1:9/app";
+    for args in [
+        &["purge"][..],
+        &["users", "list"][..],
+        &["tokens", "rekey"][..],
+    ] {
+        let started = std::time::Instant::now();
+        let output = run(url, &[], args).wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!ok(&output), "{args:?}");
+        assert!(
+            stderr.contains("cannot reach Postgres for database app on 127.0.0.1:9 (user ann)")
+                && stderr.contains("Connection refused"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("pool timed out"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("Secret-Pw-5"), "{args:?}: {stderr}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(4),
+            "{args:?}: waited {:?}",
+            started.elapsed()
+        );
+    }
+}
