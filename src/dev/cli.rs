@@ -3,10 +3,10 @@
 
 use std::{io::Write, time::Duration};
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{anyhow, bail};
 use secrecy::SecretString;
 
-use super::{DevServices, UserName};
+use super::{DevError, DevServices, UserName, database};
 use crate::db;
 
 pub const DEFAULT_DATABASE_URL: &str = "postgres://localhost/mcp_connect_dev";
@@ -78,14 +78,30 @@ pub(super) async fn print_token(args: &DevArgs, token_args: &TokenArgs) -> anyho
     if args.port == 0 {
         bail!("--port 0 names no server: give the port `mcp-connect dev` reported");
     }
-    let options =
-        db::connect_options(&args.database_url).context("--database-url / DATABASE_URL")?;
+    let (options, place) = database::options(&args.database_url)?;
+    let not_set_up = || {
+        anyhow!(
+            "the database {place} has no dev keys yet: run `mcp-connect dev` with the same \
+             --database-url or DATABASE_URL first"
+        )
+    };
+    match db::check_reachable(&options, db::ANSWER_WITHIN).await {
+        Ok(()) => {}
+        Err(db::DbSetupError::Missing { .. }) => return Err(not_set_up()),
+        Err(e) => {
+            let files = database::PasswordFiles::check(&args.database_url);
+            return Err(database::explained(e, &place, &files));
+        }
+    }
     let pool = db::pool(options, 1);
     let public_url = format!("http://127.0.0.1:{}", args.port);
-    let dev = DevServices::load(&pool, &public_url)
-        .await
-        .context("cannot read the dev keys")?;
+    let loaded = DevServices::load(&pool, &public_url).await;
     pool.close().await;
+    let dev = match loaded {
+        Ok(dev) => dev,
+        Err(DevError::NotInitialised) => return Err(not_set_up()),
+        Err(e) => return Err(anyhow::Error::new(e).context("cannot read the dev keys")),
+    };
     let scopes: Vec<&str> = token_args.scope.split_whitespace().collect();
     let ttl = Duration::from_secs(token_args.ttl_secs);
     let token = dev.mint_access_token(user.as_str(), &token_args.client_id, &scopes, ttl)?;

@@ -8,6 +8,7 @@
 
 mod authorize;
 mod cli;
+mod database;
 pub mod demo;
 mod discovery;
 mod environment;

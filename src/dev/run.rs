@@ -8,9 +8,8 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context, anyhow, bail};
-use secrecy::{ExposeSecret, SecretString};
-use sqlx::{PgPool, postgres::PgConnectOptions};
+use anyhow::{Context, bail};
+use secrecy::ExposeSecret;
 
 use super::{
     DevServices,
@@ -18,12 +17,11 @@ use super::{
         CLI_CLIENT_ID, CLI_TOKEN_TTL_SECS, DEFAULT_DATABASE_URL, DevArgs, DevCommand,
         WEB_CLIENT_ID, print_token,
     },
-    dev_key_entry,
+    database, dev_key_entry,
     environment::{connect_env, refuse_settings_dev_sets},
 };
 use crate::{
     config::{ENV_PREFIX, LogFormat, Settings},
-    db,
     startup::Application,
 };
 
@@ -34,13 +32,12 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     check_bind_host(&args.bind_host)?;
     let env = connect_env()?;
     refuse_settings_dev_sets(&env)?;
-    check_database_url(&args.database_url)?;
+    let (options, database) = database::options(&args.database_url)?;
     let _log = crate::telemetry::init_for_serving(log_format_from_env());
 
-    let options =
-        db::connect_options(&args.database_url).context("--database-url / DATABASE_URL")?;
-    let database = database_place(&options);
-    let pool = prepare_database(options, &database).await?;
+    let password_files = database::PasswordFiles::check(&args.database_url);
+    password_files.warn();
+    let pool = database::prepare(options, &database, &password_files).await?;
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, args.port)).with_context(|| {
         format!("cannot listen on 127.0.0.1:{} (is something else using it? --port 0 picks a free port)", args.port)
     })?;
@@ -71,7 +68,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         &[],
         Duration::from_secs(CLI_TOKEN_TTL_SECS),
     )?;
-    announce(&args, &public_url, port, &token, &database)?;
+    announce(&args, &public_url, port, &token, &database.to_string())?;
 
     let signals =
         crate::shutdown::drain_until_second_signal(handle, move || state.begin_shutdown());
@@ -93,48 +90,12 @@ fn check_bind_host(host: &str) -> anyhow::Result<()> {
     )
 }
 
-/// Checked as `serve` checks `database_url`, and before anything connects
-/// with it: a URL without a database would have dev create and migrate
-/// the one named after the role (`postgres`, for the superuser).
-fn check_database_url(url: &SecretString) -> anyhow::Result<()> {
-    crate::config::check_database_url(url.expose_secret())
-        .map_err(|m| anyhow!("--database-url / DATABASE_URL {m}"))
-}
-
 /// Logs are pretty unless `MCP_CONNECT_LOG_FORMAT=json` asks otherwise.
 fn log_format_from_env() -> LogFormat {
     match std::env::var(format!("{ENV_PREFIX}LOG_FORMAT")) {
         Ok(v) if v.eq_ignore_ascii_case("json") => LogFormat::Json,
         _ => LogFormat::Pretty,
     }
-}
-
-/// Where dev's database is, for its messages: its name, server and role,
-/// never the URL's password.
-fn database_place(options: &PgConnectOptions) -> String {
-    let server = match options.get_socket() {
-        Some(dir) => dir.display().to_string(),
-        None => format!("{}:{}", options.get_host(), options.get_port()),
-    };
-    format!(
-        "{} on {server} (user {})",
-        options.get_database().unwrap_or("postgres"),
-        options.get_username()
-    )
-}
-
-/// Creates the database `place` names if missing, and migrates it.
-async fn prepare_database(options: PgConnectOptions, place: &str) -> anyhow::Result<PgPool> {
-    db::create_database_if_missing(&options, db::ANSWER_WITHIN)
-        .await
-        .with_context(|| format!("cannot prepare the dev database {place}; is Postgres running? (set --database-url or DATABASE_URL)"))?;
-    let pool = db::pool(options, 2);
-    db::migrate(&pool, db::ANSWER_WITHIN)
-        .await
-        .with_context(|| format!("cannot migrate the dev database {place}"))?;
-    // Also for --json, which prints no banner.
-    tracing::info!(database = place, "dev database ready");
-    Ok(pool)
 }
 
 fn base_settings(
@@ -258,16 +219,6 @@ fn announce(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_database_is_named_without_its_password() {
-        let url = "postgres://ann:hunter2@db.example:5433/devdb".to_owned();
-        let options = db::connect_options(&url.into()).unwrap();
-        assert_eq!(
-            database_place(&options),
-            "devdb on db.example:5433 (user ann)"
-        );
-    }
 
     #[test]
     fn only_loopback_binding_is_accepted() {

@@ -377,3 +377,143 @@ async fn tokens_rekey_reseals_with_the_first_key_so_the_old_one_can_retire() {
         "{body}"
     );
 }
+
+/// `mcp-connect dev` (or `dev token`) on `database_url` with the
+/// environment a developer's shell would give it (`HOME` with no
+/// password file, unless `env` names one): its standard error.
+fn dev_fails_with(args: &[&str], database_url: &str, env: &[(&str, &str)]) -> String {
+    let home = std::env::temp_dir().join(format!("mcp-connect-home-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&home).unwrap();
+    let output = bin()
+        .arg("dev")
+        .args(args)
+        .args(["--database-url", database_url])
+        .env("HOME", &home)
+        .env_remove("PGPASSWORD")
+        .env_remove("PGPASSFILE")
+        .env_remove("PGUSER")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&home);
+    assert!(!output.status.success());
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Against a Postgres that asks for a password, a missing or wrong one is
+/// told as such, with where dev takes a password from; never as "is
+/// Postgres running?", never with Postgres's own source line, never with
+/// the password. A password file others may read, which Postgres clients
+/// ignore, is named with its mode, never with what it holds.
+#[test]
+fn dev_tells_a_refused_password_apart_from_an_unreachable_server() {
+    const PASSWORD: &str = "Right-Password-4821";
+    let pg = crate::faults::OwnPostgres::start_with_password(PASSWORD);
+    let url =
+        |password: &str| format!("postgres://postgres{password}@127.0.0.1:{}/dev_db", pg.port);
+    let dir = std::env::temp_dir().join(format!("mcp-connect-pgpass-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let loose = dir.join("pgpass");
+    std::fs::write(
+        &loose,
+        format!("127.0.0.1:{}:*:postgres:{PASSWORD}\n", pg.port),
+    )
+    .unwrap();
+    std::fs::set_permissions(&loose, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let loose_file = loose.display().to_string();
+    for (args, url, env) in [
+        (&["--port", "0"][..], url(""), &[][..]),
+        (&["--port", "0"][..], url(":Wrong-Password-1"), &[][..]),
+        (
+            &["--port", "0"][..],
+            url(""),
+            &[("PGPASSFILE", loose_file.as_str())][..],
+        ),
+        (
+            &["token", "--sub", "bob"][..],
+            url(""),
+            &[("PGPASSFILE", loose_file.as_str())][..],
+        ),
+    ] {
+        let stderr = dev_fails_with(args, &url, env);
+        assert!(
+            stderr.contains("refused user postgres")
+                && stderr.contains("PGPASSWORD")
+                && stderr.contains("~/.pgpass")
+                && stderr.contains("createuser"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("is Postgres running"), "{stderr}");
+        assert!(!stderr.contains("at line"), "{stderr}");
+        assert!(!stderr.contains("Wrong-Password-1"), "{stderr}");
+        assert!(!stderr.contains(PASSWORD), "{stderr}");
+        if !env.is_empty() {
+            assert!(
+                stderr.contains(&loose_file)
+                    && stderr.contains("mode 644")
+                    && stderr.contains("chmod 600"),
+                "{stderr}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A role the server does not have is told as such, with how to make it;
+/// a server nobody answers on, as one to start.
+#[test]
+fn dev_tells_a_missing_role_and_a_server_that_does_not_answer() {
+    let mut url = url::Url::parse(&format!("{}/dev_db", server_url())).unwrap();
+    url.set_username("no_such_role_7").unwrap();
+    url.set_password(None).unwrap();
+    let stderr = dev_fails_with(&["--port", "0"], url.as_str(), &[]);
+    // A server that asks for a password does not say whether the role
+    // exists: the local one of the tests does not ask.
+    assert!(
+        stderr.contains("no_such_role_7") && stderr.contains("createuser --createdb"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("is Postgres running"), "{stderr}");
+    assert!(!stderr.contains("at line"), "{stderr}");
+    // Nobody listens on port 9 of loopback.
+    let stderr = dev_fails_with(
+        &["--port", "0"],
+        "postgres://ann:Secret-9@127.0.0.1:9/dev_db",
+        &[],
+    );
+    assert!(
+        stderr.contains("cannot reach Postgres")
+            && stderr.contains("127.0.0.1:9")
+            && stderr.contains("Is Postgres running"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Secret-9"), "{stderr}");
+}
+
+/// `dev token` reads the keys `dev` stored; on a database without them it
+/// names the database it looked in, and creates nothing.
+#[tokio::test]
+async fn dev_token_names_the_database_without_dev_keys() {
+    let name = format!("mcp_connect_test_{}", uuid::Uuid::new_v4().simple());
+    let url = format!("{}/{name}", server_url());
+    let stderr = tokio::task::spawn_blocking(move || {
+        dev_fails_with(&["--port", "8080", "token", "--sub", "bob"], &url, &[])
+    })
+    .await
+    .unwrap();
+    assert!(
+        stderr.contains(&format!("the database {name} on")) && stderr.contains("no dev keys yet"),
+        "{stderr}"
+    );
+    let mut admin =
+        <sqlx::PgConnection as sqlx::Connection>::connect(&format!("{}/postgres", server_url()))
+            .await
+            .unwrap();
+    let created: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(&name)
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+    assert!(!created, "dev token created {name}");
+}

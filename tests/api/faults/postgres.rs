@@ -56,6 +56,17 @@ fn run(program: &Path, args: &[&str]) -> std::process::Output {
 impl OwnPostgres {
     /// A fresh cluster, started; `settings` are extra `-c name=value`.
     pub fn start(settings: &[&str]) -> Self {
+        Self::start_with(settings, None)
+    }
+
+    /// A fresh cluster whose superuser `postgres` has `password`, asked
+    /// for (scram-sha-256) on every TCP connection, as a fresh Debian
+    /// Postgres asks.
+    pub fn start_with_password(password: &str) -> Self {
+        Self::start_with(&[], Some(password))
+    }
+
+    fn start_with(settings: &[&str], password: Option<&str>) -> Self {
         let dir = std::env::temp_dir().join(format!("mcp-connect-pg-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         if is_root() {
@@ -67,17 +78,22 @@ impl OwnPostgres {
         }
         let bin = pg_bin();
         let data = dir.join("data");
-        run(
-            &bin.join("initdb"),
-            &[
-                "-D",
-                &data.display().to_string(),
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "--no-sync",
-            ],
-        );
+        let data_dir = data.display().to_string();
+        let mut initdb = vec!["-D", &data_dir, "-U", "postgres", "--no-sync"];
+        let password_file = dir.join("password").display().to_string();
+        match password {
+            Some(password) => {
+                std::fs::write(&password_file, password).expect("password file");
+                initdb.extend([
+                    "--auth-local=trust",
+                    "--auth-host=scram-sha-256",
+                    "--pwfile",
+                    &password_file,
+                ]);
+            }
+            None => initdb.push("--auth=trust"),
+        }
+        run(&bin.join("initdb"), &initdb);
         let mut conf = String::from("fsync = off\nlisten_addresses = '127.0.0.1'\n");
         for s in settings {
             conf.push_str(s);
