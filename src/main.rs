@@ -65,9 +65,9 @@ enum Command {
         #[command(subcommand)]
         command: commands::users::UsersCommand,
     },
-    /// Ask a running instance whether it is ready: exits 0 when `--url`
-    /// answers 2xx, 1 otherwise. For container health checks (the image has
-    /// no other HTTP client).
+    /// Ask a running instance whether it is ready (its `/readyz`, or
+    /// `--url`): exits 0 on a 2xx answer, 1 otherwise. For container health
+    /// checks (the image has no other HTTP client).
     Health {
         /// The URL to ask [default: `/readyz` on the port of `bind`, as the
         /// configuration file and MCP_CONNECT_BIND set it (8080 unless
@@ -193,10 +193,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             // Dev mode makes its own settings (a built-in issuer, the demo
             // provider, loopback URLs); a file meant for `serve` would be
             // silently half-applied at best.
-            if let Some(file) = cli.config {
+            if let Some(file) = cli.config.or_else(|| args.config.clone()) {
                 anyhow::bail!(
                     "dev does not read a configuration file ({}, from --config or MCP_CONNECT_CONFIG_FILE); \
-                     it reads MCP_CONNECT_… environment variables only. The file is for serve, migrate, purge, tokens and users.",
+                     it reads MCP_CONNECT_… environment variables only. The file is for serve, migrate, purge, tokens, users and health.",
                     file.display()
                 );
             }

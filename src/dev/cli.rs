@@ -20,16 +20,13 @@ pub(super) const CLI_TOKEN_TTL_SECS: u64 = 12 * 3600;
 /// identity provider (any user name, no password) at /dev/idp.
 #[derive(clap::Args, Debug)]
 pub struct DevArgs {
-    /// Address to listen on. Dev mode has no passwords, so only 127.0.0.1 is
-    /// accepted; use `mcp-connect serve` to listen elsewhere.
-    #[arg(long, default_value = "127.0.0.1")]
-    pub bind_host: String,
-    /// Port to listen on; 0 picks any free port (reported in the output).
-    /// `dev token` uses it to name the issuer and audience, so give it the
-    /// port the server runs on.
+    /// The port to listen on, on 127.0.0.1; 0 picks a free one (the
+    /// output names it). For `dev token`: the port the dev server listens
+    /// on (not 0), which names the token's issuer and audience.
     #[arg(long, global = true, default_value_t = 8080)]
     pub port: u16,
-    /// Postgres database for dev mode; created and migrated if missing.
+    /// The Postgres database: `dev` creates it if missing and migrates it;
+    /// `dev token` reads the keys `dev` stored there.
     #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true,
           default_value = DEFAULT_DATABASE_URL, value_parser = secret)]
     pub database_url: SecretString,
@@ -37,6 +34,11 @@ pub struct DevArgs {
     /// once the server is ready, and nothing else (logs go to stderr).
     #[arg(long)]
     pub json: bool,
+    /// `--config`, which dev refuses (it reads environment variables only):
+    /// taken here so that `dev --help` does not offer it as the other
+    /// commands' help does.
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub config: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub command: Option<DevCommand>,
 }

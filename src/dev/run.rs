@@ -29,7 +29,6 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     if let Some(DevCommand::Token(token_args)) = &args.command {
         return print_token(&args, token_args).await;
     }
-    check_bind_host(&args.bind_host)?;
     let env = connect_env()?;
     refuse_settings_dev_sets(&env)?;
     let (options, database) = database::options(&args.database_url)?;
@@ -78,16 +77,6 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             .context("the server stopped"),
         () = signals => Ok(()),
     }
-}
-
-fn check_bind_host(host: &str) -> anyhow::Result<()> {
-    if matches!(host, "127.0.0.1" | "localhost") {
-        return Ok(());
-    }
-    bail!(
-        "--bind-host {host} refused: dev mode signs in anyone without a password, so it listens on 127.0.0.1 only. \
-         Use `mcp-connect serve` with a real identity provider to listen on other addresses."
-    )
 }
 
 /// Logs are pretty unless `MCP_CONNECT_LOG_FORMAT=json` asks otherwise.
@@ -214,18 +203,4 @@ fn announce(
     }
     out.flush()?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_loopback_binding_is_accepted() {
-        assert!(check_bind_host("127.0.0.1").is_ok());
-        for host in ["0.0.0.0", "::", "192.168.1.10", "example.com"] {
-            let err = check_bind_host(host).unwrap_err().to_string();
-            assert!(err.contains("--bind-host") && err.contains(host), "{err}");
-        }
-    }
 }

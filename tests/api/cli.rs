@@ -124,18 +124,38 @@ fn serve_refuses_insecure_http_with_an_https_public_url() {
     assert!(stderr.contains("insecure_http"), "{stderr}");
 }
 
+/// `dev --help` and `dev token --help` offer only what dev does: not
+/// `--config` (dev refuses it), nor a `--bind-host` (dev listens on
+/// 127.0.0.1 only); `--port 0` is for the server, not for `dev token`;
+/// `dev token` never creates the database.
 #[test]
-fn dev_refuses_a_non_loopback_address() {
+fn dev_help_offers_only_what_dev_does() {
+    for args in [&["dev", "--help"][..], &["dev", "token", "--help"][..]] {
+        let output = bin().args(args).output().unwrap();
+        assert!(output.status.success(), "{args:?}");
+        let help = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            help.contains("--port") && help.contains("--database-url"),
+            "{help}"
+        );
+        assert!(!help.contains("--config"), "{args:?}: {help}");
+        assert!(
+            !help.contains("MCP_CONNECT_CONFIG_FILE"),
+            "{args:?}: {help}"
+        );
+        assert!(!help.contains("--bind-host"), "{args:?}: {help}");
+        assert!(!help.contains("created and migrated if missing"), "{help}");
+        assert!(help.contains("(not 0)"), "{args:?}: {help}");
+    }
     let output = bin()
         .args(["dev", "--bind-host", "0.0.0.0", "--port", "0"])
         .output()
         .unwrap();
     assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("127.0.0.1") || stderr.contains("loopback"),
-        "{stderr}"
-    );
+    let output = bin().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(help.contains("--config"), "{help}");
+    assert!(!help.contains("exits 0 when `--url`"), "{help}");
 }
 
 #[test]
@@ -143,6 +163,9 @@ fn dev_refuses_a_configuration_file_instead_of_ignoring_it() {
     for how in [
         bin()
             .args(["--config", "mine.toml", "dev", "--port", "0"])
+            .output(),
+        bin()
+            .args(["dev", "--port", "0", "--config", "mine.toml"])
             .output(),
         bin()
             .args(["dev", "--port", "0"])
