@@ -58,7 +58,7 @@ impl MigrationSettings {
         super::validate::check_database_url(settings.database_url.expose_secret()).map_err(
             |m| ConfigError::Invalid {
                 key: "database_url".into(),
-                message: m.into(),
+                message: m,
             },
         )?;
         Ok(settings)

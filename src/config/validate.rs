@@ -111,7 +111,7 @@ impl Settings {
             ));
         }
         check_database_url(self.database_url.expose_secret())
-            .map_err(|m| invalid("database_url", m.into()))?;
+            .map_err(|m| invalid("database_url", m))?;
         // Tokens are checked against what these URLs answer: on plain http
         // anyone on the path could forge every identity.
         let identity_urls = [
@@ -341,23 +341,49 @@ fn check_allowed_host(host: &str) -> Result<(), ConfigError> {
 
 /// Only Postgres, and a URL naming both the server and the database: a
 /// bare `host:port` or another scheme would otherwise become a database
-/// named after the port. The URL is a secret: messages never repeat it.
-pub(crate) fn check_database_url(raw: &str) -> Result<(), &'static str> {
-    let url = Url::parse(raw).map_err(|_| "must be a postgres:// URL")?;
+/// named after the port. The URL is a secret: messages never repeat it
+/// (the URL parser's own messages never quote what they parse).
+pub(crate) fn check_database_url(raw: &str) -> Result<(), String> {
+    let url = Url::parse(raw).map_err(|e| {
+        format!(
+            "is not a valid URL ({e}): write postgres://USER:PASSWORD@HOST:PORT/DATABASE{}",
+            password_hint(raw)
+        )
+    })?;
     if !matches!(url.scheme(), "postgres" | "postgresql") {
-        return Err("must be a postgres:// or postgresql:// URL");
+        return Err("must be a postgres:// or postgresql:// URL".into());
     }
     if url.host_str().is_none_or(str::is_empty) && !names_server_in_query(&url) {
         return Err(
             "must name the database server (postgres://HOST/DATABASE, or for a Unix socket \
-             postgres:///DATABASE?host=/var/run/postgresql)",
+             postgres:///DATABASE?host=/var/run/postgresql)"
+                .into(),
         );
     }
     let database = url.path().trim_start_matches('/');
     if database.is_empty() || database.contains('/') {
-        return Err("must name the database (postgres://HOST/DATABASE)");
+        // A password's `/`, `?` or `#` ends the host early: what
+        // followed it, up to the `@`, became the path, query or fragment.
+        let cut_short = [Some(url.path()), url.query(), url.fragment()]
+            .into_iter()
+            .flatten()
+            .any(|part| part.contains('@'));
+        let hint = if cut_short { password_hint(raw) } else { "" };
+        return Err(format!(
+            "must name the database (postgres://HOST/DATABASE){hint}"
+        ));
     }
     Ok(())
+}
+
+/// For a URL with a user part: the characters of a password that cut a
+/// URL short (`/`, `?`, `#`) or are decoded (`%` and two hex digits).
+fn password_hint(raw: &str) -> &'static str {
+    if raw.contains('@') {
+        "; in a password, write `/` as %2F, `?` as %3F, `#` as %23 and `%` as %25"
+    } else {
+        ""
+    }
 }
 
 /// Whether the query names the server, as libpq and sqlx read it: `host`

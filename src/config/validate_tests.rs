@@ -242,6 +242,43 @@ fn database_urls_must_be_postgres_with_a_server_and_a_database() {
     }
 }
 
+/// A URL the parser refuses says why (the parser's words, which never
+/// quote the URL), and where it has a user part, which characters of a
+/// password must be percent-encoded: `/`, `?` and `#` end the host early
+/// (a password beginning with digits then reads as a port), and `%` with
+/// two hex digits is decoded. `@` and `:` in a password need nothing.
+#[test]
+fn a_malformed_database_url_says_why_and_how_to_write_a_password() {
+    for (url, why) in [
+        ("postgres://u:PW/LEAK@127.0.0.1/x", "invalid port number"),
+        ("postgres://u:PW?LEAK@127.0.0.1/x", "invalid port number"),
+        ("postgres://u:12/LEAK@127.0.0.1/x", "must name the database"),
+        ("postgres://u:12#LEAK@127.0.0.1/x", "must name the database"),
+    ] {
+        let err = error_with(&[("MCP_CONNECT_DATABASE_URL", url)]);
+        assert!(
+            err.contains("`database_url`") && err.contains(why),
+            "{url}: {err}"
+        );
+        assert!(
+            err.contains("`/` as %2F") && err.contains("`%` as %25"),
+            "{url}: {err}"
+        );
+        assert!(!err.contains("LEAK") && !err.contains("PW"), "{url}: {err}");
+    }
+    let err = error_with(&[("MCP_CONNECT_DATABASE_URL", "postgres://127.0.0.1:99999/x")]);
+    assert!(err.contains("invalid port number"), "{err}");
+    assert!(!err.contains("%2F"), "no password, no hint: {err}");
+    for password in ["p@ss", "p:ss", "p+ss", "p%2Fss"] {
+        let url = format!("postgres://u:{password}@127.0.0.1:5432/x");
+        assert_eq!(
+            error_with(&[("MCP_CONNECT_DATABASE_URL", &url)]),
+            "",
+            "{url}"
+        );
+    }
+}
+
 #[test]
 fn serving_needs_a_provider_and_a_web_client() {
     let settings = Settings::from_sources(None, minimal(), toml::Table::new()).unwrap();
