@@ -205,7 +205,11 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
         super::check::entry(&e).map_err(|(field, m)| n.err(&field, m))?;
     }
     if oauth && ps.client_id.trim().is_empty() {
-        return Err(n.err("client_id", "required by oauth2 entries".into()));
+        let var = crate::config::env_name(&format!("providers.{name}.client_id"));
+        return Err(n.err(
+            "client_id",
+            format!("required by oauth2 entries (set it in the file or as {var})"),
+        ));
     }
     let values = param_values(&n, &e, base, &ps.client_id)?;
     let entry_label = entry_name.unwrap_or("custom");
@@ -234,9 +238,14 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
         .clone()
         .filter(|s| !s.expose_secret().is_empty());
     if auth_method != TokenAuthMethod::None && client_secret.is_none() {
+        let var = crate::config::env_name(&format!("providers.{name}.client_secret"));
         return Err(n.err(
             "client_secret",
-            format!("required by token_auth_method {}", auth_method.as_str()),
+            format!(
+                "required by token_auth_method {} (set {var}_FILE to a file holding it, or \
+                 {var}; with Docker Compose, a {var}_FILE line in deploy/providers.env)",
+                auth_method.as_str()
+            ),
         ));
     }
     if client_secret.is_some() {

@@ -89,7 +89,10 @@ fn unknown_fields_and_bad_parameters_are_refused() {
         "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
          [providers.github.params.x]\nlabels = \"y\"\n",
     );
-    assert!(e.starts_with("providers.github.params.x.labels:"), "{e}");
+    assert!(
+        e.starts_with("setting `providers.github.params.x.labels`:"),
+        "{e}"
+    );
     // A value that does not match its pattern never reaches a template.
     let e = error_of(
         "[providers.zendesk]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
@@ -132,19 +135,29 @@ fn unknown_fields_and_bad_parameters_are_refused() {
     );
     assert_eq!(
         e,
-        "providers.keys.fields: an api_key entry names its key field"
+        "setting `providers.keys.fields`: an api_key entry names its key field"
     );
 }
 
+/// As the other settings' errors: the setting, and the variable that
+/// sets it (for a secret, the `…_FILE` one first, and where compose
+/// takes it from).
 #[test]
 fn missing_secret_names_the_setting() {
     let e = error_of("[providers.github]\nclient_id = \"a\"\n");
     assert_eq!(
         e,
-        "providers.github.client_secret: required by token_auth_method client_secret_post"
+        "setting `providers.github.client_secret`: required by token_auth_method \
+         client_secret_post (set MCP_CONNECT_PROVIDERS__GITHUB__CLIENT_SECRET_FILE to a file \
+         holding it, or MCP_CONNECT_PROVIDERS__GITHUB__CLIENT_SECRET; with Docker Compose, a \
+         MCP_CONNECT_PROVIDERS__GITHUB__CLIENT_SECRET_FILE line in deploy/providers.env)"
     );
     let e = error_of("[providers.github]\nclient_secret = \"a\"\n");
-    assert_eq!(e, "providers.github.client_id: required by oauth2 entries");
+    assert_eq!(
+        e,
+        "setting `providers.github.client_id`: required by oauth2 entries (set it in the file \
+         or as MCP_CONNECT_PROVIDERS__GITHUB__CLIENT_ID)"
+    );
 }
 
 #[test]
@@ -152,43 +165,58 @@ fn custom_entries_need_their_urls() {
     let e = error_of("[providers.acme]\nclient_id = \"a\"\nclient_secret = \"b\"\n");
     assert_eq!(
         e,
-        "providers.acme.authorize_url: required by the custom entry"
+        "setting `providers.acme.authorize_url`: required by the custom entry"
     );
     let e = error_of(
         "[providers.acme]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
          authorize_url = \"https://a.example/auth\"\ntoken_url = \"https://a.example/token\"\n\
          userinfo_url = \"https://a.example/me\"\n",
     );
-    assert!(e.starts_with("providers.acme.api_base_url:"), "{e}");
+    assert!(
+        e.starts_with("setting `providers.acme.api_base_url`:"),
+        "{e}"
+    );
 }
 
 #[test]
 fn bad_values_are_named() {
     let e = error_of("[providers.x]\npreset = \"gitlab2\"\nclient_id = \"a\"\n");
     assert!(
-        e.starts_with("providers.x.preset: unknown catalog entry"),
+        e.starts_with("setting `providers.x.preset`: unknown catalog entry"),
         "{e}"
     );
     let e = error_of(
         "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
          token_url = \"http://github.example/token\"\n",
     );
-    assert!(e.starts_with("providers.github.token_url:"), "{e}");
+    assert!(
+        e.starts_with("setting `providers.github.token_url`:"),
+        "{e}"
+    );
     let e = error_of(
         "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
          allowed_methods = [\"GET\", \"TRACE\"]\n",
     );
-    assert!(e.starts_with("providers.github.allowed_methods:"), "{e}");
+    assert!(
+        e.starts_with("setting `providers.github.allowed_methods`:"),
+        "{e}"
+    );
     let e = error_of(
         "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
          token_auth_method = \"private_key_jwt\"\n",
     );
-    assert!(e.starts_with("providers.github.token_auth_method:"), "{e}");
+    assert!(
+        e.starts_with("setting `providers.github.token_auth_method`:"),
+        "{e}"
+    );
     let e = error_of(
         "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
          account_id_pointer = \"user.id\"\n",
     );
-    assert!(e.starts_with("providers.github.account_id_pointer:"), "{e}");
+    assert!(
+        e.starts_with("setting `providers.github.account_id_pointer`:"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -197,7 +225,7 @@ fn an_iss_is_required_only_with_an_issuer_to_compare_it_with() {
         "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\nrequire_iss = true\n",
     );
     assert!(
-        e.starts_with("providers.github.require_iss: needs `issuer`"),
+        e.starts_with("setting `providers.github.require_iss`: needs `issuer`"),
         "{e}"
     );
     let c = catalog_of(
@@ -379,7 +407,10 @@ fn plain_http_provider_urls_are_refused_off_loopback_even_with_insecure_http() {
     let e = ProviderCatalog::from_settings(&settings)
         .unwrap_err()
         .to_string();
-    assert!(e.starts_with("providers.github.token_url:"), "{e}");
+    assert!(
+        e.starts_with("setting `providers.github.token_url`:"),
+        "{e}"
+    );
     let loopback = toml.replace("github.example", "127.0.0.1:9");
     let settings = settings_with("http://127.0.0.1:8080", &loopback);
     assert!(ProviderCatalog::from_settings(&settings).is_ok());
@@ -393,7 +424,7 @@ fn a_secret_is_never_sent_to_a_host_a_user_picks_among_several() {
                      params.instance.allowed_hosts = [\"gitlab.com\", \"git.example.org\"]\n";
     let e = error_of(two_hosts);
     assert!(
-        e.starts_with("providers.gitlab.params.instance.allowed_hosts:"),
+        e.starts_with("setting `providers.gitlab.params.instance.allowed_hosts`:"),
         "{e}"
     );
     assert!(e.contains("a provider per instance"), "{e}");

@@ -119,11 +119,11 @@ fn http_kind(e: &reqwest::Error) -> &'static str {
     }
 }
 
-/// A provider's settings cannot work. Displays as
-/// `providers.<name>.<field>: <message>`.
+/// A provider's settings cannot work. Displays as the other settings'
+/// errors do: ``setting `providers.<name>.<field>`: <message>``.
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderConfigError {
-    #[error("providers.{provider}.{field}: {message}")]
+    #[error("setting `providers.{provider}.{field}`: {message}")]
     Invalid {
         provider: String,
         field: String,
@@ -260,7 +260,7 @@ mod tests {
         };
         assert_eq!(
             e.to_string(),
-            "providers.github.client_secret: required by the github preset"
+            "setting `providers.github.client_secret`: required by the github preset"
         );
     }
 }
