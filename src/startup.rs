@@ -21,21 +21,24 @@ use crate::{
     web as pages,
 };
 
+/// Why the application cannot start. A cause is part of the message and
+/// never also a `source`: `main` prints the whole chain, which would say
+/// it twice.
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
     #[error(transparent)]
     Db(#[from] db::DbSetupError),
     #[error("invalid keys: {0}")]
-    Keys(#[from] crate::crypto::CryptoError),
+    Keys(crate::crypto::CryptoError),
     #[error("cannot listen: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("cannot listen on {address} (the `bind` setting, MCP_CONNECT_BIND): {source}")]
+    Io(std::io::Error),
+    #[error("cannot listen on {address} (the `bind` setting, MCP_CONNECT_BIND): {error}")]
     Bind {
         address: std::net::SocketAddr,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("cannot build the HTTP client: {0}")]
-    Http(#[from] reqwest::Error),
+    Http(reqwest::Error),
     #[error(transparent)]
     Providers(#[from] ProviderConfigError),
     #[error(transparent)]
@@ -44,6 +47,24 @@ pub enum StartupError {
     Webhooks(#[from] crate::webhooks::SetupError),
     #[error("the service is built on a Tokio runtime, and none is running here")]
     NoRuntime,
+}
+
+impl From<crate::crypto::CryptoError> for StartupError {
+    fn from(e: crate::crypto::CryptoError) -> Self {
+        Self::Keys(e)
+    }
+}
+
+impl From<std::io::Error> for StartupError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+impl From<reqwest::Error> for StartupError {
+    fn from(e: reqwest::Error) -> Self {
+        Self::Http(e)
+    }
 }
 
 /// Routes mounted beside the service's own, with their app data.
@@ -140,9 +161,9 @@ impl Application {
         let listener = match bind {
             Bind::Bound(listener) => listener,
             Bind::WhenReady => {
-                TcpListener::bind(settings.bind).map_err(|source| StartupError::Bind {
+                TcpListener::bind(settings.bind).map_err(|error| StartupError::Bind {
                     address: settings.bind,
-                    source,
+                    error,
                 })?
             }
         };

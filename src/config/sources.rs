@@ -179,7 +179,9 @@ pub(super) fn deserialize<T: serde::de::DeserializeOwned>(
     let value = toml::Value::Table(table);
     serde_path_to_error::deserialize(value).map_err(|e| {
         let key = e.path().to_string();
-        let inner = e.into_inner().to_string();
+        // The message alone: toml's `Display` adds "in `<key>`" on lines
+        // of its own, and the key is named here already.
+        let inner = e.into_inner().message().trim_end().to_owned();
         // serde names a missing field only in its message; lift it into the key.
         if let Some(field) = inner
             .strip_prefix("missing field `")
@@ -213,10 +215,11 @@ pub(super) fn deserialize<T: serde::de::DeserializeOwned>(
                 key,
             };
         }
-        ConfigError::Invalid {
-            message: without_the_value(&key, inner),
-            key,
+        let mut message = without_the_value(&key, inner);
+        if key == "bind" {
+            message.push_str(": write an IP address and a port, e.g. 0.0.0.0:8080");
         }
+        ConfigError::Invalid { message, key }
     })
 }
 
@@ -315,6 +318,37 @@ mod tests {
             );
             assert!(!err.contains("variant"), "{toml_text}: {err}");
         }
+    }
+
+    /// The setting is named once: not again by the TOML library's "in
+    /// `key`", which it writes on lines of its own (inside the
+    /// parentheses, for a secret's "expected …").
+    #[test]
+    fn a_refused_value_is_said_on_one_line_naming_its_setting_once() {
+        for (toml_text, key) in [
+            ("[auth]\nweb_client_secret = 5\n", "auth.web_client_secret"),
+            ("log_format = 5\n", "log_format"),
+            ("log_format = \"xml\"\n", "log_format"),
+            ("bind = 5\n", "bind"),
+            ("bind = \"0.0.0.0\"\n", "bind"),
+            ("trusted_proxies = [\"x\"]\n", "trusted_proxies"),
+            ("[clients]\ngrants = \"sometimes\"\n", "clients.grants"),
+            ("max_body_bytes = \"lots\"\n", "max_body_bytes"),
+        ] {
+            let table: toml::Table = toml_text.parse().unwrap();
+            let err = Settings::from_sources(None, crate::config::test_support::minimal(), table)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains(&format!("`{key}`")), "{toml_text}: {err}");
+            assert!(!err.contains('\n'), "{toml_text}: {err:?}");
+            assert_eq!(err.matches(key).count(), 1, "{toml_text}: {err}");
+        }
+        let table: toml::Table = "bind = \"0.0.0.0\"".parse().unwrap();
+        let err = Settings::from_sources(None, crate::config::test_support::minimal(), table)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("e.g. 0.0.0.0:8080"), "{err}");
     }
 
     #[test]

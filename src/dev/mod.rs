@@ -48,10 +48,13 @@ pub const SIGNING_KEY_SECRET: &str = "idp_signing_key_ed25519";
 /// `dev_secrets` row holding the AES key-ring entry (`kid:base64`).
 pub const AES_KEY_SECRET: &str = "aes_key";
 
+/// What can stop the dev identity provider. A cause is part of the
+/// message and never also a `source`: `main` prints the whole chain,
+/// which would say it twice.
 #[derive(Debug, thiserror::Error)]
 pub enum DevError {
-    #[error("dev secrets: {0}")]
-    Db(#[from] sqlx::Error),
+    #[error("dev secrets: {}", crate::db::failures::Said(.0))]
+    Db(sqlx::Error),
     #[error("this database has no dev keys yet: run `mcp-connect dev` once first")]
     NotInitialised,
     #[error("cannot generate the dev signing key")]
@@ -63,7 +66,19 @@ pub enum DevError {
     #[error("the public base URL `{0}` is not an absolute http(s) URL")]
     BadBaseUrl(String),
     #[error("cannot sign a token: {0}")]
-    Sign(#[from] jsonwebtoken::errors::Error),
+    Sign(jsonwebtoken::errors::Error),
+}
+
+impl From<sqlx::Error> for DevError {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Db(e)
+    }
+}
+
+impl From<jsonwebtoken::errors::Error> for DevError {
+    fn from(e: jsonwebtoken::errors::Error) -> Self {
+        Self::Sign(e)
+    }
 }
 
 /// The dev identity provider. Cheap to clone; mounted by `startup::serve`

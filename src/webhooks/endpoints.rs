@@ -19,8 +19,16 @@ use crate::{
 pub enum SetupError {
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The cause is part of the message, not a `source`: `main` prints
+    /// the whole chain, which would say it twice.
     #[error("cannot build the webhook HTTP client: {0}")]
-    Http(#[from] reqwest::Error),
+    Http(reqwest::Error),
+}
+
+impl From<reqwest::Error> for SetupError {
+    fn from(e: reqwest::Error) -> Self {
+        Self::Http(e)
+    }
 }
 
 /// One endpoint as the deliverer uses it.

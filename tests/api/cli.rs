@@ -540,3 +540,37 @@ async fn dev_token_names_the_database_without_dev_keys() {
             .unwrap();
     assert!(!created, "dev token created {name}");
 }
+
+/// `serve` on a port another process holds says so once: the cause is
+/// not repeated by the chain of causes printed after it.
+#[tokio::test]
+async fn serve_on_a_port_in_use_says_why_once() {
+    let app = spawn_app().await;
+    let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
+    // The app's own port: in use.
+    let bind = app.addr.trim_start_matches("http://").to_owned();
+    let mut serve = app.operator_command(&key);
+    serve
+        .arg("serve")
+        .env("MCP_CONNECT_BIND", &bind)
+        .env("MCP_CONNECT_INSECURE_HTTP", "true")
+        .env("MCP_CONNECT_AUTH__WEB_CLIENT_ID", "mcp-connect-web")
+        .env("MCP_CONNECT_AUTH__WEB_CLIENT_SECRET", "unused-here")
+        .env("MCP_CONNECT_PROVIDERS__DEMO__CLIENT_ID", "mcp-connect-demo")
+        .env("MCP_CONNECT_PROVIDERS__DEMO__CLIENT_SECRET", "unused-here");
+    let output = tokio::task::spawn_blocking(move || serve.output().unwrap())
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let said = stderr
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_else(|| panic!("an error line: {stderr}"));
+    assert!(
+        said.contains(&format!("cannot listen on {bind}")) && said.contains("MCP_CONNECT_BIND"),
+        "{said}"
+    );
+    assert!(said.contains("in use"), "{said}");
+    assert_eq!(said.matches("(os error").count(), 1, "{said}");
+}
