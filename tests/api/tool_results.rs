@@ -192,6 +192,25 @@ async fn api_request_conforms_on_every_path() {
             "{refused} was sent: {body}"
         );
     }
+    // As README.md shows it: refused before any account is looked up,
+    // so alice's connected account is not named.
+    let (_, body) = app
+        .call_tool(
+            "alice",
+            "api_request",
+            json!({"provider": "demo", "method": "DELETE", "path": "me"}),
+        )
+        .await;
+    assert_eq!(
+        body["result"]["content"][0]["text"],
+        r#"{"provider":"demo","next_step":"change_request","error":{"kind":"refused","message":"method `DELETE` is not allowed for this provider"}}"#,
+        "{body}"
+    );
+    assert_eq!(
+        body["result"]["content"][1]["text"],
+        "Request not made: method `DELETE` is not allowed for this provider",
+        "{body}"
+    );
 
     // The provider refuses the token.
     app.connect_directly("carol", "a-token-the-provider-never-issued")

@@ -56,6 +56,25 @@ async fn login_sets_a_session_cookie_with_the_right_attributes() {
     assert_eq!(hashed, 1);
 }
 
+/// The sign-in asks the identity provider for the scopes README.md says
+/// to register the web client with, and no others.
+#[tokio::test]
+async fn the_sign_in_asks_for_openid_and_profile() {
+    let app = spawn_app().await;
+    let browser = Browser::new(&app);
+    let start = browser.get("/login?return_to=/connections").await;
+    let location = start
+        .location
+        .as_deref()
+        .expect("sent to the identity provider");
+    let url = url::Url::parse(location).unwrap();
+    let scope = url
+        .query_pairs()
+        .find(|(k, _)| k == "scope")
+        .map(|(_, v)| v.into_owned());
+    assert_eq!(scope.as_deref(), Some("openid profile"), "{location}");
+}
+
 #[tokio::test]
 async fn a_sign_in_finishes_only_in_the_browser_that_started_it() {
     let app = spawn_app().await;
