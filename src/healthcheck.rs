@@ -28,18 +28,35 @@ pub async fn probe(url: &str, timeout: Duration) -> Result<u16, ProbeError> {
         .no_proxy()
         .timeout(timeout)
         .build()
-        .map_err(|e| ProbeError::Unreachable(e.to_string()))?;
+        .map_err(|e| ProbeError::Unreachable(with_causes(&e)))?;
     let response = client
         .get(url)
         .send()
         .await
-        .map_err(|e| ProbeError::Unreachable(e.to_string()))?;
+        .map_err(|e| ProbeError::Unreachable(with_causes(&e)))?;
     let status = response.status();
     if status.is_success() {
         return Ok(status.as_u16());
     }
     let body = response.bytes().await.unwrap_or_default();
     Err(ProbeError::NotReady(status.as_u16(), reason(&body)))
+}
+
+/// `e` and its causes, one after the other: the HTTP client's own message
+/// ("error sending request for url (…)") says nothing of why, its causes
+/// do ("Connection refused").
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut told = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !told.contains(&said) {
+            told.push_str(": ");
+            told.push_str(&said);
+        }
+        cause = c.source();
+    }
+    told
 }
 
 /// `/readyz`'s reason (`{"status": "database unreachable"}`), printable and

@@ -33,7 +33,10 @@ impl ListenSettings {
         file: Option<&Path>,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Self, ConfigError> {
-        deserialize(layered(file, only(env, &["bind"]), toml::Table::new())?)
+        deserialize(
+            layered(file, only(env, &["bind"]), toml::Table::new())?,
+            file,
+        )
     }
 
     /// The instance's `/readyz`, as the instance itself can reach it: on

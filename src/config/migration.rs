@@ -52,7 +52,7 @@ impl MigrationSettings {
                 env: env_name("database_url"),
             });
         }
-        let settings: Self = deserialize(table)?;
+        let settings: Self = deserialize(table, file)?;
         // As `serve` checks it: a URL without a database would migrate the
         // one named after the role (`postgres` for the superuser).
         super::validate::check_database_url(settings.database_url.expose_secret()).map_err(

@@ -43,7 +43,7 @@ mod test_support;
 
 pub use clients::{ClientsSettings, GrantMode};
 pub use env::{ENV_PREFIX, env_name};
-pub use error::ConfigError;
+pub use error::{ConfigError, without_userinfo};
 pub use lenient::parse_list;
 pub use listening::ListenSettings;
 pub use migration::MigrationSettings;

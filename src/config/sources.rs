@@ -43,7 +43,7 @@ impl Settings {
             .and_then(|auth| auth.get("issuer"))
             .and_then(toml::Value::as_str)
             .is_some_and(|issuer| issuer.trim().ends_with('/'));
-        let mut settings: Settings = deserialize(table)?;
+        let mut settings: Settings = deserialize(table, file)?;
         settings.auth.issuer_written_with_slash = written_with_slash;
         settings.validate()?;
         settings.mcp_resource = settings.mcp_resource();
@@ -172,9 +172,11 @@ fn merge(into: &mut toml::Table, from: toml::Table) {
     }
 }
 
-/// `table` as a `T`, the error naming the setting and its variable.
+/// `table` (from `file`, if one was given, and the environment) as a
+/// `T`, the error naming the setting and its variable.
 pub(super) fn deserialize<T: serde::de::DeserializeOwned>(
     table: toml::Table,
+    file: Option<&Path>,
 ) -> Result<T, ConfigError> {
     let value = toml::Value::Table(table);
     serde_path_to_error::deserialize(value).map_err(|e| {
@@ -210,8 +212,12 @@ pub(super) fn deserialize<T: serde::de::DeserializeOwned>(
             } else {
                 format!("{key}.{field}")
             };
+            let from = match file {
+                Some(file) => format!("in {}, or from {}", file.display(), env_name(&key)),
+                None => format!("from {}", env_name(&key)),
+            };
             return ConfigError::Invalid {
-                message: format!("unknown setting (from the file, or {})", env_name(&key)),
+                message: format!("unknown setting ({from}): check its name"),
                 key,
             };
         }
@@ -430,6 +436,8 @@ mod tests {
             .to_string();
         assert!(err.contains("publik_url"), "{err}");
         assert!(err.contains("MCP_CONNECT_PUBLIK_URL"), "{err}");
+        // No file was read (dev reads none): none is named.
+        assert!(!err.contains("file"), "{err}");
     }
 
     #[test]
@@ -481,6 +489,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("auth.subjekt_claim"), "{err}");
+        assert!(err.contains(&file.display().to_string()), "{err}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

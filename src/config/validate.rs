@@ -344,11 +344,9 @@ fn check_allowed_host(host: &str) -> Result<(), ConfigError> {
 /// named after the port. The URL is a secret: messages never repeat it
 /// (the URL parser's own messages never quote what they parse).
 pub(crate) fn check_database_url(raw: &str) -> Result<(), String> {
-    let url = Url::parse(raw).map_err(|e| {
-        format!(
-            "is not a valid URL ({e}): write postgres://USER:PASSWORD@HOST:PORT/DATABASE{}",
-            password_hint(raw)
-        )
+    let url = Url::parse(raw).map_err(|e| match password_hint(raw) {
+        "" => format!("is not a valid URL ({e}): write postgres://HOST:PORT/DATABASE"),
+        hint => format!("is not a valid URL ({e}){hint}"),
     })?;
     if !matches!(url.scheme(), "postgres" | "postgresql") {
         return Err("must be a postgres:// or postgresql:// URL".into());

@@ -355,3 +355,27 @@ fn the_shipped_proxy_lets_go_of_idle_connections_first() {
         super::defaults::keep_alive_secs()
     );
 }
+
+/// A URL setting's value quoted in an error shows no user or password,
+/// whatever the setting is called.
+#[test]
+fn a_url_setting_s_password_is_never_shown() {
+    for (var, value) in [
+        (
+            "MCP_CONNECT_AUTH__ISSUER",
+            "https://u:SECRET-1@idp.example.com:99999/",
+        ),
+        (
+            "MCP_CONNECT_PUBLIC_URL",
+            "https://u:SECRET/1@connect.example.com/",
+        ),
+        (
+            "MCP_CONNECT_ALLOWED_ORIGINS",
+            "https://u:SECRET-1@app.example.com/",
+        ),
+    ] {
+        let err = error_with(&[(var, value)]);
+        assert!(!err.is_empty(), "{var}");
+        assert!(!err.contains("SECRET"), "{var}: {err}");
+    }
+}

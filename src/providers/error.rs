@@ -123,7 +123,10 @@ fn http_kind(e: &reqwest::Error) -> &'static str {
 /// errors do: ``setting `providers.<name>.<field>`: <message>``.
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderConfigError {
-    #[error("setting `providers.{provider}.{field}`: {message}")]
+    #[error(
+        "setting `providers.{provider}.{field}`: {}",
+        crate::config::without_userinfo(message)
+    )]
     Invalid {
         provider: String,
         field: String,

@@ -173,6 +173,9 @@ async fn health_command_exits_0_for_a_ready_instance_and_1_otherwise() {
     // Nobody listens on port 9 of loopback.
     let down = health("http://127.0.0.1:9/readyz".to_owned()).await;
     assert_eq!(down.status.code(), Some(1));
+    // Why, not only that the request failed.
+    let said = String::from_utf8_lossy(&down.stderr);
+    assert!(said.contains("Connection refused"), "{said}");
 }
 
 /// Without `--url`, the check asks `/readyz` on the port `bind` sets, and
