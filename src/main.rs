@@ -98,9 +98,11 @@ enum Command {
 #[derive(Subcommand, Debug)]
 enum TokensCommand {
     /// Re-seal every stored token with the first key of MCP_CONNECT_KEYS, so
-    /// an older key can be retired. Needs the service's configuration and
-    /// applies pending migrations first, as `serve` does: run it from the
-    /// image version the instances run.
+    /// an older key can be retired. Exits 1 while a connection is left on
+    /// an older key, or holds tokens sealed by a key not in
+    /// MCP_CONNECT_KEYS. Needs the service's configuration and applies
+    /// pending migrations first, as `serve` does: run it from the image
+    /// version the instances run.
     Rekey,
     /// For a key that is gone for good: ask the users of every connection
     /// sealed by KEY_ID to connect again (their tokens cannot be opened by
@@ -247,12 +249,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     rekeyed.left_on_older_keys
                 );
             }
+            // A script must not read either as done.
+            let mut left = Vec::new();
             if !rekeyed.finished() {
                 // The older keys still seal rows: not yet safe to retire.
-                anyhow::bail!(
+                left.push(format!(
                     "not every connection is sealed by key {} yet; do not retire the older keys",
                     state.keys.current_key_id()
+                ));
+            }
+            if !missing.is_empty() {
+                left.push(
+                    "connections hold tokens sealed by keys not in MCP_CONNECT_KEYS (above)"
+                        .to_owned(),
                 );
+            }
+            if !left.is_empty() {
+                anyhow::bail!("{}", left.join("; "));
             }
             Ok(())
         }

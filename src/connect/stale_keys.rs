@@ -22,7 +22,8 @@ use crate::{
     },
 };
 
-/// Key ids in stored rows that the ring lacks, with their row counts.
+/// Key ids that the ring lacks in the rows that still hold tokens, with
+/// their row counts: a row whose tokens `forget-key` dropped is done with.
 pub async fn missing_keys(state: &ConnectionService) -> Result<Vec<(String, i64)>, sqlx::Error> {
     let counts = db::connections::count_by_key_id(&state.db).await?;
     Ok(counts

@@ -199,18 +199,30 @@ async fn forgetting_a_key_asks_its_users_to_connect_again() {
     );
 }
 
+/// A connection holding tokens sealed by a key the ring lacks is reported, and
+/// the command exits 1 while one is left: a script does not take it for
+/// done. Once `forget-key` has dropped the tokens of that key, nothing
+/// is left to do.
 #[tokio::test]
-async fn rekey_reports_rows_still_sealed_by_other_keys() {
+async fn rekey_reports_rows_still_sealed_by_other_keys_and_fails_while_one_is_left() {
     let app = spawn_app().await;
     connect(&app, "alice").await;
     connect(&app, "bob").await;
     retire_key_of(&app, "alice").await;
     let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
-    let stdout = succeeded(tokens_command(&app, &key, &["rekey"]));
+    let output = tokens_command(&app, &key, &["rekey"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stdout}{stderr}");
     assert!(
         stdout.contains("1 connection(s) still sealed by keys not in MCP_CONNECT_KEYS: retired1"),
         "{stdout}"
     );
+    assert!(stderr.contains("not in MCP_CONNECT_KEYS"), "{stderr}");
+
+    succeeded(tokens_command(&app, &key, &["forget-key", "retired1"]));
+    let stdout = succeeded(tokens_command(&app, &key, &["rekey"]));
+    assert!(!stdout.contains("retired1"), "{stdout}");
 }
 
 #[tokio::test]
