@@ -22,14 +22,7 @@ async fn delete_grant(fake: &FakeProvider, client: Option<(&str, &str)>, token: 
 
 /// The status GitHub's `/user` answers `token`.
 async fn user_status(fake: &FakeProvider, token: &str) -> u16 {
-    let answer = no_redirects()
-        .get(format!("{}/user", fake.base))
-        .bearer_auth(token)
-        .header("user-agent", "a-test")
-        .send()
-        .await
-        .unwrap();
-    answer.status().as_u16()
+    fake.bearer_status("/user", token).await.unwrap()
 }
 
 #[tokio::test]

@@ -131,6 +131,19 @@ impl FakeProvider {
         Ok(answer.status().as_u16())
     }
 
+    /// The HTTP status this fake answers a GET of `path` with `token` as
+    /// bearer (and a User-Agent, which GitHub requires): a test's way to
+    /// ask whether an access token still works upstream.
+    pub async fn bearer_status(&self, path: &str, token: &str) -> reqwest::Result<u16> {
+        let answer = no_redirects()
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .header("user-agent", "a-test")
+            .send()
+            .await?;
+        Ok(answer.status().as_u16())
+    }
+
     /// The next authorize request answers `error=access_denied`, as when
     /// the person presses Cancel.
     pub fn deny_next(&self) {

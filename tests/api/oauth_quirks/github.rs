@@ -8,7 +8,7 @@
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Value, json};
 
-use provider_fakes::{FakeProvider, github, no_redirects};
+use provider_fakes::{FakeProvider, github};
 
 use super::app_with_edit;
 use crate::{key_connect::disconnect, provider_flows::connect};
@@ -22,14 +22,7 @@ fn access_token(fake: &FakeProvider) -> String {
 
 /// The status GitHub's `/user` answers `token`.
 async fn user_status(fake: &FakeProvider, token: &str) -> u16 {
-    let answer = no_redirects()
-        .get(format!("{}/user", fake.base))
-        .bearer_auth(token)
-        .header("user-agent", "a-test")
-        .send()
-        .await
-        .unwrap();
-    answer.status().as_u16()
+    fake.bearer_status("/user", token).await.unwrap()
 }
 
 #[tokio::test]
