@@ -1,7 +1,9 @@
 //! GitHub's REST endpoints with which an OAuth app manages its users'
-//! tokens: `DELETE /applications/{client_id}/grant` ("Delete an app
-//! authorization") ends every token the app holds for the account of the
-//! access token in its JSON body, and answers 204. It wants a User-Agent,
+//! tokens: `DELETE /applications/{client_id}/token` ("Delete an app
+//! token") ends the access token in its JSON body, and
+//! `DELETE /applications/{client_id}/grant` ("Delete an app
+//! authorization") every token the app holds for that token's account;
+//! both answer 204. They want a User-Agent,
 //! the app's `client_id` and `client_secret` as HTTP Basic (401 for wrong
 //! ones, as for any invalid credentials; 404 without, as for any endpoint
 //! asked without a credential it needs) and a live token (422 "Validation
@@ -20,7 +22,20 @@ pub(super) fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route(
         "/applications/{client_id}/grant",
         web::delete().to(delete_grant),
+    )
+    .route(
+        "/applications/{client_id}/token",
+        web::delete().to(delete_token),
     );
+}
+
+/// What a deletion ends.
+#[derive(Clone, Copy)]
+enum Ends {
+    /// The token alone.
+    Token,
+    /// Every token of the token's account.
+    Grant,
 }
 
 async fn delete_grant(
@@ -28,6 +43,25 @@ async fn delete_grant(
     path: web::Path<String>,
     body: web::Bytes,
     fake: web::Data<Shared>,
+) -> HttpResponse {
+    delete(req, path, body, fake, Ends::Grant).await
+}
+
+async fn delete_token(
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Bytes,
+    fake: web::Data<Shared>,
+) -> HttpResponse {
+    delete(req, path, body, fake, Ends::Token).await
+}
+
+async fn delete(
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Bytes,
+    fake: web::Data<Shared>,
+    ends: Ends,
 ) -> HttpResponse {
     Counters::bump(&fake.calls.revoke);
     if let Some(forbidden) = no_user_agent(&req) {
@@ -53,7 +87,11 @@ async fn delete_grant(
         .ok()
         .and_then(|b| b.get("access_token")?.as_str().map(str::to_owned))
         .unwrap_or_default();
-    if fake.memory().revoke_account_of(&token) {
+    let ended = match ends {
+        Ends::Token => fake.memory().revoke_access(&token),
+        Ends::Grant => fake.memory().revoke_account_of(&token),
+    };
+    if ended {
         HttpResponse::NoContent().finish()
     } else {
         error(422, "Validation Failed")

@@ -299,7 +299,7 @@ impl FakeProvider {
                 "/login/oauth/access_token",
                 "/user",
                 "/",
-                Some("/applications/{client_id}/grant"),
+                Some("/applications/{client_id}/token"),
             ),
             Kind::Google => (
                 "google",

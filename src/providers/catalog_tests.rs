@@ -30,7 +30,7 @@ fn entries_fill_everything_but_credentials() {
         gh.redirect_uri(),
         "https://connect.example.com/oauth/callback/github"
     );
-    // GitHub deletes the app's grant with the access token alone.
+    // GitHub deletes the connection's token, sent alone.
     assert!(gh.revokes(TokenHint::AccessToken));
     assert!(!gh.revokes(TokenHint::RefreshToken));
     assert_eq!(gh.issuer(), None);
@@ -466,6 +466,12 @@ fn a_token_endpoint_moved_takes_the_secrets_other_endpoints_with_it() {
     let google = "[providers.google]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
                   token_url = \"https://proxy.example.com/token\"\n";
     assert!(error_of(google).contains("revocation_url"));
+    // Moved on the entry's own host (GitHub's token endpoint is on
+    // github.com, its revocation on api.github.com): nothing leaves it.
+    catalog_of(
+        "[providers.github]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+         token_url = \"https://github.com/login/oauth/access_token?v=2\"\n",
+    );
 }
 
 #[test]

@@ -97,9 +97,8 @@ pub(super) enum Revocation {
     AccessTokenOnly,
     /// A DELETE whose JSON body is `{"access_token": …}`, with the client
     /// as HTTP Basic whatever the token endpoint takes, and the API's
-    /// headers (GitHub's `/applications/{client_id}/grant`); it ends every
-    /// token the app holds for that account. Only an access token can be
-    /// sent.
+    /// headers (GitHub's `/applications/{client_id}/token`, which ends that
+    /// token). Only an access token can be sent.
     DeleteJsonAccessToken,
 }
 

@@ -276,14 +276,14 @@ async fn revocation_sends_token_and_hint() {
     let seen = &fakes.scripted.seen("/rfc/revoke")[0];
     assert_eq!(seen.form["token_type_hint"], "access_token");
     assert!(seen.headers["authorization"].starts_with("Basic "));
-    // GitHub deletes the app's grant: a DELETE with the access token in a
+    // GitHub deletes an app token: a DELETE with the access token in a
     // JSON body, the client as HTTP Basic; a refresh token cannot be sent.
     let gh = catalog.get("github").unwrap();
     let (token, _) = fakes.github.issue_grant("repo", false);
     gh.revoke(&http(), &token, TokenHint::AccessToken, &Default::default())
         .await
         .unwrap();
-    let grant = format!("/applications/{}/grant", fakes.github.client_id());
+    let grant = format!("/applications/{}/token", fakes.github.client_id());
     let seen = &fakes.github.seen(&grant)[0];
     assert_eq!(seen.method, "DELETE");
     assert_eq!(

@@ -103,7 +103,8 @@ pub(crate) async fn disconnect(app: &TestApp, provider: &str) -> Value {
             "inputResponses": {"confirm_disconnect": {"action": "accept", "content": {"confirm": true}}}}))
         .await;
     assert_eq!(gone["result"]["resultType"], "complete", "{gone}");
-    assert_eq!(count(app, "SELECT count(*) FROM connections").await, 0);
+    let alices = "SELECT count(*) FROM connections WHERE subject = 'alice'";
+    assert_eq!(count(app, alices).await, 0);
     gone
 }
 

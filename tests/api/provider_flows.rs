@@ -17,10 +17,20 @@ use crate::{
 /// Connects alice's `name` account through the browser and the fake; returns
 /// the completed `whoami` retry.
 pub(crate) async fn connect(app: &TestApp, fake: &FakeProvider, name: &str) -> serde_json::Value {
+    connect_as(app, fake, name, "alice").await
+}
+
+/// [`connect`] for `subject`.
+pub(crate) async fn connect_as(
+    app: &TestApp,
+    fake: &FakeProvider,
+    name: &str,
+    subject: &str,
+) -> serde_json::Value {
     let key = format!("connect_{name}");
-    let (url, state) = elicit(app, "alice", "whoami", json!({"provider": name}), &key).await;
+    let (url, state) = elicit(app, subject, "whoami", json!({"provider": name}), &key).await;
     let browser = Browser::new(app);
-    let to_provider = open_and_continue(&browser, &url, "alice").await;
+    let to_provider = open_and_continue(&browser, &url, subject).await;
     let authorize = to_provider.location.clone().expect("to the provider");
     assert!(authorize.starts_with(&fake.base), "{authorize}");
     let callback = fake.visit(&authorize).await;
@@ -35,7 +45,7 @@ pub(crate) async fn connect(app: &TestApp, fake: &FakeProvider, name: &str) -> s
     }
     let body = retry_accepted(
         app,
-        "alice",
+        subject,
         "whoami",
         json!({"provider": name}),
         &state,

@@ -1,9 +1,9 @@
 //! GitHub: an OAuth app's tokens never expire, so disconnect deletes the
-//! app's grant at GitHub (`DELETE /applications/{client_id}/grant`, the
-//! client as HTTP Basic, the access token in a JSON body): the token dies
-//! there and the app leaves the person's authorized apps. The model cannot
-//! reach that endpoint through `api_request`, whatever methods the
-//! operator allows.
+//! connection's token at GitHub (`DELETE /applications/{client_id}/token`,
+//! the client as HTTP Basic, the access token in a JSON body): the token
+//! dies there, and no other token of the account (another person's
+//! connection of a shared account) with it. The model cannot reach that
+//! endpoint through `api_request`, whatever methods the operator allows.
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Value, json};
@@ -26,7 +26,7 @@ async fn user_status(fake: &FakeProvider, token: &str) -> u16 {
 }
 
 #[tokio::test]
-async fn disconnect_deletes_the_apps_grant_at_github() {
+async fn disconnect_deletes_the_connections_token_at_github() {
     let fake = github::start().await;
     let app = crate::provider_flows::app_with(&fake, "github").await;
     connect(&app, &fake, "github").await;
@@ -39,8 +39,8 @@ async fn disconnect_deletes_the_apps_grant_at_github() {
     assert_eq!(result["revocation"], "revoked", "{gone}");
     assert_eq!(result["next_step"], "none", "{gone}");
     assert_eq!(fake.calls().revoke, 1);
-    let grant = format!("/applications/{}/grant", fake.client_id());
-    let [sent] = <[_; 1]>::try_from(fake.seen(&grant)).expect("one grant deletion");
+    let path = format!("/applications/{}/token", fake.client_id());
+    let [sent] = <[_; 1]>::try_from(fake.seen(&path)).expect("one token deletion");
     assert_eq!(sent.method, "DELETE");
     let client = format!("{}:{}", fake.client_id(), fake.client_secret());
     let basic = format!("Basic {}", STANDARD.encode(client));
@@ -57,7 +57,7 @@ async fn disconnect_deletes_the_apps_grant_at_github() {
 /// Refused as the entry's `grant_paths` (`applications`) and, without
 /// them, as the revocation endpoint itself.
 #[tokio::test]
-async fn the_model_cannot_delete_the_grant_through_api_request() {
+async fn the_model_cannot_delete_the_token_through_api_request() {
     let methods = r#"allowed_methods = ["GET", "HEAD", "DELETE"]"#;
     for edit in [methods.to_owned(), format!("{methods}\ngrant_paths = []")] {
         refused_with(&edit).await;
@@ -70,10 +70,10 @@ async fn refused_with(edit: &str) {
     connect(&app, &fake, "github").await;
     let id = fake.client_id();
     for path in [
-        format!("applications/{id}/grant"),
-        format!("Applications/{id}/Grant"),
-        format!("applications//{id}/grant/"),
-        format!("applications/{id}/%67rant"),
+        format!("applications/{id}/token"),
+        format!("Applications/{id}/Token"),
+        format!("applications//{id}/token/"),
+        format!("applications/{id}/%74oken"),
     ] {
         // Without the grant's JSON body: `api_request` refuses a body on
         // a DELETE, and that refusal would come before these.
@@ -89,6 +89,29 @@ async fn refused_with(edit: &str) {
             "{edit} {path}: {body}"
         );
     }
-    assert_eq!(fake.calls().revoke, 0, "nothing reached the grant endpoint");
+    assert_eq!(fake.calls().revoke, 0, "nothing reached the token endpoint");
     assert_eq!(user_status(&fake, &access_token(&fake)).await, 200);
+}
+
+/// Two people here connect the same GitHub account (a shared account):
+/// one disconnecting ends that connection's token only, not the other's.
+#[tokio::test]
+async fn a_disconnect_leaves_another_connection_of_the_same_account_working() {
+    let fake = github::start().await;
+    let app = crate::provider_flows::app_with(&fake, "github").await;
+    crate::provider_flows::connect_as(&app, &fake, "github", "bob").await;
+    let bobs = access_token(&fake);
+    connect(&app, &fake, "github").await;
+    let alices = access_token(&fake);
+    assert_ne!(alices, bobs);
+
+    let gone = disconnect(&app, "github").await;
+    let result = &gone["result"]["structuredContent"];
+    assert_eq!(result["revocation"], "revoked", "{gone}");
+    assert_eq!(
+        user_status(&fake, &alices).await,
+        401,
+        "alice's token ended"
+    );
+    assert_eq!(user_status(&fake, &bobs).await, 200, "bob's still works");
 }
