@@ -64,6 +64,11 @@ pub struct NewTicket<'a> {
 /// How many of a ticket's scopes its `ticket_issued` audit row names.
 const AUDITED_SCOPES: usize = 8;
 
+/// How much of the client id a `ticket_issued` audit row keeps: a Client
+/// ID Metadata Document's URL whole, as a rule, so the row still says
+/// which client asked once the ticket is purged.
+const AUDITED_CLIENT_ID_CHARS: usize = 128;
+
 /// What a `ticket_issued` audit row keeps of the scopes, which a model
 /// chose (32 of up to 200 characters each): the first few, each cut to a
 /// short printable prefix. The ticket keeps them whole, and the row says
@@ -110,7 +115,7 @@ pub async fn insert(exec: impl PgExecutor<'_>, t: NewTicket<'_>) -> Result<(), s
         t.ttl.as_secs_f64(),
         t.connection_id,
         t.add_account,
-        crate::crypto::printable_prefix(t.client_id),
+        crate::crypto::printable_prefix_of(t.client_id, AUDITED_CLIENT_ID_CHARS),
         &audited_scopes(t.scopes),
     )
     .execute(exec)

@@ -144,19 +144,26 @@ fn secret_stays_on_one_host(n: &Named<'_>, e: &Entry) -> Result<(), ProviderConf
 /// refresh or disconnect. Refused, naming the field to set.
 fn secret_follows_the_token_endpoint(
     n: &Named<'_>,
+    entry_name: &str,
     over: &toml::Table,
     e: &Entry,
 ) -> Result<(), ProviderConfigError> {
-    let host = |u: &Option<String>| {
-        let parsed = url::Url::parse(u.as_deref()?).ok()?;
+    let host = |u: Option<&str>| {
+        let parsed = url::Url::parse(u?).ok()?;
         parsed.host_str().map(str::to_owned)
     };
     if !over.contains_key("token_url") {
         return Ok(());
     }
-    let Some(token_host) = host(&e.token_url) else {
+    let Some(token_host) = host(e.token_url.as_deref()) else {
         return Ok(());
     };
+    // Moved within the entry's own host, nothing leaves it.
+    let shipped = shipped::table(entry_name);
+    let shipped_token = shipped.as_ref().and_then(|t| t.get("token_url")?.as_str());
+    if host(shipped_token).is_some_and(|h| h == token_host) {
+        return Ok(());
+    }
     for (field, url) in [
         ("refresh_url", &e.refresh_url),
         ("revocation_url", &e.revocation_url),
@@ -164,7 +171,7 @@ fn secret_follows_the_token_endpoint(
         if over.contains_key(field) {
             continue;
         }
-        if let Some(other) = host(url).filter(|h| *h != token_host) {
+        if let Some(other) = host(url.as_deref()).filter(|h| *h != token_host) {
             return Err(n.err(
                 field,
                 format!(
@@ -193,9 +200,9 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
     })?;
     // A shipped entry, however the operator changed it, must still be a
     // whole one; an operator's own entry is checked field by field below.
-    if entry_name.is_some() {
+    if let Some(entry_name) = entry_name {
         super::check::entry(&e).map_err(|(field, m)| n.err(&field, m))?;
-        secret_follows_the_token_endpoint(&n, &ps.overrides, &e)?;
+        secret_follows_the_token_endpoint(&n, entry_name, &ps.overrides, &e)?;
     }
     let kind = e.kind.unwrap_or(CredentialKind::Oauth2);
     let oauth = kind == CredentialKind::Oauth2;

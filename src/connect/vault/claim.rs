@@ -15,7 +15,11 @@ use crate::{connect::ConnectionService, db};
 /// Released by [`Claim::release`], or in the background when dropped
 /// holding it — a claim dropped half-way (a statement's deadline passed
 /// after the claim was committed, a task that panicked) must not leave
-/// every instance waiting for it to expire.
+/// every instance waiting for it to expire. (Its statement's deadline
+/// passed before Postgres ran it, the claim may commit after that
+/// release: it then holds until it expires, as one of a stopped instance
+/// does. A refresh takes its claim in a task of its own, so a caller
+/// going away never drops one.)
 pub(super) struct Claim {
     db: sqlx::PgPool,
     /// Where a dropped claim's release runs: the service's runtime, which

@@ -142,7 +142,7 @@ pub(super) async fn callback(
                     provider,
                     limit,
                     revoked,
-                } => WebError::TooManyAccounts(too_many_accounts(&provider, limit, revoked)),
+                } => WebError::TooManyAccounts(too_many_accounts(&provider, limit, Some(revoked))),
                 FinishError::Internal(e) => WebError::Internal(e),
             });
         }
@@ -297,13 +297,16 @@ fn not_accepted(provider: &str, label: &str, revoked: bool) -> String {
 }
 
 /// What the person is told when a new account would pass the limit of
-/// accounts per provider (`revoked`: the access just granted was ended
-/// at the provider).
-pub(super) fn too_many_accounts(provider: &str, limit: u32, revoked: bool) -> String {
-    let access = if revoked {
-        " The access you had just granted was revoked."
-    } else {
-        ""
+/// accounts per provider. `revoked`: whether the access just granted at
+/// the provider was ended there; `None` when none was granted (a pasted
+/// credential, which stays the person's own).
+pub(super) fn too_many_accounts(provider: &str, limit: u32, revoked: Option<bool>) -> String {
+    let access = match revoked {
+        Some(true) => " The access you had just granted was revoked.".to_owned(),
+        Some(false) => format!(
+            " This server could not revoke the access you had just granted: remove it in your account's settings at {provider}."
+        ),
+        None => String::new(),
     };
     let accounts = if limit == 1 { "account" } else { "accounts" };
     format!(

@@ -174,7 +174,7 @@ pub(super) async fn submit(
         }
         CredentialOutcome::TooManyAccounts { limit } => {
             tracing::info!(provider = %provider.name(), limit, "a new account over the limit of accounts per provider; not stored");
-            let message = super::callback::too_many_accounts(name, limit, false);
+            let message = super::callback::too_many_accounts(name, limit, None);
             (vec![whole_form(message)], StatusCode::CONFLICT)
         }
         CredentialOutcome::Unchecked(e) => {
