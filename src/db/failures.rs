@@ -143,6 +143,15 @@ pub(super) fn connect_failure(place: &Place, e: &sqlx::Error) -> String {
             "{refused}: Postgres's pg_hba.conf (and the role's LOGIN attribute) must let this \
              role in from this host"
         ),
+        Some(Refusal::NoSuchDatabase) => format!(
+            "database {place} does not exist: create it (`createdb -O {} {}`), or name an \
+             existing one in database_url",
+            place.user, place.database
+        ),
+        // Postgres answered, with an error of its own.
+        Some(Refusal::NoPrivilege) | None if e.as_database_error().is_some() => {
+            format!("Postgres refused database {place}: {}", Said(e))
+        }
         _ => format!("cannot reach Postgres for database {place}: {}", Said(e)),
     }
 }
@@ -188,5 +197,24 @@ mod tests {
         );
         assert!(!told.contains("hunter2"), "{told}");
         assert_eq!(refusal(&refused), None);
+    }
+
+    /// Postgres answered: a database that does not exist is named as
+    /// such, not as a server that cannot be reached.
+    #[tokio::test]
+    async fn a_missing_database_is_told_as_missing() {
+        use sqlx::Connection;
+        let server = std::env::var("TEST_DATABASE_SERVER")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned());
+        let name = format!("mcp_connect_missing_{}", uuid::Uuid::new_v4().simple());
+        let options = server.parse::<PgConnectOptions>().unwrap().database(&name);
+        let Err(e) = sqlx::PgConnection::connect_with(&options).await else {
+            panic!("no such database");
+        };
+        assert_eq!(refusal(&e), Some(Refusal::NoSuchDatabase));
+        let told = connect_failure(&Place::of(&options), &e);
+        assert!(told.starts_with(&format!("database {name} on ")), "{told}");
+        assert!(told.contains("does not exist: create it"), "{told}");
+        assert!(!told.contains("cannot reach"), "{told}");
     }
 }
