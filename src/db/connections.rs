@@ -328,10 +328,11 @@ pub enum Renamed {
 }
 
 /// Takes, until the transaction ends, the lock under which the labels of
-/// the user's accounts at the provider of connection `id` change: of two
-/// renames of two accounts to one label at the same time, the second waits
-/// for the first and, its next statement seeing the first's label, finds
-/// it taken. An advisory lock, not the rows': a refresh holds an account's
+/// the user's accounts at the provider of connection `id` change, and new
+/// accounts are counted: of two renames of two accounts to one label at
+/// the same time, the second waits for the first and, its next statement
+/// seeing the first's label, finds it taken (and of two new accounts, the
+/// second counts the first). An advisory lock, not the rows': a refresh holds an account's
 /// row while it waits for the provider, and a rename of another account
 /// must not wait for that.
 pub async fn lock_labels(

@@ -83,6 +83,8 @@ pub(in crate::connect) async fn store_in(
         .as_ref()
         .is_some_and(|r| r.status != ConnectionStatus::Revoked);
     if !reconnected {
+        // Two new accounts stored at once: the second counts the first.
+        db::connections::lock_labels(&mut **tx, c.user, id).await?;
         let limit = state.settings.flow.accounts_per_provider;
         let others = db::connections::count_other_accounts(tx, c.user, c.provider, id).await?;
         if others >= i64::from(limit) {
