@@ -19,49 +19,28 @@ use super::{
 };
 
 pub(super) fn routes(cfg: &mut web::ServiceConfig) {
+    // One resource for both deletions: any other last segment matches
+    // nothing here and gets the fake's own 404, as at GitHub.
     cfg.route(
-        "/applications/{client_id}/grant",
-        web::delete().to(delete_grant),
-    )
-    .route(
-        "/applications/{client_id}/token",
-        web::delete().to(delete_token),
+        "/applications/{client_id}/{ends:grant|token}",
+        web::delete().to(delete),
     );
 }
 
-/// What a deletion ends.
+/// What a deletion ends, by the path's last segment.
 #[derive(Clone, Copy)]
 enum Ends {
-    /// The token alone.
+    /// `token`: the token alone.
     Token,
-    /// Every token of the token's account.
+    /// `grant`: every token of the token's account.
     Grant,
-}
-
-async fn delete_grant(
-    req: HttpRequest,
-    path: web::Path<String>,
-    body: web::Bytes,
-    fake: web::Data<Shared>,
-) -> HttpResponse {
-    delete(req, path, body, fake, Ends::Grant).await
-}
-
-async fn delete_token(
-    req: HttpRequest,
-    path: web::Path<String>,
-    body: web::Bytes,
-    fake: web::Data<Shared>,
-) -> HttpResponse {
-    delete(req, path, body, fake, Ends::Token).await
 }
 
 async fn delete(
     req: HttpRequest,
-    path: web::Path<String>,
+    path: web::Path<(String, String)>,
     body: web::Bytes,
     fake: web::Data<Shared>,
-    ends: Ends,
 ) -> HttpResponse {
     Counters::bump(&fake.calls.revoke);
     if let Some(forbidden) = no_user_agent(&req) {
@@ -80,7 +59,13 @@ async fn delete(
     if id.as_ref() != Some(&fake.client_id) || secret.as_ref() != Some(&fake.client_secret) {
         return error(401, "Bad credentials");
     }
-    if path.into_inner() != fake.client_id {
+    let (client_id, ends) = path.into_inner();
+    // The route's pattern admits `grant` and `token` alone.
+    let ends = match ends.as_str() {
+        "grant" => Ends::Grant,
+        _ => Ends::Token,
+    };
+    if client_id != fake.client_id {
         return error(404, "Not Found");
     }
     let token = serde_json::from_slice::<Value>(&body)

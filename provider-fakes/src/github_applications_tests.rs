@@ -1,14 +1,20 @@
-//! The GitHub fake's deletion of an app's grant, as GitHub documents it
-//! ("Delete an app authorization").
+//! The GitHub fake's deletion of an app's grant and of an app's token, as
+//! GitHub documents them ("Delete an app authorization", "Delete an app
+//! token").
 
 use crate::{FakeProvider, github, no_redirects};
 
 /// The status of a deletion of `token`'s grant, the client sent as
 /// `client` in HTTP Basic (none: no credential at all).
 async fn delete_grant(fake: &FakeProvider, client: Option<(&str, &str)>, token: &str) -> u16 {
+    delete(fake, "grant", client, token).await
+}
+
+/// The status of `DELETE /applications/{client_id}/{what}` for `token`.
+async fn delete(fake: &FakeProvider, what: &str, client: Option<(&str, &str)>, token: &str) -> u16 {
     let mut request = no_redirects()
         .delete(format!(
-            "{}/applications/{}/grant",
+            "{}/applications/{}/{what}",
             fake.base,
             fake.client_id()
         ))
@@ -62,4 +68,40 @@ async fn the_client_must_authenticate_with_its_secret() {
         .unwrap();
     assert_eq!(answer.status(), 403, "no User-Agent");
     assert_eq!(fake.calls().revoke, 3);
+}
+
+#[tokio::test]
+async fn deleting_a_token_ends_that_token_alone() {
+    let fake = github::start().await;
+    let (first, _) = fake.issue_grant("read:user", false);
+    let (second, _) = fake.issue_grant("repo", false);
+    let client = (fake.client_id(), fake.client_secret());
+    assert_eq!(delete(&fake, "token", Some(client), &first).await, 204);
+    assert_eq!(user_status(&fake, &first).await, 401);
+    assert_eq!(
+        user_status(&fake, &second).await,
+        200,
+        "the account's other token"
+    );
+    assert_eq!(delete(&fake, "token", Some(client), &first).await, 422);
+    let wrong = (fake.client_id(), "not-the-secret");
+    assert_eq!(delete(&fake, "token", Some(wrong), &second).await, 401);
+    assert_eq!(delete(&fake, "token", None, &second).await, 404);
+    assert_eq!(fake.calls().revoke, 4);
+}
+
+#[tokio::test]
+async fn another_last_segment_is_no_deletion() {
+    let fake = github::start().await;
+    let (token, _) = fake.issue_grant("read:user", false);
+    let client = (fake.client_id(), fake.client_secret());
+    for other in ["tokens", "grants", "grant/x", "token/x", "x"] {
+        assert_eq!(
+            delete(&fake, other, Some(client), &token).await,
+            404,
+            "{other}"
+        );
+    }
+    assert_eq!(user_status(&fake, &token).await, 200, "still live");
+    assert_eq!(fake.calls().revoke, 0, "not taken for a deletion");
 }
