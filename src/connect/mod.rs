@@ -466,9 +466,10 @@ fn answer_with_link<'s>(
 
 /// Logs and audits a refused `requestState`; returns the one fixed error.
 /// `reason` is one of a fixed set of codes; whatever else the caller chose
-/// is cut to a short printable prefix. Repeated refusals of one principal
-/// within a minute add to one audit row's `count` (and are logged at debug
-/// level), so a flood grows neither the table nor the log.
+/// is cut to a printable prefix (the client id by the rule of every audit
+/// row, [`db::audit::client_id`]). Repeated refusals of one principal
+/// within a minute add to one audit row's `count` (and are logged at
+/// debug level), so a flood grows neither the table nor the log.
 pub async fn reject_state(
     state: &ConnectionService,
     p: &Principal,
@@ -477,7 +478,8 @@ pub async fn reject_state(
     reason: &'static str,
 ) -> ErrorData {
     let prefix = crate::crypto::printable_prefix;
-    let (client_id, target, provider) = (prefix(&p.client_id), prefix(target), prefix(provider));
+    let client_id = db::audit::client_id(&p.client_id);
+    let (target, provider) = (prefix(target), prefix(provider));
     let detail = json!({ "reason": reason, "client_id": client_id, "target": target, "count": 1 });
     let counted = db::audit::count_rejection(
         &state.db,

@@ -48,6 +48,19 @@ impl AuditKind {
     }
 }
 
+/// How much of a client id an audit row keeps: a Client ID Metadata
+/// Document's URL whole, as a rule, so a row still says which client it
+/// concerns once the ticket or grant that named it whole is gone.
+pub const CLIENT_ID_CHARS: usize = 128;
+
+/// What every audit row keeps of a client id, which the client (or
+/// whoever issued its token) chose: a printable prefix of
+/// [`CLIENT_ID_CHARS`] characters. One rule for every kind of row, so
+/// rows of one client can be told apart, and matched, alike.
+pub fn client_id(id: &str) -> String {
+    crate::crypto::printable_prefix_of(id, CLIENT_ID_CHARS)
+}
+
 /// One event. `issuer`/`subject` name the user it concerns, when known.
 #[derive(Debug, Clone)]
 pub struct AuditEvent<'a> {

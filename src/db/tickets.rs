@@ -64,11 +64,6 @@ pub struct NewTicket<'a> {
 /// How many of a ticket's scopes its `ticket_issued` audit row names.
 const AUDITED_SCOPES: usize = 8;
 
-/// How much of the client id a `ticket_issued` audit row keeps: a Client
-/// ID Metadata Document's URL whole, as a rule, so the row still says
-/// which client asked once the ticket is purged.
-const AUDITED_CLIENT_ID_CHARS: usize = 128;
-
 /// What a `ticket_issued` audit row keeps of the scopes, which a model
 /// chose (32 of up to 200 characters each): the first few, each cut to a
 /// short printable prefix. The ticket keeps them whole, and the row says
@@ -83,8 +78,9 @@ fn audited_scopes(scopes: &[String]) -> Vec<String> {
 
 /// Inserts a ticket and its `ticket_issued` audit row in one statement (one
 /// round trip, one commit: this is on the path of every first ask). The
-/// audit row holds short printable prefixes of what the client and the
-/// model chose (the client id, the first few scopes), the ticket all of it.
+/// audit row holds printable prefixes of what the client and the model
+/// chose (the client id by [`crate::db::audit::client_id`], the first few
+/// scopes), the ticket all of it.
 ///
 /// The commit does not wait for the WAL to reach the disk
 /// (`synchronous_commit = off`, for this transaction only). What a crash of
@@ -115,7 +111,7 @@ pub async fn insert(exec: impl PgExecutor<'_>, t: NewTicket<'_>) -> Result<(), s
         t.ttl.as_secs_f64(),
         t.connection_id,
         t.add_account,
-        crate::crypto::printable_prefix_of(t.client_id, AUDITED_CLIENT_ID_CHARS),
+        crate::db::audit::client_id(t.client_id),
         &audited_scopes(t.scopes),
     )
     .execute(exec)

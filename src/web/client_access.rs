@@ -149,7 +149,7 @@ async fn answer(
             .provider(&ticket.provider)
             .detail(json!({
                 "ticket_id": ticket.id,
-                "client_id": ticket.client_id,
+                "client_id": db::audit::client_id(&ticket.client_id),
                 "connection_id": ticket.connection_id,
                 "at": "connections",
             }))
@@ -235,7 +235,10 @@ async fn remove(
             &state.db,
             db::audit::AuditEvent::new(AuditKind::GrantRemoved)
                 .user(user.user())
-                .detail(json!({ "connection_id": connection_id, "client_id": client_id }))
+                .detail(json!({
+                    "connection_id": connection_id,
+                    "client_id": db::audit::client_id(&client_id),
+                }))
                 .client(ip.as_deref(), agent.as_deref()),
         )
         .await;

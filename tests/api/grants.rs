@@ -740,3 +740,40 @@ async fn no_approval_ticket_names_a_connection_deleted_since_it_was_read() {
     assert!(issued.is_none());
     assert_eq!(count(&app, "SELECT count(*) FROM connect_tickets").await, 0);
 }
+
+/// A client's own choice of id is kept in every audit row by one rule
+/// (a printable prefix of 128 characters: a metadata document's URL, as
+/// a rule, whole), so the rows of one client match each other: the
+/// ticket's, the approval's and the removal's.
+#[tokio::test]
+async fn every_audit_row_of_a_long_client_id_keeps_the_same_prefix() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let client = format!("long-client-{}", "c".repeat(300));
+    let (url, state, _) = asked(&app, &client).await;
+    let browser = Browser::new(&app);
+    let page = approval_page(&browser, &url).await;
+    browser
+        .submit(&page, "/connect", &[("action", "continue")])
+        .await;
+    completed_as_octo(&retry(&app, &client, &state, "accept").await);
+    let list = browser.get("/connections").await;
+    let form = remove_form(&list, &client);
+    let removed = browser.post_form("/connections/access/remove", &form).await;
+    assert_eq!(removed.status, 303, "{}", removed.body);
+
+    let rows: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT kind, detail->>'client_id' FROM audit_events \
+         WHERE kind IN ('ticket_issued', 'grant_created', 'grant_removed') \
+           AND detail->>'client_id' LIKE 'long-client-%' ORDER BY at",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    let kinds: Vec<&str> = rows.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(kinds, ["ticket_issued", "grant_created", "grant_removed"]);
+    let kept = format!("{}…", &client[..128]);
+    for (kind, id) in &rows {
+        assert_eq!(id.as_deref(), Some(kept.as_str()), "{kind}");
+    }
+}

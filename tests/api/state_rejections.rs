@@ -81,3 +81,40 @@ async fn another_principal_gets_a_row_of_its_own() {
         "unknown_key"
     );
 }
+
+/// The client id is the client's choice: a refusal's row keeps it by the
+/// rule of every audit row (a metadata document's URL, as a rule, whole),
+/// so it matches the rows of that client's tickets.
+#[tokio::test]
+async fn a_refusal_keeps_the_client_id_as_its_tickets_row_does() {
+    let app = spawn_app().await;
+    // A metadata document's URL; on a loopback address, so no document is
+    // fetched for its name.
+    let client = format!("https://127.0.0.1/{}/client.json", "m".repeat(200));
+    let refuse = json!({
+        "name": "whoami", "arguments": {"provider": "demo"},
+        "requestState": "junk.AAAA",
+        "inputResponses": {"connect_demo": {"action": "accept"}},
+    });
+    let (_, body) = app.mcp_as(&client, "alice", "tools/call", refuse).await;
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    let ask = json!({"name": "whoami", "arguments": {"provider": "demo"}});
+    let (_, body) = app.mcp_as(&client, "alice", "tools/call", ask).await;
+    assert_eq!(body["result"]["resultType"], "input_required", "{body}");
+
+    let kept = |kind: &'static str| {
+        let db = app.db.clone();
+        async move {
+            sqlx::query_scalar::<_, String>(
+                "SELECT detail->>'client_id' FROM audit_events WHERE kind = $1",
+            )
+            .bind(kind)
+            .fetch_one(&db)
+            .await
+            .unwrap()
+        }
+    };
+    let rejected = kept("state_rejected").await;
+    assert_eq!(rejected, format!("{}…", &client[..128]));
+    assert_eq!(rejected, kept("ticket_issued").await);
+}

@@ -88,7 +88,7 @@ pub(super) async fn allow(
         AuditKind::GrantCreated,
         Some(user.user()),
         Some(provider.name()),
-        json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "connection_id": ticket.connection_id }),
+        json!({ "ticket_id": ticket.id, "client_id": db::audit::client_id(&ticket.client_id), "connection_id": ticket.connection_id }),
     )
     .await;
     }

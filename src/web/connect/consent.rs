@@ -263,7 +263,7 @@ async fn proceed(
         Some(&ticket.provider),
         // The parameters name a tenant or a host, never a secret: kept so an
         // operator can tell where a connection points.
-        json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "scopes": started.scopes,
+        json!({ "ticket_id": ticket.id, "client_id": db::audit::client_id(&ticket.client_id), "scopes": started.scopes,
                 "params": params }),
     )
     .await;
@@ -285,7 +285,7 @@ async fn cancel(
     if declined {
         // Deny on the approval page refuses a client the account, not a
         // connect: the row says which, and which connection.
-        let (id, client) = (ticket.id, &ticket.client_id);
+        let (id, client) = (ticket.id, db::audit::client_id(&ticket.client_id));
         let detail = match ticket.connection_id {
             Some(connection) => json!({ "ticket_id": id, "client_id": client,
                                         "at": "approval", "connection_id": connection }),

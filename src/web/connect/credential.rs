@@ -117,8 +117,8 @@ pub(super) async fn submit(
             ticket,
         } => {
             let user_ids = Some(user.user());
-            let detail =
-                json!({ "ticket_id": ticket.id, "client_id": ticket.client_id, "scopes": [] });
+            let client_id = crate::db::audit::client_id(&ticket.client_id);
+            let detail = json!({ "ticket_id": ticket.id, "client_id": client_id, "scopes": [] });
             audit(
                 state,
                 req,

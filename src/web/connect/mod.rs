@@ -178,7 +178,7 @@ pub(crate) async fn record_identity_mismatch(
         Some(&ticket.provider),
         json!({
             "ticket_id": ticket.id,
-            "client_id": ticket.client_id,
+            "client_id": db::audit::client_id(&ticket.client_id),
             "session_issuer": signed_in.issuer(),
             "session_subject": signed_in.subject(),
         }),
