@@ -34,33 +34,45 @@ pub enum ConfigError {
 
 /// `text` with the user part of every URL in it blanked
 /// (`https://***@host/…`): a message that quotes a setting's value must
-/// not show a password written into a URL. A URL is taken to run from its
-/// `scheme://` to the next space or quote; its user part ends at the last
-/// `@` before the host's end (the first `/`, `?` or `#`), or, in a URL that
-/// does not parse, at its last `@` (a password's `/` cut it short).
+/// not show a password written into a URL.
+///
+/// Nothing that may follow a URL in a message is taken to end it: a
+/// password may hold a raw space, quote, bracket or `@` as well as any
+/// text after a URL can. So a URL's authority runs from its `://` to the
+/// first `/`, `?` or `#`, or else to the next URL's scheme or the end of
+/// the text, and its user part is everything before the last `@` in it.
+/// An authority that holds no `@` and is no `host[:port]` was cut short
+/// by a password's `/`, `?` or `#`: its user part then ends at the last
+/// `@` before the next URL. Both rules may blank text after a URL that
+/// holds an `@` (`` `https://host` … admin@example.com ``): more is
+/// blanked rather than a password shown.
 pub fn without_userinfo(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains("://") || !text.contains('@') {
         return std::borrow::Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("://") {
-        let (before, after) = rest.split_at(at + 3);
-        out.push_str(before);
-        let end = after
-            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '<' | '>'))
-            .unwrap_or(after.len());
-        let (url, tail) = after.split_at(end);
-        let host_end = url.find(['/', '?', '#']).unwrap_or(url.len());
-        let scheme_start = before[..at]
+    // Where each URL's `://` is, and where its scheme starts: the end of
+    // the text a URL before it may hold.
+    let seps: Vec<usize> = text.match_indices("://").map(|(i, _)| i).collect();
+    let scheme_start = |sep: usize| {
+        text[..sep]
             .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
-            .map_or(0, |i| i + 1);
-        let whole = format!("{}{url}", &before[scheme_start..]);
-        let user_end = match url[..host_end].rfind('@') {
+            .map_or(0, |i| i + 1)
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    for (n, &sep) in seps.iter().enumerate() {
+        let start = sep + 3;
+        let end = seps
+            .get(n + 1)
+            .map_or(text.len(), |&next| scheme_start(next).max(start));
+        let url = &text[start..end];
+        let authority = &url[..url.find(['/', '?', '#']).unwrap_or(url.len())];
+        let user_end = match authority.rfind('@') {
             Some(i) => Some(i),
-            None if url::Url::parse(&whole).is_err() => url.rfind('@'),
+            None if !is_host_and_port(authority) => url.rfind('@'),
             None => None,
         };
+        out.push_str(&text[copied..start]);
         match user_end {
             Some(i) => {
                 out.push_str("***");
@@ -68,10 +80,28 @@ pub fn without_userinfo(text: &str) -> std::borrow::Cow<'_, str> {
             }
             None => out.push_str(url),
         }
-        rest = tail;
+        copied = end;
     }
-    out.push_str(rest);
+    out.push_str(&text[copied..]);
     std::borrow::Cow::Owned(out)
+}
+
+/// Whether `authority` (a URL's, without a user part) is a host, with or
+/// without a port: a name or address, or an IPv6 address in brackets.
+/// An empty one is (`file:///path`).
+fn is_host_and_port(authority: &str) -> bool {
+    let host = match authority.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+        _ => authority,
+    };
+    match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(ip) => ip
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() || matches!(c, ':' | '.')),
+        None => host
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '.' | '_' | '~' | '%')),
+    }
 }
 
 /// Secret files are often made mode 0600 by root; the service does not run
@@ -118,6 +148,91 @@ mod tests {
         ] {
             assert_eq!(without_userinfo(text), shown, "{text}");
         }
+    }
+
+    #[test]
+    fn a_password_with_a_raw_space_or_quote_is_blanked_whole() {
+        for (text, shown) in [
+            (
+                "`https://u:SEC RET@idp.example.com/x` is not an origin",
+                "`https://***@idp.example.com/x` is not an origin",
+            ),
+            (
+                "invalid: \"http://u:SEC\"RET@idp.example.com\"",
+                "invalid: \"http://***@idp.example.com\"",
+            ),
+            (
+                "`https://u:SE'C`R<E>T@idp.example.com` must be https",
+                "`https://***@idp.example.com` must be https",
+            ),
+            // An `@` in the password: the user part ends at the last one.
+            (
+                "`https://u:S@C R@T@idp.example.com/x` is not an origin",
+                "`https://***@idp.example.com/x` is not an origin",
+            ),
+            // A password's `/` and a space: the URL does not parse.
+            (
+                "`http://u:S/E C@idp.example.com` must be https",
+                "`http://***@idp.example.com` must be https",
+            ),
+            (
+                "`http://u:S?E C#R@idp.example.com` must be https",
+                "`http://***@idp.example.com` must be https",
+            ),
+            // A user name alone, with a space.
+            (
+                "`https://some one@idp.example.com` must end with /",
+                "`https://***@idp.example.com` must end with /",
+            ),
+        ] {
+            assert_eq!(without_userinfo(text), shown, "{text}");
+            assert!(!without_userinfo(text).contains('R'), "{text}");
+        }
+    }
+
+    #[test]
+    fn each_url_of_a_message_is_blanked_on_its_own() {
+        for (text, shown) in [
+            (
+                "`https://a:P Q@x.example/` and `https://b:R S@y.example:8443/p`",
+                "`https://***@x.example/` and `https://***@y.example:8443/p`",
+            ),
+            (
+                "`https://x.example` then `https://b:R\"S@y.example`",
+                "`https://x.example` then `https://***@y.example`",
+            ),
+            (
+                "https://a:P@Q@x.example, https://y.example/@me, ftp://c:T U@z.example",
+                "https://***@x.example, https://y.example/@me, ftp://***@z.example",
+            ),
+        ] {
+            assert_eq!(without_userinfo(text), shown, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_message_without_a_user_part_is_left_alone() {
+        for text in [
+            "`https://idp.example.com` is not an origin",
+            "`https://idp.example.com:8443/a/b?c=d#e` must be https",
+            "\"https://[::1]:8080/x\" and 'https://127.0.0.1' are loopback",
+            "`https://api.example.com/users/@me` is fine",
+            "`https://api.example.com?who=a@b` is fine",
+            "mailto:someone@example.com is no URL with a host",
+            "",
+        ] {
+            assert_eq!(without_userinfo(text), text);
+        }
+    }
+
+    /// Text after a URL that holds an `@` before any `/` cannot be told
+    /// from a password: it is blanked with the URL's user part.
+    #[test]
+    fn an_at_sign_after_a_url_blanks_more_not_less() {
+        assert_eq!(
+            without_userinfo("`https://idp.example.com` is refused; ask admin@example.com"),
+            "`https://***@example.com"
+        );
     }
 
     #[test]
