@@ -1,8 +1,8 @@
 //! The browser half of connecting: starting the provider's authorization
 //! once the person said Continue (the ticket redeemed and the flow recorded
 //! with the connection's parameters in one transaction), and finishing it
-//! when the provider sends the browser back (the PKCE verifier opened, the
-//! code exchanged at the endpoint the parameters make, the values consent
+//! when the provider sends the browser back (with the PKCE verifier its
+//! caller opened, the code exchanged at the endpoint the parameters make, the values consent
 //! tells learned and checked, the account read and the connection stored
 //! with all of its parameters).
 
@@ -224,7 +224,10 @@ pub(super) async fn resume(
     }))
 }
 
-/// Opens the PKCE verifier sealed on a flow row (sign-in and connect).
+/// Opens the PKCE verifier sealed on a flow row. It does not open once the
+/// key that sealed it has left the ring (retired sooner than a flow lives,
+/// 10 minutes): nothing can finish the flow then, and the person can only
+/// start again, as after it expired.
 pub fn open_verifier(
     keys: &crate::crypto::KeyRing,
     flow: &OAuthFlow,
@@ -241,17 +244,14 @@ pub fn open_verifier(
     Ok(secrecy::SecretString::from(verifier))
 }
 
-/// Whether the flow's PKCE verifier opens with this ring. It does not once
-/// the key that sealed it has left the ring (retired sooner than a flow
-/// lives, 10 minutes): nothing can finish the flow then, and the person
-/// can only start again, as after it expired.
-pub fn verifier_opens(keys: &crate::crypto::KeyRing, flow: &OAuthFlow) -> bool {
-    open_verifier(keys, flow).is_ok()
-}
-
-/// What the provider's redirect back from consent brought.
+/// What the provider's redirect back from consent brought, with the
+/// verifier it is exchanged with.
 pub struct Callback<'a> {
     pub code: &'a str,
+    /// The flow's PKCE verifier, opened ([`open_verifier`]) by the caller
+    /// when it checked the flow: once, so that the exchange uses the very
+    /// value found usable.
+    pub verifier: &'a secrecy::SecretString,
     /// Its `scope` parameter: the accepted scopes, where the provider's
     /// entry says it names them (`granted_scopes_in_callback`).
     pub scope: Option<&'a str>,
@@ -267,7 +267,6 @@ pub(super) async fn finish(
     user: UserRef<'_>,
 ) -> Result<(Uuid, Account), FinishError> {
     let code = callback.code;
-    let verifier = open_verifier(&state.keys, flow)?;
     let name = provider.name();
     let upstream = |step: &str, e: ProviderError| {
         FinishError::Upstream(anyhow::anyhow!("{name}: {step}: {e}"))
@@ -278,7 +277,12 @@ pub(super) async fn finish(
         .unwrap_or_default();
     let mut params = flow_params.clone();
     let (mut tokens, learned) = provider
-        .exchange_code_learning(&state.http, code, verifier.expose_secret(), &params)
+        .exchange_code_learning(
+            &state.http,
+            code,
+            callback.verifier.expose_secret(),
+            &params,
+        )
         .await
         .map_err(|e| upstream("code exchange", e))?;
     let account = match learn_and_read(state, provider, &tokens, learned, &mut params).await {

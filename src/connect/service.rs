@@ -453,7 +453,8 @@ impl ConnectionService {
     }
 
     /// Finishes a completed flow: the code exchanged (with the flow's PKCE
-    /// verifier), the account read, the connection stored.
+    /// verifier, which the caller opened), the account read, the
+    /// connection stored.
     pub async fn finish_flow(
         &self,
         flow: &OAuthFlow,

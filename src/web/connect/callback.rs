@@ -110,10 +110,16 @@ pub(super) async fn callback(
     let Some(code) = params.get("code") else {
         return Err(reject(&state, &req, &flow, "no_code", true).await);
     };
-    if !crate::connect::flows::verifier_opens(&state.keys, &flow) {
-        tracing::warn!(flow = %flow.id, key_id = %flow.key_id, "the flow's PKCE verifier does not open with this instance's keys (was its key retired sooner than a flow lives?)");
-        return Err(reject(&state, &req, &flow, "verifier_unreadable", true).await);
-    }
+    // Opened here, once, and handed to the exchange: a verifier that does
+    // not open is the expired flow's page, not an error after the flow
+    // was judged usable.
+    let verifier = match crate::connect::flows::open_verifier(&state.keys, &flow) {
+        Ok(verifier) => verifier,
+        Err(e) => {
+            tracing::warn!(flow = %flow.id, key_id = %flow.key_id, error = %e, "the flow's PKCE verifier does not open with this instance's keys (was its key retired sooner than a flow lives?)");
+            return Err(reject(&state, &req, &flow, "verifier_unreadable", true).await);
+        }
+    };
     let asked_by = AskedBy::of_flow(&flow);
     let finishing = Finishing {
         client: crate::web::client_info(&state, &req),
@@ -121,6 +127,7 @@ pub(super) async fn callback(
         flow,
         provider: provider_name,
         code: code.to_owned(),
+        verifier,
         scope: params.get("scope").map(str::to_owned),
         issuer: user.user().issuer().to_owned(),
         subject: user.user().subject().to_owned(),
@@ -170,6 +177,8 @@ struct Finishing {
     flow: OAuthFlow,
     provider: String,
     code: String,
+    /// The flow's PKCE verifier, opened when the callback was checked.
+    verifier: secrecy::SecretString,
     scope: Option<String>,
     issuer: String,
     subject: String,
@@ -227,6 +236,7 @@ impl Finishing {
             flow,
             provider: provider_name,
             code,
+            verifier,
             scope,
             issuer,
             subject,
@@ -239,6 +249,7 @@ impl Finishing {
         })?;
         let callback = crate::connect::flows::Callback {
             code: &code,
+            verifier: &verifier,
             scope: scope.as_deref(),
         };
         let finished = state
