@@ -25,6 +25,9 @@ pub enum AuditKind {
     TokenUnreadable,
     /// An operator removed the user (`mcp-connect users remove`).
     UserRemoved,
+    /// A new account was not stored: the user has as many at the provider
+    /// as `flow.accounts_per_provider` allows.
+    AccountLimitReached,
 }
 
 impl AuditKind {
@@ -44,6 +47,7 @@ impl AuditKind {
             AuditKind::GrantRemoved => "grant_removed",
             AuditKind::TokenUnreadable => "token_unreadable",
             AuditKind::UserRemoved => "user_removed",
+            AuditKind::AccountLimitReached => "account_limit_reached",
         }
     }
 }

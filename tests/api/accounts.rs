@@ -474,6 +474,17 @@ async fn a_new_account_past_the_limit_is_not_stored_and_a_reconnect_is() {
             .await
             .unwrap();
     assert_eq!(accounts, ["octo"]);
+    // On the record: whose, where, the limit and that the access went.
+    let (subject, provider, detail): (String, String, Value) = sqlx::query_as(
+        "SELECT subject, provider, detail FROM audit_events WHERE kind = 'account_limit_reached'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!((subject.as_str(), provider.as_str()), ("alice", "demo"));
+    assert_eq!(detail["limit"], 1, "{detail}");
+    assert_eq!(detail["revoked"], true, "{detail}");
+    assert_eq!(detail["via"], "oauth", "{detail}");
 
     let (browser, to_provider, account) = another("octo").await;
     approve_at_demo(&browser, &to_provider, account).await;
@@ -482,6 +493,8 @@ async fn a_new_account_past_the_limit_is_not_stored_and_a_reconnect_is() {
         1,
         "the reconnect replaced the one account"
     );
+    let limited = "SELECT count(*) FROM audit_events WHERE kind = 'account_limit_reached'";
+    assert_eq!(count(&app, limited).await, 1, "a reconnect is no refusal");
 }
 
 /// A 2025-11-25 client has no `requestState`: its plain retry after the

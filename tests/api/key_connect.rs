@@ -4,6 +4,7 @@
 //! the account SID in every path), both local fakes. Each test drives the
 //! real pages and the MCP rounds; the shared steps live here.
 
+mod account_limit;
 mod datadog;
 mod refusals;
 pub(crate) mod rmcp_client;

@@ -268,16 +268,24 @@ impl Finishing {
                 if let Err(d) = state.connect.discard_flow(flow.id).await {
                     tracing::warn!(error = %d, "a flow whose exchange failed could not be deleted");
                 }
-                let FinishError::Unaccepted { revoked, .. } = e else {
-                    return finished.map(|(_, account)| account);
-                };
-                // A provider naming a host or site this server refuses may
-                // be an attack on the connect: on the record.
-                (
-                    AuditKind::CallbackRejected,
-                    json!({ "reason": "value_not_accepted", "flow_id": flow.id,
-                            "ticket_id": flow.ticket_id, "revoked": revoked }),
-                )
+                match e {
+                    // A provider naming a host or site this server refuses
+                    // may be an attack on the connect: on the record.
+                    FinishError::Unaccepted { revoked, .. } => (
+                        AuditKind::CallbackRejected,
+                        json!({ "reason": "value_not_accepted", "flow_id": flow.id,
+                                "ticket_id": flow.ticket_id, "revoked": revoked }),
+                    ),
+                    // So is a person stopped by the limit: an operator
+                    // asked why, or judging it, needs to see it, and
+                    // whether the access granted upstream was ended.
+                    FinishError::TooManyAccounts { limit, revoked, .. } => (
+                        AuditKind::AccountLimitReached,
+                        json!({ "limit": limit, "revoked": revoked, "via": "oauth",
+                                "flow_id": flow.id, "ticket_id": flow.ticket_id }),
+                    ),
+                    _ => return finished.map(|(_, account)| account),
+                }
             }
         };
         audit_for(

@@ -174,6 +174,13 @@ pub(super) async fn submit(
         }
         CredentialOutcome::TooManyAccounts { limit } => {
             tracing::info!(provider = %provider.name(), limit, "a new account over the limit of accounts per provider; not stored");
+            // Nothing was granted here to revoke (`null`): the credential
+            // stays the person's own, at the provider.
+            let detail = json!({ "limit": limit, "revoked": null, "via": "credential",
+                                 "ticket_id": ticket.id });
+            let kind = AuditKind::AccountLimitReached;
+            let (user_ids, at) = (Some(user.user()), Some(provider.name().as_str()));
+            audit(state, req, kind, user_ids, at, detail).await;
             let message = super::callback::too_many_accounts(name, limit, None);
             (vec![whole_form(message)], StatusCode::CONFLICT)
         }
