@@ -186,22 +186,21 @@ async fn granted(
         GrantSeen::Read(grant) => grant,
         GrantSeen::Unread => db::faults::deadline(
             limit,
-            state
-                .hot_db
-                .run(async |conn| db::client_grants::find(conn, connection_id, client_id).await),
+            state.hot_db.run(async |conn| {
+                db::client_grants::last_use(conn, connection_id, client_id).await
+            }),
         )
         .await
-        .map_err(internal)?
-        .map(|g| GrantUse {
-            last_used_at: g.last_used_at,
-        }),
+        .map_err(internal)?,
     };
     let Some(grant) = found else {
         return Ok(false);
     };
+    // By the database's clock, which wrote `last_used_at`: an instance
+    // whose own is ahead would note every use, one behind none for as long.
     let stale = grant
         .last_used_at
-        .is_none_or(|at| at < chrono::Utc::now() - chrono::Duration::minutes(1));
+        .is_none_or(|at| at < grant.read_at - chrono::Duration::minutes(1));
     if stale {
         db::faults::deadline(
             limit,

@@ -19,10 +19,14 @@ pub struct CallAccount {
     pub grant: Option<GrantUse>,
 }
 
-/// A grant found by [`read`]: when the client last used it.
+/// A grant found by [`read`] (or [`super::client_grants::last_use`]):
+/// when the client last used it.
 #[derive(Debug, Clone, Copy)]
 pub struct GrantUse {
     pub last_used_at: Option<DateTime<Utc>>,
+    /// The database's `now()` of the read, which `last_used_at` is judged
+    /// by (it was written by it).
+    pub read_at: DateTime<Utc>,
 }
 
 /// The user's connections to `provider` in the order of
@@ -50,7 +54,8 @@ pub async fn read(
                   COALESCE(c.tokens_stored_at, c.updated_at) AS "tokens_stored_at!",
                   c.params AS "params: sqlx::types::Json<super::params::Params>",
                   g.client_id IS NOT NULL AS "granted!",
-                  g.last_used_at AS "grant_last_used_at?"
+                  g.last_used_at AS "grant_last_used_at?",
+                  now() AS "read_at!"
            FROM connections c
            LEFT JOIN LATERAL (
                SELECT g.client_id, g.last_used_at
@@ -72,6 +77,7 @@ pub async fn read(
         .map(|r| CallAccount {
             grant: r.granted.then_some(GrantUse {
                 last_used_at: r.grant_last_used_at,
+                read_at: r.read_at,
             }),
             row: ConnectionRow {
                 id: r.id,
@@ -89,6 +95,7 @@ pub async fn read(
                 last_used_at: r.last_used_at,
                 tokens_stored_at: r.tokens_stored_at,
                 params: r.params,
+                read_at: r.read_at,
             },
         })
         .collect())

@@ -48,6 +48,24 @@ pub async fn find(
     .await
 }
 
+/// When `client_id` last used its grant on the connection, with the
+/// database's `now()` to judge that by; `None`: it has no grant.
+pub async fn last_use(
+    exec: impl PgExecutor<'_>,
+    connection_id: Uuid,
+    client_id: &str,
+) -> Result<Option<super::call_accounts::GrantUse>, sqlx::Error> {
+    sqlx::query_as!(
+        super::call_accounts::GrantUse,
+        r#"SELECT last_used_at, now() AS "read_at!"
+           FROM client_grants WHERE connection_id = $1 AND client_id = $2"#,
+        connection_id,
+        client_id,
+    )
+    .fetch_optional(exec)
+    .await
+}
+
 /// Notes a use, at most once a minute per grant.
 pub async fn touch(
     exec: impl PgExecutor<'_>,

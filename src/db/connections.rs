@@ -235,6 +235,11 @@ pub struct ConnectionRow {
     pub tokens_stored_at: DateTime<Utc>,
     /// The connection's provider parameters (a Datadog site).
     pub params: sqlx::types::Json<super::params::Params>,
+    /// The database's `now()` of the statement that read the row. Its
+    /// times were written by the database's clock, so they are judged by
+    /// it too, not by this instance's, which may be off (and is another
+    /// instance's than the one that wrote them).
+    pub read_at: DateTime<Utc>,
 }
 
 impl ConnectionRow {
@@ -250,9 +255,10 @@ impl ConnectionRow {
             .is_some_and(|expires| expires <= at)
     }
 
-    /// Whether the access token has expired.
+    /// Whether the access token had expired when the row was read, by
+    /// the database's clock.
     pub fn access_token_expired(&self) -> bool {
-        self.access_token_expires_by(chrono::Utc::now())
+        self.access_token_expires_by(self.read_at)
     }
 }
 
@@ -276,7 +282,8 @@ pub async fn find_account(
         ConnectionRow,
         r#"SELECT id, issuer, subject, provider AS "provider: ProviderName", account_id, account_label, scopes, access_token,
                   refresh_token, key_id, access_token_expires_at, status AS "status: ConnectionStatus",
-                  last_used_at, COALESCE(tokens_stored_at, updated_at) AS "tokens_stored_at!", params AS "params: sqlx::types::Json<super::params::Params>"
+                  last_used_at, COALESCE(tokens_stored_at, updated_at) AS "tokens_stored_at!", params AS "params: sqlx::types::Json<super::params::Params>",
+                  now() AS "read_at!"
            FROM connections WHERE issuer = $1 AND subject = $2 AND provider = $3
              AND ($4::uuid IS NULL OR id = $4)
            ORDER BY (account_id = ''), created_at, id LIMIT 1"#,
@@ -404,7 +411,8 @@ pub async fn find_for_update(
         ConnectionRow,
         r#"SELECT id, issuer, subject, provider AS "provider: ProviderName", account_id, account_label, scopes, access_token,
                   refresh_token, key_id, access_token_expires_at, status AS "status: ConnectionStatus",
-                  last_used_at, COALESCE(tokens_stored_at, updated_at) AS "tokens_stored_at!", params AS "params: sqlx::types::Json<super::params::Params>"
+                  last_used_at, COALESCE(tokens_stored_at, updated_at) AS "tokens_stored_at!", params AS "params: sqlx::types::Json<super::params::Params>",
+                  now() AS "read_at!"
            FROM connections WHERE id = $1 FOR NO KEY UPDATE"#,
         id,
     )
@@ -501,7 +509,9 @@ pub struct StoredTokens<'a> {
     pub access_token: &'a [u8],
     pub refresh_token: Option<&'a [u8]>,
     pub key_id: &'a str,
-    pub expires_at: Option<DateTime<Utc>>,
+    /// How long the access token lives, as the provider said: its expiry
+    /// is counted from the database's `now()`.
+    pub expires_in: Option<std::time::Duration>,
 }
 
 pub async fn store(
@@ -512,7 +522,8 @@ pub async fn store(
     sqlx::query!(
         "UPDATE connections SET account_id = $2,
              account_label = CASE WHEN label_edited THEN account_label ELSE $3 END, scopes = $4, access_token = $5,
-             refresh_token = $6, key_id = $7, access_token_expires_at = $8, status = 'active',
+             refresh_token = $6, key_id = $7, access_token_expires_at = now() + make_interval(secs => $8),
+             status = 'active',
              tokens_stored_at = now(), updated_at = now()
          WHERE id = $1",
         id,
@@ -522,7 +533,7 @@ pub async fn store(
         t.access_token,
         t.refresh_token,
         t.key_id,
-        t.expires_at,
+        t.expires_in.map(|d| d.as_secs_f64()),
     )
     .execute(exec)
     .await?;
@@ -546,28 +557,40 @@ pub async fn set_credential_hint(
     Ok(())
 }
 
-/// After a refresh: new tokens, same account.
+/// When a refresh's tokens were stored and expire, by the database's
+/// clock, as [`store_refreshed`] wrote them.
+#[derive(Debug, Clone, Copy)]
+pub struct Refreshed {
+    pub access_token_expires_at: Option<DateTime<Utc>>,
+    pub tokens_stored_at: DateTime<Utc>,
+    /// `now()` of the statement (of its transaction): see
+    /// [`ConnectionRow::read_at`].
+    pub read_at: DateTime<Utc>,
+}
+
+/// After a refresh: new tokens, same account (whose row the caller's
+/// transaction holds).
 pub async fn store_refreshed(
     exec: impl PgExecutor<'_>,
     id: Uuid,
-    access_token: &[u8],
-    refresh_token: Option<&[u8]>,
-    key_id: &str,
-    expires_at: Option<DateTime<Utc>>,
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "UPDATE connections SET access_token = $2, refresh_token = $3, key_id = $4,
-             access_token_expires_at = $5, tokens_stored_at = now(), updated_at = now()
-         WHERE id = $1",
+    refreshed: RefreshedTokens<'_>,
+) -> Result<Refreshed, sqlx::Error> {
+    sqlx::query_as!(
+        Refreshed,
+        r#"UPDATE connections SET access_token = $2, refresh_token = $3, key_id = $4,
+               access_token_expires_at = now() + make_interval(secs => $5),
+               tokens_stored_at = now(), updated_at = now()
+           WHERE id = $1
+           RETURNING access_token_expires_at, tokens_stored_at AS "tokens_stored_at!",
+                     now() AS "read_at!""#,
         id,
-        access_token,
-        refresh_token,
-        key_id,
-        expires_at,
+        refreshed.access_token,
+        refreshed.refresh_token,
+        refreshed.key_id,
+        refreshed.expires_in.map(|d| d.as_secs_f64()),
     )
-    .execute(exec)
-    .await?;
-    Ok(())
+    .fetch_one(exec)
+    .await
 }
 
 /// After a key rotation: the same tokens sealed by another key. When they
@@ -598,37 +621,41 @@ pub async fn reseal(
 /// `previous_access_token` (sealed): for a refresh's tokens written after
 /// the transaction that held the row was lost, when someone else may have
 /// changed the row since. A row that already holds these tokens (the lost
-/// commit was made after all) counts as written. `false`: it changed,
+/// commit was made after all) counts as written. `None`: it changed,
 /// nothing was written.
 pub async fn store_refreshed_if_current(
     exec: impl PgExecutor<'_>,
     id: Uuid,
     previous_access_token: &[u8],
     refreshed: RefreshedTokens<'_>,
-) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query!(
-        "UPDATE connections SET access_token = $3, refresh_token = $4, key_id = $5,
-             access_token_expires_at = $6, tokens_stored_at = now(), updated_at = now()
-         WHERE id = $1 AND (access_token = $2 OR access_token = $3) AND status = 'active'",
+) -> Result<Option<Refreshed>, sqlx::Error> {
+    sqlx::query_as!(
+        Refreshed,
+        r#"UPDATE connections SET access_token = $3, refresh_token = $4, key_id = $5,
+               access_token_expires_at = now() + make_interval(secs => $6),
+               tokens_stored_at = now(), updated_at = now()
+           WHERE id = $1 AND (access_token = $2 OR access_token = $3) AND status = 'active'
+           RETURNING access_token_expires_at, tokens_stored_at AS "tokens_stored_at!",
+                     now() AS "read_at!""#,
         id,
         previous_access_token,
         refreshed.access_token,
         refreshed.refresh_token,
         refreshed.key_id,
-        refreshed.expires_at,
+        refreshed.expires_in.map(|d| d.as_secs_f64()),
     )
-    .execute(exec)
-    .await?;
-    Ok(done.rows_affected() == 1)
+    .fetch_optional(exec)
+    .await
 }
 
-/// A refresh's tokens, sealed, as [`store_refreshed_if_current`] writes them.
+/// A refresh's tokens, sealed, as [`store_refreshed`] writes them.
 #[derive(Debug, Clone, Copy)]
 pub struct RefreshedTokens<'a> {
     pub access_token: &'a [u8],
     pub refresh_token: Option<&'a [u8]>,
     pub key_id: &'a str,
-    pub expires_at: Option<DateTime<Utc>>,
+    /// As in [`StoredTokens::expires_in`].
+    pub expires_in: Option<std::time::Duration>,
 }
 
 /// Marks an active connection `needs_reauth` if its access token is still

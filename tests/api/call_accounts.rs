@@ -32,7 +32,7 @@ async fn connection(db: &PgPool, subject: &str, account_id: &str, age_minutes: i
             access_token: b"sealed",
             refresh_token: None,
             key_id: "k",
-            expires_at: None,
+            expires_in: None,
         };
         db::connections::store(&mut *conn, id, tokens)
             .await

@@ -20,6 +20,7 @@ mod cli;
 mod client_names;
 mod connect_mrtr;
 mod database_clock;
+mod database_clock_tokens;
 mod fake_providers;
 mod faults;
 mod full_flow;

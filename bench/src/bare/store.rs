@@ -156,7 +156,7 @@ impl Store {
                             access_token,
                             refresh_token: None,
                             key_id: "bench",
-                            expires_at: None,
+                            expires_in: None,
                         },
                     )
                     .await?;

@@ -2,7 +2,6 @@
 //! when the token is about to expire, the use recorded; and the provider's
 //! refusal of a token handed out.
 
-use chrono::Utc;
 use secrecy::{ExposeSecret, SecretString};
 use uuid::Uuid;
 
@@ -226,7 +225,8 @@ async fn refresh_refused(
     let row = if row.access_token != token.sealed.access {
         // Refreshed (or reconnected) since this token was read.
         row
-    } else if row.tokens_stored_at > Utc::now() - FRESH_FOR {
+    } else if row.tokens_stored_at > row.read_at - FRESH_FOR {
+        // Both by the database's clock, which wrote the one.
         return Ok(None);
     } else {
         match refresh(state, &row, provider, Why::Refused).await? {
@@ -374,10 +374,12 @@ pub(in crate::connect) async fn token_state(
         row
     };
     // Record the use at most once a minute: keeps the hot path read-only.
-    // A note of the use that fails is no reason to fail the use.
+    // A note of the use that fails is no reason to fail the use. By the
+    // database's clock, which wrote `last_used_at`: an instance whose own
+    // is ahead would note every use, one behind none for as long.
     if row
         .last_used_at
-        .is_none_or(|at| at < Utc::now() - chrono::Duration::minutes(1))
+        .is_none_or(|at| at < row.read_at - chrono::Duration::minutes(1))
     {
         let touched = db::faults::deadline(
             limit,

@@ -19,7 +19,7 @@ use super::{
     REFRESH_LOCK_TIMEOUT,
     claim::{CLAIM_POLL, Claim, Taken},
     seal::{Kind, context, open},
-    store::expiry,
+    store::lifetime,
 };
 use crate::{
     config::WebhookEvent,
@@ -42,9 +42,10 @@ use crate::{
 /// would otherwise be asked for a new one on every call.
 const REFRESH_MARGIN: chrono::Duration = chrono::Duration::seconds(60);
 
+/// By the database's clock, which wrote both times: as of the read.
 pub(super) fn needs_refresh(row: &ConnectionRow) -> bool {
     row.access_token_expires_at
-        .is_some_and(|at| at - refresh_margin(row.tokens_stored_at, at) <= Utc::now())
+        .is_some_and(|at| at - refresh_margin(row.tokens_stored_at, at) <= row.read_at)
 }
 
 /// How long before `expires_at` a token stored at `stored_at` is refreshed.
@@ -75,7 +76,7 @@ async fn keep_after_lost_transaction(
     refreshed: db::connections::RefreshedTokens<'_>,
     lost: anyhow::Error,
     aborted: bool,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<db::connections::Refreshed> {
     let transient = lost
         .downcast_ref::<sqlx::Error>()
         .is_some_and(db::faults::is_transient);
@@ -104,11 +105,11 @@ async fn keep_after_lost_transaction(
         )
         .await;
         match attempt {
-            Ok(true) => {
+            Ok(Some(written)) => {
                 tracing::info!(connection = %row.id, "refreshed tokens written on a second try");
-                return Ok(());
+                return Ok(written);
             }
-            Ok(false) => {
+            Ok(None) => {
                 anyhow::bail!(
                     "connection {} changed while its refreshed tokens were written",
                     row.id
@@ -327,7 +328,14 @@ async fn refresh_claimed(
                 &ctx(Kind::Refresh),
                 new_refresh.expose_secret().as_bytes(),
             )?;
-            let expires_at = expiry(&tokens);
+            // Counted from the database's `now()` of the transaction, which
+            // began before the provider was asked: a little early, never late.
+            let refreshed = db::connections::RefreshedTokens {
+                access_token: &access.bytes,
+                refresh_token: Some(&refresh.bytes),
+                key_id: &access.key_id,
+                expires_in: lifetime(&tokens),
+            };
             let in_aborted_transaction = aborted.is_some();
             let written = match aborted {
                 // The transaction failed with the parameters: the tokens
@@ -337,37 +345,35 @@ async fn refresh_claimed(
                     Err(e)
                 }
                 None => db::faults::deadline(limit, async {
-                    db::connections::store_refreshed(
-                        &mut *tx,
-                        row.id,
-                        &access.bytes,
-                        Some(&refresh.bytes),
-                        &access.key_id,
-                        expires_at,
-                    )
-                    .await?;
-                    tx.commit().await
+                    let written =
+                        db::connections::store_refreshed(&mut *tx, row.id, refreshed).await?;
+                    tx.commit().await?;
+                    Ok::<_, sqlx::Error>(written)
                 })
                 .await
                 .map_err(anyhow::Error::from),
             };
-            if let Err(lost) = written {
-                let refreshed = db::connections::RefreshedTokens {
-                    access_token: &access.bytes,
-                    refresh_token: Some(&refresh.bytes),
-                    key_id: &access.key_id,
-                    expires_at,
-                };
-                keep_after_lost_transaction(state, &row, refreshed, lost, in_aborted_transaction)
-                    .await?;
-            }
+            let written = match written {
+                Ok(written) => written,
+                Err(lost) => {
+                    keep_after_lost_transaction(
+                        state,
+                        &row,
+                        refreshed,
+                        lost,
+                        in_aborted_transaction,
+                    )
+                    .await?
+                }
+            };
             audit_refresh(state, &row, AuditKind::Refreshed, json!({})).await;
             Ok(Some(ConnectionRow {
                 access_token: access.bytes,
                 refresh_token: Some(refresh.bytes),
                 key_id: access.key_id,
-                access_token_expires_at: expires_at,
-                tokens_stored_at: Utc::now(),
+                access_token_expires_at: written.access_token_expires_at,
+                tokens_stored_at: written.tokens_stored_at,
+                read_at: written.read_at,
                 params: sqlx::types::Json(params),
                 ..row
             }))

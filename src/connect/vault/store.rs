@@ -2,7 +2,6 @@
 //! connecting client's grant and the announcement to every instance, in
 //! one transaction.
 
-use chrono::{DateTime, Utc};
 use secrecy::{ExposeSecret, SecretString};
 use uuid::Uuid;
 
@@ -42,15 +41,13 @@ pub struct TooManyAccounts {
     pub limit: u32,
 }
 
-/// When the access token expires. A provider's `expires_in` is untrusted:
-/// anything beyond a year (or unrepresentable) counts as "not said".
-pub(super) fn expiry(tokens: &TokenSet) -> Option<DateTime<Utc>> {
-    const YEAR: u64 = 366 * 24 * 3600;
-    let secs = tokens.expires_in?.as_secs();
-    if secs > YEAR {
-        return None;
-    }
-    Utc::now().checked_add_signed(chrono::TimeDelta::try_seconds(i64::try_from(secs).ok()?)?)
+/// How long the access token lives. Its expiry is counted in the
+/// statement that stores it, from the database's `now()`: every instance
+/// judges it by that clock, whatever its own says. A provider's
+/// `expires_in` is untrusted: anything beyond a year counts as "not said".
+pub(super) fn lifetime(tokens: &TokenSet) -> Option<std::time::Duration> {
+    const YEAR: std::time::Duration = std::time::Duration::from_secs(366 * 24 * 3600);
+    tokens.expires_in.filter(|d| *d <= YEAR)
 }
 
 /// Stores (or replaces) the user's connection to a provider and announces
@@ -120,7 +117,7 @@ pub(in crate::connect) async fn store_in(
             access_token: &access.bytes,
             refresh_token: refresh.as_ref().map(|r| r.bytes.as_slice()),
             key_id: &access.key_id,
-            expires_at: expiry(c.tokens),
+            expires_in: lifetime(c.tokens),
         },
     )
     .await?;
