@@ -45,6 +45,7 @@ mod refresh_outage;
 mod releases;
 mod retention;
 mod rmcp_person;
+mod rolling_keys;
 mod schema;
 mod slow_bodies;
 mod slow_refresh;

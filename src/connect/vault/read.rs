@@ -202,26 +202,11 @@ async fn refresh_refused(
     token: &UsableToken,
     provider: &Provider,
 ) -> anyhow::Result<Option<UsableToken>> {
-    let limit = state.settings.database.deadline();
-    // One refresh of a row at a time within this instance, as for an
-    // expiring token.
-    let lock = state.refresh_locks.get(token.connection_id);
-    let _turn = tokio::time::timeout(super::REFRESH_LOCK_TIMEOUT + limit, lock.lock())
-        .await
-        .map_err(|_| db::faults::timed_out())?;
     let user = UserRef::new(&token.sealed.issuer, &token.sealed.subject);
-    let found = db::connections::find_account(
-        &state.db,
-        user,
-        &token.sealed.provider,
-        Some(token.connection_id),
-    );
-    let Some(row) = db::faults::deadline(limit, found).await? else {
+    let again = read_again_locked(state, user, &token.sealed.provider, token.connection_id);
+    let Again::Active(row, _turn) = again.await? else {
         return Ok(None);
     };
-    if row.status != ConnectionStatus::Active {
-        return Ok(None);
-    }
     let row = if row.access_token != token.sealed.access {
         // Refreshed (or reconnected) since this token was read.
         row
@@ -234,8 +219,8 @@ async fn refresh_refused(
             _ => return Ok(None),
         }
     };
-    // Sealed (by another instance) with a key this one lacks: not ours to
-    // open, nor to judge.
+    // Refreshed by another instance meanwhile, with a key this one lacks:
+    // not ours to open, nor to judge.
     if !state.keys.has_key(&row.key_id) {
         return Ok(None);
     }
@@ -412,31 +397,74 @@ enum Due {
     Answer(TokenState),
 }
 
-/// Refreshes `row`'s token, which is due: once this instance's own
-/// refresh of the row (if any) has ended, without holding a database
-/// connection meanwhile, the row is read again, and refreshed if that
-/// one did not.
+/// A connection read again under this instance's refresh lock of it:
+/// what a refresh that came due and a refresh for a refusal decide on.
+enum Again {
+    /// Active, and sealed by a key this instance holds. The lock is held
+    /// until this is dropped.
+    Active(ConnectionRow, tokio::sync::OwnedMutexGuard<()>),
+    /// Deleted (disconnected) meanwhile.
+    Gone,
+    /// No longer active: it needs its user again, or was revoked.
+    Inactive(ConnectionRow),
+    /// Re-sealed meanwhile by another instance, with a key this one lacks
+    /// (the first to have a new key seals with it, in a rolling rotation):
+    /// that says nothing about the connection, which is not this
+    /// instance's to open nor to judge.
+    KeyMissing(ConnectionRow),
+}
+
+/// Reads connection `id` again once this instance's own refresh of it (if
+/// any) has ended — one refresh of a row at a time within this instance —
+/// without holding a database connection while it waits.
+async fn read_again_locked(
+    state: &ConnectionService,
+    user: UserRef<'_>,
+    provider: &ProviderName,
+    id: Uuid,
+) -> anyhow::Result<Again> {
+    let limit = state.settings.database.deadline();
+    let lock = state.refresh_locks.get(id);
+    // As long as the refresh under way may wait for the row, and one
+    // step more; after that it is stuck, and the caller may retry.
+    let turn = tokio::time::timeout(super::REFRESH_LOCK_TIMEOUT + limit, lock.lock_owned())
+        .await
+        .map_err(|_| db::faults::timed_out())?;
+    let again = db::connections::find_account(&state.db, user, provider, Some(id));
+    let Some(row) = db::faults::deadline(limit, again).await? else {
+        return Ok(Again::Gone);
+    };
+    Ok(if row.status != ConnectionStatus::Active {
+        Again::Inactive(row)
+    } else if !state.keys.has_key(&row.key_id) {
+        Again::KeyMissing(row)
+    } else {
+        Again::Active(row, turn)
+    })
+}
+
+/// Refreshes `row`'s token, which is due, once the row read again
+/// ([`read_again_locked`]) still needs it: this instance's refresh that
+/// was under way may have done it.
 async fn refresh_due(
     state: &ConnectionService,
     row: ConnectionRow,
     provider: &Provider,
 ) -> anyhow::Result<Due> {
-    let limit = state.settings.database.deadline();
-    let lock = state.refresh_locks.get(row.id);
-    // As long as the refresh under way may wait for the row, and one
-    // step more; after that it is stuck, and the caller may retry.
-    let _turn = tokio::time::timeout(super::REFRESH_LOCK_TIMEOUT + limit, lock.lock())
-        .await
-        .map_err(|_| db::faults::timed_out())?;
-    let again = db::connections::find_account(&state.db, row.user(), provider.name(), Some(row.id));
-    let Some(row) = db::faults::deadline(limit, again).await? else {
-        return Ok(Due::Answer(TokenState::Missing));
+    let (row, _turn) = match read_again_locked(state, row.user(), provider.name(), row.id).await? {
+        Again::Active(row, turn) => (row, turn),
+        Again::Gone => return Ok(Due::Answer(TokenState::Missing)),
+        Again::Inactive(row) => {
+            return Ok(Due::Answer(TokenState::NeedsReauth {
+                granted: row.scopes,
+            }));
+        }
+        // As when the call's first read finds it so: retryable, the row
+        // left alone.
+        Again::KeyMissing(row) => {
+            return Err(crate::connect::stale_keys::KeyMissing::of(&row).into());
+        }
     };
-    if row.status != ConnectionStatus::Active {
-        return Ok(Due::Answer(TokenState::NeedsReauth {
-            granted: row.scopes,
-        }));
-    }
     if !needs_refresh(&row) {
         return Ok(Due::Serve(row));
     }
@@ -450,6 +478,11 @@ async fn refresh_due(
         });
     }
     match refresh(state, &row, provider, Why::Expiring).await {
+        // Refreshed meanwhile by another instance (whose tokens this one
+        // waited for), sealed with a key this one lacks.
+        Ok(Some(row)) if !state.keys.has_key(&row.key_id) => {
+            Err(crate::connect::stale_keys::KeyMissing::of(&row).into())
+        }
         Ok(Some(row)) => Ok(Due::Serve(row)),
         Ok(None) => Ok(Due::Answer(TokenState::NeedsReauth {
             granted: row.scopes,
