@@ -235,10 +235,12 @@ pub struct ConnectionRow {
     pub tokens_stored_at: DateTime<Utc>,
     /// The connection's provider parameters (a Datadog site).
     pub params: sqlx::types::Json<super::params::Params>,
-    /// The database's `now()` of the statement that read the row. Its
-    /// times were written by the database's clock, so they are judged by
-    /// it too, not by this instance's, which may be off (and is another
-    /// instance's than the one that wrote them).
+    /// The database's `now()` of the statement that read the row (the
+    /// start of its transaction: for a row read in one that waited for
+    /// its lock, a little before the read). Its times were written by the
+    /// database's clock, so they are judged by it too, not by this
+    /// instance's, which may be off (and is another instance's than the
+    /// one that wrote them).
     pub read_at: DateTime<Utc>,
 }
 
