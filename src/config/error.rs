@@ -41,57 +41,102 @@ pub enum ConfigError {
 /// text after a URL can. So a URL's authority runs from its `://` to the
 /// first `/`, `?` or `#`, or else to the next URL's scheme or the end of
 /// the text, and its user part is everything before the last `@` in it.
-/// An authority that holds no `@` and is no `host[:port]` was cut short
-/// by a password's `/`, `?` or `#`: its user part then ends at the last
-/// `@` before the next URL. Both rules may blank text after a URL that
-/// holds an `@` (`` `https://host` … admin@example.com ``): more is
-/// blanked rather than a password shown.
+/// An authority that holds no `@` and is no `host[:port]` (alone, or
+/// followed by the message's own text: a space, quote, bracket or
+/// punctuation first) was cut short by a password's `/`, `?`, `#` or
+/// `://`: its user part then ends at the
+/// last `@` of the first piece of text, up to the next URL's scheme, that
+/// holds one, however many `://` come before it. Both rules may blank text
+/// after a URL that holds an `@` (`` `https://host` … admin@example.com
+/// ``): more is blanked rather than a password shown.
 pub fn without_userinfo(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains("://") || !text.contains('@') {
         return std::borrow::Cow::Borrowed(text);
     }
-    // Where each URL's `://` is, and where its scheme starts: the end of
-    // the text a URL before it may hold.
+    // Each URL's text: from after its `://` to where the next URL's
+    // scheme starts (or the end of the text).
     let seps: Vec<usize> = text.match_indices("://").map(|(i, _)| i).collect();
-    let scheme_start = |sep: usize| {
-        text[..sep]
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
-            .map_or(0, |i| i + 1)
-    };
+    let pieces: Vec<(usize, usize)> = seps
+        .iter()
+        .enumerate()
+        .map(|(n, &sep)| {
+            let start = sep + 3;
+            let end = seps
+                .get(n + 1)
+                .map_or(text.len(), |&next| scheme_start(text, next).max(start));
+            (start, end)
+        })
+        .collect();
     let mut out = String::with_capacity(text.len());
     let mut copied = 0;
-    for (n, &sep) in seps.iter().enumerate() {
-        let start = sep + 3;
-        let end = seps
-            .get(n + 1)
-            .map_or(text.len(), |&next| scheme_start(next).max(start));
+    let mut n = 0;
+    while let Some(&(start, end)) = pieces.get(n) {
         let url = &text[start..end];
         let authority = &url[..url.find(['/', '?', '#']).unwrap_or(url.len())];
-        let user_end = match authority.rfind('@') {
-            Some(i) => Some(i),
-            None if !is_host_and_port(authority) => url.rfind('@'),
-            None => None,
-        };
         out.push_str(&text[copied..start]);
-        match user_end {
-            Some(i) => {
+        // Where the user part ends (an `@`, as an index into `text`), and
+        // where the text this URL stands for ends.
+        let user_part = match authority.rfind('@') {
+            Some(i) => Some((start + i, end)),
+            None if is_host_then_text(authority) => None,
+            // Cut short: the first piece from here on that holds an `@`
+            // ends the user part, whatever `://` it spans.
+            None => pieces[n..].iter().enumerate().find_map(|(k, &(s, e))| {
+                text[s..e].rfind('@').map(|i| {
+                    n += k;
+                    (s + i, e)
+                })
+            }),
+        };
+        match user_part {
+            Some((at, until)) => {
                 out.push_str("***");
-                out.push_str(&url[i..]);
+                out.push_str(&text[at..until]);
+                copied = until;
             }
-            None => out.push_str(url),
+            None => {
+                out.push_str(url);
+                copied = end;
+            }
         }
-        copied = end;
+        n += 1;
     }
     out.push_str(&text[copied..]);
     std::borrow::Cow::Owned(out)
 }
 
+/// Where the scheme ending at byte `sep` (its `://`) starts.
+fn scheme_start(text: &str, sep: usize) -> usize {
+    text[..sep]
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+        .map_or(0, |(i, c)| i + c.len_utf8())
+}
+
+/// Whether `authority` is a host, with or without a port, up to the first
+/// character that cannot be in one and that a message puts after a URL
+/// (`` `https://a.example` and … ``, `https://a.example, …`).
+fn is_host_then_text(authority: &str) -> bool {
+    let end = authority
+        .find(|c: char| {
+            c.is_whitespace()
+                || matches!(
+                    c,
+                    '"' | '\'' | '`' | '<' | '>' | '(' | ')' | ',' | ';' | '«' | '»'
+                )
+        })
+        .unwrap_or(authority.len());
+    is_host_and_port(&authority[..end])
+}
+
 /// Whether `authority` (a URL's, without a user part) is a host, with or
 /// without a port: a name or address, or an IPv6 address in brackets.
-/// An empty one is (`file:///path`).
+/// An empty one is (`file:///path`); one that ends in a colon is not
+/// (`u:` is what a password holding `://` leaves of `u:pa://ss@host`).
 fn is_host_and_port(authority: &str) -> bool {
     let host = match authority.rsplit_once(':') {
-        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+        Some((host, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => host,
         _ => authority,
     };
     match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
@@ -204,6 +249,44 @@ mod tests {
             (
                 "https://a:P@Q@x.example, https://y.example/@me, ftp://c:T U@z.example",
                 "https://***@x.example, https://y.example/@me, ftp://***@z.example",
+            ),
+        ] {
+            assert_eq!(without_userinfo(text), shown, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_password_holding_a_scheme_separator_is_blanked_whole() {
+        for (text, shown) in [
+            (
+                "`https://u:pa://ss@host.example/x` is not an origin",
+                "`https://***@host.example/x` is not an origin",
+            ),
+            (
+                "`https://u:abc x://y@host.example` must be https",
+                "`https://***@host.example` must be https",
+            ),
+            (
+                "`https://u:a://b://c@host.example` and `https://other.example`",
+                "`https://***@host.example` and `https://other.example`",
+            ),
+        ] {
+            assert_eq!(without_userinfo(text), shown, "{text}");
+        }
+    }
+
+    /// A character of more than one byte just before a URL's scheme (a
+    /// non-breaking space, a guillemet) once split the text inside it.
+    #[test]
+    fn text_of_any_script_around_a_url_is_cut_at_character_bounds() {
+        for (text, shown) in [
+            (
+                "`https://a.example`,\u{a0}https://u:secret@b.example",
+                "`https://a.example`,\u{a0}https://***@b.example",
+            ),
+            (
+                "«https://u:secret@b.example» and «ftp://c:d@e.example»",
+                "«https://***@b.example» and «ftp://***@e.example»",
             ),
         ] {
             assert_eq!(without_userinfo(text), shown, "{text}");
