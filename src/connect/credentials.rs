@@ -96,6 +96,7 @@ pub(super) async fn connect(
         access_token: checked.credential.to_secret(),
         refresh_token: None,
         expires_in: None,
+        received: std::time::Instant::now(),
         scopes: Some(Vec::new()),
         token_type: provider.credential_kind().to_owned(),
     };

@@ -235,9 +235,10 @@ pub struct ConnectionRow {
     pub tokens_stored_at: DateTime<Utc>,
     /// The connection's provider parameters (a Datadog site).
     pub params: sqlx::types::Json<super::params::Params>,
-    /// The database's `now()` of the statement that read the row (the
-    /// start of its transaction: for a row read in one that waited for
-    /// its lock, a little before the read). Its times were written by the
+    /// The database's `now()` of the statement that read the row: the
+    /// start of its transaction, so for a row read in one that waited for
+    /// its lock (up to a refresh's lock timeout), before the read by as
+    /// long. Its times were written by the
     /// database's clock, so they are judged by it too, not by this
     /// instance's, which may be off (and is another instance's than the
     /// one that wrote them).
@@ -261,6 +262,19 @@ impl ConnectionRow {
     /// the database's clock.
     pub fn access_token_expired(&self) -> bool {
         self.access_token_expires_by(self.read_at)
+    }
+
+    /// Whether the access token has expired `since_read` after the row was
+    /// read (timed by this instance's monotonic clock), by the database's
+    /// clock: for a judgement made long after the read, such as after a
+    /// refresh that waited for a lock and the provider.
+    pub fn access_token_expired_after(&self, since_read: std::time::Duration) -> bool {
+        let since_read = chrono::Duration::from_std(since_read).unwrap_or(chrono::Duration::MAX);
+        self.access_token_expires_by(
+            self.read_at
+                .checked_add_signed(since_read)
+                .unwrap_or(DateTime::<Utc>::MAX_UTC),
+        )
     }
 }
 
@@ -511,9 +525,28 @@ pub struct StoredTokens<'a> {
     pub access_token: &'a [u8],
     pub refresh_token: Option<&'a [u8]>,
     pub key_id: &'a str,
-    /// How long the access token lives, as the provider said: its expiry
-    /// is counted from the database's `now()`.
-    pub expires_in: Option<std::time::Duration>,
+    /// How long the access token lives, as the provider said.
+    pub expires_in: Option<Lifetime>,
+}
+
+/// How long an access token lives, as the provider said (`said`), counted
+/// from when its answer came (`since`). Its expiry is written as the
+/// storing statement's start by the database's clock plus what is left of
+/// the lifetime when the statement is made: whatever happened in between
+/// (the account looked up, a lock or a lost transaction waited for), it
+/// is later than the provider's only by the answer's time on the wire and
+/// the statement's wait to start, both far inside the refresh margin.
+#[derive(Debug, Clone, Copy)]
+pub struct Lifetime {
+    pub said: std::time::Duration,
+    pub since: std::time::Instant,
+}
+
+impl Lifetime {
+    /// What is left of it now, in seconds, as the statement binds it.
+    fn left_secs(self) -> f64 {
+        self.said.saturating_sub(self.since.elapsed()).as_secs_f64()
+    }
 }
 
 pub async fn store(
@@ -524,9 +557,10 @@ pub async fn store(
     sqlx::query!(
         "UPDATE connections SET account_id = $2,
              account_label = CASE WHEN label_edited THEN account_label ELSE $3 END, scopes = $4, access_token = $5,
-             refresh_token = $6, key_id = $7, access_token_expires_at = now() + make_interval(secs => $8),
+             refresh_token = $6, key_id = $7,
+             access_token_expires_at = statement_timestamp() + make_interval(secs => $8),
              status = 'active',
-             tokens_stored_at = now(), updated_at = now()
+             tokens_stored_at = statement_timestamp(), updated_at = now()
          WHERE id = $1",
         id,
         t.account_id,
@@ -535,7 +569,7 @@ pub async fn store(
         t.access_token,
         t.refresh_token,
         t.key_id,
-        t.expires_in.map(|d| d.as_secs_f64()),
+        t.expires_in.map(Lifetime::left_secs),
     )
     .execute(exec)
     .await?;
@@ -565,13 +599,15 @@ pub async fn set_credential_hint(
 pub struct Refreshed {
     pub access_token_expires_at: Option<DateTime<Utc>>,
     pub tokens_stored_at: DateTime<Utc>,
-    /// `now()` of the statement (of its transaction): see
+    /// The database's time when the statement started: see
     /// [`ConnectionRow::read_at`].
     pub read_at: DateTime<Utc>,
 }
 
 /// After a refresh: new tokens, same account (whose row the caller's
-/// transaction holds).
+/// transaction holds). Timed by the statement, not by the transaction,
+/// which began before the provider was asked (and may have waited for
+/// the row's lock).
 pub async fn store_refreshed(
     exec: impl PgExecutor<'_>,
     id: Uuid,
@@ -580,16 +616,16 @@ pub async fn store_refreshed(
     sqlx::query_as!(
         Refreshed,
         r#"UPDATE connections SET access_token = $2, refresh_token = $3, key_id = $4,
-               access_token_expires_at = now() + make_interval(secs => $5),
-               tokens_stored_at = now(), updated_at = now()
+               access_token_expires_at = statement_timestamp() + make_interval(secs => $5),
+               tokens_stored_at = statement_timestamp(), updated_at = now()
            WHERE id = $1
            RETURNING access_token_expires_at, tokens_stored_at AS "tokens_stored_at!",
-                     now() AS "read_at!""#,
+                     statement_timestamp() AS "read_at!""#,
         id,
         refreshed.access_token,
         refreshed.refresh_token,
         refreshed.key_id,
-        refreshed.expires_in.map(|d| d.as_secs_f64()),
+        refreshed.expires_in.map(Lifetime::left_secs),
     )
     .fetch_one(exec)
     .await
@@ -623,8 +659,8 @@ pub async fn reseal(
 /// `previous_access_token` (sealed): for a refresh's tokens written after
 /// the transaction that held the row was lost, when someone else may have
 /// changed the row since. A row that already holds these tokens (the lost
-/// commit was made after all) counts as written. `None`: it changed,
-/// nothing was written.
+/// commit was made after all) counts as written, with the times that
+/// commit wrote. `None`: it changed, nothing was written.
 pub async fn store_refreshed_if_current(
     exec: impl PgExecutor<'_>,
     id: Uuid,
@@ -634,17 +670,20 @@ pub async fn store_refreshed_if_current(
     sqlx::query_as!(
         Refreshed,
         r#"UPDATE connections SET access_token = $3, refresh_token = $4, key_id = $5,
-               access_token_expires_at = now() + make_interval(secs => $6),
-               tokens_stored_at = now(), updated_at = now()
+               access_token_expires_at = CASE WHEN access_token = $3 THEN access_token_expires_at
+                   ELSE statement_timestamp() + make_interval(secs => $6) END,
+               tokens_stored_at = CASE WHEN access_token = $3 THEN tokens_stored_at
+                   ELSE statement_timestamp() END,
+               updated_at = now()
            WHERE id = $1 AND (access_token = $2 OR access_token = $3) AND status = 'active'
            RETURNING access_token_expires_at, tokens_stored_at AS "tokens_stored_at!",
-                     now() AS "read_at!""#,
+                     statement_timestamp() AS "read_at!""#,
         id,
         previous_access_token,
         refreshed.access_token,
         refreshed.refresh_token,
         refreshed.key_id,
-        refreshed.expires_in.map(|d| d.as_secs_f64()),
+        refreshed.expires_in.map(Lifetime::left_secs),
     )
     .fetch_optional(exec)
     .await
@@ -657,7 +696,7 @@ pub struct RefreshedTokens<'a> {
     pub refresh_token: Option<&'a [u8]>,
     pub key_id: &'a str,
     /// As in [`StoredTokens::expires_in`].
-    pub expires_in: Option<std::time::Duration>,
+    pub expires_in: Option<Lifetime>,
 }
 
 /// Marks an active connection `needs_reauth` if its access token is still

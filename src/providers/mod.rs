@@ -84,6 +84,9 @@ pub struct TokenSet {
     pub access_token: SecretString,
     pub refresh_token: Option<SecretString>,
     pub expires_in: Option<Duration>,
+    /// When the answer came: `expires_in` counts from then, however long
+    /// the account's lookup or a lock wait takes before it is stored.
+    pub received: std::time::Instant,
     /// Granted scopes when the provider said (it may grant fewer than asked).
     pub scopes: Option<Vec<String>>,
     pub token_type: String,

@@ -115,6 +115,7 @@ pub(super) fn parse_keeping_fields(
         access_token: SecretString::from(access_token),
         refresh_token: string(token, "refresh_token").map(SecretString::from),
         expires_in: token.get("expires_in").and_then(seconds),
+        received: std::time::Instant::now(),
         // An empty `scope` is an answer too: nothing was granted.
         scopes: token.get("scope").and_then(Value::as_str).map(|s| {
             // Space per RFC 6749; GitHub and Slack use commas.

@@ -23,6 +23,7 @@ use crate::{
 pub(crate) async fn store(app: &TestApp, id: &str, label: &str, client: &str) {
     let tokens = TokenSet {
         access_token: SecretString::from(format!("at-{id}")),
+        received: std::time::Instant::now(),
         refresh_token: None,
         expires_in: Some(Duration::from_secs(3600)),
         scopes: Some(vec!["profile".to_owned()]),

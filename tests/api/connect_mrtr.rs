@@ -395,6 +395,7 @@ async fn accept_is_woken_by_a_connection_stored_on_another_instance() {
     // The callback lands on the other instance.
     let tokens = TokenSet {
         access_token: SecretString::from("from-other-instance".to_owned()),
+        received: std::time::Instant::now(),
         refresh_token: None,
         expires_in: None,
         scopes: Some(vec!["profile".to_owned()]),

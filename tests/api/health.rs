@@ -147,6 +147,7 @@ async fn two_database_connections_are_enough_to_serve() {
     );
     let tokens = TokenSet {
         access_token: secrecy::SecretString::from("alice-access".to_owned()),
+        received: std::time::Instant::now(),
         refresh_token: None,
         expires_in: Some(std::time::Duration::from_secs(3600)),
         scopes: Some(vec!["profile".to_owned()]),

@@ -105,6 +105,11 @@ pub async fn spawn_app_with_database_clock(
              AS $$ SELECT pg_catalog.now() + make_interval(secs => {}) $$",
             offset.num_seconds()
         ),
+        format!(
+            "CREATE FUNCTION skew.statement_timestamp() RETURNS timestamptz LANGUAGE sql STABLE
+             AS $$ SELECT pg_catalog.statement_timestamp() + make_interval(secs => {}) $$",
+            offset.num_seconds()
+        ),
         format!("ALTER DATABASE \"{db_name}\" SET search_path = public, skew, pg_catalog"),
     ];
     for statement in statements {
@@ -529,6 +534,7 @@ pub async fn store_connection_at(
     use secrecy::SecretString;
     let tokens = TokenSet {
         access_token: SecretString::from(access_token.to_owned()),
+        received: std::time::Instant::now(),
         refresh_token: refresh_token.map(SecretString::from),
         expires_in: Some(Duration::from_secs(3600)),
         scopes: Some(vec![scope.to_owned()]),

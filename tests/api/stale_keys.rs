@@ -20,6 +20,7 @@ use crate::helpers::{TestApp, allow, refuse, spawn_app, succeeded};
 async fn connect(app: &TestApp, subject: &str) {
     let tokens = TokenSet {
         access_token: SecretString::from(format!("{subject}-access")),
+        received: std::time::Instant::now(),
         refresh_token: Some(SecretString::from(format!("{subject}-refresh"))),
         expires_in: Some(Duration::from_secs(3600)),
         scopes: Some(vec!["profile".to_owned()]),

@@ -477,6 +477,9 @@ async fn refresh_due(
             Due::Serve(row)
         });
     }
+    // The refresh may wait for another's lock or claim and for the
+    // provider: whether the token has expired is judged at its end.
+    let read = std::time::Instant::now();
     match refresh(state, &row, provider, Why::Expiring).await {
         // Refreshed meanwhile by another instance (whose tokens this one
         // waited for), sealed with a key this one lacks.
@@ -487,23 +490,25 @@ async fn refresh_due(
         Ok(None) => Ok(Due::Answer(TokenState::NeedsReauth {
             granted: row.scopes,
         })),
-        Err(e) => refresh_failed(state, row, e),
+        Err(e) => refresh_failed(state, row, read.elapsed(), e),
     }
 }
 
 /// The token endpoint failed or refused, without saying the grant is
 /// dead: a token that has not expired yet still serves (it is refreshed
 /// ahead of its expiry), one that has cannot. A lasting refusal is
-/// remembered for a minute ([`super::RefusedRefreshes`]).
+/// remembered for a minute ([`super::RefusedRefreshes`]). `since_read`:
+/// how long ago `row` was read.
 fn refresh_failed(
     state: &ConnectionService,
     row: ConnectionRow,
+    since_read: std::time::Duration,
     e: anyhow::Error,
 ) -> anyhow::Result<Due> {
     let Some(refusal) = e.chain().find_map(|c| c.downcast_ref::<ProviderError>()) else {
         return Err(e);
     };
-    let expired = row.access_token_expired();
+    let expired = row.access_token_expired_after(since_read);
     let error = format!("{e:#}");
     if refusal.is_passing() {
         tracing::warn!(connection = %row.id, provider = %row.provider, expired, error, "the token could not be refreshed");

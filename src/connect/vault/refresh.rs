@@ -328,8 +328,8 @@ async fn refresh_claimed(
                 &ctx(Kind::Refresh),
                 new_refresh.expose_secret().as_bytes(),
             )?;
-            // Counted from the database's `now()` of the transaction, which
-            // began before the provider was asked: a little early, never late.
+            // Counted from the provider's answer, by the database's clock
+            // when the tokens are written (`Lifetime`).
             let refreshed = db::connections::RefreshedTokens {
                 access_token: &access.bytes,
                 refresh_token: Some(&refresh.bytes),

@@ -41,13 +41,20 @@ pub struct TooManyAccounts {
     pub limit: u32,
 }
 
-/// How long the access token lives. Its expiry is counted in the
-/// statement that stores it, from the database's `now()`: every instance
-/// judges it by that clock, whatever its own says. A provider's
-/// `expires_in` is untrusted: anything beyond a year counts as "not said".
-pub(super) fn lifetime(tokens: &TokenSet) -> Option<std::time::Duration> {
+/// How long the access token lives, from when the provider's answer came.
+/// Its expiry is written by the statement that stores it, by the
+/// database's clock ([`db::connections::Lifetime`]): every instance judges it by that
+/// clock, whatever its own says. A provider's `expires_in` is untrusted:
+/// anything beyond a year counts as "not said".
+pub(super) fn lifetime(tokens: &TokenSet) -> Option<db::connections::Lifetime> {
     const YEAR: std::time::Duration = std::time::Duration::from_secs(366 * 24 * 3600);
-    tokens.expires_in.filter(|d| *d <= YEAR)
+    tokens
+        .expires_in
+        .filter(|d| *d <= YEAR)
+        .map(|said| db::connections::Lifetime {
+            said,
+            since: tokens.received,
+        })
 }
 
 /// Stores (or replaces) the user's connection to a provider and announces

@@ -148,6 +148,7 @@ async fn the_connections_page_lists_disconnects_and_reconnects() {
     let app = spawn_app().await;
     let tokens = TokenSet {
         access_token: secrecy::SecretString::from("at-very-secret".to_owned()),
+        received: std::time::Instant::now(),
         refresh_token: Some(secrecy::SecretString::from("rt-very-secret".to_owned())),
         expires_in: Some(std::time::Duration::from_secs(3600)),
         scopes: Some(vec!["profile".to_owned()]),
