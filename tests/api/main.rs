@@ -53,6 +53,7 @@ mod stale_keys;
 mod startup;
 mod state_rejections;
 mod stopping;
+mod stored_lifetimes;
 mod sweeper;
 mod tool_results;
 mod users;

@@ -31,6 +31,11 @@ struct DownGoogle {
 
 impl DownGoogle {
     async fn start() -> Self {
+        Self::answering_after(std::time::Duration::ZERO).await
+    }
+
+    /// Whose token endpoint takes `delay` to answer 503.
+    async fn answering_after(delay: std::time::Duration) -> Self {
         let asked = Arc::new(AtomicUsize::new(0));
         let counter = asked.clone();
         Self {
@@ -41,7 +46,10 @@ impl DownGoogle {
                     "/token",
                     web::post().to(move || {
                         counter.fetch_add(1, Ordering::SeqCst);
-                        async { HttpResponse::ServiceUnavailable().body("upstream maintenance") }
+                        async move {
+                            tokio::time::sleep(delay).await;
+                            HttpResponse::ServiceUnavailable().body("upstream maintenance")
+                        }
                     }),
                 );
             }),
@@ -164,4 +172,27 @@ async fn an_expired_token_that_cannot_be_renewed_answers_retry_later() {
             .contains("Google"),
         "{read}"
     );
+}
+
+/// Whether the token has expired is judged when the renewal has failed,
+/// not when the row was read before it: a token that expired while the
+/// token endpoint took its time does not serve.
+#[tokio::test]
+async fn a_token_that_expires_while_its_renewal_fails_does_not_serve() {
+    let down = DownGoogle::answering_after(std::time::Duration::from_secs(3)).await;
+    let app = down.app().await;
+    store(&app, "alice").await;
+    expire_in(&app, "1 second").await;
+    let provider = app.state.connect.provider("google").unwrap();
+    let user_issuer = app.dev.issuer();
+    let user = UserRef::new(&user_issuer, "alice");
+    let state = usable_token(&app.state.connect, user, provider, &[])
+        .await
+        .unwrap();
+    assert!(
+        matches!(state, TokenState::ProviderUnavailable),
+        "expired by the time the renewal failed: {state:?}"
+    );
+    assert_eq!(down.asked.load(Ordering::SeqCst), 1, "a renewal was tried");
+    assert_eq!(status(&app).await, "active");
 }
