@@ -65,6 +65,11 @@ pub fn startup_timeout_secs() -> u64 {
 pub fn audit_retention_days() -> u32 {
     90
 }
+/// Three days: a provider's outage over a long weekend still ends with
+/// the grants revoked.
+pub fn revocation_retry_hours() -> u32 {
+    72
+}
 
 /// One year: what HSTS preload lists ask for.
 pub fn hsts_max_age_secs() -> u64 {

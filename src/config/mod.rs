@@ -47,7 +47,9 @@ pub use error::{ConfigError, without_userinfo};
 pub use lenient::parse_list;
 pub use listening::ListenSettings;
 pub use migration::MigrationSettings;
-pub use operations::{AuditSettings, DatabaseSettings, MAX_CONNECT_WAIT_MS, SHUTDOWN_DRAIN};
+pub use operations::{
+    AuditSettings, DatabaseSettings, MAX_CONNECT_WAIT_MS, RevocationSettings, SHUTDOWN_DRAIN,
+};
 pub use proxies::{FORWARDED_FOR, TrustedProxies};
 pub use settings::{LogFormat, Settings};
 pub use tables::{

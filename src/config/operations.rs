@@ -102,6 +102,33 @@ impl AuditSettings {
     }
 }
 
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RevocationSettings {
+    /// A disconnect's revocation the provider failed is tried again for
+    /// this many hours after the disconnect, then given up.
+    #[serde(
+        default = "defaults::revocation_retry_hours",
+        deserialize_with = "lenient::number"
+    )]
+    pub retry_hours: u32,
+}
+
+impl Default for RevocationSettings {
+    fn default() -> Self {
+        Self {
+            retry_hours: defaults::revocation_retry_hours(),
+        }
+    }
+}
+
+impl RevocationSettings {
+    /// How long after a disconnect its revocation is still tried.
+    pub fn retry_for(&self) -> chrono::Duration {
+        chrono::Duration::hours(i64::from(self.retry_hours))
+    }
+}
+
 impl Settings {
     /// The checks on the tables of this file and on waits that must end
     /// inside the shutdown drain.
@@ -141,6 +168,12 @@ impl Settings {
                 u64::from(self.audit.retention_days),
                 1,
                 36_500,
+            ),
+            (
+                "revocation.retry_hours",
+                u64::from(self.revocation.retry_hours),
+                1,
+                720,
             ),
             (
                 "flow.accounts_per_provider",

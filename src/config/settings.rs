@@ -39,6 +39,9 @@ pub struct Settings {
     /// How long audit rows are kept.
     #[serde(default)]
     pub audit: super::AuditSettings,
+    /// How long a revocation the provider failed is tried again.
+    #[serde(default)]
+    pub revocation: super::RevocationSettings,
     /// Whether start-up creates the database when it does not exist, through
     /// the server's `postgres` maintenance database (connected to only then:
     /// an existing database is all start-up needs). Managed Postgres and

@@ -333,6 +333,21 @@ fn accounts_per_provider_must_be_between_1_and_1000() {
     assert_eq!(settings.flow.accounts_per_provider, 20);
 }
 
+#[test]
+fn revocations_are_retried_for_1_to_720_hours() {
+    for bad in ["0", "721"] {
+        let err = error_with(&[("MCP_CONNECT_REVOCATION__RETRY_HOURS", bad)]);
+        assert!(err.contains("revocation.retry_hours"), "{bad}: {err}");
+        assert!(err.contains("between 1 and 720"), "{bad}: {err}");
+    }
+    assert_eq!(
+        error_with(&[("MCP_CONNECT_REVOCATION__RETRY_HOURS", "1")]),
+        ""
+    );
+    let settings = Settings::from_sources(None, minimal(), toml::Table::new()).unwrap();
+    assert_eq!(settings.revocation.retry_for(), chrono::Duration::hours(72));
+}
+
 /// The shipped Caddyfile drops its idle connections to an instance before
 /// an instance with the default `keep_alive_secs` would: the other way
 /// round, a POST sent on a connection the instance is closing is lost.

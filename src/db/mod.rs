@@ -34,6 +34,7 @@ pub mod migration_locks;
 pub mod notifications;
 pub mod oauth_flows;
 pub mod params;
+pub mod pending_revocations;
 pub mod refresh_claims;
 pub mod tickets;
 pub mod transaction;

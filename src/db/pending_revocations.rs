@@ -1,0 +1,197 @@
+//! `pending_revocations`: tokens still to be revoked at their provider,
+//! sealed as the connection row sealed them (see the migration
+//! `20261207000100`). Never read for anything but revoking them.
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgExecutor, types::Json};
+use uuid::Uuid;
+
+use super::params::Params;
+use crate::domain::{ProviderName, UserRef};
+
+mod keys;
+pub use keys::{count_by_key_id, drop_sealed_by, find_for_update, ids_not_sealed_by, reseal};
+
+/// Why the tokens are owed a revocation, as the `origin` column says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
+#[sqlx(type_name = "text", rename_all = "snake_case")]
+pub enum Origin {
+    /// A connection was deleted here.
+    Disconnected,
+    /// A connect was issued tokens it did not store (the account limit
+    /// reached, an answer refused).
+    NotStored,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Disconnected => "disconnected",
+            Self::NotStored => "not_stored",
+        }
+    }
+}
+
+/// One revocation still owed.
+#[derive(Debug, Clone)]
+pub struct PendingRevocation {
+    /// The deleted connection's id (a new one for tokens never stored):
+    /// what the sealed tokens are bound to.
+    pub id: Uuid,
+    pub issuer: String,
+    pub subject: String,
+    pub provider: ProviderName,
+    pub account_id: Option<String>,
+    pub origin: Origin,
+    pub params: Json<Params>,
+    pub access_token: Vec<u8>,
+    pub refresh_token: Option<Vec<u8>>,
+    pub key_id: String,
+    pub access_token_expires_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    /// Attempts that failed so far.
+    pub attempts: i32,
+    /// Why the last one failed (no credential).
+    pub last_error: Option<String>,
+}
+
+impl PendingRevocation {
+    /// The person whose grant it is.
+    pub fn user(&self) -> UserRef<'_> {
+        UserRef::new(&self.issuer, &self.subject)
+    }
+
+    /// Whether the access token expires by `at` (one without an expiry
+    /// never does).
+    pub fn access_token_expires_by(&self, at: DateTime<Utc>) -> bool {
+        self.access_token_expires_at
+            .is_some_and(|expires| expires <= at)
+    }
+}
+
+/// Owes connection `id`'s revocation, its tokens copied as they are
+/// sealed, due `grace` from now (the instance that deleted it tries first);
+/// in the transaction that deletes it, before the delete. The row as
+/// written, or `None`: the connection holds no tokens (a key forgotten).
+pub async fn owe_for_connection(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    grace: chrono::Duration,
+) -> Result<Option<PendingRevocation>, sqlx::Error> {
+    sqlx::query_as!(
+        PendingRevocation,
+        r#"INSERT INTO pending_revocations (id, issuer, subject, provider, account_id, origin, params,
+               access_token, refresh_token, key_id, access_token_expires_at, next_attempt_at)
+           SELECT id, issuer, subject, provider, account_id, 'disconnected', params,
+               access_token, refresh_token, key_id, access_token_expires_at,
+               now() + make_interval(secs => $2)
+           FROM connections WHERE id = $1 AND octet_length(access_token) > 0
+           ON CONFLICT (id) DO NOTHING
+           RETURNING id, issuer, subject, provider AS "provider: ProviderName", account_id,
+               origin AS "origin: Origin", params AS "params: Json<Params>", access_token,
+               refresh_token, key_id, access_token_expires_at, created_at, attempts,
+               last_error"#,
+        id,
+        grace.num_seconds() as f64,
+    )
+    .fetch_optional(exec)
+    .await
+}
+
+/// Tokens just sealed for [`PendingRevocation::id`] `row.id`, owed a
+/// revocation, due `grace` from now. `created_at` and `attempts` are the
+/// database's.
+pub async fn owe(
+    exec: impl PgExecutor<'_>,
+    row: &PendingRevocation,
+    grace: chrono::Duration,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO pending_revocations (id, issuer, subject, provider, account_id, origin, params,
+             access_token, refresh_token, key_id, access_token_expires_at, next_attempt_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now() + make_interval(secs => $12))",
+        row.id,
+        row.issuer,
+        row.subject,
+        row.provider.as_str(),
+        row.account_id,
+        row.origin.as_str(),
+        &row.params as _,
+        row.access_token,
+        row.refresh_token,
+        row.key_id,
+        row.access_token_expires_at,
+        grace.num_seconds() as f64,
+    )
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
+/// Claims up to `limit` revocations due now, oldest due first: each is
+/// moved `lease` ahead before anyone calls out, so another instance (or
+/// this one's next sweep) leaves it while it is tried, and takes it up
+/// again if the one trying dies. Rows another transaction is claiming are
+/// skipped, not waited for.
+pub async fn claim_due(
+    exec: impl PgExecutor<'_>,
+    lease: chrono::Duration,
+    limit: i64,
+) -> Result<Vec<PendingRevocation>, sqlx::Error> {
+    sqlx::query_as!(
+        PendingRevocation,
+        r#"UPDATE pending_revocations SET next_attempt_at = now() + make_interval(secs => $1)
+           WHERE id IN (SELECT id FROM pending_revocations WHERE next_attempt_at <= now()
+                        ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+           RETURNING id, issuer, subject, provider AS "provider: ProviderName", account_id,
+               origin AS "origin: Origin", params AS "params: Json<Params>", access_token,
+               refresh_token, key_id, access_token_expires_at, created_at, attempts,
+               last_error"#,
+        lease.num_seconds() as f64,
+        limit,
+    )
+    .fetch_all(exec)
+    .await
+}
+
+/// The revocation is done with (the grant ended, or retrying given up);
+/// `false`: another instance was done with it first.
+pub async fn settle(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!("DELETE FROM pending_revocations WHERE id = $1", id)
+        .execute(exec)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// An attempt failed: counted, due again `wait` from now, with why (a
+/// short text with no credential, cut to fit).
+pub async fn failed(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    wait: chrono::Duration,
+    error: &str,
+) -> Result<(), sqlx::Error> {
+    let error: String = error.chars().take(200).collect();
+    sqlx::query!(
+        "UPDATE pending_revocations SET attempts = attempts + 1,
+             next_attempt_at = now() + make_interval(secs => $2), last_error = $3
+         WHERE id = $1",
+        id,
+        wait.num_seconds() as f64,
+        error,
+    )
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
+/// How many revocations are owed, and how many of them are due.
+pub async fn count(exec: impl PgExecutor<'_>) -> Result<(i64, i64), sqlx::Error> {
+    let counts = sqlx::query!(
+        r#"SELECT count(*) AS "owed!", count(*) FILTER (WHERE next_attempt_at <= now()) AS "due!"
+           FROM pending_revocations"#
+    )
+    .fetch_one(exec)
+    .await?;
+    Ok((counts.owed, counts.due))
+}
