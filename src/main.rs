@@ -234,6 +234,32 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             for (id, why) in &rekeyed.failed {
                 println!("connection {id} not re-sealed: {why}");
             }
+            if rekeyed.resealed_revocations > 0 {
+                println!(
+                    "re-sealed {} revocation(s) still owed with key {}",
+                    rekeyed.resealed_revocations,
+                    state.keys.current_key_id()
+                );
+            }
+            for (id, why) in &rekeyed.failed_revocations {
+                println!("revocation still owed {id} not re-sealed: {why}");
+            }
+            if rekeyed.revocations_on_older_keys > 0 {
+                println!(
+                    "{} revocation(s) still owed were sealed by an older key while this ran, run this again",
+                    rekeyed.revocations_on_older_keys
+                );
+            }
+            let owed_missing =
+                mcp_connect::connect::stale_keys::missing_revocation_keys(&state.connect).await?;
+            if !owed_missing.is_empty() {
+                let rows: i64 = owed_missing.iter().map(|(_, n)| n).sum();
+                let ids: Vec<&str> = owed_missing.iter().map(|(kid, _)| kid.as_str()).collect();
+                println!(
+                    "{rows} revocation(s) still owed are sealed by keys not in MCP_CONNECT_KEYS: {} (add those keys back and run this again; for a key that is gone for good, `tokens forget-key KEY_ID` gives them up)",
+                    ids.join(", ")
+                );
+            }
             let missing = mcp_connect::connect::stale_keys::missing_keys(&state.connect).await?;
             if !missing.is_empty() {
                 let rows: i64 = missing.iter().map(|(_, n)| n).sum();
@@ -254,9 +280,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if !rekeyed.finished() {
                 // The older keys still seal rows: not yet safe to retire.
                 left.push(format!(
-                    "not every connection is sealed by key {} yet; do not retire the older keys",
+                    "not every connection and revocation still owed is sealed by key {} yet; do not retire the older keys",
                     state.keys.current_key_id()
                 ));
+            }
+            if !owed_missing.is_empty() {
+                left.push(
+                    "revocations still owed hold tokens sealed by keys not in MCP_CONNECT_KEYS (above)"
+                        .to_owned(),
+                );
             }
             if !missing.is_empty() {
                 left.push(

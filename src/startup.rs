@@ -95,6 +95,7 @@ impl Background {
         crate::sweeper::start(
             state.db.clone(),
             state.settings.clone(),
+            state.connect.clone(),
             SWEEP_EVERY,
             stop.clone(),
         );

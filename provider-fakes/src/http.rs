@@ -16,11 +16,24 @@ use serde_json::Value;
 use url::{Host, Url};
 
 /// Answers every request with the status a test set (`fail_with`), or the
-/// next few (`fail_next`), before any route sees it.
+/// next few (`fail_next`), before any route sees it; holds each while the
+/// fake is stalled.
 pub(super) async fn failing(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
+    let shared = req.app_data::<web::Data<super::state::Shared>>().cloned();
+    let mut held = false;
+    while shared.as_ref().is_some_and(|s| s.memory().stalled) {
+        held = true;
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // As a hung balancer's: what it held is never served, even if its
+    // client is still there to hear (a client gone must not have it done).
+    if held {
+        let response = HttpResponse::GatewayTimeout().body("stalled on purpose");
+        return Ok(req.into_response(response).map_into_right_body());
+    }
     let status = req
         .app_data::<web::Data<super::state::Shared>>()
         .and_then(|shared| {
@@ -30,7 +43,7 @@ pub(super) async fn failing(
                     memory.fail_next = (left > 1).then_some((left - 1, status));
                     Some(status)
                 }
-                _ => memory.fail_with,
+                _ => memory.fail_at.get(req.path()).copied().or(memory.fail_with),
             }
         });
     if let Some(status) = status {

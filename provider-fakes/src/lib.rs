@@ -164,6 +164,23 @@ impl FakeProvider {
         self.shared.memory().fail_with = status;
     }
 
+    /// From now on every request to `path` (its revocation endpoint, say)
+    /// is answered with `status` and nothing else (`None`: served again).
+    pub fn fail_at(&self, path: &str, status: Option<u16>) {
+        let mut memory = self.shared.memory();
+        match status {
+            Some(status) => memory.fail_at.insert(path.to_owned(), status),
+            None => memory.fail_at.remove(path),
+        };
+    }
+
+    /// While `on`, every request waits unanswered; set back to `false`,
+    /// those held are answered 504, never served (their client may be
+    /// gone, and must not have had them done).
+    pub fn stall(&self, on: bool) {
+        self.shared.memory().stalled = on;
+    }
+
     /// The next `count` requests, whatever they are, answer `status`; the
     /// ones after are served again.
     pub fn fail_next(&self, count: usize, status: u16) {

@@ -109,6 +109,12 @@ pub(super) struct Memory {
     /// The next this many requests are answered with this status, as by a
     /// provider failing for a moment.
     pub fail_next: Option<(usize, u16)>,
+    /// Every request waits, unanswered, while this is set: a provider
+    /// whose answers never come (a hung load balancer).
+    pub stalled: bool,
+    /// Requests to these paths are answered with their status: one of
+    /// the provider's services down while the others answer.
+    pub fail_at: BTreeMap<String, u16>,
     pub account: Account,
     /// Lifetime of new access tokens; `None` for tokens that never expire.
     pub access_ttl: Option<Duration>,
@@ -156,6 +162,8 @@ impl Shared {
                 form_answers: false,
                 fail_with: None,
                 fail_next: None,
+                stalled: false,
+                fail_at: BTreeMap::new(),
                 account,
                 access_ttl,
                 last_authorize: None,

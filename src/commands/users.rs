@@ -150,11 +150,20 @@ pub async fn run(state: &AppState, command: UsersCommand) -> anyhow::Result<()> 
     if removed.connections > 0 && state.settings.webhooks.endpoints.is_empty() {
         println!("no webhook endpoint is configured here: no connection.deleted event was queued");
     }
+    if removed.retrying > 0 {
+        println!(
+            "{} connection(s) could not be revoked at their provider yet (it refused or could not \
+             be reached; see the log): deleted here, their access may still be live there; the \
+             service tries again for up to {} hours (`revocation_abandoned` in the audit log if it \
+             gives up)",
+            removed.retrying, state.settings.revocation.retry_hours
+        );
+    }
     if removed.not_revoked > 0 {
         println!(
-            "{} connection(s) could not be revoked at their provider (it refused or could not be \
-             reached; see the log): deleted here, their access may stay live there until it \
-             expires or the person removes it",
+            "{} connection(s) could not be revoked at their provider (their tokens do not open \
+             with these keys; see the log): deleted here, their access may stay live there until \
+             it expires or the person removes it",
             removed.not_revoked
         );
     }

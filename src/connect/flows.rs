@@ -23,7 +23,7 @@ use crate::{
         params::{Holder, Params},
         tickets::Ticket,
     },
-    providers::{Account, Learned, PkcePair, Provider, ProviderError, TokenHint, TokenSet},
+    providers::{Account, Learned, PkcePair, Provider, ProviderError, TokenSet},
 };
 
 /// A connect flow's `return_to` when the person asked for it on their
@@ -289,7 +289,8 @@ pub(super) async fn finish(
         Ok(account) => account,
         Err((step, e)) => {
             // The tokens were issued but will not be stored: end the grant.
-            let revoked = revoke_unused(state, provider, &tokens, &flow_params).await;
+            let revoked =
+                vault::revoke_unused(state, user, provider, &tokens, &flow_params, None).await;
             tracing::warn!(provider = %name, step, error = %e, revoked, "connect failed after consent; tokens not stored");
             return Err(match e {
                 ProviderError::Unaccepted { label, .. } => FinishError::Unaccepted {
@@ -328,7 +329,11 @@ pub(super) async fn finish(
                 .await
                 .map(|accounts| accounts.iter().any(|a| a.account_id == account.id));
             let revoked = match connected {
-                Ok(false) => revoke_unused(state, provider, &tokens, &flow_params).await,
+                Ok(false) => {
+                    let account = Some(account.id.as_str());
+                    vault::revoke_unused(state, user, provider, &tokens, &flow_params, account)
+                        .await
+                }
                 Ok(true) | Err(_) => false,
             };
             tracing::warn!(provider = %name, revoked, error = %e, "connect failed while storing; tokens not stored");
@@ -484,34 +489,4 @@ async fn learn_and_read(
         .account_at(&state.http, access_token, params)
         .await
         .map_err(|e| ("account", e))
-}
-
-/// Revokes tokens just issued that will not be stored, where the entry has
-/// a revocation endpoint the flow's own parameters make (never one built
-/// from a value just refused). Best effort: `true` if one was revoked.
-/// Failures are logged by `revoke`, without the token.
-async fn revoke_unused(
-    state: &ConnectionService,
-    provider: &Provider,
-    tokens: &TokenSet,
-    params: &Params,
-) -> bool {
-    if !provider.supports_revocation() {
-        return false;
-    }
-    // The refresh token first: revoking it ends the whole grant at most
-    // providers; the access token too, for those that keep them apart.
-    let refresh = tokens
-        .refresh_token
-        .as_ref()
-        .map(|t| (t, TokenHint::RefreshToken));
-    let access = Some((&tokens.access_token, TokenHint::AccessToken));
-    let mut revoked = false;
-    for (token, hint) in [refresh, access].into_iter().flatten() {
-        revoked |= provider
-            .revoke(&state.http, token.expose_secret(), hint, params)
-            .await
-            .is_ok();
-    }
-    revoked
 }

@@ -32,8 +32,33 @@ pub async fn missing_keys(state: &ConnectionService) -> Result<Vec<(String, i64)
         .collect())
 }
 
+/// Key ids that the ring lacks in the revocations still owed, with their
+/// row counts: those are given up when tried here (another instance may
+/// hold the key).
+pub async fn missing_revocation_keys(
+    state: &ConnectionService,
+) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    let counts = db::pending_revocations::count_by_key_id(&state.db).await?;
+    Ok(counts
+        .into_iter()
+        .filter(|(kid, _)| !state.keys.has_key(kid))
+        .collect())
+}
+
 /// Logs a warning naming the key ids stored rows use that the ring lacks.
 pub async fn warn_about_missing_keys(state: &ConnectionService) {
+    match missing_revocation_keys(state).await {
+        Ok(missing) if !missing.is_empty() => {
+            let rows: i64 = missing.iter().map(|(_, n)| n).sum();
+            let key_ids: Vec<&str> = missing.iter().map(|(kid, _)| kid.as_str()).collect();
+            tracing::warn!(
+                "{rows} revocation(s) still owed are sealed by key ids the ring lacks ({}); an instance without the key gives them up when they are due (add the keys back to MCP_CONNECT_KEYS to have them tried)",
+                key_ids.join(", ")
+            );
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot check the key ids of revocations still owed"),
+    }
     let checked = missing_keys(state).await;
     tracing::debug!("checked the key ids of stored connections");
     match checked {
@@ -83,6 +108,9 @@ pub struct Forgotten {
     /// Connections whose tokens sealed by the key an earlier run dropped,
     /// still waiting for their users.
     pub dropped_before: i64,
+    /// Revocations still owed whose tokens the key sealed: nothing can
+    /// open them any more, so they were given up (and audited so).
+    pub revocations_dropped: u64,
 }
 
 impl Forgotten {
@@ -99,6 +127,13 @@ impl Forgotten {
             lines.push(format!(
                 "the tokens key {key_id} sealed were dropped from {} connection(s) that need their users again",
                 self.dropped
+            ));
+        }
+        if self.revocations_dropped > 0 {
+            lines.push(format!(
+                "{} revocation(s) still owed, sealed by key {key_id}, were given up: their access \
+                 may stay live at the provider until it expires or the person removes it",
+                self.revocations_dropped
             ));
         }
         if lines.is_empty() && self.dropped_before > 0 {
@@ -154,6 +189,7 @@ pub async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Resu
     if done.failed == 0 {
         done.dropped = db::connections::drop_tokens_sealed_by(&state.db, key_id).await?;
     }
+    done.revocations_dropped = super::vault::forget_revocations_sealed_by(state, key_id).await?;
     Ok(done)
 }
 

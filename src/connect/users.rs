@@ -10,7 +10,10 @@
 //! `connection.deleted` sent to the webhooks, a `disconnected` audit row
 //! each. One `user_removed` audit row records what was done. Audit rows
 //! about the person stay until `audit.retention_days`; events already
-//! queued for the webhooks are still delivered. Signing in again at the
+//! queued for the webhooks are still delivered. A revocation the provider
+//! failed stays owed, and the service's sweepers try it again for
+//! `revocation.retry_hours`: it protects the person, so removing them
+//! keeps it. Signing in again at the
 //! identity provider starts afresh: disable the person there first.
 
 use std::fmt;
@@ -163,8 +166,13 @@ pub struct Removed {
     /// Of those, revoked at the provider.
     pub revoked: u64,
     /// Of those, at a provider that offers revocation but refused it or
-    /// could not be reached: the access may still be live there, until
-    /// its tokens expire or the person removes it at the provider.
+    /// could not be reached: the access may still be live there. The
+    /// service tries again for `revocation.retry_hours`.
+    pub retrying: u64,
+    /// Of those, at a provider that offers revocation, whose tokens could
+    /// not be read here (their key is not on the ring): the access may
+    /// still be live there, until its tokens expire or the person removes
+    /// it at the provider.
     pub not_revoked: u64,
     /// Providers of deleted connections that this configuration does not
     /// name, so nothing could be revoked there: the command was run
@@ -190,6 +198,7 @@ pub async fn remove(state: &ConnectionService, user: UserRef<'_>) -> anyhow::Res
             .detail(json!({
                 "connections": removed.connections,
                 "revoked_upstream": removed.revoked,
+                "revocations_retried": removed.retrying,
                 "not_revoked": removed.not_revoked,
                 "sessions": removed.sessions,
                 "tickets": removed.tickets,
@@ -235,6 +244,7 @@ async fn remove_rows(
             }
             match revocation {
                 Revocation::Revoked => removed.revoked += 1,
+                Revocation::Retrying => removed.retrying += 1,
                 Revocation::Failed => removed.not_revoked += 1,
                 Revocation::NotOffered => {}
             }

@@ -28,6 +28,15 @@ pub enum AuditKind {
     /// A new account was not stored: the user has as many at the provider
     /// as `flow.accounts_per_provider` allows.
     AccountLimitReached,
+    /// The provider ended a grant owed a revocation (a disconnected
+    /// connection's, or tokens a connect did not store).
+    RevokedUpstream,
+    /// The first attempt at a revocation failed; it is tried again for
+    /// `revocation.retry_hours`.
+    RevocationFailed,
+    /// A revocation owed is given up (`reason` says why): the access may
+    /// stay live at the provider.
+    RevocationAbandoned,
 }
 
 impl AuditKind {
@@ -48,6 +57,9 @@ impl AuditKind {
             AuditKind::TokenUnreadable => "token_unreadable",
             AuditKind::UserRemoved => "user_removed",
             AuditKind::AccountLimitReached => "account_limit_reached",
+            AuditKind::RevokedUpstream => "revoked_upstream",
+            AuditKind::RevocationFailed => "revocation_failed",
+            AuditKind::RevocationAbandoned => "revocation_abandoned",
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `disconnect`: asks the user to confirm (a form-mode elicitation, yes or
-//! no), then revokes the tokens upstream where the provider supports RFC 7009
-//! and deletes the connection. A retry that brings no answer is asked
+//! no), then deletes the connection and revokes the tokens upstream where
+//! the provider supports RFC 7009 (a failed revocation is tried again
+//! later). A retry that brings no answer is asked
 //! again; only the user's no, decline or cancel keeps the account. The confirmation round is bound to this call
 //! by a sealed `requestState`, like the connect flow's, and names the one
 //! connection it asked about. With several accounts at the provider and none
@@ -70,7 +71,8 @@ pub enum Revocation {
     NotOffered,
     /// The provider could not be told (it refused or did not answer): the
     /// access may still be live there until the user removes it in the
-    /// account's settings at the provider.
+    /// account's settings at the provider. The server tries again for a
+    /// while where it can (the message says how long).
     Failed,
 }
 
@@ -79,7 +81,7 @@ impl From<vault::Revocation> for Revocation {
         match r {
             vault::Revocation::Revoked => Self::Revoked,
             vault::Revocation::NotOffered => Self::NotOffered,
-            vault::Revocation::Failed => Self::Failed,
+            vault::Revocation::Retrying | vault::Revocation::Failed => Self::Failed,
         }
     }
 }
@@ -151,8 +153,10 @@ fn done(
 fn disconnected(
     provider: &crate::providers::Provider,
     account: &ChosenAccount,
-    revocation: Revocation,
+    told: vault::Revocation,
+    retry_hours: u32,
 ) -> CallToolResponse {
+    let revocation = Revocation::from(told);
     let name = provider.display_name();
     let outcome = Outcome::ok(provider.name(), &account.account_label, &account.account_id);
     // In words, as the confirmation named it.
@@ -171,10 +175,17 @@ fn disconnected(
             ),
         ),
         Revocation::Failed => {
+            let again = if told == vault::Revocation::Retrying {
+                format!(
+                    " This server tries again for up to {retry_hours} hours; to end it now, remove \
+                     this server's access in the account's settings at {name}."
+                )
+            } else {
+                format!(" Remove this server's access in the account's settings at {name}.")
+            };
             let message = format!(
                 "{name} account {label} is disconnected from this server, but {name} could not be told to \
-                 revoke its access, which may still be live there. Remove this server's access in the \
-                 account's settings at {name}."
+                 revoke its access, which may still be live there.{again}"
             );
             let failed = Outcome::failed(
                 provider.name(),
@@ -343,7 +354,12 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
             .await
             .map_err(internal)?;
         return Ok(match removed {
-            Some(revocation) => disconnected(provider, &account, revocation.into()),
+            Some(revocation) => disconnected(
+                provider,
+                &account,
+                revocation,
+                service.settings().revocation.retry_hours,
+            ),
             None => done(
                 provider.name(),
                 None,

@@ -264,6 +264,7 @@ fn disconnect_notice(
         .and_then(|c| uuid::Uuid::parse_str(c).ok());
     let revoked = match query.get("revocation") {
         Some("failed") => Revoked::Failed,
+        Some("retrying") => Revoked::Retrying,
         Some("pending") => Revoked::Pending,
         _ => Revoked::Told,
     };
@@ -294,6 +295,14 @@ fn disconnect_notice(
              remove this server's access in your account's settings at {name}."
         ));
     }
+    if revoked == Revoked::Retrying {
+        let hours = state.settings.revocation.retry_hours;
+        notice.push_str(&format!(
+            " {name} could not be told to revoke its access yet, which may still be live there: \
+             this server tries again for up to {hours} hours. To end it now, remove this \
+             server's access in your account's settings at {name}."
+        ));
+    }
     Some(notice)
 }
 
@@ -302,8 +311,12 @@ fn disconnect_notice(
 enum Revoked {
     /// Told, or it offers no revocation: nothing more to say.
     Told,
-    /// It could not be told: the access may still be live there.
+    /// It could not be told, and will not be: the access may still be
+    /// live there.
     Failed,
+    /// It could not be told yet: the access may still be live there, and
+    /// the revocation is tried again.
+    Retrying,
     /// The disconnect was still under way when the page answered.
     Pending,
 }
@@ -343,6 +356,7 @@ async fn disconnect(
     let outcome = match tokio::time::timeout(patience, disconnecting).await {
         Ok(revocation) => match revocation? {
             Some(crate::connect::vault::Revocation::Failed) => Revoked::Failed,
+            Some(crate::connect::vault::Revocation::Retrying) => Revoked::Retrying,
             _ => Revoked::Told,
         },
         Err(_) => Revoked::Pending,
@@ -350,6 +364,7 @@ async fn disconnect(
     let revoked = match outcome {
         Revoked::Told => "",
         Revoked::Failed => "&revocation=failed",
+        Revoked::Retrying => "&revocation=retrying",
         Revoked::Pending => "&revocation=pending",
     };
     let token = user.csrf_token(&notice_purpose(

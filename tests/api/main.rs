@@ -44,6 +44,7 @@ mod refresh_claims;
 mod refresh_outage;
 mod releases;
 mod retention;
+mod revocations_owed;
 mod rmcp_person;
 mod rolling_keys;
 mod schema;

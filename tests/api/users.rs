@@ -99,7 +99,10 @@ async fn removing_a_person_revokes_and_deletes_their_connections_and_ends_their_
     .fetch_one(&app.db)
     .await
     .unwrap();
-    assert_eq!(disconnected["revoked_upstream"], true, "{disconnected}");
+    assert_eq!(disconnected["revocation"], "pending", "{disconnected}");
+    let revoked =
+        "SELECT count(*) FROM audit_events WHERE kind = 'revoked_upstream' AND subject = 'alice'";
+    assert_eq!(count(&app, revoked).await, 1);
 
     // Again: nothing more to do, and no error.
     let again = users::remove(&app.state.connect, alice).await.unwrap();

@@ -1,6 +1,8 @@
 //! Disconnecting: the row locked (a refresh under way finishes first),
-//! deleted with its webhook event, then its tokens revoked upstream where
-//! the provider supports it, and the whole audited.
+//! deleted with its webhook event, its audit row and — where the provider
+//! supports revocation — the revocation it is owed, all in one
+//! transaction; then the revocation tried at once ([`super::owed`]: a
+//! failed one is tried again later, by any instance).
 
 use serde_json::json;
 use uuid::Uuid;
@@ -8,6 +10,7 @@ use uuid::Uuid;
 use super::{
     REFRESH_LOCK_TIMEOUT,
     claim::{Held, hold_refreshes},
+    owed::{FIRST_TRY_GRACE, Outcome},
 };
 use crate::{
     config::WebhookEvent,
@@ -18,7 +21,7 @@ use crate::{
     db::{
         self,
         audit::{AuditEvent, AuditKind},
-        connections::ConnectionRow,
+        pending_revocations::PendingRevocation,
     },
     domain::{ProviderName, UserRef},
 };
@@ -32,7 +35,12 @@ pub enum Revocation {
     /// or when the user removes the access at the provider.
     NotOffered,
     /// The provider offers revocation but refused it or could not be
-    /// reached: the access may still be live there.
+    /// reached: the access may still be live there. It is tried again for
+    /// `revocation.retry_hours`.
+    Retrying,
+    /// The provider offers revocation, but it cannot be done from here
+    /// (the tokens do not open, or were dropped with a forgotten key): the
+    /// access may still be live there.
     Failed,
 }
 
@@ -112,50 +120,57 @@ async fn disconnect_now(
     if let Some(claim) = claim {
         claim.release().await;
     }
-    let Some(row) = deleted? else {
+    let Some(deleted) = deleted? else {
         return Ok(None);
     };
-    let revocation = match state.providers.get(provider) {
-        Some(p) if p.supports_revocation() => {
-            if super::revoke::upstream(state, &row, p).await {
-                Revocation::Revoked
-            } else {
-                Revocation::Failed
-            }
-        }
-        _ => Revocation::NotOffered,
-    };
-    let revoked = revocation == Revocation::Revoked;
-    // Which of the person's accounts at the provider went, named as the
-    // `connected` row named it (the label, which may be an address the
-    // person chose to show, is left out as it is there).
-    let detail = json!({
-        "connection_id": row.id,
-        "account_id": row.account_id,
-        "revoked_upstream": revoked,
-    });
-    db::audit::record_or_log(
-        &state.db,
-        AuditEvent::new(AuditKind::Disconnected)
-            .user(user)
-            .provider(provider)
-            .detail(detail),
-    )
-    .await;
-    Ok(Some(revocation))
+    Ok(Some(match deleted {
+        Deleted::Owed(owed) => match super::owed::attempt(state, &owed, true).await {
+            Outcome::Revoked => Revocation::Revoked,
+            Outcome::Retrying => Revocation::Retrying,
+            Outcome::GivenUp => Revocation::Failed,
+        },
+        Deleted::NotOffered => Revocation::NotOffered,
+        Deleted::TokensGone => Revocation::Failed,
+    }))
 }
 
-/// Deletes connection `id` under its row lock, with its webhook event;
-/// the row as it was, or `None`: it was gone.
+/// What a deleted connection's revocation is.
+enum Deleted {
+    /// Owed, to be tried now.
+    Owed(Box<PendingRevocation>),
+    /// The provider (as configured here) offers none.
+    NotOffered,
+    /// The row held no tokens any more (dropped with a forgotten key).
+    TokensGone,
+}
+
+/// Deletes connection `id` under its row lock, with its webhook event,
+/// its `disconnected` audit row and the revocation it is owed; `None`: it
+/// was gone. Whatever becomes of this instance after the commit, the
+/// record and the revocation are there.
 async fn delete_locked(
     state: &ConnectionService,
     id: Uuid,
-) -> anyhow::Result<Option<ConnectionRow>> {
+) -> anyhow::Result<Option<Deleted>> {
     let mut tx = crate::db::transaction::begin(&state.db).await?;
     // As long as a refresh may take, and no longer.
     db::transaction::set_lock_timeout(&mut *tx, REFRESH_LOCK_TIMEOUT).await?;
     let Some(row) = db::connections::find_for_update(&mut *tx, id).await? else {
         return Ok(None);
+    };
+    let offered = state
+        .providers
+        .get(&row.provider)
+        .is_some_and(|p| p.supports_revocation());
+    // Copied before the row goes: the tokens stay sealed as they were.
+    let deleted = if !offered {
+        Deleted::NotOffered
+    } else {
+        match db::pending_revocations::owe_for_connection(&mut *tx, row.id, FIRST_TRY_GRACE).await?
+        {
+            Some(owed) => Deleted::Owed(Box::new(owed)),
+            None => Deleted::TokensGone,
+        }
     };
     outbox::record(
         state,
@@ -165,7 +180,31 @@ async fn delete_locked(
         Detail::None,
     )
     .await?;
-    let deleted = db::connections::delete(&mut *tx, row.id).await?;
+    if !db::connections::delete(&mut *tx, row.id).await? {
+        return Ok(None);
+    }
+    // Which of the person's accounts at the provider went, named as the
+    // `connected` row named it (the label, which may be an address the
+    // person chose to show, is left out as it is there). What the
+    // provider answers is audited apart, when it answers.
+    let revocation = match &deleted {
+        Deleted::Owed(_) => "pending",
+        Deleted::NotOffered => "not_offered",
+        Deleted::TokensGone => "tokens_gone",
+    };
+    let detail = json!({
+        "connection_id": row.id,
+        "account_id": row.account_id,
+        "revocation": revocation,
+    });
+    db::audit::record(
+        &mut *tx,
+        AuditEvent::new(AuditKind::Disconnected)
+            .user(row.user())
+            .provider(&row.provider)
+            .detail(detail),
+    )
+    .await?;
     tx.commit().await?;
-    Ok(deleted.then_some(row))
+    Ok(Some(deleted))
 }

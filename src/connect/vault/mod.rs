@@ -10,6 +10,7 @@
 
 mod claim;
 mod disconnect;
+mod owed;
 mod read;
 mod refresh;
 mod refused;
@@ -17,8 +18,11 @@ mod rekey;
 mod revoke;
 mod seal;
 mod store;
+mod unused;
 
 pub use disconnect::{Revocation, disconnect, disconnect_account};
+pub(crate) use owed::forget_key as forget_revocations_sealed_by;
+pub use owed::retry_due;
 pub use read::{
     TokenState, UsableToken, refreshed_after_refusal, token_rejected, usable_token, usable_token_of,
 };
@@ -27,6 +31,7 @@ pub use refused::{Refusal, RefusedRefreshes};
 pub use rekey::{Rekeyed, rekey_all};
 pub use store::{NewConnection, TooManyAccounts, store_connection};
 pub(in crate::connect) use store::{adopt_unscoped, store_in};
+pub(in crate::connect) use unused::revoke_unused;
 
 /// How long a refresh or a disconnect waits for the row another instance
 /// holds while it refreshes (a slow provider must not pin us forever), and

@@ -1,5 +1,7 @@
 //! Re-sealing stored tokens with the current key: the second phase of a
-//! key rotation.
+//! key rotation. Connections' tokens, and those of the revocations still
+//! owed (`pending_revocations`), which need their key as long as they are
+//! retried.
 
 use std::collections::HashSet;
 
@@ -32,13 +34,24 @@ pub struct Rekeyed {
     /// Connections still sealed by an older key this ring holds after the
     /// last pass (sealed again by an instance on the old key meanwhile).
     pub left_on_older_keys: u64,
+    /// Revocations still owed now sealed by the current key.
+    pub resealed_revocations: u64,
+    /// Revocations still owed whose tokens did not open with the key they
+    /// name, each with why, left as they were.
+    pub failed_revocations: Vec<(Uuid, String)>,
+    /// Revocations still owed sealed by an older key of this ring after
+    /// the re-seal (an instance still on the old key owed one meanwhile).
+    pub revocations_on_older_keys: u64,
 }
 
 impl Rekeyed {
     /// Whether every row an older key of this ring sealed is now sealed by
     /// the current one, so those keys may be retired.
     pub fn finished(&self) -> bool {
-        self.failed.is_empty() && self.left_on_older_keys == 0
+        self.failed.is_empty()
+            && self.left_on_older_keys == 0
+            && self.failed_revocations.is_empty()
+            && self.revocations_on_older_keys == 0
     }
 }
 
@@ -70,7 +83,93 @@ pub async fn rekey_all(state: &ConnectionService) -> anyhow::Result<Rekeyed> {
         }
     }
     outcome.left_on_older_keys = on_older_keys(state, &current, &given_up).await?.len() as u64;
+    rekey_owed(state, &current, &mut outcome).await?;
     Ok(outcome)
+}
+
+/// Re-seals the revocations still owed that older keys of the ring
+/// sealed, in [`PASSES`] as the connections are; the same binding (a
+/// revocation's id is its connection's), so the same re-seal.
+async fn rekey_owed(
+    state: &ConnectionService,
+    current: &str,
+    outcome: &mut Rekeyed,
+) -> anyhow::Result<()> {
+    let mut given_up: HashSet<Uuid> = HashSet::new();
+    let older = |rows: Vec<(Uuid, String)>, given_up: &HashSet<Uuid>| -> Vec<Uuid> {
+        rows.into_iter()
+            .filter(|(id, key_id)| state.keys.has_key(key_id) && !given_up.contains(id))
+            .map(|(id, _)| id)
+            .collect()
+    };
+    for _ in 0..PASSES {
+        let rows = db::pending_revocations::ids_not_sealed_by(&state.db, current).await?;
+        let pending = older(rows, &given_up);
+        if pending.is_empty() {
+            break;
+        }
+        for id in pending {
+            match reseal_owed(state, current, id).await {
+                Ok(true) => outcome.resealed_revocations += 1,
+                Ok(false) => {}
+                Err(Failure::Row(why)) => {
+                    tracing::warn!(revocation = %id, error = %why, "tokens rekey: revocation still owed not re-sealed");
+                    given_up.insert(id);
+                    outcome.failed_revocations.push((id, why));
+                }
+                Err(Failure::Database(e)) => return Err(e.into()),
+            }
+        }
+    }
+    let rows = db::pending_revocations::ids_not_sealed_by(&state.db, current).await?;
+    outcome.revocations_on_older_keys = older(rows, &given_up).len() as u64;
+    Ok(())
+}
+
+/// Re-seals revocation `id` under its row lock; `false` when there was
+/// nothing to do (settled meanwhile, already current, or sealed by a key
+/// the ring lacks).
+async fn reseal_owed(state: &ConnectionService, current: &str, id: Uuid) -> Result<bool, Failure> {
+    let mut tx = crate::db::transaction::begin(&state.db).await?;
+    let Some(row) = db::pending_revocations::find_for_update(&mut *tx, id).await? else {
+        return Ok(false);
+    };
+    if row.key_id == current || !state.keys.has_key(&row.key_id) {
+        return Ok(false);
+    }
+    let ctx = |kind| context(row.id, row.user(), &row.provider, kind);
+    let access = reseal(state, &row.key_id, &row.access_token, &ctx(Kind::Access))?;
+    let refresh = match &row.refresh_token {
+        Some(bytes) => Some(reseal(state, &row.key_id, bytes, &ctx(Kind::Refresh))?),
+        None => None,
+    };
+    db::pending_revocations::reseal(
+        &mut *tx,
+        id,
+        &access.bytes,
+        refresh.as_ref().map(|r| r.bytes.as_slice()),
+        &access.key_id,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// `bytes`, sealed by `key_id` for `ctx`, sealed by the current key.
+fn reseal(
+    state: &ConnectionService,
+    key_id: &str,
+    bytes: &[u8],
+    ctx: &[u8],
+) -> Result<Sealed, Failure> {
+    let sealed = Sealed {
+        key_id: key_id.to_owned(),
+        bytes: bytes.to_vec(),
+    };
+    state
+        .keys
+        .reseal(Purpose::Token, ctx, &sealed)
+        .map_err(|e| Failure::Row(e.to_string()))
 }
 
 /// The connections sealed by a key of the ring other than `current`,
@@ -132,19 +231,9 @@ async fn reseal_locked(
         return Ok(false);
     }
     let ctx = |kind| context(row.id, row.user(), &row.provider, kind);
-    let reseal = |bytes: &Vec<u8>, kind| {
-        let sealed = Sealed {
-            key_id: row.key_id.clone(),
-            bytes: bytes.clone(),
-        };
-        state
-            .keys
-            .reseal(Purpose::Token, &ctx(kind), &sealed)
-            .map_err(|e| Failure::Row(e.to_string()))
-    };
-    let access = reseal(&row.access_token, Kind::Access)?;
+    let access = reseal(state, &row.key_id, &row.access_token, &ctx(Kind::Access))?;
     let refresh = match &row.refresh_token {
-        Some(bytes) => Some(reseal(bytes, Kind::Refresh)?),
+        Some(bytes) => Some(reseal(state, &row.key_id, bytes, &ctx(Kind::Refresh))?),
         None => None,
     };
     db::connections::reseal(

@@ -1,12 +1,14 @@
-//! Ending a deleted connection's grant at the provider, best effort: the
-//! connection is gone whatever the provider answers.
+//! Ending a grant at the provider: a deleted connection's tokens, or
+//! those a connect did not store, as a [`PendingRevocation`] holds them
+//! (sealed as the connection sealed them). One attempt; what to do when
+//! it fails is [`super::owed`]'s.
 
 use secrecy::{ExposeSecret, SecretString};
 
-use super::seal::{Kind, open};
+use super::seal::{Binding, Kind, open_bound};
 use crate::{
     connect::ConnectionService,
-    db::connections::ConnectionRow,
+    db::pending_revocations::PendingRevocation,
     providers::{Provider, ProviderError, TokenHint},
 };
 
@@ -14,11 +16,32 @@ use crate::{
 /// life there if it expires within this long.
 const LAPSES_SOON: chrono::Duration = chrono::Duration::hours(1);
 
-/// Revokes the row's tokens the provider revokes; `true` when the grant
-/// has ended there ([`grant_ended`]).
-pub(super) async fn upstream(state: &ConnectionService, row: &ConnectionRow, p: &Provider) -> bool {
+/// What one attempt at a revocation came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Attempt {
+    /// The grant has ended at the provider ([`grant_ended`]).
+    Ended,
+    /// The provider refused or could not be reached: why, with no secret.
+    /// Trying again may end it.
+    Failed(String),
+    /// The tokens do not open with this ring (`key_missing`: the key that
+    /// sealed them is not on it; `does_not_open`: the bytes or the key's
+    /// material are not what sealed them). Trying again cannot help.
+    Unreadable(&'static str),
+}
+
+/// Revokes the row's tokens the provider revokes.
+pub(super) async fn upstream(
+    state: &ConnectionService,
+    row: &PendingRevocation,
+    p: &Provider,
+) -> Attempt {
     let provider = p.name();
+    if !state.keys.has_key(&row.key_id) {
+        return Attempt::Unreadable("key_missing");
+    }
     let mut answers = Vec::with_capacity(2);
+    let mut failures = Vec::new();
     // Revoking the refresh token ends the whole grant at most providers;
     // the access token too, for those that keep them separate.
     for (kind, hint) in [
@@ -32,9 +55,8 @@ pub(super) async fn upstream(state: &ConnectionService, row: &ConnectionRow, p: 
             Ok(Some(token)) => token,
             Ok(None) => continue,
             Err(e) => {
-                tracing::warn!(provider = %provider, error = %e, "stored token unreadable; the connection is deleted anyway");
-                answers.push((hint, Answer::Failed));
-                continue;
+                tracing::warn!(provider = %provider, revocation = %row.id, error = %e, "a token owed a revocation does not open");
+                return Attempt::Unreadable("does_not_open");
             }
         };
         let token = if hint == TokenHint::AccessToken {
@@ -49,20 +71,47 @@ pub(super) async fn upstream(state: &ConnectionService, row: &ConnectionRow, p: 
                 Answer::UnsupportedType
             }
             Err(e) => {
-                tracing::warn!(provider = %provider, error = %e, "revocation failed; the connection is deleted anyway");
+                tracing::warn!(provider = %provider, revocation = %row.id, error = %e, "revocation failed");
+                failures.push(format!("{}: {e}", hint.as_str()));
                 Answer::Failed
             }
         };
         answers.push((hint, answer));
     }
     let access_lapses_soon = row.access_token_expires_by(chrono::Utc::now() + LAPSES_SOON);
-    grant_ended(&answers, access_lapses_soon)
+    if grant_ended(&answers, access_lapses_soon) {
+        Attempt::Ended
+    } else if failures.is_empty() {
+        Attempt::Failed("not every token of the grant was revoked".to_owned())
+    } else {
+        Attempt::Failed(failures.join("; "))
+    }
+}
+
+/// Opens one of the row's sealed tokens; `None`: the row has no such token.
+fn open(
+    state: &ConnectionService,
+    row: &PendingRevocation,
+    kind: Kind,
+) -> anyhow::Result<Option<SecretString>> {
+    let bytes = match kind {
+        Kind::Access => Some(&row.access_token),
+        Kind::Refresh => row.refresh_token.as_ref(),
+    };
+    let Some(bytes) = bytes else { return Ok(None) };
+    let binding = Binding {
+        id: row.id,
+        user: row.user(),
+        provider: &row.provider,
+        key_id: &row.key_id,
+    };
+    open_bound(state, &binding, kind, bytes).map(Some)
 }
 
 /// How long after the first try a revocation the provider failed in
 /// passing (a 5xx, a 429, a dropped connection) is tried again: the row
-/// is already deleted, so a blip would otherwise leave the grant live at
-/// the provider. A provider that answers slowly is not waited for again.
+/// is already deleted, and a blip is not worth a retry minutes later. A
+/// provider that answers slowly is not waited for again.
 const RETRY_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The waits before the second and third tries.
@@ -75,7 +124,7 @@ const RETRY_WAITS: [std::time::Duration; 2] = [
 /// provider's failure is a passing one.
 async fn revoke_again_if_passing(
     state: &ConnectionService,
-    row: &ConnectionRow,
+    row: &PendingRevocation,
     p: &Provider,
     token: &SecretString,
     hint: TokenHint,
@@ -138,11 +187,12 @@ fn grant_ended(answers: &[(TokenHint, Answer)], access_lapses_soon: bool) -> boo
 /// stored one otherwise. The new token is used once and never stored.
 async fn live_access_token(
     state: &ConnectionService,
-    row: &ConnectionRow,
+    row: &PendingRevocation,
     p: &Provider,
     stored: SecretString,
 ) -> SecretString {
-    if !row.access_token_expired() || p.revokes(TokenHint::RefreshToken) {
+    let expired = row.access_token_expires_by(chrono::Utc::now());
+    if !expired || p.revokes(TokenHint::RefreshToken) {
         return stored;
     }
     let Ok(Some(refresh)) = open(state, row, Kind::Refresh) else {

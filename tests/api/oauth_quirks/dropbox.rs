@@ -9,7 +9,7 @@ use provider_fakes::{FakeProvider, dropbox};
 
 use super::{api, app_with_edit, connection_has, rmcp_api};
 use crate::{
-    full_flow::disconnected_detail,
+    full_flow::revocation_audited,
     helpers::TestApp,
     key_connect::disconnect,
     provider_flows::{app_with, connect},
@@ -141,8 +141,7 @@ async fn dropbox_connects_offline_and_refreshes_its_short_lived_token() {
         "the access token, not the refresh token"
     );
     assert_eq!(live_access_tokens(&fake).await, 0);
-    let revoked = disconnected_detail(&app).await;
-    assert_eq!(revoked["revoked_upstream"], true, "{revoked}");
+    assert_eq!(revocation_audited(&app).await, "revoked_upstream");
 }
 
 /// Without `token_access_type=offline` the fake, like Dropbox, gives no
@@ -196,8 +195,7 @@ async fn disconnect_after_expiry_still_ends_the_grant() {
     assert_eq!(fake.calls().refresh, 1, "a token to revoke with");
     assert_eq!(fake.calls().revoke, 1);
     assert_eq!(live_access_tokens(&fake).await, 0, "the new one is revoked");
-    let revoked = disconnected_detail(&app).await;
-    assert_eq!(revoked["revoked_upstream"], true, "{revoked}");
+    assert_eq!(revocation_audited(&app).await, "revoked_upstream");
     // The refresh token died with it.
     let refresh = fake
         .issued()

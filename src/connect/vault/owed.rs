@@ -1,0 +1,233 @@
+//! Revocations still owed (`pending_revocations`): written before anyone
+//! calls the provider — in the disconnect's own transaction, or as a
+//! connect gives up the tokens it was issued — then tried at once, and
+//! tried again by every instance's sweeper with a growing wait, until the
+//! provider has ended the grant or `revocation.retry_hours` have passed.
+//! A grant left live at a provider down for an afternoon, or by an
+//! instance killed right after the commit, still ends. Each ending is
+//! audited: `revoked_upstream`, or `revocation_abandoned` with why.
+
+use super::revoke::{self, Attempt};
+use crate::{
+    connect::ConnectionService,
+    db::{
+        self,
+        audit::{AuditEvent, AuditKind},
+        faults,
+        pending_revocations::{self as owed, PendingRevocation},
+    },
+};
+use serde_json::json;
+
+/// A revocation written is first due this long after: the instance that
+/// wrote it tries at once, and another instance's sweeper must not call
+/// the provider meanwhile. Longer than an attempt takes (two tokens, a
+/// few tries within seconds each, a refresh first for Dropbox).
+pub(super) const FIRST_TRY_GRACE: chrono::Duration = chrono::Duration::minutes(2);
+
+/// A claimed revocation is left by the others this long: as long as an
+/// attempt may take, many times over. One whose instance died while it
+/// tried is due again after it.
+const LEASE: chrono::Duration = chrono::Duration::minutes(10);
+
+/// The wait after the first failed attempt; it doubles with each one
+/// after, up to [`LONGEST_WAIT`].
+const FIRST_WAIT: chrono::Duration = chrono::Duration::minutes(1);
+const LONGEST_WAIT: chrono::Duration = chrono::Duration::hours(4);
+
+/// Revocations claimed per statement, one at a time: each is leased
+/// alone, so a slow provider holds up no other row's lease.
+const CLAIM: i64 = 1;
+
+/// How a sweep's retries share their time: they stop claiming after this
+/// long, and the next sweep goes on.
+const SWEEP_BUDGET: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What became of one attempt at a revocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Outcome {
+    /// The provider has ended the grant.
+    Revoked,
+    /// It failed; it is tried again later.
+    Retrying,
+    /// Given up: it cannot be done from here (the provider gone from the
+    /// configuration, the tokens unreadable) or the retry window is over.
+    GivenUp,
+}
+
+/// How long to wait after `failed` attempts have failed.
+pub(super) fn wait_after(failed: i32) -> chrono::Duration {
+    let doublings = u32::try_from(failed.saturating_sub(1)).unwrap_or(0).min(16);
+    FIRST_WAIT
+        .checked_mul(1 << doublings)
+        .unwrap_or(LONGEST_WAIT)
+        .min(LONGEST_WAIT)
+}
+
+/// Tries revocation `row` once, and records what came of it: the row goes
+/// when the grant ended (or when it is given up), or waits for its next
+/// try. `first`: the attempt right after the row was written, whose
+/// failure is audited (later ones only when they end it).
+pub(super) async fn attempt(
+    state: &ConnectionService,
+    row: &PendingRevocation,
+    first: bool,
+) -> Outcome {
+    let provider = match state.providers.get(&row.provider) {
+        Some(p) if p.supports_revocation() => p,
+        _ => return give_up(state, row, "provider_not_configured").await,
+    };
+    let retry_for = state.settings.revocation.retry_for();
+    if !first && row.created_at + retry_for <= chrono::Utc::now() {
+        return give_up(state, row, "retry_window_over").await;
+    }
+    match revoke::upstream(state, row, provider).await {
+        Attempt::Ended => {
+            let attempts = row.attempts.saturating_add(1);
+            let detail = json!({ "attempts": attempts });
+            settle(state, row, AuditKind::RevokedUpstream, detail).await;
+            Outcome::Revoked
+        }
+        Attempt::Unreadable(why) => give_up(state, row, why).await,
+        Attempt::Failed(error) => {
+            let failed = row.attempts.saturating_add(1);
+            let wait = wait_after(failed);
+            let step = owed::failed(&state.db, row.id, wait, &error);
+            if let Err(e) = faults::deadline(state.settings.database.deadline(), step).await {
+                // Still owed: due again when its lease (or first grace) ends.
+                tracing::warn!(revocation = %row.id, error = %e, "cannot record a failed revocation; it is tried again later");
+            }
+            if first {
+                db::audit::record_or_log(
+                    &state.db,
+                    event(row, AuditKind::RevocationFailed).detail(json!({
+                        "connection_id": row.id,
+                        "account_id": row.account_id,
+                        "origin": row.origin.as_str(),
+                        "retry_hours": state.settings.revocation.retry_hours,
+                        "error": error,
+                    })),
+                )
+                .await;
+            }
+            Outcome::Retrying
+        }
+    }
+}
+
+/// Tries the revocations due now, one claimed at a time, until none is
+/// due or [`SWEEP_BUDGET`] has passed. How many were tried. Every instance
+/// runs this: a claim moves the row out of the others' reach first.
+pub async fn retry_due(state: &ConnectionService) -> Result<u64, sqlx::Error> {
+    let started = std::time::Instant::now();
+    let mut tried = 0;
+    while started.elapsed() < SWEEP_BUDGET {
+        let claim = owed::claim_due(&state.db, LEASE, CLAIM);
+        let claimed = faults::deadline(state.settings.database.deadline(), claim).await?;
+        if claimed.is_empty() {
+            break;
+        }
+        for row in claimed {
+            attempt(state, &row, false).await;
+            tried += 1;
+        }
+    }
+    Ok(tried)
+}
+
+/// The revocation is done with: its row deleted and `kind` audited (what
+/// names the revocation, and `extra`), in one transaction, unless another
+/// instance was done with it first (its row is gone, and the audit row
+/// is that instance's to write).
+async fn settle(
+    state: &ConnectionService,
+    row: &PendingRevocation,
+    kind: AuditKind,
+    extra: serde_json::Value,
+) {
+    let mut detail = json!({
+        "connection_id": row.id,
+        "account_id": row.account_id,
+        "origin": row.origin.as_str(),
+    });
+    if let (Some(detail), serde_json::Value::Object(extra)) = (detail.as_object_mut(), extra) {
+        detail.extend(extra);
+    }
+    let settled = async {
+        let mut tx = db::transaction::begin(&state.db).await?;
+        if owed::settle(&mut *tx, row.id).await? {
+            db::audit::record(&mut *tx, event(row, kind).detail(detail)).await?;
+        }
+        tx.commit().await
+    };
+    if let Err(e) = faults::deadline(state.settings.database.deadline(), settled).await {
+        // Left owed: tried again after its lease, which the provider
+        // answers as done (RFC 7009 §2.2: an invalid token is no error).
+        tracing::warn!(revocation = %row.id, error = %e, "cannot record the end of a revocation; it is tried again later");
+    }
+}
+
+/// Stops trying revocation `row`, saying `why`; the access may stay live
+/// at the provider until its tokens expire or the person removes it there.
+async fn give_up(state: &ConnectionService, row: &PendingRevocation, why: &'static str) -> Outcome {
+    tracing::warn!(
+        provider = %row.provider,
+        revocation = %row.id,
+        attempts = row.attempts,
+        reason = why,
+        "a revocation is given up; the access may stay live at the provider until its tokens expire"
+    );
+    let detail = json!({
+        "reason": why,
+        "attempts": row.attempts,
+        "last_error": row.last_error,
+    });
+    settle(state, row, AuditKind::RevocationAbandoned, detail).await;
+    Outcome::GivenUp
+}
+
+/// An audit event about `row`'s person and provider.
+fn event(row: &PendingRevocation, kind: AuditKind) -> AuditEvent<'_> {
+    AuditEvent::new(kind)
+        .user(row.user())
+        .provider(row.provider.as_str())
+}
+
+/// The revocations still owed that a key forgotten for good sealed,
+/// dropped, each audited as given up: nothing can open them any more.
+/// How many.
+pub(crate) async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Result<u64> {
+    let mut tx = db::transaction::begin(&state.db).await?;
+    let dropped = owed::drop_sealed_by(&mut *tx, key_id).await?;
+    for row in &dropped {
+        let detail = json!({
+            "connection_id": row.id,
+            "account_id": row.account_id,
+            "origin": row.origin.as_str(),
+            "reason": "key_forgotten",
+            "attempts": row.attempts,
+            "last_error": row.last_error,
+        });
+        let kind = AuditKind::RevocationAbandoned;
+        db::audit::record(&mut *tx, event(row, kind).detail(detail)).await?;
+    }
+    tx.commit().await?;
+    Ok(dropped.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_doubles_from_a_minute_to_four_hours() {
+        let minutes = |n| chrono::Duration::minutes(n);
+        assert_eq!(wait_after(1), minutes(1));
+        assert_eq!(wait_after(2), minutes(2));
+        assert_eq!(wait_after(3), minutes(4));
+        assert_eq!(wait_after(8), minutes(128));
+        assert_eq!(wait_after(9), LONGEST_WAIT);
+        assert_eq!(wait_after(i32::MAX), LONGEST_WAIT);
+        assert_eq!(wait_after(0), minutes(1));
+    }
+}

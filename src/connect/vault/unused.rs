@@ -1,0 +1,99 @@
+//! Tokens a connect was issued and will not store (the account limit
+//! reached, an answer refused, the account unreadable): a grant nobody
+//! could use or end from here. They are owed a revocation as a deleted
+//! connection's are — sealed into a `pending_revocations` row of their own
+//! and tried at once, then again by the sweepers — so one routine (its
+//! retries, its `unsupported_token_type` rule) ends both.
+
+use secrecy::{ExposeSecret, SecretString};
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use super::{
+    owed::{self, FIRST_TRY_GRACE, Outcome},
+    seal::{Kind, context},
+    store::expiry,
+};
+use crate::{
+    connect::ConnectionService,
+    crypto::Purpose,
+    db::{
+        self,
+        params::Params,
+        pending_revocations::{Origin, PendingRevocation},
+    },
+    domain::UserRef,
+    providers::{Provider, TokenSet},
+};
+
+/// Revokes `tokens`, issued to `user` at `provider` (for `account`, when
+/// it was read) and not stored; `true` when the grant has ended there. A
+/// failure is tried again later, by any instance.
+pub(in crate::connect) async fn revoke_unused(
+    state: &ConnectionService,
+    user: UserRef<'_>,
+    provider: &Provider,
+    tokens: &TokenSet,
+    params: &Params,
+    account: Option<&str>,
+) -> bool {
+    if !provider.supports_revocation() {
+        return false;
+    }
+    let row = match sealed(state, user, provider, tokens, params, account) {
+        Ok(row) => row,
+        Err(e) => {
+            tracing::error!(provider = %provider.name(), error = %e, "cannot seal tokens owed a revocation");
+            return false;
+        }
+    };
+    let owe = db::pending_revocations::owe(&state.db, &row, FIRST_TRY_GRACE);
+    let deadline = state.settings.database.deadline();
+    if let Err(e) = db::faults::deadline(deadline, owe).await {
+        // Tried now all the same; only a later retry is lost.
+        tracing::warn!(provider = %provider.name(), error = %e, "cannot record tokens owed a revocation; trying once");
+    }
+    owed::attempt(state, &row, true).await == Outcome::Revoked
+}
+
+/// The tokens sealed for a revocation of their own, bound to a new id as a
+/// connection's are to its id.
+fn sealed(
+    state: &ConnectionService,
+    user: UserRef<'_>,
+    provider: &Provider,
+    tokens: &TokenSet,
+    params: &Params,
+    account: Option<&str>,
+) -> anyhow::Result<PendingRevocation> {
+    let id = Uuid::new_v4();
+    let name = provider.name();
+    let seal = |secret: &SecretString, kind| {
+        state.keys.seal(
+            Purpose::Token,
+            &context(id, user, name, kind),
+            secret.expose_secret().as_bytes(),
+        )
+    };
+    let access = seal(&tokens.access_token, Kind::Access)?;
+    let refresh = match &tokens.refresh_token {
+        Some(r) => Some(seal(r, Kind::Refresh)?.bytes),
+        None => None,
+    };
+    Ok(PendingRevocation {
+        id,
+        issuer: user.issuer().to_owned(),
+        subject: user.subject().to_owned(),
+        provider: name.clone(),
+        account_id: account.map(str::to_owned),
+        origin: Origin::NotStored,
+        params: Json(params.clone()),
+        access_token: access.bytes,
+        refresh_token: refresh,
+        key_id: access.key_id,
+        access_token_expires_at: expiry(tokens),
+        created_at: chrono::Utc::now(),
+        attempts: 0,
+        last_error: None,
+    })
+}

@@ -1,0 +1,319 @@
+//! A disconnect's revocation outlives a provider that is down and an
+//! instance that dies: it is written in the disconnect's transaction
+//! (`pending_revocations`), tried at once, and tried again by the
+//! sweepers, each row by one of them, until the provider ends the grant
+//! or the retry window is over. Against the Google fake, whose `/revoke`
+//! a test can fail or stall while its token endpoint answers.
+
+mod keys;
+mod unused;
+
+use std::time::Duration;
+
+use mcp_connect::{
+    connect::vault::{self, NewConnection, Revocation, store_connection},
+    domain::{ProviderName, UserRef},
+    providers::{Account, TokenSet},
+};
+use provider_fakes::{self as fakes, FakeProvider};
+use secrecy::SecretString;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::{
+    helpers::{TestApp, count},
+    provider_flows::app_with,
+};
+
+/// A live Google grant stored as `subject`'s connection: its id and
+/// refresh token.
+async fn connect(app: &TestApp, fake: &FakeProvider, subject: &str) -> (Uuid, String) {
+    let (access, refresh) = fake.issue_grant("openid email", true);
+    let refresh = refresh.unwrap();
+    let tokens = TokenSet {
+        access_token: SecretString::from(access),
+        refresh_token: Some(SecretString::from(refresh.clone())),
+        expires_in: Some(Duration::from_secs(3600)),
+        scopes: None,
+        token_type: "Bearer".to_owned(),
+    };
+    let id = store_connection(
+        &app.state.connect,
+        NewConnection {
+            user: UserRef::new(&app.dev.issuer(), subject),
+            provider: &google(),
+            account: &Account {
+                id: format!("{subject}-id"),
+                label: subject.into(),
+            },
+            tokens: &tokens,
+            requested_scopes: &[],
+            client_id: Some("test-client"),
+        },
+    )
+    .await
+    .unwrap();
+    (id, refresh)
+}
+
+fn google() -> ProviderName {
+    ProviderName::parse("google").unwrap()
+}
+
+/// Disconnects `subject`'s Google account as the page and the tool do.
+async fn disconnect(app: &TestApp, subject: &str) -> Revocation {
+    let issuer = app.dev.issuer();
+    app.state
+        .connect
+        .disconnect_account(UserRef::new(&issuer, subject), &google(), None)
+        .await
+        .unwrap()
+        .expect("a connection to disconnect")
+}
+
+/// Whether the grant of `refresh` is still live at the fake.
+async fn live(fake: &FakeProvider, refresh: &str) -> bool {
+    match fake.refresh_status("/token", refresh).await.unwrap() {
+        200 => true,
+        400 => false,
+        other => panic!("the token endpoint answered {other}"),
+    }
+}
+
+/// Every revocation owed is due now.
+async fn make_due(app: &TestApp) {
+    sqlx::query("UPDATE pending_revocations SET next_attempt_at = now()")
+        .execute(&app.db)
+        .await
+        .unwrap();
+}
+
+async fn owed(app: &TestApp) -> i64 {
+    count(app, "SELECT count(*) FROM pending_revocations").await
+}
+
+/// The details of the audit rows of `kind`, oldest first.
+async fn audited(app: &TestApp, kind: &str) -> Vec<Value> {
+    sqlx::query_scalar("SELECT detail FROM audit_events WHERE kind = $1 ORDER BY id")
+        .bind(kind)
+        .fetch_all(&app.db)
+        .await
+        .unwrap()
+}
+
+/// (a) A revocation the provider keeps failing stays owed, its failures
+/// counted and spaced out; once the provider answers, a sweep ends the
+/// grant, deletes the row and audits it.
+#[tokio::test]
+async fn a_revocation_the_provider_keeps_failing_is_done_by_a_later_sweep() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    let (id, refresh) = connect(&app, &fake, "alice").await;
+    fake.fail_at("/revoke", Some(503));
+    assert_eq!(disconnect(&app, "alice").await, Revocation::Retrying);
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 0);
+    let (attempts, error, wait): (i32, String, f64) = sqlx::query_as(
+        "SELECT attempts, last_error, extract(epoch FROM next_attempt_at - now())::float8
+         FROM pending_revocations WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(attempts, 1);
+    assert!(error.contains("503"), "{error}");
+    assert!((50.0..=60.0).contains(&wait), "a minute's wait: {wait}");
+    let failed = audited(&app, "revocation_failed").await;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["retry_hours"], 72, "{failed:?}");
+    let disconnected = crate::full_flow::disconnected_detail(&app).await;
+    assert_eq!(disconnected["revocation"], "pending", "{disconnected}");
+
+    // Still failing: the sweep tries, and leaves it for later.
+    make_due(&app).await;
+    assert_eq!(vault::retry_due(&app.state.connect).await.unwrap(), 1);
+    let attempts = "SELECT attempts::int8 FROM pending_revocations";
+    assert_eq!(count(&app, attempts).await, 2);
+    assert!(live(&fake, &refresh).await);
+    assert_eq!(
+        vault::retry_due(&app.state.connect).await.unwrap(),
+        0,
+        "not due"
+    );
+
+    fake.fail_at("/revoke", None);
+    make_due(&app).await;
+    assert_eq!(vault::retry_due(&app.state.connect).await.unwrap(), 1);
+    assert!(
+        !live(&fake, &refresh).await,
+        "the grant has ended at Google"
+    );
+    assert_eq!(owed(&app).await, 0);
+    let revoked = audited(&app, "revoked_upstream").await;
+    assert_eq!(revoked.len(), 1, "{revoked:?}");
+    assert_eq!(revoked[0]["connection_id"], id.to_string(), "{revoked:?}");
+    assert_eq!(revoked[0]["attempts"], 3, "{revoked:?}");
+    let all = sqlx::query_scalar::<_, Value>("SELECT detail FROM audit_events")
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+    for secret in fake.secrets() {
+        for detail in &all {
+            assert!(!detail.to_string().contains(&secret), "{detail}");
+        }
+    }
+}
+
+/// (b) An operator's `users remove` killed while the provider has not
+/// answered the revocation, the connection already deleted: the
+/// revocation and the `disconnected` row were committed with the delete,
+/// and a sweep ends the grant.
+#[tokio::test]
+async fn a_disconnect_whose_process_dies_after_the_commit_is_revoked_by_a_sweep() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    let (_, refresh) = connect(&app, &fake, "alice").await;
+    let config = std::env::temp_dir().join(format!("mcp-connect-{}.toml", Uuid::new_v4()));
+    std::fs::write(&config, fake.settings_toml("google")).unwrap();
+    let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
+    fake.stall(true);
+    let mut remove = app
+        .operator_command(&key)
+        .args(["--config", config.to_str().unwrap()])
+        .args(["users", "remove", "alice", "--yes"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once the delete is committed, its revocation unanswered.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while count(&app, "SELECT count(*) FROM connections").await > 0 {
+        assert!(std::time::Instant::now() < deadline, "never deleted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    remove.kill().unwrap();
+    remove.wait().unwrap();
+    std::fs::remove_file(&config).unwrap();
+    fake.stall(false);
+    assert!(live(&fake, &refresh).await, "the revocation never arrived");
+    assert_eq!(owed(&app).await, 1);
+    assert_eq!(audited(&app, "disconnected").await.len(), 1);
+
+    // Not before its first try's grace is over: that instance may be alive.
+    assert_eq!(vault::retry_due(&app.state.connect).await.unwrap(), 0);
+    make_due(&app).await;
+    assert_eq!(vault::retry_due(&app.state.connect).await.unwrap(), 1);
+    assert!(
+        !live(&fake, &refresh).await,
+        "the grant has ended at Google"
+    );
+    assert_eq!(owed(&app).await, 0);
+    assert_eq!(audited(&app, "revoked_upstream").await.len(), 1);
+}
+
+/// (c) Past `revocation.retry_hours` a revocation is given up rather than
+/// tried: the row deleted, an audit row saying why. So is one whose
+/// provider this configuration lacks, or whose key the ring lacks, at once.
+#[tokio::test]
+async fn a_revocation_is_given_up_after_the_window_and_when_it_cannot_be_done() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    let (id, refresh) = connect(&app, &fake, "alice").await;
+    fake.fail_at("/revoke", Some(503));
+    assert_eq!(disconnect(&app, "alice").await, Revocation::Retrying);
+    fake.fail_at("/revoke", None);
+    let revokes = fake.calls().revoke;
+    sqlx::query(
+        "UPDATE pending_revocations SET created_at = now() - interval '72 hours 1 minute',
+             next_attempt_at = now()",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(vault::retry_due(&app.state.connect).await.unwrap(), 1);
+    assert_eq!(owed(&app).await, 0);
+    assert_eq!(fake.calls().revoke, revokes, "not tried once more");
+    assert!(live(&fake, &refresh).await);
+    let abandoned = audited(&app, "revocation_abandoned").await;
+    assert_eq!(abandoned.len(), 1, "{abandoned:?}");
+    assert_eq!(abandoned[0]["reason"], "retry_window_over", "{abandoned:?}");
+    assert_eq!(abandoned[0]["connection_id"], id.to_string());
+    assert_eq!(abandoned[0]["attempts"], 1, "{abandoned:?}");
+    assert!(
+        abandoned[0]["last_error"].as_str().unwrap().contains("503"),
+        "{abandoned:?}"
+    );
+
+    // An instance without Google in its configuration, and a key no
+    // instance has: given up at once, each saying why.
+    fake.fail_at("/revoke", Some(503));
+    connect(&app, &fake, "bob").await;
+    assert_eq!(disconnect(&app, "bob").await, Revocation::Retrying);
+    connect(&app, &fake, "carol").await;
+    assert_eq!(disconnect(&app, "carol").await, Revocation::Retrying);
+    sqlx::query("UPDATE pending_revocations SET key_id = 'gone-key' WHERE subject = 'carol'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    make_due(&app).await;
+    let carol = vault::retry_due(&app.state.connect).await.unwrap();
+    let without_google = app.second_instance().await;
+    let bob = vault::retry_due(&without_google.state.connect)
+        .await
+        .unwrap();
+    assert_eq!((carol, bob), (2, 0), "bob's was claimed by the first sweep");
+    let abandoned = audited(&app, "revocation_abandoned").await;
+    let reasons: Vec<&str> = abandoned[1..]
+        .iter()
+        .map(|d| d["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(reasons, ["key_missing"], "{abandoned:?}");
+    assert_eq!(owed(&app).await, 1, "bob's is still owed");
+    make_due(&app).await;
+    assert_eq!(
+        vault::retry_due(&without_google.state.connect)
+            .await
+            .unwrap(),
+        1
+    );
+    let abandoned = audited(&app, "revocation_abandoned").await;
+    assert_eq!(abandoned[2]["reason"], "provider_not_configured");
+    assert_eq!(owed(&app).await, 0);
+}
+
+/// (e) Two instances sweeping at once each take their own rows: every
+/// revocation owed is sent once per token, ended, and audited once.
+#[tokio::test]
+async fn two_sweepers_at_once_revoke_each_owed_revocation_once() {
+    const PEOPLE: usize = 6;
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    let other = app
+        .second_instance_with(|t| fake.configure(t, "google"))
+        .await;
+    let mut grants = Vec::new();
+    fake.fail_at("/revoke", Some(503));
+    for n in 0..PEOPLE {
+        let subject = format!("person-{n}");
+        grants.push(connect(&app, &fake, &subject).await.1);
+        assert_eq!(disconnect(&app, &subject).await, Revocation::Retrying);
+    }
+    fake.fail_at("/revoke", None);
+    make_due(&app).await;
+    let revokes = fake.calls().revoke;
+    let (one, two) = tokio::join!(
+        vault::retry_due(&app.state.connect),
+        vault::retry_due(&other.state.connect)
+    );
+    assert_eq!(one.unwrap() + two.unwrap(), PEOPLE as u64);
+    assert_eq!(
+        fake.calls().revoke - revokes,
+        2 * PEOPLE,
+        "the refresh and the access token of each, once"
+    );
+    for refresh in &grants {
+        assert!(!live(&fake, refresh).await);
+    }
+    assert_eq!(audited(&app, "revoked_upstream").await.len(), PEOPLE);
+    assert_eq!(owed(&app).await, 0);
+}

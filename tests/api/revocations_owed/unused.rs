@@ -1,0 +1,63 @@
+//! (f) Tokens a connect was issued and does not store (here: an account
+//! past `flow.accounts_per_provider`) are owed their revocation as a
+//! disconnect's are: a provider failing it now has it ended by a sweep.
+
+use provider_fakes as fakes;
+use serde_json::json;
+
+use super::{audited, connect, live, make_due, owed};
+use crate::{
+    browser::Browser,
+    full_flow::{elicit, open_and_continue},
+    helpers::spawn_app_with,
+};
+
+#[tokio::test]
+async fn tokens_a_connect_did_not_store_are_revoked_by_a_later_sweep() {
+    let fake = fakes::google::start().await;
+    let app = spawn_app_with(|t| {
+        fake.configure(t, "google");
+        let mut flow = toml::Table::new();
+        flow.insert("accounts_per_provider".into(), 1.into());
+        t.insert("flow".into(), toml::Value::Table(flow));
+    })
+    .await;
+    connect(&app, &fake, "alice").await;
+    fake.set_account("2049", "other@example.com");
+    let args = json!({"provider": "google", "another_account": true});
+    let (url, _) = elicit(&app, "alice", "connect", args, "connect_google").await;
+    let browser = Browser::new(&app);
+    let to_provider = open_and_continue(&browser, &url, "alice").await;
+    let callback = fake.visit(to_provider.location.as_deref().unwrap()).await;
+    fake.fail_at("/revoke", Some(503));
+    let refused = browser.get(callback.as_str()).await;
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert!(
+        refused.body.contains("could not revoke the access"),
+        "{}",
+        refused.body
+    );
+    let refresh = fake.refresh_tokens().pop().unwrap();
+    assert!(live(&fake, &refresh).await);
+    let (origin, account): (String, Option<String>) =
+        sqlx::query_as("SELECT origin, account_id FROM pending_revocations")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(origin, "not_stored");
+    assert!(account.is_some_and(|a| a.contains("2049")));
+
+    fake.fail_at("/revoke", None);
+    make_due(&app).await;
+    let tried = mcp_connect::connect::vault::retry_due(&app.state.connect).await;
+    assert_eq!(tried.unwrap(), 1);
+    assert!(
+        !live(&fake, &refresh).await,
+        "the grant has ended at Google"
+    );
+    assert_eq!(owed(&app).await, 0);
+    let revoked = audited(&app, "revoked_upstream").await;
+    assert_eq!(revoked.len(), 1, "{revoked:?}");
+    assert_eq!(revoked[0]["origin"], "not_stored", "{revoked:?}");
+    assert_eq!(revoked[0]["attempts"], 2, "{revoked:?}");
+}
