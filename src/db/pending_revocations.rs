@@ -184,14 +184,3 @@ pub async fn failed(
     .await?;
     Ok(())
 }
-
-/// How many revocations are owed, and how many of them are due.
-pub async fn count(exec: impl PgExecutor<'_>) -> Result<(i64, i64), sqlx::Error> {
-    let counts = sqlx::query!(
-        r#"SELECT count(*) AS "owed!", count(*) FILTER (WHERE next_attempt_at <= now()) AS "due!"
-           FROM pending_revocations"#
-    )
-    .fetch_one(exec)
-    .await?;
-    Ok((counts.owed, counts.due))
-}

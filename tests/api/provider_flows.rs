@@ -269,6 +269,7 @@ async fn a_revocation_the_provider_fails_is_said_plainly_and_never_claimed() {
             said.contains("may still be live") && said.contains("settings at Google"),
             "{said}"
         );
+        assert!(said.contains("tries again for up to 72 hours"), "{said}");
     }
     for secret in fake.secrets() {
         assert!(!failed.to_string().contains(&secret), "a secret: {failed}");

@@ -148,10 +148,7 @@ enum Deleted {
 /// its `disconnected` audit row and the revocation it is owed; `None`: it
 /// was gone. Whatever becomes of this instance after the commit, the
 /// record and the revocation are there.
-async fn delete_locked(
-    state: &ConnectionService,
-    id: Uuid,
-) -> anyhow::Result<Option<Deleted>> {
+async fn delete_locked(state: &ConnectionService, id: Uuid) -> anyhow::Result<Option<Deleted>> {
     let mut tx = crate::db::transaction::begin(&state.db).await?;
     // As long as a refresh may take, and no longer.
     db::transaction::set_lock_timeout(&mut *tx, REFRESH_LOCK_TIMEOUT).await?;

@@ -116,8 +116,9 @@ pub(super) async fn attempt(
 }
 
 /// Tries the revocations due now, one claimed at a time, until none is
-/// due or [`SWEEP_BUDGET`] has passed. How many were tried. Every instance
-/// runs this: a claim moves the row out of the others' reach first.
+/// due or a minute has passed (the next sweep goes on). How many were
+/// tried. Every instance runs this: a claim moves the row out of the
+/// others' reach first.
 pub async fn retry_due(state: &ConnectionService) -> Result<u64, sqlx::Error> {
     let started = std::time::Instant::now();
     let mut tried = 0;
