@@ -544,7 +544,7 @@ pub struct Lifetime {
 
 impl Lifetime {
     /// What is left of it now, in seconds, as the statement binds it.
-    fn left_secs(self) -> f64 {
+    pub(crate) fn left_secs(self) -> f64 {
         self.said.saturating_sub(self.since.elapsed()).as_secs_f64()
     }
 }

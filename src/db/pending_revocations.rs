@@ -53,6 +53,10 @@ pub struct PendingRevocation {
     pub attempts: i32,
     /// Why the last one failed (no credential).
     pub last_error: Option<String>,
+    /// The database's `now()` of the statement that read (or wrote) the
+    /// row: its times are the database's, so they are judged by its clock
+    /// (as a connection's are: `ConnectionRow::read_at`).
+    pub read_at: DateTime<Utc>,
 }
 
 impl PendingRevocation {
@@ -90,7 +94,7 @@ pub async fn owe_for_connection(
            RETURNING id, issuer, subject, provider AS "provider: ProviderName", account_id,
                origin AS "origin: Origin", params AS "params: Json<Params>", access_token,
                refresh_token, key_id, access_token_expires_at, created_at, attempts,
-               last_error"#,
+               last_error, now() AS "read_at!""#,
         id,
         grace.num_seconds() as f64,
     )
@@ -99,17 +103,23 @@ pub async fn owe_for_connection(
 }
 
 /// Tokens just sealed for [`PendingRevocation::id`] `row.id`, owed a
-/// revocation, due `grace` from now. `created_at` and `attempts` are the
-/// database's.
+/// revocation, due `grace` from now; the access token lives `lifetime`
+/// from the provider's answer. The row's times as the database wrote them:
+/// its expiry, `created_at` and `read_at`.
 pub async fn owe(
     exec: impl PgExecutor<'_>,
     row: &PendingRevocation,
+    lifetime: Option<crate::db::connections::Lifetime>,
     grace: chrono::Duration,
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "INSERT INTO pending_revocations (id, issuer, subject, provider, account_id, origin, params,
+) -> Result<OwedAt, sqlx::Error> {
+    sqlx::query_as!(
+        OwedAt,
+        r#"INSERT INTO pending_revocations (id, issuer, subject, provider, account_id, origin, params,
              access_token, refresh_token, key_id, access_token_expires_at, next_attempt_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now() + make_interval(secs => $12))",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
+                 statement_timestamp() + make_interval(secs => $11),
+                 now() + make_interval(secs => $12))
+         RETURNING access_token_expires_at, created_at, now() AS "read_at!""#,
         row.id,
         row.issuer,
         row.subject,
@@ -120,12 +130,18 @@ pub async fn owe(
         row.access_token,
         row.refresh_token,
         row.key_id,
-        row.access_token_expires_at,
+        lifetime.map(crate::db::connections::Lifetime::left_secs),
         grace.num_seconds() as f64,
     )
-    .execute(exec)
-    .await?;
-    Ok(())
+    .fetch_one(exec)
+    .await
+}
+
+/// The times [`owe`] wrote, by the database's clock.
+pub struct OwedAt {
+    pub access_token_expires_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub read_at: DateTime<Utc>,
 }
 
 /// Claims up to `limit` revocations due now, oldest due first: each is
@@ -146,7 +162,7 @@ pub async fn claim_due(
            RETURNING id, issuer, subject, provider AS "provider: ProviderName", account_id,
                origin AS "origin: Origin", params AS "params: Json<Params>", access_token,
                refresh_token, key_id, access_token_expires_at, created_at, attempts,
-               last_error"#,
+               last_error, now() AS "read_at!""#,
         lease.num_seconds() as f64,
         limit,
     )

@@ -73,15 +73,26 @@ pub(super) async fn attempt(
     row: &PendingRevocation,
     first: bool,
 ) -> Outcome {
-    let provider = match state.providers.get(&row.provider) {
-        Some(p) if p.supports_revocation() => p,
-        _ => return give_up(state, row, "provider_not_configured").await,
-    };
     let retry_for = state.settings.revocation.retry_for();
-    if !first && row.created_at + retry_for <= chrono::Utc::now() {
+    if !first && row.created_at + retry_for <= row.read_at {
         return give_up(state, row, "retry_window_over").await;
     }
-    match revoke::upstream(state, row, provider).await {
+    // Not this instance's to try, but maybe another's: during a rolling
+    // change of the configuration or of the keys, the instance that owes
+    // it may have what this one lacks. Counted as a failed attempt, so
+    // the window still ends it; `tokens forget-key` ends those of a key
+    // gone for good at once.
+    let attempted = match state.providers.get(&row.provider) {
+        Some(p) if p.supports_revocation() && state.keys.has_key(&row.key_id) => {
+            revoke::upstream(state, row, p).await
+        }
+        Some(p) if p.supports_revocation() => Attempt::Failed(format!(
+            "sealed by key {} not on this instance's ring",
+            crate::crypto::printable_prefix(&row.key_id)
+        )),
+        _ => Attempt::Failed("the provider's revocation is not configured on this instance".into()),
+    };
+    match attempted {
         Attempt::Ended => {
             let attempts = row.attempts.saturating_add(1);
             let detail = json!({ "attempts": attempts });

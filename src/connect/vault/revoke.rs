@@ -24,9 +24,9 @@ pub(super) enum Attempt {
     /// The provider refused or could not be reached: why, with no secret.
     /// Trying again may end it.
     Failed(String),
-    /// The tokens do not open with this ring (`key_missing`: the key that
-    /// sealed them is not on it; `does_not_open`: the bytes or the key's
-    /// material are not what sealed them). Trying again cannot help.
+    /// The tokens do not open with the key that sealed them
+    /// (`does_not_open`: the bytes or the key's material are not what
+    /// sealed them). Trying again cannot help.
     Unreadable(&'static str),
 }
 
@@ -38,7 +38,7 @@ pub(super) async fn upstream(
 ) -> Attempt {
     let provider = p.name();
     if !state.keys.has_key(&row.key_id) {
-        return Attempt::Unreadable("key_missing");
+        return Attempt::Failed("sealed by a key not on this instance's ring".into());
     }
     let mut answers = Vec::with_capacity(2);
     let mut failures = Vec::new();
@@ -78,7 +78,7 @@ pub(super) async fn upstream(
         };
         answers.push((hint, answer));
     }
-    let access_lapses_soon = row.access_token_expires_by(chrono::Utc::now() + LAPSES_SOON);
+    let access_lapses_soon = row.access_token_expires_by(row.read_at + LAPSES_SOON);
     if grant_ended(&answers, access_lapses_soon) {
         Attempt::Ended
     } else if failures.is_empty() {
@@ -191,7 +191,7 @@ async fn live_access_token(
     p: &Provider,
     stored: SecretString,
 ) -> SecretString {
-    let expired = row.access_token_expires_by(chrono::Utc::now());
+    let expired = row.access_token_expires_by(row.read_at);
     if !expired || p.revokes(TokenHint::RefreshToken) {
         return stored;
     }

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::{
     owed::{self, FIRST_TRY_GRACE, Outcome},
     seal::{Kind, context},
-    store::expiry,
+    store::lifetime,
 };
 use crate::{
     connect::ConnectionService,
@@ -40,24 +40,33 @@ pub(in crate::connect) async fn revoke_unused(
     if !provider.supports_revocation() {
         return false;
     }
-    let row = match sealed(state, user, provider, tokens, params, account) {
+    let mut row = match sealed(state, user, provider, tokens, params, account) {
         Ok(row) => row,
         Err(e) => {
             tracing::error!(provider = %provider.name(), error = %e, "cannot seal tokens owed a revocation");
             return false;
         }
     };
-    let owe = db::pending_revocations::owe(&state.db, &row, FIRST_TRY_GRACE);
+    let owe = db::pending_revocations::owe(&state.db, &row, lifetime(tokens), FIRST_TRY_GRACE);
     let deadline = state.settings.database.deadline();
-    if let Err(e) = db::faults::deadline(deadline, owe).await {
+    match db::faults::deadline(deadline, owe).await {
+        // Judged by the database's clock, as a stored connection's are.
+        Ok(at) => {
+            row.access_token_expires_at = at.access_token_expires_at;
+            row.created_at = at.created_at;
+            row.read_at = at.read_at;
+        }
         // Tried now all the same; only a later retry is lost.
-        tracing::warn!(provider = %provider.name(), error = %e, "cannot record tokens owed a revocation; trying once");
+        Err(e) => {
+            tracing::warn!(provider = %provider.name(), error = %e, "cannot record tokens owed a revocation; trying once");
+        }
     }
     owed::attempt(state, &row, true).await == Outcome::Revoked
 }
 
 /// The tokens sealed for a revocation of their own, bound to a new id as a
-/// connection's are to its id.
+/// connection's are to its id. Its times are this instance's until the
+/// database has written the row.
 fn sealed(
     state: &ConnectionService,
     user: UserRef<'_>,
@@ -91,8 +100,12 @@ fn sealed(
         access_token: access.bytes,
         refresh_token: refresh,
         key_id: access.key_id,
-        access_token_expires_at: expiry(tokens),
+        access_token_expires_at: lifetime(tokens).and_then(|l| {
+            let left = l.said.saturating_sub(l.since.elapsed());
+            chrono::Utc::now().checked_add_signed(chrono::Duration::from_std(left).ok()?)
+        }),
         created_at: chrono::Utc::now(),
+        read_at: chrono::Utc::now(),
         attempts: 0,
         last_error: None,
     })
