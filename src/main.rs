@@ -312,7 +312,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if failed > 0 {
                 anyhow::bail!(
                     "{marked} connection(s) sealed by key {key_id} now ask their users to connect again, \
-                     but {failed} could not be marked (see the log); run the command again"
+                     and {} revocation(s) still owed were given up, \
+                     but {failed} could not be marked (see the log); run the command again",
+                    done.revocations_dropped
                 );
             }
             for line in done.report(&key_id) {

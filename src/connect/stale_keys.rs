@@ -33,8 +33,8 @@ pub async fn missing_keys(state: &ConnectionService) -> Result<Vec<(String, i64)
 }
 
 /// Key ids that the ring lacks in the revocations still owed, with their
-/// row counts: those are given up when tried here (another instance may
-/// hold the key).
+/// row counts: an instance without the key counts a failed attempt and
+/// leaves them to the others, until their retry window ends.
 pub async fn missing_revocation_keys(
     state: &ConnectionService,
 ) -> Result<Vec<(String, i64)>, sqlx::Error> {
@@ -52,7 +52,7 @@ pub async fn warn_about_missing_keys(state: &ConnectionService) {
             let rows: i64 = missing.iter().map(|(_, n)| n).sum();
             let key_ids: Vec<&str> = missing.iter().map(|(kid, _)| kid.as_str()).collect();
             tracing::warn!(
-                "{rows} revocation(s) still owed are sealed by key ids the ring lacks ({}); an instance without the key gives them up when they are due (add the keys back to MCP_CONNECT_KEYS to have them tried)",
+                "{rows} revocation(s) still owed are sealed by key ids the ring lacks ({}); an instance without the key leaves them to the others until their retry window ends (add the keys back to MCP_CONNECT_KEYS to have them tried, or run `tokens forget-key` for a key gone for good)",
                 key_ids.join(", ")
             );
         }

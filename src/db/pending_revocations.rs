@@ -170,6 +170,32 @@ pub async fn claim_due(
     .await
 }
 
+/// Whether the person has a connection at the provider again that could
+/// share these tokens' grant: one of the same account, holding tokens, or
+/// — where the account was never read — any stored since these were
+/// issued.
+pub async fn connected_again(
+    exec: impl PgExecutor<'_>,
+    row: &PendingRevocation,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (
+               SELECT 1 FROM connections
+               WHERE issuer = $1 AND subject = $2 AND provider = $3
+                 AND octet_length(access_token) > 0
+                 AND CASE WHEN $4::text IS NULL THEN tokens_stored_at >= $5
+                          ELSE account_id = $4 END
+           ) AS "again!""#,
+        row.issuer,
+        row.subject,
+        row.provider.as_str(),
+        row.account_id,
+        row.created_at,
+    )
+    .fetch_one(exec)
+    .await
+}
+
 /// The revocation is done with (the grant ended, or retrying given up);
 /// `false`: another instance was done with it first.
 pub async fn settle(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::Error> {

@@ -71,6 +71,7 @@ impl Provider {
         let outcome = match error {
             // Google answers an unknown or already revoked token this way.
             Some("invalid_token") => Ok(()),
+            _ if self.no_longer_known(status, &fields) => Ok(()),
             Some(code) => Err(token_answer::oauth_error(
                 code,
                 fields.get("error_description"),
@@ -90,6 +91,27 @@ impl Provider {
             }
         }
         outcome
+    }
+
+    /// Whether an answer of a revocation shape other than RFC 7009's says
+    /// the token is unknown there, that is already ended (a revocation
+    /// tried again after one whose answer was lost): Dropbox answers 401
+    /// `invalid_access_token` (not `expired_access_token`, which is a
+    /// live grant's token that has expired); GitHub 422 to a well-formed
+    /// request, which is all this sends.
+    fn no_longer_known(&self, status: u16, fields: &serde_json::Map<String, Value>) -> bool {
+        match self.quirks.revocation {
+            Revocation::BearerAccessToken => {
+                status == 401
+                    && fields
+                        .get("error")
+                        .and_then(|e| e.get(".tag"))
+                        .and_then(Value::as_str)
+                        == Some("invalid_access_token")
+            }
+            Revocation::DeleteJsonAccessToken => status == 422,
+            Revocation::Rfc7009 | Revocation::AccessTokenOnly => false,
+        }
     }
 
     /// The API's headers, to replace those of the same name (`Accept`)

@@ -296,6 +296,30 @@ async fn a_revocation_is_given_up_after_the_window_and_left_to_instances_that_ca
     );
 }
 
+/// A revocation still owed is given up, not tried, once the person has
+/// connected the same account again: at Google, as at many providers, the
+/// new tokens share the old ones' grant, and revoking the old would end
+/// the connection that works.
+#[tokio::test]
+async fn a_revocation_owed_is_given_up_once_the_account_is_connected_again() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    connect(&app, &fake, "alice").await;
+    fake.fail_at("/revoke", Some(503));
+    assert_eq!(disconnect(&app, "alice").await, Revocation::Retrying);
+    fake.fail_at("/revoke", None);
+    let (_, refresh) = connect(&app, &fake, "alice").await;
+    let revokes = fake.calls().revoke;
+    make_due(&app).await;
+    assert_eq!(vault::retry_due(&app.state.connect).await.unwrap(), 1);
+    assert_eq!(owed(&app).await, 0);
+    assert_eq!(fake.calls().revoke, revokes, "not tried");
+    assert!(live(&fake, &refresh).await, "the new connection's grant");
+    let abandoned = audited(&app, "revocation_abandoned").await;
+    assert_eq!(abandoned.len(), 1, "{abandoned:?}");
+    assert_eq!(abandoned[0]["reason"], "connected_again", "{abandoned:?}");
+}
+
 /// (e) Two instances sweeping at once each take their own rows: every
 /// revocation owed is sent once per token, ended, and audited once.
 #[tokio::test]

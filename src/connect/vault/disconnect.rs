@@ -155,10 +155,13 @@ async fn delete_locked(state: &ConnectionService, id: Uuid) -> anyhow::Result<Op
     let Some(row) = db::connections::find_for_update(&mut *tx, id).await? else {
         return Ok(None);
     };
+    // A provider this instance's configuration lacks (`users remove` run
+    // with part of it, a rolling change) may offer revocation elsewhere:
+    // owed all the same, and left to the instances that have it.
     let offered = state
         .providers
         .get(&row.provider)
-        .is_some_and(|p| p.supports_revocation());
+        .is_none_or(|p| p.supports_revocation());
     // Copied before the row goes: the tokens stay sealed as they were.
     let deleted = if !offered {
         Deleted::NotOffered

@@ -39,6 +39,11 @@ const LONGEST_WAIT: chrono::Duration = chrono::Duration::hours(4);
 /// alone, so a slow provider holds up no other row's lease.
 const CLAIM: i64 = 1;
 
+/// Attempts a sweep runs at once: a provider that hangs until its
+/// timeouts (a refresh and two tokens, tens of seconds) holds up one of
+/// them, not every revocation owed to the providers that answer.
+const AT_ONCE: usize = 4;
+
 /// How a sweep's retries share their time: they stop claiming after this
 /// long, and the next sweep goes on.
 const SWEEP_BUDGET: std::time::Duration = std::time::Duration::from_secs(60);
@@ -76,6 +81,22 @@ pub(super) async fn attempt(
     let retry_for = state.settings.revocation.retry_for();
     if !first && row.created_at + retry_for <= row.read_at {
         return give_up(state, row, "retry_window_over").await;
+    }
+    // Connected again since (a reconnect after the disconnect, a connect
+    // after the one refused for the limit): at many providers the new
+    // tokens are the same grant as these, and revoking these would end a
+    // connection that works, as `flows` refuses to do for tokens it does
+    // not store. (The first attempt follows its write at once.)
+    if !first {
+        let again = owed::connected_again(&state.db, row);
+        match faults::deadline(state.settings.database.deadline(), again).await {
+            Ok(true) => return give_up(state, row, "connected_again").await,
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(revocation = %row.id, error = %e, "cannot check whether the account was connected again; tried later");
+                return Outcome::Retrying;
+            }
+        }
     }
     // Not this instance's to try, but maybe another's: during a rolling
     // change of the configuration or of the keys, the instance that owes
@@ -126,22 +147,83 @@ pub(super) async fn attempt(
     }
 }
 
-/// Tries the revocations due now, one claimed at a time, until none is
-/// due or a minute has passed (the next sweep goes on). How many were
-/// tried. Every instance runs this: a claim moves the row out of the
-/// others' reach first.
+/// Tries revocation `row` once where its row could not be written:
+/// nothing is left to try it again, so whatever comes of it is its end,
+/// audited as such (`revoked_upstream`, or `revocation_abandoned` with
+/// `not_recorded`).
+pub(super) async fn attempt_unrecorded(
+    state: &ConnectionService,
+    row: &PendingRevocation,
+) -> Outcome {
+    let attempted = match state.providers.get(&row.provider) {
+        Some(p) if p.supports_revocation() => revoke::upstream(state, row, p).await,
+        _ => Attempt::Failed("the provider's revocation is not configured on this instance".into()),
+    };
+    let (kind, extra, outcome) = match attempted {
+        Attempt::Ended => (
+            AuditKind::RevokedUpstream,
+            json!({ "attempts": 1 }),
+            Outcome::Revoked,
+        ),
+        Attempt::Failed(error) => (
+            AuditKind::RevocationAbandoned,
+            json!({ "reason": "not_recorded", "attempts": 1, "last_error": error }),
+            Outcome::GivenUp,
+        ),
+        Attempt::Unreadable(why) => (
+            AuditKind::RevocationAbandoned,
+            json!({ "reason": why, "attempts": 1 }),
+            Outcome::GivenUp,
+        ),
+    };
+    if outcome == Outcome::GivenUp {
+        tracing::warn!(provider = %row.provider, revocation = %row.id, "a revocation that could not be recorded failed; the access may stay live at the provider until its tokens expire");
+    }
+    let mut detail = json!({
+        "connection_id": row.id,
+        "account_id": row.account_id,
+        "origin": row.origin.as_str(),
+    });
+    if let (Some(detail), serde_json::Value::Object(extra)) = (detail.as_object_mut(), extra) {
+        detail.extend(extra);
+    }
+    db::audit::record_or_log(&state.db, event(row, kind).detail(detail)).await;
+    outcome
+}
+
+/// Tries the revocations due now, each claimed alone and [`AT_ONCE`] at
+/// a time, until none is due or a minute has passed (the attempts under
+/// way end; the next sweep goes on). How many were tried. Every instance
+/// runs this: a claim moves the row out of the others' reach first.
 pub async fn retry_due(state: &ConnectionService) -> Result<u64, sqlx::Error> {
+    use futures::StreamExt as _;
     let started = std::time::Instant::now();
+    let mut under_way = futures::stream::FuturesUnordered::new();
+    let mut all_claimed = false;
     let mut tried = 0;
-    while started.elapsed() < SWEEP_BUDGET {
-        let claim = owed::claim_due(&state.db, LEASE, CLAIM);
-        let claimed = faults::deadline(state.settings.database.deadline(), claim).await?;
-        if claimed.is_empty() {
-            break;
+    loop {
+        while !all_claimed && under_way.len() < AT_ONCE && started.elapsed() < SWEEP_BUDGET {
+            let claim = owed::claim_due(&state.db, LEASE, CLAIM);
+            let claimed = match faults::deadline(state.settings.database.deadline(), claim).await {
+                Ok(claimed) => claimed,
+                // Those under way end first; theirs are leased.
+                Err(e) if !under_way.is_empty() => {
+                    tracing::warn!(error = %e, "cannot claim revocations owed; the next sweep goes on");
+                    all_claimed = true;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if claimed.is_empty() {
+                all_claimed = true;
+            }
+            for row in claimed {
+                under_way.push(async move { attempt(state, &row, false).await });
+            }
         }
-        for row in claimed {
-            attempt(state, &row, false).await;
-            tried += 1;
+        match under_way.next().await {
+            Some(_) => tried += 1,
+            None => break,
         }
     }
     Ok(tried)

@@ -49,19 +49,21 @@ pub(in crate::connect) async fn revoke_unused(
     };
     let owe = db::pending_revocations::owe(&state.db, &row, lifetime(tokens), FIRST_TRY_GRACE);
     let deadline = state.settings.database.deadline();
-    match db::faults::deadline(deadline, owe).await {
+    let outcome = match db::faults::deadline(deadline, owe).await {
         // Judged by the database's clock, as a stored connection's are.
         Ok(at) => {
             row.access_token_expires_at = at.access_token_expires_at;
             row.created_at = at.created_at;
             row.read_at = at.read_at;
+            owed::attempt(state, &row, true).await
         }
         // Tried now all the same; only a later retry is lost.
         Err(e) => {
             tracing::warn!(provider = %provider.name(), error = %e, "cannot record tokens owed a revocation; trying once");
+            owed::attempt_unrecorded(state, &row).await
         }
-    }
-    owed::attempt(state, &row, true).await == Outcome::Revoked
+    };
+    outcome == Outcome::Revoked
 }
 
 /// The tokens sealed for a revocation of their own, bound to a new id as a

@@ -209,3 +209,40 @@ async fn disconnect_after_expiry_still_ends_the_grant() {
         400
     );
 }
+
+/// A revocation tried again after one whose answer was lost finds the
+/// token gone: Dropbox's 401 `invalid_access_token` counts as ended, as
+/// RFC 7009's answer to an unknown token does; `expired_access_token`
+/// (a live grant's token that expired) does not.
+#[tokio::test]
+async fn a_token_dropbox_no_longer_knows_counts_as_revoked() {
+    let fake = dropbox::start().await;
+    let app = app_with(&fake, "dropbox").await;
+    connect(&app, &fake, "dropbox").await;
+    let issued = fake.secrets();
+    let token = issued
+        .iter()
+        .find(|t| t.starts_with("sl."))
+        .unwrap()
+        .clone();
+    let state = &app.state.connect;
+    let dropbox = state.provider("dropbox").unwrap();
+    let hint = mcp_connect::providers::TokenHint::AccessToken;
+    let params = Default::default();
+    let http = reqwest::Client::builder().user_agent("mcp-connect").build().unwrap();
+    expire(&app, &fake).await;
+    assert!(
+        dropbox
+            .revoke(&http, &token, hint, &params)
+            .await
+            .is_err(),
+        "an expired token of a live grant is no revocation"
+    );
+    assert!(
+        dropbox
+            .revoke(&http, "sl.never-issued", hint, &params)
+            .await
+            .is_ok()
+    );
+    assert_eq!(fake.calls().revoke, 2);
+}

@@ -115,3 +115,27 @@ async fn a_disconnect_leaves_another_connection_of_the_same_account_working() {
     );
     assert_eq!(user_status(&fake, &bobs).await, 200, "bob's still works");
 }
+
+/// A token GitHub no longer knows (422 to the well-formed request this
+/// sends) counts as ended, as RFC 7009's answer to an unknown token does:
+/// the try after one whose answer was lost.
+#[tokio::test]
+async fn a_token_github_no_longer_knows_counts_as_deleted() {
+    let fake = github::start().await;
+    let app = crate::provider_flows::app_with(&fake, "github").await;
+    connect(&app, &fake, "github").await;
+    let token = access_token(&fake);
+    let state = &app.state.connect;
+    let github = state.provider("github").unwrap();
+    let hint = mcp_connect::providers::TokenHint::AccessToken;
+    let params = Default::default();
+    let http = reqwest::Client::builder().user_agent("mcp-connect").build().unwrap();
+    for _ in 0..2 {
+        github
+            .revoke(&http, &token, hint, &params)
+            .await
+            .unwrap();
+    }
+    assert_eq!(user_status(&fake, &token).await, 401);
+    assert_eq!(fake.calls().revoke, 2);
+}
