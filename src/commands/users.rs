@@ -140,11 +140,13 @@ pub async fn run(state: &AppState, command: UsersCommand) -> anyhow::Result<()> 
     if !removed.unconfigured.is_empty() {
         let names: Vec<&str> = removed.unconfigured.iter().map(|p| p.as_str()).collect();
         println!(
-            "not revoked at {}: this configuration does not name {} (run `users` with the \
-             service's own configuration); the connections are deleted here, their access may \
-             stay live there until it expires or the person removes it",
+            "not revoked at {} yet: this configuration does not name {} (run `users` with the \
+             service's own configuration); the connections are deleted here, and the service's \
+             instances that name {} try their revocations for up to {} hours",
             names.join(", "),
-            if names.len() == 1 { "it" } else { "them" }
+            if names.len() == 1 { "it" } else { "them" },
+            if names.len() == 1 { "it" } else { "them" },
+            state.settings.revocation.retry_hours
         );
     }
     if removed.connections > 0 && state.settings.webhooks.endpoints.is_empty() {

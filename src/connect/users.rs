@@ -175,8 +175,9 @@ pub struct Removed {
     /// it at the provider.
     pub not_revoked: u64,
     /// Providers of deleted connections that this configuration does not
-    /// name, so nothing could be revoked there: the command was run
-    /// without the service's configuration.
+    /// name, so nothing could be revoked there yet: the command was run
+    /// without the service's configuration. Their revocations are owed,
+    /// for the service's instances to try.
     pub unconfigured: Vec<ProviderName>,
     /// Browser sign-ins ended.
     pub sessions: u64,
@@ -244,6 +245,9 @@ async fn remove_rows(
             }
             match revocation {
                 Revocation::Revoked => removed.revoked += 1,
+                // Owed, for the instances that name the provider: told
+                // under `unconfigured`.
+                Revocation::Retrying if !configured => {}
                 Revocation::Retrying => removed.retrying += 1,
                 Revocation::Failed => removed.not_revoked += 1,
                 Revocation::NotOffered => {}

@@ -282,11 +282,17 @@ async fn users_remove_shows_what_would_go_and_removes_only_with_yes() {
         out(&done)
     );
     assert!(
-        out(&done).contains("not revoked at demo: this configuration does not name it"),
+        out(&done).contains("not revoked at demo yet: this configuration does not name it"),
         "{}",
         out(&done)
     );
     assert_eq!(connections().await, 1, "bob's is left");
+    // Owed all the same, for the instances that name the provider.
+    let owed = crate::helpers::count(
+        &app,
+        "SELECT count(*) FROM pending_revocations WHERE subject = 'alice'",
+    );
+    assert_eq!(owed.await, 1);
 
     // By default the person is looked for under auth.issuer as written;
     // an --issuer is spelt as stored (no `/` after a bare host).

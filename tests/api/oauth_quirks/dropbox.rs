@@ -229,13 +229,13 @@ async fn a_token_dropbox_no_longer_knows_counts_as_revoked() {
     let dropbox = state.provider("dropbox").unwrap();
     let hint = mcp_connect::providers::TokenHint::AccessToken;
     let params = Default::default();
-    let http = reqwest::Client::builder().user_agent("mcp-connect").build().unwrap();
+    let http = reqwest::Client::builder()
+        .user_agent("mcp-connect")
+        .build()
+        .unwrap();
     expire(&app, &fake).await;
     assert!(
-        dropbox
-            .revoke(&http, &token, hint, &params)
-            .await
-            .is_err(),
+        dropbox.revoke(&http, &token, hint, &params).await.is_err(),
         "an expired token of a live grant is no revocation"
     );
     assert!(

@@ -129,12 +129,12 @@ async fn a_token_github_no_longer_knows_counts_as_deleted() {
     let github = state.provider("github").unwrap();
     let hint = mcp_connect::providers::TokenHint::AccessToken;
     let params = Default::default();
-    let http = reqwest::Client::builder().user_agent("mcp-connect").build().unwrap();
+    let http = reqwest::Client::builder()
+        .user_agent("mcp-connect")
+        .build()
+        .unwrap();
     for _ in 0..2 {
-        github
-            .revoke(&http, &token, hint, &params)
-            .await
-            .unwrap();
+        github.revoke(&http, &token, hint, &params).await.unwrap();
     }
     assert_eq!(user_status(&fake, &token).await, 401);
     assert_eq!(fake.calls().revoke, 2);
