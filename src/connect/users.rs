@@ -179,6 +179,9 @@ pub struct Removed {
     /// without the service's configuration. Their revocations are owed,
     /// for the service's instances to try.
     pub unconfigured: Vec<ProviderName>,
+    /// Revocations owed at those providers, for the service's instances
+    /// that name them to try.
+    pub owed_elsewhere: u64,
     /// Browser sign-ins ended.
     pub sessions: u64,
     /// Connect tickets deleted.
@@ -199,7 +202,7 @@ pub async fn remove(state: &ConnectionService, user: UserRef<'_>) -> anyhow::Res
             .detail(json!({
                 "connections": removed.connections,
                 "revoked_upstream": removed.revoked,
-                "revocations_retried": removed.retrying,
+                "revocations_retried": removed.retrying + removed.owed_elsewhere,
                 "not_revoked": removed.not_revoked,
                 "sessions": removed.sessions,
                 "tickets": removed.tickets,
@@ -247,7 +250,7 @@ async fn remove_rows(
                 Revocation::Revoked => removed.revoked += 1,
                 // Owed, for the instances that name the provider: told
                 // under `unconfigured`.
-                Revocation::Retrying if !configured => {}
+                Revocation::Retrying if !configured => removed.owed_elsewhere += 1,
                 Revocation::Retrying => removed.retrying += 1,
                 Revocation::Failed => removed.not_revoked += 1,
                 Revocation::NotOffered => {}

@@ -172,8 +172,8 @@ pub async fn claim_due(
 
 /// Whether the person has a connection at the provider again that could
 /// share these tokens' grant: one of the same account, holding tokens, or
-/// — where the account was never read — any stored since these were
-/// issued.
+/// — where the account was never read — any made since these were issued
+/// (not one merely refreshed since).
 pub async fn connected_again(
     exec: impl PgExecutor<'_>,
     row: &PendingRevocation,
@@ -183,7 +183,7 @@ pub async fn connected_again(
                SELECT 1 FROM connections
                WHERE issuer = $1 AND subject = $2 AND provider = $3
                  AND octet_length(access_token) > 0
-                 AND CASE WHEN $4::text IS NULL THEN tokens_stored_at >= $5
+                 AND CASE WHEN $4::text IS NULL THEN created_at >= $5
                           ELSE account_id = $4 END
            ) AS "again!""#,
         row.issuer,

@@ -97,8 +97,9 @@ impl Provider {
     /// the token is unknown there, that is already ended (a revocation
     /// tried again after one whose answer was lost): Dropbox answers 401
     /// `invalid_access_token` (not `expired_access_token`, which is a
-    /// live grant's token that has expired); GitHub 422 to a well-formed
-    /// request, which is all this sends.
+    /// live grant's token that has expired). GitHub's 422 is not read so:
+    /// its reference gives it for a token it does not know and for "the
+    /// endpoint has been spammed" alike.
     fn no_longer_known(&self, status: u16, fields: &serde_json::Map<String, Value>) -> bool {
         match self.quirks.revocation {
             Revocation::BearerAccessToken => {
@@ -109,8 +110,22 @@ impl Provider {
                         .and_then(Value::as_str)
                         == Some("invalid_access_token")
             }
-            Revocation::DeleteJsonAccessToken => status == 422,
-            Revocation::Rfc7009 | Revocation::AccessTokenOnly => false,
+            Revocation::Rfc7009
+            | Revocation::AccessTokenOnly
+            | Revocation::DeleteJsonAccessToken => false,
+        }
+    }
+
+    /// Whether revoking one token may end every token of the person's grant
+    /// to this client, those of a connection made since included: RFC
+    /// 7009 lets a server do so (Google does), and Notion's revocation
+    /// ends the integration's access. GitHub's deletion ends the one token
+    /// it is sent, Dropbox's the token's own refresh token and its access
+    /// tokens.
+    pub fn revocation_may_end_the_grant(&self) -> bool {
+        match self.quirks.revocation {
+            Revocation::Rfc7009 | Revocation::AccessTokenOnly => true,
+            Revocation::BearerAccessToken | Revocation::DeleteJsonAccessToken => false,
         }
     }
 

@@ -55,8 +55,9 @@ pub(super) enum Outcome {
     Revoked,
     /// It failed; it is tried again later.
     Retrying,
-    /// Given up: it cannot be done from here (the provider gone from the
-    /// configuration, the tokens unreadable) or the retry window is over.
+    /// Given up: it cannot be done (the tokens do not open, the provider
+    /// offers no revocation, the account was connected again) or the
+    /// retry window is over.
     GivenUp,
 }
 
@@ -82,12 +83,25 @@ pub(super) async fn attempt(
     if !first && row.created_at + retry_for <= row.read_at {
         return give_up(state, row, "retry_window_over").await;
     }
+    // The provider, as configured here, offers no revocation: nothing to
+    // try (a row owed while an instance lacked the provider).
+    if let Some(p) = state.providers.get(&row.provider)
+        && !p.supports_revocation()
+    {
+        return give_up(state, row, "not_offered").await;
+    }
     // Connected again since (a reconnect after the disconnect, a connect
-    // after the one refused for the limit): at many providers the new
-    // tokens are the same grant as these, and revoking these would end a
-    // connection that works, as `flows` refuses to do for tokens it does
-    // not store. (The first attempt follows its write at once.)
-    if !first {
+    // after the one refused for the limit), at a provider whose
+    // revocation may end the whole grant: the new tokens may be the same
+    // grant as these, and revoking these would end a connection that
+    // works, as `flows` refuses to do for tokens it does not store. (The
+    // first attempt follows its write at once; a reconnect made while a
+    // retry's call is under way is not seen.)
+    let may_end_the_grant = state
+        .providers
+        .get(&row.provider)
+        .is_some_and(|p| p.revocation_may_end_the_grant());
+    if !first && may_end_the_grant {
         let again = owed::connected_again(&state.db, row);
         match faults::deadline(state.settings.database.deadline(), again).await {
             Ok(true) => return give_up(state, row, "connected_again").await,
@@ -204,7 +218,17 @@ pub async fn retry_due(state: &ConnectionService) -> Result<u64, sqlx::Error> {
     loop {
         while !all_claimed && under_way.len() < AT_ONCE && started.elapsed() < SWEEP_BUDGET {
             let claim = owed::claim_due(&state.db, LEASE, CLAIM);
-            let claimed = match faults::deadline(state.settings.database.deadline(), claim).await {
+            let claim = faults::deadline(state.settings.database.deadline(), claim);
+            tokio::pin!(claim);
+            // The attempts under way go on while the claim waits: a
+            // provider's answer left unread would time out.
+            let claimed = loop {
+                tokio::select! {
+                    claimed = &mut claim => break claimed,
+                    Some(()) = under_way.next() => tried += 1,
+                }
+            };
+            let claimed = match claimed {
                 Ok(claimed) => claimed,
                 // Those under way end first; theirs are leased.
                 Err(e) if !under_way.is_empty() => {
@@ -218,7 +242,9 @@ pub async fn retry_due(state: &ConnectionService) -> Result<u64, sqlx::Error> {
                 all_claimed = true;
             }
             for row in claimed {
-                under_way.push(async move { attempt(state, &row, false).await });
+                under_way.push(async move {
+                    attempt(state, &row, false).await;
+                });
             }
         }
         match under_way.next().await {

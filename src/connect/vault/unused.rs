@@ -57,10 +57,17 @@ pub(in crate::connect) async fn revoke_unused(
             row.read_at = at.read_at;
             owed::attempt(state, &row, true).await
         }
-        // Tried now all the same; only a later retry is lost.
+        // Tried now all the same; only a later retry is lost. A write
+        // past its deadline may have been made all the same: taken back
+        // first, or the sweepers would end it a second time.
         Err(e) => {
             tracing::warn!(provider = %provider.name(), error = %e, "cannot record tokens owed a revocation; trying once");
-            owed::attempt_unrecorded(state, &row).await
+            let taken_back = db::pending_revocations::settle(&state.db, row.id);
+            match db::faults::deadline(deadline, taken_back).await {
+                Ok(_) => owed::attempt_unrecorded(state, &row).await,
+                // Still there, maybe: as if written.
+                Err(_) => owed::attempt(state, &row, true).await,
+            }
         }
     };
     outcome == Outcome::Revoked

@@ -116,11 +116,10 @@ async fn a_disconnect_leaves_another_connection_of_the_same_account_working() {
     assert_eq!(user_status(&fake, &bobs).await, 200, "bob's still works");
 }
 
-/// A token GitHub no longer knows (422 to the well-formed request this
-/// sends) counts as ended, as RFC 7009's answer to an unknown token does:
-/// the try after one whose answer was lost.
+/// GitHub's 422 answers a token it does not know and "the endpoint has
+/// been spammed" alike: a second deletion is not taken for an ended token.
 #[tokio::test]
-async fn a_token_github_no_longer_knows_counts_as_deleted() {
+async fn a_second_deletion_at_github_is_not_taken_for_an_ended_token() {
     let fake = github::start().await;
     let app = crate::provider_flows::app_with(&fake, "github").await;
     connect(&app, &fake, "github").await;
@@ -133,9 +132,41 @@ async fn a_token_github_no_longer_knows_counts_as_deleted() {
         .user_agent("mcp-connect")
         .build()
         .unwrap();
-    for _ in 0..2 {
-        github.revoke(&http, &token, hint, &params).await.unwrap();
-    }
+    github.revoke(&http, &token, hint, &params).await.unwrap();
+    assert!(github.revoke(&http, &token, hint, &params).await.is_err());
     assert_eq!(user_status(&fake, &token).await, 401);
-    assert_eq!(fake.calls().revoke, 2);
+}
+
+/// A deletion GitHub failed is tried again after the person connected the
+/// same account again: GitHub's deletion ends the one token it is sent,
+/// never the new connection's.
+#[tokio::test]
+async fn a_failed_deletion_is_tried_again_after_a_reconnect_and_spares_the_new_token() {
+    let fake = github::start().await;
+    let app = crate::provider_flows::app_with(&fake, "github").await;
+    connect(&app, &fake, "github").await;
+    let old = access_token(&fake);
+    let path = format!("/applications/{}/token", fake.client_id());
+    fake.fail_at(&path, Some(503));
+    let gone = disconnect(&app, "github").await;
+    assert_eq!(
+        gone["result"]["structuredContent"]["revocation"], "failed",
+        "{gone}"
+    );
+    fake.fail_at(&path, None);
+    connect(&app, &fake, "github").await;
+    let new = access_token(&fake);
+    assert_ne!(new, old);
+    sqlx::query("UPDATE pending_revocations SET next_attempt_at = now()")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let tried = mcp_connect::connect::vault::retry_due(&app.state.connect)
+        .await
+        .unwrap();
+    assert_eq!(tried, 1);
+    assert_eq!(user_status(&fake, &old).await, 401, "the old token ended");
+    assert_eq!(user_status(&fake, &new).await, 200, "the new one works");
+    let owed = crate::helpers::count(&app, "SELECT count(*) FROM pending_revocations");
+    assert_eq!(owed.await, 0);
 }
