@@ -205,7 +205,7 @@ pub(super) async fn attempt_unrecorded(
     outcome
 }
 
-/// Tries the revocations due now, each claimed alone and [`AT_ONCE`] at
+/// Tries the revocations due now, each claimed alone and four at
 /// a time, until none is due or a minute has passed (the attempts under
 /// way end; the next sweep goes on). How many were tried. Every instance
 /// runs this: a claim moves the row out of the others' reach first.
