@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::{
     claim::{Held, hold_refreshes},
-    seal::{Kind, context},
+    seal::{HoldsSealedTokens, Kind, context},
 };
 use crate::{
     connect::ConnectionService,
@@ -134,14 +134,8 @@ async fn reseal_owed(state: &ConnectionService, current: &str, id: Uuid) -> Resu
     let Some(row) = db::pending_revocations::find_for_update(&mut *tx, id).await? else {
         return Ok(false);
     };
-    if row.key_id == current || !state.keys.has_key(&row.key_id) {
+    let Some((access, refresh)) = resealed(state, current, &row)? else {
         return Ok(false);
-    }
-    let ctx = |kind| context(row.id, row.user(), &row.provider, kind);
-    let access = reseal(state, &row.key_id, &row.access_token, &ctx(Kind::Access))?;
-    let refresh = match &row.refresh_token {
-        Some(bytes) => Some(reseal(state, &row.key_id, bytes, &ctx(Kind::Refresh))?),
-        None => None,
     };
     db::pending_revocations::reseal(
         &mut *tx,
@@ -153,6 +147,30 @@ async fn reseal_owed(state: &ConnectionService, current: &str, id: Uuid) -> Resu
     .await?;
     tx.commit().await?;
     Ok(true)
+}
+
+/// The row's tokens (access, refresh) sealed by the current key; `None`
+/// when there is nothing to do: sealed by `current` already, or by a key
+/// the ring lacks.
+fn resealed(
+    state: &ConnectionService,
+    current: &str,
+    row: &impl HoldsSealedTokens,
+) -> Result<Option<(Sealed, Option<Sealed>)>, Failure> {
+    let binding = row.binding();
+    if binding.key_id == current || !state.keys.has_key(binding.key_id) {
+        return Ok(None);
+    }
+    let ctx = |kind| context(binding.id, binding.user, binding.provider, kind);
+    let again = |kind| {
+        row.sealed(kind)
+            .map(|bytes| reseal(state, binding.key_id, bytes, &ctx(kind)))
+            .transpose()
+    };
+    let Some(access) = again(Kind::Access)? else {
+        return Err(Failure::Row("the row holds no access token".into()));
+    };
+    Ok(Some((access, again(Kind::Refresh)?)))
 }
 
 /// `bytes`, sealed by `key_id` for `ctx`, sealed by the current key.
@@ -227,14 +245,8 @@ async fn reseal_locked(
     let Some(row) = db::connections::find_for_update(&mut *tx, id).await? else {
         return Ok(false);
     };
-    if row.key_id == current || !state.keys.has_key(&row.key_id) {
+    let Some((access, refresh)) = resealed(state, current, &row)? else {
         return Ok(false);
-    }
-    let ctx = |kind| context(row.id, row.user(), &row.provider, kind);
-    let access = reseal(state, &row.key_id, &row.access_token, &ctx(Kind::Access))?;
-    let refresh = match &row.refresh_token {
-        Some(bytes) => Some(reseal(state, &row.key_id, bytes, &ctx(Kind::Refresh))?),
-        None => None,
     };
     db::connections::reseal(
         &mut *tx,

@@ -5,7 +5,7 @@
 
 use secrecy::{ExposeSecret, SecretString};
 
-use super::seal::{Binding, Kind, open_bound};
+use super::seal::{Kind, open};
 use crate::{
     connect::ConnectionService,
     db::pending_revocations::PendingRevocation,
@@ -86,26 +86,6 @@ pub(super) async fn upstream(
     } else {
         Attempt::Failed(failures.join("; "))
     }
-}
-
-/// Opens one of the row's sealed tokens; `None`: the row has no such token.
-fn open(
-    state: &ConnectionService,
-    row: &PendingRevocation,
-    kind: Kind,
-) -> anyhow::Result<Option<SecretString>> {
-    let bytes = match kind {
-        Kind::Access => Some(&row.access_token),
-        Kind::Refresh => row.refresh_token.as_ref(),
-    };
-    let Some(bytes) = bytes else { return Ok(None) };
-    let binding = Binding {
-        id: row.id,
-        user: row.user(),
-        provider: &row.provider,
-        key_id: &row.key_id,
-    };
-    open_bound(state, &binding, kind, bytes).map(Some)
 }
 
 /// How long after the first try a revocation the provider failed in

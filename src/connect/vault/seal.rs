@@ -8,7 +8,7 @@ use uuid::Uuid;
 use crate::{
     connect::ConnectionService,
     crypto::Purpose,
-    db::connections::ConnectionRow,
+    db::{connections::ConnectionRow, pending_revocations::PendingRevocation},
     domain::{ProviderName, UserRef},
 };
 
@@ -54,18 +54,57 @@ impl<'a> Binding<'a> {
     }
 }
 
+/// A row that holds tokens sealed for it: a connection, or a revocation
+/// still owed (its tokens sealed as its connection's were, for the same
+/// id, or for an id of its own).
+pub(super) trait HoldsSealedTokens {
+    /// What its tokens are bound to, and the key that sealed them.
+    fn binding(&self) -> Binding<'_>;
+    /// Its sealed token of `kind`; `None`: it has none.
+    fn sealed(&self, kind: Kind) -> Option<&[u8]>;
+}
+
+impl HoldsSealedTokens for ConnectionRow {
+    fn binding(&self) -> Binding<'_> {
+        Binding::of(self)
+    }
+
+    fn sealed(&self, kind: Kind) -> Option<&[u8]> {
+        match kind {
+            Kind::Access => Some(&self.access_token),
+            Kind::Refresh => self.refresh_token.as_deref(),
+        }
+    }
+}
+
+impl HoldsSealedTokens for PendingRevocation {
+    fn binding(&self) -> Binding<'_> {
+        Binding {
+            id: self.id,
+            user: self.user(),
+            provider: &self.provider,
+            key_id: &self.key_id,
+        }
+    }
+
+    fn sealed(&self, kind: Kind) -> Option<&[u8]> {
+        match kind {
+            Kind::Access => Some(&self.access_token),
+            Kind::Refresh => self.refresh_token.as_deref(),
+        }
+    }
+}
+
 /// Opens one of the row's sealed tokens; `None`: the row has no such token.
 pub(super) fn open(
     state: &ConnectionService,
-    row: &ConnectionRow,
+    row: &impl HoldsSealedTokens,
     kind: Kind,
 ) -> anyhow::Result<Option<SecretString>> {
-    let bytes = match kind {
-        Kind::Access => Some(&row.access_token),
-        Kind::Refresh => row.refresh_token.as_ref(),
+    let Some(bytes) = row.sealed(kind) else {
+        return Ok(None);
     };
-    let Some(bytes) = bytes else { return Ok(None) };
-    open_bound(state, &Binding::of(row), kind, bytes).map(Some)
+    open_bound(state, &row.binding(), kind, bytes).map(Some)
 }
 
 /// Opens `bytes`, a token of `kind` sealed for `binding`.
