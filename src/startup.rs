@@ -74,13 +74,14 @@ pub struct Application {
     port: u16,
     server: Server,
     state: AppState,
-    /// The sweeper, the webhook deliverer and the LISTEN task, for as long
-    /// as the server runs.
+    /// The sweeper, the revocation retrier, the webhook deliverer and the
+    /// LISTEN task, for as long as the server runs.
     _background: Background,
 }
 
-/// The background tasks of a serving instance: the sweeper and the
-/// webhook deliverer (both stopped when this is dropped) and the
+/// The background tasks of a serving instance: the sweeper, the retrier
+/// of revocations owed and the webhook deliverer (stopped when this is
+/// dropped) and the
 /// connection events' LISTEN task (which ends with the connection
 /// service). Only `serve` and `dev` start them, through [`Application`];
 /// maintenance commands build the state without them.
@@ -95,10 +96,10 @@ impl Background {
         crate::sweeper::start(
             state.db.clone(),
             state.settings.clone(),
-            state.connect.clone(),
             SWEEP_EVERY,
             stop.clone(),
         );
+        crate::connect::vault::start_retrying(state.connect.clone(), stop.clone());
         crate::webhooks::start(
             state.db.clone(),
             webhooks,

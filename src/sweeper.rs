@@ -2,9 +2,8 @@
 //! sessions, audit rows past `audit.retention_days`, and webhook events
 //! failed longer ago than `webhooks.failed_retention_days`. Every instance
 //! runs the loop; a Postgres advisory lock makes sure only one of them
-//! sweeps at a time. After each sweep, every instance also tries the
-//! revocations still owed that are due ([`crate::connect::vault::retry_due`]),
-//! outside that lock: each is claimed alone, so instances share them.
+//! sweeps at a time. (Revocations still owed are tried on a timer of
+//! their own: [`crate::connect::vault::start_retrying`].)
 //!
 //! A sweep shares the database with the requests being served, so it
 //! deletes in batches of `BATCH` rows, each its own short transaction,
@@ -26,7 +25,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::{Settings, WebhookSettings},
-    connect::ConnectionService,
     db::{
         advisory_lock, audit, event_outbox,
         expiry::{self, Expiring},
@@ -360,18 +358,10 @@ pub async fn sweep_all(
     Ok(Some(swept.and(outbox)))
 }
 
-/// Sweeps every `every` until `stop` is cancelled, then tries the
-/// revocations owed that are due. A sweep under way then is dropped where
-/// it stands: each batch is its own transaction, so nothing is left half
-/// done, and the lock goes with its connection. So is a revocation under
-/// way: its claim's lease ends, and it is tried again.
-pub fn start(
-    pool: PgPool,
-    settings: Arc<Settings>,
-    connect: Arc<ConnectionService>,
-    every: Duration,
-    stop: CancellationToken,
-) {
+/// Sweeps every `every` until `stop` is cancelled. A sweep under way
+/// then is dropped where it stands: each batch is its own transaction, so
+/// nothing is left half done, and the lock goes with its connection.
+pub fn start(pool: PgPool, settings: Arc<Settings>, every: Duration, stop: CancellationToken) {
     tokio::spawn(async move {
         loop {
             tokio::select! {
@@ -395,17 +385,6 @@ pub fn start(
                 ),
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "sweep failed; will try again"),
-            }
-            let retried = tokio::select! {
-                () = stop.cancelled() => return,
-                retried = crate::connect::vault::retry_due(&connect) => retried,
-            };
-            match retried {
-                Ok(0) => {}
-                Ok(tried) => tracing::info!(tried, "revocations still owed tried again"),
-                Err(e) => {
-                    tracing::warn!(error = %e, "revocations still owed not tried; will try again")
-                }
             }
         }
     });

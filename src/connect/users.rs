@@ -11,7 +11,7 @@
 //! each. One `user_removed` audit row records what was done. Audit rows
 //! about the person stay until `audit.retention_days`; events already
 //! queued for the webhooks are still delivered. A revocation the provider
-//! failed stays owed, and the service's sweepers try it again for
+//! failed stays owed, and the running service tries it again for
 //! `revocation.retry_hours`: it protects the person, so removing them
 //! keeps it. Signing in again at the
 //! identity provider starts afresh: disable the person there first.

@@ -146,7 +146,7 @@ pub struct OwedAt {
 
 /// Claims up to `limit` revocations due now, oldest due first: each is
 /// moved `lease` ahead before anyone calls out, so another instance (or
-/// this one's next sweep) leaves it while it is tried, and takes it up
+/// this one's next pass) leaves it while it is tried, and takes it up
 /// again if the one trying dies. Rows another transaction is claiming are
 /// skipped, not waited for.
 pub async fn claim_due(
@@ -205,24 +205,35 @@ pub async fn settle(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::E
     Ok(done.rows_affected() == 1)
 }
 
-/// An attempt failed: counted, due again `wait` from now, with why (a
-/// short text with no credential, cut to fit).
+/// An attempt at `row` failed: counted, due again `wait` from now, with
+/// why (a short text with no credential, cut to fit). `false`: the row
+/// is gone, or another attempt recorded its own since `row` was read (a
+/// lease that ran out while this one waited for the provider): that
+/// record stands.
 pub async fn failed(
     exec: impl PgExecutor<'_>,
-    id: Uuid,
+    row: &PendingRevocation,
     wait: chrono::Duration,
     error: &str,
-) -> Result<(), sqlx::Error> {
+) -> Result<bool, sqlx::Error> {
     let error: String = error.chars().take(200).collect();
-    sqlx::query!(
+    let recorded = sqlx::query!(
         "UPDATE pending_revocations SET attempts = attempts + 1,
              next_attempt_at = now() + make_interval(secs => $2), last_error = $3
-         WHERE id = $1",
-        id,
+         WHERE id = $1 AND attempts = $4",
+        row.id,
         wait.num_seconds() as f64,
         error,
+        row.attempts,
     )
     .execute(exec)
     .await?;
-    Ok(())
+    Ok(recorded.rows_affected() == 1)
+}
+
+/// How many revocations are owed, due or not (for `/metrics`).
+pub async fn count(exec: impl PgExecutor<'_>) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(r#"SELECT count(*) AS "owed!" FROM pending_revocations"#)
+        .fetch_one(exec)
+        .await
 }

@@ -1,6 +1,7 @@
 //! What `GET /metrics` reports, in the Prometheus text format: MCP requests
 //! (`mcp`), the connect flow (`flow`), outbound calls to providers
-//! (`providers`), webhook deliveries (`webhooks`), the database
+//! (`providers`), webhook deliveries (`webhooks`), revocations owed to
+//! providers (`revocations`), the database
 //! connections and the instance itself. Served by `web::metrics`, which
 //! decides who may read it.
 //!
@@ -21,6 +22,7 @@ mod mcp;
 mod pages;
 mod process;
 mod providers;
+mod revocations;
 mod text;
 mod webhooks;
 
@@ -30,6 +32,7 @@ pub use flow::{FlowMetrics, Refresh};
 pub use mcp::McpMetrics;
 pub use pages::PageMetrics;
 pub use providers::{CALL_LABELS, Call, CallTimer, OUTCOME_LABELS, ProviderCalls};
+pub use revocations::{REVOCATION_LABELS, RevocationAttempt, RevocationMetrics};
 pub use text::CONTENT_TYPE;
 pub use webhooks::{DELIVERY_LABELS, Delivery, WebhookMetrics};
 
@@ -42,6 +45,7 @@ pub struct Metrics {
     pub flow: FlowMetrics,
     pub pages: PageMetrics,
     pub webhooks: WebhookMetrics,
+    pub revocations: RevocationMetrics,
 }
 
 /// The database connections at the moment of a scrape.
@@ -74,6 +78,7 @@ impl Metrics {
             flow: FlowMetrics::default(),
             pages: PageMetrics::default(),
             webhooks: WebhookMetrics::default(),
+            revocations: RevocationMetrics::default(),
         }
     }
 
@@ -105,6 +110,7 @@ impl Metrics {
         self.flow.write(&mut e);
         self.pages.write(&mut e);
         self.webhooks.write(&mut e);
+        self.revocations.write(&mut e);
         providers::write(&mut e, providers);
         write_db(&mut e, db);
         process::ProcessStats::read().write(&mut e);

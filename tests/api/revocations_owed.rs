@@ -102,6 +102,14 @@ async fn audited(app: &TestApp, kind: &str) -> Vec<Value> {
         .unwrap()
 }
 
+/// This instance's count of attempts at revocations, by how they ended
+/// (revoked, retrying, abandoned), as `/metrics` shows them.
+fn attempts_ended(app: &TestApp) -> [u64; 3] {
+    use mcp_connect::metrics::RevocationAttempt::*;
+    let m = &app.state.metrics.revocations;
+    [m.count(Revoked), m.count(Retrying), m.count(Abandoned)]
+}
+
 /// (a) A revocation the provider keeps failing stays owed, its failures
 /// counted and spaced out; once the provider answers, a sweep ends the
 /// grant, deletes the row and audits it.
@@ -129,6 +137,7 @@ async fn a_revocation_the_provider_keeps_failing_is_done_by_a_later_sweep() {
     assert_eq!(failed[0]["retry_hours"], 72, "{failed:?}");
     let disconnected = crate::full_flow::disconnected_detail(&app).await;
     assert_eq!(disconnected["revocation"], "pending", "{disconnected}");
+    assert_eq!(attempts_ended(&app), [0, 1, 0]);
 
     // Still failing: the sweep tries, and leaves it for later.
     make_due(&app).await;
@@ -136,6 +145,8 @@ async fn a_revocation_the_provider_keeps_failing_is_done_by_a_later_sweep() {
     let attempts = "SELECT attempts::int8 FROM pending_revocations";
     assert_eq!(count(&app, attempts).await, 2);
     assert!(live(&fake, &refresh).await);
+    assert_eq!(attempts_ended(&app), [0, 2, 0]);
+    assert_eq!(app.state.metrics.revocations.owed(), 1, "the gauge");
     assert_eq!(
         vault::retry_due(&app.state.connect).await.unwrap(),
         0,
@@ -150,9 +161,12 @@ async fn a_revocation_the_provider_keeps_failing_is_done_by_a_later_sweep() {
         "the grant has ended at Google"
     );
     assert_eq!(owed(&app).await, 0);
+    assert_eq!(attempts_ended(&app), [1, 2, 0]);
+    assert_eq!(app.state.metrics.revocations.owed(), 0, "the gauge");
     let revoked = audited(&app, "revoked_upstream").await;
     assert_eq!(revoked.len(), 1, "{revoked:?}");
     assert_eq!(revoked[0]["connection_id"], id.to_string(), "{revoked:?}");
+    assert_eq!(revoked[0]["origin"], "disconnected", "{revoked:?}");
     assert_eq!(revoked[0]["attempts"], 3, "{revoked:?}");
     let all = sqlx::query_scalar::<_, Value>("SELECT detail FROM audit_events")
         .fetch_all(&app.db)
@@ -355,4 +369,44 @@ async fn two_sweepers_at_once_revoke_each_owed_revocation_once() {
     }
     assert_eq!(audited(&app, "revoked_upstream").await.len(), PEOPLE);
     assert_eq!(owed(&app).await, 0);
+}
+
+/// An attempt whose lease ran out while it waited for the provider does
+/// not overwrite the record of the attempt that took the row up after it.
+#[tokio::test]
+async fn a_failure_recorded_after_the_lease_ran_out_leaves_the_later_record() {
+    use mcp_connect::db::pending_revocations as owed_rows;
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    connect(&app, &fake, "alice").await;
+    fake.fail_at("/revoke", Some(503));
+    assert_eq!(disconnect(&app, "alice").await, Revocation::Retrying);
+    make_due(&app).await;
+    let lease = chrono::Duration::minutes(10);
+    let [slow] = <[_; 1]>::try_from(owed_rows::claim_due(&app.db, lease, 1).await.unwrap())
+        .expect("one claimed");
+    // Its lease ran out; another claim takes the row up and records first.
+    make_due(&app).await;
+    let [later] = <[_; 1]>::try_from(owed_rows::claim_due(&app.db, lease, 1).await.unwrap())
+        .expect("claimed again");
+    let wait = chrono::Duration::minutes(2);
+    assert!(
+        owed_rows::failed(&app.db, &later, wait, "later")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !owed_rows::failed(&app.db, &slow, chrono::Duration::zero(), "slow")
+            .await
+            .unwrap()
+    );
+    let (attempts, error, due_in): (i32, String, f64) = sqlx::query_as(
+        "SELECT attempts, last_error, extract(epoch FROM next_attempt_at - now())::float8
+         FROM pending_revocations",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!((attempts, error.as_str()), (2, "later"));
+    assert!(due_in > 60.0, "the later attempt's wait: {due_in}");
 }

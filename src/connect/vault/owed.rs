@@ -1,7 +1,7 @@
 //! Revocations still owed (`pending_revocations`): written before anyone
 //! calls the provider — in the disconnect's own transaction, or as a
 //! connect gives up the tokens it was issued — then tried at once, and
-//! tried again by every instance's sweeper with a growing wait, until the
+//! tried again by every instance every minute with a growing wait, until the
 //! provider has ended the grant or `revocation.retry_hours` have passed.
 //! A grant left live at a provider down for an afternoon, or by an
 //! instance killed right after the commit, still ends. Each ending is
@@ -16,11 +16,13 @@ use crate::{
         faults,
         pending_revocations::{self as owed, PendingRevocation},
     },
+    metrics::RevocationAttempt,
 };
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 /// A revocation written is first due this long after: the instance that
-/// wrote it tries at once, and another instance's sweeper must not call
+/// wrote it tries at once, and another instance must not call
 /// the provider meanwhile. Longer than an attempt takes (two tokens, a
 /// few tries within seconds each, a refresh first for Dropbox).
 pub(super) const FIRST_TRY_GRACE: chrono::Duration = chrono::Duration::minutes(2);
@@ -39,13 +41,13 @@ const LONGEST_WAIT: chrono::Duration = chrono::Duration::hours(4);
 /// alone, so a slow provider holds up no other row's lease.
 const CLAIM: i64 = 1;
 
-/// Attempts a sweep runs at once: a provider that hangs until its
+/// Attempts a pass runs at once: a provider that hangs until its
 /// timeouts (a refresh and two tokens, tens of seconds) holds up one of
 /// them, not every revocation owed to the providers that answer.
 const AT_ONCE: usize = 4;
 
-/// How a sweep's retries share their time: they stop claiming after this
-/// long, and the next sweep goes on.
+/// How a pass's retries share their time: they stop claiming after this
+/// long, and the next pass goes on.
 const SWEEP_BUDGET: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What became of one attempt at a revocation.
@@ -75,6 +77,15 @@ pub(super) fn wait_after(failed: i32) -> chrono::Duration {
 /// try. `first`: the attempt right after the row was written, whose
 /// failure is audited (later ones only when they end it).
 pub(super) async fn attempt(
+    state: &ConnectionService,
+    row: &PendingRevocation,
+    first: bool,
+) -> Outcome {
+    counted(state, attempt_uncounted(state, row, first).await)
+}
+
+/// [`attempt`], before its ending is counted for `/metrics`.
+async fn attempt_uncounted(
     state: &ConnectionService,
     row: &PendingRevocation,
     first: bool,
@@ -138,23 +149,26 @@ pub(super) async fn attempt(
         Attempt::Failed(error) => {
             let failed = row.attempts.saturating_add(1);
             let wait = wait_after(failed);
-            let step = owed::failed(&state.db, row.id, wait, &error);
-            if let Err(e) = faults::deadline(state.settings.database.deadline(), step).await {
+            let step = owed::failed(&state.db, row, wait, &error);
+            match faults::deadline(state.settings.database.deadline(), step).await {
+                Ok(true) => {}
+                // Its lease ran out while it was tried, and another
+                // instance took it up: that attempt's record stands.
+                Ok(false) => {
+                    tracing::warn!(revocation = %row.id, "a revocation's lease ran out before its failure was recorded; another attempt's record stands")
+                }
                 // Still owed: due again when its lease (or first grace) ends.
-                tracing::warn!(revocation = %row.id, error = %e, "cannot record a failed revocation; it is tried again later");
+                Err(e) => {
+                    tracing::warn!(revocation = %row.id, error = %e, "cannot record a failed revocation; it is tried again later")
+                }
             }
             if first {
-                db::audit::record_or_log(
-                    &state.db,
-                    event(row, AuditKind::RevocationFailed).detail(json!({
-                        "connection_id": row.id,
-                        "account_id": row.account_id,
-                        "origin": row.origin.as_str(),
-                        "retry_hours": state.settings.revocation.retry_hours,
-                        "error": error,
-                    })),
-                )
-                .await;
+                let extra = json!({
+                    "retry_hours": state.settings.revocation.retry_hours,
+                    "error": error,
+                });
+                let failed = event(row, AuditKind::RevocationFailed).detail(detail(row, extra));
+                db::audit::record_or_log(&state.db, failed).await;
             }
             Outcome::Retrying
         }
@@ -193,22 +207,44 @@ pub(super) async fn attempt_unrecorded(
     if outcome == Outcome::GivenUp {
         tracing::warn!(provider = %row.provider, revocation = %row.id, "a revocation that could not be recorded failed; the access may stay live at the provider until its tokens expire");
     }
-    let mut detail = json!({
-        "connection_id": row.id,
-        "account_id": row.account_id,
-        "origin": row.origin.as_str(),
+    db::audit::record_or_log(&state.db, event(row, kind).detail(detail(row, extra))).await;
+    counted(state, outcome)
+}
+
+/// How often every instance tries the revocations due: as often as the
+/// first wait after a failure, so that wait is what it says.
+pub const RETRY_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Every [`RETRY_EVERY`] until `stop` is cancelled, tries the revocations
+/// owed that are due ([`retry_due`]). An attempt under way then is
+/// dropped where it stands: its claim's lease ends, and it is tried again.
+pub fn start_retrying(state: std::sync::Arc<ConnectionService>, stop: CancellationToken) {
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(RETRY_EVERY) => {}
+            }
+            let retried = tokio::select! {
+                () = stop.cancelled() => return,
+                retried = retry_due(&state) => retried,
+            };
+            match retried {
+                Ok(0) => {}
+                Ok(tried) => tracing::info!(tried, "revocations still owed tried again"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "revocations still owed not tried; will try again")
+                }
+            }
+        }
     });
-    if let (Some(detail), serde_json::Value::Object(extra)) = (detail.as_object_mut(), extra) {
-        detail.extend(extra);
-    }
-    db::audit::record_or_log(&state.db, event(row, kind).detail(detail)).await;
-    outcome
 }
 
 /// Tries the revocations due now, each claimed alone and four at
 /// a time, until none is due or a minute has passed (the attempts under
-/// way end; the next sweep goes on). How many were tried. Every instance
-/// runs this: a claim moves the row out of the others' reach first.
+/// way end; the next pass goes on), then counts those still owed for
+/// `/metrics`. How many were tried. Every instance runs this: a claim
+/// moves the row out of the others' reach first.
 pub async fn retry_due(state: &ConnectionService) -> Result<u64, sqlx::Error> {
     use futures::StreamExt as _;
     let started = std::time::Instant::now();
@@ -232,7 +268,7 @@ pub async fn retry_due(state: &ConnectionService) -> Result<u64, sqlx::Error> {
                 Ok(claimed) => claimed,
                 // Those under way end first; theirs are leased.
                 Err(e) if !under_way.is_empty() => {
-                    tracing::warn!(error = %e, "cannot claim revocations owed; the next sweep goes on");
+                    tracing::warn!(error = %e, "cannot claim revocations owed; the next pass goes on");
                     all_claimed = true;
                     continue;
                 }
@@ -252,6 +288,15 @@ pub async fn retry_due(state: &ConnectionService) -> Result<u64, sqlx::Error> {
             None => break,
         }
     }
+    let owed = faults::deadline(state.settings.database.deadline(), owed::count(&state.db));
+    match owed.await {
+        Ok(n) => state
+            .metrics
+            .revocations
+            .set_owed(u64::try_from(n).unwrap_or_default()),
+        // The gauge keeps its last count; the next pass counts again.
+        Err(e) => tracing::warn!(error = %e, "cannot count the revocations owed"),
+    }
     Ok(tried)
 }
 
@@ -265,18 +310,10 @@ async fn settle(
     kind: AuditKind,
     extra: serde_json::Value,
 ) {
-    let mut detail = json!({
-        "connection_id": row.id,
-        "account_id": row.account_id,
-        "origin": row.origin.as_str(),
-    });
-    if let (Some(detail), serde_json::Value::Object(extra)) = (detail.as_object_mut(), extra) {
-        detail.extend(extra);
-    }
     let settled = async {
         let mut tx = db::transaction::begin(&state.db).await?;
         if owed::settle(&mut *tx, row.id).await? {
-            db::audit::record(&mut *tx, event(row, kind).detail(detail)).await?;
+            db::audit::record(&mut *tx, event(row, kind).detail(detail(row, extra))).await?;
         }
         tx.commit().await
     };
@@ -313,6 +350,30 @@ fn event(row: &PendingRevocation, kind: AuditKind) -> AuditEvent<'_> {
         .provider(row.provider.as_str())
 }
 
+/// An audit row's detail about revocation `row`: what names it (the
+/// deleted connection, the account, why it was owed), then `extra`'s
+/// fields (what came of it).
+fn detail(row: &PendingRevocation, extra: serde_json::Value) -> serde_json::Value {
+    let mut detail = serde_json::Map::new();
+    detail.insert("connection_id".into(), json!(row.id));
+    detail.insert("account_id".into(), json!(row.account_id));
+    detail.insert("origin".into(), json!(row.origin.as_str()));
+    if let serde_json::Value::Object(extra) = extra {
+        detail.extend(extra);
+    }
+    serde_json::Value::Object(detail)
+}
+
+/// Counts how an attempt ended, for `/metrics`.
+fn counted(state: &ConnectionService, outcome: Outcome) -> Outcome {
+    state.metrics.revocations.attempt(match outcome {
+        Outcome::Revoked => RevocationAttempt::Revoked,
+        Outcome::Retrying => RevocationAttempt::Retrying,
+        Outcome::GivenUp => RevocationAttempt::Abandoned,
+    });
+    outcome
+}
+
 /// The revocations still owed that a key forgotten for good sealed,
 /// dropped, each audited as given up: nothing can open them any more.
 /// How many.
@@ -320,16 +381,13 @@ pub(crate) async fn forget_key(state: &ConnectionService, key_id: &str) -> anyho
     let mut tx = db::transaction::begin(&state.db).await?;
     let dropped = owed::drop_sealed_by(&mut *tx, key_id).await?;
     for row in &dropped {
-        let detail = json!({
-            "connection_id": row.id,
-            "account_id": row.account_id,
-            "origin": row.origin.as_str(),
+        let extra = json!({
             "reason": "key_forgotten",
             "attempts": row.attempts,
             "last_error": row.last_error,
         });
         let kind = AuditKind::RevocationAbandoned;
-        db::audit::record(&mut *tx, event(row, kind).detail(detail)).await?;
+        db::audit::record(&mut *tx, event(row, kind).detail(detail(row, extra))).await?;
     }
     tx.commit().await?;
     Ok(dropped.len() as u64)
