@@ -180,6 +180,11 @@ mod tests {
                 "`http://u:SE/CRET@idp.example.com` must be https",
                 "`http://***@idp.example.com` must be https",
             ),
+            // A password that starts with `/` leaves `u:` of the authority.
+            (
+                "`https://u:/SECRET@idp.example.com` must be https",
+                "`https://***@idp.example.com` must be https",
+            ),
             (
                 "two: https://a:SECRET@x.example and https://b@y.example/p",
                 "two: https://***@x.example and https://***@y.example/p",

@@ -61,3 +61,70 @@ async fn tokens_a_connect_did_not_store_are_revoked_by_a_later_sweep() {
     assert_eq!(revoked[0]["origin"], "not_stored", "{revoked:?}");
     assert_eq!(revoked[0]["attempts"], 2, "{revoked:?}");
 }
+
+/// Tokens of a connect whose account could not be read are owed with no
+/// account. A retry then takes only a connection made since the row for
+/// one that may share their grant (at Google, revoking one token may end
+/// the whole grant): a connection older than the failed connect, even
+/// refreshed since, does not stop it; one made after it does.
+#[tokio::test]
+async fn tokens_of_an_unread_account_are_spared_only_for_a_connection_made_since() {
+    let fake = fakes::google::start().await;
+    let app = crate::provider_flows::app_with(&fake, "google").await;
+    let (older, _) = connect(&app, &fake, "alice").await;
+
+    // A second connect whose account lookup fails, and so does the
+    // revocation of what it was issued.
+    let unread = || async {
+        let args = json!({"provider": "google", "another_account": true});
+        let (url, _) = elicit(&app, "alice", "connect", args, "connect_google").await;
+        let browser = Browser::new(&app);
+        let to_provider = open_and_continue(&browser, &url, "alice").await;
+        let callback = fake.visit(to_provider.location.as_deref().unwrap()).await;
+        fake.fail_at("/v1/userinfo", Some(503));
+        fake.fail_at("/revoke", Some(503));
+        let failed = browser.get(callback.as_str()).await;
+        assert_ne!(failed.status, 200, "{}", failed.body);
+        fake.fail_at("/v1/userinfo", None);
+        fake.fail_at("/revoke", None);
+        fake.refresh_tokens().pop().unwrap()
+    };
+    let first = unread().await;
+    let account: Option<String> = sqlx::query_scalar("SELECT account_id FROM pending_revocations")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(account, None, "the account was never read");
+    // The older connection, refreshed after the failed connect: still older.
+    sqlx::query("UPDATE connections SET updated_at = now() + interval '1 second' WHERE id = $1")
+        .bind(older)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    make_due(&app).await;
+    let tried = mcp_connect::connect::vault::retry_due(&app.state.connect).await;
+    assert_eq!(tried.unwrap(), 1);
+    assert!(!live(&fake, &first).await, "revoked: nothing made since");
+    assert_eq!(owed(&app).await, 0);
+
+    let second = unread().await;
+    // Connected after it (the older one gone first: `connect` stores one
+    // account per person).
+    sqlx::query("DELETE FROM connections")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let (_, newest) = connect(&app, &fake, "alice").await;
+    make_due(&app).await;
+    let tried = mcp_connect::connect::vault::retry_due(&app.state.connect).await;
+    assert_eq!(tried.unwrap(), 1);
+    assert!(
+        live(&fake, &second).await,
+        "spared: a connection made since"
+    );
+    assert!(live(&fake, &newest).await);
+    let abandoned = audited(&app, "revocation_abandoned").await;
+    assert_eq!(abandoned.len(), 1, "{abandoned:?}");
+    assert_eq!(abandoned[0]["reason"], "connected_again", "{abandoned:?}");
+    assert_eq!(abandoned[0]["account_id"], serde_json::Value::Null);
+}
