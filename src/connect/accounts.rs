@@ -328,7 +328,48 @@ pub(super) async fn add<'s>(
             }
         }
     }
+    // A new link, for an account that would be refused once granted.
+    if ticket.is_none()
+        && provider.is_oauth()
+        && let Some(limit) = limit_reached(state, p.user(), provider.name())
+            .await
+            .map_err(internal)?
+    {
+        return Ok(Access::AccountLimitReached {
+            message: limit_reached_message(provider.display_name(), limit),
+        });
+    }
     super::ask(state, need, provider, wanted, &[], round, ticket).await
+}
+
+/// Whether `user` has as many accounts at `provider` as
+/// `flow.accounts_per_provider` allows: `Some(limit)` then. At an OAuth
+/// provider a new account would be refused when it is stored
+/// (`vault::TooManyAccounts`), after the provider's consent, its grant
+/// then to be revoked — and left live if that fails — so asking for
+/// another is refused before anything is sent. (Pasted credentials grant
+/// nothing: they are checked when stored, where an account's own
+/// credentials reconnect it.) Reconnecting one of them is not asking for
+/// another.
+pub(super) async fn limit_reached(
+    state: &ConnectionService,
+    user: UserRef<'_>,
+    provider: &ProviderName,
+) -> Result<Option<u32>, sqlx::Error> {
+    let limit = state.settings.flow.accounts_per_provider;
+    let read = db::connections::accounts(&state.db, user, provider);
+    let accounts = db::faults::deadline(state.settings.database.deadline(), read).await?;
+    Ok((accounts.len() >= limit as usize).then_some(limit))
+}
+
+/// What the person (or the model, for them) is told when another account
+/// is asked for at the limit of [`limit_reached`].
+pub fn limit_reached_message(provider: &str, limit: u32) -> String {
+    let accounts = if limit == 1 { "account" } else { "accounts" };
+    format!(
+        "You have {limit} {provider} {accounts} connected here, the most this server allows. \
+         Disconnect one you no longer use on your connections page, then add another."
+    )
 }
 
 /// The add-account ticket a 2025-11-25 client's retry belongs to (see

@@ -111,6 +111,11 @@ pub enum Access<'s> {
     /// a 2025-11-25 client named none): `message` tells the model which
     /// there are and to name one.
     AccountAmbiguous { message: String },
+    /// Another account was asked for, and the user has as many at the
+    /// provider as `flow.accounts_per_provider` allows: refused before a
+    /// link is made (a new one would be refused once granted, leaving a
+    /// grant to revoke). `message` says to disconnect one first.
+    AccountLimitReached { message: String },
 }
 
 /// The inputRequests key of a provider's connect elicitation.

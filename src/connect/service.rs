@@ -340,6 +340,22 @@ impl ConnectionService {
         tickets::issue(self, user, client_id, provider, scopes).await
     }
 
+    /// Whether `user` has as many accounts at `provider` as the settings
+    /// allow (`Some(limit)` then): another is refused before it is asked of
+    /// the provider (see [`super::accounts::limit_reached`]).
+    pub async fn account_limit_reached(
+        &self,
+        user: UserRef<'_>,
+        provider: &ProviderName,
+    ) -> Result<Option<u32>, sqlx::Error> {
+        super::accounts::limit_reached(self, user, provider).await
+    }
+
+    /// The most accounts one person may have at one provider.
+    pub fn accounts_per_provider(&self) -> u32 {
+        self.settings.flow.accounts_per_provider
+    }
+
     /// A connect ticket for another account at `provider`.
     pub async fn issue_another_account_ticket(
         &self,

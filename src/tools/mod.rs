@@ -229,6 +229,9 @@ pub(crate) fn unless_ready<'s, T: ToolOutput>(
         Access::AccountAmbiguous { message } => {
             Err(failed(ErrorKind::Refused, message, NextStep::ChangeRequest))
         }
+        Access::AccountLimitReached { message } => {
+            Err(failed(ErrorKind::Refused, message, NextStep::AskUser))
+        }
     }
 }
 

@@ -135,7 +135,9 @@ pub async fn read(
             .into());
         }
         // The profile names no account: with several, the user is asked.
-        Access::AccountAmbiguous { message } => {
+        // The profile names no account: with several, the user is asked;
+        // it never asks for another account.
+        Access::AccountAmbiguous { message } | Access::AccountLimitReached { message } => {
             return Err(RequestError::InvalidArguments(message).into());
         }
     };

@@ -78,6 +78,9 @@ struct Available {
     csrf: String,
     /// Connected already: this adds another account there.
     another: bool,
+    /// As many accounts there as this server allows (`another` then):
+    /// no button, a line saying so.
+    at_limit: Option<u32>,
 }
 
 #[derive(Template)]
@@ -179,6 +182,20 @@ async fn list(
     // that are.
     let names = state.connect.providers().names();
     let connected = |name: &str| connections.iter().any(|c| c.provider == name);
+    // As the limit counts them: accounts read, not a connect under way.
+    // (At an API-key provider another account's credentials are checked
+    // when stored, and an account's own reconnect it: the form stays.)
+    let limit = state.connect.accounts_per_provider();
+    let at_limit = |name: &str| {
+        if !state.connect.provider(name).is_some_and(|p| p.is_oauth()) {
+            return None;
+        }
+        let accounts = connections
+            .iter()
+            .filter(|c| c.provider == name && !c.account_id.is_empty())
+            .count();
+        (accounts >= limit as usize).then_some(limit)
+    };
     let (new, more): (Vec<&str>, Vec<&str>) = names.into_iter().partition(|n| !connected(n));
     let available = new
         .into_iter()
@@ -189,6 +206,7 @@ async fn list(
             display_name: display_name(&state, name),
             csrf: user.csrf_token(&purpose("reconnect", name)),
             another,
+            at_limit: if another { at_limit(name) } else { None },
         })
         .collect();
     let page = ConnectionsPage {
@@ -402,6 +420,24 @@ async fn reconnect(
     // "Add another account": the provider's account chooser, and a new
     // connection beside the others.
     let ticket = if form.get("another").is_some_and(|v| v == "1") {
+        // Refused here rather than after an OAuth provider's consent.
+        let oauth = state
+            .connect
+            .provider(provider.as_str())
+            .is_some_and(|p| p.is_oauth());
+        let limit = match oauth {
+            true => state
+                .connect
+                .account_limit_reached(user.user(), &provider)
+                .await
+                .map_err(anyhow::Error::from)?,
+            false => None,
+        };
+        if let Some(limit) = limit {
+            let name = display_name(&state, provider.as_str());
+            let message = crate::connect::accounts::limit_reached_message(&name, limit);
+            return Err(WebError::TooManyAccounts(message));
+        }
         state
             .connect
             .issue_another_account_ticket(user.user(), client_id, &provider)

@@ -432,34 +432,20 @@ async fn connect_adds_another_account_through_the_providers_chooser() {
 /// A user has at most `flow.accounts_per_provider` accounts at one
 /// provider: a new one past it is not stored (the page says why and what
 /// to do, and the access just granted is revoked), while reconnecting one
-/// they have still works.
+/// they have still works. Another account is refused before its link
+/// once the limit is reached (below); past the consent it is reached by
+/// two links opened before either account was stored.
 #[tokio::test]
 async fn a_new_account_past_the_limit_is_not_stored_and_a_reconnect_is() {
-    use crate::{
-        browser::Browser,
-        full_flow::{allow_at_demo, approve_at_demo, connect_demo, elicit, open_and_continue},
-    };
-    let app = spawn_app_with(|t| {
-        let mut flow = toml::Table::new();
-        flow.insert("accounts_per_provider".into(), 1.into());
-        t.insert("flow".into(), toml::Value::Table(flow));
-    })
-    .await;
-    connect_demo(&app, "alice", "octo").await;
-    let args = json!({"provider": "demo", "another_account": true});
-    let another = |account: &'static str| {
-        let (app, args) = (&app, args.clone());
-        async move {
-            let (url, _) = elicit(app, "alice", "connect", args, "connect_demo").await;
-            let browser = Browser::new(app);
-            let to_provider = open_and_continue(&browser, &url, "alice").await;
-            (browser, to_provider, account)
-        }
-    };
+    use crate::full_flow::{allow_at_demo, approve_at_demo};
+    let app = spawn_limited_app(1).await;
+    let first = to_demo(&app, json!({"provider": "demo"})).await;
+    let another = json!({"provider": "demo", "another_account": true});
+    let second = to_demo(&app, another).await;
+    approve_at_demo(&first.0, &first.1, "octo").await;
 
-    let (browser, to_provider, account) = another("hubot").await;
-    let back = allow_at_demo(&browser, &to_provider, account).await;
-    let refused = browser.follow(&back).await;
+    let back = allow_at_demo(&second.0, &second.1, "hubot").await;
+    let refused = second.0.follow(&back).await;
     assert_eq!(refused.status, 409, "{}", refused.body);
     for said in [
         "was not connected",
@@ -487,15 +473,150 @@ async fn a_new_account_past_the_limit_is_not_stored_and_a_reconnect_is() {
     assert_eq!(detail["revoked"], true, "{detail}");
     assert_eq!(detail["via"], "oauth", "{detail}");
 
-    let (browser, to_provider, account) = another("octo").await;
-    approve_at_demo(&browser, &to_provider, account).await;
+    // Reconnecting the one account is no new account.
+    sqlx::query("UPDATE connections SET status = 'needs_reauth'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let (browser, to_provider) = to_demo(&app, json!({"provider": "demo"})).await;
+    approve_at_demo(&browser, &to_provider, "octo").await;
     assert_eq!(
-        count(&app, "SELECT count(*) FROM connections").await,
+        count(
+            &app,
+            "SELECT count(*) FROM connections WHERE status = 'active'"
+        )
+        .await,
         1,
         "the reconnect replaced the one account"
     );
     let limited = "SELECT count(*) FROM audit_events WHERE kind = 'account_limit_reached'";
     assert_eq!(count(&app, limited).await, 1, "a reconnect is no refusal");
+}
+
+/// At the limit, another account is refused before anything is asked of
+/// the provider: the tool says so without a link, the connections page
+/// offers no "Add another" and refuses the form, and a link made before
+/// the limit was reached is refused on its consent page (Cancel still
+/// works). Nothing is granted at the provider, so nothing is left to
+/// revoke.
+#[tokio::test]
+async fn another_account_at_the_limit_is_refused_before_the_provider_is_asked() {
+    use crate::{browser::Browser, full_flow::approve_at_demo};
+    let app = spawn_limited_app(2).await;
+    crate::full_flow::connect_demo(&app, "alice", "octo").await;
+    let another = json!({"provider": "demo", "another_account": true});
+    // Made while below the limit, opened up to the consent page.
+    let (url, _) =
+        crate::full_flow::elicit(&app, "alice", "connect", another.clone(), "connect_demo").await;
+    let early = Browser::new(&app);
+    let (consent, consent_at) = consent_page(&early, &url).await;
+    // The second account, through another link.
+    let (browser, to_provider) = to_demo(&app, another.clone()).await;
+    approve_at_demo(&browser, &to_provider, "hubot").await;
+
+    let tickets = "SELECT count(*) FROM connect_tickets";
+    let before = count(&app, tickets).await;
+    let (status, body) = app.call_tool("alice", "connect", another).await;
+    assert_eq!(status, 200, "{body}");
+    let result = &body["result"];
+    assert_eq!(result["resultType"], "complete", "{body}");
+    assert_eq!(result["isError"], true, "{body}");
+    let outcome = &result["structuredContent"];
+    assert_eq!(outcome["error"]["kind"], "refused", "{body}");
+    assert_eq!(outcome["next_step"], "ask_user", "{body}");
+    let message = outcome["error"]["message"].as_str().unwrap_or_default();
+    for said in ["You have 2 Demo accounts connected here", "Disconnect one"] {
+        assert!(message.contains(said), "{said}: {message}");
+    }
+    assert_eq!(count(&app, tickets).await, before, "no link was made");
+
+    let page = browser.get("/connections").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.body
+            .contains("2 accounts connected, the most this server allows"),
+        "{}",
+        page.body
+    );
+    assert!(
+        !page.body.contains("Add another Demo account"),
+        "{}",
+        page.body
+    );
+    // The form posted all the same (an older page): refused.
+    let posted = browser
+        .submit(&page, "/connections/demo/reconnect", &[("another", "1")])
+        .await;
+    assert_eq!(posted.status, 409, "{}", posted.body);
+    assert!(
+        posted.body.contains("You have 2 Demo accounts"),
+        "{}",
+        posted.body
+    );
+    assert_eq!(count(&app, tickets).await, before, "no link was made");
+
+    // The link made before: Continue is refused, and so is the page.
+    let continued = early
+        .submit(&consent, "/connect", &[("action", "continue")])
+        .await;
+    assert_eq!(continued.status, 409, "{}", continued.body);
+    assert!(
+        continued.body.contains("Disconnect one"),
+        "{}",
+        continued.body
+    );
+    let again = early.get(&consent_at).await;
+    assert_eq!(again.status, 409, "{}", again.body);
+    let cancelled = early
+        .submit(&consent, "/connect", &[("action", "cancel")])
+        .await;
+    assert!(cancelled.status < 400, "{}", cancelled.body);
+    let flows = "SELECT count(*) FROM oauth_flows WHERE kind <> 'login'";
+    assert_eq!(
+        count(&app, flows).await,
+        2,
+        "only the two accounts' connects"
+    );
+    let limited = "SELECT count(*) FROM audit_events WHERE kind = 'account_limit_reached'";
+    assert_eq!(count(&app, limited).await, 0, "nothing granted to refuse");
+}
+
+/// An app allowing `limit` accounts per person and provider.
+async fn spawn_limited_app(limit: i64) -> TestApp {
+    spawn_app_with(|t| {
+        let mut flow = toml::Table::new();
+        flow.insert("accounts_per_provider".into(), limit.into());
+        t.insert("flow".into(), toml::Value::Table(flow));
+    })
+    .await
+}
+
+/// A connect link for alice (the tool called with `args`), opened in a
+/// browser of its own and continued: the browser and its redirect to
+/// the demo provider.
+async fn to_demo(app: &TestApp, args: Value) -> (crate::browser::Browser, crate::browser::Page) {
+    let (url, _) = crate::full_flow::elicit(app, "alice", "connect", args, "connect_demo").await;
+    let browser = crate::browser::Browser::new(app);
+    let to_provider = crate::full_flow::open_and_continue(&browser, &url, "alice").await;
+    (browser, to_provider)
+}
+
+/// Opens link `url` in `browser`, signing in as alice, up to its consent
+/// page (not continued): the page and where it is.
+async fn consent_page(
+    browser: &crate::browser::Browser,
+    url: &str,
+) -> (crate::browser::Page, String) {
+    let opened = browser.get(url).await;
+    let mut page = browser.sign_in_from(opened, "alice").await;
+    let mut at = String::new();
+    while page.status == 303 {
+        at = page.location.clone().unwrap_or_default();
+        page = browser.follow(&page).await;
+    }
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Continue"), "{}", page.body);
+    (page, at)
 }
 
 /// A 2025-11-25 client has no `requestState`: its plain retry after the

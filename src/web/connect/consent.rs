@@ -23,6 +23,7 @@ use super::{
     identity_mismatch,
 };
 use crate::{
+    connect::accounts,
     db::{self, audit::AuditKind, tickets::Ticket},
     providers::FormProblem,
     state::AppState,
@@ -90,6 +91,7 @@ pub(super) async fn show(
         let context = credential_context(&state, &ticket, provider);
         return Ok(super::credential::show(&user, &ticket, context));
     }
+    below_account_limit(&state, &user, &ticket).await?;
     // Connecting the same account again (a lost grant, more scopes): its
     // own values, not the defaults; another account starts afresh.
     let known = match ticket.add_account {
@@ -192,6 +194,33 @@ pub(super) async fn submit(
     }
 }
 
+/// A link for another account at an OAuth provider, opened (or
+/// continued) by a person who has as many accounts there as this server
+/// allows: refused before the provider is asked, rather than after its
+/// consent with the grant to revoke. Cancel still works.
+async fn below_account_limit(
+    state: &AppState,
+    user: &SignedInUser,
+    ticket: &Ticket,
+) -> Result<(), WebError> {
+    if !ticket.add_account {
+        return Ok(());
+    }
+    let limit = state
+        .connect
+        .account_limit_reached(user.user(), &ticket.provider)
+        .await
+        .map_err(anyhow::Error::from)?;
+    match limit {
+        None => Ok(()),
+        Some(limit) => {
+            let (provider, _) = state.connect.ticket_provider(ticket)?;
+            let message = accounts::limit_reached_message(provider.display_name(), limit);
+            Err(WebError::TooManyAccounts(message))
+        }
+    }
+}
+
 /// A ticket for a provider the operator has removed since it was made
 /// cannot be used: said so, not an internal error.
 fn still_offered(state: &AppState, ticket: &Ticket) -> Result<(), WebError> {
@@ -217,6 +246,7 @@ async fn proceed(
         let context = credential_context(state, ticket, provider);
         return super::credential::submit(state, req, user, ticket, form, context).await;
     }
+    below_account_limit(state, user, ticket).await?;
     // Checked before the ticket is spent or anything is sent: a value the
     // entry refuses gets the page again, saying why.
     let params = match provider.check_connect_params(&posted_params(form)) {

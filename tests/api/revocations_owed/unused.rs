@@ -22,12 +22,24 @@ async fn tokens_a_connect_did_not_store_are_revoked_by_a_later_sweep() {
         t.insert("flow".into(), toml::Value::Table(flow));
     })
     .await;
-    connect(&app, &fake, "alice").await;
+    // Two links opened before either account is stored (at the limit,
+    // another account is refused before its link).
+    let to_google = |args: serde_json::Value| {
+        let app = &app;
+        async move {
+            let (url, _) = elicit(app, "alice", "connect", args, "connect_google").await;
+            let browser = Browser::new(app);
+            let to_provider = open_and_continue(&browser, &url, "alice").await;
+            (browser, to_provider)
+        }
+    };
+    let (first, to_first) = to_google(json!({"provider": "google"})).await;
+    let another = json!({"provider": "google", "another_account": true});
+    let (browser, to_provider) = to_google(another).await;
+    let callback = fake.visit(to_first.location.as_deref().unwrap()).await;
+    let stored = first.get(callback.as_str()).await;
+    assert_eq!(stored.status, 200, "{}", stored.body);
     fake.set_account("2049", "other@example.com");
-    let args = json!({"provider": "google", "another_account": true});
-    let (url, _) = elicit(&app, "alice", "connect", args, "connect_google").await;
-    let browser = Browser::new(&app);
-    let to_provider = open_and_continue(&browser, &url, "alice").await;
     let callback = fake.visit(to_provider.location.as_deref().unwrap()).await;
     fake.fail_at("/revoke", Some(503));
     let refused = browser.get(callback.as_str()).await;
