@@ -22,7 +22,7 @@ mod unused;
 
 pub use disconnect::{Revocation, disconnect, disconnect_account};
 pub(crate) use owed::forget_key as forget_revocations_sealed_by;
-pub use owed::{RETRY_EVERY, retry_due, start_retrying};
+pub use owed::{retry_due, start_retrying};
 pub use read::{
     TokenState, UsableToken, refreshed_after_refusal, token_rejected, usable_token, usable_token_of,
 };

@@ -48,7 +48,7 @@ const AT_ONCE: usize = 4;
 
 /// How a pass's retries share their time: they stop claiming after this
 /// long, and the next pass goes on.
-const SWEEP_BUDGET: std::time::Duration = std::time::Duration::from_secs(60);
+const PASS_BUDGET: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What became of one attempt at a revocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,7 +252,7 @@ pub async fn retry_due(state: &ConnectionService) -> Result<u64, sqlx::Error> {
     let mut all_claimed = false;
     let mut tried = 0;
     loop {
-        while !all_claimed && under_way.len() < AT_ONCE && started.elapsed() < SWEEP_BUDGET {
+        while !all_claimed && under_way.len() < AT_ONCE && started.elapsed() < PASS_BUDGET {
             let claim = owed::claim_due(&state.db, LEASE, CLAIM);
             let claim = faults::deadline(state.settings.database.deadline(), claim);
             tokio::pin!(claim);
