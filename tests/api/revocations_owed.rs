@@ -410,3 +410,39 @@ async fn a_failure_recorded_after_the_lease_ran_out_leaves_the_later_record() {
     assert_eq!((attempts, error.as_str()), (2, "later"));
     assert!(due_in > 60.0, "the later attempt's wait: {due_in}");
 }
+
+/// The connections page says what a disconnect whose revocation failed
+/// leaves: the access may still be live at the provider, this server
+/// tries again for `revocation.retry_hours`, and where to end it now.
+#[tokio::test]
+async fn the_connections_page_says_a_failed_revocation_is_tried_again() {
+    use crate::browser::Browser;
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    let (id, refresh) = connect(&app, &fake, "alice").await;
+    fake.fail_at("/revoke", Some(503));
+    let browser = Browser::new(&app);
+    browser.sign_in("alice").await;
+    let confirm = browser
+        .get(&format!("/connections/google/disconnect?connection={id}"))
+        .await;
+    assert_eq!(confirm.status, 200, "{}", confirm.body);
+    let done = browser
+        .submit(&confirm, "/connections/google/disconnect", &[])
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    let location = done.location.clone().unwrap_or_default();
+    assert!(location.contains("revocation=retrying"), "{location}");
+    let page = browser.follow(&done).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let page = crate::browser::unescape(&page.body);
+    for said in [
+        "could not be told to revoke its access yet",
+        "tries again for up to 72 hours",
+        "settings at Google",
+    ] {
+        assert!(page.contains(said), "{said}: {page}");
+    }
+    assert_eq!(owed(&app).await, 1);
+    assert!(live(&fake, &refresh).await);
+}
