@@ -39,6 +39,9 @@ pub struct Calls {
     pub userinfo: usize,
     pub api: usize,
     pub revoke: usize,
+    /// GitHub's check of an app token (`POST /applications/{client_id}/token`),
+    /// which ends nothing.
+    pub check: usize,
 }
 
 #[derive(Default)]
@@ -49,6 +52,7 @@ pub(super) struct Counters {
     pub userinfo: AtomicUsize,
     pub api: AtomicUsize,
     pub revoke: AtomicUsize,
+    pub check: AtomicUsize,
 }
 
 impl Counters {
@@ -65,6 +69,7 @@ impl Counters {
             userinfo: get(&self.userinfo),
             api: get(&self.api),
             revoke: get(&self.revoke),
+            check: get(&self.check),
         }
     }
 }

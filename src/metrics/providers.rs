@@ -34,10 +34,21 @@ pub enum Call {
     Revoke,
     /// A per-connection parameter looked up after consent.
     Lookup,
+    /// A token's check after a revocation answer that cannot tell an
+    /// ended token from a refusal (GitHub's 422).
+    TokenCheck,
 }
 
 /// Every value of the `call` label, in the order of [`Call`].
-pub const CALL_LABELS: [&str; 6] = ["token", "refresh", "identity", "api", "revoke", "lookup"];
+pub const CALL_LABELS: [&str; 7] = [
+    "token",
+    "refresh",
+    "identity",
+    "api",
+    "revoke",
+    "lookup",
+    "token_check",
+];
 
 /// Every value of the `outcome` label: a 2xx answer, any other status, no
 /// answer (connect, timeout or read failure, or the call was abandoned).
@@ -52,6 +63,7 @@ impl Call {
             Call::Api => 3,
             Call::Revoke => 4,
             Call::Lookup => 5,
+            Call::TokenCheck => 6,
         }
     }
 }
@@ -159,7 +171,7 @@ pub(super) fn write<'a>(
     e.family(
         CALLS,
         Kind::Counter,
-        "Outbound calls to a configured provider, by provider, call (token, refresh, identity, api, revoke, lookup) and outcome (ok: 2xx; http_error: another status; transport: no answer).",
+        "Outbound calls to a configured provider, by provider, call (token, refresh, identity, api, revoke, lookup, token_check) and outcome (ok: 2xx; http_error: another status; transport: no answer).",
     );
     for (provider, calls) in providers.clone() {
         for (c, call) in CALL_LABELS.iter().enumerate() {
@@ -296,11 +308,13 @@ mod tests {
             Call::Api,
             Call::Revoke,
             Call::Lookup,
+            Call::TokenCheck,
         ];
         let mut seen: Vec<&str> = all.iter().map(|c| CALL_LABELS[c.index()]).collect();
         seen.sort_unstable();
         seen.dedup();
         assert_eq!(seen.len(), CALL_LABELS.len());
         assert_eq!(CALL_LABELS[Call::Lookup.index()], "lookup");
+        assert_eq!(CALL_LABELS[Call::TokenCheck.index()], "token_check");
     }
 }

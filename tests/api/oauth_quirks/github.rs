@@ -2,16 +2,20 @@
 //! connection's token at GitHub (`DELETE /applications/{client_id}/token`,
 //! the client as HTTP Basic, the access token in a JSON body): the token
 //! dies there, and no other token of the account (another person's
-//! connection of a shared account) with it. The model cannot reach that
-//! endpoint through `api_request`, whatever methods the operator allows.
+//! connection of a shared account) with it. A deletion GitHub answers 422
+//! is done when GitHub's check of the token no longer knows it (an earlier
+//! deletion's answer was lost), and a failure when the token is still live
+//! (a flooded endpoint). The model cannot reach that endpoint through
+//! `api_request`, whatever methods the operator allows.
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 use serde_json::{Value, json};
 
+use mcp_connect::providers::{ProviderError, TokenHint};
 use provider_fakes::{FakeProvider, github};
 
 use super::app_with_edit;
-use crate::{key_connect::disconnect, provider_flows::connect};
+use crate::{helpers::TestApp, key_connect::disconnect, provider_flows::connect};
 
 /// The access token the fake issued.
 fn access_token(fake: &FakeProvider) -> String {
@@ -116,25 +120,112 @@ async fn a_disconnect_leaves_another_connection_of_the_same_account_working() {
     assert_eq!(user_status(&fake, &bobs).await, 200, "bob's still works");
 }
 
-/// GitHub's 422 answers a token it does not know and "the endpoint has
-/// been spammed" alike: a second deletion is not taken for an ended token.
-#[tokio::test]
-async fn a_second_deletion_at_github_is_not_taken_for_an_ended_token() {
-    let fake = github::start().await;
-    let app = crate::provider_flows::app_with(&fake, "github").await;
-    connect(&app, &fake, "github").await;
-    let token = access_token(&fake);
-    let state = &app.state.connect;
-    let github = state.provider("github").unwrap();
-    let hint = mcp_connect::providers::TokenHint::AccessToken;
-    let params = Default::default();
+/// Deletes `token` at GitHub with the service's own revocation, called
+/// directly, outside any disconnect and its retries (below, as an earlier
+/// deletion whose answer the service never heard).
+async fn revoke(app: &TestApp, token: &str) -> Result<(), ProviderError> {
+    let github = app.state.connect.provider("github").unwrap();
     let http = reqwest::Client::builder()
         .user_agent("mcp-connect")
         .build()
         .unwrap();
-    github.revoke(&http, &token, hint, &params).await.unwrap();
-    assert!(github.revoke(&http, &token, hint, &params).await.is_err());
+    let hint = TokenHint::AccessToken;
+    github.revoke(&http, token, hint, &Default::default()).await
+}
+
+/// GitHub's 422 answers a token it does not know and "the endpoint has
+/// been spammed" alike; its check of the token tells them apart: a second
+/// deletion of a deleted token counts as revoked.
+#[tokio::test]
+async fn a_second_deletion_at_github_counts_as_revoked() {
+    let fake = github::start().await;
+    let app = crate::provider_flows::app_with(&fake, "github").await;
+    connect(&app, &fake, "github").await;
+    let token = access_token(&fake);
+    revoke(&app, &token).await.unwrap();
+    revoke(&app, &token).await.unwrap();
+    assert_eq!(fake.calls().revoke, 2);
+    assert_eq!(fake.calls().check, 1, "asked after the 422");
     assert_eq!(user_status(&fake, &token).await, 401);
+}
+
+/// A flooded endpoint's 422 for a token GitHub still knows is a failure:
+/// the check shows the token live, and it still works.
+#[tokio::test]
+async fn a_422_for_a_live_token_is_still_a_failure() {
+    let fake = github::start().await;
+    let app = crate::provider_flows::app_with(&fake, "github").await;
+    connect(&app, &fake, "github").await;
+    let token = access_token(&fake);
+    fake.fail_next(1, 422);
+    let e = revoke(&app, &token).await.unwrap_err();
+    assert!(matches!(e, ProviderError::Status(422)), "{e}");
+    assert_eq!(fake.calls().check, 1);
+    assert_eq!(user_status(&fake, &token).await, 200, "still live");
+}
+
+/// The `revoked_upstream` audit rows' details.
+async fn revoked_upstream(app: &TestApp) -> Vec<Value> {
+    let sql = "SELECT detail FROM audit_events WHERE kind = 'revoked_upstream' ORDER BY id";
+    sqlx::query_scalar(sql).fetch_all(&app.db).await.unwrap()
+}
+
+async fn owed(app: &TestApp) -> i64 {
+    crate::helpers::count(app, "SELECT count(*) FROM pending_revocations").await
+}
+
+/// A disconnect whose token an earlier deletion already ended (its
+/// answer lost on the way back): GitHub's 422 and its check's 404 make it
+/// revoked, owed no more, and audited so, not tried until the window ends.
+#[tokio::test]
+async fn a_disconnect_after_a_deletion_whose_answer_was_lost_is_revoked() {
+    let fake = github::start().await;
+    let app = crate::provider_flows::app_with(&fake, "github").await;
+    connect(&app, &fake, "github").await;
+    let token = access_token(&fake);
+    revoke(&app, &token).await.unwrap();
+
+    let gone = disconnect(&app, "github").await;
+    let result = &gone["result"]["structuredContent"];
+    assert_eq!(result["revocation"], "revoked", "{gone}");
+    assert_eq!(fake.calls().revoke, 2);
+    assert_eq!(fake.calls().check, 1);
+    assert_eq!(owed(&app).await, 0);
+    assert_eq!(revoked_upstream(&app).await.len(), 1);
+}
+
+/// The same through the retries: the disconnect's deletion reached GitHub
+/// but its answer did not come back, and the sweep's deletion hears 422.
+#[tokio::test]
+async fn a_retry_after_a_deletion_whose_answer_was_lost_is_revoked() {
+    let fake = github::start().await;
+    let app = crate::provider_flows::app_with(&fake, "github").await;
+    connect(&app, &fake, "github").await;
+    let token = access_token(&fake);
+    let path = format!("/applications/{}/token", fake.client_id());
+    fake.fail_at(&path, Some(504));
+    let gone = disconnect(&app, "github").await;
+    let result = &gone["result"]["structuredContent"];
+    assert_eq!(result["revocation"], "failed", "{gone}");
+    fake.fail_at(&path, None);
+    // What the lost attempt did at GitHub.
+    revoke(&app, &token).await.unwrap();
+
+    sqlx::query("UPDATE pending_revocations SET next_attempt_at = now()")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let tried = mcp_connect::connect::vault::retry_due(&app.state.connect)
+        .await
+        .unwrap();
+    assert_eq!(tried, 1);
+    assert_eq!(fake.calls().check, 1);
+    assert_eq!(owed(&app).await, 0);
+    let revoked = revoked_upstream(&app).await;
+    assert_eq!(revoked.len(), 1, "{revoked:?}");
+    assert_eq!(revoked[0]["attempts"], 2, "{revoked:?}");
+    let abandoned = "SELECT count(*) FROM audit_events WHERE kind = 'revocation_abandoned'";
+    assert_eq!(crate::helpers::count(&app, abandoned).await, 0);
 }
 
 /// A deletion GitHub failed is tried again after the person connected the
