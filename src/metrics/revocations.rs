@@ -67,7 +67,7 @@ impl RevocationMetrics {
         for (ended, count) in REVOCATION_LABELS.iter().zip(&self.attempts) {
             e.sample(
                 ATTEMPTS,
-                &[("ended", ended)],
+                &[("outcome", ended)],
                 count.load(Ordering::Relaxed) as f64,
             );
         }
@@ -95,9 +95,9 @@ mod tests {
         m.write(&mut e);
         let text = e.finish();
         for line in [
-            "mcp_connect_revocation_attempts_total{ended=\"revoked\"} 1\n",
-            "mcp_connect_revocation_attempts_total{ended=\"retrying\"} 2\n",
-            "mcp_connect_revocation_attempts_total{ended=\"abandoned\"} 0\n",
+            "mcp_connect_revocation_attempts_total{outcome=\"revoked\"} 1\n",
+            "mcp_connect_revocation_attempts_total{outcome=\"retrying\"} 2\n",
+            "mcp_connect_revocation_attempts_total{outcome=\"abandoned\"} 0\n",
             "mcp_connect_revocations_owed 3\n",
         ] {
             assert!(text.contains(line), "{line:?} in {text}");

@@ -333,6 +333,9 @@ async fn nothing_a_client_chose_or_is_appears_in_the_metrics() {
                 "outcome" if sample.name.starts_with("mcp_connect_webhook_") => {
                     mcp_connect::metrics::DELIVERY_LABELS.contains(&value.as_str())
                 }
+                "outcome" if sample.name.starts_with("mcp_connect_revocation_") => {
+                    mcp_connect::metrics::REVOCATION_LABELS.contains(&value.as_str())
+                }
                 "outcome" => mcp_connect::metrics::OUTCOME_LABELS.contains(&value.as_str()),
                 "le" => value == "+Inf" || value.parse::<f64>().is_ok(),
                 "version" => value == env!("CARGO_PKG_VERSION"),
