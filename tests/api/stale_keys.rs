@@ -296,6 +296,52 @@ async fn rekey_goes_on_past_a_row_it_cannot_open_and_says_it_did_not_finish() {
     );
 }
 
+/// A re-seal reads the rows on older keys a page (a thousand) at a time:
+/// rows past the first page are re-sealed, and a row it gave up on is
+/// neither tried again on the next pass nor counted as left.
+#[tokio::test]
+async fn rekey_reads_page_after_page_and_gives_up_on_a_row_once() {
+    let app = spawn_app().await;
+    for subject in ["alice", "bob"] {
+        connect(&app, subject).await;
+    }
+    // 1,003 copies of alice's row under ids that sort before any random
+    // one: their tokens are bound to alice's id, so none opens.
+    sqlx::query(
+        "INSERT INTO connections (id, issuer, subject, provider, account_id, account_label,
+             scopes, access_token, refresh_token, key_id, access_token_expires_at, status)
+         SELECT ('00000000-0000-4000-8000-' || lpad(i::text, 12, '0'))::uuid, issuer,
+             'copy-' || i, provider, account_id, account_label, scopes, access_token,
+             refresh_token, key_id, access_token_expires_at, status
+         FROM connections, generate_series(1, 1003) AS i WHERE subject = 'alice'",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let old = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
+    let new = mcp_connect::crypto::KeyRing::generate_entry("k2");
+    let rotated = app
+        .second_instance_with(|t| {
+            let keys = vec![new.clone().into(), old.clone().into()];
+            t.insert("keys".into(), toml::Value::Array(keys));
+        })
+        .await;
+    let rekeyed = rotated.state.connect.rekey().await.unwrap();
+    assert_eq!(
+        rekeyed.resealed, 2,
+        "alice's and bob's, past the first page"
+    );
+    assert_eq!(
+        rekeyed.failed.len(),
+        1003,
+        "each copy once, not once a pass"
+    );
+    assert_eq!(rekeyed.left_on_older_keys, 0, "given up is not left");
+    assert!(!rekeyed.finished());
+    let on_k2 = "SELECT count(*) FROM connections WHERE key_id = 'k2'";
+    assert_eq!(crate::helpers::count(&app, on_k2).await, 2);
+}
+
 /// A connection that cannot be marked (here a trigger refuses the update,
 /// as a lock timeout or a failing database would) makes the command fail
 /// and say to run it again; once it can, the run is done. A key id no row

@@ -62,68 +62,152 @@ impl Rekeyed {
 /// the ring lacks are left alone (`stale_keys` reports them).
 pub async fn rekey_all(state: &ConnectionService) -> anyhow::Result<Rekeyed> {
     let current = state.keys.current_key_id().to_owned();
-    let mut outcome = Rekeyed::default();
-    let mut given_up: HashSet<Uuid> = HashSet::new();
-    for _ in 0..PASSES {
-        let pending = on_older_keys(state, &current, &given_up).await?;
-        if pending.is_empty() {
-            break;
-        }
-        for id in pending {
-            match reseal_one(state, &current, id).await {
-                Ok(true) => outcome.resealed += 1,
-                Ok(false) => {}
-                Err(Failure::Row(why)) => {
-                    tracing::warn!(connection = %id, error = %why, "tokens rekey: connection not re-sealed");
-                    given_up.insert(id);
-                    outcome.failed.push((id, why));
-                }
-                Err(Failure::Database(e)) => return Err(e.into()),
-            }
-        }
-    }
-    outcome.left_on_older_keys = on_older_keys(state, &current, &given_up).await?.len() as u64;
-    rekey_owed(state, &current, &mut outcome).await?;
-    Ok(outcome)
+    let connections = rekey_table(state, &current, Table::Connections).await?;
+    // The same binding (a revocation's id is its connection's), so the
+    // same re-seal.
+    let owed = rekey_table(state, &current, Table::Owed).await?;
+    Ok(Rekeyed {
+        resealed: connections.resealed,
+        failed: connections.failed,
+        left_on_older_keys: connections.left,
+        resealed_revocations: owed.resealed,
+        failed_revocations: owed.failed,
+        revocations_on_older_keys: owed.left,
+    })
 }
 
-/// Re-seals the revocations still owed that older keys of the ring
-/// sealed, in [`PASSES`] as the connections are; the same binding (a
-/// revocation's id is its connection's), so the same re-seal.
-async fn rekey_owed(
+/// The tables whose rows hold sealed tokens.
+#[derive(Clone, Copy)]
+enum Table {
+    Connections,
+    /// `pending_revocations`.
+    Owed,
+}
+
+/// What a re-seal did to one table.
+#[derive(Default)]
+struct TableRekeyed {
+    resealed: u64,
+    failed: Vec<(Uuid, String)>,
+    /// Rows still on an older key of the ring after the last pass.
+    left: u64,
+}
+
+/// How many rows' ids a re-seal reads at once: its memory is a page's,
+/// however many rows the table holds.
+const PAGE: i64 = 1000;
+
+/// Re-seals `table`'s rows sealed by older keys of the ring, page by page,
+/// in up to [`PASSES`]; then counts those left.
+async fn rekey_table(
     state: &ConnectionService,
     current: &str,
-    outcome: &mut Rekeyed,
-) -> anyhow::Result<()> {
+    table: Table,
+) -> anyhow::Result<TableRekeyed> {
+    let mut done = TableRekeyed::default();
     let mut given_up: HashSet<Uuid> = HashSet::new();
-    let older = |rows: Vec<(Uuid, String)>, given_up: &HashSet<Uuid>| -> Vec<Uuid> {
-        rows.into_iter()
-            .filter(|(id, key_id)| state.keys.has_key(key_id) && !given_up.contains(id))
-            .map(|(id, _)| id)
-            .collect()
-    };
     for _ in 0..PASSES {
-        let rows = db::pending_revocations::ids_not_sealed_by(&state.db, current).await?;
-        let pending = older(rows, &given_up);
-        if pending.is_empty() {
-            break;
-        }
-        for id in pending {
-            match reseal_owed(state, current, id).await {
-                Ok(true) => outcome.resealed_revocations += 1,
-                Ok(false) => {}
-                Err(Failure::Row(why)) => {
-                    tracing::warn!(revocation = %id, error = %why, "tokens rekey: revocation still owed not re-sealed");
-                    given_up.insert(id);
-                    outcome.failed_revocations.push((id, why));
+        let mut pages = OlderPages::new(table, current);
+        let mut found = false;
+        while let Some(page) = pages.next(state, &given_up).await? {
+            for id in page {
+                found = true;
+                match reseal_row(state, table, current, id).await {
+                    Ok(true) => done.resealed += 1,
+                    Ok(false) => {}
+                    Err(Failure::Row(why)) => {
+                        tracing::warn!(table = table.name(), row = %id, error = %why, "tokens rekey: tokens not re-sealed");
+                        given_up.insert(id);
+                        done.failed.push((id, why));
+                    }
+                    Err(Failure::Database(e)) => return Err(e.into()),
                 }
-                Err(Failure::Database(e)) => return Err(e.into()),
             }
         }
+        if !found {
+            break;
+        }
     }
-    let rows = db::pending_revocations::ids_not_sealed_by(&state.db, current).await?;
-    outcome.revocations_on_older_keys = older(rows, &given_up).len() as u64;
-    Ok(())
+    let mut pages = OlderPages::new(table, current);
+    while let Some(page) = pages.next(state, &given_up).await? {
+        done.left += page.len() as u64;
+    }
+    Ok(done)
+}
+
+impl Table {
+    fn name(self) -> &'static str {
+        match self {
+            Table::Connections => "connections",
+            Table::Owed => "pending_revocations",
+        }
+    }
+}
+
+/// The rows of a table sealed by a key of the ring other than the current
+/// one, page by page in id order, leaving out those given up on (and
+/// those a key the ring lacks sealed: nothing here can open them).
+struct OlderPages<'a> {
+    table: Table,
+    current: &'a str,
+    after: Uuid,
+    ended: bool,
+}
+
+impl<'a> OlderPages<'a> {
+    fn new(table: Table, current: &'a str) -> Self {
+        Self {
+            table,
+            current,
+            after: Uuid::nil(),
+            ended: false,
+        }
+    }
+
+    /// The next page's ids (it may be empty where a whole page was left
+    /// out); `None` at the end.
+    async fn next(
+        &mut self,
+        state: &ConnectionService,
+        given_up: &HashSet<Uuid>,
+    ) -> Result<Option<Vec<Uuid>>, sqlx::Error> {
+        if self.ended {
+            return Ok(None);
+        }
+        let (db, current, after) = (&state.db, self.current, self.after);
+        let rows = match self.table {
+            Table::Connections => {
+                db::connections::ids_not_sealed_by(db, current, after, PAGE).await?
+            }
+            Table::Owed => {
+                db::pending_revocations::ids_not_sealed_by(db, current, after, PAGE).await?
+            }
+        };
+        self.ended = (rows.len() as i64) < PAGE;
+        let Some((last, _)) = rows.last() else {
+            return Ok(None);
+        };
+        self.after = *last;
+        Ok(Some(
+            rows.into_iter()
+                .filter(|(id, key_id)| state.keys.has_key(key_id) && !given_up.contains(id))
+                .map(|(id, _)| id)
+                .collect(),
+        ))
+    }
+}
+
+/// Re-seals row `id` of `table`; see [`reseal_one`] and [`reseal_owed`].
+async fn reseal_row(
+    state: &ConnectionService,
+    table: Table,
+    current: &str,
+    id: Uuid,
+) -> Result<bool, Failure> {
+    match table {
+        Table::Connections => reseal_one(state, current, id).await,
+        Table::Owed => reseal_owed(state, current, id).await,
+    }
 }
 
 /// Re-seals revocation `id` under its row lock; `false` when there was
@@ -188,21 +272,6 @@ fn reseal(
         .keys
         .reseal(Purpose::Token, ctx, &sealed)
         .map_err(|e| Failure::Row(e.to_string()))
-}
-
-/// The connections sealed by a key of the ring other than `current`,
-/// leaving out those already given up on.
-async fn on_older_keys(
-    state: &ConnectionService,
-    current: &str,
-    given_up: &HashSet<Uuid>,
-) -> Result<Vec<Uuid>, sqlx::Error> {
-    let rows = db::connections::ids_not_sealed_by(&state.db, current).await?;
-    Ok(rows
-        .into_iter()
-        .filter(|(id, key_id)| state.keys.has_key(key_id) && !given_up.contains(id))
-        .map(|(id, _)| id)
-        .collect())
 }
 
 enum Failure {

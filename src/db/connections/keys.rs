@@ -8,17 +8,23 @@
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-/// Connections whose tokens are sealed by another key than `key_id`, with
-/// the key that seals each. Rows whose tokens were dropped
-/// ([`drop_tokens_sealed_by`]) hold none to re-seal.
+/// Up to `limit` connections whose tokens are sealed by another key than
+/// `key_id`, with the key that seals each, by id from after `after` (a
+/// page: a million rows need not be held at once). Rows whose tokens were
+/// dropped ([`drop_tokens_sealed_by`]) hold none to re-seal.
 pub async fn ids_not_sealed_by(
     exec: impl PgExecutor<'_>,
     key_id: &str,
+    after: Uuid,
+    limit: i64,
 ) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
     let rows = sqlx::query!(
         "SELECT id, key_id FROM connections
-         WHERE key_id <> $1 AND octet_length(access_token) > 0 ORDER BY id",
-        key_id
+         WHERE key_id <> $1 AND octet_length(access_token) > 0 AND id > $2
+         ORDER BY id LIMIT $3",
+        key_id,
+        after,
+        limit,
     )
     .fetch_all(exec)
     .await?;

@@ -8,15 +8,21 @@ use uuid::Uuid;
 use super::{Origin, Params, PendingRevocation};
 use crate::domain::ProviderName;
 
-/// Revocations whose tokens are sealed by another key than `key_id`, with
-/// the key that seals each.
+/// Up to `limit` revocations whose tokens are sealed by another key than
+/// `key_id`, with the key that seals each, by id from after `after` (a
+/// page, as for connections).
 pub async fn ids_not_sealed_by(
     exec: impl PgExecutor<'_>,
     key_id: &str,
+    after: Uuid,
+    limit: i64,
 ) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
     let rows = sqlx::query!(
-        "SELECT id, key_id FROM pending_revocations WHERE key_id <> $1 ORDER BY id",
-        key_id
+        "SELECT id, key_id FROM pending_revocations WHERE key_id <> $1 AND id > $2
+         ORDER BY id LIMIT $3",
+        key_id,
+        after,
+        limit,
     )
     .fetch_all(exec)
     .await?;
