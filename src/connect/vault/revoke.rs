@@ -60,7 +60,14 @@ pub(super) async fn upstream(
             }
         };
         let token = if hint == TokenHint::AccessToken {
-            live_access_token(state, row, p, token).await
+            match live_access_token(state, row, p, token).await {
+                Ok(token) => token,
+                Err(e) => {
+                    failures.push(format!("{}: {e}", hint.as_str()));
+                    answers.push((hint, Answer::Failed));
+                    continue;
+                }
+            }
         } else {
             token
         };
@@ -162,30 +169,40 @@ fn grant_ended(answers: &[(TokenHint, Answer)], access_lapses_soon: bool) -> boo
         })
 }
 
-/// Where only the access token can end the grant (Dropbox revokes with it
-/// as credential) and it has expired, a refresh buys one that works; the
-/// stored one otherwise. The new token is used once and never stored.
+/// Where only the access token can end the grant (Dropbox revokes with
+/// it as credential, GitHub deletes it) and it has expired, a refresh buys
+/// one that works; the stored one otherwise. The new token is used once
+/// and never stored. A refresh that fails is the attempt's failure: the
+/// expired token would be answered as unknown there (Dropbox's 401,
+/// GitHub's 422 then "Check a token"'s 404), which reads as a token
+/// already ended while the refresh token lives on — unless the provider
+/// says the refresh token is dead too (`invalid_grant`).
 async fn live_access_token(
     state: &ConnectionService,
     row: &PendingRevocation,
     p: &Provider,
     stored: SecretString,
-) -> SecretString {
+) -> Result<SecretString, ProviderError> {
     let expired = row.access_token_expires_by(row.read_at);
     if !expired || p.revokes(TokenHint::RefreshToken) {
-        return stored;
+        return Ok(stored);
     }
+    // No refresh token (or none that opens: its own failure is the
+    // refresh token's to report): the expired token ends what there is.
     let Ok(Some(refresh)) = open(state, row, Kind::Refresh) else {
-        return stored;
+        return Ok(stored);
     };
     match p
         .refresh(&state.http, refresh.expose_secret(), &row.params.0)
         .await
     {
-        Ok(tokens) => tokens.access_token,
+        Ok(tokens) => Ok(tokens.access_token),
+        // The refresh token is dead there: nothing of the grant lives on
+        // but the expired access token, which the revocation then ends.
+        Err(ProviderError::InvalidGrant) => Ok(stored),
         Err(e) => {
-            tracing::warn!(provider = %p.name(), error = %e, "refresh before revocation failed");
-            stored
+            tracing::warn!(provider = %p.name(), error = %e, "refresh before revocation failed; tried again later");
+            Err(e)
         }
     }
 }

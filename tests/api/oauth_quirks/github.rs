@@ -261,3 +261,46 @@ async fn a_failed_deletion_is_tried_again_after_a_reconnect_and_spares_the_new_t
     let owed = crate::helpers::count(&app, "SELECT count(*) FROM pending_revocations");
     assert_eq!(owed.await, 0);
 }
+
+/// A GitHub App's expiring user token: an expired one is refreshed before
+/// its deletion. When that refresh fails, the expired token is not sent
+/// (GitHub would answer 422, then "Check a token" 404, which reads as a
+/// token already ended while the refresh token lives on): the attempt
+/// fails and is tried again, and once the refresh works the new token is
+/// deleted.
+#[tokio::test]
+async fn an_expired_app_token_whose_refresh_fails_is_not_taken_for_ended() {
+    let fake = github::start().await;
+    fake.set_access_ttl(Some(std::time::Duration::from_secs(3600)));
+    let app = crate::provider_flows::app_with(&fake, "github").await;
+    connect(&app, &fake, "github").await;
+    let refresh = fake.refresh_tokens().pop().expect("a ghr_ refresh token");
+    assert!(refresh.starts_with("ghr_"), "{refresh}");
+    fake.expire_access_tokens();
+    sqlx::query("UPDATE connections SET access_token_expires_at = now() - interval '1 minute'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    fake.fail_at("/login/oauth/access_token", Some(503));
+
+    let gone = disconnect(&app, "github").await;
+    let result = &gone["result"]["structuredContent"];
+    assert_eq!(result["revocation"], "failed", "{gone}");
+    assert_eq!(fake.calls().revoke, 0, "the expired token was not sent");
+    assert_eq!(owed(&app).await, 1);
+    assert_eq!(revoked_upstream(&app).await.len(), 0);
+
+    fake.fail_at("/login/oauth/access_token", None);
+    sqlx::query("UPDATE pending_revocations SET next_attempt_at = now()")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let tried = mcp_connect::connect::vault::retry_due(&app.state.connect)
+        .await
+        .unwrap();
+    assert_eq!(tried, 1);
+    assert_eq!(fake.calls().revoke, 1, "the refreshed token deleted");
+    assert_eq!(fake.calls().check, 0, "GitHub accepted it: no check");
+    assert_eq!(owed(&app).await, 0);
+    assert_eq!(revoked_upstream(&app).await.len(), 1);
+}
