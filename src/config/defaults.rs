@@ -71,6 +71,12 @@ pub fn revocation_retry_hours() -> u32 {
     72
 }
 
+/// As often as the first wait after a failed revocation, so that wait is
+/// what it says.
+pub fn revocation_retry_every_secs() -> u64 {
+    60
+}
+
 /// One year: what HSTS preload lists ask for.
 pub fn hsts_max_age_secs() -> u64 {
     365 * 24 * 3600

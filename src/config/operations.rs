@@ -112,12 +112,20 @@ pub struct RevocationSettings {
         deserialize_with = "lenient::number"
     )]
     pub retry_hours: u32,
+    /// How often each instance looks for revocations due to be tried
+    /// again, in seconds.
+    #[serde(
+        default = "defaults::revocation_retry_every_secs",
+        deserialize_with = "lenient::number"
+    )]
+    pub retry_every_secs: u64,
 }
 
 impl Default for RevocationSettings {
     fn default() -> Self {
         Self {
             retry_hours: defaults::revocation_retry_hours(),
+            retry_every_secs: defaults::revocation_retry_every_secs(),
         }
     }
 }
@@ -126,6 +134,11 @@ impl RevocationSettings {
     /// How long after a disconnect its revocation is still tried.
     pub fn retry_for(&self) -> chrono::Duration {
         chrono::Duration::hours(i64::from(self.retry_hours))
+    }
+
+    /// How often each instance tries the revocations due.
+    pub fn retry_every(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.retry_every_secs)
     }
 }
 
@@ -174,6 +187,12 @@ impl Settings {
                 u64::from(self.revocation.retry_hours),
                 1,
                 720,
+            ),
+            (
+                "revocation.retry_every_secs",
+                self.revocation.retry_every_secs,
+                10,
+                3600,
             ),
             (
                 "flow.accounts_per_provider",

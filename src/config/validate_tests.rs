@@ -348,6 +348,19 @@ fn revocations_are_retried_for_1_to_720_hours() {
     assert_eq!(settings.revocation.retry_for(), chrono::Duration::hours(72));
 }
 
+#[test]
+fn revocations_due_are_looked_for_every_10_to_3600_seconds() {
+    for bad in ["9", "3601"] {
+        let err = error_with(&[("MCP_CONNECT_REVOCATION__RETRY_EVERY_SECS", bad)]);
+        assert!(err.contains("revocation.retry_every_secs"), "{bad}: {err}");
+        assert!(err.contains("between 10 and 3600"), "{bad}: {err}");
+    }
+    assert_eq!(
+        error_with(&[("MCP_CONNECT_REVOCATION__RETRY_EVERY_SECS", "10")]),
+        ""
+    );
+}
+
 /// The shipped Caddyfile drops its idle connections to an instance before
 /// an instance with the default `keep_alive_secs` would: the other way
 /// round, a POST sent on a connection the instance is closing is lost.

@@ -53,6 +53,11 @@ pub struct PendingRevocation {
     pub attempts: i32,
     /// Why the last one failed (no credential).
     pub last_error: Option<String>,
+    /// When it is due, as read or as claimed: the lease of the attempt
+    /// that holds this copy. Only that attempt's failure is recorded
+    /// ([`failed`]); one whose lease ran out, and which another took up
+    /// since, is not.
+    pub next_attempt_at: DateTime<Utc>,
     /// The database's `now()` of the statement that read (or wrote) the
     /// row: its times are the database's, so they are judged by its clock
     /// (as a connection's are: `ConnectionRow::read_at`).
@@ -94,7 +99,7 @@ pub async fn owe_for_connection(
            RETURNING id, issuer, subject, provider AS "provider: ProviderName", account_id,
                origin AS "origin: Origin", params AS "params: Json<Params>", access_token,
                refresh_token, key_id, access_token_expires_at, created_at, attempts,
-               last_error, now() AS "read_at!""#,
+               last_error, next_attempt_at, now() AS "read_at!""#,
         id,
         grace.num_seconds() as f64,
     )
@@ -119,7 +124,7 @@ pub async fn owe(
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
                  statement_timestamp() + make_interval(secs => $11),
                  now() + make_interval(secs => $12))
-         RETURNING access_token_expires_at, created_at, now() AS "read_at!""#,
+         RETURNING access_token_expires_at, created_at, next_attempt_at, now() AS "read_at!""#,
         row.id,
         row.issuer,
         row.subject,
@@ -141,6 +146,7 @@ pub async fn owe(
 pub struct OwedAt {
     pub access_token_expires_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
+    pub next_attempt_at: DateTime<Utc>,
     pub read_at: DateTime<Utc>,
 }
 
@@ -162,7 +168,7 @@ pub async fn claim_due(
            RETURNING id, issuer, subject, provider AS "provider: ProviderName", account_id,
                origin AS "origin: Origin", params AS "params: Json<Params>", access_token,
                refresh_token, key_id, access_token_expires_at, created_at, attempts,
-               last_error, now() AS "read_at!""#,
+               last_error, next_attempt_at, now() AS "read_at!""#,
         lease.num_seconds() as f64,
         limit,
     )
@@ -206,10 +212,11 @@ pub async fn settle(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::E
 }
 
 /// An attempt at `row` failed: counted, due again `wait` from now, with
-/// why (a short text with no credential, cut to fit). `false`: the row
-/// is gone, or another attempt recorded its own since `row` was read (a
-/// lease that ran out while this one waited for the provider): that
-/// record stands.
+/// why (a short text with no credential, cut to fit). `false`: not
+/// recorded, as the row is no longer the one this attempt holds — settled
+/// meanwhile, or taken up by another attempt once this one's lease ran
+/// out (its `next_attempt_at` moved): the other's record stands, and its
+/// lease is not cut short.
 pub async fn failed(
     exec: impl PgExecutor<'_>,
     row: &PendingRevocation,
@@ -220,11 +227,11 @@ pub async fn failed(
     let recorded = sqlx::query!(
         "UPDATE pending_revocations SET attempts = attempts + 1,
              next_attempt_at = now() + make_interval(secs => $2), last_error = $3
-         WHERE id = $1 AND attempts = $4",
+         WHERE id = $1 AND next_attempt_at = $4",
         row.id,
         wait.num_seconds() as f64,
         error,
-        row.attempts,
+        row.next_attempt_at,
     )
     .execute(exec)
     .await?;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::text::{Exposition, Kind};
 
 const ATTEMPTS: &str = "mcp_connect_revocation_attempts_total";
-const OWED: &str = "mcp_connect_revocations_owed";
+const OWED: &str = "mcp_connect_revocation_backlog";
 
 /// How one attempt at a revocation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,7 +21,7 @@ pub enum RevocationAttempt {
     Abandoned,
 }
 
-pub const REVOCATION_LABELS: [&str; 3] = ["revoked", "retrying", "abandoned"];
+pub const REVOCATION_LABELS: [&str; 3] = ["revoked", "retry", "abandoned"];
 
 impl RevocationAttempt {
     fn index(self) -> usize {
@@ -62,7 +62,7 @@ impl RevocationMetrics {
         e.family(
             ATTEMPTS,
             Kind::Counter,
-            "Attempts at revoking a grant at its provider, by how they ended (revoked, retrying, abandoned).",
+            "Revocations at a provider handled, by how each attempt ended (revoked; retry: failed, due again; abandoned: given up, the provider asked or not).",
         );
         for (ended, count) in REVOCATION_LABELS.iter().zip(&self.attempts) {
             e.sample(
@@ -74,7 +74,7 @@ impl RevocationMetrics {
         e.family(
             OWED,
             Kind::Gauge,
-            "Revocations still owed to providers (all instances), as last counted.",
+            "Revocations still owed to providers, over every instance (the same count on each), as last counted.",
         );
         e.sample(OWED, &[], self.owed.load(Ordering::Relaxed) as f64);
     }
@@ -96,9 +96,9 @@ mod tests {
         let text = e.finish();
         for line in [
             "mcp_connect_revocation_attempts_total{outcome=\"revoked\"} 1\n",
-            "mcp_connect_revocation_attempts_total{outcome=\"retrying\"} 2\n",
+            "mcp_connect_revocation_attempts_total{outcome=\"retry\"} 2\n",
             "mcp_connect_revocation_attempts_total{outcome=\"abandoned\"} 0\n",
-            "mcp_connect_revocations_owed 3\n",
+            "mcp_connect_revocation_backlog 3\n",
         ] {
             assert!(text.contains(line), "{line:?} in {text}");
         }

@@ -24,7 +24,8 @@ use tokio_util::sync::CancellationToken;
 /// A revocation written is first due this long after: the instance that
 /// wrote it tries at once, and another instance must not call
 /// the provider meanwhile. Longer than an attempt takes (two tokens, a
-/// few tries within seconds each, a refresh first for Dropbox).
+/// few tries within seconds each, a refresh first where only a live
+/// access token revokes, GitHub's check of a token after its 422).
 pub(super) const FIRST_TRY_GRACE: chrono::Duration = chrono::Duration::minutes(2);
 
 /// A claimed revocation is left by the others this long: as long as an
@@ -150,17 +151,20 @@ async fn attempt_uncounted(
             let failed = row.attempts.saturating_add(1);
             let wait = wait_after(failed);
             let step = owed::failed(&state.db, row, wait, &error);
-            match faults::deadline(state.settings.database.deadline(), step).await {
-                Ok(true) => {}
-                // Its lease ran out while it was tried, and another
-                // instance took it up: that attempt's record stands.
-                Ok(false) => {
-                    tracing::warn!(revocation = %row.id, "a revocation's lease ran out before its failure was recorded; another attempt's record stands")
-                }
+            let recorded = match faults::deadline(state.settings.database.deadline(), step).await {
+                Ok(recorded) => recorded,
                 // Still owed: due again when its lease (or first grace) ends.
                 Err(e) => {
-                    tracing::warn!(revocation = %row.id, error = %e, "cannot record a failed revocation; it is tried again later")
+                    tracing::warn!(revocation = %row.id, error = %e, "cannot record a failed revocation; it is tried again later");
+                    true
                 }
+            };
+            if !recorded {
+                // Settled meanwhile, or taken up by another attempt after
+                // this one's lease ran out: theirs is the record, and the
+                // audit row of any ending.
+                tracing::warn!(revocation = %row.id, "a failed revocation attempt outlived its lease; the row was settled or taken up by another attempt, whose record stands");
+                return Outcome::Retrying;
             }
             if first {
                 let extra = json!({
@@ -211,19 +215,22 @@ pub(super) async fn attempt_unrecorded(
     counted(state, outcome)
 }
 
-/// How often every instance tries the revocations due: as often as the
-/// first wait after a failure, so that wait is what it says.
-pub const RETRY_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// Every [`RETRY_EVERY`] until `stop` is cancelled, tries the revocations
-/// owed that are due ([`retry_due`]). An attempt under way then is
-/// dropped where it stands: its claim's lease ends, and it is tried again.
+/// Every `revocation.retry_every_secs` (a minute by default) until
+/// `stop` is cancelled, tries the revocations owed that are due
+/// ([`retry_due`]); counts them for `/metrics` at once first. An attempt
+/// under way when `stop` comes is dropped where it stands: its claim's
+/// lease ends, and it is tried again.
 pub fn start_retrying(state: std::sync::Arc<ConnectionService>, stop: CancellationToken) {
+    let every = state.settings.revocation.retry_every();
     tokio::spawn(async move {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = count_owed(&state) => {}
+        }
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
-                () = tokio::time::sleep(RETRY_EVERY) => {}
+                () = tokio::time::sleep(every) => {}
             }
             let retried = tokio::select! {
                 () = stop.cancelled() => return,
@@ -288,6 +295,12 @@ pub async fn retry_due(state: &ConnectionService) -> Result<u64, sqlx::Error> {
             None => break,
         }
     }
+    count_owed(state).await;
+    Ok(tried)
+}
+
+/// Counts the revocations owed, over every instance, for `/metrics`.
+async fn count_owed(state: &ConnectionService) {
     let owed = faults::deadline(state.settings.database.deadline(), owed::count(&state.db));
     match owed.await {
         Ok(n) => state
@@ -297,7 +310,6 @@ pub async fn retry_due(state: &ConnectionService) -> Result<u64, sqlx::Error> {
         // The gauge keeps its last count; the next pass counts again.
         Err(e) => tracing::warn!(error = %e, "cannot count the revocations owed"),
     }
-    Ok(tried)
 }
 
 /// The revocation is done with: its row deleted and `kind` audited (what

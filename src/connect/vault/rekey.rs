@@ -93,8 +93,9 @@ struct TableRekeyed {
     left: u64,
 }
 
-/// How many rows' ids a re-seal reads at once: its memory is a page's,
-/// however many rows the table holds.
+/// How many rows' ids a re-seal reads at once: the ids it holds are a
+/// page's, however many rows the table holds (plus those it gave up on,
+/// which it reports).
 const PAGE: i64 = 1000;
 
 /// Re-seals `table`'s rows sealed by older keys of the ring, page by page,

@@ -54,6 +54,7 @@ pub(in crate::connect) async fn revoke_unused(
         Ok(at) => {
             row.access_token_expires_at = at.access_token_expires_at;
             row.created_at = at.created_at;
+            row.next_attempt_at = at.next_attempt_at;
             row.read_at = at.read_at;
             owed::attempt(state, &row, true).await
         }
@@ -117,5 +118,6 @@ fn sealed(
         read_at: chrono::Utc::now(),
         attempts: 0,
         last_error: None,
+        next_attempt_at: chrono::Utc::now(),
     })
 }

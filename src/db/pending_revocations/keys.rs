@@ -41,7 +41,7 @@ pub async fn find_for_update(
         r#"SELECT id, issuer, subject, provider AS "provider: ProviderName", account_id,
                origin AS "origin: Origin", params AS "params: sqlx::types::Json<Params>",
                access_token, refresh_token, key_id, access_token_expires_at, created_at, attempts,
-               last_error, now() AS "read_at!"
+               last_error, next_attempt_at, now() AS "read_at!"
            FROM pending_revocations WHERE id = $1 FOR NO KEY UPDATE"#,
         id,
     )
@@ -93,7 +93,7 @@ pub async fn drop_sealed_by(
            RETURNING id, issuer, subject, provider AS "provider: ProviderName", account_id,
                origin AS "origin: Origin", params AS "params: sqlx::types::Json<Params>",
                access_token, refresh_token, key_id, access_token_expires_at, created_at, attempts,
-               last_error, now() AS "read_at!""#,
+               last_error, next_attempt_at, now() AS "read_at!""#,
         key_id,
     )
     .fetch_all(exec)
