@@ -328,15 +328,16 @@ pub(super) async fn add<'s>(
             }
         }
     }
-    // A new link, for an account that would be refused once granted.
-    if ticket.is_none()
+    // A link (a new one, or one not yet taken to the provider) for an
+    // account that would be refused once granted.
+    if ticket.as_ref().is_none_or(|t| t.redeemed_at.is_none())
         && provider.is_oauth()
-        && let Some(limit) = limit_reached(state, p.user(), provider.name())
+        && let Some(at) = limit_reached(state, p.user(), provider.name())
             .await
             .map_err(internal)?
     {
         return Ok(Access::AccountLimitReached {
-            message: limit_reached_message(provider.display_name(), limit),
+            message: at.message(provider.display_name()),
         });
     }
     super::ask(state, need, provider, wanted, &[], round, ticket).await
@@ -355,21 +356,44 @@ pub(super) async fn limit_reached(
     state: &ConnectionService,
     user: UserRef<'_>,
     provider: &ProviderName,
-) -> Result<Option<u32>, sqlx::Error> {
+) -> Result<Option<AtLimit>, sqlx::Error> {
     let limit = state.settings.flow.accounts_per_provider;
     let read = db::connections::accounts(&state.db, user, provider);
     let accounts = db::faults::deadline(state.settings.database.deadline(), read).await?;
-    Ok((accounts.len() >= limit as usize).then_some(limit))
+    let at = AtLimit {
+        accounts: accounts.len(),
+        limit,
+    };
+    Ok((at.accounts >= limit as usize).then_some(at))
 }
 
-/// What the person (or the model, for them) is told when another account
-/// is asked for at the limit of [`limit_reached`].
-pub fn limit_reached_message(provider: &str, limit: u32) -> String {
-    let accounts = if limit == 1 { "account" } else { "accounts" };
-    format!(
-        "You have {limit} {provider} {accounts} connected here, the most this server allows. \
-         Disconnect one you no longer use on your connections page, then add another."
-    )
+/// A person has as many accounts at a provider as the settings allow, or
+/// more (the limit lowered since they were connected).
+#[derive(Debug, Clone, Copy)]
+pub struct AtLimit {
+    pub accounts: usize,
+    pub limit: u32,
+}
+
+impl AtLimit {
+    /// What the person (or the model, for them) is told when they ask for
+    /// another account at `provider` (its display name).
+    pub fn message(self, provider: &str) -> String {
+        let Self { accounts, limit } = self;
+        let noun = if accounts == 1 { "account" } else { "accounts" };
+        if accounts > limit as usize {
+            format!(
+                "You have {accounts} {provider} {noun} connected here; this server allows at most {limit}. \
+                 Disconnect the ones you no longer use on your connections page until you have fewer \
+                 than {limit}, then add another."
+            )
+        } else {
+            format!(
+                "You have {accounts} {provider} {noun} connected here, the most this server allows. \
+                 Disconnect one you no longer use on your connections page, then add another."
+            )
+        }
+    }
 }
 
 /// The add-account ticket a 2025-11-25 client's retry belongs to (see

@@ -110,15 +110,22 @@ pub(super) async fn start(
     let flow_state = secret::random_value();
     let pkce = PkcePair::generate();
     let scopes = requested_scopes(provider, ticket);
-    // Another account: the provider's account chooser, not the signed-in
-    // one. Built before anything is written: parameters the entry refuses
-    // leave the ticket as it was.
+    // Another account, or a reconnect of one of several: the provider's
+    // account chooser, not the account signed in there (a reconnect made
+    // while signed in there as another of them would reconnect that one,
+    // and at the limit of accounts the chooser is the only way to reach
+    // the rest). Built before anything is written: parameters the entry
+    // refuses leave the ticket as it was.
+    let choose_account = ticket.add_account || {
+        let accounts = db::connections::accounts(&state.db, ticket.user(), &ticket.provider);
+        accounts.await?.len() > 1
+    };
     let authorize_url = provider
         .authorize_url_for(
             &flow_state,
             &pkce.challenge,
             &scopes,
-            ticket.add_account,
+            choose_account,
             params,
         )?
         .ok_or_else(|| anyhow::anyhow!("provider `{}` has no authorize URL", provider.name()))?;

@@ -341,13 +341,13 @@ impl ConnectionService {
     }
 
     /// Whether `user` has as many accounts at `provider` as the settings
-    /// allow (`Some(limit)` then): another is refused before it is asked of
+    /// allow (`Some` then, with the counts): another is refused before it is asked of
     /// the provider (see [`super::accounts::limit_reached`]).
     pub async fn account_limit_reached(
         &self,
         user: UserRef<'_>,
         provider: &ProviderName,
-    ) -> Result<Option<u32>, sqlx::Error> {
+    ) -> Result<Option<super::accounts::AtLimit>, sqlx::Error> {
         super::accounts::limit_reached(self, user, provider).await
     }
 

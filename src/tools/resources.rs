@@ -134,7 +134,6 @@ pub async fn read(
             }
             .into());
         }
-        // The profile names no account: with several, the user is asked.
         // The profile names no account: with several, the user is asked;
         // it never asks for another account.
         Access::AccountAmbiguous { message } | Access::AccountLimitReached { message } => {

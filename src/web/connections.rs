@@ -413,31 +413,32 @@ async fn reconnect(
         .web_client_id
         .as_deref()
         .unwrap_or(WEB_CLIENT_FALLBACK);
+    let another = form.get("another").is_some_and(|v| v == "1");
+    // Another account at an OAuth provider is refused here, at the limit,
+    // rather than after the provider's consent (and before a link is
+    // counted).
+    let oauth = state
+        .connect
+        .provider(provider.as_str())
+        .is_some_and(|p| p.is_oauth());
+    if another && oauth {
+        let at_limit = state
+            .connect
+            .account_limit_reached(user.user(), &provider)
+            .await
+            .map_err(anyhow::Error::from)?;
+        if let Some(at) = at_limit {
+            let name = display_name(&state, provider.as_str());
+            return Err(WebError::TooManyAccounts(at.message(&name)));
+        }
+    }
     // The same share of new links as a tool's connect answer takes.
     if let Err(wait) = state.connect.take_link(user.user()) {
         return Err(WebError::TooManyLinks(wait.as_secs()));
     }
     // "Add another account": the provider's account chooser, and a new
     // connection beside the others.
-    let ticket = if form.get("another").is_some_and(|v| v == "1") {
-        // Refused here rather than after an OAuth provider's consent.
-        let oauth = state
-            .connect
-            .provider(provider.as_str())
-            .is_some_and(|p| p.is_oauth());
-        let limit = match oauth {
-            true => state
-                .connect
-                .account_limit_reached(user.user(), &provider)
-                .await
-                .map_err(anyhow::Error::from)?,
-            false => None,
-        };
-        if let Some(limit) = limit {
-            let name = display_name(&state, provider.as_str());
-            let message = crate::connect::accounts::limit_reached_message(&name, limit);
-            return Err(WebError::TooManyAccounts(message));
-        }
+    let ticket = if another {
         state
             .connect
             .issue_another_account_ticket(user.user(), client_id, &provider)

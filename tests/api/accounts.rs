@@ -480,13 +480,14 @@ async fn a_new_account_past_the_limit_is_not_stored_and_a_reconnect_is() {
         .unwrap();
     let (browser, to_provider) = to_demo(&app, json!({"provider": "demo"})).await;
     approve_at_demo(&browser, &to_provider, "octo").await;
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT account_label, status FROM connections")
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
     assert_eq!(
-        count(
-            &app,
-            "SELECT count(*) FROM connections WHERE status = 'active'"
-        )
-        .await,
-        1,
+        rows,
+        [("octo".to_owned(), "active".to_owned())],
         "the reconnect replaced the one account"
     );
     let limited = "SELECT count(*) FROM audit_events WHERE kind = 'account_limit_reached'";
@@ -534,7 +535,7 @@ async fn another_account_at_the_limit_is_refused_before_the_provider_is_asked() 
     assert_eq!(page.status, 200, "{}", page.body);
     assert!(
         page.body
-            .contains("2 accounts connected, the most this server allows"),
+            .contains("as many accounts as this server allows (2) are connected"),
         "{}",
         page.body
     );
@@ -579,6 +580,48 @@ async fn another_account_at_the_limit_is_refused_before_the_provider_is_asked() 
     );
     let limited = "SELECT count(*) FROM audit_events WHERE kind = 'account_limit_reached'";
     assert_eq!(count(&app, limited).await, 0, "nothing granted to refuse");
+}
+
+/// At the limit, reconnecting one of several accounts goes through the
+/// provider's account chooser (a plain reconnect would take the account
+/// signed in there): the row's Reconnect reaches the one that needs it.
+#[tokio::test]
+async fn at_the_limit_a_reconnect_of_one_of_several_accounts_shows_the_chooser() {
+    use crate::{browser::Browser, full_flow::approve_at_demo};
+    let app = spawn_limited_app(2).await;
+    crate::full_flow::connect_demo(&app, "alice", "octo").await;
+    let another = json!({"provider": "demo", "another_account": true});
+    let (browser, to_provider) = to_demo(&app, another).await;
+    approve_at_demo(&browser, &to_provider, "hubot").await;
+    sqlx::query("UPDATE connections SET status = 'needs_reauth' WHERE account_label = 'hubot'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+
+    let browser = Browser::new(&app);
+    browser.sign_in("alice").await;
+    let page = browser.get("/connections").await;
+    let consent = browser
+        .submit(&page, "/connections/demo/reconnect", &[])
+        .await;
+    assert_eq!(consent.status, 303, "{}", consent.body);
+    let consent = browser.follow(&consent).await;
+    assert_eq!(consent.status, 200, "{}", consent.body);
+    let to_provider = browser
+        .submit(&consent, "/connect", &[("action", "continue")])
+        .await;
+    let location = to_provider.location.clone().unwrap_or_default();
+    assert!(location.contains("prompt=select_account"), "{location}");
+    approve_at_demo(&browser, &to_provider, "hubot").await;
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT account_label, status FROM connections ORDER BY account_label")
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
+    let active = |label: &str| (label.to_owned(), "active".to_owned());
+    assert_eq!(rows, [active("hubot"), active("octo")]);
+    let limited = "SELECT count(*) FROM audit_events WHERE kind = 'account_limit_reached'";
+    assert_eq!(count(&app, limited).await, 0);
 }
 
 /// An app allowing `limit` accounts per person and provider.

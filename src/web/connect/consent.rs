@@ -23,7 +23,6 @@ use super::{
     identity_mismatch,
 };
 use crate::{
-    connect::accounts,
     db::{self, audit::AuditKind, tickets::Ticket},
     providers::FormProblem,
     state::AppState,
@@ -213,10 +212,11 @@ async fn below_account_limit(
         .map_err(anyhow::Error::from)?;
     match limit {
         None => Ok(()),
-        Some(limit) => {
+        Some(at) => {
             let (provider, _) = state.connect.ticket_provider(ticket)?;
-            let message = accounts::limit_reached_message(provider.display_name(), limit);
-            Err(WebError::TooManyAccounts(message))
+            Err(WebError::TooManyAccounts(
+                at.message(provider.display_name()),
+            ))
         }
     }
 }
