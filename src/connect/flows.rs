@@ -110,16 +110,9 @@ pub(super) async fn start(
     let flow_state = secret::random_value();
     let pkce = PkcePair::generate();
     let scopes = requested_scopes(provider, ticket);
-    // Another account, or a reconnect of one of several: the provider's
-    // account chooser, not the account signed in there (a reconnect made
-    // while signed in there as another of them would reconnect that one,
-    // and at the limit of accounts the chooser is the only way to reach
-    // the rest). Built before anything is written: parameters the entry
-    // refuses leave the ticket as it was.
-    let choose_account = ticket.add_account || {
-        let accounts = db::connections::accounts(&state.db, ticket.user(), &ticket.provider);
-        accounts.await?.len() > 1
-    };
+    // Built before anything is written: parameters the entry refuses
+    // leave the ticket as it was.
+    let choose_account = shows_account_chooser(state, ticket).await?;
     let authorize_url = provider
         .authorize_url_for(
             &flow_state,
@@ -204,12 +197,13 @@ pub(super) async fn resume(
     )?;
     let scopes = requested_scopes(provider, ticket);
     let flow_state = secret::random_value();
+    let choose_account = shows_account_chooser(state, ticket).await?;
     let authorize_url = provider
         .authorize_url_for(
             &flow_state,
             &pkce.challenge,
             &scopes,
-            ticket.add_account,
+            choose_account,
             params,
         )?
         .ok_or_else(|| anyhow::anyhow!("provider `{}` has no authorize URL", provider.name()))?;
@@ -229,6 +223,21 @@ pub(super) async fn resume(
         scopes,
         authorize_url,
     }))
+}
+
+/// Whether the provider is asked to show its account chooser: for another
+/// account, and for a reconnect by someone with several accounts there —
+/// not the account signed in there, which may be another of them (and at
+/// the limit of accounts the chooser is the only way to reach the rest).
+async fn shows_account_chooser(
+    state: &ConnectionService,
+    ticket: &Ticket,
+) -> Result<bool, sqlx::Error> {
+    if ticket.add_account {
+        return Ok(true);
+    }
+    let accounts = db::connections::accounts(&state.db, ticket.user(), &ticket.provider);
+    Ok(accounts.await?.len() > 1)
 }
 
 /// Opens the PKCE verifier sealed on a flow row. It does not open once the

@@ -238,6 +238,20 @@ pub async fn failed(
     Ok(recorded.rows_affected() == 1)
 }
 
+/// When revocation `id` is due (its lease, as written or claimed);
+/// `None`: there is no such row.
+pub async fn due_at(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "SELECT next_attempt_at FROM pending_revocations WHERE id = $1",
+        id
+    )
+    .fetch_optional(exec)
+    .await
+}
+
 /// How many revocations are owed, due or not (for `/metrics`).
 pub async fn count(exec: impl PgExecutor<'_>) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar!(r#"SELECT count(*) AS "owed!" FROM pending_revocations"#)

@@ -607,6 +607,13 @@ async fn at_the_limit_a_reconnect_of_one_of_several_accounts_shows_the_chooser()
     assert_eq!(consent.status, 303, "{}", consent.body);
     let consent = browser.follow(&consent).await;
     assert_eq!(consent.status, 200, "{}", consent.body);
+    let continued = browser
+        .submit(&consent, "/connect", &[("action", "continue")])
+        .await;
+    let location = continued.location.clone().unwrap_or_default();
+    assert!(location.contains("prompt=select_account"), "{location}");
+    // Back, and Continue again: the same flow, asked afresh, still with
+    // the chooser.
     let to_provider = browser
         .submit(&consent, "/connect", &[("action", "continue")])
         .await;

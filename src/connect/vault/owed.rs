@@ -1,7 +1,8 @@
 //! Revocations still owed (`pending_revocations`): written before anyone
 //! calls the provider — in the disconnect's own transaction, or as a
 //! connect gives up the tokens it was issued — then tried at once, and
-//! tried again by every instance every minute with a growing wait, until the
+//! tried again by every instance (it looks every
+//! `revocation.retry_every_secs`) with a growing wait, until the
 //! provider has ended the grant or `revocation.retry_hours` have passed.
 //! A grant left live at a provider down for an afternoon, or by an
 //! instance killed right after the commit, still ends. Each ending is

@@ -5,11 +5,12 @@
 
 use secrecy::{ExposeSecret, SecretString};
 
-use super::seal::{Kind, open};
+use super::seal::{Kind, context, open};
 use crate::{
     connect::ConnectionService,
-    db::pending_revocations::PendingRevocation,
-    providers::{Provider, ProviderError, TokenHint},
+    crypto::Purpose,
+    db::{self, pending_revocations::PendingRevocation},
+    providers::{Provider, ProviderError, TokenHint, TokenSet},
 };
 
 /// An access token the provider does not revoke still ends the grant's
@@ -61,12 +62,13 @@ pub(super) async fn upstream(
         };
         let token = if hint == TokenHint::AccessToken {
             match live_access_token(state, row, p, token).await {
-                Ok(token) => token,
-                Err(e) => {
-                    failures.push(format!("{}: {e}", hint.as_str()));
+                Live::Token(token) => token,
+                Live::RefreshFailed(e) => {
+                    failures.push(format!("refresh before the access token's revocation: {e}"));
                     answers.push((hint, Answer::Failed));
                     continue;
                 }
+                Live::RefreshDoesNotOpen => return Attempt::Unreadable("does_not_open"),
             }
         } else {
             token
@@ -169,41 +171,100 @@ fn grant_ended(answers: &[(TokenHint, Answer)], access_lapses_soon: bool) -> boo
         })
 }
 
+/// The access token to revoke with, from [`live_access_token`].
+enum Live {
+    Token(SecretString),
+    /// The access token has expired, and refreshing it failed: sending it
+    /// would be answered as unknown there (Dropbox's 401, GitHub's 422
+    /// then "Check a token"'s 404), which reads as a token already ended
+    /// while the refresh token may live on. The attempt fails, and is
+    /// tried again (an `invalid_grant` too: after a rotation whose answer
+    /// was lost the refresh token sent is dead but the one it was
+    /// rotated to is not).
+    RefreshFailed(ProviderError),
+    /// The refresh token does not open with the key that sealed it.
+    RefreshDoesNotOpen,
+}
+
 /// Where only the access token can end the grant (Dropbox revokes with
-/// it as credential, GitHub deletes it) and it has expired, a refresh buys
-/// one that works; the stored one otherwise. The new token is used once
-/// and never stored. A refresh that fails is the attempt's failure: the
-/// expired token would be answered as unknown there (Dropbox's 401,
-/// GitHub's 422 then "Check a token"'s 404), which reads as a token
-/// already ended while the refresh token lives on — unless the provider
-/// says the refresh token is dead too (`invalid_grant`).
+/// it as credential, GitHub deletes it) and it has expired, a refresh
+/// buys one that works; the stored one otherwise. The new token is used
+/// for this revocation only; where the refresh rotated the refresh token,
+/// both new tokens are kept on the row first, sealed as its own were, so
+/// that a revocation that fails now is tried again with tokens that still
+/// refresh (the old refresh token is dead once used).
 async fn live_access_token(
     state: &ConnectionService,
     row: &PendingRevocation,
     p: &Provider,
     stored: SecretString,
-) -> Result<SecretString, ProviderError> {
+) -> Live {
     let expired = row.access_token_expires_by(row.read_at);
     if !expired || p.revokes(TokenHint::RefreshToken) {
-        return Ok(stored);
+        return Live::Token(stored);
     }
-    // No refresh token (or none that opens: its own failure is the
-    // refresh token's to report): the expired token ends what there is.
-    let Ok(Some(refresh)) = open(state, row, Kind::Refresh) else {
-        return Ok(stored);
+    // No refresh token: the expired token is all there is of the grant.
+    let refresh = match open(state, row, Kind::Refresh) {
+        Ok(Some(refresh)) => refresh,
+        Ok(None) => return Live::Token(stored),
+        Err(e) => {
+            tracing::warn!(provider = %p.name(), revocation = %row.id, error = %e, "a refresh token owed a revocation does not open");
+            return Live::RefreshDoesNotOpen;
+        }
     };
     match p
         .refresh(&state.http, refresh.expose_secret(), &row.params.0)
         .await
     {
-        Ok(tokens) => Ok(tokens.access_token),
-        // The refresh token is dead there: nothing of the grant lives on
-        // but the expired access token, which the revocation then ends.
-        Err(ProviderError::InvalidGrant) => Ok(stored),
-        Err(e) => {
-            tracing::warn!(provider = %p.name(), error = %e, "refresh before revocation failed; tried again later");
-            Err(e)
+        Ok(tokens) => {
+            if tokens.refresh_token.is_some() {
+                keep_rotated(state, row, &tokens).await;
+            }
+            Live::Token(tokens.access_token)
         }
+        Err(e) => {
+            tracing::warn!(provider = %p.name(), revocation = %row.id, error = %e, "refresh before revocation failed; tried again later");
+            Live::RefreshFailed(e)
+        }
+    }
+}
+
+/// Keeps the tokens a refresh answered on revocation `row`, sealed as its
+/// own were (bound to its id, person, provider and kind). Failing that,
+/// the revocation under way goes on with them all the same.
+async fn keep_rotated(state: &ConnectionService, row: &PendingRevocation, tokens: &TokenSet) {
+    let seal = |secret: &SecretString, kind| {
+        state.keys.seal(
+            Purpose::Token,
+            &context(row.id, row.user(), &row.provider, kind),
+            secret.expose_secret().as_bytes(),
+        )
+    };
+    let sealed = seal(&tokens.access_token, Kind::Access).and_then(|access| {
+        let refresh = tokens
+            .refresh_token
+            .as_ref()
+            .map(|r| seal(r, Kind::Refresh))
+            .transpose()?;
+        Ok((access, refresh))
+    });
+    let kept = match sealed {
+        Ok((access, refresh)) => {
+            let write = db::pending_revocations::reseal(
+                &state.db,
+                row.id,
+                &access.bytes,
+                refresh.as_ref().map(|r| r.bytes.as_slice()),
+                &access.key_id,
+            );
+            db::faults::deadline(state.settings.database.deadline(), write)
+                .await
+                .map_err(anyhow::Error::from)
+        }
+        Err(e) => Err(anyhow::Error::from(e)),
+    };
+    if let Err(e) = kept {
+        tracing::warn!(provider = %row.provider, revocation = %row.id, error = %e, "cannot keep the tokens a refresh before revocation rotated; if this revocation fails, its retries may not refresh");
     }
 }
 

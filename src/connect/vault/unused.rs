@@ -66,8 +66,20 @@ pub(in crate::connect) async fn revoke_unused(
             let taken_back = db::pending_revocations::settle(&state.db, row.id);
             match db::faults::deadline(deadline, taken_back).await {
                 Ok(_) => owed::attempt_unrecorded(state, &row).await,
-                // Still there, maybe: as if written.
-                Err(_) => owed::attempt(state, &row, true).await,
+                // Still there, maybe: as if written, under the lease it
+                // was written with (this copy's is a guess).
+                Err(_) => {
+                    let due = db::pending_revocations::due_at(&state.db, row.id);
+                    match db::faults::deadline(deadline, due).await {
+                        Ok(Some(due)) => {
+                            row.next_attempt_at = due;
+                            owed::attempt(state, &row, true).await
+                        }
+                        Ok(None) => owed::attempt_unrecorded(state, &row).await,
+                        // The row, if written, is tried again once due.
+                        Err(_) => owed::attempt(state, &row, true).await,
+                    }
+                }
             }
         }
     };

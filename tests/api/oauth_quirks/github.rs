@@ -304,3 +304,48 @@ async fn an_expired_app_token_whose_refresh_fails_is_not_taken_for_ended() {
     assert_eq!(owed(&app).await, 0);
     assert_eq!(revoked_upstream(&app).await.len(), 1);
 }
+
+/// A refresh before a deletion rotates a GitHub App's refresh token (the
+/// one used is dead from then on): the new tokens are kept on the row, so
+/// that when the deletion fails the retry refreshes with the live one and
+/// ends the grant, instead of failing on the dead one for days.
+#[tokio::test]
+async fn tokens_a_refresh_before_a_deletion_rotated_are_kept_for_its_retry() {
+    let fake = github::start().await;
+    fake.set_access_ttl(Some(std::time::Duration::from_secs(3600)));
+    let app = crate::provider_flows::app_with(&fake, "github").await;
+    connect(&app, &fake, "github").await;
+    fake.expire_access_tokens();
+    sqlx::query("UPDATE connections SET access_token_expires_at = now() - interval '1 minute'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let path = format!("/applications/{}/token", fake.client_id());
+    fake.fail_at(&path, Some(503));
+
+    let gone = disconnect(&app, "github").await;
+    let result = &gone["result"]["structuredContent"];
+    assert_eq!(result["revocation"], "failed", "{gone}");
+    assert_eq!(fake.calls().refresh, 1);
+
+    fake.fail_at(&path, None);
+    sqlx::query("UPDATE pending_revocations SET next_attempt_at = now()")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let tried = mcp_connect::connect::vault::retry_due(&app.state.connect)
+        .await
+        .unwrap();
+    assert_eq!(tried, 1);
+    assert_eq!(
+        fake.calls().refresh,
+        2,
+        "refreshed again, with the kept token"
+    );
+    assert_eq!(
+        owed(&app).await,
+        0,
+        "the kept token refreshed: the deletion ran"
+    );
+    assert_eq!(revoked_upstream(&app).await.len(), 1);
+}
