@@ -341,8 +341,8 @@ impl ConnectionService {
     }
 
     /// Whether `user` has as many accounts at `provider` as the settings
-    /// allow (`Some` then, with the counts): another is refused before it is asked of
-    /// the provider (see [`super::accounts::limit_reached`]).
+    /// allow (`Some` then, with the counts): another is refused before it
+    /// is asked of the provider.
     pub async fn account_limit_reached(
         &self,
         user: UserRef<'_>,

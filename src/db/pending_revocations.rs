@@ -238,6 +238,38 @@ pub async fn failed(
     Ok(recorded.rows_affected() == 1)
 }
 
+/// Tokens a refresh answered before a revocation, sealed for its row.
+pub struct Refreshed<'a> {
+    pub access_token: &'a [u8],
+    pub refresh_token: Option<&'a [u8]>,
+    pub key_id: &'a str,
+    /// The new access token's life from the provider's answer.
+    pub lifetime: Option<crate::db::connections::Lifetime>,
+}
+
+/// Revocation `id`'s tokens replaced by those of a refresh (a rotating
+/// refresh token is dead once used), the access token's expiry on the
+/// database's clock; `false`: the row is gone (settled meanwhile).
+pub async fn keep_refreshed(
+    exec: impl PgExecutor<'_>,
+    id: Uuid,
+    t: Refreshed<'_>,
+) -> Result<bool, sqlx::Error> {
+    let kept = sqlx::query!(
+        "UPDATE pending_revocations SET access_token = $2, refresh_token = $3, key_id = $4,
+             access_token_expires_at = statement_timestamp() + make_interval(secs => $5)
+         WHERE id = $1",
+        id,
+        t.access_token,
+        t.refresh_token,
+        t.key_id,
+        t.lifetime.map(crate::db::connections::Lifetime::left_secs),
+    )
+    .execute(exec)
+    .await?;
+    Ok(kept.rows_affected() == 1)
+}
+
 /// When revocation `id` is due (its lease, as written or claimed);
 /// `None`: there is no such row.
 pub async fn due_at(

@@ -147,7 +147,7 @@ async fn attempt_uncounted(
             settle(state, row, AuditKind::RevokedUpstream, detail).await;
             Outcome::Revoked
         }
-        Attempt::Unreadable(why) => give_up(state, row, why).await,
+        Attempt::Hopeless(why) => give_up(state, row, why).await,
         Attempt::Failed(error) => {
             let failed = row.attempts.saturating_add(1);
             let wait = wait_after(failed);
@@ -203,7 +203,7 @@ pub(super) async fn attempt_unrecorded(
             json!({ "reason": "not_recorded", "attempts": 1, "last_error": error }),
             Outcome::GivenUp,
         ),
-        Attempt::Unreadable(why) => (
+        Attempt::Hopeless(why) => (
             AuditKind::RevocationAbandoned,
             json!({ "reason": why, "attempts": 1 }),
             Outcome::GivenUp,

@@ -25,10 +25,12 @@ pub(super) enum Attempt {
     /// The provider refused or could not be reached: why, with no secret.
     /// Trying again may end it.
     Failed(String),
-    /// The tokens do not open with the key that sealed them
-    /// (`does_not_open`: the bytes or the key's material are not what
-    /// sealed them). Trying again cannot help.
-    Unreadable(&'static str),
+    /// Trying again cannot help, for the reason given: the tokens do not
+    /// open with the key that sealed them (`does_not_open`: the bytes or
+    /// the key's material are not what sealed them), or the refresh token
+    /// that would buy a live access token is dead there
+    /// (`refresh_token_dead`).
+    Hopeless(&'static str),
 }
 
 /// Revokes the row's tokens the provider revokes.
@@ -57,7 +59,7 @@ pub(super) async fn upstream(
             Ok(None) => continue,
             Err(e) => {
                 tracing::warn!(provider = %provider, revocation = %row.id, error = %e, "a token owed a revocation does not open");
-                return Attempt::Unreadable("does_not_open");
+                return Attempt::Hopeless("does_not_open");
             }
         };
         let token = if hint == TokenHint::AccessToken {
@@ -68,7 +70,8 @@ pub(super) async fn upstream(
                     answers.push((hint, Answer::Failed));
                     continue;
                 }
-                Live::RefreshDoesNotOpen => return Attempt::Unreadable("does_not_open"),
+                Live::RefreshDoesNotOpen => return Attempt::Hopeless("does_not_open"),
+                Live::RefreshTokenDead => return Attempt::Hopeless("refresh_token_dead"),
             }
         } else {
             token
@@ -174,14 +177,19 @@ fn grant_ended(answers: &[(TokenHint, Answer)], access_lapses_soon: bool) -> boo
 /// The access token to revoke with, from [`live_access_token`].
 enum Live {
     Token(SecretString),
-    /// The access token has expired, and refreshing it failed: sending it
-    /// would be answered as unknown there (Dropbox's 401, GitHub's 422
-    /// then "Check a token"'s 404), which reads as a token already ended
-    /// while the refresh token may live on. The attempt fails, and is
-    /// tried again (an `invalid_grant` too: after a rotation whose answer
-    /// was lost the refresh token sent is dead but the one it was
-    /// rotated to is not).
+    /// The access token has expired, and refreshing it failed in a way
+    /// that may pass: sending it would be answered as unknown there
+    /// (Dropbox's 401, GitHub's 422 then "Check a token"'s 404), which
+    /// reads as a token already ended while the refresh token may live
+    /// on. The attempt fails, and is tried again.
     RefreshFailed(ProviderError),
+    /// The refresh is refused for good (`invalid_grant`). Whether the
+    /// grant has ended cannot be told from here: the person may have
+    /// removed the access at the provider, or (a rotating refresh token)
+    /// an earlier refresh's answer was lost and the token it became lives
+    /// on unknown here. Given up at once, saying so, rather than sending
+    /// the expired token (read as ended) or retrying a dead token.
+    RefreshTokenDead,
     /// The refresh token does not open with the key that sealed it.
     RefreshDoesNotOpen,
 }
@@ -222,6 +230,10 @@ async fn live_access_token(
             }
             Live::Token(tokens.access_token)
         }
+        Err(ProviderError::InvalidGrant) => {
+            tracing::warn!(provider = %p.name(), revocation = %row.id, "refresh before revocation refused for good (invalid_grant)");
+            Live::RefreshTokenDead
+        }
         Err(e) => {
             tracing::warn!(provider = %p.name(), revocation = %row.id, error = %e, "refresh before revocation failed; tried again later");
             Live::RefreshFailed(e)
@@ -230,8 +242,10 @@ async fn live_access_token(
 }
 
 /// Keeps the tokens a refresh answered on revocation `row`, sealed as its
-/// own were (bound to its id, person, provider and kind). Failing that,
-/// the revocation under way goes on with them all the same.
+/// own were (bound to its id, person, provider and kind), with the new
+/// access token's expiry: a retry within its life revokes it without
+/// refreshing again. Failing that, the revocation under way goes on with
+/// them all the same.
 async fn keep_rotated(state: &ConnectionService, row: &PendingRevocation, tokens: &TokenSet) {
     let seal = |secret: &SecretString, kind| {
         state.keys.seal(
@@ -250,12 +264,15 @@ async fn keep_rotated(state: &ConnectionService, row: &PendingRevocation, tokens
     });
     let kept = match sealed {
         Ok((access, refresh)) => {
-            let write = db::pending_revocations::reseal(
+            let write = db::pending_revocations::keep_refreshed(
                 &state.db,
                 row.id,
-                &access.bytes,
-                refresh.as_ref().map(|r| r.bytes.as_slice()),
-                &access.key_id,
+                db::pending_revocations::Refreshed {
+                    access_token: &access.bytes,
+                    refresh_token: refresh.as_ref().map(|r| r.bytes.as_slice()),
+                    key_id: &access.key_id,
+                    lifetime: super::store::lifetime(tokens),
+                },
             );
             db::faults::deadline(state.settings.database.deadline(), write)
                 .await
@@ -263,8 +280,15 @@ async fn keep_rotated(state: &ConnectionService, row: &PendingRevocation, tokens
         }
         Err(e) => Err(anyhow::Error::from(e)),
     };
-    if let Err(e) = kept {
-        tracing::warn!(provider = %row.provider, revocation = %row.id, error = %e, "cannot keep the tokens a refresh before revocation rotated; if this revocation fails, its retries may not refresh");
+    match kept {
+        Ok(true) => {}
+        // Settled meanwhile by another attempt: nothing left to keep them for.
+        Ok(false) => {
+            tracing::debug!(revocation = %row.id, "a revocation settled while its tokens were refreshed")
+        }
+        Err(e) => {
+            tracing::warn!(provider = %row.provider, revocation = %row.id, error = %e, "cannot keep the tokens a refresh before revocation rotated; if this revocation fails, its retries may not refresh")
+        }
     }
 }
 

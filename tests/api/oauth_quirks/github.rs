@@ -170,6 +170,17 @@ async fn revoked_upstream(app: &TestApp) -> Vec<Value> {
     sqlx::query_scalar(sql).fetch_all(&app.db).await.unwrap()
 }
 
+/// Every revocation owed made due, and tried: how many were.
+async fn retry_now(app: &TestApp) -> u64 {
+    sqlx::query("UPDATE pending_revocations SET next_attempt_at = now()")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    mcp_connect::connect::vault::retry_due(&app.state.connect)
+        .await
+        .unwrap()
+}
+
 async fn owed(app: &TestApp) -> i64 {
     crate::helpers::count(app, "SELECT count(*) FROM pending_revocations").await
 }
@@ -211,14 +222,7 @@ async fn a_retry_after_a_deletion_whose_answer_was_lost_is_revoked() {
     // What the lost attempt did at GitHub.
     revoke(&app, &token).await.unwrap();
 
-    sqlx::query("UPDATE pending_revocations SET next_attempt_at = now()")
-        .execute(&app.db)
-        .await
-        .unwrap();
-    let tried = mcp_connect::connect::vault::retry_due(&app.state.connect)
-        .await
-        .unwrap();
-    assert_eq!(tried, 1);
+    assert_eq!(retry_now(&app).await, 1);
     assert_eq!(fake.calls().check, 1);
     assert_eq!(owed(&app).await, 0);
     let revoked = revoked_upstream(&app).await;
@@ -248,14 +252,7 @@ async fn a_failed_deletion_is_tried_again_after_a_reconnect_and_spares_the_new_t
     connect(&app, &fake, "github").await;
     let new = access_token(&fake);
     assert_ne!(new, old);
-    sqlx::query("UPDATE pending_revocations SET next_attempt_at = now()")
-        .execute(&app.db)
-        .await
-        .unwrap();
-    let tried = mcp_connect::connect::vault::retry_due(&app.state.connect)
-        .await
-        .unwrap();
-    assert_eq!(tried, 1);
+    assert_eq!(retry_now(&app).await, 1);
     assert_eq!(user_status(&fake, &old).await, 401, "the old token ended");
     assert_eq!(user_status(&fake, &new).await, 200, "the new one works");
     let owed = crate::helpers::count(&app, "SELECT count(*) FROM pending_revocations");
@@ -291,14 +288,7 @@ async fn an_expired_app_token_whose_refresh_fails_is_not_taken_for_ended() {
     assert_eq!(revoked_upstream(&app).await.len(), 0);
 
     fake.fail_at("/login/oauth/access_token", None);
-    sqlx::query("UPDATE pending_revocations SET next_attempt_at = now()")
-        .execute(&app.db)
-        .await
-        .unwrap();
-    let tried = mcp_connect::connect::vault::retry_due(&app.state.connect)
-        .await
-        .unwrap();
-    assert_eq!(tried, 1);
+    assert_eq!(retry_now(&app).await, 1);
     assert_eq!(fake.calls().revoke, 1, "the refreshed token deleted");
     assert_eq!(fake.calls().check, 0, "GitHub accepted it: no check");
     assert_eq!(owed(&app).await, 0);
@@ -329,23 +319,57 @@ async fn tokens_a_refresh_before_a_deletion_rotated_are_kept_for_its_retry() {
     assert_eq!(fake.calls().refresh, 1);
 
     fake.fail_at(&path, None);
-    sqlx::query("UPDATE pending_revocations SET next_attempt_at = now()")
+    assert_eq!(retry_now(&app).await, 1);
+    // The kept access token is live: deleted without a refresh, nor a check.
+    assert_eq!(fake.calls().refresh, 1, "not refreshed again");
+    assert_eq!(fake.calls().check, 0);
+    let deleted = fake.seen(&path).pop().expect("the deletion");
+    let latest = access_token_issued_last(&fake);
+    assert!(deleted.body.contains(&latest), "the kept token was deleted");
+    assert_eq!(owed(&app).await, 0);
+    assert_eq!(revoked_upstream(&app).await.len(), 1);
+}
+
+/// The access token issued last (a GitHub App's user token, `ghu_`).
+fn access_token_issued_last(fake: &FakeProvider) -> String {
+    let issued = fake.issued();
+    let token = issued.iter().rfind(|t| t.starts_with("ghu_"));
+    token.expect("a user access token").clone()
+}
+
+/// A refresh before the deletion refused for good: the refresh token sent
+/// is dead (here: an earlier refresh rotated it, and its answer never came
+/// back). Whether the grant ended cannot be told, so the revocation is
+/// given up at once and says so, rather than sending the expired token
+/// (GitHub's 422, then 404 at its check, would read as ended) or retrying
+/// a dead token for days.
+#[tokio::test]
+async fn a_dead_refresh_token_before_a_deletion_gives_up_saying_so() {
+    let fake = github::start().await;
+    fake.set_access_ttl(Some(std::time::Duration::from_secs(3600)));
+    let app = crate::provider_flows::app_with(&fake, "github").await;
+    connect(&app, &fake, "github").await;
+    let refresh = fake.refresh_tokens().pop().expect("a refresh token");
+    // The rotation whose answer was lost.
+    let rotated = fake.refresh_status("/login/oauth/access_token", &refresh);
+    assert_eq!(rotated.await.unwrap(), 200);
+    fake.expire_access_tokens();
+    sqlx::query("UPDATE connections SET access_token_expires_at = now() - interval '1 minute'")
         .execute(&app.db)
         .await
         .unwrap();
-    let tried = mcp_connect::connect::vault::retry_due(&app.state.connect)
-        .await
-        .unwrap();
-    assert_eq!(tried, 1);
-    assert_eq!(
-        fake.calls().refresh,
-        2,
-        "refreshed again, with the kept token"
-    );
-    assert_eq!(
-        owed(&app).await,
-        0,
-        "the kept token refreshed: the deletion ran"
-    );
-    assert_eq!(revoked_upstream(&app).await.len(), 1);
+
+    let gone = disconnect(&app, "github").await;
+    let result = &gone["result"]["structuredContent"];
+    assert_eq!(result["revocation"], "failed", "{gone}");
+    assert_eq!(fake.calls().revoke, 0, "the expired token was not sent");
+    assert_eq!(owed(&app).await, 0);
+    assert_eq!(revoked_upstream(&app).await.len(), 0);
+    let reason: String = sqlx::query_scalar(
+        "SELECT detail->>'reason' FROM audit_events WHERE kind = 'revocation_abandoned'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(reason, "refresh_token_dead");
 }
