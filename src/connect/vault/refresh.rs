@@ -18,7 +18,7 @@ use serde_json::json;
 use super::{
     REFRESH_LOCK_TIMEOUT,
     claim::{CLAIM_POLL, Claim, Taken},
-    seal::{Kind, context, open},
+    seal::{Kind, open, seal_bound},
     store::lifetime,
 };
 use crate::{
@@ -27,7 +27,6 @@ use crate::{
         ConnectionService,
         outbox::{self, Detail},
     },
-    crypto::Purpose,
     db::{
         self,
         audit::{AuditEvent, AuditKind},
@@ -315,19 +314,11 @@ async fn refresh_claimed(
                     (row.params.0.clone(), Some(e))
                 }
             };
-            let ctx = |kind| context(row.id, row.user(), &row.provider, kind);
-            let access = state.keys.seal(
-                Purpose::Token,
-                &ctx(Kind::Access),
-                tokens.access_token.expose_secret().as_bytes(),
-            )?;
+            let bound = (row.id, row.user(), &row.provider);
+            let access = seal_bound(state, bound, Kind::Access, &tokens.access_token)?;
             // Providers that do not rotate refresh tokens send none back: keep ours.
             let new_refresh = tokens.refresh_token.as_ref().unwrap_or(&refresh_token);
-            let refresh = state.keys.seal(
-                Purpose::Token,
-                &ctx(Kind::Refresh),
-                new_refresh.expose_secret().as_bytes(),
-            )?;
+            let refresh = seal_bound(state, bound, Kind::Refresh, new_refresh)?;
             // Counted from the provider's answer, by the database's clock
             // when the tokens are written (`Lifetime`).
             let refreshed = db::connections::RefreshedTokens {

@@ -5,10 +5,9 @@
 
 use secrecy::{ExposeSecret, SecretString};
 
-use super::seal::{Kind, context, open};
+use super::seal::{Kind, open, seal_bound};
 use crate::{
     connect::ConnectionService,
-    crypto::Purpose,
     db::{self, pending_revocations::PendingRevocation},
     providers::{Provider, ProviderError, TokenHint, TokenSet},
 };
@@ -247,13 +246,8 @@ async fn live_access_token(
 /// refreshing again. Failing that, the revocation under way goes on with
 /// them all the same.
 async fn keep_rotated(state: &ConnectionService, row: &PendingRevocation, tokens: &TokenSet) {
-    let seal = |secret: &SecretString, kind| {
-        state.keys.seal(
-            Purpose::Token,
-            &context(row.id, row.user(), &row.provider, kind),
-            secret.expose_secret().as_bytes(),
-        )
-    };
+    let bound = (row.id, row.user(), &row.provider);
+    let seal = |secret: &SecretString, kind| seal_bound(state, bound, kind, secret);
     let sealed = seal(&tokens.access_token, Kind::Access).and_then(|access| {
         let refresh = tokens
             .refresh_token

@@ -2,12 +2,12 @@
 //! bound to the connection's id, user, provider and kind, so a sealed token
 //! copied to another row never opens.
 
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use uuid::Uuid;
 
 use crate::{
     connect::ConnectionService,
-    crypto::Purpose,
+    crypto::{CryptoError, Purpose, Sealed},
     db::{connections::ConnectionRow, pending_revocations::PendingRevocation},
     domain::{ProviderName, UserRef},
 };
@@ -93,6 +93,22 @@ impl HoldsSealedTokens for PendingRevocation {
             Kind::Refresh => self.refresh_token.as_deref(),
         }
     }
+}
+
+/// Seals `secret`, a token of `kind` of connection (or owed revocation)
+/// `id`, `user`'s at `provider`, with the ring's current key: bound as
+/// [`open_bound`] opens it.
+pub(super) fn seal_bound(
+    state: &ConnectionService,
+    (id, user, provider): (Uuid, UserRef<'_>, &ProviderName),
+    kind: Kind,
+    secret: &SecretString,
+) -> Result<Sealed, CryptoError> {
+    state.keys.seal(
+        Purpose::Token,
+        &context(id, user, provider, kind),
+        secret.expose_secret().as_bytes(),
+    )
 }
 
 /// Opens one of the row's sealed tokens; `None`: the row has no such token.

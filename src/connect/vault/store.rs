@@ -2,10 +2,10 @@
 //! connecting client's grant and the announcement to every instance, in
 //! one transaction.
 
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use uuid::Uuid;
 
-use super::seal::{Kind, context};
+use super::seal::{Kind, context, seal_bound};
 use crate::{
     config::WebhookEvent,
     connect::{
@@ -95,13 +95,8 @@ pub(in crate::connect) async fn store_in(
             return Err(TooManyAccounts { limit }.into());
         }
     }
-    let seal = |secret: &SecretString, kind| {
-        state.keys.seal(
-            Purpose::Token,
-            &context(id, c.user, c.provider, kind),
-            secret.expose_secret().as_bytes(),
-        )
-    };
+    let seal =
+        |secret: &SecretString, kind| seal_bound(state, (id, c.user, c.provider), kind, secret);
     let access = seal(&c.tokens.access_token, Kind::Access)?;
     let refresh = match &c.tokens.refresh_token {
         Some(r) => Some(seal(r, Kind::Refresh)?),

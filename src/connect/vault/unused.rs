@@ -5,18 +5,17 @@
 //! and tried at once, then again by the sweepers — so one routine (its
 //! retries, its `unsupported_token_type` rule) ends both.
 
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use sqlx::types::Json;
 use uuid::Uuid;
 
 use super::{
     owed::{self, FIRST_TRY_GRACE, Outcome},
-    seal::{Kind, context},
+    seal::{Kind, seal_bound},
     store::lifetime,
 };
 use crate::{
     connect::ConnectionService,
-    crypto::Purpose,
     db::{
         self,
         params::Params,
@@ -99,13 +98,7 @@ fn sealed(
 ) -> anyhow::Result<PendingRevocation> {
     let id = Uuid::new_v4();
     let name = provider.name();
-    let seal = |secret: &SecretString, kind| {
-        state.keys.seal(
-            Purpose::Token,
-            &context(id, user, name, kind),
-            secret.expose_secret().as_bytes(),
-        )
-    };
+    let seal = |secret: &SecretString, kind| seal_bound(state, (id, user, name), kind, secret);
     let access = seal(&tokens.access_token, Kind::Access)?;
     let refresh = match &tokens.refresh_token {
         Some(r) => Some(seal(r, Kind::Refresh)?.bytes),
