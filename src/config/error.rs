@@ -78,7 +78,7 @@ pub fn without_userinfo(text: &str) -> std::borrow::Cow<'_, str> {
         // where the text this URL stands for ends.
         let user_part = match authority.rfind('@') {
             Some(i) => Some((start + i, end)),
-            None if is_host_then_text(authority) => None,
+            None if is_host_then_text(authority) && !port_then_at(url, authority) => None,
             // Cut short: the first piece from here on that holds an `@`
             // ends the user part, whatever `://` it spans.
             None => pieces[n..].iter().enumerate().find_map(|(k, &(s, e))| {
@@ -103,6 +103,20 @@ pub fn without_userinfo(text: &str) -> std::borrow::Cow<'_, str> {
     }
     out.push_str(&text[copied..]);
     std::borrow::Cow::Owned(out)
+}
+
+/// Whether `authority`, a `host:port`, is followed in the same word by an
+/// `@`: a user and a password of digits that a `/`, `?` or `#` cut short
+/// (`https://u:1234/abc@host`), read as the user part. A path holding an
+/// `@` after a port is blanked with it: more is hidden rather than a
+/// password shown.
+fn port_then_at(url: &str, authority: &str) -> bool {
+    let has_port = authority
+        .rsplit_once(':')
+        .is_some_and(|(_, port)| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()));
+    let rest = &url[authority.len()..];
+    let word = rest.split(char::is_whitespace).next().unwrap_or_default();
+    has_port && word.contains('@')
 }
 
 /// Where the scheme ending at byte `sep` (its `://`) starts.
@@ -195,6 +209,20 @@ mod tests {
                 "`https://api.example.com/users/@me` is fine",
             ),
             ("no URL here: a@b", "no URL here: a@b"),
+            // A password of digits, then a `/`: it reads as a port.
+            (
+                "`postgres://u:1234/abc@db.example/mcp` refused",
+                "`postgres://***@db.example/mcp` refused",
+            ),
+            (
+                "`https://u:1234?x@idp.example` must be https",
+                "`https://***@idp.example` must be https",
+            ),
+            // A port, then a path, then other text with an `@`.
+            (
+                "`https://idp.example:8443/x` for admin@example.com",
+                "`https://idp.example:8443/x` for admin@example.com",
+            ),
         ] {
             assert_eq!(without_userinfo(text), shown, "{text}");
         }
