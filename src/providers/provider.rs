@@ -107,6 +107,12 @@ impl Provider {
         self.quirks.refresh.as_str()
     }
 
+    /// Whether a refresh leaves the refresh token as it was (`expiring`):
+    /// no refresh can have made another one unknown here.
+    pub fn keeps_its_refresh_token(&self) -> bool {
+        self.quirks.refresh == super::entry::Refresh::Expiring
+    }
+
     /// Authorize parameters that make the provider offer another account
     /// (Google's `prompt=select_account`); empty when it has none.
     pub fn account_chooser(&self) -> &[(String, String)] {

@@ -141,9 +141,9 @@ async fn attempt_uncounted(
         _ => Attempt::Failed("the provider's revocation is not configured on this instance".into()),
     };
     match attempted {
-        Attempt::Ended => {
+        Attempt::Ended { already } => {
             let attempts = row.attempts.saturating_add(1);
-            let detail = json!({ "attempts": attempts });
+            let detail = ended_detail(attempts, already);
             settle(state, row, AuditKind::RevokedUpstream, detail).await;
             Outcome::Revoked
         }
@@ -180,6 +180,15 @@ async fn attempt_uncounted(
     }
 }
 
+/// The detail of a `revoked_upstream` row, after `attempts`: with
+/// `already_ended` where nothing was left live to revoke, and why.
+fn ended_detail(attempts: i32, already: Option<&'static str>) -> serde_json::Value {
+    match already {
+        Some(why) => json!({ "attempts": attempts, "already_ended": why }),
+        None => json!({ "attempts": attempts }),
+    }
+}
+
 /// Tries revocation `row` once where its row could not be written:
 /// nothing is left to try it again, so whatever comes of it is its end,
 /// audited as such (`revoked_upstream`, or `revocation_abandoned` with
@@ -193,9 +202,9 @@ pub(super) async fn attempt_unrecorded(
         _ => Attempt::Failed("the provider's revocation is not configured on this instance".into()),
     };
     let (kind, extra, outcome) = match attempted {
-        Attempt::Ended => (
+        Attempt::Ended { already } => (
             AuditKind::RevokedUpstream,
-            json!({ "attempts": 1 }),
+            ended_detail(1, already),
             Outcome::Revoked,
         ),
         Attempt::Failed(error) => (

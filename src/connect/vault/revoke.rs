@@ -16,11 +16,24 @@ use crate::{
 /// life there if it expires within this long.
 const LAPSES_SOON: chrono::Duration = chrono::Duration::hours(1);
 
+/// How long past its recorded expiry an access token is taken for dead
+/// without asking the provider. The recorded expiry is already a little
+/// late (counted from when the token's answer arrived, not from when the
+/// provider issued it); this allows for a provider that honours a token
+/// a moment longer.
+const EXPIRED_FOR_GOOD: chrono::Duration = chrono::Duration::minutes(2);
+
 /// What one attempt at a revocation came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Attempt {
-    /// The grant has ended at the provider ([`grant_ended`]).
-    Ended,
+    /// The grant has ended at the provider ([`grant_ended`]): revoked
+    /// there (`already` is `None`), or, where only the access token
+    /// revokes, nothing of it was left live to revoke, for the reason
+    /// given: `access_token_expired` (it expired and there is no refresh
+    /// token), `refresh_token_dead` (the refresh token, which the provider
+    /// does not rotate, is refused for good and the access token has
+    /// expired).
+    Ended { already: Option<&'static str> },
     /// The provider refused or could not be reached: why, with no secret.
     /// Trying again may end it.
     Failed(String),
@@ -44,6 +57,7 @@ pub(super) async fn upstream(
     }
     let mut answers = Vec::with_capacity(2);
     let mut failures = Vec::new();
+    let mut lapsed = None;
     // Revoking the refresh token ends the whole grant at most providers;
     // the access token too, for those that keep them separate.
     for (kind, hint) in [
@@ -71,6 +85,11 @@ pub(super) async fn upstream(
                 }
                 Live::RefreshDoesNotOpen => return Attempt::Hopeless("does_not_open"),
                 Live::RefreshTokenDead => return Attempt::Hopeless("refresh_token_dead"),
+                Live::Lapsed(why) => {
+                    lapsed = Some(why);
+                    answers.push((hint, Answer::Lapsed));
+                    continue;
+                }
             }
         } else {
             token
@@ -91,7 +110,7 @@ pub(super) async fn upstream(
     }
     let access_lapses_soon = row.access_token_expires_by(row.read_at + LAPSES_SOON);
     if grant_ended(&answers, access_lapses_soon) {
-        Attempt::Ended
+        Attempt::Ended { already: lapsed }
     } else if failures.is_empty() {
         Attempt::Failed("not every token of the grant was revoked".to_owned())
     } else {
@@ -143,12 +162,16 @@ enum Answer {
     /// RFC 7009 §2.2.1 `unsupported_token_type`: it revokes no token of
     /// this kind (some servers revoke refresh tokens only).
     UnsupportedType,
+    /// Not sent: the token is dead already, and nothing can renew it
+    /// ([`Live::Lapsed`]).
+    Lapsed,
     Failed,
 }
 
 /// Whether the answers say the grant has ended at the provider: the
 /// refresh token's revocation accepted, if one was sent, and the access
-/// token's accepted — or refused as a kind it does not revoke, once the
+/// token's accepted (or the token found dead, with nothing to renew it)
+/// — or refused as a kind it does not revoke, once the
 /// refresh token's was accepted and the access token expires soon
 /// (`access_lapses_soon`): a server that revokes no access token does
 /// not end them with the refresh token either (RFC 7009 §2.1), so one
@@ -162,10 +185,10 @@ fn grant_ended(answers: &[(TokenHint, Answer)], access_lapses_soon: bool) -> boo
         .any(|&(hint, answer)| hint == TokenHint::RefreshToken && answer == Answer::Accepted);
     let accepted = answers
         .iter()
-        .any(|&(_, answer)| answer == Answer::Accepted);
+        .any(|&(_, answer)| matches!(answer, Answer::Accepted | Answer::Lapsed));
     accepted
         && answers.iter().all(|&(hint, answer)| match answer {
-            Answer::Accepted => true,
+            Answer::Accepted | Answer::Lapsed => true,
             Answer::UnsupportedType => {
                 hint == TokenHint::AccessToken && refresh_revoked && access_lapses_soon
             }
@@ -182,8 +205,9 @@ enum Live {
     /// reads as a token already ended while the refresh token may live
     /// on. The attempt fails, and is tried again.
     RefreshFailed(ProviderError),
-    /// The refresh is refused for good (`invalid_grant`). Whether the
-    /// grant has ended cannot be told from here: the person may have
+    /// The refresh is refused for good (`invalid_grant`) at a provider
+    /// that may rotate refresh tokens. Whether the grant has ended cannot
+    /// be told from here: the person may have
     /// removed the access at the provider, or (a rotating refresh token)
     /// an earlier refresh's answer was lost and the token it became lives
     /// on unknown here. Given up at once, saying so, rather than sending
@@ -191,6 +215,14 @@ enum Live {
     RefreshTokenDead,
     /// The refresh token does not open with the key that sealed it.
     RefreshDoesNotOpen,
+    /// Nothing of the grant is left live to revoke, for the reason given
+    /// (see [`Attempt::Ended`]): the access token expired more than
+    /// [`EXPIRED_FOR_GOOD`] ago and there is no refresh token, or the
+    /// refresh token is refused for good at a provider that does not
+    /// rotate it, so no other token of the grant can have been issued
+    /// unknown here. Sending the expired token would only be answered as
+    /// expired (Dropbox's 401 `expired_access_token`), and retried for days.
+    Lapsed(&'static str),
 }
 
 /// Where only the access token can end the grant (Dropbox revokes with
@@ -210,9 +242,13 @@ async fn live_access_token(
     if !expired || p.revokes(TokenHint::RefreshToken) {
         return Live::Token(stored);
     }
-    // No refresh token: the expired token is all there is of the grant.
     let refresh = match open(state, row, Kind::Refresh) {
         Ok(Some(refresh)) => refresh,
+        // No refresh token: the expired token is all there is of the
+        // grant, and once it is past any leeway, nothing is live.
+        Ok(None) if row.access_token_expires_by(row.read_at - EXPIRED_FOR_GOOD) => {
+            return Live::Lapsed("access_token_expired");
+        }
         Ok(None) => return Live::Token(stored),
         Err(e) => {
             tracing::warn!(provider = %p.name(), revocation = %row.id, error = %e, "a refresh token owed a revocation does not open");
@@ -228,6 +264,13 @@ async fn live_access_token(
                 keep_rotated(state, row, &tokens).await;
             }
             Live::Token(tokens.access_token)
+        }
+        // A refresh token that is never rotated and is refused for good:
+        // no token of the grant can be live but the expired one (Dropbox:
+        // the person removed the app, or its tokens were revoked).
+        Err(ProviderError::InvalidGrant) if p.keeps_its_refresh_token() => {
+            tracing::info!(provider = %p.name(), revocation = %row.id, "refresh before revocation refused for good; the grant has ended already");
+            Live::Lapsed("refresh_token_dead")
         }
         Err(ProviderError::InvalidGrant) => {
             tracing::warn!(provider = %p.name(), revocation = %row.id, "refresh before revocation refused for good (invalid_grant)");
@@ -295,6 +338,7 @@ mod tests {
         let ended = |answers: &[(TokenHint, Answer)]| grant_ended(answers, false);
         assert!(ended(&[(RefreshToken, Accepted), (AccessToken, Accepted)]));
         assert!(ended(&[(AccessToken, Accepted)]), "no refresh token stored");
+        assert!(ended(&[(AccessToken, Lapsed)]), "nothing left live to send");
         assert!(
             ended(&[(RefreshToken, Accepted)]),
             "the access token not revoked there"

@@ -246,3 +246,95 @@ async fn a_token_dropbox_no_longer_knows_counts_as_revoked() {
     );
     assert_eq!(fake.calls().revoke, 2);
 }
+
+/// What the `revoked_upstream` rows of `app` say was left to revoke.
+async fn already_ended(app: &TestApp) -> Vec<Option<String>> {
+    let sql = "SELECT detail->>'already_ended' FROM audit_events
+               WHERE kind = 'revoked_upstream' ORDER BY id";
+    sqlx::query_scalar(sql).fetch_all(&app.db).await.unwrap()
+}
+
+/// Without `token_access_type=offline` there is no refresh token: an
+/// access token past its expiry is all there was of the grant, and dead.
+/// It is not sent (Dropbox would answer 401 `expired_access_token`, a
+/// failure tried again for days); the revocation ends saying so. Within
+/// two minutes of the recorded expiry it is still sent (a provider may
+/// honour a token a moment longer), and its failure is owed as before.
+#[tokio::test]
+async fn an_expired_token_with_nothing_to_renew_it_is_not_sent() {
+    let fake = dropbox::start().await;
+    let edit = "authorize_params = { token_access_type = \"online\" }";
+    let app = app_with_edit(&fake, "dropbox", edit).await;
+    connect(&app, &fake, "dropbox").await;
+    assert!(connection_has(&app, "refresh_token IS NULL").await);
+    expire(&app, &fake).await;
+
+    // Just expired: sent, refused as expired, owed.
+    let gone = disconnect(&app, "dropbox").await;
+    assert_eq!(
+        gone["result"]["structuredContent"]["revocation"], "failed",
+        "{gone}"
+    );
+    assert_eq!(fake.calls().revoke, 1);
+    let owed = "SELECT count(*) FROM pending_revocations";
+    assert_eq!(crate::helpers::count(&app, owed).await, 1);
+
+    // Long expired at the retry: ended without a call.
+    sqlx::query(
+        "UPDATE pending_revocations SET next_attempt_at = now(),
+             access_token_expires_at = now() - interval '3 minutes'",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let retried = mcp_connect::connect::vault::retry_due(&app.state.connect);
+    assert_eq!(retried.await.unwrap(), 1);
+    assert_eq!(fake.calls().revoke, 1, "the dead token was not sent again");
+    assert_eq!(crate::helpers::count(&app, owed).await, 0);
+    assert_eq!(
+        already_ended(&app).await,
+        [Some("access_token_expired".to_owned())]
+    );
+}
+
+/// A disconnect whose expired token's refresh Dropbox refuses for good
+/// (the person removed the app there: its tokens are all dead). Dropbox
+/// never rotates refresh tokens, so no token of the grant can live on
+/// unknown here: the revocation ends at once, saying the grant had ended,
+/// rather than being given up as `refresh_token_dead` (as where a
+/// rotation's answer may have been lost: see GitHub's).
+#[tokio::test]
+async fn a_grant_removed_at_dropbox_ends_the_revocation_owed() {
+    let fake = dropbox::start().await;
+    let app = app_with(&fake, "dropbox").await;
+    connect(&app, &fake, "dropbox").await;
+    let token = fake
+        .secrets()
+        .into_iter()
+        .find(|t| t.starts_with("sl."))
+        .unwrap();
+    // The person removes the app at Dropbox: every token of the grant ends.
+    let removed = provider_fakes::no_redirects()
+        .post(format!("{}/2/auth/token/revoke", fake.base))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), 200);
+    expire(&app, &fake).await;
+
+    let gone = disconnect(&app, "dropbox").await;
+    assert_eq!(
+        gone["result"]["structuredContent"]["revocation"], "revoked",
+        "{gone}"
+    );
+    assert_eq!(fake.calls().refresh, 1, "a refresh was tried");
+    assert_eq!(fake.calls().revoke, 1, "only the person's own removal");
+    assert_eq!(revocation_audited(&app).await, "revoked_upstream");
+    assert_eq!(
+        already_ended(&app).await,
+        [Some("refresh_token_dead".to_owned())]
+    );
+    let abandoned = "SELECT count(*) FROM audit_events WHERE kind = 'revocation_abandoned'";
+    assert_eq!(crate::helpers::count(&app, abandoned).await, 0);
+}
