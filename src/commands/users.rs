@@ -161,6 +161,13 @@ pub async fn run(state: &AppState, command: UsersCommand) -> anyhow::Result<()> 
             removed.retrying, state.settings.revocation.retry_hours
         );
     }
+    if removed.shared > 0 {
+        println!(
+            "{} connection(s) were not revoked at their provider on purpose: another person here \
+             connected the same account, and revoking would end their connection too",
+            removed.shared
+        );
+    }
     if removed.not_revoked > 0 {
         println!(
             "{} connection(s) could not be revoked at their provider (their tokens do not open \

@@ -174,6 +174,9 @@ pub struct Removed {
     /// still be live there, until its tokens expire or the person removes
     /// it at the provider.
     pub not_revoked: u64,
+    /// Of those, not revoked on purpose: someone else here connected the
+    /// same account, at a provider where revoking would end theirs too.
+    pub shared: u64,
     /// Providers of deleted connections that this configuration does not
     /// name, so nothing could be revoked there yet: the command was run
     /// without the service's configuration. Their revocations are owed,
@@ -204,6 +207,7 @@ pub async fn remove(state: &ConnectionService, user: UserRef<'_>) -> anyhow::Res
                 "revoked_upstream": removed.revoked,
                 "revocations_retried": removed.retrying + removed.owed_elsewhere,
                 "not_revoked": removed.not_revoked,
+                "kept_for_shared_accounts": removed.shared,
                 "sessions": removed.sessions,
                 "tickets": removed.tickets,
                 "complete": done.is_ok(),
@@ -253,6 +257,7 @@ async fn remove_rows(
                 Revocation::Retrying if !configured => removed.owed_elsewhere += 1,
                 Revocation::Retrying => removed.retrying += 1,
                 Revocation::Failed => removed.not_revoked += 1,
+                Revocation::Shared => removed.shared += 1,
                 Revocation::NotOffered => {}
             }
         }

@@ -176,30 +176,60 @@ pub async fn claim_due(
     .await
 }
 
-/// Whether the person has a connection at the provider again that could
-/// share these tokens' grant: one of the same account, holding tokens, or
-/// — where the account was never read — any made since these were issued
-/// (not one merely refreshed since).
-pub async fn connected_again(
+/// Who holds a connection at the provider that could share a revocation's
+/// grant (see [`grant_holder`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantHolder {
+    /// Nobody here.
+    Nobody,
+    /// The person whose tokens these were: connected again since.
+    ThisPerson,
+    /// Someone else connected the same account.
+    AnotherPerson,
+}
+
+/// Who holds a connection, with tokens, at the provider that could share
+/// `row`'s grant: one of the same account, whoever made it (the person
+/// first) — or, where the account was never read, one the person made
+/// since these tokens were issued (not one merely refreshed since).
+pub async fn grant_holder(
     exec: impl PgExecutor<'_>,
     row: &PendingRevocation,
-) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar!(
-        r#"SELECT EXISTS (
-               SELECT 1 FROM connections
+) -> Result<GrantHolder, sqlx::Error> {
+    let mine = match &row.account_id {
+        Some(account) => {
+            sqlx::query_scalar!(
+                r#"SELECT (issuer = $1 AND subject = $2) AS "mine!" FROM connections
+                   WHERE provider = $3 AND account_id = $4 AND octet_length(access_token) > 0
+                   ORDER BY 1 DESC LIMIT 1"#,
+                row.issuer,
+                row.subject,
+                row.provider.as_str(),
+                account,
+            )
+            .fetch_optional(exec)
+            .await?
+        }
+        None => {
+            sqlx::query_scalar!(
+                r#"SELECT true AS "mine!" FROM connections
                WHERE issuer = $1 AND subject = $2 AND provider = $3
-                 AND octet_length(access_token) > 0
-                 AND CASE WHEN $4::text IS NULL THEN created_at >= $5
-                          ELSE account_id = $4 END
-           ) AS "again!""#,
-        row.issuer,
-        row.subject,
-        row.provider.as_str(),
-        row.account_id,
-        row.created_at,
-    )
-    .fetch_one(exec)
-    .await
+                 AND octet_length(access_token) > 0 AND created_at >= $4
+               LIMIT 1"#,
+                row.issuer,
+                row.subject,
+                row.provider.as_str(),
+                row.created_at,
+            )
+            .fetch_optional(exec)
+            .await?
+        }
+    };
+    Ok(match mine {
+        Some(true) => GrantHolder::ThisPerson,
+        Some(false) => GrantHolder::AnotherPerson,
+        None => GrantHolder::Nobody,
+    })
 }
 
 /// The revocation is done with (the grant ended, or retrying given up);

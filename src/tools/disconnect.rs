@@ -74,6 +74,10 @@ pub enum Revocation {
     /// account's settings at the provider. The server tries again for a
     /// while where it can (the message says how long).
     Failed,
+    /// Not revoked, on purpose: another person using this server connected
+    /// the same account, and revoking at this provider would end their
+    /// connection too. The access stays live there for them.
+    Shared,
 }
 
 impl From<vault::Revocation> for Revocation {
@@ -82,6 +86,7 @@ impl From<vault::Revocation> for Revocation {
             vault::Revocation::Revoked => Self::Revoked,
             vault::Revocation::NotOffered => Self::NotOffered,
             vault::Revocation::Retrying | vault::Revocation::Failed => Self::Failed,
+            vault::Revocation::Shared => Self::Shared,
         }
     }
 }
@@ -172,6 +177,14 @@ fn disconnected(
                 "{name} account {label} is disconnected; its tokens are forgotten here. {name} offers \
                  no way to revoke them from here: remove this server's access in the account's \
                  settings at {name} to end it there too."
+            ),
+        ),
+        Revocation::Shared => (
+            outcome,
+            format!(
+                "{name} account {label} is disconnected; its tokens are forgotten here. Its access \
+                 was not revoked at {name}: another person using this server connected the same \
+                 account, and revoking it would end their connection too."
             ),
         ),
         Revocation::Failed => {

@@ -284,6 +284,7 @@ fn disconnect_notice(
         Some("failed") => Revoked::Failed,
         Some("retrying") => Revoked::Retrying,
         Some("pending") => Revoked::Pending,
+        Some("shared") => Revoked::Shared,
         _ => Revoked::Told,
     };
     let purpose = notice_purpose(provider.name().as_str(), connection, revoked);
@@ -313,6 +314,12 @@ fn disconnect_notice(
              remove this server's access in your account's settings at {name}."
         ));
     }
+    if revoked == Revoked::Shared {
+        notice.push_str(&format!(
+            " Its access was not revoked at {name}: another person using this server \
+             connected the same account, and revoking it would end their connection too."
+        ));
+    }
     if revoked == Revoked::Retrying {
         let hours = state.settings.revocation.retry_hours;
         notice.push_str(&format!(
@@ -337,6 +344,9 @@ enum Revoked {
     Retrying,
     /// The disconnect was still under way when the page answered.
     Pending,
+    /// Not told on purpose: someone else here connected the same account,
+    /// whose connection revoking would end.
+    Shared,
 }
 
 /// What a disconnect notice's token is for: every fact the notice shows.
@@ -375,6 +385,7 @@ async fn disconnect(
         Ok(revocation) => match revocation? {
             Some(crate::connect::vault::Revocation::Failed) => Revoked::Failed,
             Some(crate::connect::vault::Revocation::Retrying) => Revoked::Retrying,
+            Some(crate::connect::vault::Revocation::Shared) => Revoked::Shared,
             _ => Revoked::Told,
         },
         Err(_) => Revoked::Pending,
@@ -384,6 +395,7 @@ async fn disconnect(
         Revoked::Failed => "&revocation=failed",
         Revoked::Retrying => "&revocation=retrying",
         Revoked::Pending => "&revocation=pending",
+        Revoked::Shared => "&revocation=shared",
     };
     let token = user.csrf_token(&notice_purpose(
         provider.as_str(),

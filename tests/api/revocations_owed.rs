@@ -6,6 +6,7 @@
 //! a test can fail or stall while its token endpoint answers.
 
 mod keys;
+mod shared;
 mod unused;
 
 use std::time::Duration;
@@ -28,6 +29,16 @@ use crate::{
 /// A live Google grant stored as `subject`'s connection: its id and
 /// refresh token.
 async fn connect(app: &TestApp, fake: &FakeProvider, subject: &str) -> (Uuid, String) {
+    connect_account(app, fake, subject, &format!("{subject}-id")).await
+}
+
+/// [`connect`] of the Google account `account_id`.
+async fn connect_account(
+    app: &TestApp,
+    fake: &FakeProvider,
+    subject: &str,
+    account_id: &str,
+) -> (Uuid, String) {
     let (access, refresh) = fake.issue_grant("openid email", true);
     let refresh = refresh.unwrap();
     let tokens = TokenSet {
@@ -44,7 +55,7 @@ async fn connect(app: &TestApp, fake: &FakeProvider, subject: &str) -> (Uuid, St
             user: UserRef::new(&app.dev.issuer(), subject),
             provider: &google(),
             account: &Account {
-                id: format!("{subject}-id"),
+                id: account_id.to_owned(),
                 label: subject.into(),
             },
             tokens: &tokens,

@@ -42,6 +42,10 @@ pub enum Revocation {
     /// (the tokens do not open, or were dropped with a forgotten key): the
     /// access may still be live there.
     Failed,
+    /// Not revoked, on purpose: someone else here connected the same
+    /// account, and at this provider revoking would end their connection
+    /// too. The access stays live there for them.
+    Shared,
 }
 
 /// Deletes the connection and revokes its tokens upstream (where the
@@ -128,6 +132,7 @@ async fn disconnect_now(
             Outcome::Revoked => Revocation::Revoked,
             Outcome::Retrying => Revocation::Retrying,
             Outcome::GivenUp => Revocation::Failed,
+            Outcome::Spared => Revocation::Shared,
         },
         Deleted::NotOffered => Revocation::NotOffered,
         Deleted::TokensGone => Revocation::Failed,

@@ -15,7 +15,7 @@ use crate::{
         self,
         audit::{AuditEvent, AuditKind},
         faults,
-        pending_revocations::{self as owed, PendingRevocation},
+        pending_revocations::{self as owed, GrantHolder, PendingRevocation},
     },
     metrics::RevocationAttempt,
 };
@@ -63,6 +63,10 @@ pub(super) enum Outcome {
     /// offers no revocation, the account was connected again) or the
     /// retry window is over.
     GivenUp,
+    /// Not done, on purpose: another person here connected the same
+    /// account, and revoking would end their connection too (audited as
+    /// given up, `account_shared`).
+    Spared,
 }
 
 /// How long to wait after `failed` attempts have failed.
@@ -103,26 +107,16 @@ async fn attempt_uncounted(
     {
         return give_up(state, row, "not_offered").await;
     }
-    // Connected again since (a reconnect after the disconnect, a connect
-    // after the one refused for the limit), at a provider whose
-    // revocation may end the whole grant: the new tokens may be the same
-    // grant as these, and revoking these would end a connection that
-    // works, as `flows` refuses to do for tokens it does not store. (The
-    // first attempt follows its write at once; a reconnect made while a
-    // retry's call is under way is not seen.)
-    let may_end_the_grant = state
-        .providers
-        .get(&row.provider)
-        .is_some_and(|p| p.revocation_may_end_the_grant());
-    if !first && may_end_the_grant {
-        let again = owed::connected_again(&state.db, row);
-        match faults::deadline(state.settings.database.deadline(), again).await {
-            Ok(true) => return give_up(state, row, "connected_again").await,
-            Ok(false) => {}
-            Err(e) => {
-                tracing::warn!(revocation = %row.id, error = %e, "cannot check whether the account was connected again; tried later");
-                return Outcome::Retrying;
-            }
+    match holder(state, row).await {
+        Ok(GrantHolder::Nobody) => {}
+        Ok(GrantHolder::ThisPerson) => return give_up(state, row, "connected_again").await,
+        Ok(GrantHolder::AnotherPerson) => {
+            give_up(state, row, "account_shared").await;
+            return Outcome::Spared;
+        }
+        Err(e) => {
+            tracing::warn!(revocation = %row.id, error = %e, "cannot check whether another connection shares the grant; tried later");
+            return Outcome::Retrying;
         }
     }
     // Not this instance's to try, but maybe another's: during a rolling
@@ -189,6 +183,29 @@ fn ended_detail(attempts: i32, already: Option<&'static str>) -> serde_json::Val
     }
 }
 
+/// Who here holds tokens that may be of `row`'s grant, at a provider
+/// whose revocation may end the whole grant (always `Nobody` elsewhere).
+/// Someone else who connected the same account (a shared mailbox), or
+/// this person, connected again since (a reconnect after the disconnect,
+/// a connect after the one refused for the limit): revoking these tokens
+/// would end that connection too, as `flows` refuses to do for tokens it
+/// does not store. (A connect made while the call is under way is not
+/// seen.)
+async fn holder(
+    state: &ConnectionService,
+    row: &PendingRevocation,
+) -> Result<GrantHolder, sqlx::Error> {
+    let may_end_the_grant = state
+        .providers
+        .get(&row.provider)
+        .is_some_and(|p| p.revocation_may_end_the_grant());
+    if !may_end_the_grant {
+        return Ok(GrantHolder::Nobody);
+    }
+    let holder = owed::grant_holder(&state.db, row);
+    faults::deadline(state.settings.database.deadline(), holder).await
+}
+
 /// Tries revocation `row` once where its row could not be written:
 /// nothing is left to try it again, so whatever comes of it is its end,
 /// audited as such (`revoked_upstream`, or `revocation_abandoned` with
@@ -197,6 +214,19 @@ pub(super) async fn attempt_unrecorded(
     state: &ConnectionService,
     row: &PendingRevocation,
 ) -> Outcome {
+    // Tokens of a grant someone here holds are spared, as in `attempt`;
+    // where that cannot be read, this try is the only one there is.
+    let spared = match holder(state, row).await {
+        Ok(GrantHolder::Nobody) | Err(_) => None,
+        Ok(GrantHolder::ThisPerson) => Some(("connected_again", Outcome::GivenUp)),
+        Ok(GrantHolder::AnotherPerson) => Some(("account_shared", Outcome::Spared)),
+    };
+    if let Some((why, outcome)) = spared {
+        let extra = json!({ "reason": why, "attempts": 0 });
+        let event = event(row, AuditKind::RevocationAbandoned).detail(detail(row, extra));
+        db::audit::record_or_log(&state.db, event).await;
+        return counted(state, outcome);
+    }
     let attempted = match state.providers.get(&row.provider) {
         Some(p) if p.supports_revocation() => revoke::upstream(state, row, p).await,
         _ => Attempt::Failed("the provider's revocation is not configured on this instance".into()),
@@ -391,7 +421,7 @@ fn counted(state: &ConnectionService, outcome: Outcome) -> Outcome {
     state.metrics.revocations.attempt(match outcome {
         Outcome::Revoked => RevocationAttempt::Revoked,
         Outcome::Retrying => RevocationAttempt::Retrying,
-        Outcome::GivenUp => RevocationAttempt::Abandoned,
+        Outcome::GivenUp | Outcome::Spared => RevocationAttempt::Abandoned,
     });
     outcome
 }
