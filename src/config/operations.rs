@@ -142,6 +142,10 @@ impl RevocationSettings {
     }
 }
 
+/// How many times at least every instance looks for revocations due
+/// within `revocation.retry_hours`.
+const LOOKS_PER_WINDOW: u64 = 4;
+
 impl Settings {
     /// The checks on the tables of this file and on waits that must end
     /// inside the shutdown drain.
@@ -204,6 +208,24 @@ impl Settings {
             if !(low..=high).contains(&value) {
                 return Err(invalid(key, format!("must be between {low} and {high}")));
             }
+        }
+        // A period as long as the window would give a failed revocation
+        // one retry or none: at least four looks within the window.
+        let window_secs = u64::from(self.revocation.retry_hours) * 3600;
+        if self
+            .revocation
+            .retry_every_secs
+            .saturating_mul(LOOKS_PER_WINDOW)
+            > window_secs
+        {
+            return Err(invalid(
+                "revocation.retry_every_secs",
+                format!(
+                    "must be at most a quarter of revocation.retry_hours ({} s with a window of {} h), or a failed revocation is hardly tried again before it is given up",
+                    window_secs / LOOKS_PER_WINDOW,
+                    self.revocation.retry_hours
+                ),
+            ));
         }
         if self.flow.connect_wait_ms > MAX_CONNECT_WAIT_MS {
             return Err(invalid(

@@ -349,6 +349,22 @@ fn revocations_are_retried_for_1_to_720_hours() {
 }
 
 #[test]
+fn revocations_due_are_looked_for_at_least_four_times_within_their_window() {
+    let both = |hours: &str, every: &str| {
+        error_with(&[
+            ("MCP_CONNECT_REVOCATION__RETRY_HOURS", hours),
+            ("MCP_CONNECT_REVOCATION__RETRY_EVERY_SECS", every),
+        ])
+    };
+    let err = both("1", "901");
+    assert!(err.contains("revocation.retry_every_secs"), "{err}");
+    assert!(err.contains("at most a quarter"), "{err}");
+    assert!(err.contains("900 s with a window of 1 h"), "{err}");
+    assert_eq!(both("1", "900"), "");
+    assert_eq!(both("2", "1800"), "");
+}
+
+#[test]
 fn revocations_due_are_looked_for_every_10_to_3600_seconds() {
     for bad in ["9", "3601"] {
         let err = error_with(&[("MCP_CONNECT_REVOCATION__RETRY_EVERY_SECS", bad)]);
