@@ -105,18 +105,17 @@ pub fn without_userinfo(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-/// Whether `authority`, a `host:port`, is followed in the same word by an
-/// `@`: a user and a password of digits that a `/`, `?` or `#` cut short
-/// (`https://u:1234/abc@host`), read as the user part. A path holding an
-/// `@` after a port is blanked with it: more is hidden rather than a
-/// password shown.
+/// Whether `authority`, a `host:port`, is followed by an `@` in its URL's
+/// text: a user and a password that starts with digits and then a `/`,
+/// `?` or `#` (`https://u:1234/abc@host`, `https://u:1234/a b@host`),
+/// read as the user part. A path holding an `@` after a port, or text
+/// after such a URL that holds one, is blanked with it: more is hidden
+/// rather than a password shown.
 fn port_then_at(url: &str, authority: &str) -> bool {
     let has_port = authority
         .rsplit_once(':')
         .is_some_and(|(_, port)| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()));
-    let rest = &url[authority.len()..];
-    let word = rest.split(char::is_whitespace).next().unwrap_or_default();
-    has_port && word.contains('@')
+    has_port && url[authority.len()..].contains('@')
 }
 
 /// Where the scheme ending at byte `sep` (its `://`) starts.
@@ -218,10 +217,20 @@ mod tests {
                 "`https://u:1234?x@idp.example` must be https",
                 "`https://***@idp.example` must be https",
             ),
-            // A port, then a path, then other text with an `@`.
+            (
+                "`https://u:1234/a b@idp.example` must be https",
+                "`https://***@idp.example` must be https",
+            ),
+            // A port, then a path, then other text with an `@`: blanked
+            // up to it, as a password could be that text.
             (
                 "`https://idp.example:8443/x` for admin@example.com",
-                "`https://idp.example:8443/x` for admin@example.com",
+                "`https://***@example.com",
+            ),
+            // A port and a path without an `@` after them: shown.
+            (
+                "`https://idp.example:8443/x` is not allowed",
+                "`https://idp.example:8443/x` is not allowed",
             ),
         ] {
             assert_eq!(without_userinfo(text), shown, "{text}");

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::{
     ConnectionService,
     tickets::{requested_scopes, with_defaults},
-    vault::{self, NewConnection},
+    vault::{self, NewConnection, UnusedAccess},
 };
 use crate::{
     crypto::{Purpose, Sealed, secret},
@@ -49,27 +49,25 @@ pub enum FinishError {
     #[error("{0:#}")]
     Upstream(anyhow::Error),
     /// A value the provider told after consent (an org host, a site id) was
-    /// refused; the tokens were revoked upstream if `revoked`.
-    #[error("{provider} named a {label} this server does not accept (revoked upstream: {revoked})")]
+    /// refused; `access` says what became of the tokens.
+    #[error("{provider} named a {label} this server does not accept (access: {access:?})")]
     Unaccepted {
         provider: String,
         label: String,
-        revoked: bool,
+        access: UnusedAccess,
     },
     /// The browser's sign-in ended (signed out elsewhere, or the person
     /// was removed) while the connection was being stored: nothing was.
     #[error("the sign-in ended while the connection was being stored; nothing was stored")]
     SignInEnded,
     /// The account is a new one and the person has as many at the
-    /// provider as allowed: not stored, and the tokens revoked upstream if
-    /// `revoked`.
-    #[error(
-        "{provider}: the most accounts allowed ({limit}) are connected (revoked upstream: {revoked})"
-    )]
+    /// provider as allowed: not stored; `access` says what became of the
+    /// tokens.
+    #[error("{provider}: the most accounts allowed ({limit}) are connected (access: {access:?})")]
     TooManyAccounts {
         provider: String,
         limit: u32,
-        revoked: bool,
+        access: UnusedAccess,
     },
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
@@ -305,14 +303,14 @@ pub(super) async fn finish(
         Ok(account) => account,
         Err((step, e)) => {
             // The tokens were issued but will not be stored: end the grant.
-            let revoked =
+            let access =
                 vault::revoke_unused(state, user, provider, &tokens, &flow_params, None).await;
-            tracing::warn!(provider = %name, step, error = %e, revoked, "connect failed after consent; tokens not stored");
+            tracing::warn!(provider = %name, step, error = %e, access = ?access, "connect failed after consent; tokens not stored");
             return Err(match e {
                 ProviderError::Unaccepted { label, .. } => FinishError::Unaccepted {
                     provider: provider.display_name().to_owned(),
                     label,
-                    revoked,
+                    access,
                 },
                 e => upstream(step, e),
             });
@@ -344,22 +342,23 @@ pub(super) async fn finish(
             let connected = db::connections::accounts(&state.db, user, name)
                 .await
                 .map(|accounts| accounts.iter().any(|a| a.account_id == account.id));
-            let revoked = match connected {
+            let access = match connected {
                 Ok(false) => {
                     let account = Some(account.id.as_str());
                     vault::revoke_unused(state, user, provider, &tokens, &flow_params, account)
                         .await
                 }
-                Ok(true) | Err(_) => false,
+                Ok(true) => UnusedAccess::Kept,
+                Err(_) => UnusedAccess::Live,
             };
-            tracing::warn!(provider = %name, revoked, error = %e, "connect failed while storing; tokens not stored");
+            tracing::warn!(provider = %name, access = ?access, error = %e, "connect failed while storing; tokens not stored");
             Err(match e {
                 FinishError::TooManyAccounts {
                     provider, limit, ..
                 } => FinishError::TooManyAccounts {
                     provider,
                     limit,
-                    revoked,
+                    access,
                 },
                 e => e,
             })
@@ -438,7 +437,7 @@ async fn store(
         Ok(too_many) => Stored::Failed(FinishError::TooManyAccounts {
             provider: provider.display_name().to_owned(),
             limit: too_many.limit,
-            revoked: false,
+            access: UnusedAccess::Live,
         }),
         Err(e) => failed(e),
     })?;

@@ -188,8 +188,9 @@ pub enum GrantHolder {
     AnotherPerson,
 }
 
-/// Who holds a connection, with tokens, at the provider that could share
-/// `row`'s grant: one of the same account, whoever made it (the person
+/// Who holds a working connection (active, with tokens) at the provider
+/// that could share `row`'s grant — one the provider refused, waiting to
+/// be connected again, protects nothing: one of the same account, whoever made it (the person
 /// first) — or, where the account was never read, one the person made
 /// since these tokens were issued (not one merely refreshed since).
 pub async fn grant_holder(
@@ -200,7 +201,8 @@ pub async fn grant_holder(
         Some(account) => {
             sqlx::query_scalar!(
                 r#"SELECT (issuer = $1 AND subject = $2) AS "mine!" FROM connections
-                   WHERE provider = $3 AND account_id = $4 AND octet_length(access_token) > 0
+                   WHERE provider = $3 AND account_id = $4 AND status = 'active'
+                     AND octet_length(access_token) > 0
                    ORDER BY 1 DESC LIMIT 1"#,
                 row.issuer,
                 row.subject,
@@ -213,7 +215,7 @@ pub async fn grant_holder(
         None => {
             sqlx::query_scalar!(
                 r#"SELECT true AS "mine!" FROM connections
-               WHERE issuer = $1 AND subject = $2 AND provider = $3
+               WHERE issuer = $1 AND subject = $2 AND provider = $3 AND status = 'active'
                  AND octet_length(access_token) > 0 AND created_at >= $4
                LIMIT 1"#,
                 row.issuer,

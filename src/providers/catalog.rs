@@ -396,6 +396,7 @@ fn resolve(name: &str, ps: &ProviderSettings, base: &str) -> Result<Provider, Pr
             token_pointer: e.token_pointer.clone(),
             ok_envelope: e.error_envelope == Some(entry::ErrorEnvelope::OkField),
             refresh: e.refresh.unwrap_or(Refresh::Expiring),
+            refresh_token_kept: e.refresh == Some(Refresh::Expiring),
             token_lifetime: e.token_lifetime_secs.map(std::time::Duration::from_secs),
             granted_scopes_in_callback: e.granted_scopes_in_callback.unwrap_or(false),
             api_headers,

@@ -107,10 +107,11 @@ impl Provider {
         self.quirks.refresh.as_str()
     }
 
-    /// Whether a refresh leaves the refresh token as it was (`expiring`):
-    /// no refresh can have made another one unknown here.
+    /// Whether the entry says a refresh leaves the refresh token as it was
+    /// (`refresh = "expiring"`, not merely by default): no refresh can
+    /// have made another one unknown here.
     pub fn keeps_its_refresh_token(&self) -> bool {
-        self.quirks.refresh == super::entry::Refresh::Expiring
+        self.quirks.refresh_token_kept
     }
 
     /// Authorize parameters that make the provider offer another account

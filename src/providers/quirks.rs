@@ -92,6 +92,10 @@ pub(super) struct Quirks {
     /// `{"ok": false, "error": …}` with HTTP 200 (Slack).
     pub ok_envelope: bool,
     pub refresh: Refresh,
+    /// The entry says so in as many words (`refresh = "expiring"`): a
+    /// refresh leaves the refresh token as it was. (An entry that says
+    /// nothing is refreshed as `expiring` too, but may rotate.)
+    pub refresh_token_kept: bool,
     /// How long an access token lives when the token answer names no
     /// `expires_in` (Salesforce: as the org says, at least 15 minutes).
     pub token_lifetime: Option<std::time::Duration>,

@@ -74,9 +74,10 @@ pub enum Revocation {
     /// account's settings at the provider. The server tries again for a
     /// while where it can (the message says how long).
     Failed,
-    /// Not revoked, on purpose: another person using this server connected
-    /// the same account, and revoking at this provider would end their
-    /// connection too. The access stays live there for them.
+    /// Not revoked, on purpose: the same account is connected here again
+    /// (by another person using this server, or by this user since), and
+    /// revoking at this provider would end that connection too. The access
+    /// stays live there for it.
     Shared,
 }
 
@@ -121,8 +122,10 @@ pub fn definition() -> Tool {
     Tool::new(
         NAME,
         "Disconnect the user's account at a provider: after the user confirms, the server revokes its \
-         tokens at the provider (where supported) and forgets them. The user is asked to confirm first, \
-         and, with several accounts at the provider and none named in `account`, which one.",
+         tokens at the provider (where supported, and unless the same account is connected here again, \
+         whose access revoking would end: `revocation` says which) and forgets them. The user is asked \
+         to confirm first, and, with several accounts at the provider and none named in `account`, \
+         which one.",
         schema_for::<Args>(),
     )
     .with_raw_output_schema(output_schema_for::<DisconnectResult>())
@@ -183,8 +186,9 @@ fn disconnected(
             outcome,
             format!(
                 "{name} account {label} is disconnected; its tokens are forgotten here. Its access \
-                 was not revoked at {name}: another person using this server connected the same \
-                 account, and revoking it would end their connection too."
+                 was not revoked at {name}: the same account is connected here again (by another \
+                 person using this server, or by you since), and revoking it would end that \
+                 connection too."
             ),
         ),
         Revocation::Failed => {

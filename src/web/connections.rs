@@ -316,8 +316,9 @@ fn disconnect_notice(
     }
     if revoked == Revoked::Shared {
         notice.push_str(&format!(
-            " Its access was not revoked at {name}: another person using this server \
-             connected the same account, and revoking it would end their connection too."
+            " Its access was not revoked at {name}: the same account is connected here \
+             again (by another person using this server, or by you since), and revoking it \
+             would end that connection too."
         ));
     }
     if revoked == Revoked::Retrying {
@@ -344,8 +345,9 @@ enum Revoked {
     Retrying,
     /// The disconnect was still under way when the page answered.
     Pending,
-    /// Not told on purpose: someone else here connected the same account,
-    /// whose connection revoking would end.
+    /// Not told on purpose: the same account is connected here again
+    /// (someone else's, or the person's own since), whose connection
+    /// revoking would end.
     Shared,
 }
 

@@ -42,9 +42,10 @@ pub enum Revocation {
     /// (the tokens do not open, or were dropped with a forgotten key): the
     /// access may still be live there.
     Failed,
-    /// Not revoked, on purpose: someone else here connected the same
-    /// account, and at this provider revoking would end their connection
-    /// too. The access stays live there for them.
+    /// Not revoked, on purpose: the same account is connected here again
+    /// (by someone else, or by this person since), and at this provider
+    /// revoking would end that connection too. The access stays live
+    /// there for it.
     Shared,
 }
 

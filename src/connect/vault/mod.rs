@@ -31,6 +31,7 @@ pub use refused::{Refusal, RefusedRefreshes};
 pub use rekey::{Rekeyed, rekey_all};
 pub use store::{NewConnection, TooManyAccounts, store_connection};
 pub(in crate::connect) use store::{adopt_unscoped, store_in};
+pub use unused::UnusedAccess;
 pub(in crate::connect) use unused::revoke_unused;
 
 /// How long a refresh or a disconnect waits for the row another instance

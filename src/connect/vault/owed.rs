@@ -60,12 +60,12 @@ pub(super) enum Outcome {
     /// It failed; it is tried again later.
     Retrying,
     /// Given up: it cannot be done (the tokens do not open, the provider
-    /// offers no revocation, the account was connected again) or the
-    /// retry window is over.
+    /// offers no revocation) or the retry window is over.
     GivenUp,
-    /// Not done, on purpose: another person here connected the same
-    /// account, and revoking would end their connection too (audited as
-    /// given up, `account_shared`).
+    /// Not done, on purpose: the same account is connected here again
+    /// (by another person, or by this one since), and revoking would end
+    /// that connection too (audited as given up: `account_shared`,
+    /// `connected_again`).
     Spared,
 }
 
@@ -109,10 +109,20 @@ async fn attempt_uncounted(
     }
     match holder(state, row).await {
         Ok(GrantHolder::Nobody) => {}
-        Ok(GrantHolder::ThisPerson) => return give_up(state, row, "connected_again").await,
+        Ok(GrantHolder::ThisPerson) => {
+            give_up(state, row, "connected_again").await;
+            return Outcome::Spared;
+        }
         Ok(GrantHolder::AnotherPerson) => {
             give_up(state, row, "account_shared").await;
             return Outcome::Spared;
+        }
+        // The first attempt goes on: the row may not have been written
+        // (unused tokens while the database fails), and a grant left
+        // live is worse than a shared one ended (its holder connects
+        // again). A retry waits for a database that answers.
+        Err(e) if first => {
+            tracing::warn!(revocation = %row.id, error = %e, "cannot check whether another connection shares the grant; revoking all the same");
         }
         Err(e) => {
             tracing::warn!(revocation = %row.id, error = %e, "cannot check whether another connection shares the grant; tried later");
@@ -218,7 +228,7 @@ pub(super) async fn attempt_unrecorded(
     // where that cannot be read, this try is the only one there is.
     let spared = match holder(state, row).await {
         Ok(GrantHolder::Nobody) | Err(_) => None,
-        Ok(GrantHolder::ThisPerson) => Some(("connected_again", Outcome::GivenUp)),
+        Ok(GrantHolder::ThisPerson) => Some(("connected_again", Outcome::Spared)),
         Ok(GrantHolder::AnotherPerson) => Some(("account_shared", Outcome::Spared)),
     };
     if let Some((why, outcome)) = spared {

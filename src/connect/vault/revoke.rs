@@ -29,10 +29,10 @@ pub(super) enum Attempt {
     /// The grant has ended at the provider ([`grant_ended`]): revoked
     /// there (`already` is `None`), or, where only the access token
     /// revokes, nothing of it was left live to revoke, for the reason
-    /// given: `access_token_expired` (it expired and there is no refresh
-    /// token), `refresh_token_dead` (the refresh token, which the provider
-    /// does not rotate, is refused for good and the access token has
-    /// expired).
+    /// given, the access token having expired over [`EXPIRED_FOR_GOOD`]
+    /// ago: `access_token_expired` (there is no refresh token),
+    /// `refresh_token_dead` (the refresh token, which the provider's entry
+    /// says it never rotates, is refused for good).
     Ended { already: Option<&'static str> },
     /// The provider refused or could not be reached: why, with no secret.
     /// Trying again may end it.
@@ -217,9 +217,9 @@ enum Live {
     RefreshDoesNotOpen,
     /// Nothing of the grant is left live to revoke, for the reason given
     /// (see [`Attempt::Ended`]): the access token expired more than
-    /// [`EXPIRED_FOR_GOOD`] ago and there is no refresh token, or the
-    /// refresh token is refused for good at a provider that does not
-    /// rotate it, so no other token of the grant can have been issued
+    /// [`EXPIRED_FOR_GOOD`] ago, and there is no refresh token or it is
+    /// refused for good at a provider whose entry says it never rotates
+    /// them, so no other token of the grant can have been issued
     /// unknown here. Sending the expired token would only be answered as
     /// expired (Dropbox's 401 `expired_access_token`), and retried for days.
     Lapsed(&'static str),
@@ -242,13 +242,12 @@ async fn live_access_token(
     if !expired || p.revokes(TokenHint::RefreshToken) {
         return Live::Token(stored);
     }
+    let long_expired = row.access_token_expires_by(row.read_at - EXPIRED_FOR_GOOD);
     let refresh = match open(state, row, Kind::Refresh) {
         Ok(Some(refresh)) => refresh,
         // No refresh token: the expired token is all there is of the
         // grant, and once it is past any leeway, nothing is live.
-        Ok(None) if row.access_token_expires_by(row.read_at - EXPIRED_FOR_GOOD) => {
-            return Live::Lapsed("access_token_expired");
-        }
+        Ok(None) if long_expired => return Live::Lapsed("access_token_expired"),
         Ok(None) => return Live::Token(stored),
         Err(e) => {
             tracing::warn!(provider = %p.name(), revocation = %row.id, error = %e, "a refresh token owed a revocation does not open");
@@ -268,10 +267,13 @@ async fn live_access_token(
         // A refresh token that is never rotated and is refused for good:
         // no token of the grant can be live but the expired one (Dropbox:
         // the person removed the app, or its tokens were revoked).
-        Err(ProviderError::InvalidGrant) if p.keeps_its_refresh_token() => {
+        Err(ProviderError::InvalidGrant) if p.keeps_its_refresh_token() && long_expired => {
             tracing::info!(provider = %p.name(), revocation = %row.id, "refresh before revocation refused for good; the grant has ended already");
             Live::Lapsed("refresh_token_dead")
         }
+        // Dead, but the access token may still be honoured a moment: it is
+        // sent, and a failure is tried again once it cannot be.
+        Err(ProviderError::InvalidGrant) if p.keeps_its_refresh_token() => Live::Token(stored),
         Err(ProviderError::InvalidGrant) => {
             tracing::warn!(provider = %p.name(), revocation = %row.id, "refresh before revocation refused for good (invalid_grant)");
             Live::RefreshTokenDead

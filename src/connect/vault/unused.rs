@@ -25,9 +25,30 @@ use crate::{
     providers::{Provider, TokenSet},
 };
 
+/// What became of the access a connect was granted and did not store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnusedAccess {
+    /// Ended at the provider.
+    Revoked,
+    /// Left live on purpose: the same account is connected here (the
+    /// person's own connection, or someone else's), and at this provider
+    /// revoking would end that connection too.
+    Kept,
+    /// Not ended: the provider offers no revocation, or it failed (tried
+    /// again later where it can). The person may remove it there.
+    Live,
+}
+
+impl UnusedAccess {
+    /// Whether the access has ended at the provider.
+    pub fn revoked(self) -> bool {
+        self == Self::Revoked
+    }
+}
+
 /// Revokes `tokens`, issued to `user` at `provider` (for `account`, when
-/// it was read) and not stored; `true` when the grant has ended there. A
-/// failure is tried again later, by any instance.
+/// it was read) and not stored, and says what became of them. A failure
+/// is tried again later, by any instance.
 pub(in crate::connect) async fn revoke_unused(
     state: &ConnectionService,
     user: UserRef<'_>,
@@ -35,15 +56,15 @@ pub(in crate::connect) async fn revoke_unused(
     tokens: &TokenSet,
     params: &Params,
     account: Option<&str>,
-) -> bool {
+) -> UnusedAccess {
     if !provider.supports_revocation() {
-        return false;
+        return UnusedAccess::Live;
     }
     let mut row = match sealed(state, user, provider, tokens, params, account) {
         Ok(row) => row,
         Err(e) => {
             tracing::error!(provider = %provider.name(), error = %e, "cannot seal tokens owed a revocation");
-            return false;
+            return UnusedAccess::Live;
         }
     };
     let owe = db::pending_revocations::owe(&state.db, &row, lifetime(tokens), FIRST_TRY_GRACE);
@@ -82,7 +103,11 @@ pub(in crate::connect) async fn revoke_unused(
             }
         }
     };
-    outcome == Outcome::Revoked
+    match outcome {
+        Outcome::Revoked => UnusedAccess::Revoked,
+        Outcome::Spared => UnusedAccess::Kept,
+        Outcome::Retrying | Outcome::GivenUp => UnusedAccess::Live,
+    }
 }
 
 /// The tokens sealed for a revocation of their own, bound to a new id as a

@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::{AskedBy, audit, audit_for, connections_link};
 use crate::{
-    connect::flows::FinishError,
+    connect::{flows::FinishError, vault::UnusedAccess},
     crypto::secret,
     db::{self, audit::AuditKind, oauth_flows::OAuthFlow},
     domain::UserRef,
@@ -140,16 +140,16 @@ pub(super) async fn callback(
                 FinishError::Unaccepted {
                     provider,
                     label,
-                    revoked,
-                } => WebError::NotConnected(not_accepted(&provider, &label, revoked)),
+                    access,
+                } => WebError::NotConnected(not_accepted(&provider, &label, access)),
                 // The page the person sees anywhere once signed out:
                 // sign in, and open the link from the client again.
                 FinishError::SignInEnded => WebError::SignedOut,
                 FinishError::TooManyAccounts {
                     provider,
                     limit,
-                    revoked,
-                } => WebError::TooManyAccounts(too_many_accounts(&provider, limit, Some(revoked))),
+                    access,
+                } => WebError::TooManyAccounts(too_many_accounts(&provider, limit, Some(access))),
                 FinishError::Internal(e) => WebError::Internal(e),
             });
         }
@@ -271,17 +271,19 @@ impl Finishing {
                 match e {
                     // A provider naming a host or site this server refuses
                     // may be an attack on the connect: on the record.
-                    FinishError::Unaccepted { revoked, .. } => (
+                    FinishError::Unaccepted { access, .. } => (
                         AuditKind::CallbackRejected,
                         json!({ "reason": "value_not_accepted", "flow_id": flow.id,
-                                "ticket_id": flow.ticket_id, "revoked": revoked }),
+                                "ticket_id": flow.ticket_id, "revoked": access.revoked(),
+                                "kept_for_connection": *access == UnusedAccess::Kept }),
                     ),
                     // So is a person stopped by the limit: an operator
                     // asked why, or judging it, needs to see it, and
                     // whether the access granted upstream was ended.
-                    FinishError::TooManyAccounts { limit, revoked, .. } => (
+                    FinishError::TooManyAccounts { limit, access, .. } => (
                         AuditKind::AccountLimitReached,
-                        json!({ "limit": limit, "revoked": revoked, "via": "oauth",
+                        json!({ "limit": limit, "revoked": access.revoked(), "via": "oauth",
+                                "kept_for_connection": *access == UnusedAccess::Kept,
                                 "flow_id": flow.id, "ticket_id": flow.ticket_id }),
                     ),
                     _ => return finished.map(|(_, account)| account),
@@ -301,14 +303,24 @@ impl Finishing {
     }
 }
 
+/// What became of the access a connect was granted and did not store,
+/// for the person.
+fn access_was(provider: &str, access: UnusedAccess) -> String {
+    match access {
+        UnusedAccess::Revoked => "The access you had just granted was revoked.".to_owned(),
+        UnusedAccess::Kept => format!(
+            "The access you had just granted was left in place at {provider}: the same account is connected here already, and ending it there would end that connection too."
+        ),
+        UnusedAccess::Live => format!(
+            "This server could not revoke the access you had just granted: remove it in your account's settings at {provider}."
+        ),
+    }
+}
+
 /// Why an approved connect was not made, for the person: the value is
 /// left out (it may be anything), what happened to the access is not.
-fn not_accepted(provider: &str, label: &str, revoked: bool) -> String {
-    let access = if revoked {
-        "The access you had just granted was revoked."
-    } else {
-        "This server could not revoke the access you had just granted: remove it in your account's settings there."
-    };
+fn not_accepted(provider: &str, label: &str, access: UnusedAccess) -> String {
+    let access = access_was(provider, access);
     format!(
         "{provider} named a {label} this server does not accept, so nothing was connected. {access} \
          If this is unexpected, ask your administrator which {label}s this server allows."
@@ -316,17 +328,15 @@ fn not_accepted(provider: &str, label: &str, revoked: bool) -> String {
 }
 
 /// What the person is told when a new account would pass the limit of
-/// accounts per provider. `revoked`: whether the access just granted at
-/// the provider was ended there; `None` when none was granted (a pasted
+/// accounts per provider. `access`: what became of the access just
+/// granted at the provider; `None` when none was granted (a pasted
 /// credential, which stays the person's own).
-pub(super) fn too_many_accounts(provider: &str, limit: u32, revoked: Option<bool>) -> String {
-    let access = match revoked {
-        Some(true) => " The access you had just granted was revoked.".to_owned(),
-        Some(false) => format!(
-            " This server could not revoke the access you had just granted: remove it in your account's settings at {provider}."
-        ),
-        None => String::new(),
-    };
+pub(super) fn too_many_accounts(
+    provider: &str,
+    limit: u32,
+    access: Option<UnusedAccess>,
+) -> String {
+    let access = access.map_or_else(String::new, |a| format!(" {}", access_was(provider, a)));
     let accounts = if limit == 1 { "account" } else { "accounts" };
     format!(
         "You have {limit} {provider} {accounts} connected here, the most this server allows, so this one was not connected.{access} \

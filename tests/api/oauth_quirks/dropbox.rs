@@ -322,6 +322,9 @@ async fn a_grant_removed_at_dropbox_ends_the_revocation_owed() {
         .unwrap();
     assert_eq!(removed.status(), 200);
     expire(&app, &fake).await;
+    // Past the leeway in which the expired token is sent all the same.
+    let long_ago = "UPDATE connections SET access_token_expires_at = now() - interval '3 minutes'";
+    sqlx::query(long_ago).execute(&app.db).await.unwrap();
 
     let gone = disconnect(&app, "dropbox").await;
     assert_eq!(

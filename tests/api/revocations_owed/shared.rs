@@ -110,7 +110,7 @@ async fn the_connections_page_says_a_shared_account_was_left_live() {
     let page = crate::browser::unescape(&page.body);
     assert!(page.contains("Google disconnected."), "{page}");
     assert!(
-        page.contains("was not revoked at Google: another person"),
+        page.contains("was not revoked at Google: the same account is connected here again"),
         "{page}"
     );
     assert!(live(&fake, &alices).await, "left live, as said");
@@ -139,4 +139,55 @@ async fn removing_a_person_counts_the_shared_account_left_live() {
     assert!(live(&fake, &alices).await);
     let row = audited(&app, "user_removed").await;
     assert_eq!(row[0]["kept_for_shared_accounts"], 1, "{row:?}");
+}
+
+/// Tokens a connect does not store (the person is at the limit of
+/// accounts) of an account someone else here connected are left live, and
+/// the page says so rather than asking the person to remove the access at
+/// the provider, which would end the other's connection.
+#[tokio::test]
+async fn tokens_a_connect_did_not_store_are_kept_for_the_account_someone_else_holds() {
+    use crate::full_flow::{elicit, open_and_continue};
+    let fake = fakes::google::start().await;
+    let app = crate::helpers::spawn_app_with(|t| {
+        fake.configure(t, "google");
+        let mut flow = toml::Table::new();
+        flow.insert("accounts_per_provider".into(), 1.into());
+        t.insert("flow".into(), toml::Value::Table(flow));
+    })
+    .await;
+    // Two links of alice's opened before either account is stored (at the
+    // limit, another account is refused before its link).
+    let to_google = |args: serde_json::Value| {
+        let app = &app;
+        async move {
+            let (url, _) = elicit(app, "alice", "connect", args, "connect_google").await;
+            let browser = Browser::new(app);
+            let to_provider = open_and_continue(&browser, &url, "alice").await;
+            (browser, to_provider)
+        }
+    };
+    let (first, to_first) = to_google(json!({"provider": "google"})).await;
+    let another = json!({"provider": "google", "another_account": true});
+    let (browser, to_provider) = to_google(another).await;
+    let callback = fake.visit(to_first.location.as_deref().unwrap()).await;
+    assert_eq!(first.get(callback.as_str()).await.status, 200);
+    // Bob connects the shared mailbox; alice's second link reaches it too.
+    fake.set_account("2049", "shared@example.com");
+    connect_as(&app, &fake, "google", "bob").await;
+    let callback = fake.visit(to_provider.location.as_deref().unwrap()).await;
+    let refused = browser.get(callback.as_str()).await;
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    let page = crate::browser::unescape(&refused.body);
+    assert!(page.contains("left in place at Google"), "{page}");
+    assert!(!page.contains("remove it in your account"), "{page}");
+    assert_eq!(fake.calls().revoke, 0);
+    assert_eq!(given_up_for(&app, "account_shared").await, 1);
+    let limit = audited(&app, "account_limit_reached").await;
+    assert_eq!(limit[0]["revoked"], false, "{limit:?}");
+    assert_eq!(limit[0]["kept_for_connection"], true, "{limit:?}");
+    let (_, bobs) = app
+        .call_tool("bob", "whoami", json!({"provider": "google"}))
+        .await;
+    assert_eq!(bobs["result"]["resultType"], "complete", "{bobs}");
 }
