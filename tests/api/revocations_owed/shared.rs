@@ -191,3 +191,19 @@ async fn tokens_a_connect_did_not_store_are_kept_for_the_account_someone_else_ho
         .await;
     assert_eq!(bobs["result"]["resultType"], "complete", "{bobs}");
 }
+
+/// A connection the provider refused (waiting to be connected again)
+/// holds nothing worth sparing: the disconnect of the other revokes.
+#[tokio::test]
+async fn a_refused_connection_of_the_account_spares_nothing() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    let (_, alices) = connect_account(&app, &fake, "alice", "shared-id").await;
+    connect_account(&app, &fake, "bob", "shared-id").await;
+    sqlx::query("UPDATE connections SET status = 'needs_reauth' WHERE subject = 'bob'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(disconnect(&app, "alice").await, Revocation::Revoked);
+    assert!(!live(&fake, &alices).await);
+}
