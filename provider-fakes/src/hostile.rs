@@ -90,10 +90,13 @@ async fn echo(req: HttpRequest, fake: web::Data<Shared>) -> HttpResponse {
         }
     }
     let body = format!("{{{}}}", entries.join(", "));
-    let content_type = if as_text {
-        "text/plain"
+    // `as=typed`: the token in the media type itself.
+    let content_type = if req.query_string().contains("as=typed") {
+        format!("application/vnd.{token}+json")
+    } else if as_text {
+        "text/plain".to_owned()
     } else {
-        "application/json"
+        "application/json".to_owned()
     };
     HttpResponse::Ok().content_type(content_type).body(body)
 }

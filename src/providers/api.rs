@@ -15,7 +15,7 @@ use super::{
     entry::ApiPathRules,
     error::clean_code,
     guard,
-    http::{is_json, media_type, read_bounded},
+    http::{is_json, media_type_as_sent, read_bounded},
     identity::SLACK_TOKEN_ERRORS,
     redact::Redactor,
 };
@@ -121,7 +121,7 @@ impl Provider {
             ));
         }
         let status = response.status().as_u16();
-        let content_type = media_type(&response);
+        let content_type = media_type_as_sent(&response).map(str::to_owned);
         let rate_limited = super::rate_limit::read(status, response.headers(), chrono::Utc::now());
         tracing::info!(provider = %self.name, %method, status, "api request");
         // Whatever of the answer reaches the model loses every secret we
@@ -137,6 +137,9 @@ impl Provider {
                 .flatten()
                 .chain(field_secrets.iter().map(String::as_str)),
         );
+        // The provider's header reaches the model too: cleaned as sent,
+        // then lowercased.
+        let content_type = content_type.map(|t| redactor.text(&t).to_ascii_lowercase());
 
         if response.status().is_redirection() {
             timer.finish();
@@ -386,6 +389,12 @@ mod tests {
         let text = r.body.as_str().unwrap();
         assert!(text.contains("[redacted]"), "{text}");
         assert!(!text.contains(&token), "{text}");
+        // A media type that names the token is cleaned as well.
+        echo.query = json!({"as": "typed"}).as_object().cloned();
+        let r = gh.api_request(&http(), &token, None, &echo).await.unwrap();
+        let media = r.content_type.unwrap_or_default();
+        assert!(media.contains("[redacted]"), "{media}");
+        assert!(!media.contains(&token.to_ascii_lowercase()), "{media}");
     }
 
     #[actix_web::test]

@@ -159,7 +159,9 @@ impl Provider {
                 .find(|(_, s)| s.send.as_deref() == Some(how))
                 .and_then(|(name, _)| credential.get(name))
         };
-        if let (Some(user), Some(password)) = (sent("basic_user"), sent("basic_password")) {
+        // As `presented` sends it: a username alone goes as `user:`.
+        if let Some(user) = sent("basic_user") {
+            let password = sent("basic_password").unwrap_or_default();
             out.push(STANDARD.encode(format!("{user}:{password}")));
         }
         out

@@ -203,6 +203,36 @@ fn an_operators_own_key_entry_can_send_its_key_as_a_query_parameter() {
     assert_eq!(keys.credential_hint(&checked.credential), "…f123");
 }
 
+/// A key sent as the Basic username alone (`user:`, base64) is hidden in
+/// that form too, should the provider echo the header.
+#[test]
+fn a_key_sent_as_the_basic_username_alone_is_hidden_as_sent() {
+    let catalog = catalog(
+        "[providers.keys]\nkind = \"api_key\"\ndisplay_name = \"Keys\"\n\
+         docs_url = \"https://k.example/docs\"\nkey_url = \"https://k.example/keys\"\n\
+         instructions = \"Paste it.\"\nuserinfo_url = \"https://k.example/v1/me\"\n\
+         api_base_url = \"https://k.example/v1\"\naccount_id_from = \"credential\"\n\
+         [providers.keys.fields.key]\nlabel = \"Key\"\npattern = \"k_[a-z0-9]{8,64}\"\n\
+         send = \"basic_user\"\n",
+    );
+    let keys = catalog.get("keys").unwrap();
+    let checked = keys
+        .check_credential_form(&map(&[("key", "k_abcdef123")]), &BTreeMap::new())
+        .unwrap();
+    let url = url::Url::parse("https://k.example/v1/items").unwrap();
+    let (request, _) = keys.presented(
+        &reqwest::Client::new(),
+        reqwest::Method::GET,
+        url,
+        &checked.credential,
+    );
+    let request = request.build().unwrap();
+    let basic = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "k_abcdef123:");
+    assert_eq!(request.headers()["authorization"], format!("Basic {basic}"));
+    let secrets = keys.credential_secrets(&checked.credential);
+    assert!(secrets.contains(&basic), "{secrets:?}");
+}
+
 /// A caller cannot set the query parameter the credential travels in, by
 /// the query or in the path, in any case: refused before anything is sent
 /// (the API base here is a closed port on this machine).

@@ -84,17 +84,17 @@ pub(super) async fn read_all(
 
 /// The media type without parameters, lowercase.
 pub(super) fn media_type(response: &reqwest::Response) -> Option<String> {
+    media_type_as_sent(response).map(|v| v.to_ascii_lowercase())
+}
+
+/// The media type without parameters, in the provider's case (to be
+/// cleaned of secrets before it is lowercased).
+pub(super) fn media_type_as_sent(response: &reqwest::Response) -> Option<&str> {
     response
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase()
-        })
+        .map(|v| v.split(';').next().unwrap_or_default().trim())
         .filter(|v| !v.is_empty())
 }
 
