@@ -165,6 +165,15 @@ pub(crate) async fn record_identity_mismatch(
     session_id: uuid::Uuid,
     ticket: &Ticket,
 ) {
+    // Once per link and session: a session that opens this link and its
+    // own in turn changes its pending link each time.
+    match db::web_sessions::first_mismatch(&state.db, ticket.id, session_id).await {
+        Ok(true) => {}
+        Ok(false) => return,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot tell whether a link's mismatch was recorded; recording it");
+        }
+    }
     tracing::warn!(
         ticket = %ticket.id,
         session = %session_id,

@@ -26,6 +26,23 @@ async fn reloading_a_link_made_for_another_account_records_it_once() {
     assert_eq!(mismatches_recorded(&app).await, 1);
 }
 
+/// Opening the foreign link and one's own in turn changes the session's
+/// pending link every time: still one row for the foreign link.
+#[tokio::test]
+async fn opening_a_foreign_link_and_ones_own_in_turn_records_it_once() {
+    let app = spawn_app().await;
+    let (alices, _) = ticket(&app, "alice", 600).await;
+    let (bobs, _) = ticket(&app, "bob", 600).await;
+    let bob = signed_in(&app, "bob").await;
+    for _ in 0..5 {
+        let refused = bob.get(&format!("/connect?ticket={alices}")).await;
+        assert_eq!(refused.status, 403, "{}", refused.body);
+        let own = bob.get(&format!("/connect?ticket={bobs}")).await;
+        assert_sent_to_consent(&own);
+    }
+    assert_eq!(mismatches_recorded(&app).await, 1);
+}
+
 #[tokio::test]
 async fn signing_in_as_another_account_from_a_link_records_it_once() {
     let app = spawn_app().await;
