@@ -78,7 +78,9 @@ pub fn without_userinfo(text: &str) -> std::borrow::Cow<'_, str> {
         // where the text this URL stands for ends.
         let user_part = match authority.rfind('@') {
             Some(i) => Some((start + i, end)),
-            None if is_host_then_text(authority) && !port_then_at(url, authority) => None,
+            None if is_host_then_text(authority) && !port_then_at(&text[start..], authority) => {
+                None
+            }
             // Cut short: the first piece from here on that holds an `@`
             // ends the user part, whatever `://` it spans.
             None => pieces[n..].iter().enumerate().find_map(|(k, &(s, e))| {
@@ -105,17 +107,18 @@ pub fn without_userinfo(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-/// Whether `authority`, a `host:port`, is followed by an `@` in its URL's
-/// text: a user and a password that starts with digits and then a `/`,
-/// `?` or `#` (`https://u:1234/abc@host`, `https://u:1234/a b@host`),
-/// read as the user part. A path holding an `@` after a port, or text
-/// after such a URL that holds one, is blanked with it: more is hidden
-/// rather than a password shown.
-fn port_then_at(url: &str, authority: &str) -> bool {
+/// Whether `authority`, a `host:port` at the start of `rest` (the text
+/// from the URL's authority on), is followed by an `@` anywhere after it:
+/// a user and a password that starts with digits and then a `/`, `?` or
+/// `#` (`https://u:1234/abc@host`, `https://u:1234/a b@host`,
+/// `https://u:1234/a://b@host`), read as the user part. A path holding an
+/// `@` after a port, or text after such a URL that holds one, is blanked
+/// with it: more is hidden rather than a password shown.
+fn port_then_at(rest: &str, authority: &str) -> bool {
     let has_port = authority
         .rsplit_once(':')
         .is_some_and(|(_, port)| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()));
-    has_port && url[authority.len()..].contains('@')
+    has_port && rest[authority.len()..].contains('@')
 }
 
 /// Where the scheme ending at byte `sep` (its `://`) starts.
@@ -219,6 +222,10 @@ mod tests {
             ),
             (
                 "`https://u:1234/a b@idp.example` must be https",
+                "`https://***@idp.example` must be https",
+            ),
+            (
+                "`https://u:1234/a://b@idp.example` must be https",
                 "`https://***@idp.example` must be https",
             ),
             // A port, then a path, then other text with an `@`: blanked

@@ -335,22 +335,14 @@ pub(super) async fn finish(
         Err(Stored::Failed(e)) => {
             // Issued, and now stored nowhere: a grant nobody could use or
             // end from here, ended at the provider as when the account
-            // could not be read — unless this account is connected already
-            // (a reconnect, a scope upgrade): its stored tokens are often
-            // of the same grant, and revoking would end a connection that
-            // works. Nor when that cannot be told.
-            let connected = db::connections::accounts(&state.db, user, name)
-                .await
-                .map(|accounts| accounts.iter().any(|a| a.account_id == account.id));
-            let access = match connected {
-                Ok(false) => {
-                    let account = Some(account.id.as_str());
-                    vault::revoke_unused(state, user, provider, &tokens, &flow_params, account)
-                        .await
-                }
-                Ok(true) => UnusedAccess::Kept,
-                Err(_) => UnusedAccess::Live,
-            };
+            // could not be read — unless a working connection here holds
+            // the same account (this person's: a reconnect, a scope
+            // upgrade; or someone else's) at a provider where revoking
+            // these tokens may end the whole grant, and so that connection
+            // (`revoke_unused` checks, and keeps them then).
+            let account = Some(account.id.as_str());
+            let access =
+                vault::revoke_unused(state, user, provider, &tokens, &flow_params, account).await;
             tracing::warn!(provider = %name, access = ?access, error = %e, "connect failed while storing; tokens not stored");
             Err(match e {
                 FinishError::TooManyAccounts {

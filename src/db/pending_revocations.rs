@@ -188,11 +188,12 @@ pub enum GrantHolder {
     AnotherPerson,
 }
 
-/// Who holds a working connection (active, with tokens) at the provider
-/// that could share `row`'s grant — one the provider refused, waiting to
-/// be connected again, protects nothing: one of the same account, whoever made it (the person
-/// first) — or, where the account was never read, one the person made
-/// since these tokens were issued (not one merely refreshed since).
+/// Who holds a working connection (active, with tokens: one the provider
+/// refused, waiting to be connected again, protects nothing) at the
+/// provider that could share `row`'s grant: one of the same account,
+/// whoever made it (the person first), or, where the account was never
+/// read, one the person made since these tokens were issued (not one
+/// merely refreshed since).
 pub async fn grant_holder(
     exec: impl PgExecutor<'_>,
     row: &PendingRevocation,

@@ -258,6 +258,36 @@ fn public_clients_need_no_secret_and_bases_get_a_slash() {
     assert_eq!(acme.account_label_pointers[0], "/preferred_username");
 }
 
+/// Only an entry that says `refresh = "expiring"` is taken at its word
+/// that refresh tokens never rotate: one that says nothing is refreshed
+/// the same way, but may rotate them.
+#[test]
+fn refresh_tokens_are_kept_only_where_the_entry_says_so() {
+    let custom = "[providers.acme]\nclient_id = \"a\"\ntoken_auth_method = \"none\"\n\
+                  authorize_url = \"https://a.example/auth\"\ntoken_url = \"https://a.example/token\"\n\
+                  userinfo_url = \"https://a.example/me\"\napi_base_url = \"https://api.a.example/v1\"\n";
+    let said = format!("{custom}refresh = \"expiring\"\n");
+    let acme = catalog_of(custom);
+    let acme = acme.get("acme").unwrap();
+    assert_eq!(acme.refresh_behaviour(), "expiring");
+    assert!(!acme.keeps_its_refresh_token());
+    assert!(
+        catalog_of(&said)
+            .get("acme")
+            .unwrap()
+            .keeps_its_refresh_token()
+    );
+    let shipped = catalog_of(
+        "[providers.dropbox]\nclient_id = \"a\"\nclient_secret = \"b\"\n\
+         [providers.gitlab]\nclient_id = \"a\"\nclient_secret = \"b\"\n",
+    );
+    assert!(shipped.get("dropbox").unwrap().keeps_its_refresh_token());
+    assert!(
+        !shipped.get("gitlab").unwrap().keeps_its_refresh_token(),
+        "rotating"
+    );
+}
+
 /// Every file in `catalog/` is compiled in, and nothing else is.
 #[test]
 fn the_shipped_list_is_the_catalog_directory() {

@@ -74,7 +74,7 @@ pub enum Revocation {
     /// account's settings at the provider. The server tries again for a
     /// while where it can (the message says how long).
     Failed,
-    /// Not revoked, on purpose: the same account is connected here again
+    /// Not revoked, on purpose: the same account is also connected here
     /// (by another person using this server, or by this user since), and
     /// revoking at this provider would end that connection too. The access
     /// stays live there for it.
@@ -122,7 +122,7 @@ pub fn definition() -> Tool {
     Tool::new(
         NAME,
         "Disconnect the user's account at a provider: after the user confirms, the server revokes its \
-         tokens at the provider (where supported, and unless the same account is connected here again, \
+         tokens at the provider (where supported, and unless the same account is also connected here, \
          whose access revoking would end: `revocation` says which) and forgets them. The user is asked \
          to confirm first, and, with several accounts at the provider and none named in `account`, \
          which one.",
@@ -186,7 +186,7 @@ fn disconnected(
             outcome,
             format!(
                 "{name} account {label} is disconnected; its tokens are forgotten here. Its access \
-                 was not revoked at {name}: the same account is connected here again (by another \
+                 was not revoked at {name}: the same account is also connected here (by another \
                  person using this server, or by you since), and revoking it would end that \
                  connection too."
             ),

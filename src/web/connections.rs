@@ -316,8 +316,8 @@ fn disconnect_notice(
     }
     if revoked == Revoked::Shared {
         notice.push_str(&format!(
-            " Its access was not revoked at {name}: the same account is connected here \
-             again (by another person using this server, or by you since), and revoking it \
+            " Its access was not revoked at {name}: the same account is also connected \
+             here (by another person using this server, or by you since), and revoking it \
              would end that connection too."
         ));
     }
@@ -345,7 +345,7 @@ enum Revoked {
     Retrying,
     /// The disconnect was still under way when the page answered.
     Pending,
-    /// Not told on purpose: the same account is connected here again
+    /// Not told on purpose: the same account is also connected here
     /// (someone else's, or the person's own since), whose connection
     /// revoking would end.
     Shared,

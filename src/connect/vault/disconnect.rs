@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::{
     REFRESH_LOCK_TIMEOUT,
     claim::{Held, hold_refreshes},
-    owed::{FIRST_TRY_GRACE, Outcome},
+    owed::{FIRST_TRY_GRACE, Outcome, Try},
 };
 use crate::{
     config::WebhookEvent,
@@ -42,7 +42,7 @@ pub enum Revocation {
     /// (the tokens do not open, or were dropped with a forgotten key): the
     /// access may still be live there.
     Failed,
-    /// Not revoked, on purpose: the same account is connected here again
+    /// Not revoked, on purpose: the same account is also connected here
     /// (by someone else, or by this person since), and at this provider
     /// revoking would end that connection too. The access stays live
     /// there for it.
@@ -129,7 +129,7 @@ async fn disconnect_now(
         return Ok(None);
     };
     Ok(Some(match deleted {
-        Deleted::Owed(owed) => match super::owed::attempt(state, &owed, true).await {
+        Deleted::Owed(owed) => match super::owed::attempt(state, &owed, Try::First).await {
             Outcome::Revoked => Revocation::Revoked,
             Outcome::Retrying => Revocation::Retrying,
             Outcome::GivenUp => Revocation::Failed,

@@ -62,7 +62,7 @@ pub(super) enum Outcome {
     /// Given up: it cannot be done (the tokens do not open, the provider
     /// offers no revocation) or the retry window is over.
     GivenUp,
-    /// Not done, on purpose: the same account is connected here again
+    /// Not done, on purpose: the same account is also connected here
     /// (by another person, or by this one since), and revoking would end
     /// that connection too (audited as given up: `account_shared`,
     /// `connected_again`).
@@ -78,24 +78,37 @@ pub(super) fn wait_after(failed: i32) -> chrono::Duration {
         .min(LONGEST_WAIT)
 }
 
+/// Which attempt at a revocation owed this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Try {
+    /// Right after its row was written: its failure is audited (later
+    /// ones only when they end it).
+    First,
+    /// Right after a write whose outcome is unknown: the row may not
+    /// exist, so nothing may be left for a later try to do.
+    FirstUnsure,
+    /// A later try, of a row claimed.
+    Again,
+}
+
 /// Tries revocation `row` once, and records what came of it: the row goes
 /// when the grant ended (or when it is given up), or waits for its next
-/// try. `first`: the attempt right after the row was written, whose
-/// failure is audited (later ones only when they end it).
+/// try.
 pub(super) async fn attempt(
     state: &ConnectionService,
     row: &PendingRevocation,
-    first: bool,
+    attempt: Try,
 ) -> Outcome {
-    counted(state, attempt_uncounted(state, row, first).await)
+    counted(state, attempt_uncounted(state, row, attempt).await)
 }
 
 /// [`attempt`], before its ending is counted for `/metrics`.
 async fn attempt_uncounted(
     state: &ConnectionService,
     row: &PendingRevocation,
-    first: bool,
+    attempt: Try,
 ) -> Outcome {
+    let first = attempt != Try::Again;
     let retry_for = state.settings.revocation.retry_for();
     if !first && row.created_at + retry_for <= row.read_at {
         return give_up(state, row, "retry_window_over").await;
@@ -117,11 +130,11 @@ async fn attempt_uncounted(
             give_up(state, row, "account_shared").await;
             return Outcome::Spared;
         }
-        // The first attempt goes on: the row may not have been written
-        // (unused tokens while the database fails), and a grant left
-        // live is worse than a shared one ended (its holder connects
-        // again). A retry waits for a database that answers.
-        Err(e) if first => {
+        // Where the row may not have been written, this try is the only
+        // one: a grant left live is worse than a shared one ended (its
+        // holder connects again). Otherwise the row waits for a database
+        // that answers (a first try's after its grace).
+        Err(e) if attempt == Try::FirstUnsure => {
             tracing::warn!(revocation = %row.id, error = %e, "cannot check whether another connection shares the grant; revoking all the same");
         }
         Err(e) => {
@@ -336,7 +349,7 @@ pub async fn retry_due(state: &ConnectionService) -> Result<u64, sqlx::Error> {
             }
             for row in claimed {
                 under_way.push(async move {
-                    attempt(state, &row, false).await;
+                    attempt(state, &row, Try::Again).await;
                 });
             }
         }

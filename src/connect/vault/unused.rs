@@ -10,7 +10,7 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use super::{
-    owed::{self, FIRST_TRY_GRACE, Outcome},
+    owed::{self, FIRST_TRY_GRACE, Outcome, Try},
     seal::{Kind, seal_bound},
     store::lifetime,
 };
@@ -76,7 +76,7 @@ pub(in crate::connect) async fn revoke_unused(
             row.created_at = at.created_at;
             row.next_attempt_at = at.next_attempt_at;
             row.read_at = at.read_at;
-            owed::attempt(state, &row, true).await
+            owed::attempt(state, &row, Try::First).await
         }
         // Tried now all the same; only a later retry is lost. A write
         // past its deadline may have been made all the same: taken back
@@ -93,11 +93,11 @@ pub(in crate::connect) async fn revoke_unused(
                     match db::faults::deadline(deadline, due).await {
                         Ok(Some(due)) => {
                             row.next_attempt_at = due;
-                            owed::attempt(state, &row, true).await
+                            owed::attempt(state, &row, Try::First).await
                         }
                         Ok(None) => owed::attempt_unrecorded(state, &row).await,
                         // The row, if written, is tried again once due.
-                        Err(_) => owed::attempt(state, &row, true).await,
+                        Err(_) => owed::attempt(state, &row, Try::FirstUnsure).await,
                     }
                 }
             }

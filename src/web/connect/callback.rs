@@ -309,7 +309,7 @@ fn access_was(provider: &str, access: UnusedAccess) -> String {
     match access {
         UnusedAccess::Revoked => "The access you had just granted was revoked.".to_owned(),
         UnusedAccess::Kept => format!(
-            "The access you had just granted was left in place at {provider}: the same account is connected here already, and ending it there would end that connection too."
+            "The access you had just granted was left in place at {provider}: a connection here holds the same account there, and ending it would end that connection too."
         ),
         UnusedAccess::Live => format!(
             "This server could not revoke the access you had just granted: remove it in your account's settings at {provider}."

@@ -110,7 +110,7 @@ async fn the_connections_page_says_a_shared_account_was_left_live() {
     let page = crate::browser::unescape(&page.body);
     assert!(page.contains("Google disconnected."), "{page}");
     assert!(
-        page.contains("was not revoked at Google: the same account is connected here again"),
+        page.contains("was not revoked at Google: the same account is also connected here"),
         "{page}"
     );
     assert!(live(&fake, &alices).await, "left live, as said");
@@ -206,4 +206,37 @@ async fn a_refused_connection_of_the_account_spares_nothing() {
         .unwrap();
     assert_eq!(disconnect(&app, "alice").await, Revocation::Revoked);
     assert!(!live(&fake, &alices).await);
+}
+
+/// A retry that cannot read whether someone holds the account (the table
+/// locked past the lock timeout) sends nothing and stays owed; once it
+/// can, it spares the grant.
+#[tokio::test]
+async fn a_retry_that_cannot_check_the_holders_waits() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    connect_account(&app, &fake, "alice", "shared-id").await;
+    fake.fail_at("/revoke", Some(503));
+    assert_eq!(disconnect(&app, "alice").await, Revocation::Retrying);
+    fake.fail_at("/revoke", None);
+    connect_account(&app, &fake, "bob", "shared-id").await;
+    let revokes = fake.calls().revoke;
+
+    let mut locked = app.db.begin().await.unwrap();
+    sqlx::query("LOCK TABLE connections IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *locked)
+        .await
+        .unwrap();
+    make_due(&app).await;
+    assert_eq!(vault::retry_due(&app.state.connect).await.unwrap(), 1);
+    locked.rollback().await.unwrap();
+    assert_eq!(fake.calls().revoke, revokes, "nothing sent");
+    assert_eq!(owed(&app).await, 1, "still owed");
+    assert_eq!(audited(&app, "revocation_abandoned").await.len(), 0);
+
+    make_due(&app).await;
+    assert_eq!(vault::retry_due(&app.state.connect).await.unwrap(), 1);
+    assert_eq!(fake.calls().revoke, revokes);
+    assert_eq!(owed(&app).await, 0);
+    assert_eq!(given_up_for(&app, "account_shared").await, 1);
 }
