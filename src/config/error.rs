@@ -234,6 +234,12 @@ mod tests {
                 "`https://idp.example:8443/x` for admin@example.com",
                 "`https://***@example.com",
             ),
+            // A later URL's user part takes a URL with a port before it
+            // along: more hidden, as a password could span them.
+            (
+                "`https://a.example:8443/x` and `https://b:pw@y.example`",
+                "`https://***@y.example`",
+            ),
             // A port and a path without an `@` after them: shown.
             (
                 "`https://idp.example:8443/x` is not allowed",

@@ -22,9 +22,8 @@ impl Expiring {
 /// The rows are found by the index and deleted by their physical address
 /// (`ctid`, a TID scan), not looked up again by primary key: that second
 /// descent of a B-tree per row was more than half of an audit batch's work
-/// and a quarter of a ticket batch's, whose foreign keys' ON DELETE
-/// actions are most of the rest (two when measured, bench/NOTES.md; a
-/// third since, `identity_mismatches`, on an index of its own). A row updated
+/// and a quarter of a ticket batch's, whose two foreign keys' ON DELETE
+/// actions are most of the rest (measured, bench/NOTES.md). A row updated
 /// while the delete waited for its lock has a new version at another
 /// address, and stays: Postgres 15.20 checks the address again (the next
 /// batch takes the row if it is still expired), and the expiry repeated as

@@ -368,3 +368,29 @@ pub async fn delete_for_user(
     .await?;
     Ok(done.rows_affected())
 }
+
+/// How many sessions of other people a link's refusals are recorded for;
+/// past that, a link handed around that widely is on the record already.
+const MISMATCHES_RECORDED: i32 = 16;
+
+/// Notes that session `session_id`, another person's, opened ticket
+/// `ticket_id`; `true` the first time only (the mismatch is recorded once
+/// per link and session, however often the session comes back to it),
+/// and for at most sixteen sessions.
+pub async fn first_mismatch(
+    exec: impl PgExecutor<'_>,
+    ticket_id: Uuid,
+    session_id: Uuid,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE connect_tickets SET mismatched_sessions = array_append(mismatched_sessions, $2)
+         WHERE id = $1 AND NOT coalesce($2 = ANY (mismatched_sessions), false)
+           AND coalesce(cardinality(mismatched_sessions), 0) < $3",
+        ticket_id,
+        session_id,
+        MISMATCHES_RECORDED,
+    )
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}

@@ -154,25 +154,6 @@ pub async fn set_pending_ticket(
     Ok(done.rows_affected() > 0)
 }
 
-/// Notes that session `session_id` opened ticket `ticket_id`, made for
-/// another person; `true` the first time only (the mismatch is recorded
-/// once per link and session, however often the session comes back to it).
-pub async fn first_mismatch(
-    exec: impl PgExecutor<'_>,
-    ticket_id: Uuid,
-    session_id: Uuid,
-) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query!(
-        "INSERT INTO identity_mismatches (ticket_id, session_id) VALUES ($1, $2)
-         ON CONFLICT DO NOTHING",
-        ticket_id,
-        session_id,
-    )
-    .execute(exec)
-    .await?;
-    Ok(done.rows_affected() == 1)
-}
-
 /// Forgets the pending ticket if it is still `ticket_id` (another tab may
 /// have moved on to another one).
 pub async fn clear_pending_ticket(

@@ -202,13 +202,21 @@ impl Provider {
     /// Whether revoking one token may end every token of the person's grant
     /// to this client, those of a connection made since included: RFC
     /// 7009 lets a server do so (Google does), and Notion's revocation
-    /// ends the integration's access. GitHub's deletion ends the one token
-    /// it is sent, Dropbox's the token's own refresh token and its access
+    /// ends the integration's access. GitHub's deletion of a token ends the
+    /// one token it is sent (its deletion of the grant, where configured,
+    /// every one), Dropbox's the token's own refresh token and its access
     /// tokens.
     pub fn revocation_may_end_the_grant(&self) -> bool {
         match self.quirks.revocation {
             Revocation::Rfc7009 | Revocation::AccessTokenOnly => true,
-            Revocation::BearerAccessToken | Revocation::DeleteJsonAccessToken => false,
+            Revocation::BearerAccessToken => false,
+            // Unless configured as GitHub's deletion of the whole grant
+            // (`…/grant`), which ends every token of the app for the user.
+            Revocation::DeleteJsonAccessToken => self
+                .templates
+                .revocation
+                .as_deref()
+                .is_some_and(|t| t.trim_end_matches('/').ends_with("/grant")),
         }
     }
 

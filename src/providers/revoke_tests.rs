@@ -132,6 +132,18 @@ async fn a_grant_deletion_asks_the_check_beside_it() {
     assert_eq!(gh.calls.count(Call::TokenCheck, "http_error"), 1);
 }
 
+/// GitHub's deletion of a token ends that token only; configured as the
+/// deletion of the grant it ends every token of the app for the user, so
+/// another connection of the same account is spared it.
+#[actix_web::test]
+async fn only_a_grant_deletion_may_end_the_whole_grant() {
+    let fake = provider_fakes::github::start().await;
+    let token = deleting_at(&fake, "token");
+    assert!(!token.get("github").unwrap().revocation_may_end_the_grant());
+    let grant = deleting_at(&fake, "grant");
+    assert!(grant.get("github").unwrap().revocation_may_end_the_grant());
+}
+
 /// A deletion at a path GitHub's reference does not describe has no check
 /// beside it: its 422 stands.
 #[actix_web::test]

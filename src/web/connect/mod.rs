@@ -167,7 +167,7 @@ pub(crate) async fn record_identity_mismatch(
 ) {
     // Once per link and session: a session that opens this link and its
     // own in turn changes its pending link each time.
-    match db::web_sessions::first_mismatch(&state.db, ticket.id, session_id).await {
+    match db::tickets::first_mismatch(&state.db, ticket.id, session_id).await {
         Ok(true) => {}
         Ok(false) => return,
         Err(e) => {

@@ -214,7 +214,13 @@ async fn a_refused_connection_of_the_account_spares_nothing() {
 #[tokio::test]
 async fn a_retry_that_cannot_check_the_holders_waits() {
     let fake = fakes::google::start().await;
-    let app = app_with(&fake, "google").await;
+    let app = crate::helpers::spawn_app_with(|t| {
+        fake.configure(t, "google");
+        let mut database = toml::Table::new();
+        database.insert("lock_timeout_ms".into(), 200.into());
+        t.insert("database".into(), toml::Value::Table(database));
+    })
+    .await;
     connect_account(&app, &fake, "alice", "shared-id").await;
     fake.fail_at("/revoke", Some(503));
     assert_eq!(disconnect(&app, "alice").await, Revocation::Retrying);

@@ -94,3 +94,22 @@ async fn switching_account_comes_back_to_the_link_its_page_refused() {
     assert_eq!(consent.status, 200, "{}", consent.body);
     assert!(consent.body.contains("Continue"), "{}", consent.body);
 }
+
+/// A link opened by many people's sessions is recorded for the first
+/// sixteen: the audit table does not grow with a link handed around.
+#[tokio::test]
+async fn a_link_opened_by_many_sessions_is_recorded_for_sixteen() {
+    let app = spawn_app().await;
+    let (t, _) = ticket(&app, "alice", 600).await;
+    for i in 0..18 {
+        let other = signed_in(&app, &format!("mallory-{i}")).await;
+        let page = other.get(&format!("/connect?ticket={t}")).await;
+        assert_eq!(page.status, 403, "{}", page.body);
+    }
+    let recorded = count(
+        &app,
+        "SELECT count(*) FROM audit_events WHERE kind = 'identity_mismatch' AND subject = 'alice'",
+    )
+    .await;
+    assert_eq!(recorded, 16);
+}
