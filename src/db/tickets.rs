@@ -370,7 +370,9 @@ pub async fn delete_for_user(
 }
 
 /// How many sessions of other people a link's refusals are recorded for;
-/// past that, a link handed around that widely is on the record already.
+/// past that, a link handed around that widely is on the record already,
+/// and further refusals (another person's too, or one who signs in again
+/// and again) write no audit row: a bound on what one link can add.
 const MISMATCHES_RECORDED: i32 = 16;
 
 /// Notes that session `session_id`, another person's, opened ticket

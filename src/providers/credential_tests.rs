@@ -18,6 +18,19 @@ fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// An operator's own API-key entry `keys`, calling beneath `api_base`,
+/// whose one field is sent as `send` says.
+fn keys_entry(api_base: &str, send: &str) -> String {
+    format!(
+        "[providers.keys]\nkind = \"api_key\"\ndisplay_name = \"Keys\"\n\
+         docs_url = \"https://k.example/docs\"\nkey_url = \"https://k.example/keys\"\n\
+         instructions = \"Paste it.\"\nuserinfo_url = \"https://k.example/v1/me\"\n\
+         api_base_url = \"{api_base}\"\naccount_id_from = \"credential\"\n\
+         [providers.keys.fields.key]\nlabel = \"Key\"\npattern = \"k_[a-z0-9]{{8,64}}\"\n\
+         send = \"{send}\"\n"
+    )
+}
+
 const API_KEY: &str = "0123456789abcdef0123456789abcdef";
 const APP_KEY: &str = "0123456789abcdef0123456789abcdef01234567";
 
@@ -171,14 +184,7 @@ fn the_stored_form_reads_back() {
 
 #[test]
 fn an_operators_own_key_entry_can_send_its_key_as_a_query_parameter() {
-    let catalog = catalog(
-        "[providers.keys]\nkind = \"api_key\"\ndisplay_name = \"Keys\"\n\
-         docs_url = \"https://k.example/docs\"\nkey_url = \"https://k.example/keys\"\n\
-         instructions = \"Paste it.\"\nuserinfo_url = \"https://k.example/v1/me\"\n\
-         api_base_url = \"https://k.example/v1\"\naccount_id_from = \"credential\"\n\
-         [providers.keys.fields.key]\nlabel = \"Key\"\npattern = \"k_[a-z0-9]{8,64}\"\n\
-         send = \"query:api_key\"\n",
-    );
+    let catalog = catalog(&keys_entry("https://k.example/v1", "query:api_key"));
     let keys = catalog.get("keys").unwrap();
     assert_eq!(
         keys.api_base_url().unwrap().as_str(),
@@ -207,14 +213,7 @@ fn an_operators_own_key_entry_can_send_its_key_as_a_query_parameter() {
 /// that form too, should the provider echo the header.
 #[test]
 fn a_key_sent_as_the_basic_username_alone_is_hidden_as_sent() {
-    let catalog = catalog(
-        "[providers.keys]\nkind = \"api_key\"\ndisplay_name = \"Keys\"\n\
-         docs_url = \"https://k.example/docs\"\nkey_url = \"https://k.example/keys\"\n\
-         instructions = \"Paste it.\"\nuserinfo_url = \"https://k.example/v1/me\"\n\
-         api_base_url = \"https://k.example/v1\"\naccount_id_from = \"credential\"\n\
-         [providers.keys.fields.key]\nlabel = \"Key\"\npattern = \"k_[a-z0-9]{8,64}\"\n\
-         send = \"basic_user\"\n",
-    );
+    let catalog = catalog(&keys_entry("https://k.example/v1", "basic_user"));
     let keys = catalog.get("keys").unwrap();
     let checked = keys
         .check_credential_form(&map(&[("key", "k_abcdef123")]), &BTreeMap::new())
@@ -238,14 +237,7 @@ fn a_key_sent_as_the_basic_username_alone_is_hidden_as_sent() {
 /// (the API base here is a closed port on this machine).
 #[tokio::test]
 async fn the_credentials_query_parameter_cannot_be_set_by_the_caller() {
-    let catalog = catalog(
-        "[providers.keys]\nkind = \"api_key\"\ndisplay_name = \"Keys\"\n\
-         docs_url = \"https://k.example/docs\"\nkey_url = \"https://k.example/keys\"\n\
-         instructions = \"Paste it.\"\nuserinfo_url = \"https://k.example/v1/me\"\n\
-         api_base_url = \"http://127.0.0.1:9/v1\"\naccount_id_from = \"credential\"\n\
-         [providers.keys.fields.key]\nlabel = \"Key\"\npattern = \"k_[a-z0-9]{8,64}\"\n\
-         send = \"query:api_key\"\n",
-    );
+    let catalog = catalog(&keys_entry("http://127.0.0.1:9/v1", "query:api_key"));
     let keys = catalog.get("keys").unwrap();
     assert_eq!(keys.credential_query_params(true), ["api_key"]);
     let checked = keys

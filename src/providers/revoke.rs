@@ -212,11 +212,12 @@ impl Provider {
             Revocation::BearerAccessToken => false,
             // Unless configured as GitHub's deletion of the whole grant
             // (`…/grant`), which ends every token of the app for the user.
-            Revocation::DeleteJsonAccessToken => self
-                .templates
-                .revocation
-                .as_deref()
-                .is_some_and(|t| t.trim_end_matches('/').ends_with("/grant")),
+            Revocation::DeleteJsonAccessToken => {
+                self.templates.revocation.as_deref().is_some_and(|t| {
+                    let path = t.split(['?', '#']).next().unwrap_or_default();
+                    path.trim_end_matches('/').ends_with("/grant")
+                })
+            }
         }
     }
 

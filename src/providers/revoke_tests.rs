@@ -142,6 +142,13 @@ async fn only_a_grant_deletion_may_end_the_whole_grant() {
     assert!(!token.get("github").unwrap().revocation_may_end_the_grant());
     let grant = deleting_at(&fake, "grant");
     assert!(grant.get("github").unwrap().revocation_may_end_the_grant());
+    let with_query = deleting_at(&fake, "grant?via=disconnect");
+    assert!(
+        with_query
+            .get("github")
+            .unwrap()
+            .revocation_may_end_the_grant()
+    );
 }
 
 /// A deletion at a path GitHub's reference does not describe has no check

@@ -92,6 +92,29 @@ async fn live(fake: &FakeProvider, refresh: &str) -> bool {
     }
 }
 
+/// Alice disconnects connection `id` on her connections page: the page
+/// she lands on (unescaped), whose address said `revocation`.
+async fn disconnect_on_the_page(app: &TestApp, id: Uuid, revocation: &str) -> String {
+    let browser = crate::browser::Browser::new(app);
+    browser.sign_in("alice").await;
+    let confirm = browser
+        .get(&format!("/connections/google/disconnect?connection={id}"))
+        .await;
+    assert_eq!(confirm.status, 200, "{}", confirm.body);
+    let done = browser
+        .submit(&confirm, "/connections/google/disconnect", &[])
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    let location = done.location.clone().unwrap_or_default();
+    assert!(
+        location.contains(&format!("revocation={revocation}")),
+        "{location}"
+    );
+    let page = browser.follow(&done).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    crate::browser::unescape(&page.body)
+}
+
 /// Every revocation owed is due now.
 async fn make_due(app: &TestApp) {
     sqlx::query("UPDATE pending_revocations SET next_attempt_at = now()")
@@ -427,26 +450,11 @@ async fn a_failure_recorded_after_the_lease_ran_out_leaves_the_later_record() {
 /// tries again for `revocation.retry_hours`, and where to end it now.
 #[tokio::test]
 async fn the_connections_page_says_a_failed_revocation_is_tried_again() {
-    use crate::browser::Browser;
     let fake = fakes::google::start().await;
     let app = app_with(&fake, "google").await;
     let (id, refresh) = connect(&app, &fake, "alice").await;
     fake.fail_at("/revoke", Some(503));
-    let browser = Browser::new(&app);
-    browser.sign_in("alice").await;
-    let confirm = browser
-        .get(&format!("/connections/google/disconnect?connection={id}"))
-        .await;
-    assert_eq!(confirm.status, 200, "{}", confirm.body);
-    let done = browser
-        .submit(&confirm, "/connections/google/disconnect", &[])
-        .await;
-    assert_eq!(done.status, 303, "{}", done.body);
-    let location = done.location.clone().unwrap_or_default();
-    assert!(location.contains("revocation=retrying"), "{location}");
-    let page = browser.follow(&done).await;
-    assert_eq!(page.status, 200, "{}", page.body);
-    let page = crate::browser::unescape(&page.body);
+    let page = disconnect_on_the_page(&app, id, "retrying").await;
     for said in [
         "could not be told to revoke its access yet",
         "tries again for up to 72 hours",

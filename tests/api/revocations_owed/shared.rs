@@ -9,10 +9,7 @@ use provider_fakes as fakes;
 use serde_json::json;
 
 use super::{Revocation, audited, connect_account, disconnect, live, make_due, owed, vault};
-use crate::{
-    browser::Browser, helpers::TestApp, key_connect, provider_flows::app_with,
-    provider_flows::connect_as,
-};
+use crate::{helpers::TestApp, key_connect, provider_flows::app_with, provider_flows::connect_as};
 
 /// How many `revocation_abandoned` rows give `reason`.
 async fn given_up_for(app: &TestApp, reason: &str) -> usize {
@@ -93,21 +90,7 @@ async fn the_connections_page_says_a_shared_account_was_left_live() {
     let app = app_with(&fake, "google").await;
     let (id, alices) = connect_account(&app, &fake, "alice", "shared-id").await;
     connect_account(&app, &fake, "bob", "shared-id").await;
-    let browser = Browser::new(&app);
-    browser.sign_in("alice").await;
-    let confirm = browser
-        .get(&format!("/connections/google/disconnect?connection={id}"))
-        .await;
-    assert_eq!(confirm.status, 200, "{}", confirm.body);
-    let done = browser
-        .submit(&confirm, "/connections/google/disconnect", &[])
-        .await;
-    assert_eq!(done.status, 303, "{}", done.body);
-    let location = done.location.clone().unwrap_or_default();
-    assert!(location.contains("revocation=shared"), "{location}");
-    let page = browser.follow(&done).await;
-    assert_eq!(page.status, 200, "{}", page.body);
-    let page = crate::browser::unescape(&page.body);
+    let page = super::disconnect_on_the_page(&app, id, "shared").await;
     assert!(page.contains("Google disconnected."), "{page}");
     assert!(
         page.contains("was not revoked at Google: the same account is also connected here"),
@@ -147,31 +130,9 @@ async fn removing_a_person_counts_the_shared_account_left_live() {
 /// the provider, which would end the other's connection.
 #[tokio::test]
 async fn tokens_a_connect_did_not_store_are_kept_for_the_account_someone_else_holds() {
-    use crate::full_flow::{elicit, open_and_continue};
     let fake = fakes::google::start().await;
-    let app = crate::helpers::spawn_app_with(|t| {
-        fake.configure(t, "google");
-        let mut flow = toml::Table::new();
-        flow.insert("accounts_per_provider".into(), 1.into());
-        t.insert("flow".into(), toml::Value::Table(flow));
-    })
-    .await;
-    // Two links of alice's opened before either account is stored (at the
-    // limit, another account is refused before its link).
-    let to_google = |args: serde_json::Value| {
-        let app = &app;
-        async move {
-            let (url, _) = elicit(app, "alice", "connect", args, "connect_google").await;
-            let browser = Browser::new(app);
-            let to_provider = open_and_continue(&browser, &url, "alice").await;
-            (browser, to_provider)
-        }
-    };
-    let (first, to_first) = to_google(json!({"provider": "google"})).await;
-    let another = json!({"provider": "google", "another_account": true});
-    let (browser, to_provider) = to_google(another).await;
-    let callback = fake.visit(to_first.location.as_deref().unwrap()).await;
-    assert_eq!(first.get(callback.as_str()).await.status, 200);
+    let (app, browser, to_provider) =
+        super::unused::alice_at_the_limit_with_a_second_link(&fake).await;
     // Bob connects the shared mailbox; alice's second link reaches it too.
     fake.set_account("2049", "shared@example.com");
     connect_as(&app, &fake, "google", "bob").await;

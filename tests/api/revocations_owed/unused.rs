@@ -7,14 +7,18 @@ use serde_json::json;
 
 use super::{audited, connect, live, make_due, owed};
 use crate::{
-    browser::Browser,
+    browser::{Browser, Page},
     full_flow::{elicit, open_and_continue},
-    helpers::spawn_app_with,
+    helpers::{TestApp, spawn_app_with},
 };
 
-#[tokio::test]
-async fn tokens_a_connect_did_not_store_are_revoked_by_a_later_sweep() {
-    let fake = fakes::google::start().await;
+/// An app where a person may connect one account at Google, and alice's
+/// first account stored through one of two links opened before either was
+/// (at the limit, another account is refused before its link): the
+/// browser of the second, sent to Google for another account.
+pub(super) async fn alice_at_the_limit_with_a_second_link(
+    fake: &fakes::FakeProvider,
+) -> (TestApp, Browser, Page) {
     let app = spawn_app_with(|t| {
         fake.configure(t, "google");
         let mut flow = toml::Table::new();
@@ -22,8 +26,6 @@ async fn tokens_a_connect_did_not_store_are_revoked_by_a_later_sweep() {
         t.insert("flow".into(), toml::Value::Table(flow));
     })
     .await;
-    // Two links opened before either account is stored (at the limit,
-    // another account is refused before its link).
     let to_google = |args: serde_json::Value| {
         let app = &app;
         async move {
@@ -39,6 +41,13 @@ async fn tokens_a_connect_did_not_store_are_revoked_by_a_later_sweep() {
     let callback = fake.visit(to_first.location.as_deref().unwrap()).await;
     let stored = first.get(callback.as_str()).await;
     assert_eq!(stored.status, 200, "{}", stored.body);
+    (app, browser, to_provider)
+}
+
+#[tokio::test]
+async fn tokens_a_connect_did_not_store_are_revoked_by_a_later_sweep() {
+    let fake = fakes::google::start().await;
+    let (app, browser, to_provider) = alice_at_the_limit_with_a_second_link(&fake).await;
     fake.set_account("2049", "other@example.com");
     let callback = fake.visit(to_provider.location.as_deref().unwrap()).await;
     fake.fail_at("/revoke", Some(503));
