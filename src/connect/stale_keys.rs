@@ -237,6 +237,7 @@ async fn mark_unreadable(
     }
     db::audit::record_or_log(
         &state.db,
+        state.settings.database.deadline(),
         AuditEvent::new(AuditKind::TokenUnreadable)
             .user(row.user())
             .provider(&row.provider)

@@ -141,11 +141,19 @@ pub async fn record(exec: impl PgExecutor<'_>, event: AuditEvent<'_>) -> Result<
 }
 
 /// Records an event, logging instead of failing: an audit write must never
-/// turn a refusal into a crash or an answer into an error.
-pub async fn record_or_log(exec: impl PgExecutor<'_>, event: AuditEvent<'_>) {
+/// turn a refusal into a crash or an answer into an error, nor hold it up
+/// past `limit` (the database's deadline: a frozen server cancels nothing
+/// by itself, see `db::faults`).
+pub async fn record_or_log(
+    exec: impl PgExecutor<'_>,
+    limit: std::time::Duration,
+    event: AuditEvent<'_>,
+) {
     let kind = event.kind.as_str();
-    if let Err(e) = record(exec, event).await {
-        tracing::error!(error = %e, kind, "audit event could not be recorded");
+    match tokio::time::timeout(limit, record(exec, event)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::error!(error = %e, kind, "audit event could not be recorded"),
+        Err(_) => tracing::error!(kind, "audit event could not be recorded in time"),
     }
 }
 

@@ -144,6 +144,7 @@ async fn answer(
     let (ip, agent) = crate::web::client_info(&state, &req);
     db::audit::record_or_log(
         &state.db,
+        state.settings.database.deadline(),
         db::audit::AuditEvent::new(kind)
             .user(user.user())
             .provider(&ticket.provider)
@@ -233,6 +234,7 @@ async fn remove(
         let (ip, agent) = crate::web::client_info(&state, &req);
         db::audit::record_or_log(
             &state.db,
+            state.settings.database.deadline(),
             db::audit::AuditEvent::new(AuditKind::GrantRemoved)
                 .user(user.user())
                 .detail(json!({

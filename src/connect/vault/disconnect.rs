@@ -107,8 +107,9 @@ async fn disconnect_now(
     provider: &ProviderName,
     connection: Option<Uuid>,
 ) -> anyhow::Result<Option<Revocation>> {
-    let Some(found) = db::connections::find_account(&state.db, user, provider, connection).await?
-    else {
+    let limit = state.settings.database.deadline();
+    let find = db::connections::find_account(&state.db, user, provider, connection);
+    let Some(found) = db::faults::deadline(limit, find).await? else {
         return Ok(None);
     };
     // A refresh still writing the tokens the provider answered after its
@@ -119,7 +120,13 @@ async fn disconnect_now(
         Held::Gone => return Ok(None),
         Held::Unclaimed => None,
     };
-    let deleted = delete_locked(state, found.id).await;
+    // A frozen database cancels nothing by itself (`db::faults`): the
+    // whole transaction, its wait for a refresh's row lock included, ends
+    // in bounded time. One cut off before its commit changed nothing (the
+    // disconnect may be asked again); one whose commit was sent left the
+    // revocation owed with the row gone, for a later sweep.
+    let deleted =
+        db::faults::deadline(REFRESH_LOCK_TIMEOUT + limit, delete_locked(state, found.id)).await;
     // Deleted with the row; released all the same on every other ending
     // (a command may exit before a release left to the background runs).
     if let Some(claim) = claim {

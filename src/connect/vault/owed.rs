@@ -121,14 +121,11 @@ async fn attempt_uncounted(
         return give_up(state, row, "not_offered").await;
     }
     match holder(state, row).await {
-        Ok(GrantHolder::Nobody) => {}
-        Ok(GrantHolder::ThisPerson) => {
-            give_up(state, row, "connected_again").await;
-            return Outcome::Spared;
-        }
-        Ok(GrantHolder::AnotherPerson) => {
-            give_up(state, row, "account_shared").await;
-            return Outcome::Spared;
+        Ok(holder) => {
+            if let Some(why) = spared_because(holder) {
+                give_up(state, row, why).await;
+                return Outcome::Spared;
+            }
         }
         // Where the row may not have been written, this try is the only
         // one: a grant left live is worse than a shared one ended (its
@@ -190,7 +187,8 @@ async fn attempt_uncounted(
                     "error": error,
                 });
                 let failed = event(row, AuditKind::RevocationFailed).detail(detail(row, extra));
-                db::audit::record_or_log(&state.db, failed).await;
+                db::audit::record_or_log(&state.db, state.settings.database.deadline(), failed)
+                    .await;
             }
             Outcome::Retrying
         }
@@ -229,6 +227,16 @@ async fn holder(
     faults::deadline(state.settings.database.deadline(), holder).await
 }
 
+/// Why tokens of a grant someone here holds are spared (the reason
+/// `revocation_abandoned` is audited with); `None`: nobody here holds it.
+fn spared_because(holder: GrantHolder) -> Option<&'static str> {
+    match holder {
+        GrantHolder::Nobody => None,
+        GrantHolder::ThisPerson => Some("connected_again"),
+        GrantHolder::AnotherPerson => Some("account_shared"),
+    }
+}
+
 /// Tries revocation `row` once where its row could not be written:
 /// nothing is left to try it again, so whatever comes of it is its end,
 /// audited as such (`revoked_upstream`, or `revocation_abandoned` with
@@ -239,16 +247,11 @@ pub(super) async fn attempt_unrecorded(
 ) -> Outcome {
     // Tokens of a grant someone here holds are spared, as in `attempt`;
     // where that cannot be read, this try is the only one there is.
-    let spared = match holder(state, row).await {
-        Ok(GrantHolder::Nobody) | Err(_) => None,
-        Ok(GrantHolder::ThisPerson) => Some(("connected_again", Outcome::Spared)),
-        Ok(GrantHolder::AnotherPerson) => Some(("account_shared", Outcome::Spared)),
-    };
-    if let Some((why, outcome)) = spared {
+    if let Some(why) = holder(state, row).await.ok().and_then(spared_because) {
         let extra = json!({ "reason": why, "attempts": 0 });
         let event = event(row, AuditKind::RevocationAbandoned).detail(detail(row, extra));
-        db::audit::record_or_log(&state.db, event).await;
-        return counted(state, outcome);
+        db::audit::record_or_log(&state.db, state.settings.database.deadline(), event).await;
+        return counted(state, Outcome::Spared);
     }
     let attempted = match state.providers.get(&row.provider) {
         Some(p) if p.supports_revocation() => revoke::upstream(state, row, p).await,
@@ -274,7 +277,12 @@ pub(super) async fn attempt_unrecorded(
     if outcome == Outcome::GivenUp {
         tracing::warn!(provider = %row.provider, revocation = %row.id, "a revocation that could not be recorded failed; the access may stay live at the provider until its tokens expire");
     }
-    db::audit::record_or_log(&state.db, event(row, kind).detail(detail(row, extra))).await;
+    db::audit::record_or_log(
+        &state.db,
+        state.settings.database.deadline(),
+        event(row, kind).detail(detail(row, extra)),
+    )
+    .await;
     counted(state, outcome)
 }
 

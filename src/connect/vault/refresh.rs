@@ -290,7 +290,7 @@ async fn refresh_claimed(
 ) -> anyhow::Result<Option<ConnectionRow>> {
     let limit = state.settings.database.deadline();
     let Some(refresh_token) = open(state, &row, Kind::Refresh)? else {
-        db::faults::deadline(limit, give_up(state, tx, &row, "no_refresh_token")).await?;
+        give_up(state, tx, &row, "no_refresh_token").await?;
         return Ok(None);
     };
     match provider
@@ -370,7 +370,7 @@ async fn refresh_claimed(
             }))
         }
         Err(ProviderError::InvalidGrant) => {
-            db::faults::deadline(limit, give_up(state, tx, &row, "invalid_grant")).await?;
+            give_up(state, tx, &row, "invalid_grant").await?;
             Ok(None)
         }
         Err(e) => {
@@ -401,21 +401,28 @@ async fn relearned(
 }
 
 /// The token cannot be refreshed: the connection needs the user again
-/// (marked in `tx`, committed), and the failure is audited with `reason`.
+/// (marked in `tx`, committed within the database's deadline), and the
+/// failure is audited with `reason` — under a deadline of its own, so that
+/// a commit that took most of the first still leaves its audit row and
+/// its log line.
 async fn give_up(
     state: &ConnectionService,
     mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
     row: &ConnectionRow,
     reason: &'static str,
 ) -> anyhow::Result<()> {
-    db::connections::set_status(&mut *tx, row.id, ConnectionStatus::NeedsReauth).await?;
-    for event in [
-        WebhookEvent::ConnectionRefreshFailed,
-        WebhookEvent::ConnectionReauthRequired,
-    ] {
-        outbox::record(state, &mut tx, event, row.id, Detail::Reason(reason)).await?;
-    }
-    tx.commit().await?;
+    let marked = async {
+        db::connections::set_status(&mut *tx, row.id, ConnectionStatus::NeedsReauth).await?;
+        for event in [
+            WebhookEvent::ConnectionRefreshFailed,
+            WebhookEvent::ConnectionReauthRequired,
+        ] {
+            outbox::record(state, &mut tx, event, row.id, Detail::Reason(reason)).await?;
+        }
+        tx.commit().await?;
+        anyhow::Ok(())
+    };
+    db::faults::deadline(state.settings.database.deadline(), marked).await?;
     audit_refresh(
         state,
         row,
@@ -438,19 +445,15 @@ async fn audit_refresh(
         // `RefreshFailed`: the user must connect again.
         _ => Refresh::NeedsReauth,
     });
-    let recorded = db::audit::record_or_log(
+    db::audit::record_or_log(
         &state.db,
+        state.settings.database.deadline(),
         AuditEvent::new(kind)
             .user(row.user())
             .provider(&row.provider)
             .detail(detail),
-    );
-    if tokio::time::timeout(state.settings.database.deadline(), recorded)
-        .await
-        .is_err()
-    {
-        tracing::error!(connection = %row.id, kind = kind.as_str(), "audit event could not be recorded in time");
-    }
+    )
+    .await;
 }
 
 #[cfg(test)]

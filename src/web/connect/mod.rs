@@ -151,7 +151,7 @@ async fn audit_for(
     if let Some(provider) = provider {
         event = event.provider(provider);
     }
-    db::audit::record_or_log(&state.db, event).await;
+    db::audit::record_or_log(&state.db, state.settings.database.deadline(), event).await;
 }
 
 /// The log line and audit row for `ticket`, met by the session

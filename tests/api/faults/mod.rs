@@ -2,6 +2,7 @@
 //! stopped, restarted or short of connections. Every request gets a clear
 //! answer within a bounded time, retryable where the fault is transient.
 
+mod disconnect;
 mod listening;
 mod postgres;
 pub mod relay;
