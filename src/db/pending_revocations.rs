@@ -192,8 +192,9 @@ pub enum GrantHolder {
 /// refused, waiting to be connected again, protects nothing) at the
 /// provider that could share `row`'s grant: one of the same account,
 /// whoever made it (the person first), or, where the account was never
-/// read, one the person made since these tokens were issued (not one
-/// merely refreshed since).
+/// read, one the person connected since these tokens were issued — a new
+/// row, or new tokens of an authorization stored into the old one (not
+/// one merely refreshed since).
 pub async fn grant_holder(
     exec: impl PgExecutor<'_>,
     row: &PendingRevocation,
@@ -217,7 +218,8 @@ pub async fn grant_holder(
             sqlx::query_scalar!(
                 r#"SELECT true AS "mine!" FROM connections
                WHERE issuer = $1 AND subject = $2 AND provider = $3 AND status = 'active'
-                 AND octet_length(access_token) > 0 AND created_at >= $4
+                 AND octet_length(access_token) > 0
+                 AND COALESCE(connected_at, created_at) >= $4
                LIMIT 1"#,
                 row.issuer,
                 row.subject,

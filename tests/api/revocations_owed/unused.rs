@@ -94,22 +94,7 @@ async fn tokens_of_an_unread_account_are_spared_only_for_a_connection_made_since
     let app = crate::provider_flows::app_with(&fake, "google").await;
     let (older, _) = connect(&app, &fake, "alice").await;
 
-    // A second connect whose account lookup fails, and so does the
-    // revocation of what it was issued.
-    let unread = || async {
-        let args = json!({"provider": "google", "another_account": true});
-        let (url, _) = elicit(&app, "alice", "connect", args, "connect_google").await;
-        let browser = Browser::new(&app);
-        let to_provider = open_and_continue(&browser, &url, "alice").await;
-        let callback = fake.visit(to_provider.location.as_deref().unwrap()).await;
-        fake.fail_at("/v1/userinfo", Some(503));
-        fake.fail_at("/revoke", Some(503));
-        let failed = browser.get(callback.as_str()).await;
-        assert_ne!(failed.status, 200, "{}", failed.body);
-        fake.fail_at("/v1/userinfo", None);
-        fake.fail_at("/revoke", None);
-        fake.refresh_tokens().pop().unwrap()
-    };
+    let unread = || connect_whose_account_is_not_read(&app, &fake);
     let first = unread().await;
     let account: Option<String> = sqlx::query_scalar("SELECT account_id FROM pending_revocations")
         .fetch_one(&app.db)
@@ -148,4 +133,43 @@ async fn tokens_of_an_unread_account_are_spared_only_for_a_connection_made_since
     assert_eq!(abandoned.len(), 1, "{abandoned:?}");
     assert_eq!(abandoned[0]["reason"], "connected_again", "{abandoned:?}");
     assert_eq!(abandoned[0]["account_id"], serde_json::Value::Null);
+}
+
+/// A second connect of alice's at Google whose account lookup fails, and
+/// so does the revocation of what it was issued: owed with no account.
+/// The refresh token it was issued.
+async fn connect_whose_account_is_not_read(app: &TestApp, fake: &fakes::FakeProvider) -> String {
+    let args = json!({"provider": "google", "another_account": true});
+    let (url, _) = elicit(app, "alice", "connect", args, "connect_google").await;
+    let browser = Browser::new(app);
+    let to_provider = open_and_continue(&browser, &url, "alice").await;
+    let callback = fake.visit(to_provider.location.as_deref().unwrap()).await;
+    fake.fail_at("/v1/userinfo", Some(503));
+    fake.fail_at("/revoke", Some(503));
+    let failed = browser.get(callback.as_str()).await;
+    assert_ne!(failed.status, 200, "{}", failed.body);
+    fake.fail_at("/v1/userinfo", None);
+    fake.fail_at("/revoke", None);
+    fake.refresh_tokens().pop().unwrap()
+}
+
+/// A reconnect stores the new authorization's tokens into the row the
+/// person already had (same account): a connection made since as much as
+/// a new row, though the row is older than the failed connect.
+#[tokio::test]
+async fn tokens_of_an_unread_account_are_spared_for_a_reconnect_into_the_old_row() {
+    let fake = fakes::google::start().await;
+    let app = crate::provider_flows::app_with(&fake, "google").await;
+    let (older, _) = connect(&app, &fake, "alice").await;
+    let unread = connect_whose_account_is_not_read(&app, &fake).await;
+    let (again, newest) = connect(&app, &fake, "alice").await;
+    assert_eq!(again, older, "stored into the row she had");
+    make_due(&app).await;
+    let tried = mcp_connect::connect::vault::retry_due(&app.state.connect).await;
+    assert_eq!(tried.unwrap(), 1);
+    assert!(live(&fake, &unread).await, "spared: connected again since");
+    assert!(live(&fake, &newest).await);
+    let abandoned = audited(&app, "revocation_abandoned").await;
+    assert_eq!(abandoned.len(), 1, "{abandoned:?}");
+    assert_eq!(abandoned[0]["reason"], "connected_again", "{abandoned:?}");
 }
