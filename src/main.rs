@@ -109,10 +109,15 @@ enum TokensCommand {
     /// any instance) and drop those tokens, so that start-up and `tokens
     /// rekey` stop naming the key. Refused while MCP_CONNECT_KEYS holds the
     /// key. If the key can still be found, add it back instead: nothing is
-    /// lost then, while after this the users must connect again.
+    /// lost then, while after this the users must connect again. Without
+    /// --yes it prints what it would change, changes nothing, and exits 1
+    /// where something would change.
     ForgetKey {
         /// The key id, as start-up's warning or `tokens rekey` names it.
         key_id: String,
+        /// Forget the key, rather than print what forgetting it would change.
+        #[arg(long)]
+        yes: bool,
     },
 }
 
@@ -302,11 +307,27 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Tokens {
-            command: TokensCommand::ForgetKey { key_id },
+            command: TokensCommand::ForgetKey { key_id, yes },
         } => {
+            use mcp_connect::connect::stale_keys;
             let state = offline_state(cli.config.as_deref()).await?;
-            let done =
-                mcp_connect::connect::stale_keys::forget_key(&state.connect, &key_id).await?;
+            if !yes {
+                // Not undone once done: run against a ring that lacks a key
+                // the serving instances still hold (a shell with another
+                // MCP_CONNECT_KEYS), it would drop tokens they open.
+                let would = stale_keys::would_forget(&state.connect, &key_id).await?;
+                for line in would.report(&key_id) {
+                    println!("{line}");
+                }
+                if would.changes_anything() {
+                    anyhow::bail!(
+                        "nothing was changed: add --yes to forget key {key_id} (only for a key gone for good: \
+                         one that can still be found is added back to MCP_CONNECT_KEYS instead)"
+                    );
+                }
+                return Ok(());
+            }
+            let done = stale_keys::forget_key(&state.connect, &key_id).await?;
             let (marked, failed, dropped) = (done.marked, done.failed, done.dropped);
             tracing::info!(marked, failed, dropped, key_id = %key_id, "connections of a forgotten key marked");
             if failed > 0 {

@@ -151,6 +151,75 @@ impl Forgotten {
     }
 }
 
+/// What `tokens forget-key` would change, shown before it does (without
+/// `--yes`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct WouldForget {
+    /// Connections holding tokens the key sealed (working ones, and those
+    /// already waiting for their users).
+    pub connections: i64,
+    /// Revocations still owed whose tokens the key sealed.
+    pub revocations: i64,
+}
+
+impl WouldForget {
+    /// Whether forgetting the key would change anything.
+    pub fn changes_anything(&self) -> bool {
+        self.connections > 0 || self.revocations > 0
+    }
+
+    /// What the command says it would do with key `key_id`, one line each.
+    pub fn report(&self, key_id: &str) -> Vec<String> {
+        let mut lines = Vec::new();
+        if self.connections > 0 {
+            lines.push(format!(
+                "key {key_id} seals the tokens of {} connection(s): forgetting it drops them, and the users of \
+                 those still in use must connect again",
+                self.connections
+            ));
+        }
+        if self.revocations > 0 {
+            lines.push(format!(
+                "key {key_id} seals the tokens of {} revocation(s) still owed: forgetting it gives them up, \
+                 and their access may stay live at the provider until it expires or the person removes it",
+                self.revocations
+            ));
+        }
+        if lines.is_empty() {
+            lines.push(format!(
+                "no connection or revocation still owed holds tokens sealed by key {key_id}: nothing to do \
+                 (is the key id right?)"
+            ));
+        }
+        lines
+    }
+}
+
+/// What [`forget_key`] would change, changing nothing. Refused as it is
+/// while the ring holds the key.
+pub async fn would_forget(state: &ConnectionService, key_id: &str) -> anyhow::Result<WouldForget> {
+    refuse_a_key_in_the_ring(state, key_id)?;
+    let of_key = |counts: Vec<(String, i64)>| {
+        counts
+            .into_iter()
+            .find(|(kid, _)| kid == key_id)
+            .map_or(0, |(_, n)| n)
+    };
+    Ok(WouldForget {
+        connections: of_key(db::connections::count_by_key_id(&state.db).await?),
+        revocations: of_key(db::pending_revocations::count_by_key_id(&state.db).await?),
+    })
+}
+
+fn refuse_a_key_in_the_ring(state: &ConnectionService, key_id: &str) -> anyhow::Result<()> {
+    if state.keys.has_key(key_id) {
+        anyhow::bail!(
+            "key {key_id} is in MCP_CONNECT_KEYS: its tokens open; run `tokens rekey` to re-seal them instead"
+        );
+    }
+    Ok(())
+}
+
 /// For a key that is gone for good: asks the users of every active
 /// connection sealed by `key_id` to connect again (marked `needs_reauth`,
 /// with its webhook event and audit row), then drops the tokens the key
@@ -159,11 +228,7 @@ impl Forgotten {
 /// Refused while the ring holds the key, whose rows open. Run again, it
 /// finds nothing left to do, and says so.
 pub async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Result<Forgotten> {
-    if state.keys.has_key(key_id) {
-        anyhow::bail!(
-            "key {key_id} is in MCP_CONNECT_KEYS: its tokens open; run `tokens rekey` to re-seal them instead"
-        );
-    }
+    refuse_a_key_in_the_ring(state, key_id)?;
     let mut done = Forgotten {
         dropped_before: db::connections::count_dropped_of(&state.db, key_id).await?,
         ..Forgotten::default()

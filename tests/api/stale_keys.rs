@@ -140,7 +140,26 @@ async fn forgetting_a_key_asks_its_users_to_connect_again() {
         String::from_utf8_lossy(&refused.stderr)
     );
 
-    let stdout = succeeded(tokens_command(&app, &key, &["forget-key", GONE]));
+    // Without --yes: what it would change, and nothing changed.
+    let asked = tokens_command(&app, &key, &["forget-key", GONE]);
+    assert!(!asked.status.success());
+    let (said, why) = (
+        String::from_utf8_lossy(&asked.stdout),
+        String::from_utf8_lossy(&asked.stderr),
+    );
+    assert!(
+        said.contains(&format!("key {GONE} seals the tokens of 2 connection(s)")),
+        "{said}"
+    );
+    assert!(why.contains("nothing was changed: add --yes"), "{why}");
+    let active: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM connections WHERE status = 'active'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(active, 2, "alice's and bob's, as before");
+
+    let stdout = succeeded(tokens_command(&app, &key, &["forget-key", GONE, "--yes"]));
     assert!(
         stdout.contains(&format!("1 connection(s) sealed by key {GONE}")),
         "{stdout}"
@@ -180,7 +199,7 @@ async fn forgetting_a_key_asks_its_users_to_connect_again() {
     assert_eq!(body["result"]["resultType"], "input_required", "{body}");
 
     // Done: run again, it says so; `tokens rekey` and start-up are quiet.
-    let again = succeeded(tokens_command(&app, &key, &["forget-key", GONE]));
+    let again = succeeded(tokens_command(&app, &key, &["forget-key", GONE, "--yes"]));
     assert!(
         again.contains(&format!("key {GONE} was forgotten already")),
         "{again}"
@@ -221,7 +240,11 @@ async fn rekey_reports_rows_still_sealed_by_other_keys_and_fails_while_one_is_le
     );
     assert!(stderr.contains("not in MCP_CONNECT_KEYS"), "{stderr}");
 
-    succeeded(tokens_command(&app, &key, &["forget-key", "retired1"]));
+    succeeded(tokens_command(
+        &app,
+        &key,
+        &["forget-key", "retired1", "--yes"],
+    ));
     let stdout = succeeded(tokens_command(&app, &key, &["rekey"]));
     assert!(!stdout.contains("retired1"), "{stdout}");
 }
@@ -354,7 +377,7 @@ async fn forgetting_a_key_fails_while_a_connection_cannot_be_marked() {
     let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
     refuse(&app.db, "connections", "UPDATE").await;
 
-    let failed = tokens_command(&app, &key, &["forget-key", "retired1"]);
+    let failed = tokens_command(&app, &key, &["forget-key", "retired1", "--yes"]);
     let stderr = String::from_utf8_lossy(&failed.stderr);
     assert!(!failed.status.success(), "{stderr}");
     assert!(
@@ -363,12 +386,27 @@ async fn forgetting_a_key_fails_while_a_connection_cannot_be_marked() {
     );
 
     allow(&app.db, "connections").await;
-    let stdout = succeeded(tokens_command(&app, &key, &["forget-key", "retired1"]));
+    let stdout = succeeded(tokens_command(
+        &app,
+        &key,
+        &["forget-key", "retired1", "--yes"],
+    ));
     assert!(
         stdout.contains("1 connection(s) sealed by key retired1"),
         "{stdout}"
     );
+    // A key id that seals nothing: nothing to do, with or without --yes.
     let stdout = succeeded(tokens_command(&app, &key, &["forget-key", "retird1"]));
+    assert!(
+        stdout
+            .contains("no connection or revocation still owed holds tokens sealed by key retird1"),
+        "{stdout}"
+    );
+    let stdout = succeeded(tokens_command(
+        &app,
+        &key,
+        &["forget-key", "retird1", "--yes"],
+    ));
     assert!(
         stdout.contains("no connection is sealed by key retird1"),
         "{stdout}"

@@ -67,7 +67,7 @@ async fn rekey_reseals_revocations_owed_and_forget_key_gives_them_up() {
     );
     let forgot = app
         .operator_command(&ring)
-        .args(["tokens", "forget-key", "gone-for-good"])
+        .args(["tokens", "forget-key", "gone-for-good", "--yes"])
         .output()
         .unwrap();
     let stdout = succeeded(forgot);
