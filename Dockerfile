@@ -41,7 +41,9 @@ USER 10001
 # `bind` in the settings file).
 EXPOSE 8080
 # Needs nothing outside the image: the binary asks its own /readyz, on the
-# port `bind` sets (from the settings file or MCP_CONNECT_BIND).
+# port `bind` sets (from the settings file or MCP_CONNECT_BIND). The check
+# is a process of its own: it sees the file named by MCP_CONNECT_CONFIG_FILE,
+# not a `--config` given to `serve` (name the file in the variable).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
     CMD ["mcp-connect", "health"]
 ENTRYPOINT ["mcp-connect"]

@@ -20,6 +20,13 @@ impl Settings {
                 "must be an http(s) URL with a host".into(),
             ));
         }
+        if has_user_part(&self.public_url) {
+            // Every link and page would show it, and every start's log.
+            return Err(invalid(
+                "public_url",
+                "must not carry a user or password".into(),
+            ));
+        }
         if self.public_url.query().is_some() || self.public_url.fragment().is_some() {
             return Err(invalid(
                 "public_url",
@@ -123,6 +130,13 @@ impl Settings {
             ),
         ];
         for (key, url) in identity_urls {
+            // The issuer is published in the resource's metadata and logged
+            // at every start; none of these authenticates that way.
+            if let Some(url) = url
+                && has_user_part(url)
+            {
+                return Err(invalid(key, "must not carry a user or password".into()));
+            }
             if let Some(url) = url
                 && !is_secure_or_loopback(url)
             {
@@ -390,6 +404,11 @@ fn password_hint(raw: &str) -> &'static str {
 fn names_server_in_query(url: &Url) -> bool {
     url.query_pairs()
         .any(|(key, value)| matches!(&*key, "host" | "hostaddr") && !value.is_empty())
+}
+
+/// Whether `url` names a user or a password (`https://user:pass@host`).
+fn has_user_part(url: &Url) -> bool {
+    !url.username().is_empty() || url.password().is_some()
 }
 
 /// https, or plain http on loopback only: what every URL that tokens are

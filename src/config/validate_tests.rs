@@ -423,3 +423,50 @@ fn a_url_setting_s_password_is_never_shown() {
         assert!(!err.contains("SECRET"), "{var}: {err}");
     }
 }
+
+/// A user or password in `public_url` or an identity URL is refused: the
+/// first is in every link and page, the issuer in the published metadata,
+/// and both in every start's log; none of them authenticates that way.
+#[test]
+fn urls_shown_or_published_carry_no_user_or_password() {
+    let introspection = [
+        ("MCP_CONNECT_AUTH__INTROSPECTION__CLIENT_ID", "rs"),
+        ("MCP_CONNECT_AUTH__INTROSPECTION__CLIENT_SECRET", "s"),
+    ];
+    for (var, value, key) in [
+        (
+            "MCP_CONNECT_PUBLIC_URL",
+            "https://ops:SECRET@connect.example.com",
+            "public_url",
+        ),
+        (
+            "MCP_CONNECT_PUBLIC_URL",
+            "https://ops@connect.example.com",
+            "public_url",
+        ),
+        (
+            "MCP_CONNECT_AUTH__ISSUER",
+            "https://ops:SECRET@idp.example.com",
+            "auth.issuer",
+        ),
+        (
+            "MCP_CONNECT_AUTH__JWKS_URL",
+            "https://ops:SECRET@idp.example.com/jwks",
+            "auth.jwks_url",
+        ),
+        (
+            "MCP_CONNECT_AUTH__INTROSPECTION__URL",
+            "https://:SECRET@idp.example.com/introspect",
+            "auth.introspection.url",
+        ),
+    ] {
+        let mut vars = vec![(var, value)];
+        if key == "auth.introspection.url" {
+            vars.extend(introspection);
+        }
+        let err = error_with(&vars);
+        assert!(err.contains(&format!("`{key}`")), "{key}: {err}");
+        assert!(err.contains("user or password"), "{key}: {err}");
+        assert!(!err.contains("SECRET"), "{key}: {err}");
+    }
+}

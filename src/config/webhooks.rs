@@ -126,7 +126,8 @@ pub struct WebhookEndpoint {
     /// to the new secret whenever it is ready. Remove it once it has.
     #[serde(default)]
     pub previous_secret: Option<SecretString>,
-    /// The events this endpoint wants; empty or absent: all of them.
+    /// The events this endpoint wants; absent: all of them (an empty list
+    /// is refused: it would read as all of them).
     #[serde(default, deserialize_with = "event_list")]
     pub events: Vec<WebhookEvent>,
     /// Deliver even when the host is (or resolves to) a loopback, private
@@ -250,7 +251,15 @@ fn check_url(url: &Url) -> Result<(), &'static str> {
 
 /// A list of event names: a TOML array, or a comma-separated string.
 fn event_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<WebhookEvent>, D::Error> {
-    lenient::list(d)?
+    let names = lenient::list(d)?;
+    // Absent means every event; an empty list written to pause an
+    // endpoint would read the same and send it everything.
+    if names.is_empty() {
+        return Err(D::Error::custom(
+            "an empty list of events; leave `events` out for every event, or remove the endpoint to send it none",
+        ));
+    }
+    names
         .iter()
         .map(|name| {
             WebhookEvent::parse(name).ok_or_else(|| {

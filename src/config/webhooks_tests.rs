@@ -117,6 +117,31 @@ fn bad_endpoints_are_refused_by_setting_and_secrets_are_not_echoed() {
         err.contains("connection.updated") && err.contains("grant.removed"),
         "the known events are listed: {err}"
     );
+    // An empty list would read as every event: refused, in the
+    // environment and in TOML alike.
+    let err = load(&[
+        (url, good_url),
+        (secret, SECRET),
+        ("MCP_CONNECT_WEBHOOKS__ENDPOINTS__OPS__EVENTS", ""),
+    ])
+    .unwrap_err();
+    assert!(
+        err.contains("webhooks.endpoints.ops.events") && err.contains("leave `events` out"),
+        "{err}"
+    );
+    let mut file = toml::Table::new();
+    file.insert(
+        "webhooks".into(),
+        toml::from_str::<toml::Value>(&format!(
+            "[endpoints.ops]\nurl = \"{good_url}\"\nsecret = \"{SECRET}\"\nevents = []\n"
+        ))
+        .unwrap(),
+    );
+    let err = Settings::from_sources(None, minimal(), file)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("leave `events` out"), "{err}");
     let err = load(&[("MCP_CONNECT_WEBHOOKS__TIMEOUT_SECS", "0")]).unwrap_err();
     assert!(err.contains("webhooks.timeout_secs"), "{err}");
     let err = load(&[

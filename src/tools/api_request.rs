@@ -90,25 +90,39 @@ fn get() -> String {
 /// read-only unless some provider allows a method that writes, and then
 /// able to destroy (a DELETE, a Dropbox `files/delete_v2` POST), so that
 /// a client asks the person before it runs.
+///
+/// The description says which: "read-only by default" was not true of a
+/// server with Dropbox or Linear configured, whose APIs take every call,
+/// reads and writes alike, as a POST.
 pub fn definition(writes: bool) -> Tool {
-    Tool::new(
-        NAME,
-        "Call a provider's HTTP API as the user, with the user's connected account (the server adds the \
-         credentials; you never see them). Only the provider's own API is reachable, with the methods the \
-         operator allowed (read-only by default). Returns the HTTP status and the JSON (or text) body, cut \
-         at a size limit. If the user has not connected the provider, the result asks the client to open a \
-         link first; retry the call after.",
-        schema_for::<Args>(),
-    )
-    .with_raw_output_schema(output_schema_for::<ApiResult>())
-    .with_title("Call a provider API as the user")
-    .with_annotations(
-        ToolAnnotations::new()
-            .read_only(!writes)
-            .destructive(writes)
-            .idempotent(!writes)
-            .open_world(true),
-    )
+    let description = if writes {
+        concat!(
+            "Call a provider's HTTP API as the user, with the user's connected account (the server adds the ",
+            "credentials; you never see them). Only the provider's own API is reachable, with the methods the ",
+            "operator allowed for it; some allow methods that change or delete data (at Dropbox and Linear every ",
+            "call is a POST, reads included): ask the user before a call that writes. Returns the HTTP status and ",
+            "the JSON (or text) body, cut at a size limit. If the user has not connected the provider, the result ",
+            "asks the client to open a link first; retry the call after."
+        )
+    } else {
+        concat!(
+            "Call a provider's HTTP API as the user, with the user's connected account (the server adds the ",
+            "credentials; you never see them). Only the provider's own API is reachable, and only to read (the ",
+            "methods the operator allowed: GET and HEAD). Returns the HTTP status and the JSON (or text) body, ",
+            "cut at a size limit. If the user has not connected the provider, the result asks the client to open ",
+            "a link first; retry the call after."
+        )
+    };
+    Tool::new(NAME, description, schema_for::<Args>())
+        .with_raw_output_schema(output_schema_for::<ApiResult>())
+        .with_title("Call a provider API as the user")
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(!writes)
+                .destructive(writes)
+                .idempotent(!writes)
+                .open_world(true),
+        )
 }
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {

@@ -393,6 +393,28 @@ mod tests {
             (Some(false), Some(true), Some(false))
         );
         assert_eq!(hints(&reads, connect::NAME).2, Some(false));
+        // The description says the same to the model: Dropbox's entry
+        // allows POST, the only method its API takes, reads included.
+        let said = |catalog: &crate::providers::ProviderCatalog| {
+            let tool = definitions(catalog)
+                .into_iter()
+                .find(|t| t.name == api_request::NAME)
+                .unwrap();
+            tool.description.unwrap_or_default().to_string()
+        };
+        assert!(said(&reads).contains("only to read"), "{}", said(&reads));
+        assert!(!said(&reads).contains("ask the user"), "{}", said(&reads));
+        let dropbox =
+            catalog_of_tables("[providers.dropbox]\nclient_id = \"c\"\nclient_secret = \"s\"\n");
+        assert!(dropbox.allows_writes());
+        for catalog in [&writes, &dropbox] {
+            let text = said(catalog);
+            assert!(
+                text.contains("ask the user before a call that writes"),
+                "{text}"
+            );
+            assert!(!text.contains("only to read"), "{text}");
+        }
     }
 
     #[test]

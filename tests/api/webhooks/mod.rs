@@ -12,10 +12,14 @@ use std::time::Duration;
 use receiver::SECRET;
 
 /// The `[webhooks]` table of a test instance: one endpoint `ops` at `url`
-/// for `events` (empty: all), quick polls and retries; `extra` (TOML)
-/// overrides the timing.
+/// for `events` (empty: all, the setting left out), quick polls and
+/// retries; `extra` (TOML) overrides the timing.
 pub fn webhooks_table(url: &str, events: &[&str], extra: &str) -> toml::Table {
     let events: Vec<String> = events.iter().map(|e| format!("\"{e}\"")).collect();
+    let events = match events.is_empty() {
+        true => String::new(),
+        false => format!("events = [{}]", events.join(", ")),
+    };
     let mut table: toml::Table = toml::from_str(&format!(
         r#"
         poll_interval_ms = 50
@@ -25,9 +29,8 @@ pub fn webhooks_table(url: &str, events: &[&str], extra: &str) -> toml::Table {
         url = "{url}"
         secret = "{SECRET}"
         allow_private_network = true
-        events = [{}]
-        "#,
-        events.join(", ")
+        {events}
+        "#
     ))
     .unwrap();
     let extra: toml::Table = toml::from_str(extra).unwrap();
