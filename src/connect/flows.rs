@@ -316,6 +316,10 @@ pub(super) async fn finish(
             });
         }
     };
+    // Owed until stored, so that a commit whose outcome is lost leaves
+    // the tokens either stored or owed their revocation.
+    let owed =
+        vault::owe_until_stored(state, user, provider, &tokens, &flow_params, &account.id).await;
     match store(
         state,
         flow,
@@ -325,6 +329,7 @@ pub(super) async fn finish(
         &account,
         &mut tokens,
         &params,
+        owed.as_ref(),
     )
     .await
     {
@@ -340,9 +345,18 @@ pub(super) async fn finish(
             // upgrade; or someone else's) at a provider where revoking
             // these tokens may end the whole grant, and so that connection
             // (`revoke_unused` checks, and keeps them then).
-            let account = Some(account.id.as_str());
-            let access =
-                vault::revoke_unused(state, user, provider, &tokens, &flow_params, account).await;
+            let tried = match owed {
+                Some(owed) => owed.attempt(state).await,
+                None => None,
+            };
+            let access = match tried {
+                Some(access) => access,
+                None => {
+                    let account = Some(account.id.as_str());
+                    vault::revoke_unused(state, user, provider, &tokens, &flow_params, account)
+                        .await
+                }
+            };
             tracing::warn!(provider = %name, access = ?access, error = %e, "connect failed while storing; tokens not stored");
             Err(match e {
                 FinishError::TooManyAccounts {
@@ -356,8 +370,19 @@ pub(super) async fn finish(
             })
         }
         // The commit's outcome is unknown (the connection may be stored):
-        // revoking could end a connection that works.
-        Err(Stored::Unknown(e)) => Err(e),
+        // revoking now could end a connection that works. Owed until
+        // stored, the tokens are revoked by a sweep if it did not land.
+        Err(Stored::Unknown(e)) => {
+            match &owed {
+                Some(owed) => {
+                    tracing::warn!(provider = %name, error = %e, due_at = %owed.due_at(), "connect's commit failed: if it did not land, a sweep revokes the tokens once due");
+                }
+                None => {
+                    tracing::warn!(provider = %name, error = %e, "connect's commit failed: if it did not land, the tokens stay live at the provider");
+                }
+            }
+            Err(e)
+        }
     }
 }
 
@@ -381,6 +406,7 @@ async fn store(
     account: &Account,
     tokens: &mut TokenSet,
     params: &Params,
+    owed: Option<&vault::OwedUntilStored>,
 ) -> Result<Uuid, Stored> {
     let failed = |e: anyhow::Error| Stored::Failed(FinishError::Internal(e));
     let name = provider.name();
@@ -453,6 +479,11 @@ async fn store(
         db::tickets::set_stored_connection(&mut *tx, ticket_id, connection_id)
             .await
             .map_err(|e| failed(e.into()))?;
+    }
+    // Stored, the tokens are no longer owed their revocation: both or
+    // neither, whatever becomes of the commit.
+    if let Some(owed) = owed {
+        owed.settle_in(&mut tx).await.map_err(failed)?;
     }
     tx.commit()
         .await

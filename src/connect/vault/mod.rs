@@ -18,6 +18,7 @@ mod rekey;
 mod revoke;
 mod seal;
 mod store;
+mod until_stored;
 mod unused;
 
 pub use disconnect::{Revocation, disconnect, disconnect_account};
@@ -31,6 +32,7 @@ pub use refused::{Refusal, RefusedRefreshes};
 pub use rekey::{Rekeyed, rekey_all};
 pub use store::{NewConnection, TooManyAccounts, store_connection};
 pub(in crate::connect) use store::{adopt_unscoped, store_in};
+pub(in crate::connect) use until_stored::{OwedUntilStored, owe_until_stored};
 pub use unused::UnusedAccess;
 pub(in crate::connect) use unused::revoke_unused;
 

@@ -103,6 +103,11 @@ pub(in crate::connect) async fn revoke_unused(
             }
         }
     };
+    unused_access(outcome)
+}
+
+/// What an attempt at tokens not stored left of their access.
+pub(super) fn unused_access(outcome: Outcome) -> UnusedAccess {
     match outcome {
         Outcome::Revoked => UnusedAccess::Revoked,
         Outcome::Spared => UnusedAccess::Kept,
@@ -113,7 +118,7 @@ pub(in crate::connect) async fn revoke_unused(
 /// The tokens sealed for a revocation of their own, bound to a new id as a
 /// connection's are to its id. Its times are this instance's until the
 /// database has written the row.
-fn sealed(
+pub(super) fn sealed(
     state: &ConnectionService,
     user: UserRef<'_>,
     provider: &Provider,

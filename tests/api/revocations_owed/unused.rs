@@ -173,3 +173,69 @@ async fn tokens_of_an_unread_account_are_spared_for_a_reconnect_into_the_old_row
     assert_eq!(abandoned.len(), 1, "{abandoned:?}");
     assert_eq!(abandoned[0]["reason"], "connected_again", "{abandoned:?}");
 }
+
+/// The store's commit fails (here refused at commit time by a deferred
+/// trigger; in production a connection lost while committing, when
+/// nobody here can tell whether it landed). The tokens were owed their
+/// revocation before the store began and the owed row went with the
+/// store's transaction: it is still there, and a sweep once due ends the
+/// grant. A connect that commits leaves nothing owed.
+#[tokio::test]
+async fn tokens_whose_store_did_not_commit_are_revoked_by_a_later_sweep() {
+    let fake = fakes::google::start().await;
+    let app = crate::provider_flows::app_with(&fake, "google").await;
+    let through_the_browser = || async {
+        let args = json!({"provider": "google", "another_account": true});
+        let (url, _) = elicit(&app, "alice", "connect", args, "connect_google").await;
+        let browser = Browser::new(&app);
+        let to_provider = open_and_continue(&browser, &url, "alice").await;
+        let callback = fake.visit(to_provider.location.as_deref().unwrap()).await;
+        browser.get(callback.as_str()).await
+    };
+    let stored = through_the_browser().await;
+    assert_eq!(stored.status, 200, "{}", stored.body);
+    assert_eq!(owed(&app).await, 0, "stored: nothing owed");
+
+    for statement in [
+        "CREATE FUNCTION refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN RAISE EXCEPTION 'refused at commit'; END $$",
+        "CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER UPDATE ON connections
+           DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_at_commit()",
+    ] {
+        sqlx::query(statement).execute(&app.db).await.unwrap();
+    }
+    fake.set_account("2050", "second@example.com");
+    let failed = through_the_browser().await;
+    assert_ne!(failed.status, 200, "{}", failed.body);
+    let refresh = fake.refresh_tokens().pop().unwrap();
+    assert!(live(&fake, &refresh).await, "not revoked at once");
+    let (origin, due_in): (String, f64) = sqlx::query_as(
+        "SELECT origin, extract(epoch FROM next_attempt_at - now())::float8 FROM pending_revocations",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(origin, "not_stored");
+    assert!(due_in > 300.0, "a grace longer than any store: {due_in}");
+    let accounts: i64 = sqlx::query_scalar("SELECT count(*) FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(accounts, 1, "the second account was not stored");
+
+    sqlx::query("DROP TRIGGER refuse_at_commit ON connections")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    make_due(&app).await;
+    let tried = mcp_connect::connect::vault::retry_due(&app.state.connect).await;
+    assert_eq!(tried.unwrap(), 1);
+    assert!(
+        !live(&fake, &refresh).await,
+        "the grant has ended at Google"
+    );
+    assert_eq!(owed(&app).await, 0);
+    let revoked = audited(&app, "revoked_upstream").await;
+    assert_eq!(revoked.len(), 1, "{revoked:?}");
+    assert_eq!(revoked[0]["origin"], "not_stored", "{revoked:?}");
+}
