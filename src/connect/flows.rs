@@ -320,19 +320,29 @@ pub(super) async fn finish(
     // the tokens either stored or owed their revocation.
     let owed =
         vault::owe_until_stored(state, user, provider, &tokens, &flow_params, &account.id).await;
-    match store(
-        state,
-        flow,
-        provider,
-        &callback,
-        user,
-        &account,
-        &mut tokens,
-        &params,
-        owed.as_ref(),
-    )
-    .await
-    {
+    let stored = match &owed {
+        Ok(owed) => {
+            store(
+                state,
+                flow,
+                provider,
+                &callback,
+                user,
+                &account,
+                &mut tokens,
+                &params,
+                owed.as_ref(),
+            )
+            .await
+        }
+        // The row may be there: not stored, revoked as below (a second
+        // revocation of the same tokens, should it be, ends nothing more).
+        Err(e) => Err(Stored::Failed(FinishError::Internal(anyhow::anyhow!(
+            "{e:#}"
+        )))),
+    };
+    let owed = owed.ok().flatten();
+    match stored {
         Ok(connection_id) => {
             state.metrics.flow.connection_stored();
             Ok((connection_id, account))
@@ -345,12 +355,8 @@ pub(super) async fn finish(
             // upgrade; or someone else's) at a provider where revoking
             // these tokens may end the whole grant, and so that connection
             // (`revoke_unused` checks, and keeps them then).
-            let tried = match owed {
+            let access = match owed {
                 Some(owed) => owed.attempt(state).await,
-                None => None,
-            };
-            let access = match tried {
-                Some(access) => access,
                 None => {
                     let account = Some(account.id.as_str());
                     vault::revoke_unused(state, user, provider, &tokens, &flow_params, account)

@@ -560,7 +560,8 @@ pub async fn store(
              refresh_token = $6, key_id = $7,
              access_token_expires_at = statement_timestamp() + make_interval(secs => $8),
              status = 'active',
-             tokens_stored_at = statement_timestamp(), connected_at = now(), updated_at = now()
+             tokens_stored_at = statement_timestamp(), connected_at = statement_timestamp(),
+             updated_at = now()
          WHERE id = $1",
         id,
         t.account_id,

@@ -62,6 +62,21 @@ pub fn is_transient(e: &sqlx::Error) -> bool {
     }
 }
 
+/// Whether a statement that failed with `e` may have run (and, outside a
+/// transaction, committed) all the same: its answer was lost on the way
+/// (the connection broke, or [`deadline`] gave up on it), while the server
+/// may still have had it. An error the server answered, or one before the
+/// statement was sent (no connection to be had), says it did not.
+pub fn may_have_run(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::WorkerCrashed
+    )
+}
+
 /// [`is_transient`] anywhere in an error's chain of causes.
 pub fn is_transient_chain(e: &anyhow::Error) -> bool {
     e.chain().any(|cause| {
@@ -87,5 +102,21 @@ mod tests {
             &anyhow::Error::new(e).context("reading")
         ));
         assert!(!is_transient(&sqlx::Error::RowNotFound));
+    }
+
+    /// A statement given up on may still run; one the pool never sent, or
+    /// the server answered, did not.
+    #[tokio::test]
+    async fn only_a_lost_answer_may_have_run() {
+        let slow = async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok(())
+        };
+        let given_up = deadline(Duration::from_millis(10), slow).await.unwrap_err();
+        assert!(may_have_run(&given_up));
+        let broken = sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(may_have_run(&broken));
+        assert!(!may_have_run(&sqlx::Error::PoolTimedOut));
+        assert!(!may_have_run(&sqlx::Error::RowNotFound));
     }
 }

@@ -246,6 +246,23 @@ pub async fn settle(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bool, sqlx::E
     Ok(done.rows_affected() == 1)
 }
 
+/// Revocation `row` is done with before any attempt: deleted unless an
+/// attempt has claimed it (its lease moved `next_attempt_at`) or another
+/// instance was done with it; `false` then.
+pub async fn settle_unclaimed(
+    exec: impl PgExecutor<'_>,
+    row: &PendingRevocation,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "DELETE FROM pending_revocations WHERE id = $1 AND next_attempt_at = $2 AND attempts = 0",
+        row.id,
+        row.next_attempt_at,
+    )
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// An attempt at `row` failed: counted, due again `wait` from now, with
 /// why (a short text with no credential, cut to fit). `false`: not
 /// recorded, as the row is no longer the one this attempt holds — settled

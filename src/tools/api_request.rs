@@ -108,7 +108,7 @@ pub fn definition(writes: bool) -> Tool {
         concat!(
             "Call a provider's HTTP API as the user, with the user's connected account (the server adds the ",
             "credentials; you never see them). Only the provider's own API is reachable, and only to read (the ",
-            "methods the operator allowed: GET and HEAD). Returns the HTTP status and the JSON (or text) body, ",
+            "operator allowed only methods that read). Returns the HTTP status and the JSON (or text) body, ",
             "cut at a size limit. If the user has not connected the provider, the result asks the client to open ",
             "a link first; retry the call after."
         )

@@ -24,18 +24,19 @@ use crate::{
 /// revokes tokens a store is about to commit.
 const STORE_GRACE: chrono::Duration = chrono::Duration::minutes(10);
 
-/// The revocation owed for tokens until they are stored.
+/// The revocation owed for tokens until they are stored (written).
 pub struct OwedUntilStored {
     row: PendingRevocation,
-    /// Written for sure; otherwise its write's answer was lost and taking
-    /// it back failed too: it may be there.
-    written: bool,
 }
 
 /// Owes the revocation of `tokens`, issued to `user` at `provider` for
 /// `account`, until [`OwedUntilStored::settle_in`] commits with their store.
-/// `None`: the provider offers no revocation, or nothing could be written
-/// (and nothing was): the store goes on without, as before there was this.
+/// `Ok(None)`: the provider offers no revocation, or nothing could be
+/// written (and nothing was): the store goes on without, as before there
+/// was this. An error: the row may be written yet (its write's answer was
+/// lost, and taking it back found nothing), and stored tokens would then
+/// be revoked by a sweep (at a provider that ends only the tokens it is
+/// sent, no holder check spares them): the tokens are not to be stored.
 pub async fn owe_until_stored(
     state: &ConnectionService,
     user: UserRef<'_>,
@@ -43,15 +44,15 @@ pub async fn owe_until_stored(
     tokens: &TokenSet,
     params: &Params,
     account: &str,
-) -> Option<OwedUntilStored> {
+) -> anyhow::Result<Option<OwedUntilStored>> {
     if !provider.supports_revocation() {
-        return None;
+        return Ok(None);
     }
     let mut row = match sealed(state, user, provider, tokens, params, Some(account)) {
         Ok(row) => row,
         Err(e) => {
             tracing::error!(provider = %provider.name(), error = %e, "cannot seal tokens about to be stored");
-            return None;
+            return Ok(None);
         }
     };
     let deadline = state.settings.database.deadline();
@@ -63,18 +64,23 @@ pub async fn owe_until_stored(
             row.created_at = at.created_at;
             row.next_attempt_at = at.next_attempt_at;
             row.read_at = at.read_at;
-            Some(OwedUntilStored { row, written: true })
+            Ok(Some(OwedUntilStored { row }))
         }
+        // Refused, or never sent: nothing was written.
+        Err(e) if !db::faults::may_have_run(&e) => {
+            tracing::warn!(provider = %provider.name(), error = %e, "cannot owe the revocation of tokens about to be stored; storing them without");
+            Ok(None)
+        }
+        // Its answer lost: the write may be made yet (a statement the
+        // server still holds commits when it runs), where taking it back
+        // now would find nothing. Only a take-back that found the row is
+        // sure of it.
         Err(e) => {
-            tracing::warn!(provider = %provider.name(), error = %e, "cannot owe the revocation of tokens about to be stored");
-            // A write past its deadline may have been made all the same.
             let taken_back = db::pending_revocations::settle(&state.db, row.id);
             match db::faults::deadline(deadline, taken_back).await {
-                Ok(_) => None,
-                Err(_) => Some(OwedUntilStored {
-                    row,
-                    written: false,
-                }),
+                Ok(true) => Ok(None),
+                Ok(false) | Err(_) => Err(anyhow::Error::from(e)
+                    .context("the revocation owed until the tokens are stored may be written yet")),
             }
         }
     }
@@ -84,9 +90,13 @@ impl OwedUntilStored {
     /// In the store's transaction: no longer owed once it commits. Fails
     /// where a sweep took the revocation up already (the store took longer
     /// than the grace): the tokens may be revoked by now, not to be stored.
+    ///
+    /// Out of reach today (a connect's code exchange and store are cut
+    /// off after two minutes), it keeps a slow store from committing
+    /// tokens a sweep may be revoking: a row a sweep has claimed is no
+    /// longer due when it was written.
     pub async fn settle_in(&self, tx: &mut sqlx::PgConnection) -> anyhow::Result<()> {
-        let settled = db::pending_revocations::settle(&mut *tx, self.row.id).await?;
-        if self.written && !settled {
+        if !db::pending_revocations::settle_unclaimed(&mut *tx, &self.row).await? {
             anyhow::bail!("the revocation of the tokens was taken up before they were stored");
         }
         Ok(())
@@ -94,15 +104,9 @@ impl OwedUntilStored {
 
     /// The store failed, and nothing of it was committed: the revocation
     /// owed is tried now (then by the sweeps), as for other tokens a
-    /// connect does not store. `None` where it may not have been written:
-    /// the caller revokes the tokens as if there were no such row.
-    pub async fn attempt(self, state: &ConnectionService) -> Option<UnusedAccess> {
-        if !self.written {
-            return None;
-        }
-        Some(unused_access(
-            owed::attempt(state, &self.row, Try::First).await,
-        ))
+    /// connect does not store.
+    pub async fn attempt(self, state: &ConnectionService) -> UnusedAccess {
+        unused_access(owed::attempt(state, &self.row, Try::First).await)
     }
 
     /// When a sweep may take the revocation up if the store's commit did
