@@ -361,3 +361,32 @@ async fn a_call_does_not_wait_for_the_row_a_refresh_holds_to_note_its_use() {
     assert_ne!(body["result"]["isError"], true, "{body}");
     assert!(took < Duration::from_secs(2), "waited {took:?} for the row");
 }
+
+/// A connection disconnected while its refresh waits for another
+/// instance's claim is not connected any more: the call says so, rather
+/// than that the connection needs its user (whose connect would ask again
+/// for the scopes of the connection that went).
+#[tokio::test]
+async fn a_connection_deleted_while_its_refresh_waits_is_missing() {
+    let slow = SlowGoogle::start().await;
+    let app = spawn_app_with(|t| slow.configure(t)).await;
+    store(&app, "ann").await;
+    expire_all(&app).await;
+    claim_all_elsewhere(&app, 30).await;
+    let provider = app.state.connect.provider("google").unwrap();
+    let issuer = app.dev.issuer();
+    let ann = UserRef::new(&issuer, "ann");
+    let asked = usable_token(&app.state.connect, ann, provider, &[]);
+    let deleting = async {
+        // The refresh waits for the claim.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        sqlx::query("DELETE FROM connections")
+            .execute(&app.db)
+            .await
+            .unwrap();
+    };
+    let (answered, ()) = tokio::join!(asked, deleting);
+    let answered = answered.unwrap();
+    assert!(matches!(answered, TokenState::Missing), "{answered:?}");
+    assert_eq!(refreshed(&app).await, 0, "nothing was refreshed");
+}

@@ -487,9 +487,23 @@ async fn refresh_due(
             Err(crate::connect::stale_keys::KeyMissing::of(&row).into())
         }
         Ok(Some(row)) => Ok(Due::Serve(row)),
-        Ok(None) => Ok(Due::Answer(TokenState::NeedsReauth {
-            granted: row.scopes,
-        })),
+        // Marked as needing its user (by this refresh or another
+        // instance's), or deleted while the refresh waited for another's
+        // claim (a disconnect): then it is not connected any more, and a
+        // connect asks for no scopes of the connection that went.
+        Ok(None) => {
+            let limit = state.settings.database.deadline();
+            let still =
+                db::connections::find_account(&state.db, row.user(), &row.provider, Some(row.id));
+            Ok(Due::Answer(
+                match db::faults::deadline(limit, still).await? {
+                    None => TokenState::Missing,
+                    Some(_) => TokenState::NeedsReauth {
+                        granted: row.scopes,
+                    },
+                },
+            ))
+        }
         Err(e) => refresh_failed(state, row, read.elapsed(), e),
     }
 }
