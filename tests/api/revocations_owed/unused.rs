@@ -44,6 +44,25 @@ pub(super) async fn alice_at_the_limit_with_a_second_link(
     (app, browser, to_provider)
 }
 
+/// The revocation owed for tokens a connect did not store, made due and
+/// tried by a sweep: the grant of `refresh` ends at Google, nothing is
+/// owed any more, and the one `revoked_upstream` row (returned) says so.
+async fn a_sweep_ends_the_grant(
+    app: &TestApp,
+    fake: &fakes::FakeProvider,
+    refresh: &str,
+) -> serde_json::Value {
+    make_due(app).await;
+    let tried = mcp_connect::connect::vault::retry_due(&app.state.connect).await;
+    assert_eq!(tried.unwrap(), 1);
+    assert!(!live(fake, refresh).await, "the grant has ended at Google");
+    assert_eq!(owed(app).await, 0);
+    let revoked = audited(app, "revoked_upstream").await;
+    assert_eq!(revoked.len(), 1, "{revoked:?}");
+    assert_eq!(revoked[0]["origin"], "not_stored", "{revoked:?}");
+    revoked[0].clone()
+}
+
 #[tokio::test]
 async fn tokens_a_connect_did_not_store_are_revoked_by_a_later_sweep() {
     let fake = fakes::google::start().await;
@@ -69,18 +88,8 @@ async fn tokens_a_connect_did_not_store_are_revoked_by_a_later_sweep() {
     assert!(account.is_some_and(|a| a.contains("2049")));
 
     fake.fail_at("/revoke", None);
-    make_due(&app).await;
-    let tried = mcp_connect::connect::vault::retry_due(&app.state.connect).await;
-    assert_eq!(tried.unwrap(), 1);
-    assert!(
-        !live(&fake, &refresh).await,
-        "the grant has ended at Google"
-    );
-    assert_eq!(owed(&app).await, 0);
-    let revoked = audited(&app, "revoked_upstream").await;
-    assert_eq!(revoked.len(), 1, "{revoked:?}");
-    assert_eq!(revoked[0]["origin"], "not_stored", "{revoked:?}");
-    assert_eq!(revoked[0]["attempts"], 2, "{revoked:?}");
+    let revoked = a_sweep_ends_the_grant(&app, &fake, &refresh).await;
+    assert_eq!(revoked["attempts"], 2, "{revoked:?}");
 }
 
 /// Tokens of a connect whose account could not be read are owed with no
@@ -227,15 +236,5 @@ async fn tokens_whose_store_did_not_commit_are_revoked_by_a_later_sweep() {
         .execute(&app.db)
         .await
         .unwrap();
-    make_due(&app).await;
-    let tried = mcp_connect::connect::vault::retry_due(&app.state.connect).await;
-    assert_eq!(tried.unwrap(), 1);
-    assert!(
-        !live(&fake, &refresh).await,
-        "the grant has ended at Google"
-    );
-    assert_eq!(owed(&app).await, 0);
-    let revoked = audited(&app, "revoked_upstream").await;
-    assert_eq!(revoked.len(), 1, "{revoked:?}");
-    assert_eq!(revoked[0]["origin"], "not_stored", "{revoked:?}");
+    a_sweep_ends_the_grant(&app, &fake, &refresh).await;
 }
