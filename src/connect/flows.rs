@@ -320,9 +320,9 @@ pub(super) async fn finish(
     // the tokens either stored or owed their revocation.
     let owed =
         vault::owe_until_stored(state, user, provider, &tokens, &flow_params, &account.id).await;
-    let stored = match &owed {
+    let (owed, stored) = match owed {
         Ok(owed) => {
-            store(
+            let stored = store(
                 state,
                 flow,
                 provider,
@@ -333,15 +333,14 @@ pub(super) async fn finish(
                 &params,
                 owed.as_ref(),
             )
-            .await
+            .await;
+            (owed, stored)
         }
         // The row may be there: not stored, revoked as below (a second
         // revocation of the same tokens, should it be, ends nothing more).
-        Err(e) => Err(Stored::Failed(FinishError::Internal(anyhow::anyhow!(
-            "{e:#}"
-        )))),
+        // Its cause kept, the page tells a database that failed in passing.
+        Err(e) => (None, Err(Stored::Failed(FinishError::Internal(e)))),
     };
-    let owed = owed.ok().flatten();
     match stored {
         Ok(connection_id) => {
             state.metrics.flow.connection_stored();
