@@ -59,7 +59,9 @@ fn out_file(kind: Kind) -> Option<PathBuf> {
         Kind::Bare => "bare",
         Kind::BareSql => "bare-sql",
         Kind::Required => "required",
-        Kind::Python | Kind::Seeded | Kind::Empty | Kind::Upstream => return None,
+        Kind::Python | Kind::Seeded | Kind::Empty | Kind::EmptyFloor | Kind::Upstream => {
+            return None;
+        }
     };
     Some(DIR.get()?.join(format!("callgrind.{name}.out")))
 }

@@ -34,7 +34,9 @@ pub fn render(options: &Options, paths: &Paths, c: &Report<'_>) -> String {
          warmed with 2 s of S2, S3 and S4 each (untimed), then S2, S3 and S4 on it (rows \"mcp-connect, seeded\"), each run in turn with the same run on the \
          second, whose database stays empty (rows \"mcp-connect, empty\": *seeded ÷ empty* compares \
          the two; S6's floor is the connection lookup, S3's one statement, run alone on both databases \
-         with pgbench), the plans of every request path's and the sweeper's \
+         with pgbench), S2 and S3 in turn with those on a third new server, bare rmcp + SQL on an empty \
+         database of its own (rows \"bare rmcp + SQL, empty (S6)\": the floor in S6's conditions, against \
+         which the empty side is read in the column *ours ÷ bare + SQL*), the plans of every request path's and the sweeper's \
          statements and foreign key lookups checked, bytes per row, what one operation writes, and S3 while the \
          sweeper deletes a backlog of expired tickets and audit rows past retention (see Data scale)\n",
     );

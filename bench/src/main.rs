@@ -370,9 +370,12 @@ async fn bench(
                         Kind::Ours => Some(database.name.as_str()),
                         Kind::BareSql => Some(floors.bare.name.as_str()),
                         Kind::Required => Some(floors.required.name.as_str()),
-                        Kind::Python | Kind::Bare | Kind::Seeded | Kind::Empty | Kind::Upstream => {
-                            None
-                        }
+                        Kind::Python
+                        | Kind::Bare
+                        | Kind::Seeded
+                        | Kind::Empty
+                        | Kind::EmptyFloor
+                        | Kind::Upstream => None,
                     };
                     let upstream = world
                         .demo_upstream

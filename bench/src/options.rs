@@ -30,8 +30,10 @@ it to BENCHMARKS.md.
                           databases of their own: it seeds the first's, checks every
                           request path's query plans on it and weighs its tables, runs
                           S2, S3 and S4 on it, each in turn with the second (whose
-                          database stays empty), and runs the sweeper under S3; alone it
-                          runs nothing else (and only mcp-connect) unless --servers says
+                          database stays empty) and, with bare-sql among the servers,
+                          S2 and S3 on a new bare rmcp + SQL (the floor in S6's
+                          conditions), and runs the sweeper under S3; alone it runs
+                          nothing else (and only mcp-connect) unless --servers says
                           otherwise
   --seed-scale F          S6 seeds F × the full scale (1,000,000 connections, 10,000,000
                           audit rows, …; default 1, --smoke 0.001; or BENCH_SEED_SCALE)

@@ -141,12 +141,13 @@ pub fn table(results: &BTreeMap<Key, Summary>) -> String {
          |---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
     );
     for (&(scenario, level, kind), s) in results {
-        let versus = |other| {
-            if kind == Kind::Ours {
-                ratio(s.rate, results.get(&(scenario, level, other)))
-            } else {
-                String::new()
+        let versus = |other| match kind {
+            Kind::Ours => ratio(s.rate, results.get(&(scenario, level, other))),
+            // S6's empty side against the floor started with it.
+            Kind::Empty if other == Kind::BareSql => {
+                ratio(s.rate, results.get(&(scenario, level, Kind::EmptyFloor)))
             }
+            _ => String::new(),
         };
         let (vs_python, vs_bare, vs_bare_sql, vs_required) = (
             versus(Kind::Python),

@@ -5,7 +5,10 @@
 //! (`capture`, `plans`); after an untimed pass of each scenario on both (`warm`),
 //! S2, S3 and S4 run on it (the rows "mcp-connect, seeded"),
 //! each in turn with the same run on the second, whose database stays
-//! empty (the rows "mcp-connect, empty"). The empty one is started, and
+//! empty (the rows "mcp-connect, empty"), and S2 and S3 in turn with
+//! those on a new bare rmcp + SQL, on an empty database of its own (the
+//! rows "bare rmcp + SQL, empty": the empty side's floor in the same
+//! conditions, see [`start_floor`]). The empty one is started, and
 //! the statement census (`dbstats`) taken on it, while the other database
 //! is seeded. On the seeded one the harness then measures what one ask,
 //! one call and one connect write, and runs the sweeper on a backlog
@@ -84,6 +87,23 @@ pub struct Report {
 
 pub const SEEDED: [Scenario; 3] = [Scenario::Ask, Scenario::RetryComplete, Scenario::CallAsUser];
 
+/// The scenarios S6's floor runs: S4's floor would need an upstream of its
+/// own (S6's servers call the demo provider inside themselves, S1–S5's
+/// upstream has stopped), and S2 and S3 are what the 0.95× targets read.
+pub const FLOORED: [Scenario; 2] = [Scenario::Ask, Scenario::RetryComplete];
+
+/// The sides of S6 in the order they run in `round`: each goes first in
+/// turn, so that whatever one leaves behind falls on each alike.
+fn sides(round: usize, with_floor: bool) -> Vec<Kind> {
+    let mut sides = vec![Kind::Seeded, Kind::Empty];
+    if with_floor {
+        sides.push(Kind::EmptyFloor);
+    }
+    let n = sides.len();
+    sides.rotate_left(round % n);
+    sides
+}
+
 /// S6 with the users of `world` (whose servers have been stopped: the two
 /// servers here are the only ones running). `database` names the run; the
 /// two databases of S6 are named after it and dropped at the end.
@@ -138,9 +158,13 @@ pub async fn run(
         };
         // Vacuumed again after the census's rows, as fresh_server left it.
         psql::value(&empty_database.url(), "VACUUM (ANALYZE)").await?;
-        anyhow::Ok((empty, empty_database, census))
+        let floor_database = match options.servers.contains(&Kind::BareSql) {
+            true => Some(start_floor(&mut empty, paths, database).await?),
+            false => None,
+        };
+        anyhow::Ok((empty, empty_database, floor_database, census))
     };
-    let ((seed_s, checkpoint_s), (mut empty, empty_database, census)) =
+    let ((seed_s, checkpoint_s), (mut empty, empty_database, floor_database, census)) =
         tokio::try_join!(seeding, empty_side)?;
     eprintln!("bench: S6: seeded in {seed_s:.1} s (then CHECKPOINT {checkpoint_s:.1} s)");
     let weights = seed::weights(&url).await?;
@@ -156,39 +180,43 @@ pub async fn run(
         plans::describe(&checked)
     );
 
-    warm(&seeded, &empty, options).await?;
+    warm(&seeded, &empty, floor_database.is_some(), options).await?;
     let rounds = options.scale_rounds();
     let mut overflows: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
     for scenario in SEEDED {
         for &level in &options.levels {
             for round in 0..rounds {
-                // Round by round, each goes first in turn.
-                let sides = if round % 2 == 0 {
-                    [Kind::Seeded, Kind::Empty]
-                } else {
-                    [Kind::Empty, Kind::Seeded]
-                };
-                for side in sides {
-                    let (world, db) = match side {
-                        Kind::Seeded => (&seeded, &seeded_database),
-                        _ => (&empty, &empty_database),
+                let floor_runs = floor_database.is_some() && FLOORED.contains(&scenario);
+                for side in sides(round, floor_runs) {
+                    let (world, serves, db) = match side {
+                        Kind::Seeded => (&seeded, Kind::Ours, &seeded_database),
+                        Kind::EmptyFloor => (
+                            &empty,
+                            Kind::BareSql,
+                            floor_database.as_ref().unwrap_or(&empty_database),
+                        ),
+                        _ => (&empty, Kind::Ours, &empty_database),
                     };
                     let (measured, overflow) =
-                        timed_with_overflow(world, options, scenario, level, db).await?;
+                        timed_with_overflow(world, options, scenario, serves, level, db).await?;
                     eprintln!(
                         "bench: S6 {} c={level:<3} round {}/{} {:<7} {:>8.0} req/s  p99 {:>7.2} ms  errors {}  pool fallbacks/request {}",
                         scenario.id(),
                         round + 1,
                         rounds,
-                        if side == Kind::Seeded {
-                            "seeded"
-                        } else {
-                            "empty"
+                        match side {
+                            Kind::Seeded => "seeded",
+                            Kind::EmptyFloor => "floor",
+                            _ => "empty",
                         },
                         measured.rate(),
                         measured.p99_ms,
                         measured.errors,
-                        overflow.map_or("?".to_owned(), |o| format!("{o:.2}")),
+                        match (overflow, side) {
+                            (Some(o), _) => format!("{o:.2}"),
+                            (None, Kind::EmptyFloor) => "–".to_owned(),
+                            (None, _) => "?".to_owned(),
+                        },
                     );
                     if let Some(o) = overflow {
                         overflows
@@ -206,6 +234,7 @@ pub async fn run(
     let lookup = lookup_alone(options, paths, &checked, &seeded_database, &empty_database).await;
     empty.stop_servers().await;
     drop(empty_database);
+    drop(floor_database);
     let per_op = per_op(
         &mut seeded,
         options,
@@ -267,7 +296,36 @@ async fn lookup_alone(
 /// measured cell.
 const WARM: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Runs S2, S3 and S4 on both sides once, untimed, at the highest level.
+/// Starts S6's floor, bare rmcp + SQL on a new database `<run>_floor`,
+/// beside `empty` (whose users it marks connected, as the main phase's
+/// floor does): the main phase's floors have been through S1–S5 with
+/// every other server of the run, and in the run of 6 December the empty
+/// side served 2–16 % more than the same code in the main phase. Read
+/// against a floor started with it, the empty side says whether that is
+/// the main phase slowing every server or mcp-connect in particular.
+async fn start_floor(
+    empty: &mut World,
+    paths: &Paths,
+    database: &Database,
+) -> anyhow::Result<Database> {
+    let floor_database = Database {
+        server: database.server.clone(),
+        name: format!("{}_floor", database.name),
+        tls: database.tls,
+    };
+    let server = servers::start_bare(paths, Some(&floor_database.url()), None, None).await?;
+    eprintln!(
+        "bench: S6: bare rmcp + SQL, empty (pid {}) at {}",
+        server.pid, server.base
+    );
+    empty.servers.push(server);
+    empty.connect_users(Kind::BareSql).await?;
+    psql::value(&floor_database.url(), "VACUUM (ANALYZE)").await?;
+    Ok(floor_database)
+}
+
+/// Runs S2, S3 and S4 on both sides once, untimed, at the highest level
+/// (and S2 and S3 on the floor, when it runs).
 /// The seed ends with a CHECKPOINT and leaves shared_buffers full of the
 /// rows it wrote: the first requests after it read the pages they need
 /// (the indexes' inner pages, the ticket hashes' leaves) from the
@@ -276,12 +334,16 @@ const WARM: std::time::Duration = std::time::Duration::from_secs(2);
 /// checkpoint interval, spread over its minutes; a 3-second cell right
 /// after the seed took all of it (the first seeded S2 cell measured
 /// 0.83–0.86× of the empty side's, the same cell a round later 0.98×).
-async fn warm(seeded: &World, empty: &World, options: &Options) -> anyhow::Result<()> {
+async fn warm(seeded: &World, empty: &World, floor: bool, options: &Options) -> anyhow::Result<()> {
     let level = options.levels.iter().copied().max().unwrap_or(1);
     for scenario in SEEDED {
-        for world in [seeded, empty] {
-            let mut jobs = scenarios::mcp_jobs(world, scenario, Kind::Ours, level)?;
-            let pid = world.server(Kind::Ours)?.pid;
+        let floor_side = (floor && FLOORED.contains(&scenario)).then_some((empty, Kind::BareSql));
+        for (world, serves) in [(seeded, Kind::Ours), (empty, Kind::Ours)]
+            .into_iter()
+            .chain(floor_side)
+        {
+            let mut jobs = scenarios::mcp_jobs(world, scenario, serves, level)?;
+            let pid = world.server(serves)?.pid;
             let m = load::run(&mut jobs, std::time::Duration::ZERO, WARM, pid, None, None).await;
             if m.errors > 0 {
                 // The measured cells count theirs; these are only told.
@@ -365,12 +427,13 @@ async fn timed(
     level: usize,
     database: &Database,
 ) -> anyhow::Result<Measured> {
-    timed_with_overflow(world, options, scenario, level, database)
+    timed_with_overflow(world, options, scenario, Kind::Ours, level, database)
         .await
         .map(|(measured, _)| measured)
 }
 
-/// [`timed`], and how many statements per request the server's shared
+/// [`timed`] on the server of `world` that `serves` (mcp-connect, or S6's
+/// floor), and for mcp-connect how many statements per request its shared
 /// pool served because all its per-thread connections were taken (each
 /// one a round trip more: the pool checks a connection it takes back).
 /// Read from the server's `/metrics` around the window (warm-up included,
@@ -379,12 +442,17 @@ async fn timed_with_overflow(
     world: &World,
     options: &Options,
     scenario: Scenario,
+    serves: Kind,
     level: usize,
     database: &Database,
 ) -> anyhow::Result<(Measured, Option<f64>)> {
-    let mut jobs = scenarios::mcp_jobs(world, scenario, Kind::Ours, level)?;
-    let server = world.server(Kind::Ours)?;
-    let before = pool_overflow(&server.base).await;
+    let mut jobs = scenarios::mcp_jobs(world, scenario, serves, level)?;
+    let server = world.server(serves)?;
+    let counts = serves == Kind::Ours;
+    let before = match counts {
+        true => pool_overflow(&server.base).await,
+        false => None,
+    };
     let measured = load::run(
         &mut jobs,
         options.warmup,
@@ -394,7 +462,10 @@ async fn timed_with_overflow(
         Some(&database.name),
     )
     .await;
-    let after = pool_overflow(&server.base).await;
+    let after = match counts {
+        true => pool_overflow(&server.base).await,
+        false => None,
+    };
     let requests =
         measured.ok as f64 * (1.0 + options.warmup.as_secs_f64() / options.duration.as_secs_f64());
     let per_request = match (before, after) {
@@ -622,7 +693,18 @@ pub fn p99(runs: &[Measured]) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::metric;
+    use super::{metric, sides};
+
+    #[test]
+    fn each_side_of_s6_goes_first_in_turn() {
+        use crate::servers::Kind::{Empty, EmptyFloor, Seeded};
+        assert_eq!(sides(0, false), [Seeded, Empty]);
+        assert_eq!(sides(1, false), [Empty, Seeded]);
+        assert_eq!(sides(0, true), [Seeded, Empty, EmptyFloor]);
+        assert_eq!(sides(1, true), [Empty, EmptyFloor, Seeded]);
+        assert_eq!(sides(2, true), [EmptyFloor, Seeded, Empty]);
+        assert_eq!(sides(3, true), [Seeded, Empty, EmptyFloor]);
+    }
 
     #[test]
     fn a_counter_is_read_from_the_exposition_by_its_exact_name() {

@@ -37,6 +37,11 @@ pub enum Kind {
     /// S6's baseline: a second mcp-connect on an empty database of its own,
     /// measured in turn with the seeded one (same minutes, same machine).
     Empty,
+    /// S6's floor for S2 and S3: a new bare rmcp + SQL on an empty database
+    /// of its own, started with S6's two servers and measured in turn with
+    /// them, so that the empty side can be read against a floor in the same
+    /// conditions (S1–S5's servers stopped, nothing of theirs left).
+    EmptyFloor,
     /// Not measured: the demo provider that S4's calls go to (a second
     /// mcp-connect dev, see [`DemoUpstream`]).
     Upstream,
@@ -52,6 +57,7 @@ impl Kind {
             Kind::Required => "floor + required work",
             Kind::Seeded => "mcp-connect, seeded (S6)",
             Kind::Empty => "mcp-connect, empty (S6)",
+            Kind::EmptyFloor => "bare rmcp + SQL, empty (S6)",
             Kind::Upstream => "the demo provider (S4's upstream)",
         }
     }

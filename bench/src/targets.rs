@@ -101,6 +101,7 @@ pub fn targets(
             detail.join(", ")
         );
         let _ = writeln!(out, "- S6's floor: {}", lookup_line(&s.lookup));
+        out.push_str(&floor_in_s6(results, levels));
         let failing = s.checked.failures();
         let _ = writeln!(
             out,
@@ -397,6 +398,62 @@ fn pooled(results: &BTreeMap<Key, Summary>) -> String {
     out
 }
 
+/// S2's and S3's targets read a second time in S6's conditions: the empty
+/// side against the bare rmcp + SQL started with it (S1–S5's servers
+/// stopped), each cell and all of them at once.
+fn floor_in_s6(results: &BTreeMap<Key, Summary>, levels: &[usize]) -> String {
+    let cells: Vec<(Scenario, usize, f64, f64, Option<f64>)> = scale::FLOORED
+        .iter()
+        .flat_map(|&sc| levels.iter().map(move |&l| (sc, l)))
+        .filter_map(|(sc, l)| {
+            let ours = results.get(&(sc, l, Kind::Empty))?;
+            let floor = results.get(&(sc, l, Kind::EmptyFloor))?;
+            Some((
+                sc,
+                l,
+                ours.rate / floor.rate,
+                cpu(ours) / cpu(floor) - 1.0,
+                crate::report::ratio_error(&ours.rates, &floor.rates),
+            ))
+        })
+        .collect();
+    if cells.is_empty() {
+        return String::new();
+    }
+    let ok = cells.iter().all(|c| c.2 >= 0.95 && c.3 <= 0.10);
+    let detail: Vec<String> = cells
+        .iter()
+        .map(|(sc, l, r, c, _)| {
+            format!(
+                "{} {r:.2}× at {l} ({:+.0}% CPU per request)",
+                sc.id(),
+                c * 100.0
+            )
+        })
+        .collect();
+    let logs: Vec<(f64, f64)> = cells
+        .iter()
+        .filter_map(|c| Some((c.2.ln(), c.4?)))
+        .collect();
+    let pooled = match logs.len() {
+        0 => String::new(),
+        n => {
+            let mean = logs.iter().map(|c| c.0).sum::<f64>() / n as f64;
+            let error = logs.iter().map(|c| c.1 * c.1).sum::<f64>().sqrt() / n as f64;
+            format!(
+                "; all {n} cells at once {:.2}× (±{:.0} %)",
+                mean.exp(),
+                error * 100.0
+            )
+        }
+    };
+    format!(
+        "- {} S2 and S3 ≥ 0.95× the floor read again in S6's conditions (mcp-connect, empty ÷ a bare rmcp + SQL started with it on an empty database of its own, S1–S5's servers stopped, measured in turn): {}{pooled}\n",
+        mark(ok),
+        detail.join(", ")
+    )
+}
+
 /// The share of its floor's throughput a scenario's target asks for: 0.9×
 /// for S4 (whose floor includes the provider's answer), 0.95× for the rest.
 fn throughput_bar(scenario: Scenario) -> f64 {
@@ -551,6 +608,47 @@ mod tests {
             line("S4").contains("mcp-connect is at 0.98× at 64"),
             "{lines}"
         );
+    }
+
+    #[test]
+    fn s6s_floor_reads_the_empty_side_against_the_floor_started_with_it() {
+        let rate = |rate, rates: &[f64]| Summary {
+            rate,
+            rates: rates.to_vec(),
+            ..cell(None)
+        };
+        let mut results = BTreeMap::new();
+        assert_eq!(floor_in_s6(&results, &[1, 16]), "", "no floor, no line");
+        for level in [1, 16] {
+            results.insert(
+                (Scenario::Ask, level, Kind::Empty),
+                rate(960.0, &[960.0; 4]),
+            );
+            results.insert(
+                (Scenario::Ask, level, Kind::EmptyFloor),
+                rate(1000.0, &[1000.0; 4]),
+            );
+        }
+        // The main phase's rows are not S6's: they change nothing here.
+        results.insert((Scenario::Ask, 1, Kind::Ours), rate(10.0, &[10.0; 4]));
+        let line = floor_in_s6(&results, &[1, 16]);
+        assert!(line.starts_with("- ✅ S2 and S3"), "{line}");
+        assert!(
+            line.contains("S2 0.96× at 1 (+0% CPU per request), S2 0.96× at 16"),
+            "{line}"
+        );
+        assert!(line.contains("all 2 cells at once 0.96× (±0 %)"), "{line}");
+        results.insert(
+            (Scenario::RetryComplete, 16, Kind::Empty),
+            rate(900.0, &[900.0; 4]),
+        );
+        results.insert(
+            (Scenario::RetryComplete, 16, Kind::EmptyFloor),
+            rate(1000.0, &[1000.0; 4]),
+        );
+        let line = floor_in_s6(&results, &[1, 16]);
+        assert!(line.starts_with("- ❌ S2 and S3"), "{line}");
+        assert!(line.contains("S3 0.90× at 16"), "{line}");
     }
 
     #[test]
