@@ -10,7 +10,7 @@ use std::{
     net::IpAddr,
     sync::{
         Arc, OnceLock,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicU64, Ordering},
     },
     time::Instant,
 };
@@ -67,7 +67,9 @@ pub struct CallRecord(Arc<Slot>);
 #[derive(Debug, Default)]
 struct Slot {
     outcome: OnceLock<ToolOutcome>,
-    unavailable: AtomicBool,
+    /// Seconds to wait before retrying, once the request ended retryable
+    /// (0: it did not).
+    retry_after_secs: AtomicU64,
 }
 
 impl CallRecord {
@@ -80,27 +82,37 @@ impl CallRecord {
     }
 
     pub fn set(&self, outcome: ToolOutcome) {
+        // A tool's -31000 is the database's or a key's (a provider's
+        // outage is a tool result), retried after the usual wait.
         if outcome.code == Some(crate::connect::errors::UNAVAILABLE_CODE) {
-            self.set_unavailable();
+            self.set_unavailable(crate::connect::errors::RETRY_AFTER_SECS);
         }
         // A request has one outcome; a second would be a bug, not news.
         let _ = self.0.outcome.set(outcome);
     }
 
     /// The request (a resource read, which has no tool outcome) ended as
-    /// retryable.
-    pub fn set_unavailable(&self) {
-        self.0.unavailable.store(true, Ordering::Relaxed);
+    /// retryable after `retry_after_secs` (what its error's
+    /// `retryAfterSeconds` says: the HTTP answer says the same).
+    pub fn set_unavailable(&self, retry_after_secs: u64) {
+        self.0
+            .retry_after_secs
+            .store(retry_after_secs.max(1), Ordering::Relaxed);
     }
 
     fn get(&self) -> Option<&ToolOutcome> {
         self.0.outcome.get()
     }
 
-    /// The request ended as retryable: the database was away for a
-    /// moment, or this instance lacks the key a stored token was sealed by.
-    pub fn unavailable(&self) -> bool {
-        self.0.unavailable.load(Ordering::Relaxed)
+    /// The seconds to wait, where the request ended as retryable: the
+    /// database was away for a moment, this instance lacks the key a
+    /// stored token was sealed by, or (a resource read) the provider could
+    /// not renew the token.
+    pub fn unavailable(&self) -> Option<u64> {
+        match self.0.retry_after_secs.load(Ordering::Relaxed) {
+            0 => None,
+            secs => Some(secs),
+        }
     }
 }
 

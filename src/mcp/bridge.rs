@@ -118,10 +118,14 @@ async fn serve(
     // methods are read first anyway (`served_params::before_rmcp`): rmcp
     // would answer their misfits as if nothing were wrong.
     let is_post = head.method == http::Method::POST;
-    let routed = if is_post {
-        routed_method(&head.headers)
+    let routing = if is_post {
+        routing(&head.headers)
     } else {
-        None
+        Routing::Unchecked
+    };
+    let routed = match &routing {
+        Routing::Named(method) => Some(method.clone()),
+        Routing::Unchecked | Routing::Unnamed => None,
     };
     let body = body.freeze();
     if is_post
@@ -130,15 +134,16 @@ async fn serve(
     {
         return refused;
     }
+    // A 2026-07-28 request without its one `Mcp-Method` is rmcp's to
+    // refuse (-32020) before anything its body gets wrong.
     if is_post
-        && routed.is_none()
+        && matches!(routing, Routing::Unchecked)
         && let Err(refused) = check_body(&body, facts)
     {
         return refused;
     }
     if let Some(method) = &routed
-        && served_params::name_header_agrees(&head.headers, method, &body)
-        && let Some(unparsed) = served_params::before_rmcp(method, &body)
+        && let Some(unparsed) = served_params::before_rmcp(method, &body, Some(&head.headers))
     {
         facts.set_method(method);
         return refused_params(unparsed);
@@ -157,6 +162,14 @@ async fn serve(
     request.extensions_mut().insert(principal);
     request.extensions_mut().insert(facts.record.clone());
     let response = endpoint.service().handle(request).await;
+    if matches!(routing, Routing::Unnamed)
+        && response.status() != http::StatusCode::OK
+        && !(response.status() == http::StatusCode::BAD_REQUEST && is_json(response.headers()))
+        && let Err(refused) = check_body(&body, facts)
+    {
+        // Not refused for its headers after all: what the body gets wrong.
+        return refused;
+    }
     if let Some(method) = routed {
         if response.status() == http::StatusCode::OK {
             // A request rmcp answered: it held the body to the header.
@@ -193,32 +206,49 @@ async fn serve(
         );
     }
     let mut response = into_actix(response).await;
-    if facts.record.unavailable() {
+    if let Some(retry_after_secs) = facts.record.unavailable() {
         // Retryable, and said so in HTTP terms too (proxies, load balancers).
         *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
         response.headers_mut().insert(
             actix_web::http::header::RETRY_AFTER,
-            actix_web::http::header::HeaderValue::from(crate::connect::errors::RETRY_AFTER_SECS),
+            actix_web::http::header::HeaderValue::from(retry_after_secs),
         );
     }
     response
 }
 
-/// The method a 2026-07-28 request names in its one `Mcp-Method` header,
-/// when its `MCP-Protocol-Version` makes rmcp hold the body to it (the
-/// same test as rmcp's; any earlier version, or none, leaves the header
-/// unchecked).
-fn routed_method(headers: &http::HeaderMap) -> Option<String> {
+/// How rmcp will hold a POSTed request to its headers.
+enum Routing {
+    /// An earlier version, or none: the headers are not checked.
+    Unchecked,
+    /// 2026-07-28, naming its method in its one `Mcp-Method` header.
+    Named(String),
+    /// 2026-07-28 with no `Mcp-Method`, or more than one, or one that is
+    /// not text: refused for its headers (-32020), which the transport
+    /// says comes first.
+    Unnamed,
+}
+
+/// The [`Routing`] of a request by its headers, when its
+/// `MCP-Protocol-Version` makes rmcp hold the body to them (the same test
+/// as rmcp's).
+fn routing(headers: &http::HeaderMap) -> Routing {
     use rmcp::transport::common::http_header::{HEADER_MCP_METHOD, HEADER_MCP_PROTOCOL_VERSION};
     let standard = rmcp::model::ProtocolVersion::STANDARD_HEADERS;
     let modern = headers
         .get(HEADER_MCP_PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v >= standard.as_str());
+    if !modern {
+        return Routing::Unchecked;
+    }
     let mut values = headers.get_all(HEADER_MCP_METHOD).iter();
-    match (modern, values.next(), values.next()) {
-        (true, Some(value), None) => value.to_str().ok().map(str::to_owned),
-        _ => None,
+    match (values.next(), values.next()) {
+        (Some(value), None) => match value.to_str() {
+            Ok(method) => Routing::Named(method.to_owned()),
+            Err(_) => Routing::Unnamed,
+        },
+        _ => Routing::Unnamed,
     }
 }
 
@@ -239,7 +269,7 @@ fn check_body(body: &[u8], facts: &mut RequestFacts) -> Result<(), HttpResponse>
         Envelope::Json(None) => Ok(()),
         Envelope::Json(Some(method)) => {
             facts.set_method(&method);
-            match served_params::before_rmcp(&method, body) {
+            match served_params::before_rmcp(&method, body, None) {
                 Some(unparsed) => Err(refused_params(unparsed)),
                 None => Ok(()),
             }

@@ -73,7 +73,14 @@ pub(super) fn after_not_found(body: &[u8]) -> Option<Unparsed> {
 /// For a body about to go to rmcp, of a request for `method` (its JSON-RPC
 /// method, or the one its `Mcp-Method` header names): the params problem
 /// rmcp would not answer as one, for the methods in [`READ_BEFORE_RMCP`].
-pub(super) fn before_rmcp(method: &str, body: &[u8]) -> Option<Unparsed> {
+/// With the `headers` rmcp holds a 2026-07-28 request to: none where they
+/// disagree with the body, whose answer is rmcp's header mismatch
+/// (-32020, which the transport requires first), not the params'.
+pub(super) fn before_rmcp(
+    method: &str,
+    body: &[u8],
+    headers: Option<&http::HeaderMap>,
+) -> Option<Unparsed> {
     if !READ_BEFORE_RMCP.contains(&method) {
         return None;
     }
@@ -81,6 +88,12 @@ pub(super) fn before_rmcp(method: &str, body: &[u8]) -> Option<Unparsed> {
     // A header that names another method than the body's is rmcp's to
     // refuse (-32020).
     if raw.method != method {
+        return None;
+    }
+    if let Some(headers) = headers
+        && !(name_header_agrees(headers, method, raw.params.as_ref())
+            && version_header_agrees(headers, raw.params.as_ref()))
+    {
         return None;
     }
     let id = raw.id?;
@@ -95,24 +108,16 @@ pub(super) fn before_rmcp(method: &str, body: &[u8]) -> Option<Unparsed> {
 /// carries a name (`resources/read`, by its URI). When it does not, the
 /// answer is rmcp's header mismatch (-32020, which the transport requires),
 /// not a refusal of the params.
-pub(super) fn name_header_agrees(headers: &http::HeaderMap, method: &str, body: &[u8]) -> bool {
+fn name_header_agrees(headers: &http::HeaderMap, method: &str, params: Option<&Value>) -> bool {
     use rmcp::transport::common::http_header::{
         BASE64_HEADER_PREFIX, BASE64_HEADER_SUFFIX, HEADER_MCP_NAME,
     };
     if method != "resources/read" {
         return true;
     }
-    #[derive(Deserialize)]
-    struct Named {
-        params: Option<Value>,
-    }
-    let named = serde_json::from_slice::<Named>(body).ok();
     // A URI that is not a string is not compared by rmcp either: the
     // params are what is wrong.
-    let Some(uri) = named
-        .as_ref()
-        .and_then(|n| n.params.as_ref()?.get("uri")?.as_str())
-    else {
+    let Some(uri) = params.and_then(|p| p.get("uri")?.as_str()) else {
         return true;
     };
     let mut values = headers.get_all(HEADER_MCP_NAME).iter();
@@ -134,6 +139,24 @@ pub(super) fn name_header_agrees(headers: &http::HeaderMap, method: &str, body: 
         }
         None => value == uri,
     }
+}
+
+/// Whether the version a request's `_meta` names is its
+/// `MCP-Protocol-Version` header's, as rmcp will check it. `_meta` without
+/// a version is rmcp's to refuse as well (-32602, as the params would be).
+fn version_header_agrees(headers: &http::HeaderMap, params: Option<&Value>) -> bool {
+    use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
+    let Some(named) = params.and_then(|p| {
+        p.get("_meta")?
+            .get("io.modelcontextprotocol/protocolVersion")?
+            .as_str()
+    }) else {
+        return true;
+    };
+    headers
+        .get(HEADER_MCP_PROTOCOL_VERSION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|header| header == named)
 }
 
 fn verdict(method: &str, params: Option<Value>) -> Verdict {
@@ -285,7 +308,7 @@ mod tests {
     fn before_rmcp_only_misfits_of_small_params_are_refused() {
         let before = |body: Value| {
             let method = body["method"].as_str().unwrap_or_default().to_owned();
-            before_rmcp(&method, body.to_string().as_bytes()).map(|u| u.problem)
+            before_rmcp(&method, body.to_string().as_bytes(), None).map(|u| u.problem)
         };
         let read = |params: Value| json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": params});
         assert_eq!(
@@ -321,15 +344,13 @@ mod tests {
     #[test]
     fn the_name_header_is_compared_with_the_uri_as_rmcp_does() {
         let uri = "connection://demo/profile";
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
-            "params": {"uri": uri}})
-        .to_string();
+        let params = json!({"uri": uri});
         let with = |values: &[&str]| {
             let mut headers = http::HeaderMap::new();
             for v in values {
                 headers.append("Mcp-Name", http::HeaderValue::from_str(v).unwrap());
             }
-            name_header_agrees(&headers, "resources/read", body.as_bytes())
+            name_header_agrees(&headers, "resources/read", Some(&params))
         };
         use base64::Engine;
         let encoded = format!(
@@ -346,13 +367,40 @@ mod tests {
         assert!(name_header_agrees(
             &http::HeaderMap::new(),
             "tools/list",
-            body.as_bytes()
+            Some(&params)
         ));
-        let odd = json!({"method": "resources/read", "params": {"uri": 5}}).to_string();
         assert!(name_header_agrees(
             &http::HeaderMap::new(),
             "resources/read",
-            odd.as_bytes()
+            Some(&json!({"uri": 5}))
         ));
+    }
+
+    #[test]
+    fn params_are_judged_before_rmcp_only_where_the_headers_agree_with_the_body() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            "MCP-Protocol-Version",
+            http::HeaderValue::from_static("2026-07-28"),
+        );
+        let list = |version: &str| {
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"cursor": 5,
+                "_meta": {"io.modelcontextprotocol/protocolVersion": version}}})
+            .to_string()
+        };
+        let before = |body: &str| before_rmcp("tools/list", body.as_bytes(), Some(&headers));
+        assert_eq!(
+            before(&list("2026-07-28")).map(|u| u.problem).as_deref(),
+            Some("params.cursor must be a string")
+        );
+        // Another version in `_meta`: rmcp's -32020, not the cursor's -32602.
+        assert!(before(&list("2025-11-25")).is_none());
+        // Without the header's knowledge (a legacy request), the params.
+        assert!(before_rmcp("tools/list", list("2025-11-25").as_bytes(), None).is_some());
+        // A read whose URI the name header does not name: rmcp's too.
+        let read = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+            "params": {"uri": "connection://demo/profile", "requestState": 5}})
+        .to_string();
+        assert!(before_rmcp("resources/read", read.as_bytes(), Some(&headers)).is_none());
     }
 }

@@ -93,8 +93,13 @@ impl McpServer {
         if let (Err(e), Some(record)) = (&read, CallRecord::of(&context))
             && e.code.0 == crate::connect::errors::UNAVAILABLE_CODE
         {
-            // Retryable, and the bridge says so in HTTP terms (503).
-            record.set_unavailable();
+            // Retryable, and the bridge says so in HTTP terms (503), after
+            // as long as the error says.
+            let secs = e
+                .data
+                .as_ref()
+                .and_then(|d| d["retryAfterSeconds"].as_u64());
+            record.set_unavailable(secs.unwrap_or(crate::connect::errors::RETRY_AFTER_SECS));
         }
         let mut response = read?;
         match &mut response {

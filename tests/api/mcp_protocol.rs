@@ -167,6 +167,67 @@ async fn a_header_mismatch_wins_over_wrong_params() {
     assert_eq!(body["error"]["code"], -32602, "{body}");
 }
 
+/// A header the transport requires that is missing, or that the body
+/// contradicts, is what the answer names (-32020), before any params the
+/// body gets wrong: a client mends its headers on -32020.
+#[tokio::test]
+async fn a_missing_method_header_or_another_version_in_meta_wins_over_wrong_params() {
+    let app = spawn_app().await;
+    // No `Mcp-Method` at all, and a tool name that is not a string.
+    let body = request("tools/call", json!({"name": 5, "arguments": {}}));
+    let (status, answer) = read(
+        app.raw_post("alice", PROTOCOL)
+            .json(&body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["code"], -32020, "{answer}");
+    // The header names the method twice.
+    let (status, answer) = read(
+        app.raw_post("alice", PROTOCOL)
+            .header("Mcp-Method", "tools/call")
+            .header("Mcp-Method", "tools/call")
+            .json(&body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["code"], -32020, "{answer}");
+    // A list whose `_meta` names another version than the header, and a
+    // cursor that is not a string.
+    let mut body = request("tools/list", json!({"cursor": 5}));
+    body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2025-11-25");
+    let (status, answer) = read(
+        app.raw_post("alice", PROTOCOL)
+            .header("Mcp-Method", "tools/list")
+            .json(&body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["code"], -32020, "{answer}");
+    // Headers and `_meta` agreeing, the params are what is wrong.
+    let body = request("tools/list", json!({"cursor": 5}));
+    let (status, answer) = read(
+        app.raw_post("alice", PROTOCOL)
+            .header("Mcp-Method", "tools/list")
+            .json(&body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+}
+
 #[tokio::test]
 async fn unsupported_version_lists_the_supported_ones() {
     let app = spawn_app().await;

@@ -17,7 +17,7 @@ use mcp_connect::{
 use serde_json::json;
 
 use crate::{
-    helpers::{TestApp, spawn_app_with},
+    helpers::{TestApp, request, spawn_app_with},
     slow_refresh::store,
 };
 
@@ -155,16 +155,30 @@ async fn an_expired_token_that_cannot_be_renewed_answers_retry_later() {
     // The user's grant is untouched: no reconnect asked for.
     assert_eq!(status(&app).await, "active");
 
-    // The profile resource says the same in its own terms: retryable.
-    let (_, read) = app
-        .mcp(
-            "alice",
-            "resources/read",
-            json!({"uri": "connection://google/profile"}),
-        )
-        .await;
+    // The profile resource says the same in its own terms: retryable, and
+    // after as long in HTTP terms as in its own.
+    let body = request(
+        "resources/read",
+        json!({"uri": "connection://google/profile"}),
+    );
+    let answer = app
+        .mcp_request(Some(&app.token("alice")), &body)
+        .send()
+        .await
+        .unwrap();
+    let retry_after = answer
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let (http, read) = crate::helpers::read(answer).await;
+    assert_eq!(http, 503, "{read}");
     assert_eq!(read["error"]["code"], -31000, "{read}");
     assert_eq!(read["error"]["data"]["retryable"], true, "{read}");
+    assert_eq!(
+        retry_after,
+        Some(read["error"]["data"]["retryAfterSeconds"].to_string()),
+        "{read}"
+    );
     assert!(
         read["error"]["message"]
             .as_str()
