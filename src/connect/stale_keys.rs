@@ -220,6 +220,10 @@ fn refuse_a_key_in_the_ring(state: &ConnectionService, key_id: &str) -> anyhow::
     Ok(())
 }
 
+/// Connections looked at per statement when a forgotten key's tokens are
+/// dropped: a few milliseconds each.
+const DROP_PAGE: i64 = 1000;
+
 /// For a key that is gone for good: asks the users of every active
 /// connection sealed by `key_id` to connect again (marked `needs_reauth`,
 /// with its webhook event and audit row), then drops the tokens the key
@@ -252,7 +256,18 @@ pub async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Resu
     // A row still active keeps its tokens until it is marked: the next run
     // marks it, then drops them with the others.
     if done.failed == 0 {
-        done.dropped = db::connections::drop_tokens_sealed_by(&state.db, key_id).await?;
+        // Page by page, each committed: a run cut short keeps what it
+        // dropped, and the next goes on with the rest.
+        let mut after = uuid::Uuid::nil();
+        loop {
+            let page =
+                db::connections::drop_tokens_sealed_by(&state.db, key_id, after, DROP_PAGE).await?;
+            done.dropped += page.dropped;
+            match page.last {
+                Some(last) => after = last,
+                None => break,
+            }
+        }
     }
     done.revocations_dropped = super::vault::forget_revocations_sealed_by(state, key_id).await?;
     Ok(done)

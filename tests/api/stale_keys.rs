@@ -412,3 +412,60 @@ async fn forgetting_a_key_fails_while_a_connection_cannot_be_marked() {
         "{stdout}"
     );
 }
+
+/// A key that sealed most of a large deployment: the tokens are dropped a
+/// page at a time, each statement well within the database's time limit,
+/// where one statement over every row outlasted it and every rerun did the
+/// same, so that nothing was ever dropped.
+#[tokio::test]
+async fn forgetting_a_key_that_sealed_many_connections_drops_them_page_by_page() {
+    const GONE: &str = "forgotten-key-many";
+    const MANY: i64 = 100_000;
+    let app = spawn_app().await;
+    connect(&app, "alice").await;
+    retire_key_as(&app, "alice", GONE).await;
+    sqlx::query("UPDATE connections SET status = 'needs_reauth' WHERE subject = 'alice'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    // Copies of alice's row, as other people's connections waiting for them.
+    sqlx::query(
+        "INSERT INTO connections
+         SELECT (jsonb_populate_record(c, jsonb_build_object(
+                    'id', gen_random_uuid(), 'subject', 'bulk-' || g, 'account_id', 'bulk-' || g))).*
+         FROM connections c, generate_series(1, $1) g WHERE c.subject = 'alice'",
+    )
+    .bind(MANY)
+    .execute(&app.db)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE connections")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
+
+    // A limit one statement over every row cannot keep, and a page can.
+    let forgot = app
+        .operator_command(&key)
+        .env("MCP_CONNECT_DATABASE__STATEMENT_TIMEOUT_MS", "300")
+        .args(["tokens", "forget-key", GONE, "--yes"])
+        .output()
+        .unwrap();
+    let stdout = succeeded(forgot);
+    assert!(
+        stdout.contains(&format!(
+            "the tokens key {GONE} sealed were dropped from {} connection(s)",
+            MANY + 1
+        )),
+        "{stdout}"
+    );
+    let still_sealed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM connections WHERE key_id = $1 AND octet_length(access_token) > 0",
+    )
+    .bind(GONE)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(still_sealed, 0);
+}

@@ -57,25 +57,52 @@ pub async fn count_by_key_id(exec: impl PgExecutor<'_>) -> Result<Vec<(String, i
     Ok(counts.into_iter().map(|c| (c.key_id, c.count)).collect())
 }
 
+/// One page of [`drop_tokens_sealed_by`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DroppedPage {
+    /// Connections of the page whose tokens were dropped.
+    pub dropped: u64,
+    /// The page's last connection id, to go on from; `None`: there were
+    /// no connections after the one it started after.
+    pub last: Option<Uuid>,
+}
+
 /// For a key gone for good: drops the tokens it sealed from connections
-/// that are no longer active (they need their users again). Bytes nothing
-/// can open are no use to keep, and a row without them is no longer
-/// counted as waiting for its key; `key_id` stays, to say which key it
-/// was. Active rows are left: they are marked first, with their events.
-/// How many were dropped.
+/// that are no longer active (they need their users again), among the
+/// `limit` connections by id after `after`: a page, so that a key that
+/// sealed a million rows is dropped in statements that each end well
+/// within the statement time limit (one over every row outlasted it, and
+/// so did every rerun). Bytes nothing can open are no use to keep, and a
+/// row without them is no longer counted as waiting for its key; `key_id`
+/// stays, to say which key it was. Active rows are left: they are marked
+/// first, with their events.
 pub async fn drop_tokens_sealed_by(
     exec: impl PgExecutor<'_>,
     key_id: &str,
-) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query!(
-        "UPDATE connections SET access_token = ''::bytea, refresh_token = NULL, updated_at = now(),
-             tokens_stored_at = COALESCE(tokens_stored_at, updated_at)
-         WHERE key_id = $1 AND status <> 'active' AND octet_length(access_token) > 0",
+    after: Uuid,
+    limit: i64,
+) -> Result<DroppedPage, sqlx::Error> {
+    let page = sqlx::query!(
+        r#"WITH page AS (SELECT id FROM connections WHERE id > $2 ORDER BY id LIMIT $3),
+           dropped AS (
+               UPDATE connections c SET access_token = ''::bytea, refresh_token = NULL,
+                   updated_at = now(), tokens_stored_at = COALESCE(tokens_stored_at, updated_at)
+               FROM page
+               WHERE c.id = page.id AND c.key_id = $1 AND c.status <> 'active'
+                   AND octet_length(c.access_token) > 0
+               RETURNING 1)
+           SELECT (SELECT id FROM page ORDER BY id DESC LIMIT 1) AS last,
+               (SELECT count(*) FROM dropped) AS "dropped!""#,
         key_id,
+        after,
+        limit,
     )
-    .execute(exec)
+    .fetch_one(exec)
     .await?;
-    Ok(done.rows_affected())
+    Ok(DroppedPage {
+        dropped: u64::try_from(page.dropped).unwrap_or(0),
+        last: page.last,
+    })
 }
 
 /// How many connections once sealed by `key_id` hold no tokens any more
