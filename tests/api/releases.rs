@@ -195,3 +195,55 @@ async fn a_migration_behind_a_held_lock_gives_way_to_the_statements_queued_behin
         .await
         .unwrap();
 }
+
+/// Every migration is the one released: a database a release migrated
+/// remembers each migration's checksum, and a file changed since stops
+/// every later release from starting on it. A new migration adds its line
+/// to `tests/schema/released_migrations.txt`; no line ever changes.
+#[test]
+fn no_released_migration_has_changed() {
+    use std::fmt::Write as _;
+    let released = include_str!("../schema/released_migrations.txt");
+    let pinned: std::collections::BTreeMap<i64, &str> = released
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let mut fields = l.split_whitespace();
+            let version = fields.next().and_then(|v| v.parse().ok()).expect(l);
+            (version, fields.next().expect(l))
+        })
+        .collect();
+    let mut problems = String::new();
+    for migration in db::MIGRATOR.iter() {
+        let checksum = migration.checksum.iter().fold(String::new(), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        });
+        match pinned.get(&migration.version) {
+            Some(&pinned) if pinned == checksum => {}
+            Some(_) => {
+                let _ = writeln!(
+                    problems,
+                    "migration {} ({}) was changed after its release: undo the change and make it a new migration",
+                    migration.version, migration.description
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    problems,
+                    "migration {} ({}) is not pinned: add `{} {checksum} <file name>` to tests/schema/released_migrations.txt",
+                    migration.version, migration.description, migration.version
+                );
+            }
+        }
+    }
+    for version in pinned.keys() {
+        if !db::MIGRATOR.version_exists(*version) {
+            let _ = writeln!(
+                problems,
+                "migration {version} was released and is gone from migrations/: a released migration stays"
+            );
+        }
+    }
+    assert!(problems.is_empty(), "{problems}");
+}
