@@ -23,11 +23,12 @@ pub(super) async fn failing(
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
     let shared = req.app_data::<web::Data<super::state::Shared>>().cloned();
-    let mut held = false;
-    while shared.as_ref().is_some_and(|s| s.memory().stalled) {
-        held = true;
+    let mut held = None;
+    while let Some(stalled) = shared.as_ref().filter(|s| s.memory().stalled) {
+        held.get_or_insert_with(|| Held::count(stalled.clone()));
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+    let held = held.is_some();
     // As a hung balancer's: what it held is never served, even if its
     // client is still there to hear (a client gone must not have it done).
     if held {
@@ -54,6 +55,23 @@ pub(super) async fn failing(
     next.call(req)
         .await
         .map(ServiceResponse::map_into_left_body)
+}
+
+/// A request `stall` holds, counted while it is (also when its client
+/// goes away and the request with it).
+struct Held(web::Data<super::state::Shared>);
+
+impl Held {
+    fn count(shared: web::Data<super::state::Shared>) -> Self {
+        shared.memory().held += 1;
+        Self(shared)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.memory().held -= 1;
+    }
 }
 
 /// Query parameters, then form-body parameters over them (GitHub and

@@ -181,6 +181,12 @@ impl FakeProvider {
         self.shared.memory().stalled = on;
     }
 
+    /// How many requests `stall` holds right now (a test's way to know that
+    /// a call has reached the provider and waits for its answer).
+    pub fn held(&self) -> usize {
+        self.shared.memory().held
+    }
+
     /// The next `count` requests, whatever they are, answer `status`; the
     /// ones after are served again.
     pub fn fail_next(&self, count: usize, status: u16) {

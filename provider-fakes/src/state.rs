@@ -117,6 +117,8 @@ pub(super) struct Memory {
     /// Every request waits, unanswered, while this is set: a provider
     /// whose answers never come (a hung load balancer).
     pub stalled: bool,
+    /// Requests held by `stalled` right now.
+    pub held: usize,
     /// Requests to these paths are answered with their status: one of
     /// the provider's services down while the others answer.
     pub fail_at: BTreeMap<String, u16>,
@@ -168,6 +170,7 @@ impl Shared {
                 fail_with: None,
                 fail_next: None,
                 stalled: false,
+                held: 0,
                 fail_at: BTreeMap::new(),
                 account,
                 access_ttl,

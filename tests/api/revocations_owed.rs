@@ -405,6 +405,46 @@ async fn two_sweepers_at_once_revoke_each_owed_revocation_once() {
     assert_eq!(owed(&app).await, 0);
 }
 
+/// A sweep stopped while its attempt waits for the provider (the server
+/// stopping: its retrier is dropped at the start of the drain) leaves the
+/// attempt to run to its end, and the stopping server waits for it: the
+/// provider may act on a request whose answer nobody reads (a refresh
+/// that rotated the refresh token, here a revocation), and what comes of
+/// it is recorded.
+#[tokio::test]
+async fn an_attempt_under_way_when_its_sweep_stops_runs_to_its_end() {
+    let fake = fakes::google::start().await;
+    let app = app_with(&fake, "google").await;
+    connect(&app, &fake, "alice").await;
+    fake.fail_at("/revoke", Some(503));
+    assert_eq!(disconnect(&app, "alice").await, Revocation::Retrying);
+    fake.fail_at("/revoke", None);
+    fake.stall(true);
+    make_due(&app).await;
+    let sweep = {
+        let state = app.state.connect.clone();
+        tokio::spawn(async move { vault::retry_due(&state).await })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while fake.held() == 0 {
+        assert!(std::time::Instant::now() < deadline, "no revocation sent");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The sweep is dropped where it stands, its attempt unanswered.
+    sweep.abort();
+    assert!(sweep.await.unwrap_err().is_cancelled());
+    fake.stall(false);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    assert!(
+        app.state.connect.finish_work_under_way(deadline).await,
+        "the attempt under way ends"
+    );
+    // A hung balancer's 504 passes: sent again, the revocation was
+    // accepted, and the attempt ended the grant and recorded it.
+    assert_eq!(owed(&app).await, 0);
+    assert_eq!(audited(&app, "revoked_upstream").await.len(), 1);
+}
+
 /// An attempt whose lease ran out while it waited for the provider does
 /// not overwrite the record, nor cut short the lease, of the attempt that
 /// took the row up after it, whichever records first.

@@ -287,24 +287,28 @@ pub(super) async fn attempt_unrecorded(
 }
 
 /// Every `revocation.retry_every_secs` (a minute by default) until
-/// `stop` is cancelled, tries the revocations owed that are due
-/// ([`retry_due`]); counts them for `/metrics` at once first. An attempt
-/// under way when `stop` comes is dropped where it stands: its claim's
-/// lease ends, and it is tried again.
+/// `stop` is cancelled or the server begins to stop, tries the
+/// revocations owed that are due ([`retry_due`]); counts them for
+/// `/metrics` at once first. Stopping, it claims no more; the attempts
+/// under way run to their end, and the stopping server waits for them.
 pub fn start_retrying(state: std::sync::Arc<ConnectionService>, stop: CancellationToken) {
     let every = state.settings.revocation.retry_every();
     tokio::spawn(async move {
+        let stopping = state.shutdown.clone();
         tokio::select! {
             () = stop.cancelled() => return,
+            () = stopping.cancelled() => return,
             () = count_owed(&state) => {}
         }
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
+                () = stopping.cancelled() => return,
                 () = tokio::time::sleep(every) => {}
             }
             let retried = tokio::select! {
                 () = stop.cancelled() => return,
+                () = stopping.cancelled() => return,
                 retried = retry_due(&state) => retried,
             };
             match retried {
@@ -322,7 +326,9 @@ pub fn start_retrying(state: std::sync::Arc<ConnectionService>, stop: Cancellati
 /// a time, until none is due or a minute has passed (the attempts under
 /// way end; the next pass goes on), then counts those still owed for
 /// `/metrics`. How many were tried. Every instance runs this: a claim
-/// moves the row out of the others' reach first.
+/// moves the row out of the others' reach first. Each attempt runs to its
+/// end in a task of its own ([`ConnectionService::run_to_the_end`]),
+/// should this be dropped.
 pub async fn retry_due(state: &ConnectionService) -> Result<u64, sqlx::Error> {
     use futures::StreamExt as _;
     let started = std::time::Instant::now();
@@ -356,8 +362,20 @@ pub async fn retry_due(state: &ConnectionService) -> Result<u64, sqlx::Error> {
                 all_claimed = true;
             }
             for row in claimed {
+                // To its end, whoever waits: the provider may act on a
+                // request whose answer nobody reads (a refresh before the
+                // revocation rotates the refresh token), and a sweep
+                // dropped where it stands (the server stopping) would lose
+                // what it answers.
                 under_way.push(async move {
-                    attempt(state, &row, Try::Again).await;
+                    let attempted =
+                        state.to_the_end_of("a revocation's attempt", |this| async move {
+                            attempt(&this, &row, Try::Again).await;
+                            Ok(())
+                        });
+                    if let Err(e) = attempted.await {
+                        tracing::error!(error = %e, "a revocation's attempt did not end");
+                    }
                 });
             }
         }
