@@ -9,7 +9,11 @@ use rmcp::{
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{ToolCall, internal, output_schema_for, result::answer, schema_for};
+use super::{
+    ToolCall, internal, output_schema_for,
+    result::{ErrorKind, ToolError, answer},
+    schema_for,
+};
 use crate::{db::connections::ConnectionSummary, providers::ProviderCatalog};
 
 pub const NAME: &str = "connections_list";
@@ -26,6 +30,10 @@ pub struct ConnectionsList {
     pub connections: Vec<ConnectionInfo>,
     /// Every provider this server can connect, connected or not.
     pub providers: Vec<ProviderInfo>,
+    /// Present when the call failed (the result then has isError set, and
+    /// `connections` is empty: none were read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ToolError>,
 }
 
 /// A provider this server can connect. The user always connects it on this
@@ -109,6 +117,7 @@ impl ConnectionsList {
                     connected_accounts: rows.iter().filter(|(c, _)| c.provider == name).count(),
                 })
                 .collect(),
+            error: None,
         }
     }
 }
@@ -135,13 +144,17 @@ pub fn definition() -> Tool {
 }
 
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
-    // It takes no arguments, and its result has no place for a failure:
-    // an argument it does not take is the caller's error (-32602).
-    let _: Args = call.raw_arguments().map_err(|message| {
-        ErrorData::from(crate::connect::errors::RequestError::InvalidArguments(
-            message,
-        ))
-    })?;
+    // It takes no arguments: one it does not take is the model's to
+    // correct, refused in a result (tools.mdx: input validation errors are
+    // tool execution errors), with the providers it may have meant.
+    if let Err(message) = call.raw_arguments::<Args>() {
+        let mut list = ConnectionsList::of(&[], call.service.providers());
+        list.error = Some(ToolError {
+            kind: ErrorKind::Refused,
+            message: message.clone(),
+        });
+        return Ok(CallToolResponse::Complete(answer(&list, true, message)));
+    }
     let p = call.principal;
     let rows = call
         .service

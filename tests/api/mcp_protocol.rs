@@ -56,6 +56,59 @@ async fn tools_list_carries_cache_hints_and_server_info() {
     assert!(names.contains(&"connections_list"), "{names:?}");
 }
 
+/// An argument the tool does not take is the model's to correct: a result
+/// it is shown (isError, `refused`, with the providers it may have meant),
+/// not a JSON-RPC error its client may keep from it.
+#[tokio::test]
+async fn connections_list_refuses_an_argument_it_does_not_take_in_its_result() {
+    let app = spawn_app().await;
+    let (status, body) = app
+        .call_tool("alice", "connections_list", json!({"provider": "demo"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.get("error").is_none(), "{body}");
+    let result = &body["result"];
+    assert_eq!(result["isError"], true, "{body}");
+    let content = &result["structuredContent"];
+    assert_eq!(content["error"]["kind"], "refused", "{body}");
+    assert!(
+        content["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("unknown field `provider`"),
+        "{body}"
+    );
+    assert_eq!(content["connections"], json!([]), "{body}");
+    assert!(
+        content["providers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["provider"] == "demo"),
+        "{body}"
+    );
+    // The output schema says so: `error` is a property, not required.
+    let (_, tools) = app.mcp("alice", "tools/list", json!({})).await;
+    let tool = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "connections_list")
+        .unwrap()
+        .clone();
+    assert!(
+        tool["outputSchema"]["properties"]["error"].is_object(),
+        "{tool}"
+    );
+    assert!(
+        !tool["outputSchema"]["required"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("error")),
+        "{tool}"
+    );
+}
+
 #[tokio::test]
 async fn connections_list_shows_only_the_callers_connections_and_no_tokens() {
     let app = spawn_app().await;
@@ -377,7 +430,7 @@ async fn malformed_json_is_a_parse_error() {
 }
 
 #[tokio::test]
-async fn bad_utf8_and_wrong_types_are_clear_errors() {
+async fn bad_utf8_is_a_clear_error() {
     let app = spawn_app().await;
     let response = app
         .raw_post("alice", PROTOCOL)
@@ -387,11 +440,6 @@ async fn bad_utf8_and_wrong_types_are_clear_errors() {
         .unwrap();
     let (status, _) = read(response).await;
     assert_eq!(status, 400);
-
-    let (status, body) = app
-        .call_tool("alice", "connections_list", json!({"unexpected": 1}))
-        .await;
-    assert_eq!(body["error"]["code"], -32602, "{status} {body}");
 }
 
 #[tokio::test]

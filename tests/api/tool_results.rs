@@ -338,10 +338,14 @@ async fn arguments_that_do_not_fit_are_tool_errors_the_model_reads() {
             assert_eq!(structured["connection"], "kept", "{body}");
         }
     }
+    // `connections_list` takes none, and says so the same way (its result
+    // has no `next_step`).
     let (_, body) = app
         .call_tool("alice", "connections_list", json!({"unexpected": 1}))
         .await;
-    assert_eq!(body["error"]["code"], -32602, "{body}");
+    assert_eq!(body["result"]["isError"], true, "{body}");
+    let structured = &body["result"]["structuredContent"];
+    assert_eq!(structured["error"]["kind"], "refused", "{body}");
 }
 
 /// A provider the server does not have is the model's mistake to mend:
