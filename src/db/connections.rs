@@ -8,8 +8,8 @@ use crate::domain::{ProviderName, UserRef};
 
 mod keys;
 pub use keys::{
-    active_ids_sealed_by, count_by_key_id, count_dropped_of, drop_tokens_sealed_by,
-    ids_not_sealed_by,
+    DroppedPage, KeyPage, active_ids_sealed_by, count_by_key_id, count_dropped_of,
+    drop_tokens_sealed_by, ids_not_sealed_by,
 };
 
 /// A connection's state, as the `status` column stores it.
@@ -84,8 +84,11 @@ pub struct Person {
 }
 
 /// The people of `issuer` with connections (at `provider`, when given),
-/// by subject, the first `limit` after `after`: one read of the
-/// connections' unique index in its order, a page at a time.
+/// by subject, the first `limit` after `after`, a page at a time: first
+/// who they are, from the connections' unique index alone (it holds the
+/// provider), then only their rows. Filtering the people after reading
+/// every row of each read the whole table for a provider few people
+/// have, past the statement time limit on a large deployment.
 pub async fn people(
     exec: impl PgExecutor<'_>,
     issuer: &str,
@@ -95,15 +98,19 @@ pub async fn people(
 ) -> Result<Vec<Person>, sqlx::Error> {
     sqlx::query_as!(
         Person,
-        r#"SELECT subject, count(*) AS "connections!",
-                  array_agg(DISTINCT provider ORDER BY provider) AS "providers!",
-                  max(last_used_at) AS last_used_at
-           FROM connections
-           WHERE issuer = $1 AND subject > $3 AND account_id <> ''
-           GROUP BY subject
-           HAVING $2::text IS NULL OR bool_or(provider = $2)
-           ORDER BY subject
-           LIMIT $4"#,
+        r#"WITH page AS (
+               SELECT DISTINCT subject FROM connections
+               WHERE issuer = $1 AND subject > $3 AND account_id <> ''
+                   AND ($2::text IS NULL OR provider = $2)
+               ORDER BY subject
+               LIMIT $4)
+           SELECT c.subject, count(*) AS "connections!",
+                  array_agg(DISTINCT c.provider ORDER BY c.provider) AS "providers!",
+                  max(c.last_used_at) AS last_used_at
+           FROM page JOIN connections c ON c.issuer = $1 AND c.subject = page.subject
+           WHERE c.account_id <> ''
+           GROUP BY c.subject
+           ORDER BY c.subject"#,
         issuer,
         provider,
         after,

@@ -351,3 +351,61 @@ fn maintenance_commands_say_why_postgres_cannot_be_reached() {
         );
     }
 }
+
+/// `users list --provider` for a provider few people have, on a large
+/// table whose rows lie in no particular order: it finds the people from
+/// the index and reads only their rows, where reading every row of every
+/// person to keep those with the provider outlasted the statement time
+/// limit.
+#[tokio::test]
+async fn users_list_by_a_rare_provider_reads_the_index_not_every_row() {
+    const MANY: i64 = 200_000;
+    let app = spawn_app().await;
+    let issuer = app.dev.issuer();
+    crate::helpers::store_demo_connection(&app.state.connect, &issuer, "alice", "t-1", None).await;
+    sqlx::query(
+        "INSERT INTO connections
+         SELECT (jsonb_populate_record(c, jsonb_build_object(
+                    'id', gen_random_uuid(), 'subject', 'bulk-' || g, 'account_id', 'bulk-' || g))).*
+         FROM connections c, generate_series(1, $1) g WHERE c.subject = 'alice'
+         ORDER BY random()",
+    )
+    .bind(MANY)
+    .execute(&app.db)
+    .await
+    .unwrap();
+    sqlx::query("VACUUM (ANALYZE) connections")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let url = format!("{}/{}", server_url(), app.db_name);
+    let limited = [("MCP_CONNECT_DATABASE__STATEMENT_TIMEOUT_MS", "300")];
+    let cli = |args: &[&str]| run(&url, &limited, args).wait_with_output().unwrap();
+
+    // Nobody has it: the whole index is looked through, no row read.
+    let none = cli(&["users", "list", "--issuer", &issuer, "--provider", "google"]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&none.stdout),
+        String::from_utf8_lossy(&none.stderr),
+    );
+    assert!(ok(&none), "{stdout}{stderr}");
+    assert_eq!(stdout.lines().count(), 1, "the header alone: {stdout}");
+    assert!(stderr.contains("0 person(s)"), "{stderr}");
+    // Everyone has it: a page, each person with their own rows.
+    let page = cli(&[
+        "users",
+        "list",
+        "--issuer",
+        &issuer,
+        "--provider",
+        "demo",
+        "--limit",
+        "2",
+    ]);
+    let stdout = String::from_utf8_lossy(&page.stdout).into_owned();
+    assert!(ok(&page), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[1], "alice\t1\tdemo\tnever");
+    assert!(lines[2].starts_with("bulk-1\t1\tdemo\t"), "{lines:?}");
+}

@@ -469,3 +469,59 @@ async fn forgetting_a_key_that_sealed_many_connections_drops_them_page_by_page()
     .unwrap();
     assert_eq!(still_sealed, 0);
 }
+
+/// `tokens rekey` on a large table with nothing left to re-seal, the
+/// planner's statistics still saying many rows are on an older key (as
+/// right after a re-seal, before autovacuum analyzes the table): each
+/// statement reads a page of rows, where one that went on until it found
+/// a page of rows to re-seal read the whole table, past the statement
+/// time limit.
+#[tokio::test]
+async fn rekey_reads_a_page_per_statement_whatever_the_statistics_say() {
+    const MANY: i64 = 300_000;
+    let app = spawn_app().await;
+    connect(&app, "alice").await;
+    // The statistics stay as this test makes them.
+    sqlx::query("ALTER TABLE connections SET (autovacuum_enabled = false)")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO connections
+         SELECT (jsonb_populate_record(c, jsonb_build_object(
+                    'id', gen_random_uuid(), 'subject', 'bulk-' || g, 'account_id', 'bulk-' || g))).*
+         FROM connections c, generate_series(1, $1) g WHERE c.subject = 'alice'",
+    )
+    .bind(MANY)
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let current = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
+    let older = mcp_connect::crypto::KeyRing::generate_entry("older-k");
+    // Statistics taken while a third of the rows were on the older key.
+    for statement in [
+        "UPDATE connections SET key_id = 'older-k' WHERE random() < 0.3",
+        "ANALYZE connections",
+    ] {
+        sqlx::query(statement).execute(&app.db).await.unwrap();
+    }
+    let current_id = current.split_once(':').unwrap().0.to_owned();
+    sqlx::query("UPDATE connections SET key_id = $1")
+        .bind(&current_id)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    sqlx::query("VACUUM connections")
+        .execute(&app.db)
+        .await
+        .unwrap();
+
+    let rekeyed = app
+        .operator_command(&format!("{current},{older}"))
+        .env("MCP_CONNECT_DATABASE__STATEMENT_TIMEOUT_MS", "300")
+        .args(["tokens", "rekey"])
+        .output()
+        .unwrap();
+    let stdout = succeeded(rekeyed);
+    assert!(stdout.contains("re-sealed 0 connection(s)"), "{stdout}");
+}

@@ -93,9 +93,10 @@ struct TableRekeyed {
     left: u64,
 }
 
-/// How many rows' ids a re-seal reads at once: the ids it holds are a
-/// page's, however many rows the table holds (plus those it gave up on,
-/// which it reports).
+/// How many rows a re-seal reads at once: the ids it holds are a page's,
+/// however many rows the table holds (plus those it gave up on, which it
+/// reports), and each statement reads a page, however few of its rows
+/// are on an older key.
 const PAGE: i64 = 1000;
 
 /// Re-seals `table`'s rows sealed by older keys of the ring, page by page,
@@ -176,7 +177,7 @@ impl<'a> OlderPages<'a> {
             return Ok(None);
         }
         let (db, current, after) = (&state.db, self.current, self.after);
-        let rows = match self.table {
+        let page = match self.table {
             Table::Connections => {
                 db::connections::ids_not_sealed_by(db, current, after, PAGE).await?
             }
@@ -184,13 +185,14 @@ impl<'a> OlderPages<'a> {
                 db::pending_revocations::ids_not_sealed_by(db, current, after, PAGE).await?
             }
         };
-        self.ended = (rows.len() as i64) < PAGE;
-        let Some((last, _)) = rows.last() else {
+        self.ended = (page.read as i64) < PAGE;
+        let Some(last) = page.last else {
             return Ok(None);
         };
-        self.after = *last;
+        self.after = last;
         Ok(Some(
-            rows.into_iter()
+            page.older
+                .into_iter()
                 .filter(|(id, key_id)| state.keys.has_key(key_id) && !given_up.contains(id))
                 .map(|(id, _)| id)
                 .collect(),

@@ -8,27 +8,61 @@
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
-/// Up to `limit` connections whose tokens are sealed by another key than
-/// `key_id`, with the key that seals each, by id from after `after` (a
-/// page: a million rows need not be held at once). Rows whose tokens were
-/// dropped ([`drop_tokens_sealed_by`]) hold none to re-seal.
+/// A page of rows by id, and which of them are sealed by another key than
+/// the one asked about.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyPage {
+    /// The page's rows sealed by another key, with the key that seals each.
+    pub older: Vec<(Uuid, String)>,
+    /// The page's last id, to go on from; `None`: no rows were left.
+    pub last: Option<Uuid>,
+    /// How many rows the page read (fewer than asked: it was the last).
+    pub read: usize,
+}
+
+impl KeyPage {
+    /// The page of `rows` (id, key id, whether another key seals it), in
+    /// id order.
+    pub fn of(rows: Vec<(Uuid, String, bool)>) -> Self {
+        Self {
+            last: rows.last().map(|r| r.0),
+            read: rows.len(),
+            older: rows
+                .into_iter()
+                .filter(|r| r.2)
+                .map(|(id, key_id, _)| (id, key_id))
+                .collect(),
+        }
+    }
+}
+
+/// The `limit` connections by id after `after` (a page: a million rows
+/// need not be held at once, and each statement reads a page, whatever
+/// the rows are sealed by), and those of them whose tokens are sealed by
+/// another key than `key_id`. Rows whose tokens were dropped
+/// ([`drop_tokens_sealed_by`]) hold none to re-seal. A page that went on
+/// until it had found `limit` such rows read the whole table in one
+/// statement once none were left, past the statement time limit.
 pub async fn ids_not_sealed_by(
     exec: impl PgExecutor<'_>,
     key_id: &str,
     after: Uuid,
     limit: i64,
-) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
+) -> Result<KeyPage, sqlx::Error> {
     let rows = sqlx::query!(
-        "SELECT id, key_id FROM connections
-         WHERE key_id <> $1 AND octet_length(access_token) > 0 AND id > $2
-         ORDER BY id LIMIT $3",
+        r#"SELECT id, key_id, (key_id <> $1 AND octet_length(access_token) > 0) AS "older!"
+           FROM connections WHERE id > $2 ORDER BY id LIMIT $3"#,
         key_id,
         after,
         limit,
     )
     .fetch_all(exec)
     .await?;
-    Ok(rows.into_iter().map(|r| (r.id, r.key_id)).collect())
+    Ok(KeyPage::of(
+        rows.into_iter()
+            .map(|r| (r.id, r.key_id, r.older))
+            .collect(),
+    ))
 }
 
 /// Active connections whose tokens `key_id` seals.

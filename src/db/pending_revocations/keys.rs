@@ -6,27 +6,31 @@ use sqlx::PgExecutor;
 use uuid::Uuid;
 
 use super::{Origin, Params, PendingRevocation};
-use crate::domain::ProviderName;
+use crate::{db::connections::KeyPage, domain::ProviderName};
 
-/// Up to `limit` revocations whose tokens are sealed by another key than
-/// `key_id`, with the key that seals each, by id from after `after` (a
-/// page, as for connections).
+/// The `limit` revocations by id after `after`, and those of them whose
+/// tokens are sealed by another key than `key_id` (a page, as for
+/// connections: [`crate::db::connections::ids_not_sealed_by`]).
 pub async fn ids_not_sealed_by(
     exec: impl PgExecutor<'_>,
     key_id: &str,
     after: Uuid,
     limit: i64,
-) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
+) -> Result<KeyPage, sqlx::Error> {
     let rows = sqlx::query!(
-        "SELECT id, key_id FROM pending_revocations WHERE key_id <> $1 AND id > $2
-         ORDER BY id LIMIT $3",
+        r#"SELECT id, key_id, key_id <> $1 AS "older!" FROM pending_revocations
+           WHERE id > $2 ORDER BY id LIMIT $3"#,
         key_id,
         after,
         limit,
     )
     .fetch_all(exec)
     .await?;
-    Ok(rows.into_iter().map(|r| (r.id, r.key_id)).collect())
+    Ok(KeyPage::of(
+        rows.into_iter()
+            .map(|r| (r.id, r.key_id, r.older))
+            .collect(),
+    ))
 }
 
 /// Revocation `id`, locked until the transaction ends; `None`: gone.
