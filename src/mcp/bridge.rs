@@ -162,13 +162,21 @@ async fn serve(
     request.extensions_mut().insert(principal);
     request.extensions_mut().insert(facts.record.clone());
     let response = endpoint.service().handle(request).await;
-    if matches!(routing, Routing::Unnamed)
-        && response.status() != http::StatusCode::OK
-        && !(response.status() == http::StatusCode::BAD_REQUEST && is_json(response.headers()))
-        && let Err(refused) = check_body(&body, facts)
-    {
-        // Not refused for its headers after all: what the body gets wrong.
-        return refused;
+    if matches!(routing, Routing::Unnamed) {
+        let answered = response.status() == http::StatusCode::OK
+            || (response.status() == http::StatusCode::BAD_REQUEST && is_json(response.headers()));
+        if answered {
+            // Served (an `initialize`, which needs no `Mcp-Method`), or
+            // refused for its headers: the log names the body's method.
+            if let Envelope::Json(Some(method)) | Envelope::InvalidParams { method, .. } =
+                envelope::inspect(&body)
+            {
+                facts.set_method(&method);
+            }
+        } else if let Err(refused) = check_body(&body, facts) {
+            // Not refused for its headers after all: what the body gets wrong.
+            return refused;
+        }
     }
     if let Some(method) = routed {
         if response.status() == http::StatusCode::OK {

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::helpers::{PROTOCOL, request, spawn_app};
+use crate::helpers::{request, spawn_app};
 
 #[tokio::test]
 async fn wrongly_typed_tools_call_params_are_invalid_params() {
@@ -19,11 +19,18 @@ async fn wrongly_typed_tools_call_params_are_invalid_params() {
     ] {
         let body = request("tools/call", params.clone());
         // With the routing headers (rmcp reads the body first, and the
-        // bridge looks again at what it refused) and without them (the
-        // bridge looks before rmcp): the same answer.
+        // bridge looks again at what it refused) and from a 2025-11-25
+        // client, which sends none (the bridge looks before rmcp): the
+        // same answer. (A 2026-07-28 request without them is refused for
+        // its headers first: `mcp_protocol`.)
         let routed = app.mcp_request(Some(&token), &body);
-        let unrouted = app.raw_post("alice", PROTOCOL).json(&body);
-        for (how, builder) in [("routed", routed), ("unrouted", unrouted)] {
+        let mut legacy_body = body.clone();
+        legacy_body["params"]
+            .as_object_mut()
+            .expect("params")
+            .remove("_meta");
+        let legacy = app.raw_post("alice", "2025-11-25").json(&legacy_body);
+        for (how, builder) in [("routed", routed), ("legacy", legacy)] {
             let response = builder.send().await.unwrap();
             let status = response.status().as_u16();
             let answer: serde_json::Value = response.json().await.unwrap_or_default();
