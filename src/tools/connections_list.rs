@@ -30,8 +30,8 @@ pub struct ConnectionsList {
     pub connections: Vec<ConnectionInfo>,
     /// Every provider this server can connect, connected or not.
     pub providers: Vec<ProviderInfo>,
-    /// Present when the call failed (the result then has isError set, and
-    /// `connections` is empty: none were read).
+    /// Present when the call failed (the result then has isError set); the
+    /// lists are what they would have been.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ToolError>,
 }
@@ -146,15 +146,10 @@ pub fn definition() -> Tool {
 pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     // It takes no arguments: one it does not take is the model's to
     // correct, refused in a result (tools.mdx: input validation errors are
-    // tool execution errors), with the providers it may have meant.
-    if let Err(message) = call.raw_arguments::<Args>() {
-        let mut list = ConnectionsList::of(&[], call.service.providers());
-        list.error = Some(ToolError {
-            kind: ErrorKind::Refused,
-            message: message.clone(),
-        });
-        return Ok(CallToolResponse::Complete(answer(&list, true, message)));
-    }
+    // tool execution errors) that still lists what there is (a model that
+    // meant to filter by provider has what it wanted, and no list it is
+    // shown says what is not so).
+    let refused = call.raw_arguments::<Args>().err();
     let p = call.principal;
     let rows = call
         .service
@@ -178,6 +173,16 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
     };
     let names = catalog.names().join(", ");
     let sentence = format!("{connected}\nProviders this server can connect: {names}.");
-    let list = ConnectionsList::of(&rows, catalog);
-    Ok(CallToolResponse::Complete(answer(&list, false, sentence)))
+    let mut list = ConnectionsList::of(&rows, catalog);
+    let answered = match refused {
+        Some(message) => {
+            list.error = Some(ToolError {
+                kind: ErrorKind::Refused,
+                message: message.clone(),
+            });
+            answer(&list, true, format!("{message}\n{sentence}"))
+        }
+        None => answer(&list, false, sentence),
+    };
+    Ok(CallToolResponse::Complete(answered))
 }

@@ -57,11 +57,13 @@ async fn tools_list_carries_cache_hints_and_server_info() {
 }
 
 /// An argument the tool does not take is the model's to correct: a result
-/// it is shown (isError, `refused`, with the providers it may have meant),
+/// it is shown (isError, `refused`, with what the list would have said),
 /// not a JSON-RPC error its client may keep from it.
 #[tokio::test]
 async fn connections_list_refuses_an_argument_it_does_not_take_in_its_result() {
     let app = spawn_app().await;
+    let issuer = app.dev.issuer();
+    crate::helpers::store_demo_connection(&app.state.connect, &issuer, "alice", "t-1", None).await;
     let (status, body) = app
         .call_tool("alice", "connections_list", json!({"provider": "demo"}))
         .await;
@@ -78,13 +80,18 @@ async fn connections_list_refuses_an_argument_it_does_not_take_in_its_result() {
             .contains("unknown field `provider`"),
         "{body}"
     );
-    assert_eq!(content["connections"], json!([]), "{body}");
+    // Beside the refusal, the list as it is: nothing said that is not so.
+    assert_eq!(
+        content["connections"].as_array().unwrap().len(),
+        1,
+        "{body}"
+    );
     assert!(
         content["providers"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|p| p["provider"] == "demo"),
+            .any(|p| p["provider"] == "demo" && p["connected_accounts"] == 1),
         "{body}"
     );
     // The output schema says so: `error` is a property, not required.
