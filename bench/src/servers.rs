@@ -37,7 +37,7 @@ pub enum Kind {
     /// S6's baseline: a second mcp-connect on an empty database of its own,
     /// measured in turn with the seeded one (same minutes, same machine).
     Empty,
-    /// S6's floor for S2 and S3: a new bare rmcp + SQL on an empty database
+    /// S2's and S3's floor in S6's conditions: a new bare rmcp + SQL on an empty database
     /// of its own, started with S6's two servers and measured in turn with
     /// them, so that the empty side can be read against a floor in the same
     /// conditions (S1–S5's servers stopped, nothing of theirs left).
