@@ -420,7 +420,7 @@ async fn forgetting_a_key_fails_while_a_connection_cannot_be_marked() {
 #[tokio::test]
 async fn forgetting_a_key_that_sealed_many_connections_drops_them_page_by_page() {
     const GONE: &str = "forgotten-key-many";
-    const MANY: i64 = 100_000;
+    const MANY: i64 = 200_000;
     let app = spawn_app().await;
     connect(&app, "alice").await;
     retire_key_as(&app, "alice", GONE).await;
@@ -472,10 +472,11 @@ async fn forgetting_a_key_that_sealed_many_connections_drops_them_page_by_page()
 
 /// `tokens rekey` on a large table with nothing left to re-seal, the
 /// planner's statistics still saying many rows are on an older key (as
-/// right after a re-seal, before autovacuum analyzes the table): each
-/// statement reads a page of rows, where one that went on until it found
-/// a page of rows to re-seal read the whole table, past the statement
-/// time limit.
+/// right after a re-seal, before autovacuum analyzes the table): it ends,
+/// every statement within a short time limit. (A statement that went on
+/// until it found a page of rows to re-seal walked the whole table; at a
+/// million rows that outlasted the default limit. That each statement
+/// reads a page is `a_page_of_rows_to_reseal_is_a_page_of_ids`.)
 #[tokio::test]
 async fn rekey_reads_a_page_per_statement_whatever_the_statistics_say() {
     const MANY: i64 = 300_000;
@@ -486,27 +487,27 @@ async fn rekey_reads_a_page_per_statement_whatever_the_statistics_say() {
         .execute(&app.db)
         .await
         .unwrap();
+    // Copies of alice's row, three in ten on the older key; the
+    // statistics taken then, the older key's rows re-sealed since.
     sqlx::query(
         "INSERT INTO connections
          SELECT (jsonb_populate_record(c, jsonb_build_object(
-                    'id', gen_random_uuid(), 'subject', 'bulk-' || g, 'account_id', 'bulk-' || g))).*
+                    'id', gen_random_uuid(), 'subject', 'bulk-' || g, 'account_id', 'bulk-' || g,
+                    'key_id', CASE WHEN random() < 0.3 THEN 'older-k' ELSE c.key_id END))).*
          FROM connections c, generate_series(1, $1) g WHERE c.subject = 'alice'",
     )
     .bind(MANY)
     .execute(&app.db)
     .await
     .unwrap();
+    sqlx::query("ANALYZE connections")
+        .execute(&app.db)
+        .await
+        .unwrap();
     let current = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
     let older = mcp_connect::crypto::KeyRing::generate_entry("older-k");
-    // Statistics taken while a third of the rows were on the older key.
-    for statement in [
-        "UPDATE connections SET key_id = 'older-k' WHERE random() < 0.3",
-        "ANALYZE connections",
-    ] {
-        sqlx::query(statement).execute(&app.db).await.unwrap();
-    }
     let current_id = current.split_once(':').unwrap().0.to_owned();
-    sqlx::query("UPDATE connections SET key_id = $1")
+    sqlx::query("UPDATE connections SET key_id = $1 WHERE key_id = 'older-k'")
         .bind(&current_id)
         .execute(&app.db)
         .await
@@ -524,4 +525,48 @@ async fn rekey_reads_a_page_per_statement_whatever_the_statistics_say() {
         .unwrap();
     let stdout = succeeded(rekeyed);
     assert!(stdout.contains("re-sealed 0 connection(s)"), "{stdout}");
+}
+
+/// Each statement of a re-seal reads one page of rows by id, whatever they
+/// are sealed by: with nothing on an older key it says so a page at a
+/// time (the page's last id, to go on from), rather than reading on
+/// until it has found a page's worth or the table has ended.
+#[tokio::test]
+async fn a_page_of_rows_to_reseal_is_a_page_of_ids() {
+    use mcp_connect::db::connections::ids_not_sealed_by;
+    let app = spawn_app().await;
+    connect(&app, "alice").await;
+    sqlx::query(
+        "INSERT INTO connections
+         SELECT (jsonb_populate_record(c, jsonb_build_object(
+                    'id', gen_random_uuid(), 'subject', 'bulk-' || g, 'account_id', 'bulk-' || g))).*
+         FROM connections c, generate_series(1, 2500) g WHERE c.subject = 'alice'",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let current: String = sqlx::query_scalar("SELECT key_id FROM connections LIMIT 1")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let ids: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT id FROM connections ORDER BY id")
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+
+    let first = ids_not_sealed_by(&app.db, &current, uuid::Uuid::nil(), 1000)
+        .await
+        .unwrap();
+    assert!(first.older.is_empty());
+    assert_eq!((first.read, first.last), (1000, Some(ids[999])));
+    let last = ids_not_sealed_by(&app.db, &current, ids[1999], 1000)
+        .await
+        .unwrap();
+    assert_eq!((last.read, last.last), (501, Some(ids[2500])));
+    // On another key, the rows of the page are named.
+    let older = ids_not_sealed_by(&app.db, "another-key", ids[1999], 1000)
+        .await
+        .unwrap();
+    assert_eq!(older.older.len(), 501);
+    assert_eq!(older.older[0], (ids[2000], current.clone()));
 }
