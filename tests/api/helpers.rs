@@ -619,6 +619,36 @@ pub fn succeeded(output: std::process::Output) -> String {
 }
 
 /// The one number a `SELECT count(*) …` (or similar) returns.
+/// `n` copies of `subject`'s connection as other people's (`bulk-1` to
+/// `bulk-n`, each its own account), written by the database itself (in
+/// random order if `shuffled`), with `key_id` set to `key_id` where the
+/// database's `random()` falls under `share_on_key` (0 for none): a
+/// large deployment's table in seconds.
+pub async fn copy_connection(
+    app: &TestApp,
+    subject: &str,
+    n: i64,
+    shuffled: bool,
+    (key_id, share_on_key): (&str, f64),
+) {
+    sqlx::query(
+        "INSERT INTO connections
+         SELECT (jsonb_populate_record(c, jsonb_build_object(
+                    'id', gen_random_uuid(), 'subject', 'bulk-' || g, 'account_id', 'bulk-' || g,
+                    'key_id', CASE WHEN random() < $4 THEN $3 ELSE c.key_id END))).*
+         FROM connections c, generate_series(1, $2) g WHERE c.subject = $1
+         ORDER BY CASE WHEN $5 THEN random() ELSE g::float8 END",
+    )
+    .bind(subject)
+    .bind(n)
+    .bind(key_id)
+    .bind(share_on_key)
+    .bind(shuffled)
+    .execute(&app.db)
+    .await
+    .expect("copies of a connection");
+}
+
 pub async fn count(app: &TestApp, sql: &str) -> i64 {
     sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
         .fetch_one(&app.db)

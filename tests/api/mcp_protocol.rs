@@ -233,59 +233,37 @@ async fn a_header_mismatch_wins_over_wrong_params() {
 #[tokio::test]
 async fn a_missing_method_header_or_another_version_in_meta_wins_over_wrong_params() {
     let app = spawn_app().await;
-    // No `Mcp-Method` at all, and a tool name that is not a string.
-    let body = request("tools/call", json!({"name": 5, "arguments": {}}));
-    let (status, answer) = read(
-        app.raw_post("alice", PROTOCOL)
-            .json(&body)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, 400, "{answer}");
-    assert_eq!(answer["error"]["code"], -32020, "{answer}");
-    // The header names the method twice.
-    let (status, answer) = read(
-        app.raw_post("alice", PROTOCOL)
-            .header("Mcp-Method", "tools/call")
-            .header("Mcp-Method", "tools/call")
-            .json(&body)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, 400, "{answer}");
-    assert_eq!(answer["error"]["code"], -32020, "{answer}");
+    // The answer's status and JSON-RPC code for `body` sent with these
+    // `Mcp-Method` headers.
+    let code_for = |methods: &'static [&'static str], body: Value| {
+        let app = &app;
+        async move {
+            let mut post = app.raw_post("alice", PROTOCOL);
+            for method in methods {
+                post = post.header("Mcp-Method", *method);
+            }
+            let (status, answer) = read(post.json(&body).send().await.unwrap()).await;
+            (status, answer["error"]["code"].clone())
+        }
+    };
+    // A tool name that is not a string, with no `Mcp-Method` at all, and
+    // with the header twice.
+    let call = request("tools/call", json!({"name": 5, "arguments": {}}));
+    assert_eq!(code_for(&[], call.clone()).await, (400, json!(-32020)));
+    let twice = &["tools/call", "tools/call"];
+    assert_eq!(code_for(twice, call).await, (400, json!(-32020)));
     // A list whose `_meta` names another version than the header, and a
     // cursor that is not a string.
-    let mut body = request("tools/list", json!({"cursor": 5}));
-    body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2025-11-25");
-    let (status, answer) = read(
-        app.raw_post("alice", PROTOCOL)
-            .header("Mcp-Method", "tools/list")
-            .json(&body)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, 400, "{answer}");
-    assert_eq!(answer["error"]["code"], -32020, "{answer}");
+    let mut list = request("tools/list", json!({"cursor": 5}));
+    let version = "io.modelcontextprotocol/protocolVersion";
+    list["params"]["_meta"][version] = json!("2025-11-25");
+    assert_eq!(
+        code_for(&["tools/list"], list.clone()).await,
+        (400, json!(-32020))
+    );
     // Headers and `_meta` agreeing, the params are what is wrong.
-    let body = request("tools/list", json!({"cursor": 5}));
-    let (status, answer) = read(
-        app.raw_post("alice", PROTOCOL)
-            .header("Mcp-Method", "tools/list")
-            .json(&body)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, 400, "{answer}");
-    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    list["params"]["_meta"][version] = json!(PROTOCOL);
+    assert_eq!(code_for(&["tools/list"], list).await, (400, json!(-32602)));
 }
 
 #[tokio::test]

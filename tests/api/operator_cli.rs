@@ -363,17 +363,7 @@ async fn users_list_by_a_rare_provider_reads_the_index_not_every_row() {
     let app = spawn_app().await;
     let issuer = app.dev.issuer();
     crate::helpers::store_demo_connection(&app.state.connect, &issuer, "alice", "t-1", None).await;
-    sqlx::query(
-        "INSERT INTO connections
-         SELECT (jsonb_populate_record(c, jsonb_build_object(
-                    'id', gen_random_uuid(), 'subject', 'bulk-' || g, 'account_id', 'bulk-' || g))).*
-         FROM connections c, generate_series(1, $1) g WHERE c.subject = 'alice'
-         ORDER BY random()",
-    )
-    .bind(MANY)
-    .execute(&app.db)
-    .await
-    .unwrap();
+    crate::helpers::copy_connection(&app, "alice", MANY, true, ("", 0.0)).await;
     sqlx::query("VACUUM (ANALYZE) connections")
         .execute(&app.db)
         .await

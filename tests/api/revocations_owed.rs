@@ -115,6 +115,21 @@ async fn disconnect_on_the_page(app: &TestApp, id: Uuid, revocation: &str) -> St
     crate::browser::unescape(&page.body)
 }
 
+/// `subject`'s Google grant disconnected while Google's revocation
+/// endpoint failed: the revocation is owed, and the endpoint answers
+/// again. The grant's connection id and refresh token.
+async fn owed_after_a_failed_try(
+    app: &TestApp,
+    fake: &FakeProvider,
+    subject: &str,
+) -> (Uuid, String) {
+    let grant = connect(app, fake, subject).await;
+    fake.fail_at("/revoke", Some(503));
+    assert_eq!(disconnect(app, subject).await, Revocation::Retrying);
+    fake.fail_at("/revoke", None);
+    grant
+}
+
 /// Every revocation owed is due now.
 async fn make_due(app: &TestApp) {
     sqlx::query("UPDATE pending_revocations SET next_attempt_at = now()")
@@ -267,10 +282,7 @@ async fn a_disconnect_whose_process_dies_after_the_commit_is_revoked_by_a_sweep(
 async fn a_revocation_is_given_up_after_the_window_and_left_to_instances_that_can_do_it() {
     let fake = fakes::google::start().await;
     let app = app_with(&fake, "google").await;
-    let (id, refresh) = connect(&app, &fake, "alice").await;
-    fake.fail_at("/revoke", Some(503));
-    assert_eq!(disconnect(&app, "alice").await, Revocation::Retrying);
-    fake.fail_at("/revoke", None);
+    let (id, refresh) = owed_after_a_failed_try(&app, &fake, "alice").await;
     let revokes = fake.calls().revoke;
     sqlx::query(
         "UPDATE pending_revocations SET created_at = now() - interval '72 hours 1 minute',
@@ -352,10 +364,7 @@ async fn a_revocation_is_given_up_after_the_window_and_left_to_instances_that_ca
 async fn a_revocation_owed_is_given_up_once_the_account_is_connected_again() {
     let fake = fakes::google::start().await;
     let app = app_with(&fake, "google").await;
-    connect(&app, &fake, "alice").await;
-    fake.fail_at("/revoke", Some(503));
-    assert_eq!(disconnect(&app, "alice").await, Revocation::Retrying);
-    fake.fail_at("/revoke", None);
+    owed_after_a_failed_try(&app, &fake, "alice").await;
     let (_, refresh) = connect(&app, &fake, "alice").await;
     let revokes = fake.calls().revoke;
     make_due(&app).await;
@@ -415,10 +424,7 @@ async fn two_sweepers_at_once_revoke_each_owed_revocation_once() {
 async fn an_attempt_under_way_when_its_sweep_stops_runs_to_its_end() {
     let fake = fakes::google::start().await;
     let app = app_with(&fake, "google").await;
-    connect(&app, &fake, "alice").await;
-    fake.fail_at("/revoke", Some(503));
-    assert_eq!(disconnect(&app, "alice").await, Revocation::Retrying);
-    fake.fail_at("/revoke", None);
+    owed_after_a_failed_try(&app, &fake, "alice").await;
     fake.stall(true);
     make_due(&app).await;
     let sweep = {

@@ -15,7 +15,7 @@ use mcp_connect::{
 use secrecy::SecretString;
 use serde_json::json;
 
-use crate::helpers::{TestApp, allow, refuse, spawn_app, succeeded};
+use crate::helpers::{TestApp, allow, copy_connection, refuse, spawn_app, succeeded};
 
 async fn connect(app: &TestApp, subject: &str) {
     let tokens = TokenSet {
@@ -429,16 +429,7 @@ async fn forgetting_a_key_that_sealed_many_connections_drops_them_page_by_page()
         .await
         .unwrap();
     // Copies of alice's row, as other people's connections waiting for them.
-    sqlx::query(
-        "INSERT INTO connections
-         SELECT (jsonb_populate_record(c, jsonb_build_object(
-                    'id', gen_random_uuid(), 'subject', 'bulk-' || g, 'account_id', 'bulk-' || g))).*
-         FROM connections c, generate_series(1, $1) g WHERE c.subject = 'alice'",
-    )
-    .bind(MANY)
-    .execute(&app.db)
-    .await
-    .unwrap();
+    copy_connection(&app, "alice", MANY, false, ("", 0.0)).await;
     sqlx::query("ANALYZE connections")
         .execute(&app.db)
         .await
@@ -489,17 +480,7 @@ async fn rekey_reads_a_page_per_statement_whatever_the_statistics_say() {
         .unwrap();
     // Copies of alice's row, three in ten on the older key; the
     // statistics taken then, the older key's rows re-sealed since.
-    sqlx::query(
-        "INSERT INTO connections
-         SELECT (jsonb_populate_record(c, jsonb_build_object(
-                    'id', gen_random_uuid(), 'subject', 'bulk-' || g, 'account_id', 'bulk-' || g,
-                    'key_id', CASE WHEN random() < 0.3 THEN 'older-k' ELSE c.key_id END))).*
-         FROM connections c, generate_series(1, $1) g WHERE c.subject = 'alice'",
-    )
-    .bind(MANY)
-    .execute(&app.db)
-    .await
-    .unwrap();
+    copy_connection(&app, "alice", MANY, false, ("older-k", 0.3)).await;
     sqlx::query("ANALYZE connections")
         .execute(&app.db)
         .await
@@ -536,15 +517,7 @@ async fn a_page_of_rows_to_reseal_is_a_page_of_ids() {
     use mcp_connect::db::connections::ids_not_sealed_by;
     let app = spawn_app().await;
     connect(&app, "alice").await;
-    sqlx::query(
-        "INSERT INTO connections
-         SELECT (jsonb_populate_record(c, jsonb_build_object(
-                    'id', gen_random_uuid(), 'subject', 'bulk-' || g, 'account_id', 'bulk-' || g))).*
-         FROM connections c, generate_series(1, 2500) g WHERE c.subject = 'alice'",
-    )
-    .execute(&app.db)
-    .await
-    .unwrap();
+    copy_connection(&app, "alice", 2500, false, ("", 0.0)).await;
     let current: String = sqlx::query_scalar("SELECT key_id FROM connections LIMIT 1")
         .fetch_one(&app.db)
         .await
