@@ -369,12 +369,7 @@ fn pooled(results: &BTreeMap<Key, Summary>) -> String {
                 Some(((a.rate / b.rate).ln(), error))
             })
             .collect();
-        let n = cells.len() as f64;
-        (!cells.is_empty()).then(|| {
-            let mean = cells.iter().map(|c| c.0).sum::<f64>() / n;
-            let error = cells.iter().map(|c| c.1 * c.1).sum::<f64>().sqrt() / n;
-            (mean.exp(), error, cells.len())
-        })
+        geometric_mean(&cells).map(|(ratio, error)| (ratio, error, cells.len()))
     };
     let mut out = String::new();
     if let (Some((rest, rest_error, n)), Some((work, work_error, m))) = (
@@ -435,23 +430,31 @@ fn floor_in_s6(results: &BTreeMap<Key, Summary>, levels: &[usize]) -> String {
         .iter()
         .filter_map(|c| Some((c.2.ln(), c.4?)))
         .collect();
-    let pooled = match logs.len() {
-        0 => String::new(),
-        n => {
-            let mean = logs.iter().map(|c| c.0).sum::<f64>() / n as f64;
-            let error = logs.iter().map(|c| c.1 * c.1).sum::<f64>().sqrt() / n as f64;
-            format!(
-                "; all {n} cells at once {:.2}× (±{:.0} %)",
-                mean.exp(),
-                error * 100.0
-            )
-        }
+    let pooled = match geometric_mean(&logs) {
+        None => String::new(),
+        Some((ratio, error)) => format!(
+            "; all {} cells at once {ratio:.2}× (±{:.0} %)",
+            logs.len(),
+            error * 100.0
+        ),
     };
     format!(
         "- {} S2 and S3 ≥ 0.95× the floor read again in S6's conditions (mcp-connect, empty ÷ a bare rmcp + SQL started with it on an empty database of its own, S1–S5's servers stopped, measured in turn): {}{pooled}\n",
         mark(ok),
         detail.join(", ")
     )
+}
+
+/// Cells' ratios pooled: given each cell's log ratio with its standard
+/// error, their geometric mean and its standard error (`None` for no
+/// cells).
+fn geometric_mean(log_ratios: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = log_ratios.len() as f64;
+    (!log_ratios.is_empty()).then(|| {
+        let mean = log_ratios.iter().map(|c| c.0).sum::<f64>() / n;
+        let error = log_ratios.iter().map(|c| c.1 * c.1).sum::<f64>().sqrt() / n;
+        (mean.exp(), error)
+    })
 }
 
 /// The share of its floor's throughput a scenario's target asks for: 0.9×
@@ -507,6 +510,16 @@ mod tests {
             "- ✅ The full run within 15 minutes after the build: 806 s\n"
         );
         assert!(quarter_hour(Duration::from_secs(900)).starts_with("- ❌"));
+    }
+
+    #[test]
+    fn cells_pool_to_the_geometric_mean_of_their_ratios() {
+        assert_eq!(geometric_mean(&[]), None);
+        let (ratio, error) = geometric_mean(&[(2f64.ln(), 0.03), (0.5f64.ln(), 0.04)]).unwrap();
+        assert!((ratio - 1.0).abs() < 1e-12, "{ratio}");
+        assert!((error - 0.025).abs() < 1e-12, "{error}");
+        let (ratio, _) = geometric_mean(&[(0.9f64.ln(), 0.0)]).unwrap();
+        assert!((ratio - 0.9).abs() < 1e-12, "{ratio}");
     }
 
     fn cell(spread: Option<f64>) -> Summary {

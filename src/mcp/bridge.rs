@@ -124,7 +124,7 @@ async fn serve(
         Routing::Unchecked
     };
     let routed = match &routing {
-        Routing::Named(method) => Some(method.clone()),
+        Routing::Named(method) => Some(method.as_str()),
         Routing::Unchecked | Routing::Unnamed => None,
     };
     let body = body.freeze();
@@ -142,7 +142,7 @@ async fn serve(
     {
         return refused;
     }
-    if let Some(method) = &routed
+    if let Some(method) = routed
         && let Some(unparsed) = served_params::before_rmcp(method, &body, Some(&head.headers))
     {
         facts.set_method(method);
@@ -181,7 +181,7 @@ async fn serve(
     if let Some(method) = routed {
         if response.status() == http::StatusCode::OK {
             // A request rmcp answered: it held the body to the header.
-            facts.set_method(&method);
+            facts.set_method(method);
         } else if response.status() == http::StatusCode::BAD_REQUEST && is_json(response.headers())
         {
             // rmcp's own JSON-RPC refusal of the headers (-32020: the

@@ -294,21 +294,26 @@ pub(super) async fn attempt_unrecorded(
 pub fn start_retrying(state: std::sync::Arc<ConnectionService>, stop: CancellationToken) {
     let every = state.settings.revocation.retry_every();
     tokio::spawn(async move {
+        // Either ends the sweep; polled once to its end at most.
         let stopping = state.shutdown.clone();
+        let stopped = async {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                () = stopping.cancelled() => {}
+            }
+        };
+        tokio::pin!(stopped);
         tokio::select! {
-            () = stop.cancelled() => return,
-            () = stopping.cancelled() => return,
+            () = &mut stopped => return,
             () = count_owed(&state) => {}
         }
         loop {
             tokio::select! {
-                () = stop.cancelled() => return,
-                () = stopping.cancelled() => return,
+                () = &mut stopped => return,
                 () = tokio::time::sleep(every) => {}
             }
             let retried = tokio::select! {
-                () = stop.cancelled() => return,
-                () = stopping.cancelled() => return,
+                () = &mut stopped => return,
                 retried = retry_due(&state) => retried,
             };
             match retried {
