@@ -264,8 +264,9 @@ pub async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Resu
                 db::connections::drop_tokens_sealed_by(&state.db, key_id, after, DROP_PAGE).await?;
             done.dropped += page.dropped;
             match page.last {
-                Some(last) => after = last,
-                None => break,
+                // A short page was the last: no statement to find nothing.
+                Some(last) if page.read == DROP_PAGE as u64 => after = last,
+                _ => break,
             }
         }
     }

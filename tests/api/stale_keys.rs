@@ -543,3 +543,76 @@ async fn a_page_of_rows_to_reseal_is_a_page_of_ids() {
     assert_eq!(older.older.len(), 501);
     assert_eq!(older.older[0], (ids[2000], current.clone()));
 }
+
+/// `tokens rekey` re-seals a page of connections in one transaction, not
+/// one row at a time (three commits and half a dozen round trips a row
+/// made a million rows take hours): the rows of a page share the time
+/// their transaction began, and every token, refresh tokens and their
+/// absence included, opens with the new key afterwards.
+#[tokio::test]
+async fn rekey_reseals_a_page_of_connections_in_one_transaction() {
+    use futures::StreamExt as _;
+    use secrecy::ExposeSecret as _;
+    let app = spawn_app().await;
+    let subjects: Vec<String> = (0..1200).map(|i| format!("user-{i:04}")).collect();
+    futures::stream::iter(&subjects)
+        .for_each_concurrent(8, |subject| connect(&app, subject))
+        .await;
+    // Some hold no refresh token.
+    sqlx::query("UPDATE connections SET refresh_token = NULL WHERE subject LIKE 'user-00%'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let old = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
+    let new = mcp_connect::crypto::KeyRing::generate_entry("k2");
+    let rotated = app
+        .second_instance_with(|t| {
+            let keys = vec![new.clone().into(), old.clone().into()];
+            t.insert("keys".into(), toml::Value::Array(keys));
+        })
+        .await;
+
+    let rekeyed = rotated.state.connect.rekey().await.unwrap();
+    assert_eq!(rekeyed.resealed, 1200);
+    assert!(rekeyed.finished());
+    let on_k2 = "SELECT count(*) FROM connections WHERE key_id = 'k2'";
+    assert_eq!(crate::helpers::count(&app, on_k2).await, 1200);
+    let transactions = "SELECT count(DISTINCT updated_at) FROM connections";
+    assert_eq!(
+        crate::helpers::count(&app, transactions).await,
+        2,
+        "a thousand rows in one transaction, the other two hundred in another"
+    );
+    assert_eq!(
+        crate::helpers::count(&app, "SELECT count(*) FROM refresh_claims").await,
+        0,
+        "the page's claims are released"
+    );
+
+    // An instance with the new key alone opens them all.
+    let only_new = app
+        .second_instance_with(|t| {
+            t.insert("keys".into(), toml::Value::Array(vec![new.clone().into()]));
+        })
+        .await;
+    for subject in [
+        "user-0000",
+        "user-0042",
+        "user-0999",
+        "user-1000",
+        "user-1199",
+    ] {
+        let token = only_new.demo_token(subject).await;
+        assert_eq!(
+            token.access_token.expose_secret(),
+            format!("{subject}-access")
+        );
+        let refresh = only_new.state.connect.refresh_token_of(&token).unwrap();
+        let expected = (!subject.starts_with("user-00")).then(|| format!("{subject}-refresh"));
+        assert_eq!(
+            refresh.as_ref().map(|r| r.expose_secret().to_owned()),
+            expected,
+            "{subject}"
+        );
+    }
+}

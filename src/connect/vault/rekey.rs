@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use uuid::Uuid;
 
 use super::{
-    claim::{Held, hold_refreshes},
+    claim::{Held, PageClaim, hold_refreshes},
     seal::{HoldsSealedTokens, Kind, context},
 };
 use crate::{
@@ -57,8 +57,9 @@ impl Rekeyed {
 
 /// Re-seals every stored token sealed by another key of the ring than the
 /// current one, so the old key can be retired. Each row is locked while it
-/// changes; a row that cannot be re-sealed is reported and skipped, not a
-/// reason to leave the rows after it on the old key. Rows sealed by keys
+/// changes (a page of connections at a time, in one transaction); a row
+/// that cannot be re-sealed is reported and skipped, not a reason to leave
+/// the rows after it on the old key. Rows sealed by keys
 /// the ring lacks are left alone (`stale_keys` reports them).
 pub async fn rekey_all(state: &ConnectionService) -> anyhow::Result<Rekeyed> {
     let current = state.keys.current_key_id().to_owned();
@@ -112,18 +113,19 @@ async fn rekey_table(
         let mut pages = OlderPages::new(table, current);
         let mut found = false;
         while let Some(page) = pages.next(state, &given_up).await? {
-            for id in page {
-                found = true;
-                match reseal_row(state, table, current, id).await {
-                    Ok(true) => done.resealed += 1,
-                    Ok(false) => {}
-                    Err(Failure::Row(why)) => {
-                        tracing::warn!(table = table.name(), row = %id, error = %why, "tokens rekey: tokens not re-sealed");
-                        given_up.insert(id);
-                        done.failed.push((id, why));
-                    }
-                    Err(Failure::Database(e)) => return Err(e.into()),
-                }
+            if page.is_empty() {
+                continue;
+            }
+            found = true;
+            let outcome = match table {
+                Table::Connections => reseal_connections(state, current, &page).await?,
+                Table::Owed => reseal_owed_rows(state, current, &page).await?,
+            };
+            done.resealed += outcome.resealed;
+            for (id, why) in outcome.failed {
+                tracing::warn!(table = table.name(), row = %id, error = %why, "tokens rekey: tokens not re-sealed");
+                given_up.insert(id);
+                done.failed.push((id, why));
             }
         }
         if !found {
@@ -200,17 +202,97 @@ impl<'a> OlderPages<'a> {
     }
 }
 
-/// Re-seals row `id` of `table`; see [`reseal_one`] and [`reseal_owed`].
-async fn reseal_row(
-    state: &ConnectionService,
-    table: Table,
-    current: &str,
-    id: Uuid,
-) -> Result<bool, Failure> {
-    match table {
-        Table::Connections => reseal_one(state, current, id).await,
-        Table::Owed => reseal_owed(state, current, id).await,
+/// What re-sealing a page did.
+#[derive(Default)]
+struct PageOutcome {
+    resealed: u64,
+    /// Rows whose tokens would not re-seal, with why.
+    failed: Vec<(Uuid, String)>,
+}
+
+impl PageOutcome {
+    /// Counts what re-sealing row `id` alone did.
+    fn add(&mut self, id: Uuid, resealed: Result<bool, Failure>) -> Result<(), sqlx::Error> {
+        match resealed {
+            Ok(true) => self.resealed += 1,
+            Ok(false) => {}
+            Err(Failure::Row(why)) => self.failed.push((id, why)),
+            Err(Failure::Database(e)) => return Err(e),
+        }
+        Ok(())
     }
+}
+
+/// Re-seals the revocations owed of `ids` one at a time ([`reseal_owed`]):
+/// they are few, and each is retried alone.
+async fn reseal_owed_rows(
+    state: &ConnectionService,
+    current: &str,
+    ids: &[Uuid],
+) -> Result<PageOutcome, sqlx::Error> {
+    let mut outcome = PageOutcome::default();
+    for &id in ids {
+        outcome.add(id, reseal_owed(state, current, id).await)?;
+    }
+    Ok(outcome)
+}
+
+/// Re-seals the connections of `ids` (a page): those whose refreshes it
+/// can claim at once in one transaction, under their claims and row locks
+/// ([`reseal_claimed`]); then each of the others ([`reseal_one`]), waiting
+/// for the refresh that holds it. A page per transaction, not a row:
+/// three commits and half a dozen round trips a row made a million rows
+/// take hours.
+async fn reseal_connections(
+    state: &ConnectionService,
+    current: &str,
+    ids: &[Uuid],
+) -> Result<PageOutcome, sqlx::Error> {
+    let claim = PageClaim::take(state, ids).await?;
+    let resealed = reseal_claimed(state, current, claim.claimed()).await;
+    let claimed: HashSet<Uuid> = claim.claimed().iter().copied().collect();
+    claim.release().await;
+    let mut outcome = resealed?;
+    // Claimed elsewhere (a refresh under way), or deleted meanwhile.
+    for &id in ids.iter().filter(|id| !claimed.contains(id)) {
+        outcome.add(id, reseal_one(state, current, id).await)?;
+    }
+    Ok(outcome)
+}
+
+/// Re-seals the connections of `ids`, whose refreshes this instance has
+/// claimed, in one transaction holding their row locks (a reconnect
+/// storing into one meanwhile waits for it, or it for the reconnect).
+async fn reseal_claimed(
+    state: &ConnectionService,
+    current: &str,
+    ids: &[Uuid],
+) -> Result<PageOutcome, sqlx::Error> {
+    let mut outcome = PageOutcome::default();
+    if ids.is_empty() {
+        return Ok(outcome);
+    }
+    let mut tx = crate::db::transaction::begin(&state.db).await?;
+    let rows = db::connections::lock_sealed_tokens(&mut *tx, ids).await?;
+    let mut writes = Vec::with_capacity(rows.len());
+    for row in &rows {
+        match resealed(state, current, row) {
+            Ok(Some((access, refresh))) => writes.push(db::connections::Resealed {
+                id: row.id,
+                access_token: access.bytes,
+                refresh_token: refresh.map(|r| r.bytes),
+                key_id: access.key_id,
+            }),
+            Ok(None) => {}
+            Err(Failure::Row(why)) => outcome.failed.push((row.id, why)),
+            Err(Failure::Database(e)) => return Err(e),
+        }
+    }
+    if !writes.is_empty() {
+        outcome.resealed = db::connections::reseal_many(&mut *tx, &writes).await?;
+    }
+    tx.commit().await?;
+    Ok(outcome)
 }
 
 /// Re-seals revocation `id` under its row lock; `false` when there was

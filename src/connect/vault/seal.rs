@@ -8,7 +8,10 @@ use uuid::Uuid;
 use crate::{
     connect::ConnectionService,
     crypto::{CryptoError, Purpose, Sealed},
-    db::{connections::ConnectionRow, pending_revocations::PendingRevocation},
+    db::{
+        connections::{ConnectionRow, SealedTokenRow},
+        pending_revocations::PendingRevocation,
+    },
     domain::{ProviderName, UserRef},
 };
 
@@ -67,6 +70,24 @@ pub(super) trait HoldsSealedTokens {
 impl HoldsSealedTokens for ConnectionRow {
     fn binding(&self) -> Binding<'_> {
         Binding::of(self)
+    }
+
+    fn sealed(&self, kind: Kind) -> Option<&[u8]> {
+        match kind {
+            Kind::Access => Some(&self.access_token),
+            Kind::Refresh => self.refresh_token.as_deref(),
+        }
+    }
+}
+
+impl HoldsSealedTokens for SealedTokenRow {
+    fn binding(&self) -> Binding<'_> {
+        Binding {
+            id: self.id,
+            user: self.user(),
+            provider: &self.provider,
+            key_id: &self.key_id,
+        }
     }
 
     fn sealed(&self, kind: Kind) -> Option<&[u8]> {

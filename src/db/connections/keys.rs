@@ -8,6 +8,8 @@
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
+use crate::domain::{ProviderName, UserRef};
+
 /// A page of rows by id, and which of them are sealed by another key than
 /// the one asked about.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,6 +67,85 @@ pub async fn ids_not_sealed_by(
     ))
 }
 
+/// A connection's sealed tokens with what they are bound to: what a
+/// re-seal reads and writes back.
+#[derive(Debug, Clone)]
+pub struct SealedTokenRow {
+    pub id: Uuid,
+    pub issuer: String,
+    pub subject: String,
+    pub provider: ProviderName,
+    pub access_token: Vec<u8>,
+    pub refresh_token: Option<Vec<u8>>,
+    pub key_id: String,
+}
+
+impl SealedTokenRow {
+    /// The person the connection belongs to.
+    pub fn user(&self) -> UserRef<'_> {
+        UserRef::new(&self.issuer, &self.subject)
+    }
+}
+
+/// The sealed tokens of the connections of `ids` that still exist, each
+/// row locked until the transaction ends (`NO KEY UPDATE`, as a refresh
+/// locks one), taken in id order so that two such pages never wait for
+/// each other crosswise.
+pub async fn lock_sealed_tokens(
+    exec: impl PgExecutor<'_>,
+    ids: &[Uuid],
+) -> Result<Vec<SealedTokenRow>, sqlx::Error> {
+    sqlx::query_as!(
+        SealedTokenRow,
+        r#"SELECT id, issuer, subject, provider AS "provider: ProviderName", access_token,
+                  refresh_token, key_id
+           FROM connections WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE"#,
+        ids,
+    )
+    .fetch_all(exec)
+    .await
+}
+
+/// A connection's tokens sealed again by another key, for
+/// [`reseal_many`].
+pub struct Resealed {
+    pub id: Uuid,
+    pub access_token: Vec<u8>,
+    pub refresh_token: Option<Vec<u8>>,
+    pub key_id: String,
+}
+
+/// After a key rotation: many connections' tokens sealed by another key,
+/// in one statement ([`super::reseal`] for a page). When they were stored
+/// and when they expire do not change.
+pub async fn reseal_many(exec: impl PgExecutor<'_>, rows: &[Resealed]) -> Result<u64, sqlx::Error> {
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+    let access: Vec<&[u8]> = rows.iter().map(|r| r.access_token.as_slice()).collect();
+    // Sealed bytes are never empty: an empty array element stands for no
+    // refresh token (an array of nullable elements is not a parameter
+    // type the checked queries take).
+    let refresh: Vec<&[u8]> = rows
+        .iter()
+        .map(|r| r.refresh_token.as_deref().unwrap_or_default())
+        .collect();
+    let key_ids: Vec<&str> = rows.iter().map(|r| r.key_id.as_str()).collect();
+    let written = sqlx::query!(
+        "UPDATE connections c SET access_token = new.access_token,
+             refresh_token = NULLIF(new.refresh_token, ''::bytea), key_id = new.key_id,
+             updated_at = now(), tokens_stored_at = COALESCE(c.tokens_stored_at, c.updated_at)
+         FROM unnest($1::uuid[], $2::bytea[], $3::bytea[], $4::text[])
+             AS new(id, access_token, refresh_token, key_id)
+         WHERE c.id = new.id",
+        &ids,
+        &access as &[&[u8]],
+        &refresh as &[&[u8]],
+        &key_ids as &[&str],
+    )
+    .execute(exec)
+    .await?;
+    Ok(written.rows_affected())
+}
+
 /// Active connections whose tokens `key_id` seals.
 pub async fn active_ids_sealed_by(
     exec: impl PgExecutor<'_>,
@@ -99,6 +180,8 @@ pub struct DroppedPage {
     /// The page's last connection id, to go on from; `None`: there were
     /// no connections after the one it started after.
     pub last: Option<Uuid>,
+    /// Connections the page read: fewer than asked for, it was the last.
+    pub read: u64,
 }
 
 /// For a key gone for good: drops the tokens it sealed from connections
@@ -126,6 +209,7 @@ pub async fn drop_tokens_sealed_by(
                    AND octet_length(c.access_token) > 0
                RETURNING 1)
            SELECT (SELECT id FROM page ORDER BY id DESC LIMIT 1) AS last,
+               (SELECT count(*) FROM page) AS "read!",
                (SELECT count(*) FROM dropped) AS "dropped!""#,
         key_id,
         after,
@@ -136,6 +220,7 @@ pub async fn drop_tokens_sealed_by(
     Ok(DroppedPage {
         dropped: u64::try_from(page.dropped).unwrap_or(0),
         last: page.last,
+        read: u64::try_from(page.read).unwrap_or(0),
     })
 }
 
