@@ -82,22 +82,26 @@ impl CallRecord {
     }
 
     pub fn set(&self, outcome: ToolOutcome) {
-        // A tool's -31000 is the database's or a key's (a provider's
-        // outage is a tool result), retried after the usual wait.
-        if outcome.code == Some(crate::connect::errors::UNAVAILABLE_CODE) {
-            self.set_unavailable(crate::connect::errors::RETRY_AFTER_SECS);
-        }
         // A request has one outcome; a second would be a bug, not news.
         let _ = self.0.outcome.set(outcome);
     }
 
-    /// The request (a resource read, which has no tool outcome) ended as
-    /// retryable after `retry_after_secs` (what its error's
-    /// `retryAfterSeconds` says: the HTTP answer says the same).
-    pub fn set_unavailable(&self, retry_after_secs: u64) {
+    /// Notes a request (a tool call, a resource read) that ended with
+    /// `error`: when that is "unavailable, retry" (-31000), the bridge
+    /// answers 503 with a `Retry-After` of the error's own
+    /// `retryAfterSeconds`, so that both say the same.
+    pub fn ended_with(&self, error: &ErrorData) {
+        if error.code.0 != crate::connect::errors::UNAVAILABLE_CODE {
+            return;
+        }
+        let secs = error
+            .data
+            .as_ref()
+            .and_then(|d| d["retryAfterSeconds"].as_u64())
+            .unwrap_or(crate::connect::errors::RETRY_AFTER_SECS);
         self.0
             .retry_after_secs
-            .store(retry_after_secs.max(1), Ordering::Relaxed);
+            .store(secs.max(1), Ordering::Relaxed);
     }
 
     fn get(&self) -> Option<&ToolOutcome> {
@@ -236,6 +240,22 @@ mod tests {
             !ToolOutcome::of(&forged, &outcome).tool.contains('\n'),
             "control characters are escaped"
         );
+    }
+
+    #[test]
+    fn a_retryable_error_is_retried_after_its_own_seconds() {
+        use crate::connect::errors::{RETRY_AFTER_SECS, UNAVAILABLE_CODE};
+        let unavailable =
+            |data| ErrorData::new(rmcp::model::ErrorCode(UNAVAILABLE_CODE), "x", data);
+        let after = |error: ErrorData| {
+            let record = CallRecord::default();
+            record.ended_with(&error);
+            record.unavailable()
+        };
+        let said = serde_json::json!({ "retryable": true, "retryAfterSeconds": 60 });
+        assert_eq!(after(unavailable(Some(said))), Some(60));
+        assert_eq!(after(unavailable(None)), Some(RETRY_AFTER_SECS));
+        assert_eq!(after(ErrorData::internal_error("x", None)), None);
     }
 
     #[test]

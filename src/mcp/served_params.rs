@@ -23,7 +23,7 @@ const MAX_ECHO: usize = 64;
 /// good one afterwards: for legacy clients it is an HTTP 200 with -32601,
 /// and the list methods' params are optional, so rmcp takes params that do
 /// not fit for none at all (a `cursor` of 5 gets the first page; a bad
-/// cursor is invalid params). `tools/call` has its own cheaper pass
+/// cursor is invalid params, and so is any cursor here: we issue none). `tools/call` has its own cheaper pass
 /// (`envelope`): its arguments may be large.
 const READ_BEFORE_RMCP: &[&str] = &[
     "resources/read",
@@ -167,7 +167,11 @@ fn verdict(method: &str, params: Option<Value>) -> Verdict {
         "tools/call" => required::<CallToolRequestParams>(params),
         "resources/read" => required::<ReadResourceRequestParams>(params),
         "tools/list" | "resources/list" | "resources/templates/list" => {
-            optional::<PaginatedRequestParams>(params)
+            let cursor = params
+                .as_ref()
+                .and_then(|p| p.get("cursor"))
+                .is_some_and(|c| !c.is_null());
+            optional::<PaginatedRequestParams>(params).or_else(|| cursor.then(not_our_cursor))
         }
         // rmcp takes any fields here beside `_meta`.
         "server/discover" => optional::<serde_json::Map<String, Value>>(params),
@@ -176,6 +180,15 @@ fn verdict(method: &str, params: Option<Value>) -> Verdict {
         _ => return Verdict::NotServed,
     };
     misfit.map_or(Verdict::Fit, Verdict::Misfit)
+}
+
+/// Every list here is one page, with no `nextCursor`: any cursor is one
+/// this server never issued, which the MCP pagination rules answer as
+/// invalid params (a client would otherwise take the first page again
+/// for the page it asked for).
+fn not_our_cursor() -> String {
+    "params.cursor is not a cursor this server issued: every list is one page, with no nextCursor"
+        .to_owned()
 }
 
 fn required<P: DeserializeOwned>(params: Option<Value>) -> Option<String> {
@@ -326,6 +339,13 @@ mod tests {
         );
         let null = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/list", "params": null});
         assert_eq!(before(null), None);
+        // We issue no cursors: a string one is never ours; a null one is none.
+        let list = |params: Value| json!({"jsonrpc": "2.0", "id": 1, "method": "resources/templates/list", "params": params});
+        assert!(
+            before(list(json!({"cursor": "page-2"})))
+                .is_some_and(|p| p.starts_with("params.cursor is not a cursor this server issued"))
+        );
+        assert_eq!(before(list(json!({"cursor": null}))), None);
         // tools/call is envelope's; initialize is rmcp's.
         let call =
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": 5}});

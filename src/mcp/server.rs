@@ -90,16 +90,8 @@ impl McpServer {
             &context,
         )
         .await;
-        if let (Err(e), Some(record)) = (&read, CallRecord::of(&context))
-            && e.code.0 == crate::connect::errors::UNAVAILABLE_CODE
-        {
-            // Retryable, and the bridge says so in HTTP terms (503), after
-            // as long as the error says.
-            let secs = e
-                .data
-                .as_ref()
-                .and_then(|d| d["retryAfterSeconds"].as_u64());
-            record.set_unavailable(secs.unwrap_or(crate::connect::errors::RETRY_AFTER_SECS));
+        if let (Err(e), Some(record)) = (&read, CallRecord::of(&context)) {
+            record.ended_with(e);
         }
         let mut response = read?;
         match &mut response {
@@ -128,7 +120,12 @@ impl McpServer {
         let outcome_note = ToolOutcome::of(&request, &outcome);
         match CallRecord::of(&context) {
             // The bridge writes it in the request's one log line.
-            Some(record) => record.set(outcome_note),
+            Some(record) => {
+                if let Err(e) = &outcome {
+                    record.ended_with(e);
+                }
+                record.set(outcome_note);
+            }
             None => {
                 tracing::info!(subject = %principal.subject, outcome = ?outcome_note, "tools/call")
             }

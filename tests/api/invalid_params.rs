@@ -52,7 +52,9 @@ async fn wrongly_typed_tools_call_params_are_invalid_params() {
 
 /// Any method this server serves answers mistyped params as invalid
 /// params: a 404 (-32601) would tell the client the server has no such
-/// method (no resources at all, say).
+/// method (no resources at all, say). So do the list methods a cursor
+/// (every list is one page: the server never issued one), which they
+/// answered with the first page.
 #[tokio::test]
 async fn wrongly_typed_params_of_other_served_methods_are_invalid_params() {
     let app = spawn_app().await;
@@ -70,6 +72,13 @@ async fn wrongly_typed_params_of_other_served_methods_are_invalid_params() {
             "params.inputResponses",
         ),
         ("tools/list", json!({"cursor": 5}), "params.cursor"),
+        // Every list is one page: a cursor is never one this server issued.
+        ("tools/list", json!({"cursor": "page-2"}), "params.cursor"),
+        (
+            "resources/list",
+            json!({"cursor": "page-2"}),
+            "params.cursor",
+        ),
     ] {
         let body = request(method, params.clone());
         let routed = app.mcp_request(Some(&token), &body);
