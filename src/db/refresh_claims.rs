@@ -52,7 +52,8 @@ pub async fn release(
 /// page of re-seals. The connections claimed: those of `ids` that still
 /// exist and no live claim holds (a connection deleted meanwhile is
 /// passed over, not an error: each is held against deletion while the
-/// statement claims it).
+/// statement claims it). A claim another transaction is writing is waited
+/// for.
 pub async fn claim_many(
     exec: impl PgExecutor<'_>,
     ids: &[Uuid],

@@ -616,3 +616,114 @@ async fn rekey_reseals_a_page_of_connections_in_one_transaction() {
         );
     }
 }
+
+/// A ring of the dev key and a new one, `k2`, first: an instance with it
+/// re-seals what the dev key sealed.
+async fn rotated(app: &TestApp) -> TestApp {
+    let old = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
+    let new = mcp_connect::crypto::KeyRing::generate_entry("k2");
+    app.second_instance_with(|t| {
+        let keys = vec![new.into(), old.into()];
+        t.insert("keys".into(), toml::Value::Array(keys));
+    })
+    .await
+}
+
+async fn key_of(app: &TestApp, subject: &str) -> String {
+    sqlx::query_scalar("SELECT key_id FROM connections WHERE subject = $1")
+        .bind(subject)
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+}
+
+/// A row another transaction holds (a refresh waiting for its provider,
+/// a reconnect storing) does not hold up its page: the rest of the page
+/// is re-sealed and committed at once, and that row alone once it is
+/// free. (A page that waited for it would hold every other row of the
+/// page meanwhile.)
+#[tokio::test]
+async fn a_page_is_resealed_around_a_row_another_transaction_holds() {
+    let app = spawn_app().await;
+    for subject in ["alice", "bob", "carol"] {
+        connect(&app, subject).await;
+    }
+    let mut holder = app.db.begin().await.unwrap();
+    sqlx::query("SELECT id FROM connections WHERE subject = 'bob' FOR NO KEY UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let rotated = rotated(&app).await;
+    let rekeying = tokio::spawn({
+        let state = rotated.state.clone();
+        async move { mcp_connect::connect::vault::rekey_all(&state.connect).await }
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    while key_of(&app, "carol").await != "k2" {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the rest of the page waits for bob's row"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(key_of(&app, "alice").await, "k2");
+    assert_eq!(key_of(&app, "bob").await, "dev1", "still held");
+    assert!(!rekeying.is_finished(), "bob's row is waited for alone");
+    holder.commit().await.unwrap();
+
+    let rekeyed = rekeying.await.unwrap().unwrap();
+    assert_eq!(rekeyed.resealed, 3);
+    assert!(rekeyed.finished());
+    assert_eq!(key_of(&app, "bob").await, "k2");
+    let count = crate::helpers::count;
+    assert_eq!(count(&app, "SELECT count(*) FROM refresh_claims").await, 0);
+}
+
+/// A connection whose refresh another instance has claimed (that refresh
+/// may still write over the row as it read it) is left out of its page,
+/// its claim untouched, and re-sealed alone once the claim has ended.
+#[tokio::test]
+async fn a_page_leaves_a_connection_whose_refresh_is_claimed_elsewhere() {
+    let app = spawn_app().await;
+    for subject in ["alice", "bob", "carol"] {
+        connect(&app, subject).await;
+    }
+    let elsewhere: uuid::Uuid = sqlx::query_scalar(
+        "INSERT INTO refresh_claims (connection_id, claim_id, claimed_until)
+         SELECT id, gen_random_uuid(), now() + interval '60 seconds'
+         FROM connections WHERE subject = 'bob' RETURNING claim_id",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    let rotated = rotated(&app).await;
+    let rekeying = tokio::spawn({
+        let state = rotated.state.clone();
+        async move { mcp_connect::connect::vault::rekey_all(&state.connect).await }
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    while key_of(&app, "carol").await != "k2" {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the page is re-sealed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(key_of(&app, "alice").await, "k2");
+    assert_eq!(key_of(&app, "bob").await, "dev1", "claimed elsewhere");
+    let claims: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT claim_id FROM refresh_claims")
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(claims, [elsewhere], "the other claim is left as it was");
+    assert!(!rekeying.is_finished(), "bob waits for the claim to end");
+    // The refresh that held it ends.
+    sqlx::query("DELETE FROM refresh_claims")
+        .execute(&app.db)
+        .await
+        .unwrap();
+
+    let rekeyed = rekeying.await.unwrap().unwrap();
+    assert_eq!(rekeyed.resealed, 3);
+    assert_eq!(key_of(&app, "bob").await, "k2");
+}

@@ -110,86 +110,6 @@ impl Drop for Claim {
     }
 }
 
-/// This instance's claim on the refreshes of a page of connections, for a
-/// re-seal of the page in one transaction: [`Claim`] for many, released
-/// as it is (dropped holding it included).
-pub(super) struct PageClaim {
-    db: sqlx::PgPool,
-    runtime: tokio::runtime::Handle,
-    claim_id: uuid::Uuid,
-    /// The connections claimed; until the claim's statement has answered,
-    /// those asked for (a release deletes only this claim's rows).
-    ids: Vec<uuid::Uuid>,
-    limit: std::time::Duration,
-    held: bool,
-}
-
-impl PageClaim {
-    /// Claims the refreshes of those of `ids` that still exist and are
-    /// not claimed elsewhere; [`PageClaim::claimed`] says which.
-    pub(super) async fn take(
-        state: &ConnectionService,
-        ids: &[uuid::Uuid],
-    ) -> Result<PageClaim, sqlx::Error> {
-        let mut claim = PageClaim {
-            db: state.db.clone(),
-            runtime: state.runtime.clone(),
-            claim_id: uuid::Uuid::new_v4(),
-            ids: ids.to_vec(),
-            limit: state.settings.database.deadline(),
-            // As a `Claim`'s: held from before the statement.
-            held: true,
-        };
-        let taken =
-            db::refresh_claims::claim_many(&state.db, ids, claim.claim_id, claim_hold(state));
-        claim.ids = db::faults::deadline(claim.limit, taken).await?;
-        Ok(claim)
-    }
-
-    /// The connections this claim holds, in id order.
-    pub(super) fn claimed(&self) -> &[uuid::Uuid] {
-        &self.ids
-    }
-
-    pub(super) async fn release(mut self) {
-        release_page_claim(&self.db, &self.ids, self.claim_id, self.limit).await;
-        self.held = false;
-    }
-}
-
-/// Ends the claim `claim_id` on the connections of `ids`, or says that it
-/// ends by itself.
-async fn release_page_claim(
-    db: &sqlx::PgPool,
-    ids: &[uuid::Uuid],
-    claim_id: uuid::Uuid,
-    limit: std::time::Duration,
-) {
-    if ids.is_empty() {
-        return;
-    }
-    let release = db::refresh_claims::release_many(db, ids, claim_id);
-    if let Err(e) = db::faults::deadline(limit, release).await {
-        tracing::warn!(connections = ids.len(), error = %e, "a page's refresh claims could not be released; they end by themselves");
-    }
-}
-
-impl Drop for PageClaim {
-    fn drop(&mut self) {
-        if !self.held {
-            return;
-        }
-        let (db, ids, claim_id, limit) = (
-            self.db.clone(),
-            std::mem::take(&mut self.ids),
-            self.claim_id,
-            self.limit,
-        );
-        self.runtime
-            .spawn(async move { release_page_claim(&db, &ids, claim_id, limit).await });
-    }
-}
-
 /// What [`hold_refreshes`] found.
 pub(super) enum Held {
     Claim(Claim),
@@ -255,7 +175,7 @@ const PROVIDER_ANSWER: std::time::Duration = std::time::Duration::from_secs(15);
 /// deadlines) and the tries after a lost transaction, with a deadline to
 /// spare. A claim left by an instance that died holds as long; those
 /// waiting for it serve a token that has not expired yet meanwhile.
-fn claim_hold(state: &ConnectionService) -> std::time::Duration {
+pub(super) fn claim_hold(state: &ConnectionService) -> std::time::Duration {
     REFRESH_LOCK_TIMEOUT
         + PROVIDER_ANSWER
         + state.settings.database.deadline() * (KEEP_FOR_DEADLINES + 5)

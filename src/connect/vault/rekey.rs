@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use uuid::Uuid;
 
 use super::{
-    claim::{Held, PageClaim, hold_refreshes},
+    claim::{Held, claim_hold, hold_refreshes},
     seal::{HoldsSealedTokens, Kind, context},
 };
 use crate::{
@@ -237,45 +237,50 @@ async fn reseal_owed_rows(
     Ok(outcome)
 }
 
-/// Re-seals the connections of `ids` (a page): those whose refreshes it
-/// can claim at once in one transaction, under their claims and row locks
-/// ([`reseal_claimed`]); then each of the others ([`reseal_one`]), waiting
-/// for the refresh that holds it. A page per transaction, not a row:
-/// three commits and half a dozen round trips a row made a million rows
-/// take hours.
+/// Re-seals the connections of `ids` (a page): in one transaction, those
+/// it can lock and claim at once ([`reseal_free`]); then each of the
+/// others alone ([`reseal_one`]), waiting for the refresh or the write
+/// that holds it. A page per transaction, not a row: three commits and
+/// half a dozen round trips a row made a million rows take hours.
 async fn reseal_connections(
     state: &ConnectionService,
     current: &str,
     ids: &[Uuid],
 ) -> Result<PageOutcome, sqlx::Error> {
-    let claim = PageClaim::take(state, ids).await?;
-    let resealed = reseal_claimed(state, current, claim.claimed()).await;
-    let claimed: HashSet<Uuid> = claim.claimed().iter().copied().collect();
-    claim.release().await;
-    let mut outcome = resealed?;
-    // Claimed elsewhere (a refresh under way), or deleted meanwhile.
-    for &id in ids.iter().filter(|id| !claimed.contains(id)) {
+    let (mut outcome, done) = reseal_free(state, current, ids).await?;
+    // Held by a refresh (its claim, or its row lock) or another write,
+    // or deleted meanwhile.
+    for &id in ids.iter().filter(|id| !done.contains(id)) {
         outcome.add(id, reseal_one(state, current, id).await)?;
     }
     Ok(outcome)
 }
 
-/// Re-seals the connections of `ids`, whose refreshes this instance has
-/// claimed, in one transaction holding their row locks (a reconnect
-/// storing into one meanwhile waits for it, or it for the reconnect).
-async fn reseal_claimed(
+/// Re-seals, in one transaction, the connections of `ids` that nothing
+/// holds: their rows locked without waiting for any (one another
+/// transaction holds is left to [`reseal_one`]: a page waiting for a row
+/// would hold the rest of its rows, and two writers taking rows in
+/// different orders could wait for each other), and their refreshes
+/// claimed inside the transaction, so that a claim never outlives it (a
+/// run cut short leaves none behind) while a refresh that would begin
+/// meanwhile waits for the commit. A connection whose refresh another
+/// claim holds is left too: that refresh may still write over the row as
+/// it read it. What it did, and the connections it dealt with.
+async fn reseal_free(
     state: &ConnectionService,
     current: &str,
     ids: &[Uuid],
-) -> Result<PageOutcome, sqlx::Error> {
+) -> Result<(PageOutcome, HashSet<Uuid>), sqlx::Error> {
     let mut outcome = PageOutcome::default();
-    if ids.is_empty() {
-        return Ok(outcome);
-    }
     let mut tx = crate::db::transaction::begin(&state.db).await?;
     let rows = db::connections::lock_sealed_tokens(&mut *tx, ids).await?;
+    let locked: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+    let claim_id = Uuid::new_v4();
+    let claimed =
+        db::refresh_claims::claim_many(&mut *tx, &locked, claim_id, claim_hold(state)).await?;
+    let done: HashSet<Uuid> = claimed.iter().copied().collect();
     let mut writes = Vec::with_capacity(rows.len());
-    for row in &rows {
+    for row in rows.iter().filter(|r| done.contains(&r.id)) {
         match resealed(state, current, row) {
             Ok(Some((access, refresh))) => writes.push(db::connections::Resealed {
                 id: row.id,
@@ -291,8 +296,9 @@ async fn reseal_claimed(
     if !writes.is_empty() {
         outcome.resealed = db::connections::reseal_many(&mut *tx, &writes).await?;
     }
+    db::refresh_claims::release_many(&mut *tx, &claimed, claim_id).await?;
     tx.commit().await?;
-    Ok(outcome)
+    Ok((outcome, done))
 }
 
 /// Re-seals revocation `id` under its row lock; `false` when there was

@@ -87,10 +87,10 @@ impl SealedTokenRow {
     }
 }
 
-/// The sealed tokens of the connections of `ids` that still exist, each
-/// row locked until the transaction ends (`NO KEY UPDATE`, as a refresh
-/// locks one), taken in id order so that two such pages never wait for
-/// each other crosswise.
+/// The sealed tokens of the connections of `ids` that still exist and no
+/// other transaction holds, each row locked until the transaction ends
+/// (`NO KEY UPDATE`, as a refresh locks one). A row another holds is
+/// passed over, not waited for: the caller deals with it alone.
 pub async fn lock_sealed_tokens(
     exec: impl PgExecutor<'_>,
     ids: &[Uuid],
@@ -99,7 +99,7 @@ pub async fn lock_sealed_tokens(
         SealedTokenRow,
         r#"SELECT id, issuer, subject, provider AS "provider: ProviderName", access_token,
                   refresh_token, key_id
-           FROM connections WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE"#,
+           FROM connections WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE SKIP LOCKED"#,
         ids,
     )
     .fetch_all(exec)
