@@ -45,9 +45,10 @@ impl Provider {
     }
 
     /// What [`Self::api_request`] refuses of `req` whatever the account:
-    /// a method the operator did not allow, query values other than
-    /// scalars, a body on a method that takes none (and, for Slack, a
-    /// method name that writes). Checked before the user is asked to
+    /// a method the operator did not allow, a path that would leave any
+    /// API base (a URL, `//host`, dot segments, backslashes, control
+    /// characters), query values other than scalars, a body on a method
+    /// that takes none (and, for Slack, a method name that writes). Checked before the user is asked to
     /// connect or approve anything, so that nobody goes through a consent
     /// for a request that would be refused after it. Answers the method
     /// and the query's pairs.
@@ -56,6 +57,7 @@ impl Provider {
         req: &ApiRequest,
     ) -> Result<(reqwest::Method, Vec<(String, String)>), ProviderError> {
         let method = guard::method(&self.allowed_methods, &req.method)?;
+        guard::relative_path(&req.path)?;
         let query = guard::query_pairs(req.query.as_ref())?;
         guard::body_allowed(&method, req.body.as_ref())?;
         if self.quirks.path_rules == Some(ApiPathRules::SlackMethods) {

@@ -21,6 +21,18 @@ fn refused(why: &str) -> ProviderError {
 /// Joins `path` under `base` (which ends with `/`). A single leading `/`
 /// is read as "from the base", the way people write API paths.
 pub(super) fn resolve(base: &Url, path: &str) -> Result<Url, ProviderError> {
+    let relative = relative_path(path)?;
+    let joined = base
+        .join(relative)
+        .map_err(|_| refused("is not a valid URL path"))?;
+    check_under(base, &joined)?;
+    Ok(joined)
+}
+
+/// What [`resolve`] refuses of `path` whatever the base: its text alone.
+/// Checked before the user is asked to connect (`check_request`). The
+/// path relative to the base (without its one leading `/`).
+pub(super) fn relative_path(path: &str) -> Result<&str, ProviderError> {
     if path.len() > MAX_PATH_LEN {
         return Err(refused("longer than 2048 characters"));
     }
@@ -53,17 +65,18 @@ pub(super) fn resolve(base: &Url, path: &str) -> Result<Url, ProviderError> {
         // and split again, so an encoded `/` cannot hide `..` inside a segment.
         // A `;` ends what Tomcat-style servers read as the segment, so
         // `..;` is `..` there.
+        // Trailing dots and spaces are stripped as `routed` strips them
+        // (IIS ignores them): `...` and `..%20` are `..` there.
         let text = decoded(segment);
-        let dots = |s: &str| matches!(s.split(';').next(), Some(".." | "."));
+        let dots = |s: &str| {
+            let segment = s.split(';').next().unwrap_or_default();
+            !segment.is_empty() && segment.trim_end_matches(['.', ' ']).is_empty()
+        };
         if text.split(['/', '\\']).any(dots) {
             return Err(refused("contains a `.` or `..` segment"));
         }
     }
-    let joined = base
-        .join(relative)
-        .map_err(|_| refused("is not a valid URL path"))?;
-    check_under(base, &joined)?;
-    Ok(joined)
+    Ok(relative)
 }
 
 /// Percent-decodes repeatedly (bounded) until nothing changes.
@@ -304,10 +317,21 @@ mod tests {
             "a b",
             "evil.com:443/x",
             "%68ttp:%2f%2fevil.com",
+            // Dots and spaces a server strips from a segment's end.
+            ".../x",
+            "a/..%20/x",
+            "a/.%20./x",
+            "a/..%2e/x",
         ];
         for path in cases {
             let e = resolve(&base(), path).unwrap_err();
             assert!(matches!(e, ProviderError::PathRefused(_)), "{path}: {e}");
+            // The same, by the text alone, before any account is read.
+            let e = relative_path(path).unwrap_err();
+            assert!(matches!(e, ProviderError::PathRefused(_)), "{path}: {e}");
+        }
+        for fine in ["users/@me", "v1./x", "a.b/c", "files/.well-known.txt"] {
+            assert!(relative_path(fine).is_ok(), "{fine}");
         }
         assert!(resolve(&base(), &"a/".repeat(1100)).is_err());
     }

@@ -730,14 +730,19 @@ async fn api_request_refuses_other_hosts_dot_dot_absolute_urls_and_disallowed_me
 }
 
 /// A request that would be refused whatever the account (a method the
-/// operator did not allow, a query value that is no scalar, a body on a
-/// GET) is refused at once: the user is not sent to connect an account,
-/// nor a connect link spent, for a request that would be refused after.
+/// operator did not allow, a path that leaves any API base, a query value
+/// that is no scalar, a body on a GET) is refused at once: the user is not
+/// sent to connect an account, nor a connect link spent, for a request
+/// that would be refused after.
 #[tokio::test]
 async fn api_request_refuses_what_no_account_could_make_before_asking_to_connect() {
     let app = spawn_app().await;
     for refused in [
         json!({"provider": "demo", "method": "DELETE", "path": "me"}),
+        json!({"provider": "demo", "path": "../x"}),
+        json!({"provider": "demo", "path": "https://evil.example/steal"}),
+        json!({"provider": "demo", "path": "//evil.example/steal"}),
+        json!({"provider": "demo", "path": "me\\..\\x"}),
         json!({"provider": "demo", "path": "me", "query": {"q": {"nested": 1}}}),
         json!({"provider": "demo", "path": "me", "body": {"a": 1}}),
     ] {
