@@ -21,8 +21,13 @@ pub(crate) struct Expected {
 /// Issuers compare exactly, except that one trailing `/` is ignored on
 /// either side: `Url` adds it to a bare host, while most issuers omit it.
 pub(crate) fn issuer_matches(configured: &Url, iss: &str) -> bool {
+    same_issuer(configured.as_str(), iss)
+}
+
+/// [`issuer_matches`] for an issuer given as text (a provider entry's).
+pub(crate) fn same_issuer(expected: &str, iss: &str) -> bool {
     let trim = |s: &str| s.strip_suffix('/').unwrap_or(s).to_owned();
-    trim(configured.as_str()) == trim(iss)
+    trim(expected) == trim(iss)
 }
 
 /// `aud` as a string or an array of strings; it must contain `audience`

@@ -20,7 +20,7 @@ mod recent;
 mod test_support;
 mod verifier;
 
-pub(crate) use claims::issuer_matches;
+pub(crate) use claims::{issuer_matches, same_issuer};
 pub use metadata::{configure, metadata_document, resource_metadata_url};
 pub use verifier::TokenVerifier;
 

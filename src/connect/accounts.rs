@@ -286,6 +286,18 @@ pub(super) async fn add<'s>(
             provider_name: provider.display_name().to_owned(),
         });
     }
+    if let Some((t, code)) = ticket
+        .as_ref()
+        .and_then(|t| Some((t, t.refused_with.clone()?)))
+    {
+        if legacy {
+            answered(state, t.id).await?;
+        }
+        return Ok(Access::AuthorizationRefused {
+            provider_name: provider.display_name().to_owned(),
+            code,
+        });
+    }
     // Redeemed: the person went on to the provider. What completes the
     // call is the connection that ticket's connect stored — not any of the
     // user's accounts that changed since (a refresh, a rename).

@@ -36,6 +36,10 @@ pub const TOO_MANY_LINKS_CODE: i32 = -31003;
 /// says whether the operator must act (this server's client refused) or
 /// connecting again may.
 pub const REFRESH_REFUSED_CODE: i32 = -31004;
+/// The provider refused the authorization the user was sent to give
+/// (its `error` code, not the user's own decline): the message says
+/// whether reading again, other scopes or the operator would help.
+pub const AUTHORIZATION_REFUSED_CODE: i32 = -31005;
 
 /// Seconds the client is asked to wait before retrying.
 pub const RETRY_AFTER_SECS: u64 = 5;
@@ -112,6 +116,11 @@ pub enum RequestError {
     /// The token has expired and its provider refuses to renew it:
     /// `message` says who may mend it.
     RefreshRefused {
+        message: String,
+    },
+    /// The provider refused the authorization the user was sent to give:
+    /// `message` says what would help.
+    AuthorizationRefused {
         message: String,
     },
     /// The database did not answer: retry shortly.
@@ -214,6 +223,9 @@ impl From<RequestError> for ErrorData {
             ),
             E::RefreshRefused { message } => {
                 ErrorData::new(ErrorCode(REFRESH_REFUSED_CODE), message, None)
+            }
+            E::AuthorizationRefused { message } => {
+                ErrorData::new(ErrorCode(AUTHORIZATION_REFUSED_CODE), message, None)
             }
             E::Unavailable => ErrorData::new(
                 ErrorCode(UNAVAILABLE_CODE),

@@ -5,6 +5,7 @@
 //! ask [`ConnectionService::require`] and act on the [`Access`] they get.
 
 pub mod accounts;
+pub mod authorization_refusal;
 pub mod clients;
 pub mod credentials;
 pub mod elicit;
@@ -98,6 +99,9 @@ pub enum Access<'s> {
     Declined { provider_name: String },
     /// The user cancelled; calling again starts over.
     Cancelled { provider_name: String },
+    /// The provider refused the authorization the user was sent to give,
+    /// with its `error` code (not the user's own decline).
+    AuthorizationRefused { provider_name: String, code: String },
     /// The token has expired and the provider could not renew it now.
     ProviderUnavailable { provider_name: String },
     /// The token has expired and the provider refuses to renew it without
@@ -250,6 +254,15 @@ async fn require<'s>(
     // look at the ticket.)
     let declined =
         |ticket: &Option<Ticket>| ticket.as_ref().is_some_and(|t| t.declined_at.is_some());
+    // Or the provider refused it: said once, not answered with another
+    // link that would fail the same way.
+    let refused = |ticket: &Option<Ticket>| {
+        let code = ticket.as_ref()?.refused_with.clone()?;
+        Some(Access::AuthorizationRefused {
+            provider_name: provider.display_name().to_owned(),
+            code,
+        })
+    };
     // An approval ticket of an earlier round is no answer to "connect".
     let connect_ticket =
         |ticket: Option<Ticket>| ticket.filter(|t: &Ticket| t.connection_id.is_none());
@@ -258,6 +271,9 @@ async fn require<'s>(
         return Ok(Access::Declined {
             provider_name: provider.display_name().to_owned(),
         });
+    }
+    if let Some(refused) = refused(&ticket) {
+        return Ok(refused);
     }
     if let Some(rx) = subscription.as_mut() {
         // The user said they are done; the callback may still be on its
@@ -289,6 +305,9 @@ async fn require<'s>(
             return Ok(Access::Declined {
                 provider_name: provider.display_name().to_owned(),
             });
+        }
+        if let Some(refused) = refused(&ticket) {
+            return Ok(refused);
         }
     }
     ask(

@@ -463,6 +463,12 @@ impl ConnectionService {
         db::oauth_flows::note_foreign_callback(&self.db, id).await
     }
 
+    /// The provider refused the flow's authorization with `code`: its
+    /// ticket says so to the MCP client's retry.
+    pub async fn refuse_flow(&self, id: Uuid, code: &str) -> Result<bool, sqlx::Error> {
+        db::oauth_flows::refuse_ticket(&self.db, id, code).await
+    }
+
     /// The person declined at the provider: the flow's ticket is declined.
     pub async fn decline_flow(&self, id: Uuid) -> Result<bool, sqlx::Error> {
         db::oauth_flows::decline_ticket(&self.db, id).await

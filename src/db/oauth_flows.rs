@@ -251,6 +251,27 @@ pub async fn delete_unfinished(exec: impl PgExecutor<'_>, id: Uuid) -> Result<bo
     Ok(done.rows_affected() == 1)
 }
 
+/// Notes on the ticket behind a connect flow that the provider refused
+/// the authorization with `code` (its `error`, not the person's decline),
+/// so that the MCP client's retry says why instead of handing out another
+/// link. Like a decline, it does not require the ticket unredeemed.
+pub async fn refuse_ticket(
+    exec: impl PgExecutor<'_>,
+    flow_id: Uuid,
+    code: &str,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE connect_tickets SET refused_with = $2
+         WHERE declined_at IS NULL AND refused_with IS NULL
+           AND id = (SELECT ticket_id FROM oauth_flows WHERE id = $1 AND kind = 'connect')",
+        flow_id,
+        code,
+    )
+    .execute(exec)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// Marks the ticket behind a connect flow declined (the person said no at
 /// the provider), so the MCP client's retry can say so. The ticket was
 /// redeemed when the flow started, so this does not require it unredeemed.

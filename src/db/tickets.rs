@@ -22,6 +22,9 @@ pub struct Ticket {
     pub expires_at: DateTime<Utc>,
     pub redeemed_at: Option<DateTime<Utc>>,
     pub declined_at: Option<DateTime<Utc>>,
+    /// The provider's `error` code, when it refused the authorization this
+    /// connect ticket's flow asked for (not the person's own decline).
+    pub refused_with: Option<String>,
     /// Set on an approval ticket: the connection the ticket's client asks
     /// to use. `None`: a connect ticket.
     pub connection_id: Option<Uuid>,
@@ -126,7 +129,7 @@ pub async fn find_by_id(
     sqlx::query_as!(
         Ticket,
         r#"SELECT id, issuer, subject, client_id, provider AS "provider: ProviderName", scopes, created_at, expires_at,
-                redeemed_at, declined_at, connection_id, add_account, now() AS "read_at!"
+                redeemed_at, declined_at, refused_with, connection_id, add_account, now() AS "read_at!"
          FROM connect_tickets WHERE id = $1"#,
         id,
     )
@@ -142,7 +145,7 @@ pub async fn find_usable_by_hash(
     sqlx::query_as!(
         Ticket,
         r#"SELECT id, issuer, subject, client_id, provider AS "provider: ProviderName", scopes, created_at, expires_at,
-                redeemed_at, declined_at, connection_id, add_account, now() AS "read_at!"
+                redeemed_at, declined_at, refused_with, connection_id, add_account, now() AS "read_at!"
          FROM connect_tickets
          WHERE ticket_hash = $1 AND redeemed_at IS NULL AND declined_at IS NULL AND expires_at > now()"#,
         hash,
@@ -164,7 +167,7 @@ pub async fn redeem(
          WHERE id = $1 AND issuer = $2 AND subject = $3
            AND redeemed_at IS NULL AND declined_at IS NULL AND expires_at > now()
          RETURNING id, issuer, subject, client_id, provider AS "provider: ProviderName", scopes, created_at, expires_at,
-                   redeemed_at, declined_at, connection_id, add_account, now() AS "read_at!""#,
+                   redeemed_at, declined_at, refused_with, connection_id, add_account, now() AS "read_at!""#,
         id,
         user.issuer(),
         user.subject(),
@@ -207,7 +210,7 @@ pub async fn unanswered_add_account(
     sqlx::query_as!(
         Ticket,
         r#"SELECT id, issuer, subject, client_id, provider AS "provider: ProviderName", scopes, created_at, expires_at,
-                redeemed_at, declined_at, connection_id, add_account, now() AS "read_at!"
+                redeemed_at, declined_at, refused_with, connection_id, add_account, now() AS "read_at!"
          FROM connect_tickets
          WHERE issuer = $1 AND subject = $2 AND client_id = $3 AND provider = $4 AND add_account
            AND answered_at IS NULL AND created_at > now() - make_interval(secs => $5)
@@ -281,7 +284,7 @@ pub async fn latest_approval(
     sqlx::query_as!(
         Ticket,
         r#"SELECT id, issuer, subject, client_id, provider AS "provider: ProviderName", scopes, created_at, expires_at,
-                redeemed_at, declined_at, connection_id, add_account, now() AS "read_at!"
+                redeemed_at, declined_at, refused_with, connection_id, add_account, now() AS "read_at!"
          FROM connect_tickets
          WHERE connection_id = $1 AND client_id = $2 AND issuer = $3 AND subject = $4
            AND redeemed_at IS NULL AND expires_at > now()
@@ -309,7 +312,7 @@ pub async fn pending_approvals(
         Ticket,
         r#"SELECT id AS "id!", issuer AS "issuer!", subject AS "subject!", client_id AS "client_id!",
                 provider AS "provider!: ProviderName", scopes AS "scopes!", created_at AS "created_at!",
-                expires_at AS "expires_at!", redeemed_at, declined_at, connection_id, add_account AS "add_account!",
+                expires_at AS "expires_at!", redeemed_at, declined_at, refused_with, connection_id, add_account AS "add_account!",
                 now() AS "read_at!"
          FROM (
              SELECT DISTINCT ON (t.connection_id, t.client_id) t.*

@@ -244,18 +244,17 @@ mod tests {
 
     #[test]
     fn a_retryable_error_is_retried_after_its_own_seconds() {
-        use crate::connect::errors::{RETRY_AFTER_SECS, UNAVAILABLE_CODE};
-        let unavailable =
-            |data| ErrorData::new(rmcp::model::ErrorCode(UNAVAILABLE_CODE), "x", data);
-        let after = |error: ErrorData| {
+        use crate::connect::errors::{RETRY_AFTER_SECS, RequestError};
+        let after = |error: RequestError| {
             let record = CallRecord::default();
-            record.ended_with(&error);
+            record.ended_with(&ErrorData::from(error));
             record.unavailable()
         };
-        let said = serde_json::json!({ "retryable": true, "retryAfterSeconds": 60 });
-        assert_eq!(after(unavailable(Some(said))), Some(60));
-        assert_eq!(after(unavailable(None)), Some(RETRY_AFTER_SECS));
-        assert_eq!(after(ErrorData::internal_error("x", None)), None);
+        let provider = "Demo".to_owned();
+        let renewal = RequestError::ProviderUnavailable { provider };
+        assert_eq!(after(renewal), Some(60));
+        assert_eq!(after(RequestError::Unavailable), Some(RETRY_AFTER_SECS));
+        assert_eq!(after(RequestError::Internal), None);
     }
 
     #[test]

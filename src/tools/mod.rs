@@ -211,6 +211,24 @@ pub(crate) fn unless_ready<'s, T: ToolOutput>(
             format!("Connecting {provider_name} was cancelled. Call the tool again to retry."),
             NextStep::Connect,
         )),
+        Access::AuthorizationRefused {
+            provider_name,
+            code,
+        } => {
+            use crate::connect::authorization_refusal::AuthorizationRefusal as Refused;
+            let refusal = Refused::of(&code);
+            let next = match refusal {
+                Refused::Scopes => NextStep::ChangeRequest,
+                Refused::Setup => NextStep::AskUser,
+                Refused::Outage => NextStep::RetryLater,
+                Refused::Other => NextStep::Connect,
+            };
+            Err(failed(
+                ErrorKind::AuthorizationRefused,
+                refusal.for_model(&provider_name, &code),
+                next,
+            ))
+        }
         Access::ProviderUnavailable { provider_name } => Err(failed(
             ErrorKind::ProviderUnavailable,
             format!(

@@ -15,7 +15,10 @@ use rmcp::{
 use super::{client_kind, connections_list::ConnectionsList, internal, result::Outcome};
 use crate::{
     auth::Principal,
-    connect::{Access, ConnectionService, Need, state::Binding},
+    connect::{
+        Access, ConnectionService, Need, authorization_refusal::AuthorizationRefusal,
+        state::Binding,
+    },
 };
 
 pub const CONNECTIONS_URI: &str = "connections://mine";
@@ -118,6 +121,13 @@ pub async fn read(
                 provider: provider_name,
             }
             .into());
+        }
+        Access::AuthorizationRefused {
+            provider_name,
+            code,
+        } => {
+            let message = AuthorizationRefusal::of(&code).for_model(&provider_name, &code);
+            return Err(RequestError::AuthorizationRefused { message }.into());
         }
         Access::ProviderUnavailable { provider_name } => {
             return Err(RequestError::ProviderUnavailable {

@@ -40,6 +40,9 @@ pub enum ErrorKind {
     Declined,
     /// The user dismissed the request to connect.
     Cancelled,
+    /// The provider refused the authorization the user was sent to give
+    /// (the message names its error code, and says what would help).
+    AuthorizationRefused,
     /// The provider no longer accepts the connection's token.
     TokenRejected,
     /// The provider answered with an HTTP error status, or reported an

@@ -128,6 +128,12 @@ async fn callback(
         })
         .unzip();
     let Some(flow) = sealed.and_then(|v| LoginState::open(&state.keys, &v)) else {
+        // A reload (or Back) after the sign-in ended: its cookie is gone,
+        // but the person is signed in, so there is nothing to refuse.
+        if current.0.is_some() {
+            tracing::info!("sign-in callback again after signing in; shown the connections");
+            return Ok(crate::web::pages::see_other("/connections"));
+        }
         tracing::info!("sign-in callback without a (readable) sign-in cookie");
         return Err(WebError::FlowRejected(
             "This sign-in has expired, was already used or was started in another browser. Please sign in again.",

@@ -3,8 +3,9 @@
 //! every sign-in of the person, in whatever browser: for a browser left
 //! signed in somewhere. With `then=switch-account` (the button on the "made for another account"
 //! page) it goes straight on to signing in again, carrying the connect link
-//! that page refused server-side (its id is in the form, bound by the
-//! form's token), so the ticket never travels through a URL or a log.
+//! that page refused (its id is in the form, bound by the form's token,
+//! then sealed in the sign-in's cookie), so the ticket never travels
+//! through a URL or a log.
 
 use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
 

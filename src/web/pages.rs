@@ -60,6 +60,10 @@ pub enum WebError {
     /// the provider this server allows (the sentence for them).
     #[error("too many accounts: {0}")]
     TooManyAccounts(String),
+    /// The provider refused the authorization with an error code of its
+    /// own (not the person's decline): the sentence for them.
+    #[error("authorization refused by the provider: {0}")]
+    AuthorizationRefused(String),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -159,6 +163,9 @@ impl WebError {
             WebError::NotConnected(message) | WebError::TooManyAccounts(message) => {
                 page("The account was not connected", message)
             }
+            WebError::AuthorizationRefused(message) => {
+                page("The account was not connected", message)
+            }
             WebError::Internal(e) if crate::db::faults::is_transient_chain(e) => page(
                 "Temporarily unavailable",
                 "The service cannot reach its database right now. This is temporary: please try again in a few seconds.",
@@ -192,7 +199,9 @@ impl ResponseError for WebError {
             WebError::Internal(e) if crate::db::faults::is_transient_chain(e) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
-            WebError::Upstream(_) | WebError::NotConnected(_) => StatusCode::BAD_GATEWAY,
+            WebError::Upstream(_)
+            | WebError::NotConnected(_)
+            | WebError::AuthorizationRefused(_) => StatusCode::BAD_GATEWAY,
             WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

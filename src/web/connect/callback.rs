@@ -19,7 +19,9 @@ use serde_json::json;
 
 use super::{AskedBy, audit, audit_for, connections_link};
 use crate::{
-    connect::{flows::FinishError, vault::UnusedAccess},
+    connect::{
+        authorization_refusal::AuthorizationRefusal, flows::FinishError, vault::UnusedAccess,
+    },
     crypto::secret,
     db::{self, audit::AuditKind, oauth_flows::OAuthFlow},
     domain::UserRef,
@@ -35,6 +37,19 @@ use crate::{
 
 const RESTART: &str =
     "This authorization can't be completed. Go back to your MCP client and try again.";
+
+/// [`RESTART`] for a connect begun on the connections page.
+const RESTART_FROM_PAGE: &str =
+    "This authorization can't be completed. Start again from your connections page.";
+
+/// What a person whose flow `flow` cannot go on is asked to do: start
+/// again where they began.
+fn restart(flow: &OAuthFlow) -> &'static str {
+    match AskedBy::of_flow(flow) {
+        AskedBy::ConnectionsPage => RESTART_FROM_PAGE,
+        AskedBy::Client => RESTART,
+    }
+}
 
 /// For a callback that reached another browser (or another profile) than
 /// the one the connect started in — a phone opening its default browser,
@@ -94,8 +109,10 @@ pub(super) async fn callback(
             None => Err(WebError::FlowRejected(RESTART)),
         };
     };
+    // RFC 9207, with the one trailing slash forgiven as for sign-in: an
+    // entry may spell a root issuer either way.
     if let (Some(expected), Some(iss)) = (provider.issuer(), params.get("iss"))
-        && iss != expected
+        && !crate::auth::same_issuer(expected, iss)
     {
         return Err(reject(&state, &req, &flow, "iss_mismatch", true).await);
     }
@@ -264,8 +281,10 @@ impl Finishing {
             Err(e) => {
                 // The code is spent whatever went wrong: the flow can do
                 // nothing more, and a reload must find it gone, not
-                // "still connecting".
-                if let Err(d) = state.connect.discard_flow(flow.id).await {
+                // "still connecting" — unless its connection was stored
+                // after all (a commit whose answer was lost), which a
+                // reload then shows.
+                if let Err(d) = state.connect.discard_unfinished_flow(flow.id).await {
                     tracing::warn!(error = %d, "a flow whose exchange failed could not be deleted");
                 }
                 match e {
@@ -492,7 +511,7 @@ async fn reject(
         json!({ "reason": reason, "flow_id": flow.id, "ticket_id": flow.ticket_id }),
     )
     .await;
-    WebError::FlowRejected(if delete { RESTART } else { ELSEWHERE })
+    WebError::FlowRejected(if delete { restart(flow) } else { ELSEWHERE })
 }
 
 /// The provider answered with an error instead of a code.
@@ -505,13 +524,25 @@ async fn refused(
     error: &str,
 ) -> Result<HttpResponse, WebError> {
     if !provider.is_decline(error) {
-        // Only the short, known-safe code goes to the log.
+        // Only a short code of the characters error codes are made of goes
+        // to the log, the page, the ticket and so the model.
         let code: String = error
             .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
             .take(40)
-            .filter(|c| c.is_ascii_graphic())
             .collect();
+        let code = if code.is_empty() {
+            "no_error_code".to_owned()
+        } else {
+            code
+        };
         tracing::warn!(flow = %flow.id, error = %code, "provider refused the authorization");
+        // The client's retry says why, once, rather than hand out another
+        // link that would fail the same way (before the flow goes: the
+        // ticket is found through it).
+        if let Err(e) = state.connect.refuse_flow(flow.id, &code).await {
+            tracing::warn!(error = %e, "a refused flow's ticket could not be marked");
+        }
         // The flow can do nothing more: gone, so that a reload is refused
         // as an unknown flow rather than told to wait or audited as reused.
         if let Err(e) = state.connect.discard_flow(flow.id).await {
@@ -526,9 +557,10 @@ async fn refused(
             json!({ "reason": "provider_error", "error": code, "flow_id": flow.id, "ticket_id": flow.ticket_id }),
         )
         .await;
-        return Err(WebError::Upstream(anyhow::anyhow!(
-            "authorization error `{code}`"
-        )));
+        let from_page = matches!(AskedBy::of_flow(flow), AskedBy::ConnectionsPage);
+        let sentence =
+            AuthorizationRefusal::of(&code).for_person(provider.display_name(), &code, from_page);
+        return Err(WebError::AuthorizationRefused(sentence));
     }
     state.connect.decline_flow(flow.id).await?;
     audit(

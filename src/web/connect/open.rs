@@ -33,7 +33,7 @@ pub(super) async fn open(
         return Err(WebError::LinkGone);
     };
     let Some(user) = user.0 else {
-        // Sign in first; the ticket id rides on the login flow row.
+        // Sign in first; the ticket id rides in the sign-in's sealed cookie.
         return login::start(&req, &state, CONSENT_PATH, Some(ticket.id), false).await;
     };
     // Kept even on a mismatch: "sign out and use another account" resumes

@@ -374,3 +374,107 @@ async fn a_full_connect_stores_the_connection_once_and_shows_the_account() {
         1
     );
 }
+
+/// The provider refusing the authorization with an error of its own (not
+/// the person's decline): the page says what it means and names the code,
+/// and the MCP client's retry is told so, once, in an error result naming
+/// the code and what would help, instead of a new link that would fail
+/// the same way.
+#[tokio::test]
+async fn a_providers_refusal_is_explained_on_the_page_and_to_the_clients_retry() {
+    use crate::full_flow::{elicit, open_and_continue, retry_accepted};
+    use serde_json::json;
+    let app = spawn_app().await;
+    for (code, next_step, sentence) in [
+        ("invalid_scope", "change_request", "refused the permissions"),
+        ("unauthorized_client", "ask_user", "needs fixing"),
+        (
+            "temporarily_unavailable",
+            "retry_later",
+            "could not complete the authorization just now",
+        ),
+    ] {
+        let args = json!({"provider": "demo"});
+        let (link, request_state) =
+            elicit(&app, "alice", "whoami", args.clone(), "connect_demo").await;
+        let browser = Browser::new(&app);
+        let to_provider = open_and_continue(&browser, &link, "alice").await;
+        let authorize = url::Url::parse(to_provider.location.as_deref().unwrap()).unwrap();
+        let mut back = url::Url::parse(&param(&authorize, "redirect_uri").unwrap()).unwrap();
+        back.query_pairs_mut()
+            .append_pair("error", code)
+            .append_pair("state", &param(&authorize, "state").unwrap())
+            .append_pair("iss", &format!("{}/dev/demo", app.base));
+        let page = browser.get(back.as_str()).await;
+        assert_eq!(page.status, 502, "{code}: {}", page.body);
+        assert!(page.body.contains(sentence), "{code}: {}", page.body);
+        assert!(page.body.contains(&format!("({code})")), "{}", page.body);
+        let refused = "SELECT count(*) FROM connect_tickets WHERE refused_with IS NOT NULL";
+        let tickets_before = count(&app, "SELECT count(*) FROM connect_tickets").await;
+
+        let body = retry_accepted(
+            &app,
+            "alice",
+            "whoami",
+            args,
+            &request_state,
+            "connect_demo",
+        )
+        .await;
+        assert_eq!(body["result"]["isError"], true, "{code}: {body}");
+        let result = &body["result"]["structuredContent"];
+        assert_eq!(result["error"]["kind"], "authorization_refused", "{body}");
+        assert_eq!(result["next_step"], next_step, "{body}");
+        let message = result["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(code), "{body}");
+        assert_eq!(
+            count(&app, "SELECT count(*) FROM connect_tickets").await,
+            tickets_before,
+            "no new link"
+        );
+        assert!(count(&app, refused).await >= 1);
+    }
+}
+
+/// A connect begun on the connections page (Reconnect) that cannot go on
+/// sends the person back there, not to an MCP client they never used: a
+/// provider's refusal, and a flow past its expiry.
+#[tokio::test]
+async fn a_connect_begun_on_the_connections_page_is_started_again_there() {
+    let app = spawn_app().await;
+    crate::full_flow::connect_demo(&app, "alice", "octo").await;
+    let browser = Browser::new(&app);
+    browser.sign_in("alice").await;
+    let iss = format!("{}/dev/demo", app.base);
+    for (query, expected) in [
+        (
+            "error=server_error",
+            "start again from your connections page",
+        ),
+        ("code=made-up", "Start again from your connections page"),
+    ] {
+        let page = browser.get("/connections").await;
+        let consent = browser
+            .submit(&page, "/connections/demo/reconnect", &[])
+            .await;
+        let consent = browser.follow(&consent).await;
+        let to_provider = browser
+            .submit(&consent, "/connect", &[("action", "continue")])
+            .await;
+        let authorize = url::Url::parse(to_provider.location.as_deref().unwrap()).unwrap();
+        let state = param(&authorize, "state").unwrap();
+        if query.starts_with("code") {
+            sqlx::query("UPDATE oauth_flows SET expires_at = now() - interval '1 millisecond'")
+                .execute(&app.db)
+                .await
+                .unwrap();
+        }
+        let back = browser
+            .get(&format!(
+                "/oauth/callback/demo?{query}&state={state}&iss={iss}"
+            ))
+            .await;
+        assert!(back.body.contains(expected), "{query}: {}", back.body);
+        assert!(!back.body.contains("MCP client"), "{query}: {}", back.body);
+    }
+}

@@ -583,3 +583,31 @@ async fn the_dev_sign_in_logs_only_the_start_of_a_long_client_id() {
     assert!(line.contains(&"Z".repeat(32)), "{start}");
     assert!(!line.contains(&"Z".repeat(33)), "{start}…");
 }
+
+/// The sign-in callback loaded again once the sign-in is over (a reload,
+/// Back): the person is signed in, so it shows the connections rather than
+/// "this sign-in has expired"; in a browser that is not signed in, the same
+/// URL is still refused.
+#[tokio::test]
+async fn the_sign_in_callback_again_after_signing_in_shows_the_connections() {
+    let app = spawn_app().await;
+    let browser = Browser::new(&app);
+    let start = browser.get("/login?return_to=/connections").await;
+    let idp_page = browser.follow(&start).await;
+    let back = browser
+        .submit(
+            &idp_page,
+            "/dev/idp/authorize",
+            &[("username", "alice"), ("action", "sign-in")],
+        )
+        .await;
+    let callback_url = back.location.clone().expect("back to the callback");
+    let landed = browser.get(&callback_url).await;
+    assert_eq!(landed.status, 303, "{}", landed.body);
+
+    let again = browser.get(&callback_url).await;
+    assert_eq!(again.status, 303, "{}", again.body);
+    assert_eq!(again.location.as_deref(), Some("/connections"));
+    let stranger = Browser::new(&app).get(&callback_url).await;
+    assert_eq!(stranger.status, 400, "{}", stranger.body);
+}
