@@ -93,13 +93,21 @@ pub(super) fn parse_keeping_fields(
         return Err(ProviderError::Status(answer.status));
     }
     // Slack: the user token is under `authed_user`; a top-level token, if
-    // any, is the bot's. A refresh of a user token answers flat.
+    // any, is the bot's. A refresh of a user token answers flat. An answer
+    // that names the user but grants them no token (no user scopes were
+    // asked for) grants the person nothing: its top-level token is the
+    // workspace's bot, not theirs to be stored as their connection.
     let root = Value::Object(fields);
     let nested = answer
         .token_pointer
         .and_then(|p| root.pointer(p))
-        .and_then(Value::as_object)
-        .filter(|user| user.contains_key("access_token"));
+        .and_then(Value::as_object);
+    if nested.is_some_and(|user| !user.contains_key("access_token")) {
+        return Err(ProviderError::BadResponse(
+            "the token answer grants the person no token of their own (were no user scopes asked for?)"
+                .into(),
+        ));
+    }
     let token = match (nested, root.as_object()) {
         (Some(user), _) => user,
         (None, Some(top)) => top,
@@ -302,6 +310,19 @@ mod tests {
             parse(&a, &[]).unwrap().access_token.expose_secret(),
             "xoxb-bot"
         );
+        // A refresh answers flat: the top-level token is the person's.
+        let flat = r#"{"ok":true,"access_token":"xoxe.xoxp-user","token_type":"user"}"#;
+        let mut a = answer(200, Some("application/json"), flat);
+        a.token_pointer = Some("/authed_user");
+        assert_eq!(
+            parse(&a, &[]).unwrap().access_token.expose_secret(),
+            "xoxe.xoxp-user"
+        );
+        // The person named, with no token of theirs: the bot's is not theirs.
+        let bot_only = r#"{"ok":true,"access_token":"xoxb-bot","authed_user":{"id":"U1"}}"#;
+        let mut a = answer(200, Some("application/json"), bot_only);
+        a.token_pointer = Some("/authed_user");
+        assert!(matches!(parse(&a, &[]), Err(ProviderError::BadResponse(_))));
     }
 
     #[test]
