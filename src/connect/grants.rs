@@ -3,8 +3,10 @@
 //! the consent given in that flow; any other client of the same user is
 //! sent, by URL elicitation, to a short approval page on this server (a
 //! ticket like a connect link's, with no provider round trip), and its
-//! retry completes once the user allowed it. `grants = "per_user"` turns
-//! the check off.
+//! retry completes once the user allowed it. The client that connected a
+//! new account is granted by that consent; connecting an account already
+//! connected here grants nothing (the person chose it at the provider, not
+//! on a page naming it). `grants = "per_user"` turns the check off.
 
 use crate::domain::UserRef;
 use rmcp::{ErrorData, model::ElicitationAction};
@@ -93,6 +95,20 @@ pub(super) async fn gate<'s>(
     };
     if declined(&ticket) {
         return Ok(declined_answer());
+    }
+    // A 2025-11-25 client's retry names no round: a Deny on its latest
+    // approval link is its answer while that link would have lived, as on
+    // the connections page, rather than a new link at every call.
+    if round.is_none() && need.client == ClientKind::Legacy {
+        let latest = db::faults::deadline(
+            state.settings.database.deadline(),
+            db::tickets::latest_approval(&state.db, p.user(), &p.client_id, connection),
+        )
+        .await
+        .map_err(internal)?;
+        if declined(&latest) {
+            return Ok(declined_answer());
+        }
     }
     let accepted = round.is_some()
         && response_action(need.input_responses, &input_key(provider.name()))

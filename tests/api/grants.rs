@@ -777,3 +777,111 @@ async fn every_audit_row_of_a_long_client_id_keeps_the_same_prefix() {
         assert_eq!(id.as_deref(), Some(kept.as_str()), "{kind}");
     }
 }
+
+/// A client never approved for an account does not get it by sending the
+/// person to connect "another" account and their picking that one at the
+/// provider (its chooser, or whoever is signed in there): the connect
+/// stores into the existing connection without granting the client, and
+/// its retry asks for approval on the page that names the account. So
+/// does a client whose access the person removed.
+#[tokio::test]
+async fn connecting_an_account_connected_already_does_not_approve_the_client() {
+    use crate::full_flow::{approve_at_demo, open_and_continue};
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let args = json!({"provider": "demo", "another_account": true});
+    let (status, body) = app
+        .mcp_as(
+            OTHER,
+            "alice",
+            "tools/call",
+            json!({"name": "connect", "arguments": args}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["resultType"], "input_required", "{body}");
+    let url = body["result"]["inputRequests"]["connect_demo"]["params"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let state = body["result"]["requestState"].as_str().unwrap().to_owned();
+    let browser = Browser::new(&app);
+    let to_provider = open_and_continue(&browser, &url, "alice").await;
+    approve_at_demo(&browser, &to_provider, "octo").await;
+    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
+
+    let granted = "SELECT count(*) FROM client_grants WHERE client_id = 'other-client'";
+    assert_eq!(count(&app, granted).await, 0, "not approved by the connect");
+    let (_, retried) = app
+        .mcp_as(
+            OTHER,
+            "alice",
+            "tools/call",
+            json!({"name": "connect", "arguments": args, "requestState": state,
+                   "inputResponses": {"connect_demo": {"action": "accept"}}}),
+        )
+        .await;
+    assert_eq!(
+        retried["result"]["resultType"], "input_required",
+        "asked to approve: {retried}"
+    );
+    let url = retried["result"]["inputRequests"]["connect_demo"]["params"]["url"]
+        .as_str()
+        .unwrap_or_default();
+    let page = approval_page(&Browser::new(&app), url).await;
+    let account_id: String = sqlx::query_scalar("SELECT account_id FROM connections")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    // By its label, and by its id (labels may be alike).
+    assert!(
+        page.body.contains("octo"),
+        "the page names it: {}",
+        page.body
+    );
+    assert!(page.body.contains(&account_id), "{}", page.body);
+}
+
+/// A 2025-11-25 client's retry after the person pressed Deny on its
+/// approval link is told so (its retry names no round to find the link
+/// by), not handed another link.
+#[tokio::test]
+async fn a_legacy_clients_retry_after_a_deny_is_a_decline() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "whoami", "arguments": {"provider": "demo"}}});
+    let legacy_call = || async {
+        let response = app
+            .http
+            .post(app.mcp_url())
+            .bearer_auth(app.token_for(OTHER, "alice"))
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2025-11-25")
+            .json(&call)
+            .send()
+            .await
+            .unwrap();
+        crate::helpers::read(response).await.1
+    };
+    let asked = legacy_call().await;
+    assert_eq!(asked["error"]["code"], -32042, "{asked}");
+    let url = asked["error"]["data"]["elicitations"][0]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let browser = Browser::new(&app);
+    let page = approval_page(&browser, &url).await;
+    browser
+        .submit(&page, "/connect", &[("action", "cancel")])
+        .await;
+
+    let retried = legacy_call().await;
+    assert_eq!(retried["result"]["isError"], true, "{retried}");
+    assert_eq!(
+        retried["result"]["structuredContent"]["error"]["kind"], "declined",
+        "{retried}"
+    );
+    let tickets = "SELECT count(*) FROM connect_tickets WHERE client_id = 'other-client'";
+    assert_eq!(count(&app, tickets).await, 1, "no new link");
+}

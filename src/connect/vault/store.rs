@@ -131,7 +131,14 @@ pub(in crate::connect) async fn store_in(
         Detail::Reconnected(reconnected),
     )
     .await?;
-    if let Some(client_id) = c.client_id {
+    // The client that connected a new account may use it. An account
+    // connected here already is not granted that way: the person chose it
+    // at the provider (its chooser, or whoever was signed in there), not
+    // on a page naming it, and may have removed this client's access to
+    // it. Such a client's retry asks for approval, naming the account.
+    if let Some(client_id) = c.client_id
+        && !reconnected
+    {
         crate::connect::grants::grant_connecting_client(state, tx, id, client_id).await?;
     }
     events::notify(&mut **tx, &state.keys, c.user, c.provider).await?;

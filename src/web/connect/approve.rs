@@ -31,6 +31,9 @@ struct ApprovePage {
     client_host: Option<String>,
     provider: String,
     account: String,
+    /// The provider's id of the account: labels may be alike (the same
+    /// user name on two GitLab instances), ids are not.
+    account_id: String,
     ticket_id: String,
     csrf: String,
 }
@@ -58,6 +61,7 @@ pub(super) async fn show(
         client_host: client.host.clone(),
         provider: provider.display_name().to_owned(),
         account: connection.account_label,
+        account_id: connection.account_id,
         ticket_id: ticket.id.to_string(),
         csrf: user.csrf_token(&csrf_purpose(ticket.id)),
     };
