@@ -286,17 +286,14 @@ pub(super) async fn add<'s>(
             provider_name: provider.display_name().to_owned(),
         });
     }
-    if let Some((t, code)) = ticket
+    if let Some((t, refused)) = ticket
         .as_ref()
-        .and_then(|t| Some((t, t.refused_with.clone()?)))
+        .and_then(|t| Some((t, super::authorization_refused(provider, t)?)))
     {
         if legacy {
             answered(state, t.id).await?;
         }
-        return Ok(Access::AuthorizationRefused {
-            provider_name: provider.display_name().to_owned(),
-            code,
-        });
+        return Ok(refused);
     }
     // Redeemed: the person went on to the provider. What completes the
     // call is the connection that ticket's connect stored — not any of the

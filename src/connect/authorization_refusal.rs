@@ -19,9 +19,14 @@ pub enum AuthorizationRefusal {
 }
 
 impl AuthorizationRefusal {
-    pub fn of(code: &str) -> Self {
+    /// What `code` means for a connect whose ticket asked for scopes
+    /// beyond the provider's defaults (`asked_for_more`, the caller's own:
+    /// those it may change) or not (then an `invalid_scope` is about the
+    /// scopes the operator configured).
+    pub fn of(code: &str, asked_for_more: bool) -> Self {
         match code {
-            "invalid_scope" => AuthorizationRefusal::Scopes,
+            "invalid_scope" if asked_for_more => AuthorizationRefusal::Scopes,
+            "invalid_scope" => AuthorizationRefusal::Setup,
             "unauthorized_client"
             | "unsupported_response_type"
             | "invalid_request"
@@ -42,26 +47,27 @@ impl AuthorizationRefusal {
         };
         match self {
             AuthorizationRefusal::Scopes => format!(
-                "{provider} refused the permissions this connection asked for ({code}). Asking \
-                 again for the same ones would fail the same way: {}.",
+                "{provider} refused the permissions this connection asked for (error code \
+                 {code}). Asking again for the same ones would fail the same way: {}.",
                 if from_connections_page {
                     "tell whoever runs this service"
                 } else {
-                    "your MCP client can ask for other permissions, or tell whoever runs this service"
+                    "your MCP client can ask for other permissions, or tell whoever runs this \
+                     service"
                 }
             ),
             AuthorizationRefusal::Setup => format!(
-                "{provider} refused this service's request ({code}): this service's registration at \
-                 {provider}, or its configuration, needs fixing. Trying again will not help; tell \
-                 whoever runs this service."
+                "{provider} refused this service's request (error code {code}): this service's \
+                 registration at {provider}, or its configuration, needs fixing. Trying again \
+                 will not help; tell whoever runs this service."
             ),
             AuthorizationRefusal::Outage => format!(
-                "{provider} could not complete the authorization just now ({code}). Wait a few \
-                 minutes, then {again}."
+                "{provider} could not complete the authorization just now (error code {code}). \
+                 Wait a few minutes, then {again}."
             ),
             AuthorizationRefusal::Other => format!(
-                "{provider} refused the authorization ({code}). Please {again}; if it fails the \
-                 same way, tell whoever runs this service."
+                "{provider} refused the authorization (error code {code}). Please {again}; if it \
+                 fails the same way, tell whoever runs this service."
             ),
         }
     }
@@ -70,21 +76,22 @@ impl AuthorizationRefusal {
     pub fn for_model(self, provider: &str, code: &str) -> String {
         match self {
             AuthorizationRefusal::Scopes => format!(
-                "{provider} refused the permissions the connection asked for ({code}). Call again \
-                 with other scopes, or none for the provider's defaults."
+                "{provider} refused the permissions the connection asked for (error code \
+                 {code}). Call `connect` again with other scopes, or without scopes for the \
+                 provider's defaults."
             ),
             AuthorizationRefusal::Setup => format!(
-                "{provider} refused this server's authorization request ({code}): its registration \
-                 at {provider} or its configuration needs fixing, so calling again will not help. \
-                 Tell the user to ask the server's operator."
+                "{provider} refused this server's authorization request (error code {code}): its \
+                 registration at {provider} or its configuration needs fixing, so calling again \
+                 will not help. Tell the user to ask the server's operator."
             ),
             AuthorizationRefusal::Outage => format!(
-                "{provider} could not complete the authorization just now ({code}). Call again in \
-                 a few minutes for a new link."
+                "{provider} could not complete the authorization just now (error code {code}). \
+                 Call again in a few minutes for a new link."
             ),
             AuthorizationRefusal::Other => format!(
-                "{provider} refused the authorization ({code}). Call again for a new link; if it \
-                 fails the same way, tell the user to ask the server's operator."
+                "{provider} refused the authorization (error code {code}). Call again for a new \
+                 link; if it fails the same way, tell the user to ask the server's operator."
             ),
         }
     }
@@ -96,32 +103,25 @@ mod tests {
 
     #[test]
     fn each_kind_of_code_says_what_would_help() {
-        assert_eq!(
-            AuthorizationRefusal::of("invalid_scope"),
-            AuthorizationRefusal::Scopes
-        );
-        assert_eq!(
-            AuthorizationRefusal::of("unauthorized_client"),
-            AuthorizationRefusal::Setup
-        );
-        assert_eq!(
-            AuthorizationRefusal::of("temporarily_unavailable"),
-            AuthorizationRefusal::Outage
-        );
-        assert_eq!(
-            AuthorizationRefusal::of("made_up"),
-            AuthorizationRefusal::Other
-        );
-        let page = AuthorizationRefusal::Scopes.for_person("GitHub", "invalid_scope", false);
+        use AuthorizationRefusal as R;
+        assert_eq!(R::of("invalid_scope", true), R::Scopes);
+        // Only the operator's scopes were asked for: theirs to mend.
+        assert_eq!(R::of("invalid_scope", false), R::Setup);
+        assert_eq!(R::of("unauthorized_client", true), R::Setup);
+        assert_eq!(R::of("temporarily_unavailable", false), R::Outage);
+        assert_eq!(R::of("made_up", false), R::Other);
+        let page = R::Scopes.for_person("GitHub", "invalid_scope", false);
         assert!(page.contains("GitHub refused the permissions"), "{page}");
-        assert!(page.contains("(invalid_scope)"), "{page}");
+        assert!(page.contains("(error code invalid_scope)"), "{page}");
         assert!(page.contains("MCP client"), "{page}");
-        let page = AuthorizationRefusal::Outage.for_person("GitHub", "server_error", true);
+        let page = R::Outage.for_person("GitHub", "server_error", true);
         assert!(
             page.contains("connections page") && !page.contains("MCP client"),
             "{page}"
         );
-        let model = AuthorizationRefusal::Setup.for_model("GitHub", "unauthorized_client");
+        let model = R::Setup.for_model("GitHub", "unauthorized_client");
         assert!(model.contains("will not help"), "{model}");
+        let model = R::Scopes.for_model("GitHub", "invalid_scope");
+        assert!(model.contains("`connect`"), "{model}");
     }
 }

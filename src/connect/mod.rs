@@ -6,6 +6,7 @@
 
 pub mod accounts;
 pub mod authorization_refusal;
+use authorization_refusal::AuthorizationRefusal;
 pub mod clients;
 pub mod credentials;
 pub mod elicit;
@@ -100,8 +101,13 @@ pub enum Access<'s> {
     /// The user cancelled; calling again starts over.
     Cancelled { provider_name: String },
     /// The provider refused the authorization the user was sent to give,
-    /// with its `error` code (not the user's own decline).
-    AuthorizationRefused { provider_name: String, code: String },
+    /// with its `error` code (not the user's own decline); `refusal` says
+    /// what it means.
+    AuthorizationRefused {
+        provider_name: String,
+        code: String,
+        refusal: AuthorizationRefusal,
+    },
     /// The token has expired and the provider could not renew it now.
     ProviderUnavailable { provider_name: String },
     /// The token has expired and the provider refuses to renew it without
@@ -120,6 +126,19 @@ pub enum Access<'s> {
     /// link is made (a new one would be refused once granted, leaving a
     /// grant to revoke). `message` says to disconnect one first.
     AccountLimitReached { message: String },
+}
+
+/// The answer for a connect ticket whose authorization the provider
+/// refused (`refused_with`), if it was.
+fn authorization_refused<'s>(provider: &Provider, ticket: &Ticket) -> Option<Access<'s>> {
+    let code = ticket.refused_with.clone()?;
+    let defaults = provider.default_scopes();
+    let asked_for_more = ticket.scopes.iter().any(|s| !defaults.contains(s));
+    Some(Access::AuthorizationRefused {
+        provider_name: provider.display_name().to_owned(),
+        refusal: AuthorizationRefusal::of(&code, asked_for_more),
+        code,
+    })
 }
 
 /// The inputRequests key of a provider's connect elicitation.
@@ -256,13 +275,7 @@ async fn require<'s>(
         |ticket: &Option<Ticket>| ticket.as_ref().is_some_and(|t| t.declined_at.is_some());
     // Or the provider refused it: said once, not answered with another
     // link that would fail the same way.
-    let refused = |ticket: &Option<Ticket>| {
-        let code = ticket.as_ref()?.refused_with.clone()?;
-        Some(Access::AuthorizationRefused {
-            provider_name: provider.display_name().to_owned(),
-            code,
-        })
-    };
+    let refused = |ticket: &Option<Ticket>| authorization_refused(provider, ticket.as_ref()?);
     // An approval ticket of an earlier round is no answer to "connect".
     let connect_ticket =
         |ticket: Option<Ticket>| ticket.filter(|t: &Ticket| t.connection_id.is_none());

@@ -449,8 +449,9 @@ impl ConnectionService {
         db::oauth_flows::delete(&self.db, id).await
     }
 
-    /// A flow whose exchange was cut short (a panic, or past its window)
-    /// is deleted unless its connection was stored, within the database's
+    /// A flow whose exchange failed or was cut short (a panic, or past its
+    /// window) is deleted unless its connection was stored (a commit whose
+    /// answer was lost may have stored it), within the database's
     /// deadline; `true` when it was deleted.
     pub async fn discard_unfinished_flow(&self, id: Uuid) -> Result<bool, sqlx::Error> {
         let deleted = db::oauth_flows::delete_unfinished(&self.db, id);

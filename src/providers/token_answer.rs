@@ -98,11 +98,9 @@ pub(super) fn parse_keeping_fields(
     // asked for) grants the person nothing: its top-level token is the
     // workspace's bot, not theirs to be stored as their connection.
     let root = Value::Object(fields);
-    let nested = answer
-        .token_pointer
-        .and_then(|p| root.pointer(p))
-        .and_then(Value::as_object);
-    if nested.is_some_and(|user| !user.contains_key("access_token")) {
+    let named = answer.token_pointer.and_then(|p| root.pointer(p));
+    let nested = named.and_then(Value::as_object);
+    if named.is_some() && !nested.is_some_and(|user| user.contains_key("access_token")) {
         return Err(ProviderError::BadResponse(
             "the token answer grants the person no token of their own (were no user scopes asked for?)"
                 .into(),
@@ -319,10 +317,16 @@ mod tests {
             "xoxe.xoxp-user"
         );
         // The person named, with no token of theirs: the bot's is not theirs.
-        let bot_only = r#"{"ok":true,"access_token":"xoxb-bot","authed_user":{"id":"U1"}}"#;
-        let mut a = answer(200, Some("application/json"), bot_only);
-        a.token_pointer = Some("/authed_user");
-        assert!(matches!(parse(&a, &[]), Err(ProviderError::BadResponse(_))));
+        for user in [r#"{"id":"U1"}"#, "null", r#""U1""#] {
+            let bot_only =
+                format!(r#"{{"ok":true,"access_token":"xoxb-bot","authed_user":{user}}}"#);
+            let mut a = answer(200, Some("application/json"), &bot_only);
+            a.token_pointer = Some("/authed_user");
+            assert!(
+                matches!(parse(&a, &[]), Err(ProviderError::BadResponse(_))),
+                "{user}"
+            );
+        }
     }
 
     #[test]

@@ -186,8 +186,9 @@ pub(crate) trait ToolOutput: Serialize {
 }
 
 /// The answer for an [`Access`] that is not `Ready`: the connect round, or
-/// a result of the tool's type saying the user declined or cancelled, or
-/// that the account named is not one account.
+/// a result of the tool's type saying the user declined or cancelled, the
+/// provider refused the authorization or could not renew the token, or
+/// the account named is not one account.
 /// `provider` is the provider's name as the caller gave it (known to exist).
 pub(crate) fn unless_ready<'s, T: ToolOutput>(
     access: Access<'s>,
@@ -214,9 +215,9 @@ pub(crate) fn unless_ready<'s, T: ToolOutput>(
         Access::AuthorizationRefused {
             provider_name,
             code,
+            refusal,
         } => {
             use crate::connect::authorization_refusal::AuthorizationRefusal as Refused;
-            let refusal = Refused::of(&code);
             let next = match refusal {
                 Refused::Scopes => NextStep::ChangeRequest,
                 Refused::Setup => NextStep::AskUser,

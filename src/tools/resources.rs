@@ -15,10 +15,7 @@ use rmcp::{
 use super::{client_kind, connections_list::ConnectionsList, internal, result::Outcome};
 use crate::{
     auth::Principal,
-    connect::{
-        Access, ConnectionService, Need, authorization_refusal::AuthorizationRefusal,
-        state::Binding,
-    },
+    connect::{Access, ConnectionService, Need, state::Binding},
 };
 
 pub const CONNECTIONS_URI: &str = "connections://mine";
@@ -125,8 +122,9 @@ pub async fn read(
         Access::AuthorizationRefused {
             provider_name,
             code,
+            refusal,
         } => {
-            let message = AuthorizationRefusal::of(&code).for_model(&provider_name, &code);
+            let message = refusal.for_model(&provider_name, &code);
             return Err(RequestError::AuthorizationRefused { message }.into());
         }
         Access::ProviderUnavailable { provider_name } => {

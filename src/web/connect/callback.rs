@@ -106,7 +106,7 @@ pub(super) async fn callback(
                 Err(reject(&state, &req, &now, "expired", true).await)
             }
             Some(_) => Ok(super::finishing::page(&user, provider.display_name())),
-            None => Err(WebError::FlowRejected(RESTART)),
+            None => Err(WebError::FlowRejected(restart(&flow))),
         };
     };
     // RFC 9207, with the one trailing slash forgiven as for sign-in: an
@@ -557,9 +557,23 @@ async fn refused(
             json!({ "reason": "provider_error", "error": code, "flow_id": flow.id, "ticket_id": flow.ticket_id }),
         )
         .await;
+        // Whether the connect asked for scopes beyond the operator's: an
+        // `invalid_scope` is then about those.
+        let ticket = match flow.ticket_id {
+            Some(id) => state.connect.ticket(id).await.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot read a refused flow's ticket");
+                None
+            }),
+            None => None,
+        };
+        let defaults = provider.default_scopes();
+        let asked_for_more = ticket.is_some_and(|t| t.scopes.iter().any(|s| !defaults.contains(s)));
         let from_page = matches!(AskedBy::of_flow(flow), AskedBy::ConnectionsPage);
-        let sentence =
-            AuthorizationRefusal::of(&code).for_person(provider.display_name(), &code, from_page);
+        let sentence = AuthorizationRefusal::of(&code, asked_for_more).for_person(
+            provider.display_name(),
+            &code,
+            from_page,
+        );
         return Err(WebError::AuthorizationRefused(sentence));
     }
     state.connect.decline_flow(flow.id).await?;

@@ -379,24 +379,43 @@ async fn a_full_connect_stores_the_connection_once_and_shows_the_account() {
 /// the person's decline): the page says what it means and names the code,
 /// and the MCP client's retry is told so, once, in an error result naming
 /// the code and what would help, instead of a new link that would fail
-/// the same way.
+/// the same way; the call after that starts afresh.
 #[tokio::test]
 async fn a_providers_refusal_is_explained_on_the_page_and_to_the_clients_retry() {
     use crate::full_flow::{elicit, open_and_continue, retry_accepted};
     use serde_json::json;
     let app = spawn_app().await;
-    for (code, next_step, sentence) in [
-        ("invalid_scope", "change_request", "refused the permissions"),
-        ("unauthorized_client", "ask_user", "needs fixing"),
+    let schemas = crate::tool_results::Schemas::of(&app).await;
+    // `whoami` asks for the operator's scopes only: an `invalid_scope` is
+    // theirs to mend; `connect` with a scope of its own may ask for others.
+    let plain = json!({"provider": "demo"});
+    let own_scope = json!({"provider": "demo", "scopes": ["echo"]});
+    let needs_fixing = "needs fixing";
+    for (tool, args, code, next_step, sentence) in [
         (
+            "connect",
+            &own_scope,
+            "invalid_scope",
+            "change_request",
+            "refused the permissions",
+        ),
+        ("whoami", &plain, "invalid_scope", "ask_user", needs_fixing),
+        (
+            "whoami",
+            &plain,
+            "unauthorized_client",
+            "ask_user",
+            needs_fixing,
+        ),
+        (
+            "whoami",
+            &plain,
             "temporarily_unavailable",
             "retry_later",
-            "could not complete the authorization just now",
+            "just now",
         ),
     ] {
-        let args = json!({"provider": "demo"});
-        let (link, request_state) =
-            elicit(&app, "alice", "whoami", args.clone(), "connect_demo").await;
+        let (link, request_state) = elicit(&app, "alice", tool, args.clone(), "connect_demo").await;
         let browser = Browser::new(&app);
         let to_provider = open_and_continue(&browser, &link, "alice").await;
         let authorize = url::Url::parse(to_provider.location.as_deref().unwrap()).unwrap();
@@ -407,33 +426,98 @@ async fn a_providers_refusal_is_explained_on_the_page_and_to_the_clients_retry()
             .append_pair("iss", &format!("{}/dev/demo", app.base));
         let page = browser.get(back.as_str()).await;
         assert_eq!(page.status, 502, "{code}: {}", page.body);
-        assert!(page.body.contains(sentence), "{code}: {}", page.body);
-        assert!(page.body.contains(&format!("({code})")), "{}", page.body);
-        let refused = "SELECT count(*) FROM connect_tickets WHERE refused_with IS NOT NULL";
+        assert!(page.body.contains(sentence), "{tool} {code}: {}", page.body);
+        let named = format!("error code {code}");
+        assert!(page.body.contains(&named), "{}", page.body);
+        let marked: Option<String> = sqlx::query_scalar(
+            "SELECT refused_with FROM connect_tickets ORDER BY created_at DESC LIMIT 1",
+        )
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+        assert_eq!(marked.as_deref(), Some(code), "this link's ticket");
         let tickets_before = count(&app, "SELECT count(*) FROM connect_tickets").await;
 
         let body = retry_accepted(
             &app,
             "alice",
-            "whoami",
-            args,
+            tool,
+            args.clone(),
             &request_state,
             "connect_demo",
         )
         .await;
         assert_eq!(body["result"]["isError"], true, "{code}: {body}");
-        let result = &body["result"]["structuredContent"];
+        let result = schemas.check(tool, &body);
         assert_eq!(result["error"]["kind"], "authorization_refused", "{body}");
-        assert_eq!(result["next_step"], next_step, "{body}");
+        assert_eq!(result["next_step"], next_step, "{tool} {code}: {body}");
         let message = result["error"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains(code), "{body}");
-        assert_eq!(
-            count(&app, "SELECT count(*) FROM connect_tickets").await,
-            tickets_before,
-            "no new link"
-        );
-        assert!(count(&app, refused).await >= 1);
+        assert!(message.contains(&named), "{body}");
+        let tickets = "SELECT count(*) FROM connect_tickets";
+        assert_eq!(count(&app, tickets).await, tickets_before, "no new link");
+        // Said once: the next call starts afresh, with a new link.
+        let (_, again) = app.call_tool("alice", tool, args.clone()).await;
+        assert_eq!(again["result"]["resultType"], "input_required", "{again}");
     }
+}
+
+/// A resource read whose link's authorization the provider refused is
+/// answered `-31005`, naming the code.
+#[tokio::test]
+async fn a_providers_refusal_answers_a_resource_read_with_its_own_error() {
+    use crate::full_flow::open_and_continue;
+    use serde_json::json;
+    let app = spawn_app().await;
+    let read = json!({"uri": "connection://demo/profile"});
+    let (_, asked) = app.mcp("alice", "resources/read", read.clone()).await;
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let link = asked["result"]["inputRequests"]["connect_demo"]["params"]["url"]
+        .as_str()
+        .unwrap();
+    let request_state = asked["result"]["requestState"].as_str().unwrap();
+    let browser = Browser::new(&app);
+    let to_provider = open_and_continue(&browser, link, "alice").await;
+    let authorize = url::Url::parse(to_provider.location.as_deref().unwrap()).unwrap();
+    let mut back = url::Url::parse(&param(&authorize, "redirect_uri").unwrap()).unwrap();
+    back.query_pairs_mut()
+        .append_pair("error", "unauthorized_client")
+        .append_pair("state", &param(&authorize, "state").unwrap())
+        .append_pair("iss", &format!("{}/dev/demo", app.base));
+    assert_eq!(browser.get(back.as_str()).await.status, 502);
+
+    let mut retry = read;
+    retry["requestState"] = json!(request_state);
+    retry["inputResponses"] = json!({"connect_demo": {"action": "accept"}});
+    let (_, answer) = app.mcp("alice", "resources/read", retry).await;
+    assert_eq!(answer["error"]["code"], -31005, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("error code unauthorized_client"),
+        "{answer}"
+    );
+}
+
+/// A provider entry may spell its issuer with or without the trailing
+/// slash of a root issuer: a callback naming it the other way is its own,
+/// not refused as another issuer's.
+#[tokio::test]
+async fn a_callbacks_iss_may_differ_from_the_entry_by_a_trailing_slash() {
+    let app = spawn_app().await;
+    let (t, _) = ticket(&app, "alice", 600).await;
+    let alice = signed_in(&app, "alice").await;
+    let url = start_flow(&app, &alice, &t).await;
+    let state = param(&url, "state").unwrap();
+    let page = alice
+        .get(&format!(
+            "/oauth/callback/demo?code=made-up&state={state}&iss={}/dev/demo/",
+            app.base
+        ))
+        .await;
+    // The made-up code is refused by the provider (502), after the
+    // exchange was tried: the `iss` passed.
+    assert_eq!(page.status, 502, "{}", page.body);
+    let mismatch = "SELECT count(*) FROM audit_events WHERE detail->>'reason' = 'iss_mismatch'";
+    assert_eq!(count(&app, mismatch).await, 0);
 }
 
 /// A connect begun on the connections page (Reconnect) that cannot go on
