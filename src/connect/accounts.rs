@@ -519,7 +519,7 @@ fn distinct(choices: &mut [Choice<'_>]) {
                     && choices
                         .iter()
                         .enumerate()
-                        .any(|(j, other)| j != i && other.name == c.name)
+                        .any(|(j, other)| j != i && look_alike(&other.name, &c.name))
             })
             .collect();
         if shared.is_empty() {
@@ -530,6 +530,20 @@ fn distinct(choices: &mut [Choice<'_>]) {
             choices[i].name = Cow::Owned(with_id(&row.account_label, &row.account_id));
         }
     }
+}
+
+/// Whether two names would look the same to a person: equal once put in
+/// compatibility form (composed and decomposed accents, full-width
+/// letters), case folded and their spaces collapsed (a page shows a run
+/// of spaces as one). Letters of other scripts that merely resemble
+/// these (a Cyrillic "а") are not caught.
+fn look_alike(a: &str, b: &str) -> bool {
+    use unicode_normalization::UnicodeNormalization as _;
+    let plain = |s: &str| -> String {
+        let folded: String = s.nfkc().flat_map(char::to_lowercase).collect();
+        folded.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    a == b || plain(a) == plain(b)
 }
 
 /// What a name matches among the choices.
@@ -789,4 +803,21 @@ fn several_named(provider: &Provider, accounts: &[Choice<'_>], name: &str) -> St
         display = provider.display_name(),
         list = matching.join(", ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::look_alike;
+
+    #[test]
+    fn names_a_person_could_not_tell_apart_look_alike() {
+        // Composed and decomposed accents, case, full-width letters, runs
+        // of spaces a page shows as one.
+        assert!(look_alike("Zoë", "Zoe\u{308}"));
+        assert!(look_alike("Alice", "alice"));
+        assert!(look_alike("ａｌｉｃｅ", "alice"));
+        assert!(look_alike("work  account", "work account"));
+        assert!(!look_alike("work", "personal"));
+        assert!(!look_alike("alice", "alice2"));
+    }
 }

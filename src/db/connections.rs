@@ -352,8 +352,8 @@ pub enum Renamed {
     Renamed,
     /// No such connection of the user's.
     NotFound,
-    /// Another of the user's accounts at the provider has that label:
-    /// nothing changed.
+    /// Another of the user's accounts at the provider has that label, or
+    /// that account id: nothing changed.
     LabelTaken,
 }
 
@@ -383,8 +383,9 @@ pub async fn lock_labels(
 }
 
 /// Renames one of the user's connections, unless another of their
-/// accounts at the same provider already has `label` (labels tell them
-/// apart). Run after [`lock_labels`], in its transaction.
+/// accounts at the same provider already has `label`, or has it as its
+/// account id (labels tell them apart, and an account id names its own
+/// account first). Run after [`lock_labels`], in its transaction.
 pub async fn set_label(
     exec: impl PgExecutor<'_>,
     user: UserRef<'_>,
@@ -397,7 +398,7 @@ pub async fn set_label(
            ), taken AS (
                SELECT 1 FROM connections c JOIN target t ON c.provider = t.provider
                WHERE c.issuer = $2 AND c.subject = $3 AND c.id <> t.id
-                 AND c.account_id <> '' AND c.account_label = $4
+                 AND c.account_id <> '' AND (c.account_label = $4 OR c.account_id = $4)
            ), renamed AS (
                UPDATE connections SET account_label = $4, label_edited = true, updated_at = now(),
                    tokens_stored_at = COALESCE(tokens_stored_at, updated_at)

@@ -58,8 +58,9 @@ async fn rename(
         // Not theirs: nothing to say about another's connection.
         Renamed::Renamed | Renamed::NotFound => Ok(see_other("/connections")),
         Renamed::LabelTaken => Err(WebError::Conflict(
-            "Another of your accounts at this provider already has this label, so tools could not tell \
-             them apart. Nothing was changed: go back and choose a different label.",
+            "Another of your accounts at this provider already has this label, or this is its \
+             account id (which tools take for that account), so tools could not tell them apart. \
+             Nothing was changed: go back and choose a different label.",
         )),
     }
 }

@@ -828,8 +828,8 @@ async fn a_rename_waits_for_a_refresh_that_holds_the_row() {
 }
 
 /// A label tells the user's accounts at a provider apart: renaming one to
-/// the label another already has is refused on the page, and nothing is
-/// stored. Its own label again, or any other, is a rename like any.
+/// the label another already has (or to its account id) is refused on the
+/// page, and nothing is stored. Its own label again, or any other, is a rename like any.
 #[tokio::test]
 async fn a_label_another_account_has_is_refused_on_the_connections_page() {
     let app = spawn_app().await;
@@ -850,6 +850,9 @@ async fn a_label_another_account_has_is_refused_on_the_connections_page() {
         "{}",
         refused.body
     );
+    // Nor another account's id, which names that account first.
+    let refused = rename(&browser, id, "w-1").await;
+    assert_eq!(refused.status, 409, "{}", refused.body);
     let labels: Vec<String> =
         sqlx::query_scalar("SELECT account_label FROM connections ORDER BY account_id")
             .fetch_all(&app.db)
