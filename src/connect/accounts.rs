@@ -276,8 +276,26 @@ pub(super) async fn add<'s>(
         unanswered_ticket(state, p, provider).await?
     } else {
         super::current_ticket(state, round).await?
+    };
+    // The account the person connected was one connected here already, and
+    // this client was asked to be approved for it: the approval's answer,
+    // or the question again.
+    if let Some(connection) = ticket.as_ref().and_then(|t| t.connection_id)
+        && let super::Checked::Ready(token) =
+            super::check(state, p, provider, Some(connection), wanted).await?
+        && let Some(access) = super::grants::admit(
+            state,
+            need,
+            provider,
+            token,
+            round,
+            super::grants::GrantSeen::Unread,
+        )
+        .await?
+    {
+        return Ok(access);
     }
-    .filter(|t| t.add_account);
+    let ticket = ticket.filter(|t| t.add_account);
     if let Some(t) = ticket.as_ref().filter(|t| t.declined_at.is_some()) {
         if legacy {
             answered(state, t.id).await?;
@@ -288,7 +306,7 @@ pub(super) async fn add<'s>(
     }
     if let Some((t, refused)) = ticket
         .as_ref()
-        .and_then(|t| Some((t, super::authorization_refused(provider, t)?)))
+        .and_then(|t| Some((t, super::authorization_refused(provider, need, t)?)))
     {
         if legacy {
             answered(state, t.id).await?;
@@ -330,7 +348,8 @@ pub(super) async fn add<'s>(
             if let Some(access) =
                 super::grants::admit(state, need, provider, token, round, seen).await?
             {
-                if legacy && matches!(access, Access::Ready { .. }) {
+                // Answered for good: used, or its approval denied.
+                if legacy && matches!(access, Access::Ready { .. } | Access::Declined { .. }) {
                     answered(state, ticket_id).await?;
                 }
                 return Ok(access);

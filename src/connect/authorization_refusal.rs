@@ -52,8 +52,8 @@ impl AuthorizationRefusal {
                 if from_connections_page {
                     "tell whoever runs this service"
                 } else {
-                    "your MCP client can ask for other permissions, or tell whoever runs this \
-                     service"
+                    "if your MCP client asked for particular permissions, it can ask for others; \
+                     otherwise tell whoever runs this service"
                 }
             ),
             AuthorizationRefusal::Setup => format!(

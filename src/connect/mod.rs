@@ -129,11 +129,19 @@ pub enum Access<'s> {
 }
 
 /// The answer for a connect ticket whose authorization the provider
-/// refused (`refused_with`), if it was.
-fn authorization_refused<'s>(provider: &Provider, ticket: &Ticket) -> Option<Access<'s>> {
+/// refused (`refused_with`), if it was. An `invalid_scope` is the call's
+/// to change when it asks for scopes of its own (the retry repeats the
+/// call's arguments), else the operator's: the ticket's scopes cannot
+/// tell, as a reconnect's carry the connection's, spelled as the provider
+/// granted them.
+fn authorization_refused<'s>(
+    provider: &Provider,
+    need: &Need<'_>,
+    ticket: &Ticket,
+) -> Option<Access<'s>> {
     let code = ticket.refused_with.clone()?;
     let defaults = provider.default_scopes();
-    let asked_for_more = ticket.scopes.iter().any(|s| !defaults.contains(s));
+    let asked_for_more = need.scopes.iter().any(|s| !defaults.contains(s));
     Some(Access::AuthorizationRefused {
         provider_name: provider.display_name().to_owned(),
         refusal: AuthorizationRefusal::of(&code, asked_for_more),
@@ -275,7 +283,8 @@ async fn require<'s>(
         |ticket: &Option<Ticket>| ticket.as_ref().is_some_and(|t| t.declined_at.is_some());
     // Or the provider refused it: said once, not answered with another
     // link that would fail the same way.
-    let refused = |ticket: &Option<Ticket>| authorization_refused(provider, ticket.as_ref()?);
+    let refused =
+        |ticket: &Option<Ticket>| authorization_refused(provider, &need, ticket.as_ref()?);
     // An approval ticket of an earlier round is no answer to "connect".
     let connect_ticket =
         |ticket: Option<Ticket>| ticket.filter(|t: &Ticket| t.connection_id.is_none());

@@ -132,6 +132,15 @@ impl Browser {
     /// Completes a sign-in from a page that redirects to the identity
     /// provider. Returns the callback's answer.
     pub async fn sign_in_from(&self, start: Page, user: &str) -> Page {
+        let back = self.back_from_idp(start, user).await;
+        let callback = self.follow(&back).await;
+        assert_eq!(callback.status, 303, "sign-in callback: {}", callback.body);
+        callback
+    }
+
+    /// Signs in as `user` at the identity provider `start` redirects to:
+    /// the provider's redirect back to the sign-in callback, not followed.
+    pub async fn back_from_idp(&self, start: Page, user: &str) -> Page {
         assert_eq!(
             start.status, 303,
             "not a redirect to sign in: {}",
@@ -147,9 +156,7 @@ impl Browser {
             )
             .await;
         assert_eq!(back.status, 303, "dev IdP answer: {}", back.body);
-        let callback = self.follow(&back).await;
-        assert_eq!(callback.status, 303, "sign-in callback: {}", callback.body);
-        callback
+        back
     }
 
     /// The value of the cookie `name` this browser holds for the app.

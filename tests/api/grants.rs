@@ -782,8 +782,8 @@ async fn every_audit_row_of_a_long_client_id_keeps_the_same_prefix() {
 /// person to connect "another" account and their picking that one at the
 /// provider (its chooser, or whoever is signed in there): the connect
 /// stores into the existing connection without granting the client, and
-/// its retry asks for approval on the page that names the account. So
-/// does a client whose access the person removed.
+/// its retry asks for approval on the page that names the account; once
+/// allowed, the next retry completes with it.
 #[tokio::test]
 async fn connecting_an_account_connected_already_does_not_approve_the_client() {
     use crate::full_flow::{approve_at_demo, open_and_continue};
@@ -828,7 +828,8 @@ async fn connecting_an_account_connected_already_does_not_approve_the_client() {
     let url = retried["result"]["inputRequests"]["connect_demo"]["params"]["url"]
         .as_str()
         .unwrap_or_default();
-    let page = approval_page(&Browser::new(&app), url).await;
+    let browser = Browser::new(&app);
+    let page = approval_page(&browser, url).await;
     let account_id: String = sqlx::query_scalar("SELECT account_id FROM connections")
         .fetch_one(&app.db)
         .await
@@ -840,6 +841,26 @@ async fn connecting_an_account_connected_already_does_not_approve_the_client() {
         page.body
     );
     assert!(page.body.contains(&account_id), "{}", page.body);
+
+    browser
+        .submit(&page, "/connect", &[("action", "continue")])
+        .await;
+    let state = retried["result"]["requestState"].as_str().unwrap();
+    let (_, allowed) = app
+        .mcp_as(
+            OTHER,
+            "alice",
+            "tools/call",
+            json!({"name": "connect", "arguments": args, "requestState": state,
+                   "inputResponses": {"connect_demo": {"action": "accept"}}}),
+        )
+        .await;
+    assert_eq!(allowed["result"]["resultType"], "complete", "{allowed}");
+    assert_ne!(allowed["result"]["isError"], true, "{allowed}");
+    assert_eq!(
+        allowed["result"]["structuredContent"]["account"], "octo",
+        "{allowed}"
+    );
 }
 
 /// A 2025-11-25 client's retry after the person pressed Deny on its

@@ -341,14 +341,7 @@ async fn rekey_reads_page_after_page_and_gives_up_on_a_row_once() {
     .execute(&app.db)
     .await
     .unwrap();
-    let old = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
-    let new = mcp_connect::crypto::KeyRing::generate_entry("k2");
-    let rotated = app
-        .second_instance_with(|t| {
-            let keys = vec![new.clone().into(), old.clone().into()];
-            t.insert("keys".into(), toml::Value::Array(keys));
-        })
-        .await;
+    let rotated = rotated(&app).await;
     let rekeyed = rotated.state.connect.rekey().await.unwrap();
     assert_eq!(
         rekeyed.resealed, 2,
@@ -563,14 +556,7 @@ async fn rekey_reseals_a_page_of_connections_in_one_transaction() {
         .execute(&app.db)
         .await
         .unwrap();
-    let old = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
-    let new = mcp_connect::crypto::KeyRing::generate_entry("k2");
-    let rotated = app
-        .second_instance_with(|t| {
-            let keys = vec![new.clone().into(), old.clone().into()];
-            t.insert("keys".into(), toml::Value::Array(keys));
-        })
-        .await;
+    let (rotated, new) = rotated_to_new_key(&app).await;
 
     let rekeyed = rotated.state.connect.rekey().await.unwrap();
     assert_eq!(rekeyed.resealed, 1200);
@@ -620,13 +606,20 @@ async fn rekey_reseals_a_page_of_connections_in_one_transaction() {
 /// A ring of the dev key and a new one, `k2`, first: an instance with it
 /// re-seals what the dev key sealed.
 async fn rotated(app: &TestApp) -> TestApp {
+    rotated_to_new_key(app).await.0
+}
+
+/// [`rotated`], and the new key's entry.
+async fn rotated_to_new_key(app: &TestApp) -> (TestApp, String) {
     let old = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
     let new = mcp_connect::crypto::KeyRing::generate_entry("k2");
-    app.second_instance_with(|t| {
-        let keys = vec![new.into(), old.into()];
-        t.insert("keys".into(), toml::Value::Array(keys));
-    })
-    .await
+    let rotated = app
+        .second_instance_with(|t| {
+            let keys = vec![new.clone().into(), old.into()];
+            t.insert("keys".into(), toml::Value::Array(keys));
+        })
+        .await;
+    (rotated, new)
 }
 
 async fn key_of(app: &TestApp, subject: &str) -> String {
@@ -635,6 +628,33 @@ async fn key_of(app: &TestApp, subject: &str) -> String {
         .fetch_one(&app.db)
         .await
         .unwrap()
+}
+
+/// Starts `tokens rekey` on a rotated instance (returned: it serves
+/// while the re-seal runs) in the background and waits (3 s at most)
+/// until alice's and carol's rows, which nothing holds, are re-sealed:
+/// the page did not wait for bob's.
+async fn page_resealed_but_bob(
+    app: &TestApp,
+) -> (
+    TestApp,
+    tokio::task::JoinHandle<anyhow::Result<mcp_connect::connect::vault::Rekeyed>>,
+) {
+    let rotated = rotated(app).await;
+    let rekeying = tokio::spawn({
+        let state = rotated.state.clone();
+        async move { mcp_connect::connect::vault::rekey_all(&state.connect).await }
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    while key_of(app, "carol").await != "k2" {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the rest of the page waits for bob's row"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(key_of(app, "alice").await, "k2");
+    (rotated, rekeying)
 }
 
 /// A row another transaction holds (a refresh waiting for its provider,
@@ -653,20 +673,7 @@ async fn a_page_is_resealed_around_a_row_another_transaction_holds() {
         .execute(&mut *holder)
         .await
         .unwrap();
-    let rotated = rotated(&app).await;
-    let rekeying = tokio::spawn({
-        let state = rotated.state.clone();
-        async move { mcp_connect::connect::vault::rekey_all(&state.connect).await }
-    });
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
-    while key_of(&app, "carol").await != "k2" {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the rest of the page waits for bob's row"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(key_of(&app, "alice").await, "k2");
+    let (_rotated, rekeying) = page_resealed_but_bob(&app).await;
     assert_eq!(key_of(&app, "bob").await, "dev1", "still held");
     assert!(!rekeying.is_finished(), "bob's row is waited for alone");
     holder.commit().await.unwrap();
@@ -696,20 +703,7 @@ async fn a_page_leaves_a_connection_whose_refresh_is_claimed_elsewhere() {
     .fetch_one(&app.db)
     .await
     .unwrap();
-    let rotated = rotated(&app).await;
-    let rekeying = tokio::spawn({
-        let state = rotated.state.clone();
-        async move { mcp_connect::connect::vault::rekey_all(&state.connect).await }
-    });
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
-    while key_of(&app, "carol").await != "k2" {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the page is re-sealed"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(key_of(&app, "alice").await, "k2");
+    let (_rotated, rekeying) = page_resealed_but_bob(&app).await;
     assert_eq!(key_of(&app, "bob").await, "dev1", "claimed elsewhere");
     let claims: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT claim_id FROM refresh_claims")
         .fetch_all(&app.db)

@@ -67,54 +67,32 @@ pub(super) trait HoldsSealedTokens {
     fn sealed(&self, kind: Kind) -> Option<&[u8]>;
 }
 
-impl HoldsSealedTokens for ConnectionRow {
-    fn binding(&self) -> Binding<'_> {
-        Binding::of(self)
-    }
+/// The rows whose tokens sit in `access_token` and `refresh_token`, bound
+/// to their `id`, `user()` and `provider`, sealed by `key_id`: each
+/// table's row type, and a re-seal's page.
+macro_rules! holds_sealed_tokens {
+    ($($row:ty),+) => {$(
+        impl HoldsSealedTokens for $row {
+            fn binding(&self) -> Binding<'_> {
+                Binding {
+                    id: self.id,
+                    user: self.user(),
+                    provider: &self.provider,
+                    key_id: &self.key_id,
+                }
+            }
 
-    fn sealed(&self, kind: Kind) -> Option<&[u8]> {
-        match kind {
-            Kind::Access => Some(&self.access_token),
-            Kind::Refresh => self.refresh_token.as_deref(),
+            fn sealed(&self, kind: Kind) -> Option<&[u8]> {
+                match kind {
+                    Kind::Access => Some(&self.access_token),
+                    Kind::Refresh => self.refresh_token.as_deref(),
+                }
+            }
         }
-    }
+    )+};
 }
 
-impl HoldsSealedTokens for SealedTokenRow {
-    fn binding(&self) -> Binding<'_> {
-        Binding {
-            id: self.id,
-            user: self.user(),
-            provider: &self.provider,
-            key_id: &self.key_id,
-        }
-    }
-
-    fn sealed(&self, kind: Kind) -> Option<&[u8]> {
-        match kind {
-            Kind::Access => Some(&self.access_token),
-            Kind::Refresh => self.refresh_token.as_deref(),
-        }
-    }
-}
-
-impl HoldsSealedTokens for PendingRevocation {
-    fn binding(&self) -> Binding<'_> {
-        Binding {
-            id: self.id,
-            user: self.user(),
-            provider: &self.provider,
-            key_id: &self.key_id,
-        }
-    }
-
-    fn sealed(&self, kind: Kind) -> Option<&[u8]> {
-        match kind {
-            Kind::Access => Some(&self.access_token),
-            Kind::Refresh => self.refresh_token.as_deref(),
-        }
-    }
-}
+holds_sealed_tokens!(ConnectionRow, SealedTokenRow, PendingRevocation);
 
 /// Seals `secret`, a token of `kind` of connection (or owed revocation)
 /// `id`, `user`'s at `provider`, with the ring's current key: bound as

@@ -557,19 +557,10 @@ async fn refused(
             json!({ "reason": "provider_error", "error": code, "flow_id": flow.id, "ticket_id": flow.ticket_id }),
         )
         .await;
-        // Whether the connect asked for scopes beyond the operator's: an
-        // `invalid_scope` is then about those.
-        let ticket = match flow.ticket_id {
-            Some(id) => state.connect.ticket(id).await.unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "cannot read a refused flow's ticket");
-                None
-            }),
-            None => None,
-        };
-        let defaults = provider.default_scopes();
-        let asked_for_more = ticket.is_some_and(|t| t.scopes.iter().any(|s| !defaults.contains(s)));
         let from_page = matches!(AskedBy::of_flow(flow), AskedBy::ConnectionsPage);
-        let sentence = AuthorizationRefusal::of(&code, asked_for_more).for_person(
+        // Whose scopes an `invalid_scope` is about, the page cannot tell
+        // (the client's retry can): its sentence names both.
+        let sentence = AuthorizationRefusal::of(&code, true).for_person(
             provider.display_name(),
             &code,
             from_page,

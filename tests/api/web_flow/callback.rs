@@ -375,6 +375,24 @@ async fn a_full_connect_stores_the_connection_once_and_shows_the_account() {
     );
 }
 
+/// The demo provider sends the person back, from the redirect to it that
+/// Continue gave (`to_provider`), with `error` instead of a code, as a
+/// provider refusing the authorization does: the callback's page.
+async fn back_from_demo_with(
+    app: &crate::helpers::TestApp,
+    browser: &Browser,
+    to_provider: &Page,
+    error: &str,
+) -> Page {
+    let authorize = url::Url::parse(to_provider.location.as_deref().unwrap()).unwrap();
+    let mut back = url::Url::parse(&param(&authorize, "redirect_uri").unwrap()).unwrap();
+    back.query_pairs_mut()
+        .append_pair("error", error)
+        .append_pair("state", &param(&authorize, "state").unwrap())
+        .append_pair("iss", &format!("{}/dev/demo", app.base));
+    browser.get(back.as_str()).await
+}
+
 /// The provider refusing the authorization with an error of its own (not
 /// the person's decline): the page says what it means and names the code,
 /// and the MCP client's retry is told so, once, in an error result naming
@@ -399,7 +417,14 @@ async fn a_providers_refusal_is_explained_on_the_page_and_to_the_clients_retry()
             "change_request",
             "refused the permissions",
         ),
-        ("whoami", &plain, "invalid_scope", "ask_user", needs_fixing),
+        // The page cannot tell whose scopes they were; the retry can.
+        (
+            "whoami",
+            &plain,
+            "invalid_scope",
+            "ask_user",
+            "refused the permissions",
+        ),
         (
             "whoami",
             &plain,
@@ -418,13 +443,7 @@ async fn a_providers_refusal_is_explained_on_the_page_and_to_the_clients_retry()
         let (link, request_state) = elicit(&app, "alice", tool, args.clone(), "connect_demo").await;
         let browser = Browser::new(&app);
         let to_provider = open_and_continue(&browser, &link, "alice").await;
-        let authorize = url::Url::parse(to_provider.location.as_deref().unwrap()).unwrap();
-        let mut back = url::Url::parse(&param(&authorize, "redirect_uri").unwrap()).unwrap();
-        back.query_pairs_mut()
-            .append_pair("error", code)
-            .append_pair("state", &param(&authorize, "state").unwrap())
-            .append_pair("iss", &format!("{}/dev/demo", app.base));
-        let page = browser.get(back.as_str()).await;
+        let page = back_from_demo_with(&app, &browser, &to_provider, code).await;
         assert_eq!(page.status, 502, "{code}: {}", page.body);
         assert!(page.body.contains(sentence), "{tool} {code}: {}", page.body);
         let named = format!("error code {code}");
@@ -477,13 +496,8 @@ async fn a_providers_refusal_answers_a_resource_read_with_its_own_error() {
     let request_state = asked["result"]["requestState"].as_str().unwrap();
     let browser = Browser::new(&app);
     let to_provider = open_and_continue(&browser, link, "alice").await;
-    let authorize = url::Url::parse(to_provider.location.as_deref().unwrap()).unwrap();
-    let mut back = url::Url::parse(&param(&authorize, "redirect_uri").unwrap()).unwrap();
-    back.query_pairs_mut()
-        .append_pair("error", "unauthorized_client")
-        .append_pair("state", &param(&authorize, "state").unwrap())
-        .append_pair("iss", &format!("{}/dev/demo", app.base));
-    assert_eq!(browser.get(back.as_str()).await.status, 502);
+    let refused = back_from_demo_with(&app, &browser, &to_provider, "unauthorized_client").await;
+    assert_eq!(refused.status, 502);
 
     let mut retry = read;
     retry["requestState"] = json!(request_state);

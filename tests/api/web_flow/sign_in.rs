@@ -593,14 +593,7 @@ async fn the_sign_in_callback_again_after_signing_in_shows_the_connections() {
     let app = spawn_app().await;
     let browser = Browser::new(&app);
     let start = browser.get("/login?return_to=/connections").await;
-    let idp_page = browser.follow(&start).await;
-    let back = browser
-        .submit(
-            &idp_page,
-            "/dev/idp/authorize",
-            &[("username", "alice"), ("action", "sign-in")],
-        )
-        .await;
+    let back = browser.back_from_idp(start, "alice").await;
     let callback_url = back.location.clone().expect("back to the callback");
     let landed = browser.get(&callback_url).await;
     assert_eq!(landed.status, 303, "{}", landed.body);
