@@ -279,21 +279,31 @@ pub(super) async fn add<'s>(
     };
     // The account the person connected was one connected here already, and
     // this client was asked to be approved for it: the approval's answer,
-    // or the question again.
-    if let Some(connection) = ticket.as_ref().and_then(|t| t.connection_id)
-        && let super::Checked::Ready(token) =
-            super::check(state, p, provider, Some(connection), wanted).await?
-        && let Some(access) = super::grants::admit(
-            state,
-            need,
-            provider,
-            token,
-            round,
-            super::grants::GrantSeen::Unread,
-        )
-        .await?
-    {
-        return Ok(access);
+    // or the question again — asked before its token is opened or
+    // refreshed, as `require` asks. Gone meanwhile, or in need of its
+    // user: another link.
+    if let Some(connection) = ticket.as_ref().and_then(|t| t.connection_id) {
+        use super::{Checked, grants::Gate};
+        let seen = super::grants::GrantSeen::Unread;
+        match super::grants::gate(state, need, provider, connection, round, seen).await? {
+            Gate::Answer(access) => return Ok(access),
+            Gate::Pass => match super::check(state, p, provider, Some(connection), wanted).await? {
+                Checked::Ready(token) => return Ok(Access::Ready { token, provider }),
+                Checked::Unavailable => {
+                    return Ok(Access::ProviderUnavailable {
+                        provider_name: provider.display_name().to_owned(),
+                    });
+                }
+                Checked::RefreshRefused(refusal) => {
+                    return Ok(Access::RefreshRefused {
+                        provider_name: provider.display_name().to_owned(),
+                        refusal,
+                    });
+                }
+                Checked::Ask { .. } => {}
+            },
+            Gate::Gone => {}
+        }
     }
     let ticket = ticket.filter(|t| t.add_account);
     if let Some(t) = ticket.as_ref().filter(|t| t.declined_at.is_some()) {

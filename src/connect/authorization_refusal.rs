@@ -19,10 +19,11 @@ pub enum AuthorizationRefusal {
 }
 
 impl AuthorizationRefusal {
-    /// What `code` means for a connect whose ticket asked for scopes
-    /// beyond the provider's defaults (`asked_for_more`, the caller's own:
-    /// those it may change) or not (then an `invalid_scope` is about the
-    /// scopes the operator configured).
+    /// What `code` means for a call that asked for scopes beyond the
+    /// provider's defaults (`asked_for_more`: the call's own, which it may
+    /// change) or not (then an `invalid_scope` is about the scopes the
+    /// operator configured). A page that cannot tell passes `true`: its
+    /// sentence names both.
     pub fn of(code: &str, asked_for_more: bool) -> Self {
         match code {
             "invalid_scope" if asked_for_more => AuthorizationRefusal::Scopes,

@@ -783,20 +783,55 @@ async fn every_audit_row_of_a_long_client_id_keeps_the_same_prefix() {
 /// provider (its chooser, or whoever is signed in there): the connect
 /// stores into the existing connection without granting the client, and
 /// its retry asks for approval on the page that names the account; once
-/// allowed, the next retry completes with it.
+/// allowed, the next retry completes with it; denied, it is a decline.
 #[tokio::test]
 async fn connecting_an_account_connected_already_does_not_approve_the_client() {
-    use crate::full_flow::{approve_at_demo, open_and_continue};
-    let app = spawn_app().await;
-    connect_demo(&app, "alice", "octo").await;
+    for (answer, ended) in [("continue", "octo"), ("cancel", "declined")] {
+        let app = spawn_app().await;
+        connect_demo(&app, "alice", "octo").await;
+        let (browser, page, state) = another_account_that_is_octo(&app).await;
+        let answered = browser
+            .submit(&page, "/connect", &[("action", answer)])
+            .await;
+        assert!(answered.status < 400, "{answer}: {}", answered.body);
+        let (_, body) = app
+            .mcp_as(OTHER, "alice", "tools/call", another_account(Some(&state)))
+            .await;
+        let result = &body["result"];
+        assert_eq!(result["resultType"], "complete", "{answer}: {body}");
+        if answer == "continue" {
+            assert_ne!(result["isError"], true, "{body}");
+            assert_eq!(result["structuredContent"]["account"], ended, "{body}");
+        } else {
+            assert_eq!(result["isError"], true, "{body}");
+            assert_eq!(
+                result["structuredContent"]["error"]["kind"], ended,
+                "{body}"
+            );
+        }
+    }
+}
+
+/// `connect {another_account: true}` at demo, first (`None`) or as the
+/// retry of round `state`, the person having said they were done.
+fn another_account(state: Option<&str>) -> Value {
     let args = json!({"provider": "demo", "another_account": true});
+    match state {
+        None => json!({"name": "connect", "arguments": args}),
+        Some(state) => json!({"name": "connect", "arguments": args, "requestState": state,
+                              "inputResponses": {"connect_demo": {"action": "accept"}}}),
+    }
+}
+
+/// `OTHER` asks alice to connect another demo account, and she connects
+/// octo again, which she had connected through another client: the
+/// approval page its retry leads to (checked to name octo by label and id,
+/// with no grant made), and the `requestState` to retry with once she
+/// answered it.
+async fn another_account_that_is_octo(app: &TestApp) -> (Browser, Page, String) {
+    use crate::full_flow::{approve_at_demo, open_and_continue};
     let (status, body) = app
-        .mcp_as(
-            OTHER,
-            "alice",
-            "tools/call",
-            json!({"name": "connect", "arguments": args}),
-        )
+        .mcp_as(OTHER, "alice", "tools/call", another_account(None))
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"]["resultType"], "input_required", "{body}");
@@ -805,21 +840,15 @@ async fn connecting_an_account_connected_already_does_not_approve_the_client() {
         .unwrap()
         .to_owned();
     let state = body["result"]["requestState"].as_str().unwrap().to_owned();
-    let browser = Browser::new(&app);
+    let browser = Browser::new(app);
     let to_provider = open_and_continue(&browser, &url, "alice").await;
     approve_at_demo(&browser, &to_provider, "octo").await;
-    assert_eq!(count(&app, "SELECT count(*) FROM connections").await, 1);
-
+    assert_eq!(count(app, "SELECT count(*) FROM connections").await, 1);
     let granted = "SELECT count(*) FROM client_grants WHERE client_id = 'other-client'";
-    assert_eq!(count(&app, granted).await, 0, "not approved by the connect");
+    assert_eq!(count(app, granted).await, 0, "not approved by the connect");
+
     let (_, retried) = app
-        .mcp_as(
-            OTHER,
-            "alice",
-            "tools/call",
-            json!({"name": "connect", "arguments": args, "requestState": state,
-                   "inputResponses": {"connect_demo": {"action": "accept"}}}),
-        )
+        .mcp_as(OTHER, "alice", "tools/call", another_account(Some(&state)))
         .await;
     assert_eq!(
         retried["result"]["resultType"], "input_required",
@@ -828,7 +857,7 @@ async fn connecting_an_account_connected_already_does_not_approve_the_client() {
     let url = retried["result"]["inputRequests"]["connect_demo"]["params"]["url"]
         .as_str()
         .unwrap_or_default();
-    let browser = Browser::new(&app);
+    let browser = Browser::new(app);
     let page = approval_page(&browser, url).await;
     let account_id: String = sqlx::query_scalar("SELECT account_id FROM connections")
         .fetch_one(&app.db)
@@ -841,26 +870,11 @@ async fn connecting_an_account_connected_already_does_not_approve_the_client() {
         page.body
     );
     assert!(page.body.contains(&account_id), "{}", page.body);
-
-    browser
-        .submit(&page, "/connect", &[("action", "continue")])
-        .await;
-    let state = retried["result"]["requestState"].as_str().unwrap();
-    let (_, allowed) = app
-        .mcp_as(
-            OTHER,
-            "alice",
-            "tools/call",
-            json!({"name": "connect", "arguments": args, "requestState": state,
-                   "inputResponses": {"connect_demo": {"action": "accept"}}}),
-        )
-        .await;
-    assert_eq!(allowed["result"]["resultType"], "complete", "{allowed}");
-    assert_ne!(allowed["result"]["isError"], true, "{allowed}");
-    assert_eq!(
-        allowed["result"]["structuredContent"]["account"], "octo",
-        "{allowed}"
-    );
+    let state = retried["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (browser, page, state)
 }
 
 /// A 2025-11-25 client's retry after the person pressed Deny on its
