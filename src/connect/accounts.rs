@@ -289,17 +289,7 @@ pub(super) async fn add<'s>(
             Gate::Answer(access) => return Ok(access),
             Gate::Pass => match super::check(state, p, provider, Some(connection), wanted).await? {
                 Checked::Ready(token) => return Ok(Access::Ready { token, provider }),
-                Checked::Unavailable => {
-                    return Ok(Access::ProviderUnavailable {
-                        provider_name: provider.display_name().to_owned(),
-                    });
-                }
-                Checked::RefreshRefused(refusal) => {
-                    return Ok(Access::RefreshRefused {
-                        provider_name: provider.display_name().to_owned(),
-                        refusal,
-                    });
-                }
+                Checked::RenewalFailed(failure) => return Ok(failure.answer(provider)),
                 Checked::Ask { .. } => {}
             },
             Gate::Gone => {}

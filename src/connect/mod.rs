@@ -264,17 +264,7 @@ async fn require<'s>(
             }
         }
         Checked::Ask { existing_scopes } => existing_scopes,
-        Checked::Unavailable => {
-            return Ok(Access::ProviderUnavailable {
-                provider_name: provider.display_name().to_owned(),
-            });
-        }
-        Checked::RefreshRefused(refusal) => {
-            return Ok(Access::RefreshRefused {
-                provider_name: provider.display_name().to_owned(),
-                refusal,
-            });
-        }
+        Checked::RenewalFailed(failure) => return Ok(failure.answer(provider)),
     };
     // Not (yet) connected. Did the user press Cancel on our consent page, or
     // Deny at the provider? (Only asked now: a connected retry needs no
@@ -367,10 +357,30 @@ enum Checked {
     Ask {
         existing_scopes: Vec<String>,
     },
-    /// Connected, but the provider cannot renew the token now.
+    /// Connected, but the token's renewal failed: the answer to the call.
+    RenewalFailed(RenewalFailure),
+}
+
+/// Why a connected account's expired token could not be renewed.
+enum RenewalFailure {
+    /// The provider cannot renew it now.
     Unavailable,
-    /// Connected, but the provider refuses to renew the token.
-    RefreshRefused(vault::Refusal),
+    /// The provider refuses to renew it.
+    Refused(vault::Refusal),
+}
+
+impl RenewalFailure {
+    /// The call's answer, whoever the client.
+    fn answer<'s>(self, provider: &Provider) -> Access<'s> {
+        let provider_name = provider.display_name().to_owned();
+        match self {
+            RenewalFailure::Unavailable => Access::ProviderUnavailable { provider_name },
+            RenewalFailure::Refused(refusal) => Access::RefreshRefused {
+                provider_name,
+                refusal,
+            },
+        }
+    }
 }
 
 /// Reads the connection and checks its token (when the call's one read is
@@ -398,8 +408,10 @@ fn checked(found: anyhow::Result<TokenState>) -> Result<Checked, ErrorData> {
         TokenState::Missing => Ok(Checked::Ask {
             existing_scopes: Vec::new(),
         }),
-        TokenState::ProviderUnavailable => Ok(Checked::Unavailable),
-        TokenState::RefreshRefused(refusal) => Ok(Checked::RefreshRefused(refusal)),
+        TokenState::ProviderUnavailable => Ok(Checked::RenewalFailed(RenewalFailure::Unavailable)),
+        TokenState::RefreshRefused(refusal) => {
+            Ok(Checked::RenewalFailed(RenewalFailure::Refused(refusal)))
+        }
     }
 }
 
