@@ -100,6 +100,18 @@ impl Background {
             stop.clone(),
         );
         crate::connect::vault::start_retrying(state.connect.clone(), stop.clone());
+        // Read page by page over every connection: the instance serves
+        // meanwhile (the warning is for the operator, not a condition of
+        // serving), and stops reading when it stops.
+        tokio::spawn({
+            let (connect, stop) = (state.connect.clone(), stop.clone());
+            async move {
+                tokio::select! {
+                    () = crate::connect::stale_keys::warn_about_missing_keys(&connect) => {}
+                    () = stop.cancelled() => {}
+                }
+            }
+        });
         crate::webhooks::start(
             state.db.clone(),
             webhooks,
@@ -175,7 +187,6 @@ impl Application {
         let timeout = settings.database.connect_timeout();
         let pool = db::serving_pool(options, pooled, timeout, &stops);
         let state = build_state(settings, pool)?;
-        crate::connect::stale_keys::warn_about_missing_keys(&state.connect).await;
         let background = Background::start(&state, webhooks);
         let port = listener.local_addr()?.port();
         let server = serve(state.clone(), listener, extra, stops)?;

@@ -58,6 +58,26 @@ pub(super) async fn record(
     .await
 }
 
+/// [`record`] for many connections at once, as they are in `exec`'s
+/// transaction (after the change the events report), in one statement.
+pub(super) async fn record_many(
+    state: &ConnectionService,
+    exec: &mut sqlx::PgConnection,
+    event: WebhookEvent,
+    connections: &[ConnectionRef],
+    detail: Detail<'_>,
+) -> Result<(), sqlx::Error> {
+    let endpoints = state.settings.webhooks.endpoints_for(event);
+    if endpoints.is_empty() || connections.is_empty() {
+        return Ok(());
+    }
+    let events: Vec<(Uuid, Value)> = connections
+        .iter()
+        .map(|c| (Uuid::new_v4(), payload(event, c, detail)))
+        .collect();
+    db::event_outbox::insert_many(&mut *exec, &endpoints, event.as_str(), &events).await
+}
+
 /// The Standard Webhooks payload: `type`, `timestamp`, `data`.
 fn payload(event: WebhookEvent, c: &ConnectionRef, detail: Detail<'_>) -> Value {
     let mut data = json!({

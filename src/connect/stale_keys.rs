@@ -13,23 +13,53 @@ use serde_json::json;
 
 use uuid::Uuid;
 
+use super::outbox::{self, Detail};
 use crate::{
+    config::WebhookEvent,
     connect::ConnectionService,
     db::{
         self,
         audit::{AuditEvent, AuditKind},
-        connections::ConnectionRow,
+        connections::{ConnectionRef, ConnectionRow},
     },
 };
 
 /// Key ids that the ring lacks in the rows that still hold tokens, with
 /// their row counts: a row whose tokens `forget-key` dropped is done with.
 pub async fn missing_keys(state: &ConnectionService) -> Result<Vec<(String, i64)>, sqlx::Error> {
-    let counts = db::connections::count_by_key_id(&state.db).await?;
+    let counts = stored_key_ids(state).await?;
     Ok(counts
         .into_iter()
         .filter(|(kid, _)| !state.keys.has_key(kid))
         .collect())
+}
+
+/// Connections read per statement when their key ids are counted.
+const COUNT_PAGE: i64 = 10_000;
+
+/// How many connections hold tokens each key id sealed, by key id: a page
+/// of connections per statement, each within the database's deadline (one
+/// count over a million rows outlasted the statement time limit, and a
+/// frozen database would have held start-up for ever).
+async fn stored_key_ids(state: &ConnectionService) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    let limit = state.settings.database.deadline();
+    let mut counts = std::collections::BTreeMap::<String, i64>::new();
+    let mut after = Uuid::nil();
+    loop {
+        let page = db::faults::deadline(
+            limit,
+            db::connections::count_by_key_id(&state.db, after, COUNT_PAGE),
+        )
+        .await?;
+        for (key_id, rows) in page.counts {
+            *counts.entry(key_id).or_default() += rows;
+        }
+        match page.last {
+            Some(last) if page.read == COUNT_PAGE as usize => after = last,
+            _ => break,
+        }
+    }
+    Ok(counts.into_iter().collect())
 }
 
 /// Key ids that the ring lacks in the revocations still owed, with their
@@ -38,7 +68,11 @@ pub async fn missing_keys(state: &ConnectionService) -> Result<Vec<(String, i64)
 pub async fn missing_revocation_keys(
     state: &ConnectionService,
 ) -> Result<Vec<(String, i64)>, sqlx::Error> {
-    let counts = db::pending_revocations::count_by_key_id(&state.db).await?;
+    let counts = db::faults::deadline(
+        state.settings.database.deadline(),
+        db::pending_revocations::count_by_key_id(&state.db),
+    )
+    .await?;
     Ok(counts
         .into_iter()
         .filter(|(kid, _)| !state.keys.has_key(kid))
@@ -206,7 +240,7 @@ pub async fn would_forget(state: &ConnectionService, key_id: &str) -> anyhow::Re
             .map_or(0, |(_, n)| n)
     };
     Ok(WouldForget {
-        connections: of_key(db::connections::count_by_key_id(&state.db).await?),
+        connections: of_key(stored_key_ids(state).await?),
         revocations: of_key(db::pending_revocations::count_by_key_id(&state.db).await?),
     })
 }
@@ -220,9 +254,9 @@ fn refuse_a_key_in_the_ring(state: &ConnectionService, key_id: &str) -> anyhow::
     Ok(())
 }
 
-/// Connections looked at per statement when a forgotten key's tokens are
-/// dropped: a few milliseconds each.
-const DROP_PAGE: i64 = 1000;
+/// Connections looked at per statement when a forgotten key's users are
+/// asked to connect again and its tokens dropped: a few milliseconds each.
+const PAGE: i64 = 1000;
 
 /// For a key that is gone for good: asks the users of every active
 /// connection sealed by `key_id` to connect again (marked `needs_reauth`,
@@ -237,9 +271,63 @@ pub async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Resu
         dropped_before: db::connections::count_dropped_of(&state.db, key_id).await?,
         ..Forgotten::default()
     };
-    for id in db::connections::active_ids_sealed_by(&state.db, key_id).await? {
-        // The row as it is now (waiting for a refresh under way); marking
-        // compares its sealed token, so a row re-sealed meanwhile is left.
+    // Page by page, each committed: a run cut short keeps what it marked,
+    // and the next goes on with the rest.
+    let mut after = Uuid::nil();
+    loop {
+        let page = db::connections::active_sealed_by(&state.db, key_id, after, PAGE).await?;
+        if !page.sealed.is_empty() {
+            mark_page(state, key_id, &page.sealed, &mut done).await?;
+        }
+        match page.last {
+            // A short page was the last: no statement to find nothing.
+            Some(last) if page.read == PAGE as usize => after = last,
+            _ => break,
+        }
+    }
+    // A row still active keeps its tokens until it is marked: the next run
+    // marks it, then drops them with the others.
+    if done.failed == 0 {
+        let mut after = Uuid::nil();
+        loop {
+            let page =
+                db::connections::drop_tokens_sealed_by(&state.db, key_id, after, PAGE).await?;
+            done.dropped += page.dropped;
+            match page.last {
+                Some(last) if page.read == PAGE as u64 => after = last,
+                _ => break,
+            }
+        }
+    }
+    done.revocations_dropped = super::vault::forget_revocations_sealed_by(state, key_id).await?;
+    Ok(done)
+}
+
+/// Asks the users of a page's active connections sealed by the forgotten
+/// key `key_id` (`sealed`) to connect again: those no other transaction
+/// holds in one transaction, with their events and audit rows (one at a
+/// time, a million rows took hours); a row a refresh under way holds, once
+/// it is free, alone.
+async fn mark_page(
+    state: &ConnectionService,
+    key_id: &str,
+    sealed: &[Uuid],
+    done: &mut Forgotten,
+) -> anyhow::Result<()> {
+    let marked = match mark_free(state, key_id, sealed).await {
+        Ok(marked) => marked,
+        Err(e) => {
+            tracing::error!(error = %e, key_id, connections = sealed.len(), "cannot mark a page of connections sealed by a forgotten key");
+            done.failed += sealed.len() as u64;
+            return Ok(());
+        }
+    };
+    done.marked += marked.len() as u64;
+    let marked: std::collections::HashSet<Uuid> = marked.iter().map(|c| c.id).collect();
+    for &id in sealed.iter().filter(|id| !marked.contains(id)) {
+        // The row as it is now (waiting for the transaction that held it);
+        // marking compares its sealed token, so a row re-sealed or
+        // reconnected meanwhile is left.
         let mut tx = crate::db::transaction::begin(&state.db).await?;
         let row = db::connections::find_for_update(&mut *tx, id).await?;
         tx.commit().await?;
@@ -253,25 +341,45 @@ pub async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Resu
             Err(_) => done.failed += 1,
         }
     }
-    // A row still active keeps its tokens until it is marked: the next run
-    // marks it, then drops them with the others.
-    if done.failed == 0 {
-        // Page by page, each committed: a run cut short keeps what it
-        // dropped, and the next goes on with the rest.
-        let mut after = uuid::Uuid::nil();
-        loop {
-            let page =
-                db::connections::drop_tokens_sealed_by(&state.db, key_id, after, DROP_PAGE).await?;
-            done.dropped += page.dropped;
-            match page.last {
-                // A short page was the last: no statement to find nothing.
-                Some(last) if page.read == DROP_PAGE as u64 => after = last,
-                _ => break,
-            }
-        }
+    Ok(())
+}
+
+/// The connections of `ids` still active, sealed by `key_id` and held by
+/// no other transaction, marked `needs_reauth` in one transaction with
+/// their webhook events and audit rows: the rows it marked.
+async fn mark_free(
+    state: &ConnectionService,
+    key_id: &str,
+    ids: &[Uuid],
+) -> Result<Vec<ConnectionRef>, sqlx::Error> {
+    let mut tx = crate::db::transaction::begin(&state.db).await?;
+    let marked = db::connections::mark_needs_reauth_sealed_by(&mut *tx, key_id, ids).await?;
+    outbox::record_many(
+        state,
+        &mut tx,
+        WebhookEvent::ConnectionReauthRequired,
+        &marked,
+        Detail::Reason("token_unreadable"),
+    )
+    .await?;
+    let audited: Vec<_> = marked
+        .iter()
+        .map(|c| {
+            let detail =
+                json!({ "connection_id": c.id, "key_id": key_id, "reason": "key_forgotten" });
+            (c.user(), c.provider.as_str(), detail)
+        })
+        .collect();
+    db::audit::record_many(&mut *tx, AuditKind::TokenUnreadable, &audited).await?;
+    tx.commit().await?;
+    if !marked.is_empty() {
+        tracing::warn!(
+            key_id,
+            connections = marked.len(),
+            "stored tokens sealed by a forgotten key; their users must connect again"
+        );
     }
-    done.revocations_dropped = super::vault::forget_revocations_sealed_by(state, key_id).await?;
-    Ok(done)
+    Ok(marked)
 }
 
 /// The connection's token does not open: marks it `needs_reauth` (unless

@@ -140,6 +140,34 @@ pub async fn record(exec: impl PgExecutor<'_>, event: AuditEvent<'_>) -> Result<
     Ok(())
 }
 
+/// Records events of one kind, each about a person's connection at a
+/// provider (issuer, subject, provider, detail), in one statement: a page
+/// of changes an operator's command made, as [`record`] writes one.
+pub async fn record_many(
+    exec: impl PgExecutor<'_>,
+    kind: AuditKind,
+    events: &[(UserRef<'_>, &str, Value)],
+) -> Result<(), sqlx::Error> {
+    let issuers: Vec<&str> = events.iter().map(|e| e.0.issuer()).collect();
+    let subjects: Vec<&str> = events.iter().map(|e| e.0.subject()).collect();
+    let providers: Vec<&str> = events.iter().map(|e| e.1).collect();
+    let details: Vec<Value> = events.iter().map(|e| e.2.clone()).collect();
+    sqlx::query!(
+        "INSERT INTO audit_events (issuer, subject, kind, provider, detail)
+         SELECT e.issuer, e.subject, $1, e.provider, e.detail
+         FROM unnest($2::text[], $3::text[], $4::text[], $5::jsonb[])
+             AS e(issuer, subject, provider, detail)",
+        kind.as_str(),
+        &issuers as &[&str],
+        &subjects as &[&str],
+        &providers as &[&str],
+        &details,
+    )
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
 /// Records an event, logging instead of failing: an audit write must never
 /// turn a refusal into a crash or an answer into an error, nor hold it up
 /// past `limit` (the database's deadline: a frozen server cancels nothing

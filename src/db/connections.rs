@@ -8,8 +8,9 @@ use crate::domain::{ProviderName, UserRef};
 
 mod keys;
 pub use keys::{
-    DroppedPage, KeyPage, Resealed, SealedTokenRow, active_ids_sealed_by, count_by_key_id,
-    count_dropped_of, drop_tokens_sealed_by, ids_not_sealed_by, lock_sealed_tokens, reseal_many,
+    ActivePage, DroppedPage, KeyCountPage, KeyPage, Resealed, SealedTokenRow, active_sealed_by,
+    count_by_key_id, count_dropped_of, drop_tokens_sealed_by, ids_not_sealed_by,
+    lock_sealed_tokens, mark_needs_reauth_sealed_by, reseal_many,
 };
 
 /// A connection's state, as the `status` column stores it.

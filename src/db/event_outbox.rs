@@ -29,6 +29,32 @@ pub async fn insert(
     Ok(())
 }
 
+/// Writes events of one type, each (id, payload) for each of `endpoints`,
+/// in one statement (in the caller's transaction): a page of changes'
+/// events, as [`insert`] writes one.
+pub async fn insert_many(
+    exec: impl PgExecutor<'_>,
+    endpoints: &[String],
+    event_type: &str,
+    events: &[(Uuid, serde_json::Value)],
+) -> Result<(), sqlx::Error> {
+    let ids: Vec<Uuid> = events.iter().map(|e| e.0).collect();
+    let payloads: Vec<serde_json::Value> = events.iter().map(|e| e.1.clone()).collect();
+    sqlx::query!(
+        "INSERT INTO event_outbox (event_id, endpoint, event_type, payload)
+         SELECT e.id, endpoint, $3, e.payload
+         FROM unnest($1::uuid[], $4::jsonb[]) AS e(id, payload),
+              unnest($2::text[]) AS endpoint",
+        &ids,
+        endpoints,
+        event_type,
+        &payloads,
+    )
+    .execute(exec)
+    .await?;
+    Ok(())
+}
+
 /// A row claimed for one delivery attempt.
 #[derive(Debug, Clone)]
 pub struct Claimed {

@@ -537,6 +537,49 @@ async fn a_page_of_rows_to_reseal_is_a_page_of_ids() {
     assert_eq!(older.older[0], (ids[2000], current.clone()));
 }
 
+/// Stored key ids are counted a page of connections per statement (start-up
+/// and `tokens rekey` counted every row in one, past the statement time
+/// limit at a million rows): a page says how many of its rows each key
+/// sealed, leaving out rows whose tokens were dropped, and where it ended.
+#[tokio::test]
+async fn key_ids_are_counted_a_page_of_connections_at_a_time() {
+    use mcp_connect::db::connections::count_by_key_id;
+    let app = spawn_app().await;
+    connect(&app, "alice").await;
+    copy_connection(&app, "alice", 2500, false, ("", 0.0)).await;
+    let ids: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT id FROM connections ORDER BY id")
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+    // Of the last page's rows, two on a key gone, one of them forgotten.
+    sqlx::query("UPDATE connections SET key_id = 'gone' WHERE id = ANY($1)")
+        .bind(&ids[2100..2102])
+        .execute(&app.db)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE connections SET access_token = ''::bytea WHERE id = $1")
+        .bind(ids[2101])
+        .execute(&app.db)
+        .await
+        .unwrap();
+
+    let first = count_by_key_id(&app.db, uuid::Uuid::nil(), 1000)
+        .await
+        .unwrap();
+    assert_eq!(first.counts, [("dev1".to_owned(), 1000)]);
+    assert_eq!((first.read, first.last), (1000, Some(ids[999])));
+    let last = count_by_key_id(&app.db, ids[1999], 1000).await.unwrap();
+    assert_eq!(
+        last.counts,
+        [("dev1".to_owned(), 499), ("gone".to_owned(), 1)]
+    );
+    assert_eq!((last.read, last.last), (501, Some(ids[2500])));
+    let missing = mcp_connect::connect::stale_keys::missing_keys(&app.state.connect)
+        .await
+        .unwrap();
+    assert_eq!(missing, [("gone".to_owned(), 1)]);
+}
+
 /// `tokens rekey` re-seals a page of connections in one transaction, not
 /// one row at a time (three commits and half a dozen round trips a row
 /// made a million rows take hours): the rows of a page share the time
@@ -720,4 +763,130 @@ async fn a_page_leaves_a_connection_whose_refresh_is_claimed_elsewhere() {
     let rekeyed = rekeying.await.unwrap().unwrap();
     assert_eq!(rekeyed.resealed, 3);
     assert_eq!(key_of(&app, "bob").await, "k2");
+}
+
+/// A forgotten key that sealed many working connections: their users are
+/// asked to connect again a page per transaction, each row with its audit
+/// row and webhook event written in it (the audit rows of a page share
+/// their transaction's time), every statement within a short time limit.
+/// One row at a time, with three commits each, a million rows took hours.
+#[tokio::test]
+async fn forgetting_a_key_marks_a_page_of_connections_per_transaction() {
+    const GONE: &str = "forgotten-key-pages";
+    const MANY: i64 = 2_500;
+    let app = spawn_app().await;
+    connect(&app, "alice").await;
+    retire_key_as(&app, "alice", GONE).await;
+    copy_connection(&app, "alice", MANY, false, ("", 0.0)).await;
+    let key = mcp_connect::dev::dev_key_entry(&app.db).await.unwrap();
+
+    let forgot = app
+        .operator_command(&key)
+        .env("MCP_CONNECT_DATABASE__STATEMENT_TIMEOUT_MS", "300")
+        // An endpoint that wants every event: nothing is delivered by the
+        // command, the events wait in the outbox for the instances.
+        .env(
+            "MCP_CONNECT_WEBHOOKS__ENDPOINTS__OPS__URL",
+            "http://127.0.0.1:9/events",
+        )
+        .env(
+            "MCP_CONNECT_WEBHOOKS__ENDPOINTS__OPS__SECRET",
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        )
+        .env(
+            "MCP_CONNECT_WEBHOOKS__ENDPOINTS__OPS__ALLOW_PRIVATE_NETWORK",
+            "true",
+        )
+        .args(["tokens", "forget-key", GONE, "--yes"])
+        .output()
+        .unwrap();
+    let stdout = succeeded(forgot);
+    assert!(
+        stdout.contains(&format!(
+            "{} connection(s) sealed by key {GONE} now ask their users to connect again",
+            MANY + 1
+        )),
+        "{stdout}"
+    );
+    let count = crate::helpers::count;
+    let active = "SELECT count(*) FROM connections WHERE status = 'active'";
+    assert_eq!(count(&app, active).await, 0);
+    let audited = "SELECT count(*) FROM audit_events
+                   WHERE kind = 'token_unreadable' AND detail->>'reason' = 'key_forgotten'
+                     AND detail->>'key_id' = 'forgotten-key-pages'
+                     AND detail->>'connection_id' IS NOT NULL";
+    assert_eq!(count(&app, audited).await, MANY + 1);
+    let transactions =
+        "SELECT count(DISTINCT at) FROM audit_events WHERE kind = 'token_unreadable'";
+    assert_eq!(
+        count(&app, transactions).await,
+        3,
+        "two pages of a thousand rows and one of the rest"
+    );
+    let events = "SELECT count(DISTINCT event_id) FROM event_outbox
+                  WHERE endpoint = 'ops' AND event_type = 'connection.reauth_required'
+                    AND payload->'data'->>'reason' = 'token_unreadable'
+                    AND payload->'data'->>'subject' LIKE 'bulk-%'";
+    assert_eq!(count(&app, events).await, MANY);
+    let still_sealed = "SELECT count(*) FROM connections WHERE octet_length(access_token) > 0";
+    assert_eq!(count(&app, still_sealed).await, 0);
+}
+
+/// A working connection another transaction holds (a refresh waiting for
+/// its provider on an instance that still has the key) does not hold up
+/// its page: the rest is marked and committed at once, that row alone
+/// once it is free. The row held is the page's first, which a pass one
+/// row at a time in id order waited for before marking any other.
+#[tokio::test]
+async fn a_forgotten_keys_page_is_marked_around_a_row_another_transaction_holds() {
+    const GONE: &str = "forgotten-key-held";
+    let app = spawn_app().await;
+    for subject in ["alice", "bob", "carol"] {
+        connect(&app, subject).await;
+        retire_key_as(&app, subject, GONE).await;
+    }
+    let subjects: Vec<String> = sqlx::query_scalar("SELECT subject FROM connections ORDER BY id")
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+    let (held, others) = subjects.split_first().unwrap();
+    let mut holder = app.db.begin().await.unwrap();
+    sqlx::query("SELECT id FROM connections WHERE subject = $1 FOR NO KEY UPDATE")
+        .bind(held)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let forgetting = tokio::spawn({
+        let state = app.state.clone();
+        async move { mcp_connect::connect::stale_keys::forget_key(&state.connect, GONE).await }
+    });
+    let status_of = async |subject: &str| -> String {
+        sqlx::query_scalar("SELECT status FROM connections WHERE subject = $1")
+            .bind(subject)
+            .fetch_one(&app.db)
+            .await
+            .unwrap()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    for other in others {
+        while status_of(other).await != "needs_reauth" {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the rest of the page waits for the row held"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    assert_eq!(status_of(held).await, "active", "still held");
+    assert!(
+        !forgetting.is_finished(),
+        "the row held is waited for alone"
+    );
+    holder.commit().await.unwrap();
+
+    let forgotten = forgetting.await.unwrap().unwrap();
+    assert_eq!(forgotten.marked, 3);
+    assert_eq!(forgotten.failed, 0);
+    assert_eq!(forgotten.dropped, 3);
+    assert_eq!(status_of(held).await, "needs_reauth");
 }

@@ -8,6 +8,7 @@
 use sqlx::PgExecutor;
 use uuid::Uuid;
 
+use super::{ConnectionRef, ConnectionStatus};
 use crate::domain::{ProviderName, UserRef};
 
 /// A page of rows by id, and which of them are sealed by another key than
@@ -146,30 +147,113 @@ pub async fn reseal_many(exec: impl PgExecutor<'_>, rows: &[Resealed]) -> Result
     Ok(written.rows_affected())
 }
 
-/// Active connections whose tokens `key_id` seals.
-pub async fn active_ids_sealed_by(
+/// A page of connections by id, and which of them are active and sealed
+/// by the key asked about: those a forgotten key's users must be asked to
+/// connect again from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActivePage {
+    /// The page's active connections sealed by the key.
+    pub sealed: Vec<Uuid>,
+    /// The page's last id, to go on from; `None`: no rows were left.
+    pub last: Option<Uuid>,
+    /// How many rows the page read (fewer than asked: it was the last).
+    pub read: usize,
+}
+
+/// The `limit` connections by id after `after`, and those of them that are
+/// active and sealed by `key_id`: a page per statement, whatever the rows
+/// hold (a statement asking for every such row read a million of them).
+pub async fn active_sealed_by(
     exec: impl PgExecutor<'_>,
     key_id: &str,
-) -> Result<Vec<Uuid>, sqlx::Error> {
-    sqlx::query_scalar!(
-        "SELECT id FROM connections WHERE key_id = $1 AND status = 'active' ORDER BY id",
-        key_id
+    after: Uuid,
+    limit: i64,
+) -> Result<ActivePage, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT id, (key_id = $1 AND status = 'active') AS "sealed!"
+           FROM connections WHERE id > $2 ORDER BY id LIMIT $3"#,
+        key_id,
+        after,
+        limit,
+    )
+    .fetch_all(exec)
+    .await?;
+    Ok(ActivePage {
+        last: rows.last().map(|r| r.id),
+        read: rows.len(),
+        sealed: rows
+            .into_iter()
+            .filter(|r| r.sealed)
+            .map(|r| r.id)
+            .collect(),
+    })
+}
+
+/// Marks the connections of `ids` that are still active and sealed by
+/// `key_id`, and that no other transaction holds, as needing their users
+/// (a refresh under way holds its row: the caller deals with such a row
+/// alone). Returns the rows it marked, as they are now.
+pub async fn mark_needs_reauth_sealed_by(
+    exec: impl PgExecutor<'_>,
+    key_id: &str,
+    ids: &[Uuid],
+) -> Result<Vec<ConnectionRef>, sqlx::Error> {
+    sqlx::query_as!(
+        ConnectionRef,
+        r#"UPDATE connections c SET status = 'needs_reauth', updated_at = now(),
+               tokens_stored_at = COALESCE(c.tokens_stored_at, c.updated_at)
+           FROM (SELECT id FROM connections
+                 WHERE id = ANY($2) AND key_id = $1 AND status = 'active'
+                 ORDER BY id FOR NO KEY UPDATE SKIP LOCKED) free
+           WHERE c.id = free.id
+           RETURNING c.id, c.issuer, c.subject, c.provider AS "provider: ProviderName",
+               c.account_id, c.account_label, c.status AS "status: ConnectionStatus""#,
+        key_id,
+        ids,
     )
     .fetch_all(exec)
     .await
 }
 
-/// How many connections each key id seals tokens of, for finding rows
-/// sealed by a key the ring no longer has (rows whose tokens were dropped
-/// are not counted: nothing in them waits for a key).
-pub async fn count_by_key_id(exec: impl PgExecutor<'_>) -> Result<Vec<(String, i64)>, sqlx::Error> {
-    let counts = sqlx::query!(
-        r#"SELECT key_id, count(*) AS "count!" FROM connections
-           WHERE octet_length(access_token) > 0 GROUP BY key_id ORDER BY key_id"#
+/// How many of a page of connections hold tokens each key id sealed:
+/// for finding rows sealed by a key the ring no longer has (rows whose
+/// tokens were dropped are not counted: nothing in them waits for a key).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyCountPage {
+    /// Key ids with how many of the page's connections they sealed, by id.
+    pub counts: Vec<(String, i64)>,
+    /// The page's last id, to go on from; `None`: no rows were left.
+    pub last: Option<Uuid>,
+    /// How many rows the page read (fewer than asked: it was the last).
+    pub read: usize,
+}
+
+/// [`KeyCountPage`] of the `limit` connections by id after `after`: a
+/// page per statement (one count over every row read a million of them,
+/// past the statement time limit).
+pub async fn count_by_key_id(
+    exec: impl PgExecutor<'_>,
+    after: Uuid,
+    limit: i64,
+) -> Result<KeyCountPage, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"SELECT id, key_id, octet_length(access_token) > 0 AS "sealed!"
+           FROM connections WHERE id > $1 ORDER BY id LIMIT $2"#,
+        after,
+        limit,
     )
     .fetch_all(exec)
     .await?;
-    Ok(counts.into_iter().map(|c| (c.key_id, c.count)).collect())
+    let mut counts = std::collections::BTreeMap::<String, i64>::new();
+    let (last, read) = (rows.last().map(|r| r.id), rows.len());
+    for row in rows.into_iter().filter(|r| r.sealed) {
+        *counts.entry(row.key_id).or_default() += 1;
+    }
+    Ok(KeyCountPage {
+        counts: counts.into_iter().collect(),
+        last,
+        read,
+    })
 }
 
 /// One page of [`drop_tokens_sealed_by`].
