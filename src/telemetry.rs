@@ -40,6 +40,13 @@ where
         .with_default(level)
         .with_target("rmcp", LevelFilter::INFO.min(level))
         .with_target("rmcp::service", LevelFilter::ERROR.min(level))
+        // Its warnings quote what a request sent, whole (an `initialize`'s
+        // protocol version, a Host or Origin header): the bridge checks
+        // those first and the access line records the refusal.
+        .with_target(
+            "rmcp::transport::streamable_http_server",
+            LevelFilter::ERROR.min(level),
+        )
         // Its warning about a malformed `~/.pgpass` line quotes the line
         // whole, password included.
         .with_target(

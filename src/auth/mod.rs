@@ -43,6 +43,24 @@ impl Principal {
     pub fn user(&self) -> UserRef<'_> {
         UserRef::new(&self.issuer, &self.subject)
     }
+
+    /// The subject as a log line keeps it: whole up to OpenID Connect's
+    /// longest (255 characters); a longer one, which a token may carry,
+    /// cut to its printable prefix, so that no token sets a line's size.
+    pub fn subject_for_log(&self) -> std::borrow::Cow<'_, str> {
+        crate::crypto::printable_prefix_if_longer(&self.subject, 255)
+    }
+
+    /// The client id as a log line keeps it: as an audit row does
+    /// ([`crate::db::audit::client_id`]), so that a line and a row of one
+    /// client match. The client may have chosen it (a metadata document's
+    /// URL), whatever its length.
+    pub fn client_id_for_log(&self) -> std::borrow::Cow<'_, str> {
+        crate::crypto::printable_prefix_if_longer(
+            &self.client_id,
+            crate::db::audit::CLIENT_ID_CHARS,
+        )
+    }
 }
 
 /// Why a bearer token was not accepted. Messages name the reason (and at

@@ -314,7 +314,7 @@ async fn fetch(client: &reqwest::Client, url: &Url) -> Option<Metadata> {
     match fetch_document(client, url).await {
         Ok(m) => Some(m),
         Err(why) => {
-            tracing::info!(client_id = %url, why, "client metadata not used");
+            tracing::info!(client_id = %crate::db::audit::client_id(url.as_str()), why, "client metadata not used");
             None
         }
     }

@@ -483,7 +483,11 @@ async fn ask<'s>(
 /// Counts a new link against the user's limit; the error when it is spent.
 fn take_link(state: &ConnectionService, p: &Principal) -> Result<(), ErrorData> {
     if let Err(wait) = state.link_limit.take(p.user()) {
-        tracing::info!(subject = %p.subject, client_id = %p.client_id, "connect link refused: too many this minute");
+        tracing::info!(
+            subject = %p.subject_for_log(),
+            client_id = %p.client_id_for_log(),
+            "connect link refused: too many this minute"
+        );
         return Err(RequestError::TooManyLinks { retry_after: wait }.into());
     }
     Ok(())

@@ -88,6 +88,17 @@ pub fn printable_prefix(s: &str) -> String {
     printable_prefix_of(s, PRINTABLE_PREFIX_CHARS)
 }
 
+/// `value` itself when it has at most `chars` bytes (for a writer that
+/// escapes what needs it, as a JSON log line does), else its
+/// [`printable_prefix_of`] `chars` characters: no copy for the common case.
+pub fn printable_prefix_if_longer(value: &str, chars: usize) -> std::borrow::Cow<'_, str> {
+    if value.len() <= chars {
+        std::borrow::Cow::Borrowed(value)
+    } else {
+        std::borrow::Cow::Owned(printable_prefix_of(value, chars))
+    }
+}
+
 /// [`printable_prefix`] of at most `chars` characters, for values that are
 /// longer by nature (a request path).
 pub fn printable_prefix_of(s: &str, chars: usize) -> String {

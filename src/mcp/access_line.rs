@@ -6,7 +6,7 @@
 //! into the log queue. Serving processes with JSON logs use it (see
 //! [`crate::telemetry::json_lines`]); everywhere else the event is emitted.
 
-use std::{io::Write, time::SystemTime};
+use std::{borrow::Cow, io::Write, time::SystemTime};
 
 use super::access_log::ToolOutcome;
 
@@ -22,8 +22,8 @@ pub struct Fields<'a> {
     pub status: u16,
     /// Milliseconds, rounded to two decimals.
     pub ms: f64,
-    pub subject: Option<&'a str>,
-    pub client_id: Option<&'a str>,
+    pub subject: Option<Cow<'a, str>>,
+    pub client_id: Option<Cow<'a, str>>,
     pub tool: Option<&'a ToolOutcome>,
 }
 
@@ -45,11 +45,11 @@ pub fn format(fields: &Fields<'_>, now: SystemTime) -> Vec<u8> {
     let _ = write!(out, ",\"status\":{}", fields.status);
     out.extend_from_slice(b",\"ms\":");
     let _ = serde_json::to_writer(&mut out, &fields.ms);
-    if let Some(subject) = fields.subject {
+    if let Some(subject) = &fields.subject {
         out.extend_from_slice(b",\"subject\":");
         string(&mut out, subject);
     }
-    if let Some(client_id) = fields.client_id {
+    if let Some(client_id) = &fields.client_id {
         out.extend_from_slice(b",\"client_id\":");
         string(&mut out, client_id);
     }

@@ -183,8 +183,8 @@ impl RequestFacts {
             method: self.method.as_deref(),
             status,
             ms,
-            subject: self.caller.as_deref().map(|p| p.subject.as_str()),
-            client_id: self.caller.as_deref().map(|p| p.client_id.as_str()),
+            subject: self.caller.as_deref().map(Principal::subject_for_log),
+            client_id: self.caller.as_deref().map(Principal::client_id_for_log),
             tool: self.record.get(),
         }
     }
@@ -194,14 +194,16 @@ impl RequestFacts {
     /// is tested against.
     pub(super) fn event(&self, status: u16, ms: f64) {
         let tool = self.record.get();
+        let subject = self.caller.as_deref().map(Principal::subject_for_log);
+        let client_id = self.caller.as_deref().map(Principal::client_id_for_log);
         tracing::info!(
             http = self.http_method,
             peer = self.peer.map(|p| p.to_string()),
             method = self.method.as_deref(),
             status,
             ms,
-            subject = self.caller.as_deref().map(|p| p.subject.as_str()),
-            client_id = self.caller.as_deref().map(|p| p.client_id.as_str()),
+            subject = subject.as_deref(),
+            client_id = client_id.as_deref(),
             tool = tool.map(|t| t.tool.as_str()),
             retry = tool.map(|t| t.retry),
             ended = tool.map(|t| t.ended.as_str()),

@@ -459,7 +459,10 @@ fn check_origin(headers: &http::HeaderMap, state: &AppState) -> Result<(), HttpR
     if allowed {
         Ok(())
     } else {
-        tracing::warn!(origin = ?origin, "mcp: rejected a request from a disallowed Origin");
+        tracing::warn!(
+            origin = %crate::crypto::printable_prefix(&String::from_utf8_lossy(origin.as_bytes())),
+            "mcp: rejected a request from a disallowed Origin"
+        );
         Err(jsonrpc_error(
             StatusCode::FORBIDDEN,
             -32600,

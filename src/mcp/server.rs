@@ -127,7 +127,7 @@ impl McpServer {
                 record.set(outcome_note);
             }
             None => {
-                tracing::info!(subject = %principal.subject, outcome = ?outcome_note, "tools/call")
+                tracing::info!(subject = %principal.subject_for_log(), outcome = ?outcome_note, "tools/call")
             }
         }
         let mut response = outcome?;

@@ -457,7 +457,12 @@ pub(super) fn slack_method(allowed: &[String], path: &str) -> Result<(), Provide
         .split(['?', '/'])
         .next()
         .unwrap_or_default();
-    let refused = || ProviderError::PathRefused(format!("Slack method `{name}` is not allowed"));
+    let refused = || {
+        ProviderError::PathRefused(format!(
+            "Slack method `{}` is not allowed",
+            crate::crypto::printable_prefix_of(name, 64)
+        ))
+    };
     // The path is sent with its escapes, and Slack's edge decodes them: a
     // method name never needs one, so an escaped name (`%61dmin.…`) is an
     // attempt to pass the checks below as another method.

@@ -65,8 +65,10 @@ impl<'a> ToolCall<'a> {
         // Read in place: the arguments are borrowed, not copied into a new map.
         let empty = serde_json::Map::new();
         let arguments = self.request.arguments.as_ref().unwrap_or(&empty);
-        T::deserialize(arguments)
-            .map_err(|e| format!("Invalid arguments for tool {}: {e}", self.request.name))
+        T::deserialize(arguments).map_err(|e| {
+            let why = shortened(&e.to_string());
+            format!("Invalid arguments for tool {}: {why}", self.request.name)
+        })
     }
 
     /// What this call is, for binding a `requestState` to it.
@@ -127,6 +129,21 @@ impl<'a> ToolCall<'a> {
             cancel: &self.context.ct,
         }
     }
+}
+
+/// At most 300 characters of why arguments did not fit:
+/// the reader's error quotes the value it refused, which the caller chose
+/// and which may be a megabyte long; its beginning and end (what was
+/// expected) are kept.
+fn shortened(why: &str) -> String {
+    const REASON_CHARS: usize = 300;
+    let count = why.chars().count();
+    if count <= REASON_CHARS {
+        return why.to_owned();
+    }
+    let head: String = why.chars().take(REASON_CHARS * 2 / 3).collect();
+    let tail: String = why.chars().skip(count - REASON_CHARS / 3).collect();
+    format!("{head}…{tail}")
 }
 
 /// Whether the client speaks MRTR, and which elicitation modes it declared:
@@ -439,5 +456,26 @@ mod tests {
     #[test]
     fn metrics_label_every_tool() {
         assert_eq!(NAMES, crate::metrics::labels::TOOLS);
+    }
+
+    #[test]
+    fn a_refused_value_is_quoted_in_part_and_what_was_expected_kept() {
+        use serde::Deserialize as _;
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Args {
+            provider: u32,
+        }
+        let long = "x".repeat(100_000);
+        let arguments = serde_json::json!({ "provider": long });
+        let why = Args::deserialize(&arguments).unwrap_err().to_string();
+        let said = shortened(&why);
+        assert!(said.chars().count() <= 301, "{said}");
+        assert!(said.starts_with("invalid type: string \"xxx"), "{said}");
+        assert!(said.ends_with("expected u32"), "{said}");
+        assert_eq!(
+            shortened("missing field `provider`"),
+            "missing field `provider`"
+        );
     }
 }

@@ -187,3 +187,63 @@ async fn access_lines_of(subject: &str) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// Text a caller chose reaches the log only as a prefix: a token's long
+/// subject and client id (the access line wrote them whole), an
+/// `initialize` whose body names a long protocol version other than its
+/// header's (rmcp warned with it whole), an Origin refused (the bridge
+/// logged it whole, before any token was checked).
+#[tokio::test]
+async fn text_a_caller_chose_reaches_the_log_only_as_a_prefix() {
+    crate::logs::init();
+    let app = spawn_app().await;
+    let marker = &uuid::Uuid::new_v4().simple().to_string()[..12];
+    let subject = format!("s{marker}{}", "s".repeat(600));
+    let client = format!("c{marker}{}", "c".repeat(600));
+    let (status, _) = app.mcp_as(&client, &subject, "tools/list", json!({})).await;
+    assert_eq!(status, 200);
+
+    let version = format!("v{marker}{}", "v".repeat(2000));
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {},
+                   "clientInfo": {"name": "c", "version": "1"}}});
+    let response = app
+        .raw_post("someone", "2025-11-25")
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+
+    let origin = format!("https://o{marker}{}.example", "o".repeat(2000));
+    let response = app
+        .mcp_request(
+            Some(&app.token("someone")),
+            &request("tools/list", json!({})),
+        )
+        .header("Origin", &origin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let logs = crate::logs::captured();
+    let access = logs
+        .lines()
+        .find(|l| l.contains("mcp request") && l.contains(&subject[..200]))
+        .expect("the access line names a prefix of the subject");
+    assert!(access.contains(&client[..100]), "{access}");
+    for long in [
+        &subject[..300],
+        &client[..200],
+        &version[..100],
+        &origin[..100],
+    ] {
+        assert!(
+            !logs.contains(long),
+            "logged beyond a prefix: {}…",
+            &long[..20]
+        );
+    }
+}
