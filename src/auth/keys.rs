@@ -25,6 +25,11 @@ pub(crate) const REFETCH_INTERVAL: Duration = Duration::from_secs(30);
 /// Keys older than this are reloaded, so a key the issuer withdrew stops
 /// verifying without a restart.
 const MAX_AGE: Duration = Duration::from_secs(15 * 60);
+/// Keys the issuer could not be asked about for this long verify nothing:
+/// while its JWKS is unreachable, a key it withdrew (one that leaked, say)
+/// would otherwise verify for ever. Requests are refused as unavailable
+/// (503) until a load succeeds.
+const MAX_STALE: Duration = Duration::from_secs(60 * 60);
 /// After a failed load, wait this long before trying again.
 const FAILURE_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -45,6 +50,14 @@ struct Cache {
     /// Completed fetch attempts; a waiter that sees it change knows another
     /// task already fetched and does not fetch again.
     attempts: u64,
+}
+
+impl Cache {
+    /// Whether keys were loaded, recently enough to verify with
+    /// ([`MAX_STALE`]).
+    fn has_keys(&self) -> bool {
+        self.loaded_at.is_some_and(|t| t.elapsed() < MAX_STALE)
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -91,8 +104,7 @@ impl KeySource {
         let (attempts, keys, loaded, stale) = {
             let cache = self.cache.read().await;
             let fresh = cache.loaded_at.is_some_and(|t| t.elapsed() < MAX_AGE);
-            let loaded = cache.loaded_at.is_some();
-            (cache.attempts, cache.keys.clone(), loaded, !fresh)
+            (cache.attempts, cache.keys.clone(), cache.has_keys(), !fresh)
         };
         let why = if stale {
             Why::Load
@@ -129,7 +141,7 @@ impl KeySource {
         };
         let cached_uri = {
             let cache = self.cache.read().await;
-            let have_keys = cache.loaded_at.is_some();
+            let have_keys = cache.has_keys();
             let current = || {
                 if have_keys {
                     Ok(cache.keys.clone())
@@ -172,8 +184,9 @@ impl KeySource {
                 tracing::warn!(issuer = %self.issuer, error = %e, "cannot load the issuer's signing keys");
                 cache.failed_at = Some(now);
                 cache.jwks_uri = None;
-                // Stale keys beat none while the issuer is unreachable.
-                if cache.loaded_at.is_some() {
+                // Stale keys beat none while the issuer is unreachable,
+                // for a while.
+                if cache.has_keys() {
                     Ok(cache.keys.clone())
                 } else {
                     Err(e)
@@ -284,5 +297,48 @@ mod tests {
         );
         reloading.abort();
         drop(hanging);
+    }
+
+    /// Keys the issuer's JWKS has not confirmed for over [`MAX_STALE`]
+    /// (it does not answer): a token they verify is refused as
+    /// unavailable, not accepted on keys the issuer may have withdrawn.
+    #[actix_web::test]
+    async fn keys_too_long_unconfirmed_verify_nothing() {
+        let idp = Idp::start().await;
+        // Nobody listens there once the listener is gone.
+        let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let jwks_url = Url::parse(&format!("http://{}/jwks", gone.local_addr().unwrap())).unwrap();
+        drop(gone);
+        let http = crate::providers::outbound_http_client().unwrap();
+        let source = KeySource::new(http.clone(), idp.url("/"), Some(jwks_url));
+        let set: RawJwks = fetch::get_json(&http, &idp.url("/jwks")).await.unwrap();
+        let keys = Arc::new(
+            set.keys
+                .into_iter()
+                .filter_map(parse_key)
+                .collect::<Vec<_>>(),
+        );
+        let kid = KeyKind::Rsa.kid();
+        let loaded_ago = |ago: Duration| {
+            let keys = keys.clone();
+            let source = &source;
+            async move {
+                let mut cache = source.cache.write().await;
+                cache.keys = keys;
+                cache.loaded_at = Instant::now().checked_sub(ago);
+                cache.failed_at = None;
+            }
+        };
+        // Due for a reload that fails: still used, for a while.
+        loaded_ago(MAX_AGE + Duration::from_secs(1)).await;
+        assert!(source.key_for(Some(kid), Algorithm::RS256).await.is_ok());
+        // Unconfirmed for too long: refused until a load succeeds.
+        loaded_ago(MAX_STALE + Duration::from_secs(1)).await;
+        let refused = source.key_for(Some(kid), Algorithm::RS256).await;
+        assert!(
+            matches!(refused, Err(AuthError::KeysUnavailable(_))),
+            "{:?}",
+            refused.err()
+        );
     }
 }

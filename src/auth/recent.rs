@@ -21,7 +21,9 @@ use super::Principal;
 use crate::shards::Sharded;
 
 /// How long a verification is reused at most. A key removed from the
-/// issuer's JWKS stops working within this time.
+/// issuer's JWKS stops working within this time after the keys are next
+/// reloaded (`auth::keys`: every 15 minutes; keys the issuer has not
+/// confirmed for an hour verify nothing).
 const REUSE_FOR: Duration = Duration::from_secs(300);
 /// Entries a thread keeps at most; beyond that its cache starts over.
 const CAPACITY: usize = 5_000;
