@@ -60,7 +60,10 @@ enum Command {
         command: TokensCommand,
     },
     /// Who has connections, what is kept about one person, and removing
-    /// them (audits, offboarding, an erasure request).
+    /// them (audits, offboarding, an erasure request). Needs the service's
+    /// configuration and applies pending migrations first, as `serve` does
+    /// (`list` and `show` too): run it from the image version the instances
+    /// run.
     Users {
         #[command(subcommand)]
         command: commands::users::UsersCommand,
@@ -82,9 +85,10 @@ enum Command {
     /// `audit.retention_days` and failed webhook events past
     /// `webhooks.failed_retention_days`, now (the service also does this in
     /// the background). Paced as the background sweep is, unless
-    /// `--no-pause`. Needs the service's configuration (keys, public URL,
-    /// issuer) and applies pending migrations first, as `serve` does: run it
-    /// from the image version the instances run.
+    /// `--no-pause`. Needs the service's whole configuration, as `serve`
+    /// reads it (keys, public URL, issuer, and each provider's client
+    /// secret), and applies pending migrations first, as `serve` does: run
+    /// it from the image version the instances run.
     Purge {
         /// Delete without resting between batches and without the cap of
         /// 250,000 audit rows per sweep: for a maintenance window, when a
@@ -98,16 +102,20 @@ enum Command {
 #[derive(Subcommand, Debug)]
 enum TokensCommand {
     /// Re-seal every stored token with the first key of MCP_CONNECT_KEYS, so
-    /// an older key can be retired. Exits 1 while a connection is left on
-    /// an older key, or holds tokens sealed by a key not in
-    /// MCP_CONNECT_KEYS. Needs the service's configuration and applies
+    /// an older key can be retired (connections, and the tokens of
+    /// revocations still owed). Exits 1 while a connection or a revocation
+    /// owed is left on an older key, holds tokens sealed by a key not in
+    /// MCP_CONNECT_KEYS, or could not be re-sealed (each is named). Needs
+    /// the service's configuration and applies
     /// pending migrations first, as `serve` does: run it from the image
     /// version the instances run.
     Rekey,
     /// For a key that is gone for good: ask the users of every connection
     /// sealed by KEY_ID to connect again (their tokens cannot be opened by
     /// any instance) and drop those tokens, so that start-up and `tokens
-    /// rekey` stop naming the key. Refused while MCP_CONNECT_KEYS holds the
+    /// rekey` stop naming the key; revocations still owed whose tokens the
+    /// key sealed are given up (their access may stay live at the provider
+    /// until it expires). Refused while MCP_CONNECT_KEYS holds the
     /// key. If the key can still be found, add it back instead: nothing is
     /// lost then, while after this the users must connect again. Without
     /// --yes it prints what it would change, changes nothing, and exits 1

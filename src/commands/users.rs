@@ -39,7 +39,9 @@ pub enum UsersCommand {
     /// the provider where it offers revocation, `connection.deleted` sent
     /// to the webhooks). Disable them at the identity provider first, or
     /// they can sign in and connect again. Audit rows about them stay until
-    /// `audit.retention_days`. Without --yes, prints what would go.
+    /// `audit.retention_days`. Without --yes, prints what would go. Exits
+    /// 1, removing nothing, when nothing is kept about the person (a
+    /// mistyped subject or issuer, or removed already).
     Remove {
         #[command(flatten)]
         who: UserArgs,
@@ -127,6 +129,11 @@ pub async fn run(state: &AppState, command: UsersCommand) -> anyhow::Result<()> 
     }
     match remove {
         None => return Ok(()),
+        // A script must not read a mistyped subject or issuer as a person
+        // removed (nor write an audit row about someone who never was).
+        Some(_) if record.is_empty() => {
+            anyhow::bail!("nothing was removed: no one is known by this subject at {issuer}")
+        }
         // A script that left out --yes must not read this as done.
         Some(false) => anyhow::bail!("nothing was removed: add --yes to remove this person"),
         Some(true) => {}

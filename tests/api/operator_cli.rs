@@ -294,6 +294,21 @@ async fn users_remove_shows_what_would_go_and_removes_only_with_yes() {
     );
     assert_eq!(owed.await, 1);
 
+    // A mistyped subject, or the person removed already: nothing to remove
+    // is not a removal (a script must not read it as done), and no audit
+    // row names someone who never was.
+    for subject in ["alcie", "alice"] {
+        let typo = cli(&["users", "remove", subject, "--issuer", &issuer, "--yes"]);
+        assert!(!ok(&typo), "{}", out(&typo));
+        assert!(
+            err(&typo).contains("nothing was removed: no one is known by this subject"),
+            "{}",
+            err(&typo)
+        );
+    }
+    let removals = "SELECT count(*) FROM audit_events WHERE kind = 'user_removed'";
+    assert_eq!(crate::helpers::count(&app, removals).await, 1);
+
     // By default the person is looked for under auth.issuer as written;
     // an --issuer is spelt as stored (no `/` after a bare host).
     for args in [
