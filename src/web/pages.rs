@@ -52,6 +52,10 @@ pub enum WebError {
     /// The identity provider or a third-party provider failed.
     #[error("upstream failure: {0:#}")]
     Upstream(anyhow::Error),
+    /// [`WebError::Upstream`] in a connect begun on the connections page,
+    /// where the person is sent back to start again.
+    #[error("upstream failure: {0:#}")]
+    UpstreamFromPage(anyhow::Error),
     /// The provider approved, but named a value (an org host, a site) this
     /// server refuses: the sentence for the person, with no value in it.
     #[error("not connected: {0}")]
@@ -174,6 +178,10 @@ impl WebError {
                 "The other side did not answer as expected",
                 "Signing in or connecting the account failed at the other service. Go back to your MCP client and try again.",
             ),
+            WebError::UpstreamFromPage(_) => page(
+                "The other side did not answer as expected",
+                "Connecting the account failed at the other service. Start again from your connections page.",
+            ),
             WebError::Internal(_) => page(
                 "Something went wrong",
                 "Something went wrong on our side. Please try again in a moment.",
@@ -200,6 +208,7 @@ impl ResponseError for WebError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             WebError::Upstream(_)
+            | WebError::UpstreamFromPage(_)
             | WebError::NotConnected(_)
             | WebError::AuthorizationRefused(_) => StatusCode::BAD_GATEWAY,
             WebError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -221,7 +230,7 @@ impl ResponseError for WebError {
             WebError::Internal(e) => {
                 tracing::error!(error = %format!("{e:#}"), "web: internal error")
             }
-            WebError::Upstream(e) => {
+            WebError::Upstream(e) | WebError::UpstreamFromPage(e) => {
                 tracing::warn!(error = %format!("{e:#}"), "web: upstream failure")
             }
             WebError::NotConfigured(what) => tracing::error!(what, "web: not configured"),

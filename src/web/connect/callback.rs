@@ -57,6 +57,19 @@ fn restart(flow: &OAuthFlow) -> &'static str {
 const ELSEWHERE: &str = "This authorization was started in another browser, or your sign-in here has ended \
      since. Finish it in the browser where you started, or go back to your MCP client and try again.";
 
+/// [`ELSEWHERE`] for a connect begun on the connections page.
+const ELSEWHERE_FROM_PAGE: &str = "This authorization was started in another browser, or your sign-in here has \
+     ended since. Finish it in the browser where you started, or start again from your connections page.";
+
+/// What a person whose callback reached another browser is told, by
+/// where the flow `flow` began.
+fn elsewhere(flow: &OAuthFlow) -> &'static str {
+    match AskedBy::of_flow(flow) {
+        AskedBy::ConnectionsPage => ELSEWHERE_FROM_PAGE,
+        AskedBy::Client => ELSEWHERE,
+    }
+}
+
 pub(super) async fn callback(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -153,7 +166,10 @@ pub(super) async fn callback(
         Ok(account) => account,
         Err(e) => {
             return Err(match e {
-                FinishError::Upstream(e) => WebError::Upstream(e),
+                FinishError::Upstream(e) => match asked_by {
+                    AskedBy::ConnectionsPage => WebError::UpstreamFromPage(e),
+                    AskedBy::Client => WebError::Upstream(e),
+                },
                 FinishError::Unaccepted {
                     provider,
                     label,
@@ -487,7 +503,7 @@ async fn reject(
     if !delete {
         match state.connect.note_foreign_callback(flow.id).await {
             Ok(true) => {}
-            Ok(false) => return WebError::FlowRejected(ELSEWHERE),
+            Ok(false) => return WebError::FlowRejected(elsewhere(flow)),
             Err(e) => return WebError::from(e),
         }
     }
@@ -511,7 +527,11 @@ async fn reject(
         json!({ "reason": reason, "flow_id": flow.id, "ticket_id": flow.ticket_id }),
     )
     .await;
-    WebError::FlowRejected(if delete { restart(flow) } else { ELSEWHERE })
+    WebError::FlowRejected(if delete {
+        restart(flow)
+    } else {
+        elsewhere(flow)
+    })
 }
 
 /// The provider answered with an error instead of a code.

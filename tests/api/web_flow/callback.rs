@@ -536,20 +536,28 @@ async fn a_callbacks_iss_may_differ_from_the_entry_by_a_trailing_slash() {
 
 /// A connect begun on the connections page (Reconnect) that cannot go on
 /// sends the person back there, not to an MCP client they never used: a
-/// provider's refusal, and a flow past its expiry.
+/// provider's refusal, a flow past its expiry, a code the provider does
+/// not exchange, and the way back reaching another browser.
 #[tokio::test]
 async fn a_connect_begun_on_the_connections_page_is_started_again_there() {
     let app = spawn_app().await;
     crate::full_flow::connect_demo(&app, "alice", "octo").await;
     let browser = Browser::new(&app);
     browser.sign_in("alice").await;
+    let elsewhere = Browser::new(&app);
+    elsewhere.sign_in("alice").await;
     let iss = format!("{}/dev/demo", app.base);
     for (query, expected) in [
         (
             "error=server_error",
             "start again from your connections page",
         ),
+        ("code=expired", "Start again from your connections page"),
         ("code=made-up", "Start again from your connections page"),
+        (
+            "code=elsewhere",
+            "or start again from your connections page",
+        ),
     ] {
         let page = browser.get("/connections").await;
         let consent = browser
@@ -561,13 +569,17 @@ async fn a_connect_begun_on_the_connections_page_is_started_again_there() {
             .await;
         let authorize = url::Url::parse(to_provider.location.as_deref().unwrap()).unwrap();
         let state = param(&authorize, "state").unwrap();
-        if query.starts_with("code") {
+        if query == "code=expired" {
             sqlx::query("UPDATE oauth_flows SET expires_at = now() - interval '1 millisecond'")
                 .execute(&app.db)
                 .await
                 .unwrap();
         }
-        let back = browser
+        let back_in = match query {
+            "code=elsewhere" => &elsewhere,
+            _ => &browser,
+        };
+        let back = back_in
             .get(&format!(
                 "/oauth/callback/demo?{query}&state={state}&iss={iss}"
             ))
