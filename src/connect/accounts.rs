@@ -525,20 +525,23 @@ fn choices<'a>(
 
 /// Gives every approved account whose name another choice has too its
 /// account id as well ("alice (id 42)"), until no two names are alike, so
-/// that an answer maps back to exactly the account chosen. A numbered
-/// entry is unique already, and keeps its name: it names nothing more.
+/// that an answer maps back to exactly the account chosen. So too for a
+/// label that is another approved account's id: as an `account` argument
+/// that name is the other account (ids win). A numbered entry is unique
+/// already, and keeps its name: it names nothing more.
 fn distinct(choices: &mut [Choice<'_>]) {
     loop {
         let shared: Vec<usize> = (0..choices.len())
             .filter(|&i| {
                 let c = &choices[i];
+                let others = || choices.iter().enumerate().filter(move |(j, _)| *j != i);
                 // Borrowed: the plain label, not yet given its id.
                 c.approved
                     && matches!(c.name, Cow::Borrowed(_))
-                    && choices
-                        .iter()
-                        .enumerate()
-                        .any(|(j, other)| j != i && look_alike(&other.name, &c.name))
+                    && others().any(|(_, other)| {
+                        look_alike(&other.name, &c.name)
+                            || (other.approved && look_alike(&other.row.account_id, &c.name))
+                    })
             })
             .collect();
         if shared.is_empty() {

@@ -1058,6 +1058,32 @@ async fn accounts_that_share_a_label_are_told_apart_and_never_guessed() {
     }
 }
 
+/// A label that is another account's id (the provider chose it: a user
+/// name made of digits, say) names the other account as an `account`
+/// argument, where ids win: the question gives that label its id, so that
+/// the name it shows names the account it stands for.
+#[tokio::test]
+async fn a_label_that_is_another_accounts_id_is_told_apart() {
+    let app = spawn_app().await;
+    store(&app, "1234", "octo", CLIENT_ID).await;
+    store(&app, "5678", "1234", CLIENT_ID).await;
+    let first = connect(&app, CLIENT_ID, json!({})).await;
+    assert_eq!(
+        form(&first)["requestedSchema"]["properties"]["account"]["enum"],
+        json!(["octo", "1234 (id 5678)"]),
+        "{first}"
+    );
+    let account_id = |body: &Value| body["result"]["structuredContent"]["account_id"].clone();
+    for (name, id) in [
+        ("1234", "1234"),
+        ("1234 (id 5678)", "5678"),
+        ("octo", "1234"),
+    ] {
+        let body = connect(&app, CLIENT_ID, json!({"arguments": {"account": name}})).await;
+        assert_eq!(account_id(&body), id, "{name}: {body}");
+    }
+}
+
 #[tokio::test]
 async fn the_connections_page_disconnects_the_account_of_its_row() {
     let app = spawn_app().await;
