@@ -189,3 +189,56 @@ async fn a_grant_on_a_connection_being_refreshed_does_not_wait_for_the_provider(
     );
     assert!(matches!(refreshed.unwrap(), TokenState::Usable(_)));
 }
+
+/// More tokens due for a refresh at once than this instance refreshes at a
+/// time, at a provider that answers slowly: a call whose turn does not
+/// come in time is served the token it has, which is refreshed ahead of
+/// its expiry and still lives, not told that the database did not answer.
+#[tokio::test]
+async fn a_refresh_whose_turn_does_not_come_in_time_serves_the_token_while_it_lives() {
+    use secrecy::ExposeSecret as _;
+    let slow = SlowGoogle::start().await;
+    // Two pooled connections: one refresh at a time.
+    let app = spawn_app_with(|t| {
+        t.insert("database_max_connections".into(), 4.into());
+        slow.configure(t);
+    })
+    .await;
+    let subjects: Vec<String> = (0..9).map(|i| format!("user-{i}")).collect();
+    for subject in &subjects {
+        store(&app, subject).await;
+    }
+    // Due (within a minute of expiring), not expired.
+    sqlx::query(
+        "UPDATE connections SET tokens_stored_at = now() - interval '1 hour',
+             access_token_expires_at = now() + interval '55 seconds'",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+
+    let provider = app.state.connect.provider("google").unwrap();
+    let issuer = app.dev.issuer();
+    // Nine refreshes of SLOW each, one at a time: the last ones' turns
+    // come after the twenty seconds a call waits for one.
+    let states = futures::future::join_all(subjects.iter().map(|subject| {
+        usable_token(
+            &app.state.connect,
+            UserRef::new(&issuer, subject),
+            provider,
+            &[],
+        )
+    }))
+    .await;
+    let mut served_as_stored = 0;
+    for (subject, state) in subjects.iter().zip(states) {
+        let token = match state {
+            Ok(TokenState::Usable(token)) => token,
+            other => panic!("{subject}: {other:?}"),
+        };
+        if token.access_token.expose_secret() == format!("{subject}-access") {
+            served_as_stored += 1;
+        }
+    }
+    assert!(served_as_stored >= 1, "every turn came in time");
+}

@@ -237,12 +237,22 @@ pub async fn token_rejected(
     token: &UsableToken,
 ) -> anyhow::Result<bool> {
     state.metrics.flow.token_refused();
+    // A refresh of it this instance has begun (for another call's refusal
+    // of the same token) may not have claimed the row yet, and would
+    // replace the token: judged once it has ended (marking compares the
+    // token).
+    let lock = state.refresh_locks.get(token.connection_id);
+    let limit = super::REFRESH_LOCK_TIMEOUT + state.settings.database.deadline();
+    let _turn = tokio::time::timeout(limit, lock.lock_owned())
+        .await
+        .map_err(|_| db::faults::timed_out())?;
     let marked = mark_needs_reauth(
         state,
         token.connection_id,
         &token.sealed.access,
         "token_rejected",
-        // The refusal may be of the token a refresh under way replaces.
+        // The refusal may be of the token a refresh under way elsewhere
+        // replaces.
         true,
     )
     .await?;
@@ -265,26 +275,31 @@ pub(in crate::connect) async fn mark_needs_reauth(
     reason: &'static str,
     unless_refreshing: bool,
 ) -> Result<bool, sqlx::Error> {
-    let mut tx = crate::db::transaction::begin(&state.db).await?;
-    let marked = db::connections::mark_needs_reauth_if_current(
-        &mut *tx,
-        id,
-        sealed_access_token,
-        unless_refreshing,
-    )
-    .await?;
-    if marked {
-        outbox::record(
-            state,
-            &mut tx,
-            WebhookEvent::ConnectionReauthRequired,
+    // Within the database's deadline, as every step a request waits for:
+    // a frozen server would hold the call for as long as TCP waits.
+    db::faults::deadline(state.settings.database.deadline(), async {
+        let mut tx = crate::db::transaction::begin(&state.db).await?;
+        let marked = db::connections::mark_needs_reauth_if_current(
+            &mut *tx,
             id,
-            Detail::Reason(reason),
+            sealed_access_token,
+            unless_refreshing,
         )
         .await?;
-    }
-    tx.commit().await?;
-    Ok(marked)
+        if marked {
+            outbox::record(
+                state,
+                &mut tx,
+                WebhookEvent::ConnectionReauthRequired,
+                id,
+                Detail::Reason(reason),
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(marked)
+    })
+    .await
 }
 
 /// The user's token for `provider`, refreshed if need be.
@@ -451,7 +466,14 @@ async fn refresh_due(
     row: ConnectionRow,
     provider: &Provider,
 ) -> anyhow::Result<Due> {
-    let (row, _turn) = match read_again_locked(state, row.user(), provider.name(), row.id).await? {
+    let first_read = std::time::Instant::now();
+    let again = match read_again_locked(state, row.user(), provider.name(), row.id).await {
+        Ok(again) => again,
+        // This instance's refresh of it outlasted the wait (its provider
+        // hangs): a token that has not expired still serves.
+        Err(e) => return refresh_failed(state, row, first_read.elapsed(), e),
+    };
+    let (row, _turn) = match again {
         Again::Active(row, turn) => (row, turn),
         Again::Gone => return Ok(Due::Answer(TokenState::Missing)),
         Again::Inactive(row) => {
@@ -519,10 +541,21 @@ fn refresh_failed(
     since_read: std::time::Duration,
     e: anyhow::Error,
 ) -> anyhow::Result<Due> {
+    let expired = row.access_token_expired_after(since_read);
     let Some(refusal) = e.chain().find_map(|c| c.downcast_ref::<ProviderError>()) else {
+        // No turn to refresh in time (other refreshes wait for a slow
+        // provider), or the database failing: the token serves while it
+        // lives, as when the provider fails.
+        let passing = e
+            .chain()
+            .filter_map(|c| c.downcast_ref::<sqlx::Error>())
+            .any(db::faults::is_transient);
+        if passing && !expired {
+            tracing::warn!(connection = %row.id, provider = %row.provider, error = %format!("{e:#}"), "the token could not be refreshed in time; it serves while it lives");
+            return Ok(Due::Serve(row));
+        }
         return Err(e);
     };
-    let expired = row.access_token_expired_after(since_read);
     let error = format!("{e:#}");
     if refusal.is_passing() {
         tracing::warn!(connection = %row.id, provider = %row.provider, expired, error, "the token could not be refreshed");
