@@ -541,3 +541,30 @@ fn postmarks_server_tokens_are_not_for_the_model() {
         assert!(guard::not_under_grant_paths(&url, &base, &p.grant_paths).is_ok());
     }
 }
+
+/// Microsoft Graph's sign-out of every session ends every refresh token
+/// of the user, this connection's too: refused for `api_request`,
+/// however spelled (Graph's paths are case-insensitive), even where an
+/// operator allows POST.
+#[test]
+fn microsofts_sign_out_everywhere_is_not_for_the_model() {
+    use crate::providers::guard;
+    let catalog = catalog_of(
+        "[providers.microsoft]\nclient_id = \"c\"\nclient_secret = \"s\"\nallowed_methods = [\"GET\", \"POST\"]\n",
+    );
+    let p = catalog.get("microsoft").unwrap();
+    let base = url::Url::parse("https://graph.microsoft.com/v1.0/").unwrap();
+    for path in [
+        "me/revokeSignInSessions",
+        "ME/REVOKESIGNINSESSIONS",
+        "me/invalidateAllRefreshTokens",
+    ] {
+        let url = guard::resolve(&base, path).unwrap();
+        assert!(
+            guard::not_under_grant_paths(&url, &base, &p.grant_paths).is_err(),
+            "{path}"
+        );
+    }
+    let url = guard::resolve(&base, "me/messages").unwrap();
+    assert!(guard::not_under_grant_paths(&url, &base, &p.grant_paths).is_ok());
+}

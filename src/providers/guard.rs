@@ -469,6 +469,20 @@ pub(super) fn slack_method(allowed: &[String], path: &str) -> Result<(), Provide
     if decoded(name) != name || !is_method_name(name) {
         return Err(refused());
     }
+    // Nor does a method take a path after its name: what Slack would make
+    // of `conversations.list/chat.postMessage` is not for these checks,
+    // which judge the first name only, to guess.
+    let whole = path
+        .trim_start_matches('/')
+        .split('?')
+        .next()
+        .unwrap_or_default();
+    if whole != name {
+        return Err(ProviderError::PathRefused(format!(
+            "a Slack method takes no path after its name (`{}`): send the method's name alone",
+            crate::crypto::printable_prefix_of(name, 64)
+        )));
+    }
     let lower = name.to_ascii_lowercase();
     if lower.starts_with("oauth.") || lower.starts_with("admin.") || lower == "auth.revoke" {
         return Err(refused());
@@ -526,9 +540,14 @@ mod slack_tests {
             "oauth.v2.access",
             "admin.users.remove",
             "conversations.kick",
+            // A reading name with another method after it.
+            "conversations.list/chat.postMessage",
+            "users.info/auth.revoke",
+            "conversations.list/",
         ] {
             assert!(slack_method(&read_only, bad).is_err(), "{bad}");
         }
+        assert!(slack_method(&read_only, "/conversations.list?limit=5").is_ok());
         let writes = vec!["GET".to_owned(), "POST".to_owned()];
         assert!(slack_method(&writes, "chat.postMessage").is_ok());
         assert!(slack_method(&writes, "auth.revoke").is_err());
