@@ -890,3 +890,49 @@ async fn a_forgotten_keys_page_is_marked_around_a_row_another_transaction_holds(
     assert_eq!(forgotten.dropped, 3);
     assert_eq!(status_of(held).await, "needs_reauth");
 }
+
+/// A connection re-sealed with a key this instance lacks while its refresh
+/// waited for the row (`tokens rekey` on an instance that has a new key
+/// first): the refresh leaves it, retryable, as a call's first read does;
+/// it failed as an internal error, the token not opening.
+#[tokio::test]
+async fn a_refresh_finding_its_row_resealed_with_a_key_it_lacks_is_retryable() {
+    let app = spawn_app().await;
+    connect(&app, "alice").await;
+    // Due for a refresh.
+    sqlx::query(
+        "UPDATE connections SET tokens_stored_at = now() - interval '1 hour',
+             access_token_expires_at = now() + interval '30 seconds'",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    // The re-seal holds the row until it commits.
+    let mut reseal = app.db.begin().await.unwrap();
+    sqlx::query("UPDATE connections SET key_id = 'k2'")
+        .execute(&mut *reseal)
+        .await
+        .unwrap();
+    let refreshing = tokio::spawn({
+        let (state, issuer) = (app.state.clone(), app.dev.issuer());
+        async move {
+            let provider = state.connect.provider("demo").unwrap();
+            mcp_connect::connect::vault::usable_token(
+                &state.connect,
+                UserRef::new(&issuer, "alice"),
+                provider,
+                &[],
+            )
+            .await
+        }
+    });
+    crate::helpers::until_blocked(&app, 1).await;
+    reseal.commit().await.unwrap();
+
+    let e = refreshing.await.unwrap().unwrap_err();
+    assert!(
+        e.downcast_ref::<mcp_connect::connect::stale_keys::KeyMissing>()
+            .is_some(),
+        "{e:#}"
+    );
+}

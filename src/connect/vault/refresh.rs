@@ -263,6 +263,12 @@ async fn refresh_locked(
     if refreshed_meanwhile(&row, stale, why) {
         return Ok(Some(row));
     }
+    // Re-sealed meanwhile (`tokens rekey` on an instance that has a new
+    // key first): not this instance's to open, as when a call's first read
+    // finds it so (retryable), rather than a failure to open it.
+    if !state.keys.has_key(&row.key_id) {
+        return Err(crate::connect::stale_keys::KeyMissing::of(&row).into());
+    }
     refresh_claimed(state, tx, row, provider).await
 }
 
