@@ -39,7 +39,7 @@ fn a_tenant_goes_into_the_authorize_and_token_paths() {
         let err = ms
             .url_for(Endpoint::Token, &values(&[("tenant", bad)]))
             .unwrap_err();
-        assert!(matches!(err, ProviderError::RequestRefused(_)), "{bad}");
+        assert!(matches!(err, ProviderError::SettingsRefused(_)), "{bad}");
         let problems = ms
             .check_connect_params(&values(&[("tenant", bad)]))
             .map(|_| ());

@@ -41,6 +41,12 @@ pub enum ProviderError {
     /// Query or body refused before anything was sent.
     #[error("request refused: {0}")]
     RequestRefused(String),
+    /// The connection's own settings (a stored parameter, an identifier
+    /// field) no longer pass the provider's entry, which was changed since
+    /// (a host no longer allowed, say), or the entry lacks what they fill:
+    /// nothing was sent, and no request can mend it.
+    #[error("this connection's settings are not accepted any more: {0}")]
+    SettingsRefused(String),
     /// The provider (as configured) has no such endpoint, e.g. revocation.
     #[error("this provider does not support {0}")]
     Unsupported(&'static str),

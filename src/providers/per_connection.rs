@@ -71,7 +71,7 @@ impl Provider {
         };
         let t = &self.templates;
         let missing =
-            || ProviderError::RequestRefused("the provider's entry lacks an endpoint".into());
+            || ProviderError::SettingsRefused("the provider's entry lacks an endpoint".into());
         let mut api_base = url(&t.api_base)?.ok_or_else(missing)?;
         if !api_base.path().ends_with('/') {
             let path = format!("{}/", api_base.path());
@@ -96,7 +96,7 @@ impl Provider {
         given: &BTreeMap<String, String>,
         credential: Option<&FieldCredential>,
     ) -> Result<BTreeMap<String, String>, ProviderError> {
-        let refused = |m: String| ProviderError::RequestRefused(m);
+        let refused = |m: String| ProviderError::SettingsRefused(m);
         let mut values = self.fixed_values.clone();
         for (name, value) in given {
             let spec = self
@@ -128,7 +128,7 @@ impl Provider {
         template: &str,
         values: &BTreeMap<String, String>,
     ) -> Result<Url, ProviderError> {
-        let refused = |m: String| ProviderError::RequestRefused(m);
+        let refused = |m: String| ProviderError::SettingsRefused(m);
         let text = template::fill(template, values).map_err(refused)?;
         let url = Url::parse(&text).map_err(|_| refused("a templated URL is invalid".into()))?;
         super::catalog::check_url(&url).map_err(refused)?;

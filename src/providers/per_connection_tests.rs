@@ -47,13 +47,13 @@ fn a_subdomain_reaches_every_endpoint_and_nothing_else_does() {
             .endpoints_for(&values(&[("subdomain", bad)]))
             .unwrap_err();
         assert!(
-            matches!(err, ProviderError::RequestRefused(_)),
+            matches!(err, ProviderError::SettingsRefused(_)),
             "{bad}: {err}"
         );
         assert!(!err.to_string().contains("evil"), "{err}");
     }
     let err = zd.endpoints_for(&values(&[("host", "x")])).unwrap_err();
-    assert!(matches!(err, ProviderError::RequestRefused(_)), "{err}");
+    assert!(matches!(err, ProviderError::SettingsRefused(_)), "{err}");
 }
 
 #[test]

@@ -144,8 +144,10 @@ pub fn provider_failure(provider: &str, e: &ProviderError) -> Outcome {
         | ProviderError::BadResponse(_)
         | ProviderError::Unaccepted { .. }
         | ProviderError::Unsupported(_) => (ErrorKind::ProviderError, NextStep::None),
-        // Connecting again stores it afresh: the user's to do.
+        // Connecting again stores it afresh: the user's to do (or the
+        // operator's, for an entry that no longer takes what it stored).
         ProviderError::UnreadableCredential(_) => (ErrorKind::ProviderError, NextStep::AskUser),
+        ProviderError::SettingsRefused(_) => (ErrorKind::Refused, NextStep::AskUser),
     };
     // Provider errors carry no credential by construction (see its docs).
     // A model may repeat a call it believes unsent: say it may have been

@@ -161,3 +161,28 @@ async fn connecting_again_offers_the_tenant_the_connection_has() {
         consent.body
     );
 }
+
+/// A connection whose stored tenant its entry no longer accepts (the entry
+/// was changed since): nothing is sent, and the model is told that the
+/// user must act (connect again, or have the operator change the entry),
+/// not that its request should change — no request can mend it.
+#[tokio::test]
+async fn a_stored_tenant_the_entry_no_longer_accepts_is_the_users_to_mend() {
+    let fake = microsoft::start().await;
+    let app = app_with(&fake, "microsoft").await;
+    let args = api_args("microsoft", "me/messages");
+    let tenant = [("param.tenant", microsoft::TENANT_DOMAIN)];
+    let (_, done, state) = super::connect_with(&app, &fake, &args, &tenant).await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    retry(&app, &args, &state).await;
+    sqlx::query(r#"UPDATE connections SET params = '{"tenant": "no such/tenant"}'"#)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let before = fake.calls().api;
+
+    let result = call(&app, &args).await;
+    assert_eq!(result["error"]["kind"], "refused", "{result}");
+    assert_eq!(result["next_step"], "ask_user", "{result}");
+    assert_eq!(fake.calls().api, before, "nothing was sent");
+}
