@@ -41,6 +41,41 @@ pub(in crate::connect) use unused::revoke_unused;
 /// a refresh for the tokens of another instance's claim.
 const REFRESH_LOCK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
+/// A refresh's wait within this instance (for a turn to refresh, or for
+/// this instance's refresh of the same connection to end) that outlasted
+/// its time: the provider is slow, the database may be fine. Its source
+/// is the database's timeout error, so that it is answered as one
+/// (retryable) where nothing better is known.
+#[derive(Debug, thiserror::Error)]
+#[error("no turn to refresh came in time")]
+pub(super) struct NoTurnInTime(#[source] sqlx::Error);
+
+impl NoTurnInTime {
+    fn new() -> Self {
+        Self(crate::db::faults::timed_out())
+    }
+
+    /// Whether `e` is such a wait's.
+    fn is_of(e: &anyhow::Error) -> bool {
+        e.downcast_ref::<Self>().is_some()
+    }
+}
+
+/// This instance's turn at refreshing connection `id` (one refresh of a
+/// connection at a time within an instance), waited for as long as the
+/// refresh under way may wait for its row, and one database step more;
+/// after that it is stuck.
+async fn own_refresh_turn(
+    state: &super::ConnectionService,
+    id: uuid::Uuid,
+) -> Result<tokio::sync::OwnedMutexGuard<()>, NoTurnInTime> {
+    let lock = state.refresh_locks.get(id);
+    let limit = REFRESH_LOCK_TIMEOUT + state.settings.database.deadline();
+    tokio::time::timeout(limit, lock.lock_owned())
+        .await
+        .map_err(|_| NoTurnInTime::new())
+}
+
 /// Lets the transaction on `conn` wait for a connection row as long as a
 /// refresh may hold it (the provider's answer included), not only the
 /// pool's lock timeout: for writes a person is waiting for, which a

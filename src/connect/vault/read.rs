@@ -6,6 +6,7 @@ use secrecy::{ExposeSecret, SecretString};
 use uuid::Uuid;
 
 use super::{
+    NoTurnInTime,
     refresh::{Why, needs_refresh, refresh},
     refused::Refusal,
     seal::{Binding, Kind, open_bound},
@@ -240,12 +241,15 @@ pub async fn token_rejected(
     // A refresh of it this instance has begun (for another call's refusal
     // of the same token) may not have claimed the row yet, and would
     // replace the token: judged once it has ended (marking compares the
-    // token).
-    let lock = state.refresh_locks.get(token.connection_id);
-    let limit = super::REFRESH_LOCK_TIMEOUT + state.settings.database.deadline();
-    let _turn = tokio::time::timeout(limit, lock.lock_owned())
-        .await
-        .map_err(|_| db::faults::timed_out())?;
+    // token). One that does not end in time may still replace it: the
+    // refusal is the call's answer, and the connection is left as it is.
+    let Ok(_turn) = super::own_refresh_turn(state, token.connection_id).await else {
+        tracing::warn!(
+            connection = %token.connection_id,
+            "provider refused the access token while a refresh of it is under way; left as it is"
+        );
+        return Ok(false);
+    };
     let marked = mark_needs_reauth(
         state,
         token.connection_id,
@@ -439,12 +443,8 @@ async fn read_again_locked(
     id: Uuid,
 ) -> anyhow::Result<Again> {
     let limit = state.settings.database.deadline();
-    let lock = state.refresh_locks.get(id);
-    // As long as the refresh under way may wait for the row, and one
-    // step more; after that it is stuck, and the caller may retry.
-    let turn = tokio::time::timeout(super::REFRESH_LOCK_TIMEOUT + limit, lock.lock_owned())
-        .await
-        .map_err(|_| db::faults::timed_out())?;
+    // After that the refresh under way is stuck, and the caller may retry.
+    let turn = super::own_refresh_turn(state, id).await?;
     let again = db::connections::find_account(&state.db, user, provider, Some(id));
     let Some(row) = db::faults::deadline(limit, again).await? else {
         return Ok(Again::Gone);
@@ -466,12 +466,12 @@ async fn refresh_due(
     row: ConnectionRow,
     provider: &Provider,
 ) -> anyhow::Result<Due> {
-    let first_read = std::time::Instant::now();
     let again = match read_again_locked(state, row.user(), provider.name(), row.id).await {
         Ok(again) => again,
         // This instance's refresh of it outlasted the wait (its provider
         // hangs): a token that has not expired still serves.
-        Err(e) => return refresh_failed(state, row, first_read.elapsed(), e),
+        Err(e) if NoTurnInTime::is_of(&e) => return serve_if_unchanged(state, &row, e).await,
+        Err(e) => return Err(e),
     };
     let (row, _turn) = match again {
         Again::Active(row, turn) => (row, turn),
@@ -526,7 +526,32 @@ async fn refresh_due(
                 },
             ))
         }
+        Err(e) if NoTurnInTime::is_of(&e) => serve_if_unchanged(state, &row, e).await,
         Err(e) => refresh_failed(state, row, read.elapsed(), e),
+    }
+}
+
+/// No turn to refresh `row` came in time (refreshes of other connections,
+/// or this one's, wait for a slow provider): its token serves while it
+/// lives, if the connection is still as it was read (not disconnected,
+/// refreshed or marked meanwhile); otherwise `e`, retryable.
+async fn serve_if_unchanged(
+    state: &ConnectionService,
+    row: &ConnectionRow,
+    e: anyhow::Error,
+) -> anyhow::Result<Due> {
+    let limit = state.settings.database.deadline();
+    let now = db::connections::find_account(&state.db, row.user(), &row.provider, Some(row.id));
+    match db::faults::deadline(limit, now).await? {
+        Some(now)
+            if now.status == ConnectionStatus::Active
+                && now.access_token == row.access_token
+                && !now.access_token_expired() =>
+        {
+            tracing::warn!(connection = %row.id, provider = %row.provider, "no turn to refresh the token came in time; it serves while it lives");
+            Ok(Due::Serve(now))
+        }
+        _ => Err(e),
     }
 }
 
@@ -541,21 +566,10 @@ fn refresh_failed(
     since_read: std::time::Duration,
     e: anyhow::Error,
 ) -> anyhow::Result<Due> {
-    let expired = row.access_token_expired_after(since_read);
     let Some(refusal) = e.chain().find_map(|c| c.downcast_ref::<ProviderError>()) else {
-        // No turn to refresh in time (other refreshes wait for a slow
-        // provider), or the database failing: the token serves while it
-        // lives, as when the provider fails.
-        let passing = e
-            .chain()
-            .filter_map(|c| c.downcast_ref::<sqlx::Error>())
-            .any(db::faults::is_transient);
-        if passing && !expired {
-            tracing::warn!(connection = %row.id, provider = %row.provider, error = %format!("{e:#}"), "the token could not be refreshed in time; it serves while it lives");
-            return Ok(Due::Serve(row));
-        }
         return Err(e);
     };
+    let expired = row.access_token_expired_after(since_read);
     let error = format!("{e:#}");
     if refusal.is_passing() {
         tracing::warn!(connection = %row.id, provider = %row.provider, expired, error, "the token could not be refreshed");

@@ -153,7 +153,7 @@ pub(super) async fn refresh(
         let turn = state.refreshes.clone().acquire_owned();
         let turn = tokio::time::timeout(REFRESH_LOCK_TIMEOUT, turn)
             .await
-            .map_err(|_| db::faults::timed_out())?
+            .map_err(|_| super::NoTurnInTime::new())?
             .map_err(|closed| anyhow::anyhow!("refreshes closed: {closed}"))?;
         if let Attempt::Ended(row) = claim_and_refresh(state, turn, stale, provider, why).await? {
             return Ok(row);
