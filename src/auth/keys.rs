@@ -54,9 +54,9 @@ struct Cache {
 
 impl Cache {
     /// Whether keys were loaded, recently enough to verify with
-    /// ([`MAX_STALE`]).
-    fn has_keys(&self) -> bool {
-        self.loaded_at.is_some_and(|t| t.elapsed() < MAX_STALE)
+    /// (`max_stale`: [`MAX_STALE`]).
+    fn has_keys(&self, max_stale: Duration) -> bool {
+        self.loaded_at.is_some_and(|t| t.elapsed() < max_stale)
     }
 }
 
@@ -82,6 +82,15 @@ pub(crate) struct KeySource {
     jwks_url: Option<Url>,
     cache: RwLock<Cache>,
     fetching: Mutex<()>,
+    ages: Ages,
+}
+
+/// When keys are reloaded, and when they verify nothing any more: the
+/// constants, shorter in tests (an `Instant` cannot go back before the
+/// machine started).
+struct Ages {
+    max_age: Duration,
+    max_stale: Duration,
 }
 
 impl KeySource {
@@ -92,19 +101,26 @@ impl KeySource {
             jwks_url,
             cache: RwLock::new(Cache::default()),
             fetching: Mutex::new(()),
+            ages: Ages {
+                max_age: MAX_AGE,
+                max_stale: MAX_STALE,
+            },
         }
     }
 
     /// The key that verifies a token with this header.
     pub(crate) async fn key_for(
-        &self,
+        self: &Arc<Self>,
         kid: Option<&str>,
         alg: Algorithm,
     ) -> Result<DecodingKey, AuthError> {
         let (attempts, keys, loaded, stale) = {
             let cache = self.cache.read().await;
-            let fresh = cache.loaded_at.is_some_and(|t| t.elapsed() < MAX_AGE);
-            (cache.attempts, cache.keys.clone(), cache.has_keys(), !fresh)
+            let fresh = cache
+                .loaded_at
+                .is_some_and(|t| t.elapsed() < self.ages.max_age);
+            let loaded = cache.has_keys(self.ages.max_stale);
+            (cache.attempts, cache.keys.clone(), loaded, !fresh)
         };
         let why = if stale {
             Why::Load
@@ -114,12 +130,24 @@ impl KeySource {
                 found => return into_result(found, kid),
             }
         };
-        // Old keys that still name this one: a reload is due, but a
-        // request does not wait behind another's (an issuer that hangs
-        // would hold every request for its timeout); it verifies with
-        // what it has.
-        let wait = !(stale && loaded && matches!(lookup(&keys, kid, alg), Lookup::Found(_)));
-        let keys = self.refresh(attempts, why, wait).await?;
+        // Old keys that still name this one: a reload is due, but no
+        // request waits for it (an issuer that hangs would hold it for
+        // its timeout); it runs beside them, and they verify with what
+        // they have.
+        if stale
+            && loaded
+            && let Lookup::Found(key) = lookup(&keys, kid, alg)
+        {
+            if self.fetching.try_lock().is_ok() {
+                let source = Arc::clone(self);
+                tokio::spawn(async move {
+                    // Its outcome is the cache's (and the log's).
+                    let _ = source.refresh(attempts, Why::Load, false).await;
+                });
+            }
+            return Ok(key);
+        }
+        let keys = self.refresh(attempts, why, true).await?;
         into_result(lookup(&keys, kid, alg), kid)
     }
 
@@ -141,7 +169,7 @@ impl KeySource {
         };
         let cached_uri = {
             let cache = self.cache.read().await;
-            let have_keys = cache.has_keys();
+            let have_keys = cache.has_keys(self.ages.max_stale);
             let current = || {
                 if have_keys {
                     Ok(cache.keys.clone())
@@ -186,7 +214,7 @@ impl KeySource {
                 cache.jwks_uri = None;
                 // Stale keys beat none while the issuer is unreachable,
                 // for a while.
-                if cache.has_keys() {
+                if cache.has_keys(self.ages.max_stale) {
                     Ok(cache.keys.clone())
                 } else {
                     Err(e)
@@ -264,9 +292,18 @@ mod tests {
     use super::*;
     use crate::auth::test_support::{Idp, KeyKind};
 
+    /// `source` with keys reloaded after a second and unused after three.
+    fn short_lived(mut source: KeySource) -> KeySource {
+        source.ages = Ages {
+            max_age: Duration::from_secs(1),
+            max_stale: Duration::from_secs(3),
+        };
+        source
+    }
+
     /// Keys loaded long enough ago to be reloaded, and an issuer whose
-    /// JWKS answers nothing: one request waits for the reload, the others
-    /// verify with the keys they have.
+    /// JWKS answers nothing: no request waits for the reload, which runs
+    /// beside them; they verify with the keys they have.
     #[actix_web::test]
     async fn a_hanging_reload_holds_up_no_one_else() {
         let idp = Idp::start().await;
@@ -274,28 +311,34 @@ mod tests {
         let jwks_url =
             Url::parse(&format!("http://{}/jwks", hanging.local_addr().unwrap())).unwrap();
         let http = crate::providers::outbound_http_client().unwrap();
-        let source = Arc::new(KeySource::new(http.clone(), idp.url("/"), Some(jwks_url)));
+        let source = Arc::new(short_lived(KeySource::new(
+            http.clone(),
+            idp.url("/"),
+            Some(jwks_url),
+        )));
         let set: RawJwks = fetch::get_json(&http, &idp.url("/jwks")).await.unwrap();
         {
             let mut cache = source.cache.write().await;
             cache.keys = Arc::new(set.keys.into_iter().filter_map(parse_key).collect());
-            cache.loaded_at = Instant::now().checked_sub(MAX_AGE + Duration::from_secs(1));
+            cache.loaded_at = Instant::now().checked_sub(Duration::from_secs(2));
         }
         let kid = KeyKind::Rsa.kid();
-        let reloading = {
-            let source = source.clone();
-            tokio::spawn(async move { source.key_for(Some(kid), Algorithm::RS256).await })
-        };
+        // The first, which starts the reload, and one while it hangs.
+        for _ in 0..2 {
+            let started = Instant::now();
+            let key = source.key_for(Some(kid), Algorithm::RS256).await;
+            assert!(key.is_ok());
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "waited {:?} for the reload",
+                started.elapsed()
+            );
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let started = Instant::now();
-        let key = source.key_for(Some(kid), Algorithm::RS256).await;
-        assert!(key.is_ok());
         assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "waited {:?} behind the reload",
-            started.elapsed()
+            source.fetching.try_lock().is_err(),
+            "the reload is under way beside them"
         );
-        reloading.abort();
         drop(hanging);
     }
 
@@ -310,7 +353,11 @@ mod tests {
         let jwks_url = Url::parse(&format!("http://{}/jwks", gone.local_addr().unwrap())).unwrap();
         drop(gone);
         let http = crate::providers::outbound_http_client().unwrap();
-        let source = KeySource::new(http.clone(), idp.url("/"), Some(jwks_url));
+        let source = Arc::new(short_lived(KeySource::new(
+            http.clone(),
+            idp.url("/"),
+            Some(jwks_url),
+        )));
         let set: RawJwks = fetch::get_json(&http, &idp.url("/jwks")).await.unwrap();
         let keys = Arc::new(
             set.keys
@@ -330,10 +377,10 @@ mod tests {
             }
         };
         // Due for a reload that fails: still used, for a while.
-        loaded_ago(MAX_AGE + Duration::from_secs(1)).await;
+        loaded_ago(Duration::from_secs(2)).await;
         assert!(source.key_for(Some(kid), Algorithm::RS256).await.is_ok());
         // Unconfirmed for too long: refused until a load succeeds.
-        loaded_ago(MAX_STALE + Duration::from_secs(1)).await;
+        loaded_ago(Duration::from_secs(4)).await;
         let refused = source.key_for(Some(kid), Algorithm::RS256).await;
         assert!(
             matches!(refused, Err(AuthError::KeysUnavailable(_))),

@@ -51,10 +51,11 @@ impl Principal {
         crate::crypto::printable_prefix_if_longer(&self.subject, 255)
     }
 
-    /// The client id as a log line keeps it: as an audit row does
-    /// ([`crate::db::audit::client_id`]), so that a line and a row of one
-    /// client match. The client may have chosen it (a metadata document's
-    /// URL), whatever its length.
+    /// The client id as a log line keeps it: whole up to the length an
+    /// audit row keeps ([`crate::db::audit::CLIENT_ID_CHARS`]; the line's
+    /// JSON escapes what needs it, where a row keeps a printable prefix), a
+    /// longer one cut to its printable prefix. The client may have chosen
+    /// it (a metadata document's URL), whatever its length.
     pub fn client_id_for_log(&self) -> std::borrow::Cow<'_, str> {
         crate::crypto::printable_prefix_if_longer(
             &self.client_id,

@@ -20,7 +20,7 @@ use crate::config::AuthSettings;
 /// Built without I/O; keys and metadata load on first use and are cached.
 pub struct TokenVerifier {
     expected: Expected,
-    keys: KeySource,
+    keys: Arc<KeySource>,
     introspection: Option<Introspector>,
     recent: RecentTokens,
 }
@@ -34,11 +34,11 @@ impl TokenVerifier {
                 subject_claim: settings.subject_claim.clone(),
                 leeway_secs: settings.leeway_secs,
             },
-            keys: KeySource::new(
+            keys: Arc::new(KeySource::new(
                 http.clone(),
                 settings.issuer.clone(),
                 settings.jwks_url.clone(),
-            ),
+            )),
             introspection: settings
                 .introspection
                 .as_ref()
