@@ -109,6 +109,7 @@ impl Background {
                 tokio::select! {
                     () = crate::connect::stale_keys::warn_about_missing_keys(&connect) => {}
                     () = stop.cancelled() => {}
+                    () = connect.until_stopping() => {}
                 }
             }
         });

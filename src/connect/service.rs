@@ -180,6 +180,11 @@ impl ConnectionService {
         self.shutdown.cancel();
     }
 
+    /// Waits until `begin_shutdown` is called.
+    pub async fn until_stopping(&self) {
+        self.shutdown.cancelled().await;
+    }
+
     /// Whether `begin_shutdown` has been called.
     pub fn is_stopping(&self) -> bool {
         self.stopping.load(std::sync::atomic::Ordering::Acquire)

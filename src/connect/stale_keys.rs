@@ -93,9 +93,7 @@ pub async fn warn_about_missing_keys(state: &ConnectionService) {
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "cannot check the key ids of revocations still owed"),
     }
-    let checked = missing_keys(state).await;
-    tracing::debug!("checked the key ids of stored connections");
-    match checked {
+    match missing_keys(state).await {
         Ok(missing) if !missing.is_empty() => {
             let rows: i64 = missing.iter().map(|(_, n)| n).sum();
             let key_ids: Vec<&str> = missing.iter().map(|(kid, _)| kid.as_str()).collect();
@@ -107,6 +105,10 @@ pub async fn warn_about_missing_keys(state: &ConnectionService) {
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "cannot check the key ids of stored connections"),
     }
+    tracing::debug!(
+        public_url = %state.settings.public_url,
+        "checked the key ids of stored connections"
+    );
 }
 
 /// A call reached a connection sealed by a key this instance's ring lacks.
@@ -327,10 +329,16 @@ async fn mark_page(
     for &id in sealed.iter().filter(|id| !marked.contains(id)) {
         // The row as it is now (waiting for the transaction that held it);
         // marking compares its sealed token, so a row re-sealed or
-        // reconnected meanwhile is left.
-        let mut tx = crate::db::transaction::begin(&state.db).await?;
-        let row = db::connections::find_for_update(&mut *tx, id).await?;
-        tx.commit().await?;
+        // reconnected meanwhile is left. One held past the lock timeout
+        // is counted, and the run goes on: the next one marks it.
+        let row = match row_when_free(state, id).await {
+            Ok(row) => row,
+            Err(e) => {
+                tracing::error!(error = %e, connection = %id, "cannot mark a connection sealed by a forgotten key");
+                done.failed += 1;
+                continue;
+            }
+        };
         let Some(row) = row else { continue };
         if row.key_id != key_id || row.status != db::connections::ConnectionStatus::Active {
             continue;
@@ -342,6 +350,18 @@ async fn mark_page(
         }
     }
     Ok(())
+}
+
+/// Connection `id` once no other transaction holds it (or its lock wait
+/// failed).
+async fn row_when_free(
+    state: &ConnectionService,
+    id: Uuid,
+) -> Result<Option<ConnectionRow>, sqlx::Error> {
+    let mut tx = crate::db::transaction::begin(&state.db).await?;
+    let row = db::connections::find_for_update(&mut *tx, id).await?;
+    tx.commit().await?;
+    Ok(row)
 }
 
 /// The connections of `ids` still active, sealed by `key_id` and held by

@@ -210,7 +210,20 @@ async fn forgetting_a_key_asks_its_users_to_connect_again() {
         .await
         .unwrap();
     assert!(missing.is_empty(), "{missing:?}");
+    // Start-up checks in the background: its line says when it is done.
+    let checks = || {
+        crate::logs::captured()
+            .lines()
+            .filter(|l| l.contains("checked the key ids") && l.contains(&app.base))
+            .count()
+    };
+    let before = checks();
     let _restarted = app.second_instance().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while checks() == before {
+        assert!(std::time::Instant::now() < deadline, "no key check");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert!(
         !crate::logs::captured()
             .lines()
