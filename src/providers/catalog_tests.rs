@@ -543,9 +543,9 @@ fn postmarks_server_tokens_are_not_for_the_model() {
 }
 
 /// Microsoft Graph's sign-out of every session ends every refresh token
-/// of the user, this connection's too: refused for `api_request`,
-/// however spelled (Graph's paths are case-insensitive), even where an
-/// operator allows POST.
+/// of the user, this connection's too, and `$batch` carries requests no
+/// check here sees: refused for `api_request`, however spelled (Graph's
+/// paths are case-insensitive), even where an operator allows POST.
 #[test]
 fn microsofts_sign_out_everywhere_is_not_for_the_model() {
     use crate::providers::guard;
@@ -557,7 +557,10 @@ fn microsofts_sign_out_everywhere_is_not_for_the_model() {
     for path in [
         "me/revokeSignInSessions",
         "ME/REVOKESIGNINSESSIONS",
+        "me/microsoft.graph.revokeSignInSessions",
         "me/invalidateAllRefreshTokens",
+        "$batch",
+        "%24batch",
     ] {
         let url = guard::resolve(&base, path).unwrap();
         assert!(
