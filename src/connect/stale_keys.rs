@@ -51,12 +51,13 @@ async fn stored_key_ids(state: &ConnectionService) -> Result<Vec<(String, i64)>,
             db::connections::count_by_key_id(&state.db, after, COUNT_PAGE),
         )
         .await?;
-        for (key_id, rows) in page.counts {
+        let next = page.next_after(COUNT_PAGE);
+        for (key_id, rows) in page.found {
             *counts.entry(key_id).or_default() += rows;
         }
-        match page.last {
-            Some(last) if page.read == COUNT_PAGE as usize => after = last,
-            _ => break,
+        match next {
+            Some(last) => after = last,
+            None => break,
         }
     }
     Ok(counts.into_iter().collect())
@@ -278,13 +279,12 @@ pub async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Resu
     let mut after = Uuid::nil();
     loop {
         let page = db::connections::active_sealed_by(&state.db, key_id, after, PAGE).await?;
-        if !page.sealed.is_empty() {
-            mark_page(state, key_id, &page.sealed, &mut done).await?;
+        if !page.found.is_empty() {
+            mark_page(state, key_id, &page.found, &mut done).await?;
         }
-        match page.last {
-            // A short page was the last: no statement to find nothing.
-            Some(last) if page.read == PAGE as usize => after = last,
-            _ => break,
+        match page.next_after(PAGE) {
+            Some(last) => after = last,
+            None => break,
         }
     }
     // A row still active keeps its tokens until it is marked: the next run
@@ -294,10 +294,10 @@ pub async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Resu
         loop {
             let page =
                 db::connections::drop_tokens_sealed_by(&state.db, key_id, after, PAGE).await?;
-            done.dropped += page.dropped;
-            match page.last {
-                Some(last) if page.read == PAGE as u64 => after = last,
-                _ => break,
+            done.dropped += page.found;
+            match page.next_after(PAGE) {
+                Some(last) => after = last,
+                None => break,
             }
         }
     }
@@ -353,15 +353,18 @@ async fn mark_page(
 }
 
 /// Connection `id` once no other transaction holds it (or its lock wait
-/// failed).
+/// failed), within the database's deadline.
 async fn row_when_free(
     state: &ConnectionService,
     id: Uuid,
 ) -> Result<Option<ConnectionRow>, sqlx::Error> {
-    let mut tx = crate::db::transaction::begin(&state.db).await?;
-    let row = db::connections::find_for_update(&mut *tx, id).await?;
-    tx.commit().await?;
-    Ok(row)
+    db::faults::deadline(state.settings.database.deadline(), async {
+        let mut tx = crate::db::transaction::begin(&state.db).await?;
+        let row = db::connections::find_for_update(&mut *tx, id).await?;
+        tx.commit().await?;
+        Ok(row)
+    })
+    .await
 }
 
 /// The connections of `ids` still active, sealed by `key_id` and held by

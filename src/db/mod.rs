@@ -33,6 +33,7 @@ pub mod hot;
 pub mod migration_locks;
 pub mod notifications;
 pub mod oauth_flows;
+pub mod page;
 pub mod params;
 pub mod pending_revocations;
 pub mod refresh_claims;

@@ -187,13 +187,13 @@ impl<'a> OlderPages<'a> {
                 db::pending_revocations::ids_not_sealed_by(db, current, after, PAGE).await?
             }
         };
-        self.ended = (page.read as i64) < PAGE;
+        self.ended = page.next_after(PAGE).is_none();
         let Some(last) = page.last else {
             return Ok(None);
         };
         self.after = last;
         Ok(Some(
-            page.older
+            page.found
                 .into_iter()
                 .filter(|(id, key_id)| state.keys.has_key(key_id) && !given_up.contains(id))
                 .map(|(id, _)| id)

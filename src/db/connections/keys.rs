@@ -9,19 +9,12 @@ use sqlx::PgExecutor;
 use uuid::Uuid;
 
 use super::{ConnectionRef, ConnectionStatus};
+use crate::db::page::Page;
 use crate::domain::{ProviderName, UserRef};
 
 /// A page of rows by id, and which of them are sealed by another key than
-/// the one asked about.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KeyPage {
-    /// The page's rows sealed by another key, with the key that seals each.
-    pub older: Vec<(Uuid, String)>,
-    /// The page's last id, to go on from; `None`: no rows were left.
-    pub last: Option<Uuid>,
-    /// How many rows the page read (fewer than asked: it was the last).
-    pub read: usize,
-}
+/// the one asked about, with the key that seals each.
+pub type KeyPage = Page<Vec<(Uuid, String)>>;
 
 impl KeyPage {
     /// The page of `rows` (id, key id, whether another key seals it), in
@@ -30,7 +23,7 @@ impl KeyPage {
         Self {
             last: rows.last().map(|r| r.0),
             read: rows.len(),
-            older: rows
+            found: rows
                 .into_iter()
                 .filter(|r| r.2)
                 .map(|(id, key_id, _)| (id, key_id))
@@ -150,15 +143,7 @@ pub async fn reseal_many(exec: impl PgExecutor<'_>, rows: &[Resealed]) -> Result
 /// A page of connections by id, and which of them are active and sealed
 /// by the key asked about: those a forgotten key's users must be asked to
 /// connect again from.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ActivePage {
-    /// The page's active connections sealed by the key.
-    pub sealed: Vec<Uuid>,
-    /// The page's last id, to go on from; `None`: no rows were left.
-    pub last: Option<Uuid>,
-    /// How many rows the page read (fewer than asked: it was the last).
-    pub read: usize,
-}
+pub type ActivePage = Page<Vec<Uuid>>;
 
 /// The `limit` connections by id after `after`, and those of them that are
 /// active and sealed by `key_id`: a page per statement, whatever the rows
@@ -181,7 +166,7 @@ pub async fn active_sealed_by(
     Ok(ActivePage {
         last: rows.last().map(|r| r.id),
         read: rows.len(),
-        sealed: rows
+        found: rows
             .into_iter()
             .filter(|r| r.sealed)
             .map(|r| r.id)
@@ -215,18 +200,11 @@ pub async fn mark_needs_reauth_sealed_by(
     .await
 }
 
-/// How many of a page of connections hold tokens each key id sealed:
-/// for finding rows sealed by a key the ring no longer has (rows whose
-/// tokens were dropped are not counted: nothing in them waits for a key).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KeyCountPage {
-    /// Key ids with how many of the page's connections they sealed, by id.
-    pub counts: Vec<(String, i64)>,
-    /// The page's last id, to go on from; `None`: no rows were left.
-    pub last: Option<Uuid>,
-    /// How many rows the page read (fewer than asked: it was the last).
-    pub read: usize,
-}
+/// How many of a page of connections hold tokens each key id sealed, by
+/// key id: for finding rows sealed by a key the ring no longer has (rows
+/// whose tokens were dropped are not counted: nothing in them waits for a
+/// key).
+pub type KeyCountPage = Page<Vec<(String, i64)>>;
 
 /// [`KeyCountPage`] of the `limit` connections by id after `after`: a
 /// page per statement (one count over every row read a million of them,
@@ -250,23 +228,15 @@ pub async fn count_by_key_id(
         *counts.entry(row.key_id).or_default() += 1;
     }
     Ok(KeyCountPage {
-        counts: counts.into_iter().collect(),
+        found: counts.into_iter().collect(),
         last,
         read,
     })
 }
 
-/// One page of [`drop_tokens_sealed_by`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DroppedPage {
-    /// Connections of the page whose tokens were dropped.
-    pub dropped: u64,
-    /// The page's last connection id, to go on from; `None`: there were
-    /// no connections after the one it started after.
-    pub last: Option<Uuid>,
-    /// Connections the page read: fewer than asked for, it was the last.
-    pub read: u64,
-}
+/// One page of [`drop_tokens_sealed_by`]: how many of its connections'
+/// tokens were dropped.
+pub type DroppedPage = Page<u64>;
 
 /// For a key gone for good: drops the tokens it sealed from connections
 /// that are no longer active (they need their users again), among the
@@ -302,9 +272,9 @@ pub async fn drop_tokens_sealed_by(
     .fetch_one(exec)
     .await?;
     Ok(DroppedPage {
-        dropped: u64::try_from(page.dropped).unwrap_or(0),
+        found: u64::try_from(page.dropped).unwrap_or(0),
         last: page.last,
-        read: u64::try_from(page.read).unwrap_or(0),
+        read: usize::try_from(page.read).unwrap_or(0),
     })
 }
 
