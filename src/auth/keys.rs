@@ -81,7 +81,8 @@ pub(crate) struct KeySource {
     issuer: Url,
     jwks_url: Option<Url>,
     cache: RwLock<Cache>,
-    fetching: Mutex<()>,
+    /// Held while the JWKS is fetched: one fetch at a time.
+    fetching: Arc<Mutex<()>>,
     ages: Ages,
 }
 
@@ -100,7 +101,7 @@ impl KeySource {
             issuer,
             jwks_url,
             cache: RwLock::new(Cache::default()),
-            fetching: Mutex::new(()),
+            fetching: Arc::new(Mutex::new(())),
             ages: Ages {
                 max_age: MAX_AGE,
                 max_stale: MAX_STALE,
@@ -138,35 +139,33 @@ impl KeySource {
             && loaded
             && let Lookup::Found(key) = lookup(&keys, kid, alg)
         {
-            if self.fetching.try_lock().is_ok() {
+            // One reload at a time: a request that finds one under way
+            // starts none.
+            if let Ok(single_flight) = Arc::clone(&self.fetching).try_lock_owned() {
                 let source = Arc::clone(self);
                 tokio::spawn(async move {
                     // Its outcome is the cache's (and the log's).
-                    let _ = source.refresh(attempts, Why::Load, false).await;
+                    let _ = source
+                        .refresh_holding(single_flight, attempts, Why::Load)
+                        .await;
                 });
             }
             return Ok(key);
         }
-        let keys = self.refresh(attempts, why, true).await?;
+        let single_flight = Arc::clone(&self.fetching).lock_owned().await;
+        let keys = self.refresh_holding(single_flight, attempts, why).await?;
         into_result(lookup(&keys, kid, alg), kid)
     }
 
-    /// Fetches the JWKS unless another task did since `seen_attempts`, or
-    /// the rate limits say not now; returns the keys to use either way.
-    /// Without `wait`, a fetch under way elsewhere is not waited for.
-    async fn refresh(
+    /// Fetches the JWKS, holding the single flight, unless another task
+    /// did since `seen_attempts` or the rate limits say not now; returns
+    /// the keys to use either way.
+    async fn refresh_holding(
         &self,
+        _single_flight: tokio::sync::OwnedMutexGuard<()>,
         seen_attempts: u64,
         why: Why,
-        wait: bool,
     ) -> Result<Arc<Vec<Key>>, AuthError> {
-        let _single_flight = if wait {
-            self.fetching.lock().await
-        } else if let Ok(guard) = self.fetching.try_lock() {
-            guard
-        } else {
-            return Ok(self.cache.read().await.keys.clone());
-        };
         let cached_uri = {
             let cache = self.cache.read().await;
             let have_keys = cache.has_keys(self.ages.max_stale);
@@ -292,11 +291,12 @@ mod tests {
     use super::*;
     use crate::auth::test_support::{Idp, KeyKind};
 
-    /// `source` with keys reloaded after a second and unused after three.
-    fn short_lived(mut source: KeySource) -> KeySource {
+    /// `source` with keys reloaded after a second and unused after
+    /// `max_stale`.
+    fn short_lived(mut source: KeySource, max_stale: Duration) -> KeySource {
         source.ages = Ages {
             max_age: Duration::from_secs(1),
-            max_stale: Duration::from_secs(3),
+            max_stale,
         };
         source
     }
@@ -311,11 +311,10 @@ mod tests {
         let jwks_url =
             Url::parse(&format!("http://{}/jwks", hanging.local_addr().unwrap())).unwrap();
         let http = crate::providers::outbound_http_client().unwrap();
-        let source = Arc::new(short_lived(KeySource::new(
-            http.clone(),
-            idp.url("/"),
-            Some(jwks_url),
-        )));
+        let source = Arc::new(short_lived(
+            KeySource::new(http.clone(), idp.url("/"), Some(jwks_url)),
+            MAX_STALE,
+        ));
         let set: RawJwks = fetch::get_json(&http, &idp.url("/jwks")).await.unwrap();
         {
             let mut cache = source.cache.write().await;
@@ -353,11 +352,10 @@ mod tests {
         let jwks_url = Url::parse(&format!("http://{}/jwks", gone.local_addr().unwrap())).unwrap();
         drop(gone);
         let http = crate::providers::outbound_http_client().unwrap();
-        let source = Arc::new(short_lived(KeySource::new(
-            http.clone(),
-            idp.url("/"),
-            Some(jwks_url),
-        )));
+        let source = Arc::new(short_lived(
+            KeySource::new(http.clone(), idp.url("/"), Some(jwks_url)),
+            Duration::from_secs(10),
+        ));
         let set: RawJwks = fetch::get_json(&http, &idp.url("/jwks")).await.unwrap();
         let keys = Arc::new(
             set.keys
@@ -380,7 +378,7 @@ mod tests {
         loaded_ago(Duration::from_secs(2)).await;
         assert!(source.key_for(Some(kid), Algorithm::RS256).await.is_ok());
         // Unconfirmed for too long: refused until a load succeeds.
-        loaded_ago(Duration::from_secs(4)).await;
+        loaded_ago(Duration::from_secs(11)).await;
         let refused = source.key_for(Some(kid), Algorithm::RS256).await;
         assert!(
             matches!(refused, Err(AuthError::KeysUnavailable(_))),
