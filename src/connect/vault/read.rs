@@ -532,9 +532,10 @@ async fn refresh_due(
 }
 
 /// No turn to refresh `row` came in time (refreshes of other connections,
-/// or this one's, wait for a slow provider): its token serves while it
-/// lives, if the connection is still as it was read (not disconnected,
-/// refreshed or marked meanwhile); otherwise `e`, retryable.
+/// or this one's, wait for a slow provider): the connection as it is now
+/// answers. Its token serves while it lives if it is unchanged, or if
+/// another instance refreshed it meanwhile; disconnected or marked
+/// meanwhile, that is the answer; otherwise `e`, retryable.
 async fn serve_if_unchanged(
     state: &ConnectionService,
     row: &ConnectionRow,
@@ -542,17 +543,21 @@ async fn serve_if_unchanged(
 ) -> anyhow::Result<Due> {
     let limit = state.settings.database.deadline();
     let now = db::connections::find_account(&state.db, row.user(), &row.provider, Some(row.id));
-    match db::faults::deadline(limit, now).await? {
-        Some(now)
-            if now.status == ConnectionStatus::Active
-                && now.access_token == row.access_token
-                && !now.access_token_expired() =>
-        {
-            tracing::warn!(connection = %row.id, provider = %row.provider, "no turn to refresh the token came in time; it serves while it lives");
-            Ok(Due::Serve(now))
-        }
-        _ => Err(e),
+    let Some(now) = db::faults::deadline(limit, now).await? else {
+        return Ok(Due::Answer(TokenState::Missing));
+    };
+    if now.status != ConnectionStatus::Active {
+        return Ok(Due::Answer(TokenState::NeedsReauth {
+            granted: now.scopes,
+        }));
     }
+    let unchanged = now.access_token == row.access_token && !now.access_token_expired();
+    let refreshed = !needs_refresh(&now) && state.keys.has_key(&now.key_id);
+    if unchanged || refreshed {
+        tracing::warn!(connection = %row.id, provider = %row.provider, refreshed, "no turn to refresh the token came in time; it serves while it lives");
+        return Ok(Due::Serve(now));
+    }
+    Err(e)
 }
 
 /// The token endpoint failed or refused, without saying the grant is
