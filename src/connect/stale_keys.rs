@@ -44,20 +44,11 @@ const COUNT_PAGE: i64 = 10_000;
 async fn stored_key_ids(state: &ConnectionService) -> Result<Vec<(String, i64)>, sqlx::Error> {
     let limit = state.settings.database.deadline();
     let mut counts = std::collections::BTreeMap::<String, i64>::new();
-    let mut after = Uuid::nil();
-    loop {
-        let page = db::faults::deadline(
-            limit,
-            db::connections::count_by_key_id(&state.db, after, COUNT_PAGE),
-        )
-        .await?;
-        let next = page.next_after(COUNT_PAGE);
-        for (key_id, rows) in page.found {
+    let mut walk = db::page::Walk::new(COUNT_PAGE);
+    while let Some(after) = walk.next_after() {
+        let page = db::connections::count_by_key_id(&state.db, after, walk.limit());
+        for (key_id, rows) in walk.past(db::faults::deadline(limit, page).await?) {
             *counts.entry(key_id).or_default() += rows;
-        }
-        match next {
-            Some(last) => after = last,
-            None => break,
         }
     }
     Ok(counts.into_iter().collect())
@@ -276,29 +267,22 @@ pub async fn forget_key(state: &ConnectionService, key_id: &str) -> anyhow::Resu
     };
     // Page by page, each committed: a run cut short keeps what it marked,
     // and the next goes on with the rest.
-    let mut after = Uuid::nil();
-    loop {
+    let mut walk = db::page::Walk::new(PAGE);
+    while let Some(after) = walk.next_after() {
         let page = db::connections::active_sealed_by(&state.db, key_id, after, PAGE).await?;
-        if !page.found.is_empty() {
-            mark_page(state, key_id, &page.found, &mut done).await?;
-        }
-        match page.next_after(PAGE) {
-            Some(last) => after = last,
-            None => break,
+        let sealed = walk.past(page);
+        if !sealed.is_empty() {
+            mark_page(state, key_id, &sealed, &mut done).await?;
         }
     }
     // A row still active keeps its tokens until it is marked: the next run
     // marks it, then drops them with the others.
     if done.failed == 0 {
-        let mut after = Uuid::nil();
-        loop {
+        let mut walk = db::page::Walk::new(PAGE);
+        while let Some(after) = walk.next_after() {
             let page =
                 db::connections::drop_tokens_sealed_by(&state.db, key_id, after, PAGE).await?;
-            done.dropped += page.found;
-            match page.next_after(PAGE) {
-                Some(last) => after = last,
-                None => break,
-            }
+            done.dropped += walk.past(page);
         }
     }
     done.revocations_dropped = super::vault::forget_revocations_sealed_by(state, key_id).await?;

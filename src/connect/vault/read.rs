@@ -205,7 +205,7 @@ async fn refresh_refused(
 ) -> anyhow::Result<Option<UsableToken>> {
     let user = UserRef::new(&token.sealed.issuer, &token.sealed.subject);
     let again = read_again_locked(state, user, &token.sealed.provider, token.connection_id);
-    let Again::Active(row, _turn) = again.await? else {
+    let (Now::Active(row), _turn) = again.await? else {
         return Ok(None);
     };
     let row = if row.access_token != token.sealed.access {
@@ -416,12 +416,12 @@ enum Due {
     Answer(TokenState),
 }
 
-/// A connection read again under this instance's refresh lock of it:
-/// what a refresh that came due and a refresh for a refusal decide on.
-enum Again {
-    /// Active, and sealed by a key this instance holds. The lock is held
-    /// until this is dropped.
-    Active(ConnectionRow, tokio::sync::OwnedMutexGuard<()>),
+/// A connection as it is now, read again: what a refresh that came due,
+/// a refresh for a refusal and a refresh that had no turn in time decide
+/// on.
+enum Now {
+    /// Active, and sealed by a key this instance holds.
+    Active(ConnectionRow),
     /// Deleted (disconnected) meanwhile.
     Gone,
     /// No longer active: it needs its user again, or was revoked.
@@ -433,29 +433,41 @@ enum Again {
     KeyMissing(ConnectionRow),
 }
 
+/// Reads connection `id` of `user` at `provider` again, within the
+/// database's deadline.
+async fn read_now(
+    state: &ConnectionService,
+    user: UserRef<'_>,
+    provider: &ProviderName,
+    id: Uuid,
+) -> anyhow::Result<Now> {
+    let limit = state.settings.database.deadline();
+    let again = db::connections::find_account(&state.db, user, provider, Some(id));
+    let Some(row) = db::faults::deadline(limit, again).await? else {
+        return Ok(Now::Gone);
+    };
+    Ok(if row.status != ConnectionStatus::Active {
+        Now::Inactive(row)
+    } else if !state.keys.has_key(&row.key_id) {
+        Now::KeyMissing(row)
+    } else {
+        Now::Active(row)
+    })
+}
+
 /// Reads connection `id` again once this instance's own refresh of it (if
 /// any) has ended — one refresh of a row at a time within this instance —
-/// without holding a database connection while it waits.
+/// without holding a database connection while it waits. The lock is
+/// held until the guard returned is dropped.
 async fn read_again_locked(
     state: &ConnectionService,
     user: UserRef<'_>,
     provider: &ProviderName,
     id: Uuid,
-) -> anyhow::Result<Again> {
-    let limit = state.settings.database.deadline();
+) -> anyhow::Result<(Now, tokio::sync::OwnedMutexGuard<()>)> {
     // After that the refresh under way is stuck, and the caller may retry.
     let turn = super::own_refresh_turn(state, id).await?;
-    let again = db::connections::find_account(&state.db, user, provider, Some(id));
-    let Some(row) = db::faults::deadline(limit, again).await? else {
-        return Ok(Again::Gone);
-    };
-    Ok(if row.status != ConnectionStatus::Active {
-        Again::Inactive(row)
-    } else if !state.keys.has_key(&row.key_id) {
-        Again::KeyMissing(row)
-    } else {
-        Again::Active(row, turn)
-    })
+    Ok((read_now(state, user, provider, id).await?, turn))
 }
 
 /// Refreshes `row`'s token, which is due, once the row read again
@@ -474,16 +486,16 @@ async fn refresh_due(
         Err(e) => return Err(e),
     };
     let (row, _turn) = match again {
-        Again::Active(row, turn) => (row, turn),
-        Again::Gone => return Ok(Due::Answer(TokenState::Missing)),
-        Again::Inactive(row) => {
+        (Now::Active(row), turn) => (row, turn),
+        (Now::Gone, _) => return Ok(Due::Answer(TokenState::Missing)),
+        (Now::Inactive(row), _) => {
             return Ok(Due::Answer(TokenState::NeedsReauth {
                 granted: row.scopes,
             }));
         }
         // As when the call's first read finds it so: retryable, the row
         // left alone.
-        Again::KeyMissing(row) => {
+        (Now::KeyMissing(row), _) => {
             return Err(crate::connect::stale_keys::KeyMissing::of(&row).into());
         }
     };
@@ -513,19 +525,14 @@ async fn refresh_due(
         // instance's), or deleted while the refresh waited for another's
         // claim (a disconnect): then it is not connected any more, and a
         // connect asks for no scopes of the connection that went.
-        Ok(None) => {
-            let limit = state.settings.database.deadline();
-            let still =
-                db::connections::find_account(&state.db, row.user(), &row.provider, Some(row.id));
-            Ok(Due::Answer(
-                match db::faults::deadline(limit, still).await? {
-                    None => TokenState::Missing,
-                    Some(_) => TokenState::NeedsReauth {
-                        granted: row.scopes,
-                    },
+        Ok(None) => Ok(Due::Answer(
+            match read_now(state, row.user(), &row.provider, row.id).await? {
+                Now::Gone => TokenState::Missing,
+                _ => TokenState::NeedsReauth {
+                    granted: row.scopes,
                 },
-            ))
-        }
+            },
+        )),
         Err(e) if NoTurnInTime::is_of(&e) => serve_if_unchanged(state, &row, e).await,
         Err(e) => refresh_failed(state, row, read.elapsed(), e),
     }
@@ -541,16 +548,15 @@ async fn serve_if_unchanged(
     row: &ConnectionRow,
     e: anyhow::Error,
 ) -> anyhow::Result<Due> {
-    let limit = state.settings.database.deadline();
-    let now = db::connections::find_account(&state.db, row.user(), &row.provider, Some(row.id));
-    let Some(now) = db::faults::deadline(limit, now).await? else {
-        return Ok(Due::Answer(TokenState::Missing));
+    let now = match read_now(state, row.user(), &row.provider, row.id).await? {
+        Now::Gone => return Ok(Due::Answer(TokenState::Missing)),
+        Now::Inactive(now) => {
+            return Ok(Due::Answer(TokenState::NeedsReauth {
+                granted: now.scopes,
+            }));
+        }
+        Now::Active(now) | Now::KeyMissing(now) => now,
     };
-    if now.status != ConnectionStatus::Active {
-        return Ok(Due::Answer(TokenState::NeedsReauth {
-            granted: now.scopes,
-        }));
-    }
     let unchanged = now.access_token == row.access_token && !now.access_token_expired();
     let refreshed = !needs_refresh(&now) && state.keys.has_key(&now.key_id);
     if unchanged || refreshed {

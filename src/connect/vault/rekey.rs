@@ -154,8 +154,7 @@ impl Table {
 struct OlderPages<'a> {
     table: Table,
     current: &'a str,
-    after: Uuid,
-    ended: bool,
+    walk: db::page::Walk,
 }
 
 impl<'a> OlderPages<'a> {
@@ -163,8 +162,7 @@ impl<'a> OlderPages<'a> {
         Self {
             table,
             current,
-            after: Uuid::nil(),
-            ended: false,
+            walk: db::page::Walk::new(PAGE),
         }
     }
 
@@ -175,10 +173,10 @@ impl<'a> OlderPages<'a> {
         state: &ConnectionService,
         given_up: &HashSet<Uuid>,
     ) -> Result<Option<Vec<Uuid>>, sqlx::Error> {
-        if self.ended {
+        let Some(after) = self.walk.next_after() else {
             return Ok(None);
-        }
-        let (db, current, after) = (&state.db, self.current, self.after);
+        };
+        let (db, current) = (&state.db, self.current);
         let page = match self.table {
             Table::Connections => {
                 db::connections::ids_not_sealed_by(db, current, after, PAGE).await?
@@ -187,13 +185,9 @@ impl<'a> OlderPages<'a> {
                 db::pending_revocations::ids_not_sealed_by(db, current, after, PAGE).await?
             }
         };
-        self.ended = page.next_after(PAGE).is_none();
-        let Some(last) = page.last else {
-            return Ok(None);
-        };
-        self.after = last;
         Ok(Some(
-            page.found
+            self.walk
+                .past(page)
                 .into_iter()
                 .filter(|(id, key_id)| state.keys.has_key(key_id) && !given_up.contains(id))
                 .map(|(id, _)| id)

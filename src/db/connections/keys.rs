@@ -16,22 +16,6 @@ use crate::domain::{ProviderName, UserRef};
 /// the one asked about, with the key that seals each.
 pub type KeyPage = Page<Vec<(Uuid, String)>>;
 
-impl KeyPage {
-    /// The page of `rows` (id, key id, whether another key seals it), in
-    /// id order.
-    pub fn of(rows: Vec<(Uuid, String, bool)>) -> Self {
-        Self {
-            last: rows.last().map(|r| r.0),
-            read: rows.len(),
-            found: rows
-                .into_iter()
-                .filter(|r| r.2)
-                .map(|(id, key_id, _)| (id, key_id))
-                .collect(),
-        }
-    }
-}
-
 /// The `limit` connections by id after `after` (a page: a million rows
 /// need not be held at once, and each statement reads a page, whatever
 /// the rows are sealed by), and those of them whose tokens are sealed by
@@ -54,9 +38,9 @@ pub async fn ids_not_sealed_by(
     )
     .fetch_all(exec)
     .await?;
-    Ok(KeyPage::of(
+    Ok(KeyPage::of_flagged(
         rows.into_iter()
-            .map(|r| (r.id, r.key_id, r.older))
+            .map(|r| (r.id, (r.id, r.key_id), r.older))
             .collect(),
     ))
 }
@@ -163,15 +147,9 @@ pub async fn active_sealed_by(
     )
     .fetch_all(exec)
     .await?;
-    Ok(ActivePage {
-        last: rows.last().map(|r| r.id),
-        read: rows.len(),
-        found: rows
-            .into_iter()
-            .filter(|r| r.sealed)
-            .map(|r| r.id)
-            .collect(),
-    })
+    Ok(ActivePage::of_flagged(
+        rows.into_iter().map(|r| (r.id, r.id, r.sealed)).collect(),
+    ))
 }
 
 /// Marks the connections of `ids` that are still active and sealed by

@@ -26,9 +26,9 @@ pub async fn ids_not_sealed_by(
     )
     .fetch_all(exec)
     .await?;
-    Ok(KeyPage::of(
+    Ok(KeyPage::of_flagged(
         rows.into_iter()
-            .map(|r| (r.id, r.key_id, r.older))
+            .map(|r| (r.id, (r.id, r.key_id), r.older))
             .collect(),
     ))
 }
