@@ -117,12 +117,13 @@ impl ConnectionService {
         provider: &ProviderName,
         connection: Option<Uuid>,
     ) -> Result<Option<ChosenAccount>, sqlx::Error> {
-        let Some(found) =
-            db::connections::find_account(&self.db, user, provider, connection).await?
-        else {
+        let limit = self.settings.database.deadline();
+        let find = db::connections::find_account(&self.db, user, provider, connection);
+        let Some(found) = db::faults::deadline(limit, find).await? else {
             return Ok(None);
         };
-        let shared = db::connections::accounts(&self.db, user, provider)
+        let accounts = db::connections::accounts(&self.db, user, provider);
+        let shared = db::faults::deadline(limit, accounts)
             .await?
             .iter()
             .any(|a| a.id != found.id && a.account_label == found.account_label);
@@ -322,7 +323,8 @@ pub(super) async fn add<'s>(
         .map(|t| t.id)
     {
         let stored = |state: &'s ConnectionService| async move {
-            db::tickets::stored_connection(&state.db, ticket_id)
+            let limit = state.settings.database.deadline();
+            db::faults::deadline(limit, db::tickets::stored_connection(&state.db, ticket_id))
                 .await
                 .map_err(internal)
         };

@@ -127,9 +127,9 @@ pub(super) async fn gate<'s>(
         }
         // Deleted meanwhile, its approval tickets with it: no new one can
         // name it.
-        let found = db::connections::find_summary_for_user(&state.db, p.user(), connection)
-            .await
-            .map_err(internal)?;
+        let limit = state.settings.database.deadline();
+        let found = db::connections::find_summary_for_user(&state.db, p.user(), connection);
+        let found = db::faults::deadline(limit, found).await.map_err(internal)?;
         if found.is_none() {
             return Ok(Gate::Gone);
         }
@@ -160,8 +160,9 @@ impl ConnectionService {
         if self.settings.grants == GrantMode::PerUser {
             return Ok(rows.into_iter().map(|row| (row, true)).collect());
         }
+        let limit = self.settings.database.deadline();
         let granted: std::collections::HashSet<Uuid> =
-            db::client_grants::list_for_user(&self.db, user)
+            db::faults::deadline(limit, db::client_grants::list_for_user(&self.db, user))
                 .await?
                 .into_iter()
                 .filter(|g| g.client_id == client_id)

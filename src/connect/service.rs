@@ -298,7 +298,8 @@ impl ConnectionService {
 
     /// The user's connections, newest first. Never a token.
     pub async fn list(&self, user: UserRef<'_>) -> Result<Vec<ConnectionSummary>, sqlx::Error> {
-        db::connections::list_for_user(&self.db, user).await
+        let limit = self.settings.database.deadline();
+        db::faults::deadline(limit, db::connections::list_for_user(&self.db, user)).await
     }
 
     /// The provider refused `token` on an API call: unless a newer token was

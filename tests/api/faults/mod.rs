@@ -99,6 +99,40 @@ async fn a_frozen_database_gets_retryable_answers_within_deadlines() {
     }
 }
 
+/// Every tool and resource that reads the user's connections answers a
+/// frozen database within the statements' deadline (a read without one
+/// waited for as long as the database stayed frozen).
+#[tokio::test]
+async fn a_frozen_database_gets_every_listing_and_disconnect_a_retryable_answer_in_time() {
+    let pg = OwnPostgres::start(&[]);
+    let app = spawn_app_on(&pg.url(), |_| {}).await;
+    connect(&app, "alice").await;
+    pg.freeze();
+    let list = json!({"name": "connections_list", "arguments": {}});
+    let disconnect = json!({"name": "disconnect", "arguments": {"provider": "demo"}});
+    let read = json!({"uri": "connections://mine"});
+    for (method, params) in [
+        ("tools/call", list),
+        ("tools/call", disconnect),
+        ("resources/read", read),
+    ] {
+        let body = crate::helpers::request(method, params.clone());
+        let started = Instant::now();
+        let answer = tokio::time::timeout(
+            Duration::from_secs(20),
+            app.mcp_request(Some(&app.token("alice")), &body).send(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{method} {params} waited for the frozen database"))
+        .unwrap();
+        let took = started.elapsed();
+        assert_eq!(answer.status(), 503, "{method} {params}: {took:?}");
+        assert!(answer.headers().get("retry-after").is_some(), "{params}");
+        assert!(took < Duration::from_secs(12), "{params}: {took:?}");
+    }
+    pg.thaw();
+}
+
 #[tokio::test]
 async fn a_stopped_database_answers_mcp_with_503_not_an_internal_error() {
     let pg = OwnPostgres::start(&[]);
