@@ -112,9 +112,20 @@ async fn listen(connect: impl Fn() -> PgPool, events: Weak<ConnectionEvents>) {
                 continue;
             }
         };
-        if let Err(e) = db::notifications::listen(&mut listener).await {
-            tracing::warn!(error = %e, "connection events: cannot LISTEN; retrying");
+        // Within a deadline: a database frozen, or a path to it gone
+        // black, would otherwise hold this instance's wake-ups until the
+        // kernel gives up on the connection.
+        let listened =
+            tokio::time::timeout(PING_DEADLINE, db::notifications::listen(&mut listener));
+        let failed = match listened.await {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some("no answer in time".to_owned()),
+        };
+        if let Some(error) = failed {
+            tracing::warn!(error, "connection events: cannot LISTEN; retrying");
             tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(10));
             continue;
         }
         backoff = Duration::from_millis(250);

@@ -66,7 +66,8 @@ pub async fn list_for_user(
         ConnectionSummary,
         r#"SELECT id, provider AS "provider: ProviderName", account_id, account_label, scopes, status AS "status: ConnectionStatus",
                   created_at, last_used_at, credential_hint
-           FROM connections WHERE issuer = $1 AND subject = $2 AND account_id <> '' ORDER BY provider"#,
+           FROM connections WHERE issuer = $1 AND subject = $2 AND account_id <> ''
+           ORDER BY provider, created_at, id"#,
         user.issuer(),
         user.subject(),
     )

@@ -53,7 +53,11 @@ impl WorkerStops {
 
     fn stopped_at(&self, since_epoch: Duration) {
         let nanos = u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX - 1);
-        self.0.at.store(nanos.saturating_add(1), Ordering::Relaxed);
+        // The latest stop wins: two workers stopping at once must not move
+        // it back.
+        self.0
+            .at
+            .fetch_max(nanos.saturating_add(1), Ordering::Relaxed);
     }
 
     fn serves_at(&self, now: Duration, age: Duration) -> bool {
@@ -90,6 +94,19 @@ mod tests {
         // Another worker stops at 80 s.
         stops.stopped_at(secs(80));
         assert!(!stops.serves_at(secs(100), secs(49)));
+        assert!(stops.serves_at(secs(100), secs(10)));
+    }
+
+    /// Two workers stopping at once: the one that read the earlier time
+    /// may record it last.
+    #[test]
+    fn an_earlier_stop_recorded_last_does_not_move_the_latest_back() {
+        let stops = WorkerStops::default();
+        let secs = Duration::from_secs;
+        stops.stopped_at(secs(80));
+        stops.stopped_at(secs(50));
+        // Opened at 60 s, before the stop at 80 s: still refused.
+        assert!(!stops.serves_at(secs(100), secs(40)));
         assert!(stops.serves_at(secs(100), secs(10)));
     }
 

@@ -161,9 +161,12 @@ async fn load(req: &HttpRequest) -> Result<Option<SignedInUser>, WebError> {
         }
         return Ok(None);
     }
-    if stale && let Err(e) = db::web_sessions::touch(&state.db, row.id).await {
-        // Only bookkeeping: the request goes on.
-        tracing::warn!(error = %e, "cannot record session activity");
+    if stale {
+        let touch = db::web_sessions::touch(&state.db, row.id);
+        if let Err(e) = db::faults::deadline(state.settings.database.deadline(), touch).await {
+            // Only bookkeeping: the request goes on.
+            tracing::warn!(error = %e, "cannot record session activity");
+        }
     }
     Ok(Some(SignedInUser {
         session_id: row.id,
