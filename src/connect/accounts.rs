@@ -341,15 +341,25 @@ pub(super) async fn add<'s>(
         {
             added = stored(state).await?;
         }
-        if let Some(id) = added
-            && let super::Checked::Ready(token) =
-                super::check(state, p, provider, Some(id), wanted).await?
-        {
-            let seen = super::grants::GrantSeen::Unread;
-            // `None`: the account just added was disconnected already.
-            if let Some(access) =
-                super::grants::admit(state, need, provider, token, round, seen).await?
-            {
+        if let Some(id) = added {
+            // Whether this client may use the account, before its token is
+            // opened or refreshed (as `require` asks): an account connected
+            // here already, approved for other clients alone, is not
+            // refreshed, noted as used or marked for this one's retries.
+            use super::grants::{Gate, GrantSeen};
+            let access =
+                match super::grants::gate(state, need, provider, id, round, GrantSeen::Unread)
+                    .await?
+                {
+                    Gate::Answer(access) => Some(access),
+                    // The account just added was disconnected already.
+                    Gate::Gone => None,
+                    Gate::Pass => match super::check(state, p, provider, Some(id), wanted).await? {
+                        super::Checked::Ready(token) => Some(Access::Ready { token, provider }),
+                        _ => None,
+                    },
+                };
+            if let Some(access) = access {
                 // Answered for good: used, or its approval denied.
                 if legacy && matches!(access, Access::Ready { .. } | Access::Declined { .. }) {
                     answered(state, ticket_id).await?;

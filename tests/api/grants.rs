@@ -847,6 +847,12 @@ async fn another_account_that_is_octo(app: &TestApp) -> (Browser, Page, String) 
     let granted = "SELECT count(*) FROM client_grants WHERE client_id = 'other-client'";
     assert_eq!(count(app, granted).await, 0, "not approved by the connect");
 
+    // Unused so far, as far as the row says: a retry that opened its token
+    // would note the use.
+    sqlx::query("UPDATE connections SET last_used_at = NULL")
+        .execute(&app.db)
+        .await
+        .unwrap();
     let (_, retried) = app
         .mcp_as(OTHER, "alice", "tools/call", another_account(Some(&state)))
         .await;
@@ -854,6 +860,8 @@ async fn another_account_that_is_octo(app: &TestApp) -> (Browser, Page, String) 
         retried["result"]["resultType"], "input_required",
         "asked to approve: {retried}"
     );
+    let used = "SELECT count(*) FROM connections WHERE last_used_at IS NOT NULL";
+    assert_eq!(count(app, used).await, 0, "not opened for a client not approved");
     let url = retried["result"]["inputRequests"]["connect_demo"]["params"]["url"]
         .as_str()
         .unwrap_or_default();
@@ -919,4 +927,35 @@ async fn a_legacy_clients_retry_after_a_deny_is_a_decline() {
     );
     let tickets = "SELECT count(*) FROM connect_tickets WHERE client_id = 'other-client'";
     assert_eq!(count(&app, tickets).await, 1, "no new link");
+}
+
+/// Allow, then Deny, whose page fails after the answer was stored (the
+/// session's note of its pending link cannot be cleared): each answer is
+/// recorded all the same, and the button pressed again records it no
+/// second time (it finds the answer given, and recorded nothing before).
+#[tokio::test]
+async fn an_answer_whose_page_failed_after_it_was_stored_is_recorded_once() {
+    let app = spawn_app().await;
+    connect_demo(&app, "alice", "octo").await;
+    let browser = Browser::new(&app);
+    for (action, kind) in [
+        ("continue", "grant_created"),
+        ("cancel", "consent_cancelled"),
+    ] {
+        let client = format!("{OTHER}-{action}");
+        let (url, _, _) = asked(&app, &client).await;
+        let page = approval_page(&browser, &url).await;
+        crate::helpers::refuse(&app.db, "web_sessions", "UPDATE OF pending_ticket_id").await;
+        let failed = browser
+            .submit(&page, "/connect", &[("action", action)])
+            .await;
+        assert!(failed.status >= 500, "{action}: {}", failed.body);
+        crate::helpers::allow(&app.db, "web_sessions").await;
+        let again = browser
+            .submit(&page, "/connect", &[("action", action)])
+            .await;
+        assert_eq!(again.status, 200, "{action}: {}", again.body);
+        let audited = format!("SELECT count(*) FROM audit_events WHERE kind = '{kind}'");
+        assert_eq!(count(&app, &audited).await, 1, "{action}");
+    }
 }

@@ -82,9 +82,10 @@ pub(super) async fn allow(
         Allowed::TicketGone if state.connect.was_allowed(ticket).await? => false,
         Allowed::TicketGone | Allowed::ConnectionGone => return Err(WebError::LinkGone),
     };
-    db::web_sessions::clear_pending_ticket(&state.db, user.session_id, ticket.id).await?;
     // A grant that was there already (another of the client's links was
-    // allowed first) is no new grant to record.
+    // allowed first) is no new grant to record. Recorded before anything
+    // else can fail: a second Allow after a failure finds the grant made,
+    // and would record nothing.
     if created {
         audit(
         state,
@@ -96,6 +97,7 @@ pub(super) async fn allow(
     )
     .await;
     }
+    db::web_sessions::clear_pending_ticket(&state.db, user.session_id, ticket.id).await?;
     let client = state
         .connect
         .client_names()

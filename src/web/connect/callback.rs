@@ -90,7 +90,7 @@ pub(super) async fn callback(
     };
     let error = params.get("error");
     if let Some(page) =
-        already_answered(&state, &flow, &provider_name, error, user.0.as_ref()).await?
+        already_answered(&state, &req, &flow, &provider_name, error, user.0.as_ref()).await?
     {
         return Ok(page);
     }
@@ -419,6 +419,7 @@ pub(super) fn connected_page(
 /// failed, and it is refused as used, like any other.
 async fn already_answered(
     state: &AppState,
+    req: &HttpRequest,
     flow: &OAuthFlow,
     provider_name: &str,
     error: Option<&str>,
@@ -437,9 +438,12 @@ async fn already_answered(
         return Ok(None);
     };
     if let Some(error) = error {
-        return Ok(provider
-            .is_decline(error)
-            .then(|| declined_page(user, provider, AskedBy::of_flow(flow))));
+        if !provider.is_decline(error) {
+            return Ok(None);
+        }
+        // The first answer may have failed between completing the flow and
+        // declining its ticket: this one finishes the decline.
+        return Ok(Some(declined(state, req, user, flow, provider).await?));
     }
     let account = state
         .connect
@@ -587,16 +591,30 @@ async fn refused(
         );
         return Err(WebError::AuthorizationRefused(sentence));
     }
-    state.connect.decline_flow(flow.id).await?;
-    audit(
-        state,
-        req,
-        AuditKind::ConsentCancelled,
-        Some(user.user()),
-        flow.provider.as_deref(),
-        json!({ "ticket_id": flow.ticket_id, "at": "provider" }),
-    )
-    .await;
+    declined(state, req, user, flow, provider).await
+}
+
+/// The person declined at the provider: the flow's ticket is declined,
+/// so that the client's retry says so, and recorded once (a reload finds
+/// it declined, and declines nothing).
+async fn declined(
+    state: &AppState,
+    req: &HttpRequest,
+    user: &SignedInUser,
+    flow: &OAuthFlow,
+    provider: &Provider,
+) -> Result<HttpResponse, WebError> {
+    if state.connect.decline_flow(flow.id).await? {
+        audit(
+            state,
+            req,
+            AuditKind::ConsentCancelled,
+            Some(user.user()),
+            flow.provider.as_deref(),
+            json!({ "ticket_id": flow.ticket_id, "at": "provider" }),
+        )
+        .await;
+    }
     Ok(declined_page(user, provider, AskedBy::of_flow(flow)))
 }
 

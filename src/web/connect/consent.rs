@@ -311,7 +311,8 @@ async fn cancel(
     if !declined && !state.connect.was_declined(ticket).await? {
         return Err(WebError::LinkGone);
     }
-    db::web_sessions::clear_pending_ticket(&state.db, user.session_id, ticket.id).await?;
+    // Recorded before anything else can fail: a second Cancel after a
+    // failure finds the ticket declined already, and would record nothing.
     if declined {
         // Deny on the approval page refuses a client the account, not a
         // connect: the row says which, and which connection.
@@ -325,6 +326,7 @@ async fn cancel(
         let kind = AuditKind::ConsentCancelled;
         audit(state, req, kind, Some(user.user()), provider, detail).await;
     }
+    db::web_sessions::clear_pending_ticket(&state.db, user.session_id, ticket.id).await?;
     let (lines, link) = match AskedBy::of_ticket(state, ticket) {
         AskedBy::Client => (
             vec!["You can close this tab; your MCP client will be told that you declined.".into()],
