@@ -361,7 +361,8 @@ pub(super) async fn add<'s>(
                 };
             if let Some(access) = access {
                 // Answered for good: used, or its approval denied.
-                if legacy && matches!(access, Access::Ready { .. } | Access::Declined { .. }) {
+                let denied = matches!(access, Access::ApprovalDenied { .. });
+                if legacy && (denied || matches!(access, Access::Ready { .. })) {
                     answered(state, ticket_id).await?;
                 }
                 return Ok(access);

@@ -103,6 +103,10 @@ pub enum RequestError {
     Cancelled {
         provider: String,
     },
+    /// The user did not allow this client to use their `provider` account.
+    ApprovalDenied {
+        provider: String,
+    },
     /// The provider did not answer as expected (the cause is logged where
     /// it happened).
     ProviderFailed {
@@ -204,6 +208,11 @@ impl From<RequestError> for ErrorData {
             E::Declined { provider } => ErrorData::new(
                 ErrorCode(DECLINED_CODE),
                 format!("The user declined to connect {provider}."),
+                None,
+            ),
+            E::ApprovalDenied { provider } => ErrorData::new(
+                ErrorCode(DECLINED_CODE),
+                format!("The user did not allow this client to use their {provider} account."),
                 None,
             ),
             E::Cancelled { provider } => ErrorData::new(

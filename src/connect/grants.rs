@@ -89,7 +89,7 @@ pub(super) async fn gate<'s>(
         .filter(|t| t.connection_id == Some(connection));
     let declined = |t: &Option<Ticket>| t.as_ref().is_some_and(|t| t.declined_at.is_some());
     let declined_answer = || {
-        Gate::Answer(Access::Declined {
+        Gate::Answer(Access::ApprovalDenied {
             provider_name: provider.display_name().to_owned(),
         })
     };
@@ -301,7 +301,7 @@ async fn ask_on_the_connections_page<'s>(
     .map_err(internal)?;
     match latest {
         Some(t) if t.declined_at.is_some() => {
-            return Ok(Gate::Answer(Access::Declined {
+            return Ok(Gate::Answer(Access::ApprovalDenied {
                 provider_name: provider.display_name().to_owned(),
             }));
         }

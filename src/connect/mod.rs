@@ -98,6 +98,9 @@ pub enum Access<'s> {
     InputRequired(InputRequiredResult),
     /// The user declined to connect.
     Declined { provider_name: String },
+    /// The user did not allow the calling client to use their account
+    /// (Deny on the approval page): connected, but not for this client.
+    ApprovalDenied { provider_name: String },
     /// The user cancelled; calling again starts over.
     Cancelled { provider_name: String },
     /// The provider refused the authorization the user was sent to give,

@@ -224,6 +224,12 @@ pub(crate) fn unless_ready<'s, T: ToolOutput>(
             format!("The user declined to connect {provider_name}."),
             NextStep::None,
         )),
+        // Calling again would only ask again what the user answered.
+        Access::ApprovalDenied { provider_name } => Err(failed(
+            ErrorKind::ClientNotApproved,
+            format!("The user did not allow this client to use their {provider_name} account."),
+            NextStep::None,
+        )),
         Access::Cancelled { provider_name } => Err(failed(
             ErrorKind::Cancelled,
             format!("Connecting {provider_name} was cancelled. Call the tool again to retry."),

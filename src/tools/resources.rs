@@ -113,6 +113,12 @@ pub async fn read(
             }
             .into());
         }
+        Access::ApprovalDenied { provider_name } => {
+            return Err(RequestError::ApprovalDenied {
+                provider: provider_name,
+            }
+            .into());
+        }
         Access::Cancelled { provider_name } => {
             return Err(RequestError::Cancelled {
                 provider: provider_name,

@@ -175,7 +175,7 @@ pub fn remove_form(page: &Page, client: &str) -> Vec<(String, String)> {
 }
 
 #[tokio::test]
-async fn deny_on_the_approval_page_is_a_decline() {
+async fn deny_on_the_approval_page_tells_the_client_it_is_not_allowed() {
     let app = spawn_app().await;
     connect_demo(&app, "alice", "octo").await;
     let (url, state, _) = asked(&app, OTHER).await;
@@ -188,7 +188,10 @@ async fn deny_on_the_approval_page_is_a_decline() {
     let body = retry(&app, OTHER, &state, "accept").await;
     assert_eq!(body["result"]["resultType"], "complete", "{body}");
     assert_eq!(body["result"]["isError"], true, "{body}");
-    assert!(body.to_string().contains("declined"), "{body}");
+    let error = &body["result"]["structuredContent"]["error"];
+    assert_eq!(error["kind"], "client_not_approved", "{body}");
+    let text = body["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("did not allow this client"), "{body}");
     assert_eq!(
         count(
             &app,
@@ -497,7 +500,7 @@ async fn a_client_that_cannot_open_links_is_allowed_on_the_connections_page() {
     let (status, body) = whoami_without_links(&app, third).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result"]["isError"], true, "{body}");
-    assert!(body.to_string().contains("declined"), "{body}");
+    assert!(body.to_string().contains("client_not_approved"), "{body}");
     // An answer given twice is an answer to nothing.
     let again = alice
         .submit(
@@ -666,7 +669,7 @@ async fn an_answer_given_twice_on_the_connections_page_is_no_expired_link() {
     completed_as_octo(&body);
     let (status, body) = whoami_without_links(&app, "third-client").await;
     assert_eq!(status, 200, "{body}");
-    assert!(body.to_string().contains("declined"), "{body}");
+    assert!(body.to_string().contains("client_not_approved"), "{body}");
 }
 
 /// A client waiting (on accept) for its approval while the user disconnects
@@ -786,7 +789,7 @@ async fn every_audit_row_of_a_long_client_id_keeps_the_same_prefix() {
 /// allowed, the next retry completes with it; denied, it is a decline.
 #[tokio::test]
 async fn connecting_an_account_connected_already_does_not_approve_the_client() {
-    for (answer, ended) in [("continue", "octo"), ("cancel", "declined")] {
+    for (answer, ended) in [("continue", "octo"), ("cancel", "client_not_approved")] {
         let app = spawn_app().await;
         connect_demo(&app, "alice", "octo").await;
         let (browser, page, state) = another_account_that_is_octo(&app).await;
@@ -861,7 +864,11 @@ async fn another_account_that_is_octo(app: &TestApp) -> (Browser, Page, String) 
         "asked to approve: {retried}"
     );
     let used = "SELECT count(*) FROM connections WHERE last_used_at IS NOT NULL";
-    assert_eq!(count(app, used).await, 0, "not opened for a client not approved");
+    assert_eq!(
+        count(app, used).await,
+        0,
+        "not opened for a client not approved"
+    );
     let url = retried["result"]["inputRequests"]["connect_demo"]["params"]["url"]
         .as_str()
         .unwrap_or_default();
@@ -922,7 +929,7 @@ async fn a_legacy_clients_retry_after_a_deny_is_a_decline() {
     let retried = legacy_call().await;
     assert_eq!(retried["result"]["isError"], true, "{retried}");
     assert_eq!(
-        retried["result"]["structuredContent"]["error"]["kind"], "declined",
+        retried["result"]["structuredContent"]["error"]["kind"], "client_not_approved",
         "{retried}"
     );
     let tickets = "SELECT count(*) FROM connect_tickets WHERE client_id = 'other-client'";
