@@ -53,7 +53,8 @@ pub enum Disconnection {
     /// Forgotten here (`revocation` says whether the provider ended the
     /// access too).
     Disconnected,
-    /// There was no connection to the provider.
+    /// There was no connection to act on: none to the provider, or the
+    /// account chosen was disconnected meanwhile (the message says which).
     NotConnected,
     /// Nothing changed: the user chose to keep it, could not be asked, or
     /// the request was refused before any connection was looked at
@@ -134,6 +135,22 @@ pub fn definition() -> Tool {
 }
 
 /// A completed disconnect call for `provider` (and the account, when known).
+/// Nothing to disconnect: no account at `provider`, or, when one was
+/// `chosen`, that one gone meanwhile (the user's others are not "not
+/// connected", and are left as they are).
+fn not_connected(provider: &crate::providers::Provider, chosen: bool) -> CallToolResponse {
+    let name = provider.display_name();
+    let sentence = if chosen {
+        format!(
+            "That {name} account is no longer connected (it was disconnected meanwhile); \
+             nothing else was changed."
+        )
+    } else {
+        format!("No {name} account is connected.")
+    };
+    done(provider.name(), None, Disconnection::NotConnected, sentence)
+}
+
 fn done(
     provider: &str,
     account: Option<(&str, &str)>,
@@ -307,12 +324,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         .await
         .map_err(internal)?
     else {
-        return Ok(done(
-            provider.name(),
-            None,
-            Disconnection::NotConnected,
-            format!("No {} account is connected.", provider.display_name()),
-        ));
+        return Ok(not_connected(provider, chosen.is_some()));
     };
     let names = Some((account.account_label.as_str(), account.account_id.as_str()));
     // A connection serves only the clients its user approved for it, and
@@ -377,12 +389,7 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
                 revocation,
                 service.settings().revocation.retry_hours,
             ),
-            None => done(
-                provider.name(),
-                None,
-                Disconnection::NotConnected,
-                format!("No {} account was connected.", provider.display_name()),
-            ),
+            None => not_connected(provider, true),
         });
     }
 

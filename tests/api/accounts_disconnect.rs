@@ -268,6 +268,13 @@ async fn a_retry_after_the_account_went_says_it_is_gone() {
         again["result"]["structuredContent"]["connection"], "not_connected",
         "{again}"
     );
+    // Of that account: the user's other one is still connected.
+    let text = again["result"]["content"].to_string();
+    assert!(
+        text.contains("That Demo account is no longer connected"),
+        "{again}"
+    );
+    assert!(!text.contains("No Demo account"), "{again}");
     assert_eq!(accounts_left(&app).await, ["p-2"]);
 }
 
