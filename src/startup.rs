@@ -120,6 +120,7 @@ impl Background {
             state.settings.database.deadline(),
             state.metrics.clone(),
             stop.clone(),
+            state.connect.drain(),
         );
         Self {
             _stop: stop.drop_guard(),

@@ -52,7 +52,7 @@ use crate::{
     providers::Provider,
 };
 pub use round::{Retry, Round};
-pub use service::{ConnectedAccount, ConnectionService, Parts};
+pub use service::{ConnectedAccount, ConnectionService, Drain, Parts};
 pub use vault::{TokenState, UsableToken};
 
 /// What the client can do with a URL elicitation.

@@ -128,6 +128,15 @@ fn refreshes_at_once(settings: &Settings) -> usize {
     (pooled as usize / 2).max(1)
 }
 
+/// How a serving instance stops, for its background loops: `begun` is
+/// cancelled when it begins to stop, and work tracked by `work` is waited
+/// for (within the drain) before it exits.
+#[derive(Clone)]
+pub struct Drain {
+    pub begun: CancellationToken,
+    pub work: tokio_util::task::TaskTracker,
+}
+
 impl ConnectionService {
     pub fn new(parts: Parts) -> Arc<Self> {
         Arc::new_cyclic(|this| Self {
@@ -183,6 +192,17 @@ impl ConnectionService {
     /// Waits until `begin_shutdown` is called.
     pub async fn until_stopping(&self) {
         self.shutdown.cancelled().await;
+    }
+
+    /// What a background loop needs to stop with the server: the signal
+    /// that it is stopping (take no new work), and the tracker of the work
+    /// it waits for ([`Self::finish_work_under_way`]) while the loop
+    /// finishes what it took.
+    pub fn drain(&self) -> Drain {
+        Drain {
+            begun: self.shutdown.clone(),
+            work: self.to_the_end.clone(),
+        }
     }
 
     /// Whether `begin_shutdown` has been called.

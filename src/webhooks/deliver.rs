@@ -6,7 +6,11 @@
 //! window is over. An instance that stops mid-delivery settles nothing:
 //! its leases lapse and any instance delivers the rows again (at least
 //! once; receivers deduplicate by `webhook-id`). A lease outlasts the
-//! request timeout, so no two instances send one event at the same time.
+//! claim's answer, the request and the settling of its outcome, each
+//! bounded, so no two instances send one event at the same time. A server
+//! that begins to stop claims nothing more, and finishes (within its
+//! drain) the deliveries it claimed. An endpoint that fails a whole batch
+//! gets the next one later and later, not a backlog sent back to back.
 //!
 //! Each endpoint has a loop of its own: one that hangs or is slow (every
 //! attempt waiting out the timeout) delays its own events only, never
@@ -25,14 +29,20 @@ use uuid::Uuid;
 use super::{Endpoint, Endpoints, signature::sign};
 use crate::{
     config::WebhookSettings,
+    connect::Drain,
     db::{self, event_outbox::Claimed},
     metrics::{Delivery, Metrics},
 };
 
 /// Rows claimed at once (and delivered concurrently).
 const BATCH: i64 = 16;
-/// A lease lasts this much longer than a request may.
-const LEASE_MARGIN: Duration = Duration::from_secs(5);
+/// A lease lasts this much longer than the claim's answer, a request and
+/// the settling of its outcome may together.
+const LEASE_MARGIN: Duration = Duration::from_secs(2);
+/// An attempt is not begun with less time than this left to it in the
+/// lease (the claim's answer came back late): the row waits for the lease
+/// to lapse instead.
+const SHORTEST_ATTEMPT: Duration = Duration::from_secs(1);
 /// The longest wait between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 /// How often the backlog gauge is refreshed.
@@ -75,20 +85,27 @@ impl Deliverer {
             .collect()
     }
 
-    /// Delivers until `stop` is cancelled; a delivery under way then is
-    /// abandoned (its lease lapses).
-    pub fn start(self, stop: CancellationToken) {
+    /// Delivers until `stop` is cancelled, a delivery under way then
+    /// abandoned (its lease lapses); or until the server begins to stop
+    /// (`drain`), the batch under way then finished, tracked as work the
+    /// server waits for.
+    pub fn start(self, stop: CancellationToken, drain: Drain) {
         tokio::spawn(async move {
-            // Claims that failed in a row (the database is away): each
-            // wait is longer, and only some are logged.
-            let mut failures: u32 = 0;
+            // Claims that failed in a row (the database is away), or
+            // batches that all failed (the endpoint is): each wait is
+            // longer; only some failed claims are logged.
+            let (mut failures, mut stalls): (u32, u32) = (0, 0);
             loop {
-                let claimed = tokio::select! {
+                let delivered = tokio::select! {
                     () = stop.cancelled() => return,
-                    claimed = self.deliver_due() => claimed,
+                    delivered = drain.work.track_future(self.deliver_due(&drain.begun)) => delivered,
                 };
-                match claimed {
-                    Ok(()) => failures = 0,
+                match delivered {
+                    Ok(Drained::Done) => (failures, stalls) = (0, 0),
+                    Ok(Drained::Stalled) => {
+                        failures = 0;
+                        stalls = stalls.saturating_add(1);
+                    }
                     Err(e) => {
                         if failures == 0 || failures.is_power_of_two() {
                             tracing::warn!(endpoint = %self.endpoint, error = %e, failures = failures + 1, "cannot claim webhook events; will try again");
@@ -99,24 +116,37 @@ impl Deliverer {
                 let wait = self
                     .settings
                     .poll_interval()
-                    .saturating_mul(1 << failures.min(6))
+                    .saturating_mul(1 << failures.max(stalls).min(6))
                     .min(MAX_IDLE);
                 tokio::select! {
                     () = stop.cancelled() => return,
+                    () = drain.begun.cancelled() => return,
                     () = tokio::time::sleep(wait) => {}
                 }
             }
         });
     }
 
+    /// How long a claim leases its rows: the claim's answer coming back
+    /// and the settling of an attempt each within the database's deadline,
+    /// the request within its timeout, and a margin.
     fn lease(&self) -> Duration {
-        self.settings.timeout() + LEASE_MARGIN
+        self.settings.timeout() + self.db_deadline * 2 + LEASE_MARGIN
     }
 
-    /// Everything due now at this loop's endpoint, a batch at a time.
-    async fn deliver_due(&self) -> Result<(), sqlx::Error> {
+    /// Everything due now at this loop's endpoint, a batch at a time,
+    /// until the server begins to stop (`stopping`), or a whole batch
+    /// failed ([`Drained::Stalled`]: the endpoint is down or refusing, and
+    /// the next batch waits).
+    async fn deliver_due(&self, stopping: &CancellationToken) -> Result<Drained, sqlx::Error> {
         loop {
+            if stopping.is_cancelled() {
+                return Ok(Drained::Done);
+            }
             let lease_id = Uuid::new_v4();
+            // The lease ends, in fact, no earlier than this: the database
+            // began it after the claim was sent.
+            let lease_ends = Instant::now() + self.lease();
             let claimed = db::faults::deadline(
                 self.db_deadline,
                 db::event_outbox::claim_due(
@@ -131,24 +161,44 @@ impl Deliverer {
             let claimed = claimed?;
             let at = Instant::now();
             let full = claimed.len() as i64 == BATCH;
-            futures::future::join_all(claimed.iter().map(|row| self.attempt(row, lease_id, at)))
-                .await;
+            // A settle begun by then ends within the lease.
+            let settle_by = lease_ends - self.db_deadline - LEASE_MARGIN;
+            let attempts = claimed
+                .iter()
+                .map(|row| self.attempt(row, lease_id, at, settle_by));
+            let outcomes = futures::future::join_all(attempts).await;
+            if !claimed.is_empty() && !outcomes.contains(&Attempted::Delivered) {
+                return Ok(Drained::Stalled);
+            }
             if !full {
-                return Ok(());
+                return Ok(Drained::Done);
             }
         }
     }
 
-    /// One attempt at one row, settled under our lease.
+    /// One attempt at one row, settled under our lease, by `settle_by`.
     /// `claimed` is when the row's claim came back (`row.claimed_at` by
     /// the database's clock).
-    async fn attempt(&self, row: &Claimed, lease_id: Uuid, claimed: Instant) {
+    async fn attempt(
+        &self,
+        row: &Claimed,
+        lease_id: Uuid,
+        claimed: Instant,
+        settle_by: Instant,
+    ) -> Attempted {
         let id = webhook_id(row.event_id);
+        let time = settle_by
+            .saturating_duration_since(Instant::now())
+            .min(self.settings.timeout());
+        if time < SHORTEST_ATTEMPT {
+            tracing::warn!(endpoint = %self.endpoint, webhook_id = %id, "a webhook claim came back too late to send within its lease; the event waits for the lease to lapse");
+            return Attempted::NotSent;
+        }
         // This loop's own endpoint, which it claims the rows of: configured
         // for as long as the loop runs.
         let sent = match self.endpoints.get(&row.endpoint) {
-            Some(endpoint) => post(endpoint, &id, row).await,
-            None => return,
+            Some(endpoint) => post(endpoint, &id, row, time).await,
+            None => return Attempted::NotSent,
         };
         let why = match sent {
             Ok(()) => {
@@ -167,7 +217,7 @@ impl Deliverer {
                     .await,
                 );
                 tracing::debug!(endpoint = %row.endpoint, webhook_id = %id, event = %row.event_type, "webhook delivered");
-                return;
+                return Attempted::Delivered;
             }
             Err(why) => why,
         };
@@ -209,7 +259,7 @@ impl Deliverer {
                 )
                 .await;
                 self.settle(&id, Delivery::Failed, marked);
-                return;
+                return Attempted::Failed;
             }
         };
         tracing::warn!(
@@ -230,6 +280,7 @@ impl Deliverer {
         )
         .await;
         self.settle(&id, Delivery::Retry, scheduled);
+        Attempted::Failed
     }
 
     /// Counts an attempt whose row was settled; one that could not be is
@@ -247,6 +298,24 @@ impl Deliverer {
             ),
         }
     }
+}
+
+/// How delivering what was due ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drained {
+    /// Nothing more due (or the server is stopping).
+    Done,
+    /// A whole batch failed: the endpoint gets the next one later.
+    Stalled,
+}
+
+/// What one attempt at one row came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempted {
+    Delivered,
+    Failed,
+    /// Not sent: no time left in the lease, or the endpoint is gone.
+    NotSent,
 }
 
 /// Keeps the backlog gauge, every `COUNT_EVERY`, on a timer of its own:
@@ -319,7 +388,8 @@ impl std::fmt::Display for Failure {
     }
 }
 
-async fn post(endpoint: &Endpoint, id: &str, row: &Claimed) -> Result<(), Failure> {
+/// POSTs `row` to `endpoint`, waiting at most `time` for its answer.
+async fn post(endpoint: &Endpoint, id: &str, row: &Claimed, time: Duration) -> Result<(), Failure> {
     let body = serde_json::to_vec(&row.payload).map_err(|e| Failure::Other(e.to_string()))?;
     let timestamp = Utc::now().timestamp();
     let signature = sign(&endpoint.keys, id, timestamp, &body);
@@ -330,6 +400,7 @@ async fn post(endpoint: &Endpoint, id: &str, row: &Claimed) -> Result<(), Failur
         .header("webhook-id", id)
         .header("webhook-timestamp", timestamp.to_string())
         .header("webhook-signature", signature)
+        .timeout(time)
         .body(body)
         .send()
         .await;

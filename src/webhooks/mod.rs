@@ -18,10 +18,12 @@ pub use deliver::{Deliverer, webhook_id};
 pub use endpoints::{Endpoint, Endpoints, SetupError};
 pub use signature::sign;
 
-use crate::{config::WebhookSettings, metrics::Metrics};
+use crate::{config::WebhookSettings, connect::Drain, metrics::Metrics};
 
 /// Counts the backlog for `/metrics`, and starts a deliverer for each
-/// endpoint; both stop when `stop` is cancelled. The count runs without
+/// endpoint; both stop when `stop` is cancelled, and the deliverers claim
+/// nothing more once the server begins to stop (`drain`), finishing the
+/// deliveries under way while it drains. The count runs without
 /// endpoints too: the events of endpoints that were removed stay until the
 /// sweeper deletes them, and an operator who removed the last one still
 /// sees them.
@@ -34,6 +36,7 @@ pub fn start(
     db_deadline: std::time::Duration,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
+    drain: Drain,
 ) {
     deliver::count_backlog(pool.clone(), db_deadline, metrics.clone(), stop.clone());
     if endpoints.is_empty() {
@@ -41,6 +44,6 @@ pub fn start(
     }
     let endpoints = Arc::new(endpoints);
     for deliverer in Deliverer::for_each(pool, endpoints, settings.clone(), db_deadline, metrics) {
-        deliverer.start(stop.clone());
+        deliverer.start(stop.clone(), drain.clone());
     }
 }

@@ -260,7 +260,8 @@ async fn an_instance_killed_mid_delivery_loses_no_event() {
         .into_iter()
         .find(|a| a.status == 200)
         .unwrap();
-    // After the lease (timeout 2 s + 5 s) lapsed, not before (the heir
+    // After the lease (timeout 2 s, twice the database's 6 s deadline,
+    // 2 s more) lapsed, not before (the heir
     // started more than 3 s before it did; the margin is the rounding of
     // the database's timestamps).
     assert!(
@@ -659,4 +660,64 @@ async fn deliveries_go_on_after_the_connections_under_them_go_silent() {
     drop(app);
     direct.close().await;
     crate::helpers::drop_database(&name).await;
+}
+
+/// A server that begins to stop claims no more events, and finishes the
+/// delivery under way (its answer settled) before it exits, rather than
+/// leaving the event to be sent again once its lease lapsed.
+#[tokio::test]
+async fn a_stopping_server_finishes_its_deliveries_and_claims_no_more() {
+    let receiver = Receiver::start(Mode::Answer {
+        fail_first: 0,
+        delay: Duration::from_millis(1500),
+    });
+    let app = spawn_app_with(with_webhooks(&receiver.url, CREATED, "")).await;
+    store_demo_connection(&app.state.connect, &app.dev.issuer(), "alice", "a-1", None).await;
+    receiver.wait_for_attempts(1, PATIENCE).await;
+    assert_eq!(receiver.arrived(), 1);
+    // As a signal does: the server then drains its requests (the
+    // background loops live on meanwhile), then waits for the work.
+    app.state.begin_shutdown();
+    let drain_ends = tokio::time::Instant::now() + Duration::from_secs(10);
+    assert!(app.state.connect.finish_work_under_way(drain_ends).await);
+    assert_eq!(app.state.metrics.webhooks.count(Delivery::Delivered), 1);
+    assert_eq!(count(&app, "SELECT count(*) FROM event_outbox").await, 0);
+    // An event written now is left to the instances still serving.
+    store_demo_connection(&app.state.connect, &app.dev.issuer(), "bob", "b-1", None).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(receiver.arrived(), 1);
+    assert_eq!(count(&app, "SELECT count(*) FROM event_outbox").await, 1);
+}
+
+/// An endpoint that refuses every event of a backlog gets each next batch
+/// later than the last, not the whole backlog back to back.
+#[tokio::test]
+async fn an_endpoint_that_fails_whole_batches_gets_the_next_later() {
+    let receiver = Receiver::start(Mode::Answer {
+        fail_first: usize::MAX,
+        delay: Duration::ZERO,
+    });
+    let app = spawn_app_with(with_webhooks(&receiver.url, &[], "first_retry_ms = 5000")).await;
+    sqlx::query(
+        "INSERT INTO event_outbox (event_id, endpoint, event_type, payload, next_attempt_at)
+         SELECT gen_random_uuid(), 'ops', 'connection.created',
+                '{\"type\": \"connection.created\"}', now() - interval '1 minute'
+         FROM generate_series(1, 48)",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    receiver.wait_for_attempts(48, PATIENCE).await;
+    // Each recorded once answered.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut at: Vec<Instant> = receiver.attempts().iter().map(|a| a.at).collect();
+    at.sort();
+    assert_eq!(at.len(), 48, "each event tried once");
+    // Batches of 16: the second 100 ms (twice the 50 ms poll) after the
+    // first failed, the third 200 ms after the second.
+    let third_after_first = at[32] - at[0];
+    assert!(
+        third_after_first >= Duration::from_millis(280),
+        "{third_after_first:?}"
+    );
 }
