@@ -571,8 +571,7 @@ pub(crate) fn response_action(
     responses: Option<&InputResponses>,
     key: &str,
 ) -> Option<ElicitationAction> {
-    let value = responses?.get(key)?;
-    serde_json::from_value(value.get("action")?.clone()).ok()
+    round::action_of(responses?.get(key)?)
 }
 
 /// Waits until the user's connection to `provider` is announced, the wait

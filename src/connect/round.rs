@@ -26,12 +26,24 @@ pub struct Round<'r> {
 impl Round<'_> {
     /// Accept, Decline or Cancel, if the client answered.
     pub fn action(&self) -> Option<ElicitationAction> {
-        serde_json::from_value(self.answer?.get("action")?.clone()).ok()
+        action_of(self.answer?)
     }
 
     /// A value of the answer's form content, by JSON pointer under `content`.
     pub fn content(&self, pointer: &str) -> Option<&Value> {
         self.answer?.get("content")?.pointer(pointer)
+    }
+}
+
+/// The `action` of an elicitation's answer: accept, decline or cancel, as
+/// rmcp's `ElicitationAction` reads it (lowercase), without copying the
+/// answer to deserialize it.
+pub(crate) fn action_of(answer: &Value) -> Option<ElicitationAction> {
+    match answer.get("action")?.as_str()? {
+        "accept" => Some(ElicitationAction::Accept),
+        "decline" => Some(ElicitationAction::Decline),
+        "cancel" => Some(ElicitationAction::Cancel),
+        _ => None,
     }
 }
 

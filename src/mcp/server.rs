@@ -67,13 +67,28 @@ impl McpServer {
 
 impl McpServer {
     /// The same server behind an `Arc` of its own.
+    /// Each worker's copy holds its own tool schemas as well: rmcp clones
+    /// a tool (its schemas' `Arc`s) for every call, and counts both
+    /// workers wrote would be a cache line the two cores pass back and
+    /// forth.
     pub fn own_copy(&self) -> Self {
-        Self(Arc::new(Shared::clone(&self.0)))
+        let mut shared = Shared::clone(&self.0);
+        for tool in &mut shared.tools {
+            tool.input_schema = Arc::new((*tool.input_schema).clone());
+            tool.output_schema = tool
+                .output_schema
+                .as_ref()
+                .map(|schema| Arc::new((**schema).clone()));
+        }
+        Self(Arc::new(shared))
     }
 
     /// Adds this server's `_meta` to a result's own.
     fn add_meta(&self, meta: &mut Option<MetaObject>) {
-        meta.get_or_insert_default().0.extend(self.0.meta.0.clone());
+        match meta {
+            None => *meta = Some(self.0.meta.clone()),
+            Some(own) => own.0.extend(self.0.meta.0.clone()),
+        }
     }
 
     async fn answer_read_resource(

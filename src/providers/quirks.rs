@@ -2,7 +2,7 @@
 //! the form the calls use: client authentication, how the credential is
 //! presented, and the named quirks.
 
-use reqwest::header::{AUTHORIZATION, USER_AGENT};
+use reqwest::header::{AUTHORIZATION, HeaderValue, USER_AGENT};
 use url::Url;
 
 use super::{
@@ -153,7 +153,7 @@ impl Provider {
         };
         let mut request = http
             .request(method, url.clone())
-            .header(USER_AGENT, USER_AGENT_VALUE);
+            .header(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE));
         for (name, value) in &self.quirks.api_headers {
             request = request.header(name.as_str(), value.as_str());
         }

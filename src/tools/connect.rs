@@ -93,19 +93,24 @@ pub async fn call(call: ToolCall<'_>) -> Result<CallToolResponse, ErrorData> {
         Ok(ready) => ready,
         Err(answer) => return Ok(*answer),
     };
-    let sentence = format!(
-        "{} is connected as {} (scopes: {}).",
+    let mut sentence = format!(
+        "{} is connected as {} (scopes: ",
         provider.display_name(),
         token.account_label,
-        if token.scopes.is_empty() {
-            "none reported".to_owned()
-        } else {
-            token.scopes.join(", ")
-        }
     );
+    if token.scopes.is_empty() {
+        sentence.push_str("none reported");
+    }
+    for (i, scope) in token.scopes.iter().enumerate() {
+        if i > 0 {
+            sentence.push_str(", ");
+        }
+        sentence.push_str(scope);
+    }
+    sentence.push_str(").");
     let result = ConnectResult {
-        outcome: Outcome::ok(provider.name(), &token.account_label, &token.account_id),
-        scopes: Some(token.scopes.clone()),
+        outcome: Outcome::ok_owned(provider.name(), token.account_label, token.account_id),
+        scopes: Some(token.scopes),
     };
     Ok(CallToolResponse::Complete(answer(&result, false, sentence)))
 }

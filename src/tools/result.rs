@@ -96,6 +96,17 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// [`Self::ok`] with the account's label and id given, not copied.
+    pub fn ok_owned(provider: &str, account: String, account_id: String) -> Self {
+        Self {
+            provider: provider.to_owned(),
+            account: Some(account),
+            account_id: Some(account_id),
+            next_step: NextStep::None,
+            error: None,
+        }
+    }
+
     /// A call that did what was asked, for `account` (label, id).
     pub fn ok(provider: &str, account: &str, account_id: &str) -> Self {
         Self {
