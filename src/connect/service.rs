@@ -253,7 +253,7 @@ impl ConnectionService {
         if !finished {
             tracing::warn!(
                 under_way = self.to_the_end.len(),
-                "stopping with work under way: a refresh or a connect may not have stored what the provider answered, or a disconnect not revoked"
+                "stopping with work under way: a refresh or a connect may not have stored what the provider answered, a disconnect not revoked, or a webhook delivery not been recorded (it is sent again)"
             );
         }
         finished
@@ -316,7 +316,8 @@ impl ConnectionService {
         super::require(self, need).await
     }
 
-    /// The user's connections, newest first. Never a token.
+    /// The user's connections, by provider, then oldest first. Never a
+    /// token.
     pub async fn list(&self, user: UserRef<'_>) -> Result<Vec<ConnectionSummary>, sqlx::Error> {
         let limit = self.settings.database.deadline();
         db::faults::deadline(limit, db::connections::list_for_user(&self.db, user)).await

@@ -134,7 +134,6 @@ pub fn definition() -> Tool {
     .with_annotations(ToolAnnotations::new().read_only(false).destructive(true).idempotent(true).open_world(true))
 }
 
-/// A completed disconnect call for `provider` (and the account, when known).
 /// Nothing to disconnect: no account at `provider`, or, when one was
 /// `chosen`, that one gone meanwhile (the user's others are not "not
 /// connected", and are left as they are).
@@ -151,6 +150,7 @@ fn not_connected(provider: &crate::providers::Provider, chosen: bool) -> CallToo
     done(provider.name(), None, Disconnection::NotConnected, sentence)
 }
 
+/// A completed disconnect call for `provider` (and the account, when known).
 fn done(
     provider: &str,
     account: Option<(&str, &str)>,

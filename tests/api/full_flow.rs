@@ -350,35 +350,6 @@ async fn reloading_a_decline_shows_the_decline_not_an_earlier_account() {
     }
 }
 
-/// A decline at the provider whose ticket the database would not mark:
-/// the page says it failed; its reload finishes the decline (the flow was
-/// completed already), so that the client's retry says declined, and it
-/// is recorded once.
-#[tokio::test]
-async fn reloading_a_decline_that_failed_finishes_it() {
-    let app = spawn_app().await;
-    let args = json!({"provider": "demo"});
-    let (url, state) = elicit(&app, "alice", "whoami", args.clone(), "connect_demo").await;
-    let browser = Browser::new(&app);
-    let to_provider = open_and_continue(&browser, &url, "alice").await;
-    let back = deny_at_demo(&browser, &to_provider, "octo").await;
-    crate::helpers::refuse(&app.db, "connect_tickets", "UPDATE OF declined_at").await;
-    let failed = browser.follow(&back).await;
-    assert!(failed.status >= 500, "{}: {}", failed.status, failed.body);
-    crate::helpers::allow(&app.db, "connect_tickets").await;
-    for attempt in ["reload", "another reload"] {
-        let page = browser.follow(&back).await;
-        assert_eq!(page.status, 200, "{attempt}: {}", page.body);
-        assert!(page.body.contains("declined"), "{attempt}: {}", page.body);
-    }
-    let body = retry_accepted(&app, "alice", "whoami", args, &state, "connect_demo").await;
-    assert_eq!(body["result"]["isError"], true, "{body}");
-    let text = body["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(text.contains("declined"), "{body}");
-    let audited = "SELECT count(*) FROM audit_events WHERE kind = 'consent_cancelled'";
-    assert_eq!(crate::helpers::count(&app, audited).await, 1);
-}
-
 #[tokio::test]
 async fn deny_at_the_provider_makes_the_retry_say_declined() {
     let app = spawn_app().await;

@@ -185,6 +185,7 @@ async fn deny_on_the_approval_page_tells_the_client_it_is_not_allowed() {
         .submit(&page, "/connect", &[("action", "cancel")])
         .await;
     assert_eq!(denied.status, 200, "{}", denied.body);
+    assert!(denied.body.contains("did not allow it"), "{}", denied.body);
     let body = retry(&app, OTHER, &state, "accept").await;
     assert_eq!(body["result"]["resultType"], "complete", "{body}");
     assert_eq!(body["result"]["isError"], true, "{body}");

@@ -90,7 +90,7 @@ pub(super) async fn callback(
     };
     let error = params.get("error");
     if let Some(page) =
-        already_answered(&state, &req, &flow, &provider_name, error, user.0.as_ref()).await?
+        already_answered(&state, &flow, &provider_name, error, user.0.as_ref()).await?
     {
         return Ok(page);
     }
@@ -419,7 +419,6 @@ pub(super) fn connected_page(
 /// failed, and it is refused as used, like any other.
 async fn already_answered(
     state: &AppState,
-    req: &HttpRequest,
     flow: &OAuthFlow,
     provider_name: &str,
     error: Option<&str>,
@@ -437,13 +436,13 @@ async fn already_answered(
     else {
         return Ok(None);
     };
+    // Only the page again: a completed flow may be one whose code was
+    // exchanged (a Deny pressed after going back to the provider's page
+    // must not decline the connect that succeeded).
     if let Some(error) = error {
-        if !provider.is_decline(error) {
-            return Ok(None);
-        }
-        // The first answer may have failed between completing the flow and
-        // declining its ticket: this one finishes the decline.
-        return Ok(Some(declined(state, req, user, flow, provider).await?));
+        return Ok(provider
+            .is_decline(error)
+            .then(|| declined_page(user, provider, AskedBy::of_flow(flow))));
     }
     let account = state
         .connect

@@ -329,7 +329,12 @@ async fn cancel(
     db::web_sessions::clear_pending_ticket(&state.db, user.session_id, ticket.id).await?;
     let (lines, link) = match AskedBy::of_ticket(state, ticket) {
         AskedBy::Client => (
-            vec!["You can close this tab; your MCP client will be told that you declined.".into()],
+            vec![if ticket.connection_id.is_some() {
+                "You can close this tab; your MCP client will be told that you did not allow it."
+                    .into()
+            } else {
+                "You can close this tab; your MCP client will be told that you declined.".into()
+            }],
             None,
         ),
         AskedBy::ConnectionsPage => (vec!["Nothing was connected.".into()], connections_link()),

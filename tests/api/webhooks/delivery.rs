@@ -667,9 +667,10 @@ async fn deliveries_go_on_after_the_connections_under_them_go_silent() {
 /// leaving the event to be sent again once its lease lapsed.
 #[tokio::test]
 async fn a_stopping_server_finishes_its_deliveries_and_claims_no_more() {
+    // Answered well within the 2 s timeout, after the stop has begun.
     let receiver = Receiver::start(Mode::Answer {
         fail_first: 0,
-        delay: Duration::from_millis(1500),
+        delay: Duration::from_millis(500),
     });
     let app = spawn_app_with(with_webhooks(&receiver.url, CREATED, "")).await;
     store_demo_connection(&app.state.connect, &app.dev.issuer(), "alice", "a-1", None).await;
